@@ -1,0 +1,27 @@
+//! The typed model of the contract and of A2A v1.
+//!
+//! Field names follow the contract dialect (camelCase). Every struct reads leniently (see
+//! [`crate::read`]) and writes the contract dialect (see [`crate::write`]).
+
+mod card;
+mod enums;
+mod error_body;
+mod manifest;
+mod message;
+mod part;
+mod request;
+mod stream;
+mod task;
+
+pub use card::{AgentCapabilities, AgentCard, AgentInterface, AgentProvider, AgentSkill};
+pub use enums::{Role, TaskState};
+pub use error_body::{ErrorBody, ErrorDetail};
+pub use manifest::{ManifestCapabilities, ManifestRuntime, ManifestServer, RuntimeContract};
+pub use message::Message;
+pub use part::{Part, PartContent};
+pub use request::{SendMessageConfiguration, SendMessageRequest};
+pub use stream::{StreamEvent, TaskArtifactUpdateEvent, TaskStatusUpdateEvent};
+pub use task::{Artifact, Task, TaskStatus};
+
+/// Free-form metadata: a JSON object, carried through untouched.
+pub type Metadata = serde_json::Map<String, serde_json::Value>;

@@ -1,0 +1,189 @@
+//! The SSE events of a streaming `POST /` (contract level 3).
+//!
+//! Contract dialect: each event is an object holding exactly one of `task`, `statusUpdate`,
+//! `artifactUpdate`; a status update carries `final`. The reader also takes A2A v1 events
+//! (no `final`: it is derived from the state) and v0.3 events (`kind`-tagged, unwrapped).
+
+use serde::ser::{SerializeMap, SerializeStruct};
+use serde::{Deserialize, Serialize, Serializer};
+
+use super::{Artifact, Metadata, Task, TaskStatus};
+use crate::write::{Dialect, DialectSerialize, InDialect};
+
+/// A change of a task's status.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(try_from = "StatusUpdateIn")]
+pub struct TaskStatusUpdateEvent {
+    pub task_id: String,
+    pub context_id: String,
+    pub status: TaskStatus,
+    /// True on the last event of the stream.
+    pub r#final: bool,
+    pub metadata: Option<Metadata>,
+}
+
+/// A new artifact, or a chunk of one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskArtifactUpdateEvent {
+    #[serde(alias = "task_id")]
+    pub task_id: String,
+    #[serde(alias = "context_id")]
+    pub context_id: String,
+    pub artifact: Artifact,
+    #[serde(default)]
+    pub append: bool,
+    #[serde(default, alias = "last_chunk")]
+    pub last_chunk: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+}
+
+/// One event of a task's stream.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(from = "StreamEventIn")]
+pub enum StreamEvent {
+    /// The task as it stands when the stream opens; always the first event.
+    Task(Task),
+    StatusUpdate(TaskStatusUpdateEvent),
+    ArtifactUpdate(TaskArtifactUpdateEvent),
+}
+
+impl DialectSerialize for TaskStatusUpdateEvent {
+    fn serialize_in<S: Serializer>(&self, dialect: Dialect, s: S) -> Result<S::Ok, S::Error> {
+        let mut st = s.serialize_struct("TaskStatusUpdateEvent", 5)?;
+        st.serialize_field("taskId", &self.task_id)?;
+        st.serialize_field("contextId", &self.context_id)?;
+        st.serialize_field("status", &InDialect(&self.status, dialect))?;
+        // A2A v1 dropped `final`: the stream simply ends.
+        if dialect == Dialect::Contract {
+            st.serialize_field("final", &self.r#final)?;
+        }
+        if let Some(m) = &self.metadata {
+            st.serialize_field("metadata", m)?;
+        }
+        st.end()
+    }
+}
+
+impl DialectSerialize for StreamEvent {
+    fn serialize_in<S: Serializer>(&self, dialect: Dialect, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(1))?;
+        match self {
+            StreamEvent::Task(t) => map.serialize_entry("task", &InDialect(t, dialect))?,
+            StreamEvent::StatusUpdate(u) => {
+                map.serialize_entry("statusUpdate", &InDialect(u, dialect))?;
+            }
+            StreamEvent::ArtifactUpdate(u) => map.serialize_entry("artifactUpdate", u)?,
+        }
+        map.end()
+    }
+}
+
+impl Serialize for TaskStatusUpdateEvent {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.serialize_in(Dialect::Contract, s)
+    }
+}
+
+impl Serialize for StreamEvent {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.serialize_in(Dialect::Contract, s)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusUpdateIn {
+    #[serde(alias = "task_id")]
+    task_id: String,
+    #[serde(alias = "context_id")]
+    context_id: String,
+    status: TaskStatus,
+    #[serde(default)]
+    r#final: Option<bool>,
+    #[serde(default)]
+    metadata: Option<Metadata>,
+}
+
+impl TryFrom<StatusUpdateIn> for TaskStatusUpdateEvent {
+    type Error = std::convert::Infallible;
+
+    fn try_from(u: StatusUpdateIn) -> Result<Self, Self::Error> {
+        let ends = u.status.state.is_terminal() || u.status.state.is_interrupted();
+        Ok(Self {
+            task_id: u.task_id,
+            context_id: u.context_id,
+            r#final: u.r#final.unwrap_or(ends),
+            status: u.status,
+            metadata: u.metadata,
+        })
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(
+    untagged,
+    expecting = "a stream event: an object holding exactly one of task, statusUpdate, \
+                 artifactUpdate (or a v0.3 event with kind task, status-update, artifact-update)"
+)]
+enum StreamEventIn {
+    Wrapped(Wrapped),
+    V03(V03Event),
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", try_from = "WrappedFields")]
+enum Wrapped {
+    Task(Task),
+    StatusUpdate(TaskStatusUpdateEvent),
+    ArtifactUpdate(TaskArtifactUpdateEvent),
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WrappedFields {
+    task: Option<Task>,
+    #[serde(alias = "status_update")]
+    status_update: Option<TaskStatusUpdateEvent>,
+    #[serde(alias = "artifact_update")]
+    artifact_update: Option<TaskArtifactUpdateEvent>,
+}
+
+impl TryFrom<WrappedFields> for Wrapped {
+    type Error = &'static str;
+
+    fn try_from(w: WrappedFields) -> Result<Self, Self::Error> {
+        match (w.task, w.status_update, w.artifact_update) {
+            (Some(t), None, None) => Ok(Wrapped::Task(t)),
+            (None, Some(u), None) => Ok(Wrapped::StatusUpdate(u)),
+            (None, None, Some(u)) => Ok(Wrapped::ArtifactUpdate(u)),
+            _ => Err("a stream event holds exactly one of task, statusUpdate, artifactUpdate"),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "kind")]
+enum V03Event {
+    #[serde(rename = "task")]
+    Task(Task),
+    #[serde(rename = "status-update")]
+    StatusUpdate(TaskStatusUpdateEvent),
+    #[serde(rename = "artifact-update")]
+    ArtifactUpdate(TaskArtifactUpdateEvent),
+}
+
+impl From<StreamEventIn> for StreamEvent {
+    fn from(e: StreamEventIn) -> Self {
+        match e {
+            StreamEventIn::Wrapped(Wrapped::Task(t)) | StreamEventIn::V03(V03Event::Task(t)) => {
+                StreamEvent::Task(t)
+            }
+            StreamEventIn::Wrapped(Wrapped::StatusUpdate(u))
+            | StreamEventIn::V03(V03Event::StatusUpdate(u)) => StreamEvent::StatusUpdate(u),
+            StreamEventIn::Wrapped(Wrapped::ArtifactUpdate(u))
+            | StreamEventIn::V03(V03Event::ArtifactUpdate(u)) => StreamEvent::ArtifactUpdate(u),
+        }
+    }
+}

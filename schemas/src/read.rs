@@ -1,0 +1,97 @@
+//! The lenient reader: JSON bytes in any accepted dialect ⇒ the typed model.
+//!
+//! The spellings accepted are those of the model's `Deserialize` impls (see the crate docs);
+//! this module adds errors that say where a body went wrong, so a 400 can name the field.
+
+use serde::de::DeserializeOwned;
+
+/// Why a body could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The bytes are not JSON at all (or are truncated).
+    #[error("malformed JSON at line {line}, column {column}: {message}")]
+    Syntax { line: usize, column: usize, message: String },
+    /// The JSON is well formed but not the expected shape.
+    #[error("{message} (at {path})")]
+    Shape { path: String, message: String },
+}
+
+impl ReadError {
+    /// The path of the offending field for a shape error (`message.parts[0]`), `.` for the root.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            ReadError::Syntax { .. } => None,
+            ReadError::Shape { path, .. } => Some(path),
+        }
+    }
+}
+
+/// Reads `bytes` as a `T`, accepting every dialect the model accepts.
+pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ReadError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| classify(&e))?;
+    de.end().map_err(|e| syntax(&e))?;
+    Ok(value)
+}
+
+/// Reads an already-parsed JSON value as a `T`.
+pub fn from_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ReadError> {
+    serde_path_to_error::deserialize(value).map_err(|e| classify(&e))
+}
+
+fn classify(e: &serde_path_to_error::Error<serde_json::Error>) -> ReadError {
+    let inner = e.inner();
+    if inner.is_syntax() || inner.is_eof() {
+        return syntax(inner);
+    }
+    let message = strip_position(&inner.to_string());
+    ReadError::Shape { path: e.path().to_string(), message }
+}
+
+fn syntax(e: &serde_json::Error) -> ReadError {
+    ReadError::Syntax {
+        line: e.line(),
+        column: e.column(),
+        message: strip_position(&e.to_string()),
+    }
+}
+
+/// serde_json appends " at line L column C" to its messages; the path says it better.
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SendMessageRequest;
+
+    #[test]
+    fn syntax_errors_say_where() {
+        let err = from_slice::<SendMessageRequest>(b"{\"message\": ").unwrap_err();
+        assert!(matches!(err, ReadError::Syntax { line: 1, .. }), "{err:?}");
+    }
+
+    #[test]
+    fn trailing_garbage_is_a_syntax_error() {
+        let body = br#"{"message":{"messageId":"m","role":"user","parts":[{"text":"x"}]}} x"#;
+        let err = from_slice::<SendMessageRequest>(body).unwrap_err();
+        assert!(matches!(err, ReadError::Syntax { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn shape_errors_name_the_field() {
+        let body = br#"{"message":{"messageId":"m","role":"user","parts":[{"text":"a","url":"b"}]}}"#;
+        let err = from_slice::<SendMessageRequest>(body).unwrap_err();
+        assert_eq!(err.path(), Some("message.parts[0]"));
+        assert!(err.to_string().contains("exactly one of text, raw, url, data"), "{err}");
+
+        let err = from_slice::<SendMessageRequest>(br#"{"message":{"role":"user","parts":[]}}"#)
+            .unwrap_err();
+        assert_eq!(err.path(), Some("message"));
+        assert!(err.to_string().contains("messageId"), "{err}");
+    }
+}

@@ -1,0 +1,254 @@
+//! Validation against the contract's JSON Schemas and the vendored A2A v1.0 JSON Schema.
+//!
+//! The schema files are embedded at build time; each validator is compiled once, on first use.
+
+use std::fmt;
+use std::sync::OnceLock;
+
+use jsonschema::{Draft, Registry, Validator};
+use serde_json::Value;
+
+/// A schema a JSON document can be checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Schema {
+    /// `send-message-request.schema.json`
+    SendMessageRequest,
+    /// `task.schema.json`
+    Task,
+    /// `agent-card.schema.json`
+    AgentCard,
+    /// `stream-event.schema.json`
+    StreamEvent,
+    /// `runtime-contract.schema.json`
+    RuntimeContract,
+    /// `error.schema.json`
+    Error,
+    /// The A2A v1.0 `AgentCard` definition.
+    A2aV1AgentCard,
+    /// The A2A v1.0 `Task` definition.
+    A2aV1Task,
+    /// The A2A v1.0 `Message` definition.
+    A2aV1Message,
+    /// The A2A v1.0 `SendMessageRequest` definition.
+    A2aV1SendMessageRequest,
+    /// The A2A v1.0 `StreamResponse` definition.
+    A2aV1StreamResponse,
+}
+
+/// The contract's schema files, by file name, as embedded in this crate.
+pub const CONTRACT_SCHEMA_FILES: [(&str, &str); 6] = [
+    ("send-message-request.schema.json", include_str!("../send-message-request.schema.json")),
+    ("task.schema.json", include_str!("../task.schema.json")),
+    ("agent-card.schema.json", include_str!("../agent-card.schema.json")),
+    ("stream-event.schema.json", include_str!("../stream-event.schema.json")),
+    ("runtime-contract.schema.json", include_str!("../runtime-contract.schema.json")),
+    ("error.schema.json", include_str!("../error.schema.json")),
+];
+
+const CONTRACT_BASE: &str = "https://schemas.daedalus.local/contract/v1/";
+const A2A_V1_BASE: &str = "https://schemas.daedalus.local/a2a/v1/";
+const A2A_V1_BUNDLE: &str = include_str!("../a2a/a2a-v1.0.schema.json");
+
+impl Schema {
+    /// Every schema, contract first.
+    pub const ALL: [Schema; 11] = [
+        Schema::SendMessageRequest,
+        Schema::Task,
+        Schema::AgentCard,
+        Schema::StreamEvent,
+        Schema::RuntimeContract,
+        Schema::Error,
+        Schema::A2aV1AgentCard,
+        Schema::A2aV1Task,
+        Schema::A2aV1Message,
+        Schema::A2aV1SendMessageRequest,
+        Schema::A2aV1StreamResponse,
+    ];
+
+    /// A short name for reports: the file name, or `a2a-v1.0#<Definition>`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Schema::SendMessageRequest => "send-message-request.schema.json",
+            Schema::Task => "task.schema.json",
+            Schema::AgentCard => "agent-card.schema.json",
+            Schema::StreamEvent => "stream-event.schema.json",
+            Schema::RuntimeContract => "runtime-contract.schema.json",
+            Schema::Error => "error.schema.json",
+            Schema::A2aV1AgentCard => "a2a-v1.0#AgentCard",
+            Schema::A2aV1Task => "a2a-v1.0#Task",
+            Schema::A2aV1Message => "a2a-v1.0#Message",
+            Schema::A2aV1SendMessageRequest => "a2a-v1.0#SendMessageRequest",
+            Schema::A2aV1StreamResponse => "a2a-v1.0#StreamResponse",
+        }
+    }
+
+    /// The contract schema with this file name (`task.schema.json`, or just `task`).
+    pub fn from_file_name(name: &str) -> Option<Schema> {
+        let stem = name.trim_end_matches(".json").trim_end_matches(".schema");
+        Schema::ALL.into_iter().take(6).find(|s| s.name().starts_with(&format!("{stem}.")))
+    }
+
+    fn root_uri(self) -> String {
+        match self {
+            Schema::A2aV1AgentCard => a2a_uri("AgentCard"),
+            Schema::A2aV1Task => a2a_uri("Task"),
+            Schema::A2aV1Message => a2a_uri("Message"),
+            Schema::A2aV1SendMessageRequest => a2a_uri("SendMessageRequest"),
+            Schema::A2aV1StreamResponse => a2a_uri("StreamResponse"),
+            contract => format!("{CONTRACT_BASE}{}", contract.name()),
+        }
+    }
+
+    fn index(self) -> usize {
+        Schema::ALL.iter().position(|s| *s == self).expect("every schema is in ALL")
+    }
+
+    /// Checks `instance` against this schema, returning every violation.
+    pub fn validate(self, instance: &Value) -> Result<(), SchemaErrors> {
+        let validator = validator(self);
+        let errors: Vec<SchemaError> = validator
+            .iter_errors(instance)
+            .map(|e| SchemaError {
+                instance_path: e.instance_path().as_str().to_owned(),
+                schema_path: e.schema_path().as_str().to_owned(),
+                keyword: e.kind().keyword().to_owned(),
+                message: e.to_string(),
+            })
+            .collect();
+        if errors.is_empty() { Ok(()) } else { Err(SchemaErrors { schema: self, errors }) }
+    }
+}
+
+/// One violation: where in the instance, which rule, and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaError {
+    /// JSON Pointer into the instance (`/status/message`; empty for the root).
+    pub instance_path: String,
+    /// JSON Pointer into the schema to the failing keyword.
+    pub schema_path: String,
+    /// The failing keyword (`required`, `oneOf`, `minItems`, ...).
+    pub keyword: String,
+    pub message: String,
+}
+
+/// Every violation of one schema by one instance.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct SchemaErrors {
+    pub schema: Schema,
+    pub errors: Vec<SchemaError>,
+}
+
+impl fmt::Display for SchemaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let at = if self.instance_path.is_empty() { "/" } else { &self.instance_path };
+        write!(f, "{at}: {}", self.message)
+    }
+}
+
+impl fmt::Display for SchemaErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "does not match {}: ", self.schema.name())?;
+        for (i, e) in self.errors.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+fn a2a_uri(definition: &str) -> String {
+    format!("{A2A_V1_BASE}lf.a2a.v1.{definition}.jsonschema.json")
+}
+
+fn validator(schema: Schema) -> &'static Validator {
+    static VALIDATORS: [OnceLock<Validator>; 11] = [const { OnceLock::new() }; 11];
+    VALIDATORS[schema.index()].get_or_init(|| {
+        let registry = registry();
+        jsonschema::options()
+            .with_draft(Draft::Draft202012)
+            .should_validate_formats(true)
+            .with_registry(registry)
+            .build(&serde_json::json!({ "$ref": schema.root_uri() }))
+            .unwrap_or_else(|e| panic!("embedded schema {} does not compile: {e}", schema.name()))
+    })
+}
+
+/// All embedded schema documents, each under the URI its `$ref`s expect.
+fn registry() -> &'static Registry<'static> {
+    static REGISTRY: OnceLock<Registry<'static>> = OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        let mut resources: Vec<(String, Value)> = CONTRACT_SCHEMA_FILES
+            .iter()
+            .map(|(name, text)| (format!("{CONTRACT_BASE}{name}"), parse_embedded(name, text)))
+            .collect();
+        resources.extend(a2a_v1_definitions());
+        Registry::new()
+            .extend(resources)
+            .and_then(jsonschema::RegistryBuilder::prepare)
+            .expect("embedded schemas form a valid registry")
+    })
+}
+
+/// The A2A v1.0 bundle's definitions, each named as its siblings `$ref` it: "Agent Card" is
+/// `lf.a2a.v1.AgentCard.jsonschema.json`, "Struct" is `google.protobuf.Struct.jsonschema.json`.
+fn a2a_v1_definitions() -> impl Iterator<Item = (String, Value)> {
+    let Value::Object(mut bundle) = parse_embedded("a2a-v1.0.schema.json", A2A_V1_BUNDLE) else {
+        panic!("the A2A v1.0 bundle is a JSON object");
+    };
+    let Some(Value::Object(definitions)) = bundle.remove("definitions") else {
+        panic!("the A2A v1.0 bundle has definitions");
+    };
+    definitions.into_iter().map(|(title, schema)| {
+        let name: String = title.split_whitespace().collect();
+        let uri = match name.as_str() {
+            "Struct" | "Value" | "Timestamp" => {
+                format!("{A2A_V1_BASE}google.protobuf.{name}.jsonschema.json")
+            }
+            _ => a2a_uri(&name),
+        };
+        (uri, schema)
+    })
+}
+
+fn parse_embedded(name: &str, text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("embedded {name} is not JSON: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_schema_compiles() {
+        for schema in Schema::ALL {
+            let _ = schema.validate(&json!({}));
+        }
+    }
+
+    #[test]
+    fn file_names_map_back() {
+        assert_eq!(Schema::from_file_name("task.schema.json"), Some(Schema::Task));
+        assert_eq!(Schema::from_file_name("task"), Some(Schema::Task));
+        assert_eq!(Schema::from_file_name("error"), Some(Schema::Error));
+        assert_eq!(Schema::from_file_name("nope"), None);
+    }
+
+    #[test]
+    fn a2a_v1_refs_resolve_into_nested_definitions() {
+        let bad = json!({"id": "t", "status": {"state": "completed"}});
+        let err = Schema::A2aV1Task.validate(&bad).unwrap_err();
+        assert_eq!(err.errors[0].instance_path, "/status/state", "{err}");
+        let good = json!({"id": "t", "status": {"state": "TASK_STATE_COMPLETED"}});
+        Schema::A2aV1Task.validate(&good).unwrap();
+    }
+
+    #[test]
+    fn formats_are_checked() {
+        let task = json!({"id": "t", "status": {"state": "working", "timestamp": "yesterday"}});
+        let err = Schema::Task.validate(&task).unwrap_err();
+        assert_eq!(err.errors[0].instance_path, "/status/timestamp", "{err}");
+    }
+}

@@ -1,0 +1,95 @@
+//! Writers: the contract dialect (the model's own `Serialize`) and strict A2A v1 JSON.
+//!
+//! Only `Role` and `TaskState` are spelled differently between the dialects (and A2A v1 has no
+//! `final` on status updates), so the types that contain them implement [`DialectSerialize`]
+//! once, for both dialects; everything else serializes the same way in both.
+
+use serde::{Serialize, Serializer};
+
+/// Which JSON dialect to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// The runtime contract: roles `user`/`agent`, states `completed`, `input-required`, ...
+    Contract,
+    /// A2A v1.0 ProtoJSON: `ROLE_USER`, `TASK_STATE_COMPLETED`, no `final`.
+    A2aV1,
+}
+
+/// A type whose JSON depends on the dialect.
+pub trait DialectSerialize {
+    fn serialize_in<S: Serializer>(&self, dialect: Dialect, s: S) -> Result<S::Ok, S::Error>;
+}
+
+/// Serializes the wrapped value in the given dialect.
+#[derive(Debug)]
+pub struct InDialect<'a, T: ?Sized>(pub &'a T, pub Dialect);
+
+impl<T: DialectSerialize + ?Sized> Serialize for InDialect<'_, T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize_in(self.1, s)
+    }
+}
+
+/// Serializes a slice, each element in the given dialect.
+#[derive(Debug)]
+pub struct InDialectSeq<'a, T>(pub &'a [T], pub Dialect);
+
+impl<T: DialectSerialize> Serialize for InDialectSeq<'_, T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|item| InDialect(item, self.1)))
+    }
+}
+
+/// The contract dialect: exactly what the proxy and the contract schemas expect.
+pub mod contract {
+    use serde::Serialize;
+
+    /// JSON bytes in the contract dialect.
+    pub fn to_vec<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
+        serde_json::to_vec(value).expect("the model always serializes")
+    }
+
+    /// A JSON value in the contract dialect.
+    pub fn to_value<T: Serialize + ?Sized>(value: &T) -> serde_json::Value {
+        serde_json::to_value(value).expect("the model always serializes")
+    }
+}
+
+/// Strict A2A v1.0 JSON, valid against the v1.0 JSON Schema.
+pub mod a2a_v1 {
+    use serde::Serialize;
+
+    use super::{Dialect, DialectSerialize, InDialect};
+
+    /// Types that have an A2A v1 form.
+    pub trait ToA2aV1 {
+        fn to_a2a_v1(&self) -> serde_json::Value;
+    }
+
+    impl<T: DialectSerialize> ToA2aV1 for T {
+        fn to_a2a_v1(&self) -> serde_json::Value {
+            serde_json::to_value(InDialect(self, Dialect::A2aV1))
+                .expect("the model always serializes")
+        }
+    }
+
+    /// The agent card is spelled the same in both dialects.
+    impl ToA2aV1 for crate::AgentCard {
+        fn to_a2a_v1(&self) -> serde_json::Value {
+            serde_json::to_value(self).expect("the model always serializes")
+        }
+    }
+
+    /// A JSON value in strict A2A v1.
+    pub fn to_value<T: ToA2aV1 + ?Sized>(value: &T) -> serde_json::Value {
+        value.to_a2a_v1()
+    }
+
+    /// Serializes `value` in A2A v1 into any serializer.
+    pub fn serialize<T: DialectSerialize, S: serde::Serializer>(
+        value: &T,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        InDialect(value, Dialect::A2aV1).serialize(s)
+    }
+}
