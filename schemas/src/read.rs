@@ -10,7 +10,11 @@ use serde::de::DeserializeOwned;
 pub enum ReadError {
     /// The bytes are not JSON at all (or are truncated).
     #[error("malformed JSON at line {line}, column {column}: {message}")]
-    Syntax { line: usize, column: usize, message: String },
+    Syntax {
+        line: usize,
+        column: usize,
+        message: String,
+    },
     /// The JSON is well formed but not the expected shape.
     #[error("{message} (at {path})")]
     Shape { path: String, message: String },
@@ -45,7 +49,10 @@ fn classify(e: &serde_path_to_error::Error<serde_json::Error>) -> ReadError {
         return syntax(inner);
     }
     let message = strip_position(&inner.to_string());
-    ReadError::Shape { path: e.path().to_string(), message }
+    ReadError::Shape {
+        path: e.path().to_string(),
+        message,
+    }
 }
 
 fn syntax(e: &serde_json::Error) -> ReadError {
@@ -84,10 +91,15 @@ mod tests {
 
     #[test]
     fn shape_errors_name_the_field() {
-        let body = br#"{"message":{"messageId":"m","role":"user","parts":[{"text":"a","url":"b"}]}}"#;
+        let body =
+            br#"{"message":{"messageId":"m","role":"user","parts":[{"text":"a","url":"b"}]}}"#;
         let err = from_slice::<SendMessageRequest>(body).unwrap_err();
         assert_eq!(err.path(), Some("message.parts[0]"));
-        assert!(err.to_string().contains("exactly one of text, raw, url, data"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("exactly one of text, raw, url, data"),
+            "{err}"
+        );
 
         let err = from_slice::<SendMessageRequest>(br#"{"message":{"role":"user","parts":[]}}"#)
             .unwrap_err();

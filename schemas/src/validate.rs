@@ -37,11 +37,23 @@ pub enum Schema {
 
 /// The contract's schema files, by file name, as embedded in this crate.
 pub const CONTRACT_SCHEMA_FILES: [(&str, &str); 6] = [
-    ("send-message-request.schema.json", include_str!("../send-message-request.schema.json")),
+    (
+        "send-message-request.schema.json",
+        include_str!("../send-message-request.schema.json"),
+    ),
     ("task.schema.json", include_str!("../task.schema.json")),
-    ("agent-card.schema.json", include_str!("../agent-card.schema.json")),
-    ("stream-event.schema.json", include_str!("../stream-event.schema.json")),
-    ("runtime-contract.schema.json", include_str!("../runtime-contract.schema.json")),
+    (
+        "agent-card.schema.json",
+        include_str!("../agent-card.schema.json"),
+    ),
+    (
+        "stream-event.schema.json",
+        include_str!("../stream-event.schema.json"),
+    ),
+    (
+        "runtime-contract.schema.json",
+        include_str!("../runtime-contract.schema.json"),
+    ),
     ("error.schema.json", include_str!("../error.schema.json")),
 ];
 
@@ -85,7 +97,10 @@ impl Schema {
     /// The contract schema with this file name (`task.schema.json`, or just `task`).
     pub fn from_file_name(name: &str) -> Option<Schema> {
         let stem = name.trim_end_matches(".json").trim_end_matches(".schema");
-        Schema::ALL.into_iter().take(6).find(|s| s.name().starts_with(&format!("{stem}.")))
+        Schema::ALL
+            .into_iter()
+            .take(6)
+            .find(|s| s.name().starts_with(&format!("{stem}.")))
     }
 
     fn root_uri(self) -> String {
@@ -100,7 +115,10 @@ impl Schema {
     }
 
     fn index(self) -> usize {
-        Schema::ALL.iter().position(|s| *s == self).expect("every schema is in ALL")
+        Schema::ALL
+            .iter()
+            .position(|s| *s == self)
+            .expect("every schema is in ALL")
     }
 
     /// Checks `instance` against this schema, returning every violation.
@@ -115,7 +133,14 @@ impl Schema {
                 message: e.to_string(),
             })
             .collect();
-        if errors.is_empty() { Ok(()) } else { Err(SchemaErrors { schema: self, errors }) }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(SchemaErrors {
+                schema: self,
+                errors,
+            })
+        }
     }
 }
 
@@ -140,7 +165,11 @@ pub struct SchemaErrors {
 
 impl fmt::Display for SchemaError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let at = if self.instance_path.is_empty() { "/" } else { &self.instance_path };
+        let at = if self.instance_path.is_empty() {
+            "/"
+        } else {
+            &self.instance_path
+        };
         write!(f, "{at}: {}", self.message)
     }
 }
@@ -230,7 +259,10 @@ mod tests {
 
     #[test]
     fn file_names_map_back() {
-        assert_eq!(Schema::from_file_name("task.schema.json"), Some(Schema::Task));
+        assert_eq!(
+            Schema::from_file_name("task.schema.json"),
+            Some(Schema::Task)
+        );
         assert_eq!(Schema::from_file_name("task"), Some(Schema::Task));
         assert_eq!(Schema::from_file_name("error"), Some(Schema::Error));
         assert_eq!(Schema::from_file_name("nope"), None);

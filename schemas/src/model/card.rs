@@ -62,9 +62,17 @@ pub struct AgentProvider {
 pub struct AgentCapabilities {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub streaming: Option<bool>,
-    #[serde(default, alias = "push_notifications", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "push_notifications",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub push_notifications: Option<bool>,
-    #[serde(default, alias = "extended_agent_card", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "extended_agent_card",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub extended_agent_card: Option<bool>,
     /// Opaque extension declarations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -81,9 +89,17 @@ pub struct AgentSkill {
     pub tags: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub examples: Option<Vec<String>>,
-    #[serde(default, alias = "input_modes", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "input_modes",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub input_modes: Option<Vec<String>>,
-    #[serde(default, alias = "output_modes", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "output_modes",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub output_modes: Option<Vec<String>>,
 }
 

@@ -241,7 +241,10 @@ mod tests {
 
     #[test]
     fn proto_numbers_read() {
-        assert_eq!(serde_json::from_str::<TaskState>("6").ok(), Some(TaskState::InputRequired));
+        assert_eq!(
+            serde_json::from_str::<TaskState>("6").ok(),
+            Some(TaskState::InputRequired)
+        );
         assert_eq!(serde_json::from_str::<Role>("2").ok(), Some(Role::Agent));
     }
 }

@@ -17,6 +17,11 @@ pub struct ErrorDetail {
 
 impl ErrorBody {
     pub fn new(code: u16, message: impl Into<String>) -> Self {
-        Self { error: ErrorDetail { code, message: message.into() } }
+        Self {
+            error: ErrorDetail {
+                code,
+                message: message.into(),
+            },
+        }
     }
 }

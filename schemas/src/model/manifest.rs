@@ -44,6 +44,10 @@ pub struct ManifestServer {
 /// Optional features of the contract the runtime implements.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "mirrors the manifest's JSON, one flag each"
+)]
 pub struct ManifestCapabilities {
     #[serde(default)]
     pub streaming: bool,
@@ -70,7 +74,11 @@ mod tests {
     fn manifest(version: &str) -> RuntimeContract {
         RuntimeContract {
             contract_version: version.into(),
-            runtime: ManifestRuntime { name: "x".into(), version: "1".into(), description: None },
+            runtime: ManifestRuntime {
+                name: "x".into(),
+                version: "1".into(),
+                description: None,
+            },
             server: None,
             capabilities: ManifestCapabilities::default(),
             conformance_level: 1,

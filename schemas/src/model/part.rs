@@ -41,7 +41,12 @@ impl Part {
 
     /// A part holding `content` and nothing else.
     pub fn from_content(content: PartContent) -> Self {
-        Self { content, media_type: None, filename: None, metadata: None }
+        Self {
+            content,
+            media_type: None,
+            filename: None,
+            metadata: None,
+        }
     }
 
     /// The text of a text part.
@@ -139,10 +144,19 @@ impl TryFrom<PartIn> for Part {
             let names: Vec<&str> = found.iter().map(|(n, _)| *n).collect();
             return Err(format!(
                 "a part must carry exactly one of text, raw, url, data (found {})",
-                if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
             ));
         }
         let (_, content) = found.remove(0);
-        Ok(Part { content, media_type, filename, metadata: p.metadata })
+        Ok(Part {
+            content,
+            media_type,
+            filename,
+            metadata: p.metadata,
+        })
     }
 }

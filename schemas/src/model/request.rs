@@ -32,7 +32,11 @@ pub struct SendMessageConfiguration {
 impl SendMessageRequest {
     /// A request carrying `message` and nothing else.
     pub fn new(message: Message) -> Self {
-        Self { message, configuration: None, metadata: None }
+        Self {
+            message,
+            configuration: None,
+            metadata: None,
+        }
     }
 
     /// `configuration.historyLength`, if the client set one.

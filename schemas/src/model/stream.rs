@@ -12,7 +12,7 @@ use crate::write::{Dialect, DialectSerialize, InDialect};
 
 /// A change of a task's status.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(try_from = "StatusUpdateIn")]
+#[serde(from = "StatusUpdateIn")]
 pub struct TaskStatusUpdateEvent {
     pub task_id: String,
     pub context_id: String,
@@ -106,18 +106,16 @@ struct StatusUpdateIn {
     metadata: Option<Metadata>,
 }
 
-impl TryFrom<StatusUpdateIn> for TaskStatusUpdateEvent {
-    type Error = std::convert::Infallible;
-
-    fn try_from(u: StatusUpdateIn) -> Result<Self, Self::Error> {
+impl From<StatusUpdateIn> for TaskStatusUpdateEvent {
+    fn from(u: StatusUpdateIn) -> Self {
         let ends = u.status.state.is_terminal() || u.status.state.is_interrupted();
-        Ok(Self {
+        Self {
             task_id: u.task_id,
             context_id: u.context_id,
             r#final: u.r#final.unwrap_or(ends),
             status: u.status,
             metadata: u.metadata,
-        })
+        }
     }
 }
 

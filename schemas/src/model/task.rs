@@ -55,7 +55,11 @@ pub struct Task {
 impl TaskStatus {
     /// A status with no message and no timestamp.
     pub fn new(state: TaskState) -> Self {
-        Self { state, message: None, timestamp: None }
+        Self {
+            state,
+            message: None,
+            timestamp: None,
+        }
     }
 }
 
