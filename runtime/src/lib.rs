@@ -1,1 +1,122 @@
+//! The Daedalus agent runtime.
+//!
+//! [`run`] serves the runtime contract on a bound listener until a shutdown future resolves,
+//! then drains: new tasks get 503, in-flight ones get the grace period to finish, and whatever
+//! is left is canceled. `main` only parses the configuration, sets up logging and calls it.
 
+pub mod agent;
+pub mod config;
+pub mod http;
+pub mod lifecycle;
+pub mod serve;
+pub mod shutdown;
+pub mod tasks;
+pub mod telemetry;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{Agent, Passthrough};
+use crate::config::{Config, ModelSpec};
+use crate::http::{AppState, Discovery};
+use crate::lifecycle::Lifecycle;
+
+/// How long canceled tasks get to answer after the grace period, before the server stops.
+const CANCEL_SETTLE: Duration = Duration::from_secs(5);
+
+/// Why the runtime could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("the agent card or manifest built from the configuration is invalid")]
+    Discovery(#[source] daedalus_schemas::SchemaErrors),
+}
+
+/// The agent for a configured model.
+pub fn agent_for(model: &ModelSpec) -> Arc<dyn Agent> {
+    match model {
+        ModelSpec::Passthrough => Arc::new(Passthrough),
+    }
+}
+
+/// Builds the shared state for `config` with `agent` (the seam tests swap).
+pub fn app_state(config: &Config, agent: Arc<dyn Agent>) -> Result<AppState, RunError> {
+    let discovery = Discovery::new(config).map_err(RunError::Discovery)?;
+    Ok(AppState::new(
+        agent,
+        discovery,
+        Arc::new(Lifecycle::default()),
+        config.limits,
+        config.max_tasks,
+    ))
+}
+
+/// Serves the configured agent on `listener` until `shutdown` resolves, then drains.
+pub async fn run(
+    listener: TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), RunError> {
+    let state = app_state(&config, agent_for(&config.agent.model))?;
+    run_with_state(listener, &config, state, shutdown).await;
+    Ok(())
+}
+
+/// [`run`] with prepared state.
+pub async fn run_with_state(
+    listener: TcpListener,
+    config: &Config,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    let addr = listener.local_addr().ok();
+    let stop_serving = CancellationToken::new();
+    let server = tokio::spawn(serve::serve(
+        listener,
+        http::router(state.clone()),
+        config.limits.header_read_timeout,
+        stop_serving.clone(),
+    ));
+    state.lifecycle().set_ready();
+    tracing::info!(
+        addr = ?addr,
+        agent = %config.agent.name,
+        "runtime ready"
+    );
+
+    shutdown.await;
+    drain(&state, config.termination_grace_period).await;
+    stop_serving.cancel();
+    if let Err(e) = server.await {
+        tracing::error!(error = %e, "the server task failed");
+    }
+    tracing::info!("runtime stopped");
+}
+
+/// Refuses new tasks, gives in-flight ones `grace` to finish, then cancels the rest.
+async fn drain(state: &AppState, grace: Duration) {
+    state.lifecycle().set_draining();
+    let inflight = state.inflight();
+    inflight.close();
+    tracing::info!(in_flight = inflight.len(), grace = ?grace, "draining");
+    if tokio::time::timeout(grace, inflight.wait()).await.is_ok() {
+        return;
+    }
+    tracing::warn!(
+        in_flight = inflight.len(),
+        "grace period over; canceling remaining tasks"
+    );
+    state.cancel_token().cancel();
+    if tokio::time::timeout(CANCEL_SETTLE, inflight.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            in_flight = inflight.len(),
+            "tasks did not stop after cancellation"
+        );
+    }
+}

@@ -1,1 +1,46 @@
-fn main() {}
+//! `daedalus-runtime`: parse the configuration, set up logging, serve until a signal.
+
+use std::process::ExitCode;
+
+use daedalus_runtime::config::{ConfigError, Launch};
+use daedalus_runtime::{run, shutdown, telemetry};
+
+fn main() -> ExitCode {
+    let config = match Launch::from_sources(std::env::args_os(), &|k| std::env::var(k).ok()) {
+        Ok(Launch::Run(config)) => config,
+        Ok(Launch::CheckConfig(config)) => {
+            println!("{}", config.to_pretty_json());
+            return ExitCode::SUCCESS;
+        }
+        Err(ConfigError::Cli(e)) => e.exit(),
+        Err(e) => {
+            eprintln!("daedalus-runtime: configuration error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    telemetry::init(&config.log_level, config.log_format);
+
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("daedalus-runtime: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        let listener = match tokio::net::TcpListener::bind(config.listen).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(addr = %config.listen, error = %e, "cannot bind");
+                return ExitCode::FAILURE;
+            }
+        };
+        match run(listener, config, shutdown::signal()).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                tracing::error!(error = %e, source = ?std::error::Error::source(&e), "runtime failed");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}

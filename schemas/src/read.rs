@@ -3,7 +3,7 @@
 //! The spellings accepted are those of the model's `Deserialize` impls (see the crate docs);
 //! this module adds errors that say where a body went wrong, so a 400 can name the field.
 
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, IgnoredAny};
 
 /// Why a body could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -33,9 +33,17 @@ impl ReadError {
 /// Reads `bytes` as a `T`, accepting every dialect the model accepts.
 pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ReadError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| classify(&e))?;
-    de.end().map_err(|e| syntax(&e))?;
-    Ok(value)
+    let read = serde_path_to_error::deserialize(&mut de).map_err(|e| classify(&e));
+    let read = read.and_then(|value| de.end().map(|()| value).map_err(|e| syntax(&e)));
+    match read {
+        // A shape error found before the parser reached a syntax error later in the body: the
+        // body is malformed JSON, and that is the more useful thing to say.
+        Err(ReadError::Shape { .. }) => match serde_json::from_slice::<IgnoredAny>(bytes) {
+            Err(e) if e.is_syntax() || e.is_eof() => Err(syntax(&e)),
+            _ => read,
+        },
+        other => other,
+    }
 }
 
 /// Reads an already-parsed JSON value as a `T`.
@@ -86,6 +94,12 @@ mod tests {
     fn trailing_garbage_is_a_syntax_error() {
         let body = br#"{"message":{"messageId":"m","role":"user","parts":[{"text":"x"}]}} x"#;
         let err = from_slice::<SendMessageRequest>(body).unwrap_err();
+        assert!(matches!(err, ReadError::Syntax { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn malformed_json_is_reported_as_such_even_after_a_shape_error() {
+        let err = from_slice::<SendMessageRequest>(b"[1,2").unwrap_err();
         assert!(matches!(err, ReadError::Syntax { .. }), "{err:?}");
     }
 

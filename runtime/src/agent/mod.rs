@@ -1,0 +1,50 @@
+//! The agent seam: what the HTTP faces call to run one turn of a task.
+//!
+//! An [`Agent`] gets the new user message and the task's earlier messages, and ends the turn
+//! in one of three ways: completed with output, input-required with a question, or failed with
+//! a reason. The HTTP layer turns that into a contract `Task`. The built-in [`Passthrough`]
+//! model echoes; the LLM agent loop implements the same trait.
+
+mod passthrough;
+
+use async_trait::async_trait;
+use daedalus_schemas::{Artifact, Message, Metadata, Part};
+use tokio_util::sync::CancellationToken;
+
+pub use passthrough::Passthrough;
+
+/// One turn of a task, as the agent sees it.
+#[derive(Debug, Clone)]
+pub struct AgentRequest {
+    /// The task id (the contract's rule: `message.taskId`, else `message.messageId`).
+    pub task_id: String,
+    /// The conversation the task belongs to.
+    pub context_id: String,
+    /// The new user message, with `taskId` and `contextId` filled in.
+    pub message: Message,
+    /// Earlier messages of this task (user and agent), oldest first.
+    pub history: Vec<Message>,
+    /// The request's `metadata`.
+    pub metadata: Option<Metadata>,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentOutcome {
+    /// The agent finished; its output. An empty list is reported as a failure.
+    Completed { artifacts: Vec<Artifact> },
+    /// The agent needs the user to answer `question` before it can go on.
+    InputRequired { question: Vec<Part> },
+    /// The agent could not do the work; `reason` says why, for a person to act on.
+    Failed { reason: String },
+    /// The turn stopped because `cancel` fired (shutdown); nothing was finished.
+    Canceled,
+}
+
+/// Something that can run a turn of a task.
+#[async_trait]
+pub trait Agent: Send + Sync + std::fmt::Debug + 'static {
+    /// Runs one turn. Implementations watch `cancel` and return [`AgentOutcome::Canceled`] at
+    /// the next safe point once it fires.
+    async fn run(&self, request: AgentRequest, cancel: CancellationToken) -> AgentOutcome;
+}

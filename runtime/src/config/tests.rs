@@ -1,0 +1,167 @@
+use std::collections::HashMap;
+use std::time::Duration;
+
+use super::*;
+
+fn launch(args: &[&str], env: &[(&str, &str)]) -> Result<Launch, ConfigError> {
+    let env: HashMap<String, String> = env
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let argv = std::iter::once("daedalus-runtime")
+        .chain(args.iter().copied())
+        .map(OsString::from);
+    Launch::from_sources(argv, &|k| env.get(k).cloned())
+}
+
+fn config(args: &[&str], env: &[(&str, &str)]) -> Config {
+    match launch(args, env) {
+        Ok(Launch::Run(c)) => c,
+        other => panic!("expected a runnable config, got {other:?}"),
+    }
+}
+
+fn invalid_key(args: &[&str], env: &[(&str, &str)]) -> String {
+    match launch(args, env) {
+        Err(ConfigError::Invalid { key, .. }) => key,
+        other => panic!("expected ConfigError::Invalid, got {other:?}"),
+    }
+}
+
+#[test]
+fn defaults_follow_the_contract() {
+    let c = config(&[], &[]);
+    assert_eq!(c.listen.port(), 8080);
+    assert_eq!(c.termination_grace_period, Duration::from_secs(30));
+    assert_eq!(c.limits.max_body_bytes, 16 * 1024 * 1024);
+    assert_eq!(c.agent.model, ModelSpec::Passthrough);
+    assert_eq!(c.agent.name, "agent");
+    assert_eq!(c.public_url, "http://127.0.0.1:8080");
+    assert_eq!(c.agent.skills.len(), 1);
+    assert!(!c.agent.skills[0].tags.is_empty());
+}
+
+#[test]
+fn environment_fills_what_flags_leave_out() {
+    let c = config(
+        &[],
+        &[("A2A_PORT", "9000"), ("TERMINATION_GRACE_PERIOD", "2m")],
+    );
+    assert_eq!(c.listen.port(), 9000);
+    assert_eq!(c.termination_grace_period, Duration::from_secs(120));
+    assert_eq!(c.public_url, "http://127.0.0.1:9000");
+}
+
+#[test]
+fn flags_win_over_the_environment() {
+    let c = config(&["--port", "7000"], &[("A2A_PORT", "9000")]);
+    assert_eq!(c.listen.port(), 7000);
+}
+
+#[test]
+fn grace_period_takes_every_contract_spelling() {
+    for (value, secs) in [("30s", 30), ("2m", 120), ("45", 45)] {
+        let c = config(&[], &[("TERMINATION_GRACE_PERIOD", value)]);
+        assert_eq!(
+            c.termination_grace_period,
+            Duration::from_secs(secs),
+            "{value}"
+        );
+    }
+}
+
+#[test]
+fn a_bad_value_from_the_environment_names_the_variable() {
+    assert_eq!(
+        invalid_key(&[], &[("TERMINATION_GRACE_PERIOD", "soon")]),
+        "TERMINATION_GRACE_PERIOD"
+    );
+    assert_eq!(invalid_key(&[], &[("A2A_PORT", "80800")]), "A2A_PORT");
+    assert_eq!(
+        invalid_key(&[], &[("MAX_BODY_SIZE", "big")]),
+        "MAX_BODY_SIZE"
+    );
+}
+
+#[test]
+fn a_bad_flag_is_a_cli_error() {
+    assert!(matches!(
+        launch(&["--port", "x"], &[]),
+        Err(ConfigError::Cli(_))
+    ));
+    assert!(matches!(
+        launch(&["--no-such-flag"], &[]),
+        Err(ConfigError::Cli(_))
+    ));
+}
+
+#[test]
+fn agent_names_must_be_subject_tokens() {
+    assert_eq!(
+        invalid_key(&[], &[("AGENT_NAME", "my agent")]),
+        "AGENT_NAME"
+    );
+    assert_eq!(invalid_key(&["--agent-name", "a.b"], &[]), "--agent-name");
+    let long = "a".repeat(65);
+    assert_eq!(invalid_key(&["--agent-name", &long], &[]), "--agent-name");
+    assert_eq!(
+        config(&["--agent-name", "Agent_1-x"], &[]).agent.name,
+        "Agent_1-x"
+    );
+}
+
+#[test]
+fn skills_come_from_json_and_are_checked() {
+    let good = r#"[{"id":"review","name":"Review","description":"Reviews code","tags":["code"]}]"#;
+    let c = config(&[], &[("AGENT_SKILLS", good)]);
+    assert_eq!(c.agent.skills[0].id, "review");
+    for bad in [
+        "not json",
+        "[]",
+        r#"[{"id":"x","name":"X","description":"d","tags":[]}]"#,
+        r#"[{"id":"","name":"X","description":"d","tags":["t"]}]"#,
+    ] {
+        assert_eq!(
+            invalid_key(&[], &[("AGENT_SKILLS", bad)]),
+            "AGENT_SKILLS",
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn unknown_model_providers_are_refused_by_key() {
+    match launch(&[], &[("DEFAULT_MODEL", "mystery.model-1")]) {
+        Err(ConfigError::Invalid { key, message }) => {
+            assert_eq!(key, "DEFAULT_MODEL");
+            assert!(message.contains("\"mystery\""), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn other_values_are_checked() {
+    assert_eq!(invalid_key(&[], &[("PUBLIC_URL", "ftp://x")]), "PUBLIC_URL");
+    assert_eq!(invalid_key(&[], &[("MAX_BODY_SIZE", "0")]), "MAX_BODY_SIZE");
+    assert_eq!(
+        invalid_key(&[], &[("LOG_LEVEL", "=nonsense=")]),
+        "LOG_LEVEL"
+    );
+    let c = config(&[], &[("PUBLIC_URL", "https://agents.example.com/")]);
+    assert_eq!(c.public_url, "https://agents.example.com");
+}
+
+#[test]
+fn check_config_is_its_own_launch_mode() {
+    match launch(&["--check-config"], &[]) {
+        Ok(Launch::CheckConfig(c)) => {
+            let json = c.to_pretty_json();
+            assert!(
+                json.contains("\"termination_grace_period\": \"30s\""),
+                "{json}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -1,0 +1,127 @@
+//! `ContractJson<T>`: the body extractor of the contract face.
+//!
+//! In order: the content type must be `application/json` or `application/a2a+json` (a UTF-8
+//! `charset` parameter is fine) else 415; a declared or actual body over the limit is 413; a
+//! body that does not arrive within the body timeout is 408; then the lenient reader parses it,
+//! and anything it refuses is 400 with the path of the offending field.
+
+use axum::body::Body;
+use axum::extract::{FromRequest, Request};
+use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use serde::de::DeserializeOwned;
+
+use super::AppState;
+use super::error::ApiError;
+
+/// A JSON body read leniently into `T`, with the contract's error codes.
+#[derive(Debug)]
+pub(super) struct ContractJson<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<AppState> for ContractJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        let limits = state.limits();
+        check_content_type(req.headers().get(CONTENT_TYPE))?;
+        let declared = req
+            .headers()
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|len| len > limits.max_body_bytes) {
+            return Err(ApiError::PayloadTooLarge {
+                limit: limits.max_body_bytes,
+            });
+        }
+        let bytes = read_body(
+            req.into_body(),
+            limits.max_body_bytes,
+            limits.body_read_timeout,
+        )
+        .await?;
+        daedalus_schemas::read::from_slice(&bytes)
+            .map(ContractJson)
+            .map_err(ApiError::Unreadable)
+    }
+}
+
+async fn read_body(
+    body: Body,
+    limit: u64,
+    timeout: std::time::Duration,
+) -> Result<bytes::Bytes, ApiError> {
+    let limit_usize = usize::try_from(limit).unwrap_or(usize::MAX);
+    let collect = Limited::new(body, limit_usize).collect();
+    match tokio::time::timeout(timeout, collect).await {
+        Err(_) => Err(ApiError::BodyTimeout(timeout)),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<LengthLimitError>() => Err(ApiError::PayloadTooLarge { limit }),
+        Ok(Err(e)) => Err(ApiError::BodyRead(axum::Error::new(e))),
+    }
+}
+
+/// Accepts `application/json` and `application/a2a+json`, with an optional UTF-8 charset.
+fn check_content_type(value: Option<&axum::http::HeaderValue>) -> Result<(), ApiError> {
+    let refuse = |found: &str| ApiError::UnsupportedMediaType {
+        found: format!("{found:?}"),
+    };
+    let Some(value) = value else {
+        return Err(refuse("none"));
+    };
+    let text = value.to_str().map_err(|_| refuse("(not ASCII)"))?;
+    let mut params = text.split(';');
+    let essence = params.next().unwrap_or_default().trim();
+    let json = essence.eq_ignore_ascii_case("application/json")
+        || essence.eq_ignore_ascii_case("application/a2a+json");
+    if !json {
+        return Err(refuse(text));
+    }
+    for param in params {
+        let (name, val) = param.split_once('=').unwrap_or((param, ""));
+        let val = val.trim().trim_matches('"');
+        if name.trim().eq_ignore_ascii_case("charset")
+            && !(val.eq_ignore_ascii_case("utf-8") || val.eq_ignore_ascii_case("utf8"))
+        {
+            return Err(refuse(text));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::check_content_type;
+
+    #[test]
+    fn content_types() {
+        let ok = [
+            "application/json",
+            "Application/JSON",
+            "application/json; charset=utf-8",
+            "application/json;charset=\"UTF-8\"",
+            "application/a2a+json",
+        ];
+        for v in ok {
+            assert!(
+                check_content_type(Some(&HeaderValue::from_static(v))).is_ok(),
+                "{v}"
+            );
+        }
+        let bad = [
+            "text/plain",
+            "application/jsonx",
+            "application/json; charset=latin1",
+            "",
+        ];
+        for v in bad {
+            assert!(
+                check_content_type(Some(&HeaderValue::from_static(v))).is_err(),
+                "{v}"
+            );
+        }
+        assert!(check_content_type(None).is_err());
+    }
+}

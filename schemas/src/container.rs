@@ -1,0 +1,137 @@
+//! The contract's container interface: its environment variables, their defaults, and the
+//! duration format they use (`30s`, `2m`, `1h30m`, `500ms`, or a bare number of seconds).
+
+use std::time::Duration;
+
+/// Port of the A2A HTTP server.
+pub const A2A_PORT_VAR: &str = "A2A_PORT";
+pub const A2A_PORT_DEFAULT: u16 = 8080;
+/// Writable workspace.
+pub const WORK_DIR_VAR: &str = "WORK_DIR";
+pub const WORK_DIR_DEFAULT: &str = "/workspace";
+/// Time allowed for in-flight requests during shutdown.
+pub const TERMINATION_GRACE_PERIOD_VAR: &str = "TERMINATION_GRACE_PERIOD";
+pub const TERMINATION_GRACE_PERIOD_DEFAULT: Duration = Duration::from_secs(30);
+/// Maximum time for the health check to succeed.
+pub const STARTUP_TIMEOUT_VAR: &str = "STARTUP_TIMEOUT";
+pub const STARTUP_TIMEOUT_DEFAULT: Duration = Duration::from_secs(60);
+
+/// Paths of the contract's endpoints.
+pub const HEALTH_PATH: &str = "/health";
+pub const AGENT_CARD_PATH: &str = "/.well-known/agent-card.json";
+pub const MANIFEST_PATH: &str = "/.well-known/runtime-contract.json";
+pub const TASK_PATH: &str = "/";
+
+/// Why a duration did not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{input:?} is not a duration: use a number of seconds or units like 30s, 2m, 1h30m, 500ms")]
+pub struct DurationError {
+    pub input: String,
+}
+
+/// Parses the contract's duration format: `30s`, `2m`, `1h30m`, `500ms`, `1.5s`, or a bare
+/// number of seconds (`30`).
+pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
+    let err = || DurationError {
+        input: input.to_owned(),
+    };
+    let s = input.trim();
+    if s.is_empty() {
+        return Err(err());
+    }
+    if let Ok(secs) = s.parse::<f64>() {
+        return Duration::try_from_secs_f64(secs).map_err(|_| err());
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(err)?;
+        if number_len == 0 {
+            return Err(err());
+        }
+        let number: f64 = rest[..number_len].parse().map_err(|_| err())?;
+        rest = &rest[number_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit_secs = match &rest[..unit_len] {
+            "ms" => 0.001,
+            "s" | "sec" | "secs" => 1.0,
+            "m" | "min" | "mins" => 60.0,
+            "h" | "hr" | "hrs" => 3600.0,
+            _ => return Err(err()),
+        };
+        rest = &rest[unit_len..];
+        total += Duration::try_from_secs_f64(number * unit_secs).map_err(|_| err())?;
+    }
+    Ok(total)
+}
+
+/// Formats a duration the way [`parse_duration`] reads it back (`1m30s`, `250ms`).
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms == 0 {
+        return "0s".to_owned();
+    }
+    if ms % 1000 != 0 {
+        return format!("{ms}ms");
+    }
+    let secs = d.as_secs();
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    let mut out = String::new();
+    for (value, unit) in [(h, "h"), (m, "m"), (s, "s")] {
+        if value > 0 {
+            out.push_str(&format!("{value}{unit}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contract_spellings_parse() {
+        let cases = [
+            ("30s", 30_000),
+            ("2m", 120_000),
+            ("30", 30_000),
+            ("0", 0),
+            ("1h30m", 5_400_000),
+            ("500ms", 500),
+            ("1.5s", 1_500),
+            (" 45s ", 45_000),
+            ("1m30s", 90_000),
+        ];
+        for (input, ms) in cases {
+            assert_eq!(
+                parse_duration(input),
+                Ok(Duration::from_millis(ms)),
+                "{input}"
+            );
+        }
+    }
+
+    #[test]
+    fn nonsense_is_refused() {
+        for input in ["", "s", "30x", "-5", "m30", "1.2.3s", "thirty", "30 s"] {
+            assert!(parse_duration(input).is_err(), "{input:?} parsed");
+        }
+    }
+
+    #[test]
+    fn format_reads_back() {
+        for ms in [0, 250, 1_000, 59_000, 90_000, 3_600_000, 5_400_500] {
+            let d = Duration::from_millis(ms);
+            assert_eq!(
+                parse_duration(&format_duration(d)),
+                Ok(d),
+                "{}",
+                format_duration(d)
+            );
+        }
+    }
+}
