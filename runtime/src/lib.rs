@@ -14,6 +14,7 @@ pub mod tasks;
 pub mod telemetry;
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,6 +34,8 @@ const CANCEL_SETTLE: Duration = Duration::from_secs(5);
 pub enum RunError {
     #[error("the agent card or manifest built from the configuration is invalid")]
     Discovery(#[source] daedalus_schemas::SchemaErrors),
+    #[error("cannot read the listener's address")]
+    Listener(#[source] std::io::Error),
 }
 
 /// The agent for a configured model.
@@ -42,9 +45,14 @@ pub fn agent_for(model: &ModelSpec) -> Arc<dyn Agent> {
     }
 }
 
-/// Builds the shared state for `config` with `agent` (the seam tests swap).
-pub fn app_state(config: &Config, agent: Arc<dyn Agent>) -> Result<AppState, RunError> {
-    let discovery = Discovery::new(config).map_err(RunError::Discovery)?;
+/// Builds the shared state for `config` with `agent` (the seam tests swap), for a server
+/// bound at `bound`.
+pub fn app_state(
+    config: &Config,
+    bound: SocketAddr,
+    agent: Arc<dyn Agent>,
+) -> Result<AppState, RunError> {
+    let discovery = Discovery::new(config, bound).map_err(RunError::Discovery)?;
     Ok(AppState::new(
         agent,
         discovery,
@@ -60,7 +68,8 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), RunError> {
-    let state = app_state(&config, agent_for(&config.agent.model))?;
+    let bound = listener.local_addr().map_err(RunError::Listener)?;
+    let state = app_state(&config, bound, agent_for(&config.agent.model))?;
     run_with_state(listener, &config, state, shutdown).await;
     Ok(())
 }
@@ -72,7 +81,10 @@ pub async fn run_with_state(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    let addr = listener.local_addr().ok();
+    let addr = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
     let stop_serving = CancellationToken::new();
     let server = tokio::spawn(serve::serve(
         listener,
@@ -82,7 +94,7 @@ pub async fn run_with_state(
     ));
     state.lifecycle().set_ready();
     tracing::info!(
-        addr = ?addr,
+        addr = %addr,
         agent = %config.agent.name,
         "runtime ready"
     );

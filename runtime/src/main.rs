@@ -9,7 +9,10 @@ fn main() -> ExitCode {
     let config = match Launch::from_sources(std::env::args_os(), &|k| std::env::var(k).ok()) {
         Ok(Launch::Run(config)) => config,
         Ok(Launch::CheckConfig(config)) => {
-            println!("{}", config.to_pretty_json());
+            #[expect(clippy::print_stdout, reason = "--check-config prints to stdout")]
+            {
+                println!("{}", config.to_pretty_json());
+            }
             return ExitCode::SUCCESS;
         }
         Err(ConfigError::Cli(e)) => e.exit(),
@@ -38,7 +41,8 @@ fn main() -> ExitCode {
         match run(listener, config, shutdown::signal()).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                tracing::error!(error = %e, source = ?std::error::Error::source(&e), "runtime failed");
+                let cause = std::error::Error::source(&e).map(ToString::to_string);
+                tracing::error!(error = %e, cause, "runtime failed");
                 ExitCode::FAILURE
             }
         }

@@ -14,7 +14,7 @@ pub const TERMINATION_GRACE_PERIOD_VAR: &str = "TERMINATION_GRACE_PERIOD";
 pub const TERMINATION_GRACE_PERIOD_DEFAULT: Duration = Duration::from_secs(30);
 /// Maximum time for the health check to succeed.
 pub const STARTUP_TIMEOUT_VAR: &str = "STARTUP_TIMEOUT";
-pub const STARTUP_TIMEOUT_DEFAULT: Duration = Duration::from_secs(60);
+pub const STARTUP_TIMEOUT_DEFAULT: Duration = Duration::from_mins(1);
 
 /// Paths of the contract's endpoints.
 pub const HEALTH_PATH: &str = "/health";
@@ -75,15 +75,16 @@ pub fn format_duration(d: Duration) -> String {
     if ms == 0 {
         return "0s".to_owned();
     }
-    if ms % 1000 != 0 {
+    if !ms.is_multiple_of(1000) {
         return format!("{ms}ms");
     }
     let secs = d.as_secs();
     let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
     let mut out = String::new();
-    for (value, unit) in [(h, "h"), (m, "m"), (s, "s")] {
+    for (value, unit) in [(h, 'h'), (m, 'm'), (s, 's')] {
         if value > 0 {
-            out.push_str(&format!("{value}{unit}"));
+            out += &value.to_string();
+            out.push(unit);
         }
     }
     out

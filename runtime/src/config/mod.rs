@@ -104,7 +104,8 @@ pub enum Launch {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Config {
     pub listen: SocketAddr,
-    pub public_url: String,
+    /// Base URL clients use; `None` means `http://127.0.0.1:<bound port>`.
+    pub public_url: Option<String>,
     pub agent: AgentConfig,
     pub work_dir: PathBuf,
     pub limits: Limits,
@@ -215,11 +216,11 @@ impl Config {
         };
         let model = parse_model(&cli.default_model)
             .map_err(|m| ConfigError::invalid(&key_of("default_model", "--default-model"), m))?;
-        let public_url = match cli.public_url {
-            Some(url) => validate_public_url(&url)
-                .map_err(|m| ConfigError::invalid(&key_of("public_url", "--public-url"), m))?,
-            None => format!("http://127.0.0.1:{}", cli.port),
-        };
+        let public_url = cli
+            .public_url
+            .map(|url| validate_public_url(&url))
+            .transpose()
+            .map_err(|m| ConfigError::invalid(&key_of("public_url", "--public-url"), m))?;
         if cli.max_body_size == 0 {
             return Err(ConfigError::invalid(
                 &key_of("max_body_size", "--max-body-size"),
@@ -275,11 +276,17 @@ impl Config {
         match Launch::from_sources(args.map(OsString::from), &|_| None) {
             Ok(Launch::Run(mut config)) => {
                 config.listen = listen;
-                config.public_url = format!("http://{listen}");
                 config
             }
             other => panic!("the default configuration is valid: {other:?}"),
         }
+    }
+
+    /// The base URL clients reach the runtime at, given the address actually bound.
+    pub fn public_url_for(&self, bound: SocketAddr) -> String {
+        self.public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://127.0.0.1:{}", bound.port()))
     }
 
     /// The resolved configuration as pretty JSON, for `--check-config`.

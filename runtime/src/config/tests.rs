@@ -8,10 +8,10 @@ fn launch(args: &[&str], env: &[(&str, &str)]) -> Result<Launch, ConfigError> {
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
-    let argv = std::iter::once("daedalus-runtime")
+    let command_line = std::iter::once("daedalus-runtime")
         .chain(args.iter().copied())
         .map(OsString::from);
-    Launch::from_sources(argv, &|k| env.get(k).cloned())
+    Launch::from_sources(command_line, &|k| env.get(k).cloned())
 }
 
 fn config(args: &[&str], env: &[(&str, &str)]) -> Config {
@@ -36,7 +36,7 @@ fn defaults_follow_the_contract() {
     assert_eq!(c.limits.max_body_bytes, 16 * 1024 * 1024);
     assert_eq!(c.agent.model, ModelSpec::Passthrough);
     assert_eq!(c.agent.name, "agent");
-    assert_eq!(c.public_url, "http://127.0.0.1:8080");
+    assert_eq!(c.public_url_for(c.listen), "http://127.0.0.1:8080");
     assert_eq!(c.agent.skills.len(), 1);
     assert!(!c.agent.skills[0].tags.is_empty());
 }
@@ -48,8 +48,8 @@ fn environment_fills_what_flags_leave_out() {
         &[("A2A_PORT", "9000"), ("TERMINATION_GRACE_PERIOD", "2m")],
     );
     assert_eq!(c.listen.port(), 9000);
-    assert_eq!(c.termination_grace_period, Duration::from_secs(120));
-    assert_eq!(c.public_url, "http://127.0.0.1:9000");
+    assert_eq!(c.termination_grace_period, Duration::from_mins(2));
+    assert_eq!(c.public_url_for(c.listen), "http://127.0.0.1:9000");
 }
 
 #[test]
@@ -149,7 +149,7 @@ fn other_values_are_checked() {
         "LOG_LEVEL"
     );
     let c = config(&[], &[("PUBLIC_URL", "https://agents.example.com/")]);
-    assert_eq!(c.public_url, "https://agents.example.com");
+    assert_eq!(c.public_url.as_deref(), Some("https://agents.example.com"));
 }
 
 #[test]

@@ -4,6 +4,8 @@
 //! the contract's and A2A v1.0's), serialized once, and served with an `ETag` and
 //! `Cache-Control` so clients can cache them.
 
+use std::net::SocketAddr;
+
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
@@ -40,7 +42,7 @@ impl Document {
     fn new(value: &impl serde::Serialize) -> Self {
         let body = Bytes::from(serde_json::to_vec(value).expect("documents serialize"));
         let digest = Sha256::digest(&body);
-        let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+        let hex: String = digest[..12].iter().flat_map(|b| hex_digits(*b)).collect();
         let etag = HeaderValue::from_str(&format!("\"{hex}\"")).expect("hex is a valid header");
         Self { body, etag }
     }
@@ -71,14 +73,22 @@ impl Document {
     }
 }
 
+fn hex_digits(byte: u8) -> [char; 2] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    [
+        char::from(DIGITS[usize::from(byte >> 4)]),
+        char::from(DIGITS[usize::from(byte & 15)]),
+    ]
+}
+
 impl Discovery {
     /// Builds and checks the documents for `config`.
-    pub fn new(config: &Config) -> Result<Self, SchemaErrors> {
-        let card = build_card(config);
+    pub fn new(config: &Config, bound: SocketAddr) -> Result<Self, SchemaErrors> {
+        let card = build_card(config, &config.public_url_for(bound));
         let card_json = serde_json::to_value(&card).expect("the card serializes");
         Schema::AgentCard.validate(&card_json)?;
         Schema::A2aV1AgentCard.validate(&card_json)?;
-        let manifest = build_manifest(config);
+        let manifest = build_manifest(bound.port());
         Schema::RuntimeContract.validate(&serde_json::to_value(&manifest).expect("serializes"))?;
         Ok(Self {
             card: Document::new(&card),
@@ -87,13 +97,13 @@ impl Discovery {
     }
 }
 
-fn build_card(config: &Config) -> AgentCard {
+fn build_card(config: &Config, public_url: &str) -> AgentCard {
     let agent = &config.agent;
     AgentCard {
         name: agent.name.clone(),
         description: agent.description.clone(),
         supported_interfaces: vec![AgentInterface {
-            url: format!("{}{TASK_PATH}", config.public_url),
+            url: format!("{public_url}{TASK_PATH}"),
             protocol_binding: CONTRACT_BINDING.to_owned(),
             protocol_version: "1.0".to_owned(),
             tenant: None,
@@ -116,7 +126,7 @@ fn build_card(config: &Config) -> AgentCard {
     }
 }
 
-fn build_manifest(config: &Config) -> RuntimeContract {
+fn build_manifest(port: u16) -> RuntimeContract {
     RuntimeContract {
         contract_version: CONTRACT_VERSION.to_owned(),
         runtime: ManifestRuntime {
@@ -125,7 +135,7 @@ fn build_manifest(config: &Config) -> RuntimeContract {
             description: Some("Daedalus agent runtime (Rust reference implementation)".into()),
         },
         server: Some(ManifestServer {
-            port: Some(config.listen.port()),
+            port: Some(port),
             health_path: Some(HEALTH_PATH.to_owned()),
             agent_card_path: Some(AGENT_CARD_PATH.to_owned()),
             task_path: Some(TASK_PATH.to_owned()),

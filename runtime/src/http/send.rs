@@ -65,18 +65,18 @@ async fn run_turn(state: &AppState, request: SendMessageRequest) -> Result<Task,
     let slot = state.tasks().slot(&task_id);
     let mut record = slot.lock().await;
 
-    if let Some((answered, task)) = &record.last {
-        if *answered == request.message.message_id {
-            tracing::info!(
-                task_id,
-                "message already answered; replaying the stored task"
-            );
-            return Ok(with_history(
-                task.clone(),
-                &record,
-                request.history_length(),
-            ));
-        }
+    if let Some((answered, task)) = &record.last
+        && *answered == request.message.message_id
+    {
+        tracing::info!(
+            task_id,
+            "message already answered; replaying the stored task"
+        );
+        return Ok(with_history(
+            task.clone(),
+            &record,
+            request.history_length(),
+        ));
     }
     let context_id = resolve_context(&record, &request.message, &task_id)?;
 

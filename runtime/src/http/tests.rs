@@ -25,7 +25,7 @@ fn config() -> Config {
 fn state_with(agent: Arc<dyn Agent>, tweak: impl FnOnce(&mut Config)) -> AppState {
     let mut config = config();
     tweak(&mut config);
-    let state = crate::app_state(&config, agent).unwrap();
+    let state = crate::app_state(&config, config.listen, agent).unwrap();
     state.lifecycle().set_ready();
     state
 }
@@ -100,7 +100,7 @@ async fn health_follows_the_lifecycle() {
     let (status, body, _) = call(&state, get()).await;
     assert_eq!((status, body), (StatusCode::OK, json!({"status": "ok"})));
 
-    let starting = crate::app_state(&config(), Arc::new(Passthrough)).unwrap();
+    let starting = crate::app_state(&config(), config().listen, Arc::new(Passthrough)).unwrap();
     expect_error(&starting, get(), StatusCode::SERVICE_UNAVAILABLE).await;
 
     state.lifecycle().set_draining();
@@ -209,7 +209,12 @@ async fn input_required_then_the_answer_continues_the_same_task() {
         "the continuation keeps the context"
     );
     assert_eq!(second.status.state, TaskState::Completed);
-    let history: Vec<String> = second.history.unwrap().iter().map(|m| m.text()).collect();
+    let history: Vec<String> = second
+        .history
+        .unwrap()
+        .iter()
+        .map(daedalus_schemas::Message::text)
+        .collect();
     assert_eq!(history, ["***INPUT Which branch?", "Which branch?", "main"]);
 }
 
@@ -226,7 +231,12 @@ async fn history_is_returned_only_when_asked_and_capped() {
         json!({"message": m, "configuration": {"historyLength": 1}}),
     )
     .await;
-    let texts: Vec<String> = task.history.unwrap().iter().map(|m| m.text()).collect();
+    let texts: Vec<String> = task
+        .history
+        .unwrap()
+        .iter()
+        .map(daedalus_schemas::Message::text)
+        .collect();
     assert_eq!(texts, ["two"]);
 }
 
@@ -334,7 +344,7 @@ impl Agent for Hangs {
 #[tokio::test]
 async fn a_task_over_the_request_timeout_fails_and_says_so() {
     let state = state_with(Arc::new(Hangs), |c| {
-        c.limits.request_timeout = Duration::from_millis(50)
+        c.limits.request_timeout = Duration::from_millis(50);
     });
     let task = send(&state, user("m", "x")).await;
     assert_eq!(task.status.state, TaskState::Failed);
@@ -449,7 +459,7 @@ async fn bodies_over_the_limit_are_413() {
 #[tokio::test]
 async fn a_body_that_never_arrives_is_408() {
     let state = state_with(Arc::new(Passthrough), |c| {
-        c.limits.body_read_timeout = Duration::from_millis(50)
+        c.limits.body_read_timeout = Duration::from_millis(50);
     });
     let never = Body::from_stream(futures::stream::pending::<
         Result<bytes::Bytes, std::io::Error>,

@@ -1,0 +1,283 @@
+//! The real `daedalus-runtime` binary as a child process: startup, logs, limits, and the
+//! SIGTERM/SIGINT sequence of the contract.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// A runtime child process, started on an OS-chosen port.
+struct Runtime {
+    child: Child,
+    addr: SocketAddr,
+    logs: mpsc::Receiver<String>,
+}
+
+struct RuntimeBuilder {
+    command: Command,
+}
+
+fn runtime() -> RuntimeBuilder {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_daedalus-runtime"));
+    command
+        .env_clear()
+        .env("A2A_PORT", "0")
+        .env("A2A_HOST", "127.0.0.1")
+        .env("AGENT_NAME", "proc-test")
+        .env("LOG_LEVEL", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    RuntimeBuilder { command }
+}
+
+impl RuntimeBuilder {
+    fn env(mut self, key: &str, value: &str) -> Self {
+        self.command.env(key, value);
+        self
+    }
+
+    fn start(mut self) -> Runtime {
+        let mut child = self.command.spawn().expect("the runtime binary starts");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let (tx, logs) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let line = logs
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("the runtime logs that it is ready");
+            let entry: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("a log line is not JSON ({e}): {line}"));
+            if entry["message"] == "runtime ready" {
+                let addr = entry["addr"].as_str().expect("ready line has addr");
+                return Runtime {
+                    child,
+                    addr: addr.parse().expect("addr parses"),
+                    logs,
+                };
+            }
+        }
+    }
+}
+
+impl Runtime {
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([format!("-{name}"), self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+    }
+
+    fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the runtime did not exit within {within:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Every remaining log line, parsed.
+    fn drain_logs(&self) -> Vec<Value> {
+        let mut out = Vec::new();
+        while let Ok(line) = self.logs.recv_timeout(Duration::from_millis(200)) {
+            out.push(serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}")));
+        }
+        out
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn message(id: &str, text: &str) -> Value {
+    json!({"message": {"messageId": id, "role": "user", "parts": [{"text": text}]}})
+}
+
+async fn post(client: &reqwest::Client, rt_url: &str, body: &Value) -> (u16, Value) {
+    let response = client
+        .post(rt_url)
+        .json(body)
+        .send()
+        .await
+        .expect("request sent");
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("JSON body"))
+}
+
+#[tokio::test]
+async fn serves_the_contract_and_logs_json_lines() {
+    let rt = runtime().start();
+    let client = reqwest::Client::new();
+    let health = client.get(rt.url("/health")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+    let (status, task) = post(&client, &rt.url("/"), &message("m-1", "hello")).await;
+    assert_eq!(status, 200);
+    assert_eq!(task["id"], "m-1");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "hello");
+    drop(client);
+    let logs = rt.drain_logs();
+    assert!(
+        logs.iter()
+            .any(|l| l["message"] == "task finished" && l["task_id"] == "m-1"),
+        "{logs:?}"
+    );
+    assert!(
+        logs.iter()
+            .all(|l| l["level"].is_string() && l["timestamp"].is_string())
+    );
+}
+
+#[tokio::test]
+async fn sigterm_lets_in_flight_tasks_finish_refuses_new_ones_and_exits_zero() {
+    let mut rt = runtime().env("TERMINATION_GRACE_PERIOD", "10s").start();
+    let client = reqwest::Client::new();
+    let slow = tokio::spawn({
+        let (client, url) = (client.clone(), rt.url("/"));
+        async move { post(&client, &url, &message("slow", "***SLEEP 1s finished")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    rt.signal("TERM");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let (status, body) = post(&client, &rt.url("/"), &message("late", "x")).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], 503);
+    let health = client.get(rt.url("/health")).send().await.unwrap();
+    assert_eq!(health.status(), 503);
+
+    let (status, task) = slow.await.unwrap();
+    assert_eq!(
+        (status, task["status"]["state"].as_str()),
+        (200, Some("completed"))
+    );
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "finished");
+    let exit = rt.wait_exit(Duration::from_secs(8));
+    assert_eq!(exit.code(), Some(0));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "drained in {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn tasks_outliving_the_grace_period_are_canceled_with_503_then_exit_zero() {
+    let mut rt = runtime().env("TERMINATION_GRACE_PERIOD", "500ms").start();
+    let client = reqwest::Client::new();
+    let stuck = tokio::spawn({
+        let (client, url) = (client.clone(), rt.url("/"));
+        async move { post(&client, &url, &message("stuck", "***SLEEP 1h")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    rt.signal("INT");
+    let (status, body) = stuck.await.unwrap();
+    assert_eq!(
+        status, 503,
+        "a canceled task is retryable elsewhere: {body}"
+    );
+    assert_eq!(rt.wait_exit(Duration::from_secs(8)).code(), Some(0));
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_second_signal_exits_at_once() {
+    let mut rt = runtime().env("TERMINATION_GRACE_PERIOD", "1h").start();
+    let client = reqwest::Client::new();
+    let _stuck = tokio::spawn({
+        let (client, url) = (client.clone(), rt.url("/"));
+        async move {
+            client
+                .post(url)
+                .json(&message("stuck", "***SLEEP 1h"))
+                .send()
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    rt.signal("TERM");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        rt.child.try_wait().unwrap().is_none(),
+        "still draining after one signal"
+    );
+    rt.signal("TERM");
+    let exit = rt.wait_exit(Duration::from_secs(3));
+    assert_eq!(exit.code(), Some(130));
+}
+
+#[test]
+fn slow_headers_are_cut_off() {
+    let rt = runtime().env("HEADER_READ_TIMEOUT", "300ms").start();
+    let mut stream = TcpStream::connect(rt.addr).unwrap();
+    stream
+        .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let started = Instant::now();
+    let mut buf = Vec::new();
+    let _ = stream.read_to_end(&mut buf);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "connection held {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn check_config_prints_the_resolved_configuration() {
+    let out = Command::new(env!("CARGO_BIN_EXE_daedalus-runtime"))
+        .env_clear()
+        .env("AGENT_NAME", "checked")
+        .env("TERMINATION_GRACE_PERIOD", "2m")
+        .arg("--check-config")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let config: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(config["agent"]["name"], "checked");
+    assert_eq!(config["termination_grace_period"], "2m");
+}
+
+#[test]
+fn a_bad_configuration_stops_startup_naming_the_key() {
+    let out = Command::new(env!("CARGO_BIN_EXE_daedalus-runtime"))
+        .env_clear()
+        .env("AGENT_NAME", "has space")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("AGENT_NAME"), "{stderr}");
+}
