@@ -39,6 +39,10 @@ impl RuntimeBuilder {
         self
     }
 
+    #[expect(
+        clippy::zombie_processes,
+        reason = "Runtime owns the child; its Drop kills and reaps it"
+    )]
     fn start(mut self) -> Runtime {
         let mut child = self.command.spawn().expect("the runtime binary starts");
         let stdout = child.stdout.take().expect("stdout is piped");
