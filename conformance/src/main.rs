@@ -1,1 +1,73 @@
-fn main() {}
+//! `daedalus-conformance --url URL --level 1`: certify a runtime against the contract.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use daedalus_conformance::{SuiteOptions, run};
+
+/// Black-box conformance suite for the Daedalus runtime contract.
+#[derive(Debug, Parser)]
+#[command(name = "daedalus-conformance", version)]
+struct Cli {
+    /// Base URL of the runtime under test.
+    #[arg(long, env = "CONFORMANCE_URL", default_value = "http://127.0.0.1:8080")]
+    url: String,
+    /// Conformance level to certify.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=3))]
+    level: u8,
+    /// Print the report as JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Also write a JUnit XML report to this file.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Per-request timeout, e.g. 30s.
+    #[arg(long, default_value = "30s", value_parser = daedalus_schemas::container::parse_duration)]
+    timeout: Duration,
+    /// Text sent to provoke a failed task.
+    #[arg(long)]
+    failure_probe: Option<String>,
+    /// Text sent to provoke an input-required task.
+    #[arg(long)]
+    input_probe: Option<String>,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let mut options = SuiteOptions::new(&cli.url);
+    options.level = cli.level;
+    options.timeout = cli.timeout;
+    if let Some(p) = cli.failure_probe {
+        options.failure_probe = p;
+    }
+    if let Some(p) = cli.input_probe {
+        options.input_probe = p;
+    }
+    let report = match run(&options).await {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("daedalus-conformance: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    #[expect(clippy::print_stdout, reason = "the report is the program's output")]
+    if cli.json {
+        println!("{:#}", report.to_json());
+    } else {
+        print!("{}", report.to_text());
+    }
+    if let Some(path) = cli.junit
+        && let Err(e) = std::fs::write(&path, report.to_junit())
+    {
+        eprintln!("daedalus-conformance: cannot write {}: {e}", path.display());
+        return ExitCode::from(2);
+    }
+    if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

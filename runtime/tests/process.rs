@@ -239,6 +239,21 @@ async fn a_second_signal_exits_at_once() {
     assert_eq!(exit.code(), Some(130));
 }
 
+#[tokio::test]
+async fn a_client_that_sends_an_oversized_body_whole_still_reads_the_413() {
+    // Clients without `Expect: 100-continue` write the whole body before reading; refusing
+    // early and closing would hand them a broken pipe instead of the 413.
+    let rt = runtime().env("MAX_BODY_SIZE", "1KiB").start();
+    let body = json!({"message": {"messageId": "big", "role": "user",
+        "parts": [{"text": "x".repeat(4 * 1024 * 1024)}]}});
+    let client = reqwest::Client::new();
+    for _ in 0..2 {
+        let (status, error) = post(&client, &rt.url("/"), &body).await;
+        assert_eq!(status, 413, "{error}");
+        assert_eq!(error["error"]["code"], 413);
+    }
+}
+
 #[test]
 fn slow_headers_are_cut_off() {
     let rt = runtime().env("HEADER_READ_TIMEOUT", "300ms").start();

@@ -21,7 +21,7 @@ pub mod write;
 
 pub use model::*;
 pub use read::ReadError;
-pub use validate::{Schema, SchemaError, SchemaErrors};
+pub use validate::{Schema, SchemaError, SchemaErrors, TaskRule};
 pub use write::Dialect;
 
 /// The contract version this crate implements, as the manifest spells it.

@@ -130,6 +130,12 @@ impl Schema {
                 instance_path: e.instance_path().as_str().to_owned(),
                 schema_path: e.schema_path().as_str().to_owned(),
                 keyword: e.kind().keyword().to_owned(),
+                missing_property: match e.kind() {
+                    jsonschema::error::ValidationErrorKind::Required { property } => {
+                        property.as_str().map(str::to_owned)
+                    }
+                    _ => None,
+                },
                 message: e.to_string(),
             })
             .collect();
@@ -153,7 +159,29 @@ pub struct SchemaError {
     pub schema_path: String,
     /// The failing keyword (`required`, `oneOf`, `minItems`, ...).
     pub keyword: String,
+    /// For a `required` failure, the missing property.
+    pub missing_property: Option<String>,
     pub message: String,
+}
+
+/// The task schema's contract rules, by the name of their `$defs` entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskRule {
+    /// A completed task includes at least one artifact.
+    CompletedHasArtifact,
+    /// A failed task includes `status.message`.
+    FailedHasMessage,
+}
+
+impl SchemaError {
+    /// Whether this error comes from the task schema's `rule`.
+    pub fn breaks(&self, rule: TaskRule) -> bool {
+        let name = match rule {
+            TaskRule::CompletedHasArtifact => "CompletedHasArtifact",
+            TaskRule::FailedHasMessage => "FailedHasMessage",
+        };
+        self.schema_path.contains(&format!("/$defs/{name}/"))
+    }
 }
 
 /// Every violation of one schema by one instance.
@@ -275,6 +303,30 @@ mod tests {
         assert_eq!(err.errors[0].instance_path, "/status/state", "{err}");
         let good = json!({"id": "t", "status": {"state": "TASK_STATE_COMPLETED"}});
         Schema::A2aV1Task.validate(&good).unwrap();
+    }
+
+    #[test]
+    fn rule_violations_are_attributed_to_their_rule() {
+        let completed = json!({"id": "t", "status": {"state": "completed"}});
+        let err = Schema::Task.validate(&completed).unwrap_err();
+        assert!(
+            err.errors
+                .iter()
+                .all(|e| e.breaks(TaskRule::CompletedHasArtifact)),
+            "{err}"
+        );
+        let failed = json!({"id": "t", "status": {"state": "failed"}});
+        let err = Schema::Task.validate(&failed).unwrap_err();
+        assert!(
+            err.errors
+                .iter()
+                .all(|e| e.breaks(TaskRule::FailedHasMessage)),
+            "{err}"
+        );
+        let no_id = json!({"status": {"state": "working"}});
+        let err = Schema::Task.validate(&no_id).unwrap_err();
+        assert_eq!(err.errors[0].missing_property.as_deref(), Some("id"));
+        assert!(!err.errors[0].breaks(TaskRule::FailedHasMessage));
     }
 
     #[test]

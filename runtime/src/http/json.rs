@@ -8,11 +8,17 @@
 use axum::body::Body;
 use axum::extract::{FromRequest, Request};
 use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::BodyExt;
 use serde::de::DeserializeOwned;
 
 use super::AppState;
 use super::error::ApiError;
+
+/// The most of a refused body read (and dropped) before the connection is closed instead.
+const DISCARD_CAP: usize = 64 * 1024 * 1024;
 
 /// A JSON body read leniently into `T`, with the contract's error codes.
 #[derive(Debug)]
@@ -29,36 +35,60 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ContractJson<T> {
             .get(CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
+        let body = req.into_body();
         if declared.is_some_and(|len| len > limits.max_body_bytes) {
+            discard(body, limits.body_read_timeout).await;
             return Err(ApiError::PayloadTooLarge {
                 limit: limits.max_body_bytes,
             });
         }
-        let bytes = read_body(
-            req.into_body(),
-            limits.max_body_bytes,
-            limits.body_read_timeout,
-        )
-        .await?;
+        let bytes = read_body(body, limits.max_body_bytes, limits.body_read_timeout).await?;
         daedalus_schemas::read::from_slice(&bytes)
             .map(ContractJson)
             .map_err(ApiError::Unreadable)
     }
 }
 
-async fn read_body(
-    body: Body,
-    limit: u64,
-    timeout: std::time::Duration,
-) -> Result<bytes::Bytes, ApiError> {
+/// Reads the whole body, refusing it once it passes `limit` bytes.
+async fn read_body(body: Body, limit: u64, timeout: Duration) -> Result<Bytes, ApiError> {
     let limit_usize = usize::try_from(limit).unwrap_or(usize::MAX);
-    let collect = Limited::new(body, limit_usize).collect();
-    match tokio::time::timeout(timeout, collect).await {
+    let mut body = body;
+    let mut buf = BytesMut::new();
+    let read = async {
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(ApiError::BodyRead)?;
+            if let Ok(data) = frame.into_data() {
+                if buf.len() + data.len() > limit_usize {
+                    return Err(ApiError::PayloadTooLarge { limit });
+                }
+                buf.extend_from_slice(&data);
+            }
+        }
+        Ok(())
+    };
+    match tokio::time::timeout(timeout, read).await {
         Err(_) => Err(ApiError::BodyTimeout(timeout)),
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
-        Ok(Err(e)) if e.is::<LengthLimitError>() => Err(ApiError::PayloadTooLarge { limit }),
-        Ok(Err(e)) => Err(ApiError::BodyRead(axum::Error::new(e))),
+        Ok(Err(e @ ApiError::PayloadTooLarge { .. })) => {
+            discard(body, timeout).await;
+            Err(e)
+        }
+        Ok(result) => result.map(|()| buf.freeze()),
     }
+}
+
+/// Reads and drops what is left of a refused body (up to [`DISCARD_CAP`] bytes), so that an
+/// HTTP/1.1 client still sending it reads our 413 instead of a reset connection.
+async fn discard(mut body: Body, timeout: Duration) {
+    let drain = async {
+        let mut seen: usize = 0;
+        while let Some(Ok(frame)) = body.frame().await {
+            seen += frame.data_ref().map_or(0, Bytes::len);
+            if seen > DISCARD_CAP {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(timeout, drain).await;
 }
 
 /// Accepts `application/json` and `application/a2a+json`, with an optional UTF-8 charset.
