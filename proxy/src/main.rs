@@ -1,1 +1,137 @@
-fn main() {}
+//! `daedalus-proxy`: parse the configuration, set up logging, run the sidecar (or `publish`).
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use daedalus_proxy::config::{ConfigError, Launch, LogFormat, PublishConfig};
+use daedalus_proxy::publish::{self, Published};
+use daedalus_schemas::write::contract;
+
+fn main() -> ExitCode {
+    let launch = match Launch::from_sources(std::env::args_os(), &|k| std::env::var(k).ok()) {
+        Ok(launch) => launch,
+        Err(ConfigError::Cli(e)) => e.exit(),
+        Err(e) => {
+            eprintln!("daedalus-proxy: configuration error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("daedalus-proxy: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match launch {
+        Launch::CheckConfig(config) => {
+            let mut out = std::io::stdout();
+            let _ = writeln!(out, "{}", config.to_pretty_json());
+            ExitCode::SUCCESS
+        }
+        Launch::Publish(config) => {
+            init_logging(&config.log_level, LogFormat::Text, true);
+            runtime.block_on(run_publish(&config))
+        }
+        Launch::Run(config) => {
+            init_logging(&config.log_level, config.log_format, false);
+            runtime.block_on(async {
+                let listener = match tokio::net::TcpListener::bind(config.listen).await {
+                    Ok(l) => l,
+                    Err(e) => {
+                        tracing::error!(addr = %config.listen, error = %e, "cannot bind PROXY_PORT");
+                        return ExitCode::FAILURE;
+                    }
+                };
+                match daedalus_proxy::run(listener, config, signal()).await {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        tracing::error!(error = %e, "proxy failed");
+                        ExitCode::FAILURE
+                    }
+                }
+            })
+        }
+    }
+}
+
+async fn run_publish(config: &PublishConfig) -> ExitCode {
+    let request = match publish::build_request(config, publish::read_stdin) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("daedalus-proxy publish: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let spinner = publish::stderr_is_tty() && config.wait && !config.json;
+    let ticks = AtomicUsize::new(0);
+    let progress = || {
+        if spinner {
+            let frames = ['|', '/', '-', '\\'];
+            let n = ticks.fetch_add(1, Ordering::Relaxed);
+            eprint!("\r{} waiting for the result of {} ", frames[n % 4], request.message.effective_task_id());
+        }
+    };
+    let outcome = publish::publish(config, &request, progress).await;
+    if spinner {
+        eprint!("\r\x1b[2K");
+    }
+    let mut out = std::io::stdout();
+    match outcome {
+        Ok(Published::Sent { task_id, message_id, duplicate }) => {
+            let note = if duplicate { " (duplicate: already published)" } else { "" };
+            let _ = writeln!(out, "published task {task_id} (message {message_id}){note}");
+            ExitCode::SUCCESS
+        }
+        Ok(published @ Published::Result(_)) => {
+            let Published::Result(task) = &published else { unreachable!() };
+            if config.json {
+                let _ = writeln!(out, "{}", serde_json::to_string_pretty(&contract::to_value(task.as_ref())).unwrap_or_default());
+            } else {
+                let _ = write!(out, "{}", publish::describe(task));
+            }
+            ExitCode::from(published.exit_code())
+        }
+        Err(e) => {
+            eprintln!("daedalus-proxy publish: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn init_logging(level: &str, format: LogFormat, quiet: bool) {
+    let filter = if level.contains('=') || level.contains(',') {
+        tracing_subscriber::EnvFilter::new(level)
+    } else if quiet {
+        tracing_subscriber::EnvFilter::new("warn")
+    } else {
+        tracing_subscriber::EnvFilter::new(format!("warn,daedalus_proxy={level}"))
+    };
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let _ = match format {
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).with_span_list(false).with_writer(std::io::stdout).try_init(),
+        LogFormat::Text => builder.with_writer(std::io::stderr).try_init(),
+    };
+}
+
+/// The first SIGTERM/SIGINT; a second one exits at once.
+async fn signal() {
+    wait_for_signal().await;
+    tracing::info!("shutdown signal received; send another to exit immediately");
+    tokio::spawn(async {
+        wait_for_signal().await;
+        tracing::warn!("second shutdown signal: exiting now");
+        std::process::exit(130);
+    });
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler installs");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler installs");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

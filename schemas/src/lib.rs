@@ -13,6 +13,8 @@
 //! - **Validation** ([`validate`]) against the contract's JSON Schemas (embedded from the crate
 //!   root, `*.schema.json`) and the vendored A2A v1.0 JSON Schema.
 
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod container;
 pub mod model;
 pub mod read;

@@ -4,7 +4,6 @@
 //! This is the zero-config surface (one agent from `AGENT_NAME` on `DEFAULT_MODEL`); the
 //! `agents.yaml` loader produces the same `AgentConfig` values.
 
-mod env_args;
 mod size;
 
 use std::ffi::OsString;
@@ -14,6 +13,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use daedalus_schemas::AgentSkill;
+use daedalus_schemas::cli::{self, CliError};
 use daedalus_schemas::container::{self, format_duration, parse_duration};
 use serde::Serialize;
 
@@ -181,12 +181,9 @@ impl Launch {
         args: impl IntoIterator<Item = OsString>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Launch, ConfigError> {
-        let (cli, sourced) = env_args::parse::<Cli>(args, env).map_err(|e| {
-            // Name the environment variable when a bad value came from one.
-            match invalid_arg_env(&e, env) {
-                Some(var) => ConfigError::invalid(&var, strip_clap_prefix(&e)),
-                None => ConfigError::Cli(e),
-            }
+        let (cli, sourced) = cli::parse_naming_env::<Cli>(args, env).map_err(|e| match e {
+            CliError::Env { var, message } => ConfigError::Invalid { key: var, message },
+            CliError::Clap(e) => ConfigError::Cli(e),
         })?;
         let key_of = |id: &str, flag: &str| {
             sourced
@@ -376,27 +373,6 @@ fn default_work_dir() -> PathBuf {
 
 fn as_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&format_duration(*d))
-}
-
-/// If clap refused a value that came from an environment variable, that variable's name.
-fn invalid_arg_env(e: &clap::Error, env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
-    use clap::CommandFactory;
-    use clap::error::ContextKind;
-    let invalid = e.get(ContextKind::InvalidArg)?.to_string();
-    let value = e.get(ContextKind::InvalidValue)?.to_string();
-    Cli::command().get_arguments().find_map(|arg| {
-        let long = arg.get_long()?;
-        let var = arg.get_env()?.to_string_lossy().into_owned();
-        let names_this =
-            invalid.starts_with(&format!("--{long} ")) || invalid == format!("--{long}");
-        (names_this && env(&var).as_deref() == Some(value.as_str())).then_some(var)
-    })
-}
-
-fn strip_clap_prefix(e: &clap::Error) -> String {
-    let text = e.to_string();
-    let first = text.lines().next().unwrap_or_default();
-    first.trim_start_matches("error: ").to_owned()
 }
 
 #[cfg(test)]

@@ -8,20 +8,20 @@
 use std::ffi::OsString;
 
 use clap::parser::ValueSource;
-use clap::{ArgMatches, Parser};
+use clap::{ArgMatches, CommandFactory, Parser};
 
 /// Where an argument's value came from, for error messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct EnvSourced {
+pub struct EnvSourced {
     /// The argument id (the struct field name).
-    pub(crate) id: String,
+    pub id: String,
     /// The environment variable it came from.
-    pub(crate) var: String,
+    pub var: String,
 }
 
 /// Parses `args` (the first item is the program name) as a `C`, falling back to `env` for
 /// arguments that declare an environment variable.
-pub(crate) fn parse<C: Parser>(
+pub fn parse<C: Parser>(
     args: impl IntoIterator<Item = OsString>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(C, Vec<EnvSourced>), clap::Error> {
@@ -57,4 +57,47 @@ pub(crate) fn parse<C: Parser>(
     let matches: ArgMatches = without_env().try_get_matches_from(&args)?;
     let parsed = C::from_arg_matches(&matches)?;
     Ok((parsed, sourced))
+}
+
+/// Why parsing failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Bad flags or values given on the command line, or `--help`/`--version`.
+    #[error("{0}")]
+    Clap(#[source] clap::Error),
+    /// A bad value that came from the environment variable `var`.
+    #[error("{var}: {message}")]
+    Env { var: String, message: String },
+}
+
+/// [`parse`], with a bad value from the environment reported under the variable's name.
+pub fn parse_naming_env<C: Parser>(
+    args: impl IntoIterator<Item = OsString>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(C, Vec<EnvSourced>), CliError> {
+    parse::<C>(args, env).map_err(|e| match invalid_env_var::<C>(&e, env) {
+        Some(var) => CliError::Env { var, message: first_line(&e) },
+        None => CliError::Clap(e),
+    })
+}
+
+/// The environment variable whose value clap refused, if the refused value came from one.
+fn invalid_env_var<C: CommandFactory>(
+    e: &clap::Error,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<String> {
+    use clap::error::ContextKind;
+    let invalid = e.get(ContextKind::InvalidArg)?.to_string();
+    let value = e.get(ContextKind::InvalidValue)?.to_string();
+    C::command().get_arguments().find_map(|arg| {
+        let long = arg.get_long()?;
+        let var = arg.get_env()?.to_string_lossy().into_owned();
+        let names_this = invalid.starts_with(&format!("--{long} ")) || invalid == format!("--{long}");
+        (names_this && env(&var).as_deref() == Some(value.as_str())).then_some(var)
+    })
+}
+
+fn first_line(e: &clap::Error) -> String {
+    let text = e.to_string();
+    text.lines().next().unwrap_or_default().trim_start_matches("error: ").to_owned()
 }

@@ -1,0 +1,465 @@
+//! The proxy's configuration: flags with environment fallbacks, parsed and validated before
+//! anything connects. [`Launch::from_sources`] is a pure function of its inputs.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use daedalus_schemas::cli::{self, CliError};
+use daedalus_schemas::container::{self, format_duration, parse_duration};
+use serde::{Serialize, Serializer};
+
+use crate::subjects;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "daedalus-proxy",
+    version,
+    about = "NATS JetStream sidecar: feeds an agent's tasks to its runtime and publishes the results."
+)]
+struct Cli {
+    #[command(flatten)]
+    nats: NatsArgs,
+    #[command(flatten)]
+    streams: StreamArgs,
+    /// The agent whose tasks this proxy consumes ([A-Za-z0-9_-]{1,64}).
+    #[arg(long, env = "AGENT_NAME", global = true)]
+    agent_name: Option<String>,
+    /// Port of the runtime on localhost (ignored when RUNTIME_URL is set).
+    #[arg(long, env = "A2A_PORT", global = true, default_value_t = container::A2A_PORT_DEFAULT)]
+    a2a_port: u16,
+    /// Base URL of the runtime (default: http://127.0.0.1:$A2A_PORT).
+    #[arg(long, env = "RUNTIME_URL", global = true)]
+    runtime_url: Option<String>,
+    /// Longest wait for NATS and the runtime's /health at startup.
+    #[arg(long, env = "STARTUP_TIMEOUT", global = true, default_value = "60s", value_parser = parse_duration)]
+    startup_timeout: Duration,
+    /// Time the in-flight task gets after SIGTERM/SIGINT before it is handed back.
+    #[arg(long, env = "TERMINATION_GRACE_PERIOD", global = true, default_value = "30s", value_parser = parse_duration)]
+    termination_grace_period: Duration,
+    /// Longest a runtime call may take before it counts as a transient failure.
+    #[arg(long, env = "TASK_TIMEOUT", global = true, default_value = "20m", value_parser = parse_duration)]
+    task_timeout: Duration,
+    /// The consumer's ack wait: a task's lease, renewed by progress acks every third of it.
+    #[arg(long, env = "ACK_WAIT", global = true, default_value = "30s", value_parser = parse_duration)]
+    ack_wait: Duration,
+    /// Deliveries of a task before it is given up with a failed result.
+    #[arg(long, env = "MAX_DELIVER", global = true, default_value_t = 5)]
+    max_deliver: u32,
+    /// Tasks worked on at once.
+    #[arg(long, env = "CONCURRENCY", global = true, default_value_t = 1)]
+    concurrency: usize,
+    /// First retry delay after a transient failure; doubles per attempt.
+    #[arg(long, env = "RETRY_BASE_DELAY", global = true, default_value = "1s", value_parser = parse_duration)]
+    retry_base_delay: Duration,
+    /// Cap of the retry delay.
+    #[arg(long, env = "RETRY_MAX_DELAY", global = true, default_value = "1m", value_parser = parse_duration)]
+    retry_max_delay: Duration,
+    /// How often the runtime's /health is polled.
+    #[arg(long, env = "HEALTH_INTERVAL", global = true, default_value = "2s", value_parser = parse_duration)]
+    health_interval: Duration,
+    /// How long one pull request waits for a task.
+    #[arg(long, env = "PULL_EXPIRES", global = true, default_value = "5s", value_parser = parse_duration)]
+    pull_expires: Duration,
+    /// Port of the proxy's /healthz and /metrics.
+    #[arg(long, env = "PROXY_PORT", global = true, default_value_t = 9090)]
+    proxy_port: u16,
+    /// Address of the proxy's /healthz and /metrics.
+    #[arg(long, env = "PROXY_HOST", global = true, default_value = "0.0.0.0")]
+    proxy_host: std::net::IpAddr,
+    /// Log filter: a level or a tracing directive list.
+    #[arg(long, env = "LOG_LEVEL", global = true, default_value = "info")]
+    log_level: String,
+    /// Log format: json or text.
+    #[arg(long, env = "LOG_FORMAT", global = true, default_value = "json")]
+    log_format: LogFormat,
+    /// Print the resolved configuration (secrets masked) and exit.
+    #[arg(long)]
+    check_config: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Args)]
+struct NatsArgs {
+    /// NATS server URL(s), comma-separated.
+    #[arg(long, env = "NATS_URL", global = true, default_value = "nats://127.0.0.1:4222")]
+    nats_url: String,
+    /// User name (with NATS_PASSWORD).
+    #[arg(long, env = "NATS_USER", global = true)]
+    nats_user: Option<String>,
+    /// Password (with NATS_USER).
+    #[arg(long, env = "NATS_PASSWORD", global = true, hide_env_values = true)]
+    nats_password: Option<String>,
+    /// Token authentication.
+    #[arg(long, env = "NATS_TOKEN", global = true, hide_env_values = true)]
+    nats_token: Option<String>,
+    /// Credentials file (JWT + NKey seed).
+    #[arg(long, env = "NATS_CREDS", global = true)]
+    nats_creds: Option<PathBuf>,
+    /// CA certificate (PEM) to verify the server; also turns TLS on.
+    #[arg(long, env = "NATS_TLS_CA", global = true)]
+    nats_tls_ca: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct StreamArgs {
+    /// Stream holding tasks (work-queue, subjects agent.tasks.>).
+    #[arg(long, env = "TASKS_STREAM", global = true, default_value = "AGENT_TASKS")]
+    tasks_stream: String,
+    /// Stream holding results (subjects agent.results.>).
+    #[arg(long, env = "RESULTS_STREAM", global = true, default_value = "AGENT_RESULTS")]
+    results_stream: String,
+    /// Stream holding dead letters (subjects agent.deadletter.>).
+    #[arg(long, env = "DEADLETTER_STREAM", global = true, default_value = "AGENT_DEADLETTER")]
+    deadletter_stream: String,
+    /// How long results are kept.
+    #[arg(long, env = "RESULTS_MAX_AGE", global = true, default_value = "24h", value_parser = parse_duration)]
+    results_max_age: Duration,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Put a task on NATS and wait for its result.
+    Publish(PublishArgs),
+}
+
+#[derive(Debug, Args)]
+struct PublishArgs {
+    /// The agent to send the task to (default: AGENT_NAME).
+    #[arg(long)]
+    agent: Option<String>,
+    /// The message text; read from stdin when absent.
+    text: Option<String>,
+    /// Continue this conversation.
+    #[arg(long)]
+    context_id: Option<String>,
+    /// Task id (to answer an input-required task, pass its id).
+    #[arg(long)]
+    task_id: Option<String>,
+    /// Send this SendMessageRequest (JSON) instead of building one from the text.
+    #[arg(long, value_name = "FILE", conflicts_with = "text")]
+    json_file: Option<PathBuf>,
+    /// Publish and exit without waiting for the result.
+    #[arg(long)]
+    no_wait: bool,
+    /// Longest wait for the result.
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    timeout: Duration,
+    /// Print the Task as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Json,
+    Text,
+}
+
+/// A secret value: never printed, never logged.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("\"***\"")
+    }
+}
+
+impl Serialize for Secret {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str("***")
+    }
+}
+
+/// How to reach NATS.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NatsConfig {
+    pub url: String,
+    pub user: Option<String>,
+    pub password: Option<Secret>,
+    pub token: Option<Secret>,
+    pub creds_file: Option<PathBuf>,
+    pub tls_ca: Option<PathBuf>,
+}
+
+/// Stream names and settings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StreamsConfig {
+    pub tasks: String,
+    pub results: String,
+    pub deadletter: String,
+    #[serde(serialize_with = "as_duration")]
+    pub results_max_age: Duration,
+}
+
+/// The sidecar's configuration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProxyConfig {
+    pub nats: NatsConfig,
+    pub streams: StreamsConfig,
+    pub agent: String,
+    pub runtime_url: String,
+    #[serde(serialize_with = "as_duration")]
+    pub startup_timeout: Duration,
+    #[serde(serialize_with = "as_duration")]
+    pub termination_grace_period: Duration,
+    #[serde(serialize_with = "as_duration")]
+    pub task_timeout: Duration,
+    #[serde(serialize_with = "as_duration")]
+    pub ack_wait: Duration,
+    pub max_deliver: u32,
+    pub concurrency: usize,
+    #[serde(serialize_with = "as_duration")]
+    pub retry_base_delay: Duration,
+    #[serde(serialize_with = "as_duration")]
+    pub retry_max_delay: Duration,
+    #[serde(serialize_with = "as_duration")]
+    pub health_interval: Duration,
+    #[serde(serialize_with = "as_duration")]
+    pub pull_expires: Duration,
+    pub listen: SocketAddr,
+    pub log_level: String,
+    pub log_format: LogFormat,
+}
+
+/// What `daedalus-proxy publish` was asked to do.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PublishConfig {
+    pub nats: NatsConfig,
+    pub streams: StreamsConfig,
+    pub agent: String,
+    pub text: Option<String>,
+    pub context_id: Option<String>,
+    pub task_id: Option<String>,
+    pub json_file: Option<PathBuf>,
+    pub wait: bool,
+    #[serde(serialize_with = "as_duration")]
+    pub timeout: Duration,
+    pub json: bool,
+    pub log_level: String,
+}
+
+/// What the process was asked to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Launch {
+    Run(ProxyConfig),
+    CheckConfig(ProxyConfig),
+    Publish(PublishConfig),
+}
+
+/// A configuration that cannot be used; `Invalid` names the key at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{0}")]
+    Cli(#[source] clap::Error),
+    #[error("{key}: {message}")]
+    Invalid { key: String, message: String },
+}
+
+impl ConfigError {
+    fn invalid(key: &str, message: impl Into<String>) -> Self {
+        ConfigError::Invalid { key: key.to_owned(), message: message.into() }
+    }
+}
+
+impl Launch {
+    /// Parses and validates `args` (program name first), reading the environment via `env`.
+    pub fn from_sources(
+        args: impl IntoIterator<Item = OsString>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Launch, ConfigError> {
+        let (cli, sourced) = cli::parse_naming_env::<Cli>(args, env).map_err(|e| match e {
+            CliError::Env { var, message } => ConfigError::Invalid { key: var, message },
+            CliError::Clap(e) => ConfigError::Cli(e),
+        })?;
+        let key = |id: &str, flag: &str| {
+            sourced.iter().find(|s| s.id == id).map_or_else(|| flag.to_owned(), |s| s.var.clone())
+        };
+        let nats = nats_config(&cli.nats, &key)?;
+        let streams = StreamsConfig {
+            tasks: cli.streams.tasks_stream.clone(),
+            results: cli.streams.results_stream.clone(),
+            deadletter: cli.streams.deadletter_stream.clone(),
+            results_max_age: cli.streams.results_max_age,
+        };
+        for (name, id, flag) in [
+            (&streams.tasks, "tasks_stream", "--tasks-stream"),
+            (&streams.results, "results_stream", "--results-stream"),
+            (&streams.deadletter, "deadletter_stream", "--deadletter-stream"),
+        ] {
+            if !subjects::is_token(name, 255) {
+                return Err(ConfigError::invalid(&key(id, flag), format!("{name:?} is not a stream name")));
+            }
+        }
+        tracing_subscriber::EnvFilter::try_new(&cli.log_level).map_err(|e| {
+            ConfigError::invalid(&key("log_level", "--log-level"), format!("not a filter: {e}"))
+        })?;
+
+        if let Some(Command::Publish(p)) = cli.command {
+            let agent = p.agent.or(cli.agent_name).ok_or_else(|| {
+                ConfigError::invalid("--agent", "name the agent with --agent or AGENT_NAME")
+            })?;
+            check_agent(&agent, "--agent")?;
+            return Ok(Launch::Publish(PublishConfig {
+                nats,
+                streams,
+                agent,
+                text: p.text,
+                context_id: p.context_id,
+                task_id: p.task_id,
+                json_file: p.json_file,
+                wait: !p.no_wait,
+                timeout: p.timeout,
+                json: p.json,
+                log_level: cli.log_level,
+            }));
+        }
+
+        let agent_key = key("agent_name", "--agent-name");
+        let agent = cli
+            .agent_name
+            .ok_or_else(|| ConfigError::invalid(&agent_key, "required: the agent to serve"))?;
+        check_agent(&agent, &agent_key)?;
+        let runtime_url = match cli.runtime_url {
+            Some(url) => {
+                let trimmed = url.trim_end_matches('/').to_owned();
+                if !(trimmed.starts_with("http://") || trimmed.starts_with("https://")) {
+                    return Err(ConfigError::invalid(
+                        &key("runtime_url", "--runtime-url"),
+                        format!("{url:?} is not an http(s) URL"),
+                    ));
+                }
+                trimmed
+            }
+            None => format!("http://127.0.0.1:{}", cli.a2a_port),
+        };
+        let positive = |d: Duration, id: &str, flag: &str| {
+            if d.is_zero() {
+                Err(ConfigError::invalid(&key(id, flag), "must be more than zero"))
+            } else {
+                Ok(d)
+            }
+        };
+        let ack_wait = positive(cli.ack_wait, "ack_wait", "--ack-wait")?;
+        if ack_wait < Duration::from_secs(1) {
+            return Err(ConfigError::invalid(&key("ack_wait", "--ack-wait"), "must be at least 1s"));
+        }
+        if cli.max_deliver == 0 {
+            return Err(ConfigError::invalid(&key("max_deliver", "--max-deliver"), "must be >= 1"));
+        }
+        if cli.concurrency == 0 || cli.concurrency > 1024 {
+            return Err(ConfigError::invalid(
+                &key("concurrency", "--concurrency"),
+                "must be between 1 and 1024",
+            ));
+        }
+        let config = ProxyConfig {
+            nats,
+            streams,
+            agent,
+            runtime_url,
+            startup_timeout: positive(cli.startup_timeout, "startup_timeout", "--startup-timeout")?,
+            termination_grace_period: cli.termination_grace_period,
+            task_timeout: positive(cli.task_timeout, "task_timeout", "--task-timeout")?,
+            ack_wait,
+            max_deliver: cli.max_deliver,
+            concurrency: cli.concurrency,
+            retry_base_delay: cli.retry_base_delay,
+            retry_max_delay: cli.retry_max_delay.max(cli.retry_base_delay),
+            health_interval: positive(cli.health_interval, "health_interval", "--health-interval")?,
+            pull_expires: positive(cli.pull_expires, "pull_expires", "--pull-expires")?,
+            listen: SocketAddr::new(cli.proxy_host, cli.proxy_port),
+            log_level: cli.log_level,
+            log_format: cli.log_format,
+        };
+        Ok(if cli.check_config { Launch::CheckConfig(config) } else { Launch::Run(config) })
+    }
+}
+
+fn nats_config(
+    args: &NatsArgs,
+    key: &dyn Fn(&str, &str) -> String,
+) -> Result<NatsConfig, ConfigError> {
+    if args.nats_user.is_some() != args.nats_password.is_some() {
+        return Err(ConfigError::invalid(
+            &key("nats_password", "--nats-password"),
+            "NATS_USER and NATS_PASSWORD go together",
+        ));
+    }
+    let methods = [args.nats_user.is_some(), args.nats_token.is_some(), args.nats_creds.is_some()];
+    if methods.iter().filter(|m| **m).count() > 1 {
+        return Err(ConfigError::invalid(
+            &key("nats_token", "--nats-token"),
+            "choose one of user/password, token and creds file",
+        ));
+    }
+    for (path, id, flag) in [
+        (&args.nats_creds, "nats_creds", "--nats-creds"),
+        (&args.nats_tls_ca, "nats_tls_ca", "--nats-tls-ca"),
+    ] {
+        if let Some(p) = path
+            && !p.is_file()
+        {
+            return Err(ConfigError::invalid(&key(id, flag), format!("{} is not a file", p.display())));
+        }
+    }
+    if args.nats_url.trim().is_empty() {
+        return Err(ConfigError::invalid(&key("nats_url", "--nats-url"), "must not be empty"));
+    }
+    Ok(NatsConfig {
+        url: args.nats_url.clone(),
+        user: args.nats_user.clone(),
+        password: args.nats_password.clone().map(Secret),
+        token: args.nats_token.clone().map(Secret),
+        creds_file: args.nats_creds.clone(),
+        tls_ca: args.nats_tls_ca.clone(),
+    })
+}
+
+fn check_agent(agent: &str, key: &str) -> Result<(), ConfigError> {
+    if subjects::is_agent_name(agent) {
+        Ok(())
+    } else {
+        Err(ConfigError::invalid(
+            key,
+            format!("{agent:?} is not a valid agent name: use 1-64 of A-Z, a-z, 0-9, '_' and '-'"),
+        ))
+    }
+}
+
+impl ProxyConfig {
+    /// The resolved configuration as pretty JSON, secrets masked.
+    pub fn to_pretty_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("the configuration serializes")
+    }
+
+    /// A configuration for tests: agent `agent`, NATS at `nats_url`, runtime at `runtime_url`,
+    /// with the contract's defaults.
+    pub fn for_agent(agent: &str, nats_url: &str, runtime_url: &str) -> ProxyConfig {
+        let args = ["daedalus-proxy", "--agent-name", agent, "--nats-url", nats_url, "--runtime-url", runtime_url];
+        match Launch::from_sources(args.map(OsString::from), &|_| None) {
+            Ok(Launch::Run(c)) => c,
+            other => panic!("the test configuration is valid: {other:?}"),
+        }
+    }
+}
+
+fn as_duration<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format_duration(*d))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,173 @@
+//! What to do with a task once the runtime has answered (or not): publish its result, give it
+//! up as poison, or retry it later. Pure functions, tested as tables.
+
+use std::time::Duration;
+
+use chrono::{SecondsFormat, Utc};
+use daedalus_schemas::write::contract;
+use daedalus_schemas::{ErrorBody, Message, Part, Role, Schema, Task, TaskState, TaskStatus, read};
+
+use crate::runtime::{ForwardError, Reply};
+
+/// The fate of a task after one attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Disposition {
+    /// The runtime answered with a Task: publish it, then ack.
+    Result(Box<Task>),
+    /// The task can never succeed: publish a failed Task saying why, then term.
+    Poison(String),
+    /// The attempt failed for a reason that may pass: nak with a delay, or give up after the
+    /// last delivery.
+    Transient(String),
+}
+
+/// Classifies the runtime's answer to task `task_id`.
+pub fn classify(task_id: &str, reply: Result<Reply, ForwardError>) -> Disposition {
+    let reply = match reply {
+        Ok(reply) => reply,
+        Err(e) => return Disposition::Transient(e.to_string()),
+    };
+    match reply.status {
+        200 => match read::from_slice::<Task>(&reply.body) {
+            Err(e) => Disposition::Poison(format!("the runtime answered 200 without a valid Task: {e}")),
+            Ok(task) => check_task(task_id, task),
+        },
+        408 | 429 | 500..=599 => Disposition::Transient(format!(
+            "runtime answered {}: {}",
+            reply.status,
+            error_message(&reply.body)
+        )),
+        status => Disposition::Poison(format!(
+            "runtime refused the task ({status}): {}",
+            error_message(&reply.body)
+        )),
+    }
+}
+
+/// A Task from the runtime is published only if it keeps the contract's rules.
+fn check_task(task_id: &str, task: Task) -> Disposition {
+    if task.id != task_id {
+        return Disposition::Poison(format!(
+            "the runtime answered with task id {:?} for task {task_id:?}",
+            task.id
+        ));
+    }
+    if !(task.status.state.is_terminal() || task.status.state.is_interrupted()) {
+        return Disposition::Poison(format!(
+            "the runtime answered with a task still {}",
+            task.status.state
+        ));
+    }
+    if let Err(e) = Schema::Task.validate(&contract::to_value(&task)) {
+        return Disposition::Poison(format!("the runtime answered with an invalid Task: {e}"));
+    }
+    Disposition::Result(Box::new(task))
+}
+
+/// The `error.message` of a contract error body, else the start of the body.
+fn error_message(body: &[u8]) -> String {
+    if let Ok(error) = serde_json::from_slice::<ErrorBody>(body) {
+        return error.error.message;
+    }
+    let text = String::from_utf8_lossy(body);
+    let mut preview: String = text.chars().take(200).collect();
+    if preview.is_empty() {
+        preview.push_str("(empty body)");
+    }
+    preview
+}
+
+/// The delay before retry number `attempt` (1-based): `base`·2^(attempt-1), capped at `max`.
+pub fn retry_delay(attempt: u32, base: Duration, max: Duration) -> Duration {
+    let factor = 2u32.saturating_pow(attempt.saturating_sub(1));
+    base.checked_mul(factor).map_or(max, |d| d.min(max))
+}
+
+/// A failed Task for `task_id` whose `status.message` says `reason`.
+pub fn failed_task(task_id: &str, context_id: Option<&str>, reason: &str) -> Task {
+    let mut message = Message::new(uuid::Uuid::new_v4().to_string(), Role::Agent, vec![Part::text(reason)]);
+    message.task_id = Some(task_id.to_owned());
+    message.context_id = context_id.map(str::to_owned);
+    Task {
+        id: task_id.to_owned(),
+        context_id: context_id.map(str::to_owned),
+        status: TaskStatus {
+            state: TaskState::Failed,
+            message: Some(message),
+            timestamp: Some(Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)),
+        },
+        artifacts: Vec::new(),
+        history: None,
+        metadata: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+
+    fn reply(status: u16, body: &str) -> Result<Reply, ForwardError> {
+        Ok(Reply { status, body: Bytes::from(body.to_owned()) })
+    }
+
+    const DONE: &str = r#"{"id":"t","status":{"state":"completed"},"artifacts":[{"artifactId":"a","parts":[{"text":"x"}]}]}"#;
+
+    #[test]
+    fn classification_table() {
+        let err = r#"{"error":{"code":400,"message":"message.parts[0]: bad"}}"#;
+        let cases: Vec<(&str, Result<Reply, ForwardError>, &str)> = vec![
+            ("completed task", reply(200, DONE), "result"),
+            ("input-required", reply(200, r#"{"id":"t","status":{"state":"input-required","message":{"messageId":"q","role":"agent","parts":[{"text":"?"}]}}}"#), "result"),
+            ("v1 spellings are read", reply(200, r#"{"id":"t","status":{"state":"TASK_STATE_FAILED","message":{"messageId":"q","role":"ROLE_AGENT","parts":[{"text":"no"}]}}}"#), "result"),
+            ("wrong id", reply(200, &DONE.replace("\"t\"", "\"other\"")), "poison"),
+            ("still working", reply(200, r#"{"id":"t","status":{"state":"working"}}"#), "poison"),
+            ("completed without artifact", reply(200, r#"{"id":"t","status":{"state":"completed"}}"#), "poison"),
+            ("200 not a task", reply(200, "hello"), "poison"),
+            ("400", reply(400, err), "poison"),
+            ("413", reply(413, err), "poison"),
+            ("415", reply(415, err), "poison"),
+            ("404", reply(404, ""), "poison"),
+            ("408", reply(408, ""), "transient"),
+            ("429", reply(429, ""), "transient"),
+            ("500", reply(500, "boom"), "transient"),
+            ("503", reply(503, err), "transient"),
+            ("connection refused", Err(ForwardError::Connect("refused".into())), "transient"),
+            ("timeout", Err(ForwardError::Timeout(Duration::from_secs(1))), "transient"),
+        ];
+        for (name, input, expected) in cases {
+            let got = match classify("t", input) {
+                Disposition::Result(_) => "result",
+                Disposition::Poison(_) => "poison",
+                Disposition::Transient(_) => "transient",
+            };
+            assert_eq!(got, expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn refusals_carry_the_runtime_s_message() {
+        let err = r#"{"error":{"code":400,"message":"message.parts[0]: bad"}}"#;
+        match classify("t", reply(400, err)) {
+            Disposition::Poison(reason) => assert!(reason.contains("(400): message.parts[0]: bad"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn retry_delays_double_and_cap() {
+        let base = Duration::from_secs(1);
+        let max = Duration::from_secs(10);
+        let delays: Vec<u64> = (1..=6).map(|a| retry_delay(a, base, max).as_secs()).collect();
+        assert_eq!(delays, [1, 2, 4, 8, 10, 10]);
+        assert_eq!(retry_delay(200, base, max), max);
+    }
+
+    #[test]
+    fn failed_tasks_keep_the_contract() {
+        let task = failed_task("t", Some("c"), "gave up after 5 attempts: boom");
+        Schema::Task.validate(&contract::to_value(&task)).unwrap();
+        assert_eq!(task.status.message.unwrap().text(), "gave up after 5 attempts: boom");
+    }
+}

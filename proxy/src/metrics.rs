@@ -1,0 +1,80 @@
+//! The proxy's Prometheus metrics, served at `/metrics` on `PROXY_PORT`.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Every metric of the proxy.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Task messages pulled.
+    pub received: Counter,
+    /// Results published in a state other than failed.
+    pub completed: Counter,
+    /// Failed results published (by the runtime, poison bodies, or after the last attempt).
+    pub failed: Counter,
+    /// Tasks handed back with a delayed nak after a transient failure.
+    pub retried: Counter,
+    /// Bodies without a usable task id sent to the dead-letter subject.
+    pub deadlettered: Counter,
+    /// Deliveries that were not the first for their message.
+    pub redeliveries: Counter,
+    /// Tasks whose lease was lost (progress acks unconfirmed for an ack wait).
+    pub leases_lost: Counter,
+    /// Tasks handed back unfinished at shutdown.
+    pub handed_back: Counter,
+    /// Tasks being worked on.
+    pub in_flight: Gauge,
+    /// 1 while the runtime's /health answers 200.
+    pub runtime_healthy: Gauge,
+    /// Time from pull to ack, for tasks that end in a result.
+    pub task_duration: Histogram,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("daedalus_proxy");
+        let m = Self {
+            received: Counter::default(),
+            completed: Counter::default(),
+            failed: Counter::default(),
+            retried: Counter::default(),
+            deadlettered: Counter::default(),
+            redeliveries: Counter::default(),
+            leases_lost: Counter::default(),
+            handed_back: Counter::default(),
+            in_flight: Gauge::default(),
+            runtime_healthy: Gauge::default(),
+            task_duration: Histogram::new(exponential_buckets(0.001, 2.0, 20)),
+            registry: Registry::default(),
+        };
+        registry.register("tasks_received", "Task messages pulled from JetStream", m.received.clone());
+        registry.register("tasks_completed", "Results published in a state other than failed", m.completed.clone());
+        registry.register("tasks_failed", "Failed results published", m.failed.clone());
+        registry.register("tasks_retried", "Tasks handed back with a delayed nak after a transient failure", m.retried.clone());
+        registry.register("tasks_deadlettered", "Bodies without a usable task id sent to the dead-letter subject", m.deadlettered.clone());
+        registry.register("redeliveries", "Deliveries that were not a message's first", m.redeliveries.clone());
+        registry.register("leases_lost", "Tasks abandoned because progress acks went unconfirmed", m.leases_lost.clone());
+        registry.register("tasks_handed_back", "Tasks handed back unfinished at shutdown", m.handed_back.clone());
+        registry.register("tasks_in_flight", "Tasks being worked on", m.in_flight.clone());
+        registry.register("runtime_healthy", "1 while the runtime's /health answers 200", m.runtime_healthy.clone());
+        registry.register("task_duration_seconds", "Time from pull to acknowledged result", m.task_duration.clone());
+        Self { registry, ..m }
+    }
+
+    /// The exposition text.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+}

@@ -1,0 +1,191 @@
+//! `daedalus-proxy publish`: put a task on NATS and wait for its result.
+//!
+//! It makes sure the streams exist, subscribes to the task's result subject *before*
+//! publishing (so the result cannot slip by), publishes with `Nats-Msg-Id` = the messageId,
+//! and waits for the result whose `Nats-Msg-Id` is `result:<messageId>`. While waiting it also
+//! asks the result stream directly (direct get of the subject's last message), which covers a
+//! result published while the subscription was reconnecting.
+
+use std::io::{IsTerminal, Read};
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use daedalus_schemas::write::contract;
+use daedalus_schemas::{Message, Part, Role, SendMessageRequest, Task, TaskState, read};
+use futures::StreamExt;
+use tokio::time::Instant;
+
+use crate::config::PublishConfig;
+use crate::nats::{self, NatsError};
+use crate::subjects;
+
+/// Why publishing or waiting failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    #[error(transparent)]
+    Nats(#[from] NatsError),
+    #[error("cannot read {path}: {source}")]
+    ReadFile { path: String, source: std::io::Error },
+    #[error("cannot read the message text from stdin: {0}")]
+    Stdin(std::io::Error),
+    #[error("no message text: pass it as an argument, on stdin, or with --json-file")]
+    NoText,
+    #[error("{path} is not a SendMessageRequest: {reason}")]
+    BadRequest { path: String, reason: String },
+    #[error("publishing to {subject} failed: {reason}")]
+    Publish { subject: String, reason: String },
+    #[error("no result for task {task_id} within {waited:?}")]
+    Timeout { task_id: String, waited: Duration },
+    #[error("cannot subscribe to {subject}: {reason}")]
+    Subscribe { subject: String, reason: String },
+}
+
+/// What `publish` did.
+#[derive(Debug)]
+pub enum Published {
+    /// Published; not waiting (`--no-wait`).
+    Sent { task_id: String, message_id: String, duplicate: bool },
+    /// The result arrived.
+    Result(Box<Task>),
+}
+
+impl Published {
+    /// The exit code: 0 completed (or sent), 2 input-required, 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Published::Sent { .. } => 0,
+            Published::Result(task) => match task.status.state {
+                TaskState::Completed => 0,
+                TaskState::InputRequired | TaskState::AuthRequired => 2,
+                _ => 1,
+            },
+        }
+    }
+}
+
+/// Builds the request from the configuration (text, stdin or a JSON file).
+pub fn build_request(config: &PublishConfig, stdin: impl FnOnce() -> std::io::Result<String>) -> Result<SendMessageRequest, PublishError> {
+    let mut request = if let Some(path) = &config.json_file {
+        let shown = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|source| PublishError::ReadFile { path: shown.clone(), source })?;
+        read::from_slice::<SendMessageRequest>(&bytes).map_err(|e| PublishError::BadRequest { path: shown, reason: e.to_string() })?
+    } else {
+        let text = match &config.text {
+            Some(t) => t.clone(),
+            None => stdin().map_err(PublishError::Stdin)?,
+        };
+        let text = text.trim_end_matches(['\n', '\r']).to_owned();
+        if text.is_empty() {
+            return Err(PublishError::NoText);
+        }
+        SendMessageRequest::new(Message::new(uuid::Uuid::new_v4().to_string(), Role::User, vec![Part::text(text)]))
+    };
+    if let Some(t) = &config.task_id {
+        request.message.task_id = Some(t.clone());
+    }
+    if let Some(c) = &config.context_id {
+        request.message.context_id = Some(c.clone());
+    }
+    Ok(request)
+}
+
+/// Publishes `request` for `config.agent` and (unless `--no-wait`) waits for its result.
+pub async fn publish(config: &PublishConfig, request: &SendMessageRequest, progress: impl Fn()) -> Result<Published, PublishError> {
+    let deadline = Instant::now() + config.timeout;
+    let client = nats::connect(&config.nats, "daedalus-proxy-publish", Instant::now() + config.timeout.min(Duration::from_secs(30))).await?;
+    let js = async_nats::jetstream::new(client.clone());
+    nats::ensure_streams(&js, &config.streams).await?;
+
+    let message_id = request.message.message_id.clone();
+    let task_id = request.message.effective_task_id().to_owned();
+    let result_subject = subjects::result(&config.agent, &task_id);
+    let expected_id = format!("result:{message_id}");
+    let mut results = if config.wait {
+        Some(client.subscribe(result_subject.clone()).await.map_err(|e| PublishError::Subscribe {
+            subject: result_subject.clone(),
+            reason: e.to_string(),
+        })?)
+    } else {
+        None
+    };
+
+    let subject = subjects::tasks(&config.agent);
+    let mut headers = HeaderMap::new();
+    headers.insert("Nats-Msg-Id", message_id.as_str());
+    let payload = contract::to_vec(request);
+    let ack = async { js.publish_with_headers(subject.clone(), headers, payload.into()).await?.await };
+    let ack = ack.await.map_err(|e| PublishError::Publish { subject: subject.clone(), reason: e.to_string() })?;
+    tracing::debug!(task_id, message_id, duplicate = ack.duplicate, "task published");
+
+    let Some(results) = results.as_mut() else {
+        client.flush().await.ok();
+        return Ok(Published::Sent { task_id, message_id, duplicate: ack.duplicate });
+    };
+    let stream = js.get_stream(&config.streams.results).await.ok();
+    let mut poll = tokio::time::interval(Duration::from_secs(2));
+    poll.tick().await;
+    loop {
+        tokio::select! {
+            received = results.next() => {
+                let Some(m) = received else { continue };
+                if has_msg_id(m.headers.as_ref(), &expected_id) {
+                    if let Ok(task) = read::from_slice::<Task>(&m.payload) {
+                        return Ok(Published::Result(Box::new(task)));
+                    }
+                }
+            }
+            _ = poll.tick() => {
+                progress();
+                if let Some(stream) = &stream {
+                    if let Ok(m) = stream.direct_get_last_for_subject(result_subject.clone()).await {
+                        if has_msg_id(Some(&m.headers), &expected_id) {
+                            if let Ok(task) = read::from_slice::<Task>(&m.payload) {
+                                return Ok(Published::Result(Box::new(task)));
+                            }
+                        }
+                    }
+                }
+            }
+            () = tokio::time::sleep_until(deadline) => {
+                return Err(PublishError::Timeout { task_id, waited: config.timeout });
+            }
+        }
+    }
+}
+
+fn has_msg_id(headers: Option<&HeaderMap>, expected: &str) -> bool {
+    headers.and_then(|h| h.get("Nats-Msg-Id")).is_some_and(|v| v.as_str() == expected)
+}
+
+/// Reads all of stdin (the message text when none is given as an argument).
+pub fn read_stdin() -> std::io::Result<String> {
+    let mut text = String::new();
+    std::io::stdin().read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// Whether stderr is a terminal (the spinner is shown only then).
+pub fn stderr_is_tty() -> bool {
+    std::io::stderr().is_terminal()
+}
+
+/// The Task for people: id, state, and the text of its message and artifacts.
+pub fn describe(task: &Task) -> String {
+    let mut out = format!("task {}  {}", task.id, task.status.state);
+    if let Some(c) = &task.context_id {
+        out.push_str(&format!("  (context {c})"));
+    }
+    out.push('\n');
+    if let Some(m) = &task.status.message {
+        out.push_str(&format!("{}\n", m.text()));
+    }
+    for artifact in &task.artifacts {
+        for part in &artifact.parts {
+            match part.as_text() {
+                Some(text) => out.push_str(&format!("{text}\n")),
+                None => out.push_str(&format!("[{} part]\n", part.media_type.as_deref().unwrap_or("non-text"))),
+            }
+        }
+    }
+    out
+}

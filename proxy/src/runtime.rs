@@ -1,0 +1,188 @@
+//! The runtime behind the proxy, over the contract's HTTP endpoints. [`Forwarder`] is the seam:
+//! the worker only needs "send this task" and "are you healthy".
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use daedalus_schemas::container::{AGENT_CARD_PATH, HEALTH_PATH, MANIFEST_PATH, TASK_PATH};
+use daedalus_schemas::{AgentCard, RuntimeContract, Schema, read};
+
+use crate::trace::TraceContext;
+
+/// What the runtime answered to a task.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub body: Bytes,
+}
+
+/// Why a task never got an HTTP answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ForwardError {
+    #[error("runtime did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("cannot reach the runtime: {0}")]
+    Connect(String),
+    #[error("runtime connection failed: {0}")]
+    Io(String),
+}
+
+/// Sends tasks to a runtime.
+#[async_trait]
+pub trait Forwarder: Send + Sync + std::fmt::Debug + 'static {
+    /// `POST /` with the task body and the proxy span's trace headers.
+    async fn send(&self, body: Bytes, trace: &TraceContext, timeout: Duration) -> Result<Reply, ForwardError>;
+    /// `GET /health` answered 200.
+    async fn healthy(&self) -> bool;
+}
+
+/// The runtime over HTTP.
+#[derive(Debug, Clone)]
+pub struct HttpRuntime {
+    base: String,
+    http: reqwest::Client,
+}
+
+/// Why the runtime cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeCheckError {
+    #[error("runtime at {url} was not healthy within {waited:?}")]
+    NeverHealthy { url: String, waited: Duration },
+    #[error("cannot read the agent card at {url}: {reason}")]
+    CardUnreadable { url: String, reason: String },
+    #[error("the agent card is invalid: {0}")]
+    CardInvalid(String),
+    #[error("the agent card lists no skill with id, name, description and tags; the contract requires one")]
+    CardWithoutSkills,
+    #[error("cannot read the runtime-contract manifest: {0}")]
+    ManifestUnreadable(String),
+    #[error("runtime implements contract {found}; this proxy speaks v{supported}")]
+    ManifestIncompatible { found: String, supported: u32 },
+}
+
+/// The contract major version this proxy speaks.
+pub const SUPPORTED_MAJOR: u32 = 1;
+
+impl HttpRuntime {
+    pub fn new(base: &str) -> Self {
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(64)
+            .tcp_nodelay(true)
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .expect("the HTTP client builds");
+        Self { base: base.trim_end_matches('/').to_owned(), http }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Waits for `GET /health` = 200, polling every `interval`, up to `timeout`.
+    pub async fn wait_healthy(&self, timeout: Duration, interval: Duration) -> Result<(), RuntimeCheckError> {
+        let started = tokio::time::Instant::now();
+        let mut logged = false;
+        loop {
+            if self.healthy().await {
+                tracing::info!(url = %self.base, "runtime is healthy");
+                return Ok(());
+            }
+            if started.elapsed() >= timeout {
+                return Err(RuntimeCheckError::NeverHealthy { url: self.base.clone(), waited: started.elapsed() });
+            }
+            if !logged {
+                tracing::info!(url = %self.base, timeout = ?timeout, "waiting for the runtime to become healthy");
+                logged = true;
+            }
+            tokio::time::sleep(interval.min(timeout.saturating_sub(started.elapsed()))).await;
+        }
+    }
+
+    /// Reads and checks the agent card: valid against the contract schema, with a skill.
+    pub async fn agent_card(&self) -> Result<AgentCard, RuntimeCheckError> {
+        let url = self.url(AGENT_CARD_PATH);
+        let unreadable = |reason: String| RuntimeCheckError::CardUnreadable { url: url.clone(), reason };
+        let response = self.http.get(&url).timeout(Duration::from_secs(10)).send().await
+            .map_err(|e| unreadable(e.to_string()))?;
+        if !response.status().is_success() {
+            return Err(unreadable(format!("status {}", response.status())));
+        }
+        let body = response.bytes().await.map_err(|e| unreadable(e.to_string()))?;
+        let json: serde_json::Value = serde_json::from_slice(&body).map_err(|e| unreadable(e.to_string()))?;
+        let card: AgentCard = read::from_value(json.clone()).map_err(|e| RuntimeCheckError::CardInvalid(e.to_string()))?;
+        if !card.has_complete_skill() {
+            return Err(RuntimeCheckError::CardWithoutSkills);
+        }
+        if let Err(e) = Schema::AgentCard.validate(&json) {
+            return Err(RuntimeCheckError::CardInvalid(e.to_string()));
+        }
+        Ok(card)
+    }
+
+    /// Reads the manifest if the runtime serves one and checks its major version.
+    pub async fn check_manifest(&self) -> Result<Option<RuntimeContract>, RuntimeCheckError> {
+        let response = self.http.get(self.url(MANIFEST_PATH)).timeout(Duration::from_secs(10)).send().await
+            .map_err(|e| RuntimeCheckError::ManifestUnreadable(e.to_string()))?;
+        if response.status() == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !response.status().is_success() {
+            return Err(RuntimeCheckError::ManifestUnreadable(format!("status {}", response.status())));
+        }
+        let body = response.bytes().await.map_err(|e| RuntimeCheckError::ManifestUnreadable(e.to_string()))?;
+        let manifest: RuntimeContract = read::from_slice(&body).map_err(|e| RuntimeCheckError::ManifestUnreadable(e.to_string()))?;
+        match manifest.major_version() {
+            Some(SUPPORTED_MAJOR) => Ok(Some(manifest)),
+            _ => Err(RuntimeCheckError::ManifestIncompatible {
+                found: manifest.contract_version,
+                supported: SUPPORTED_MAJOR,
+            }),
+        }
+    }
+}
+
+#[async_trait]
+impl Forwarder for HttpRuntime {
+    async fn send(&self, body: Bytes, trace: &TraceContext, timeout: Duration) -> Result<Reply, ForwardError> {
+        let mut request = self
+            .http
+            .post(self.url(TASK_PATH))
+            .timeout(timeout)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header("traceparent", trace.traceparent());
+        if let Some(state) = &trace.tracestate {
+            request = request.header("tracestate", state);
+        }
+        let response = request.body(body).send().await.map_err(|e| classify(&e, timeout))?;
+        let status = response.status().as_u16();
+        let body = response.bytes().await.map_err(|e| classify(&e, timeout))?;
+        Ok(Reply { status, body })
+    }
+
+    async fn healthy(&self) -> bool {
+        let response = self.http.get(self.url(HEALTH_PATH)).timeout(Duration::from_secs(5)).send().await;
+        response.is_ok_and(|r| r.status() == reqwest::StatusCode::OK)
+    }
+}
+
+fn classify(e: &reqwest::Error, timeout: Duration) -> ForwardError {
+    if e.is_timeout() {
+        ForwardError::Timeout(timeout)
+    } else if e.is_connect() {
+        ForwardError::Connect(chain(e))
+    } else {
+        ForwardError::Io(chain(e))
+    }
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
