@@ -74,6 +74,12 @@ pub async fn work(shared: Arc<Shared>, consumer: Consumer<pull::Config>) {
                     confirm(&message, AckKind::Nak(None), "hand back").await;
                     return;
                 }
+                if !*health.borrow() {
+                    // The runtime went unhealthy while the pull was waiting: hand the task
+                    // to a replica whose runtime can take it.
+                    confirm(&message, AckKind::Nak(None), "hand back").await;
+                    continue;
+                }
                 process(&shared, message).await;
             }
             Ok(Some(Err(e))) => {

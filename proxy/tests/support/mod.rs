@@ -1,0 +1,188 @@
+//! Test support for the proxy: a real `nats-server` per test, a controllable fake runtime,
+//! the real `daedalus-runtime`, and the proxy itself, each started by a small builder.
+
+#![allow(dead_code, reason = "each test file uses a different part of the support module")]
+#![allow(unreachable_pub, reason = "shared between test files")]
+
+pub mod fake_runtime;
+pub mod nats_server;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, Context};
+use daedalus_proxy::ProxyError;
+use daedalus_proxy::config::ProxyConfig;
+use daedalus_schemas::{Task, read};
+use futures::StreamExt;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use fake_runtime::{FakeRuntime, Mode};
+pub use nats_server::NatsServer;
+
+/// Starts the real `daedalus-runtime` in-process; returns its URL and a stop token.
+pub async fn real_runtime(agent: &str) -> (String, CancellationToken) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+    let addr = listener.local_addr().expect("has an address");
+    let config = daedalus_runtime::config::Config::for_agent(agent, addr);
+    let stop = CancellationToken::new();
+    let shutdown = stop.clone().cancelled_owned();
+    tokio::spawn(async move { daedalus_runtime::run(listener, config, shutdown).await });
+    (format!("http://{addr}"), stop)
+}
+
+/// A proxy started in-process.
+pub struct Proxy {
+    pub stop: CancellationToken,
+    pub task: JoinHandle<Result<(), ProxyError>>,
+    pub addr: SocketAddr,
+}
+
+/// A proxy configuration for tests: fast health polls, short pulls and retries.
+pub fn proxy_config(agent: &str, nats_url: &str, runtime_url: &str) -> ProxyConfig {
+    let mut c = ProxyConfig::for_agent(agent, nats_url, runtime_url);
+    c.health_interval = Duration::from_millis(100);
+    c.pull_expires = Duration::from_secs(1);
+    c.retry_base_delay = Duration::from_millis(100);
+    c.retry_max_delay = Duration::from_millis(400);
+    c.startup_timeout = Duration::from_secs(10);
+    c.termination_grace_period = Duration::from_secs(5);
+    c
+}
+
+impl Proxy {
+    pub async fn start(config: ProxyConfig) -> Proxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+        let addr = listener.local_addr().expect("has an address");
+        let stop = CancellationToken::new();
+        let shutdown = stop.clone().cancelled_owned();
+        let task = tokio::spawn(daedalus_proxy::run(listener, config, shutdown));
+        let proxy = Proxy { stop, task, addr };
+        proxy.wait_consuming().await;
+        proxy
+    }
+
+    /// Waits until `/healthz` reports consuming.
+    pub async fn wait_consuming(&self) {
+        let client = reqwest::Client::new();
+        for _ in 0..200 {
+            if self.task.is_finished() {
+                panic!("the proxy stopped during startup");
+            }
+            if let Ok(r) = client.get(format!("http://{}/healthz", self.addr)).send().await {
+                if r.status() == 200 {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the proxy never reported consuming");
+    }
+
+    pub async fn metrics(&self) -> String {
+        reqwest::get(format!("http://{}/metrics", self.addr)).await.expect("metrics").text().await.expect("text")
+    }
+
+    /// Stops the proxy and waits for it.
+    pub async fn shutdown(self) -> Result<(), ProxyError> {
+        self.stop.cancel();
+        self.task.await.expect("the proxy task does not panic")
+    }
+}
+
+/// A NATS client for the test's own publishing and reading.
+pub async fn client(nats: &NatsServer) -> (async_nats::Client, Context) {
+    let client = async_nats::connect(nats.url()).await.expect("the test connects to NATS");
+    let js = jetstream::new(client.clone());
+    (client, js)
+}
+
+/// A task body for `text`, with ids.
+pub fn task_body(message_id: &str, task_id: Option<&str>, text: &str) -> Vec<u8> {
+    let mut message = serde_json::json!({"messageId": message_id, "role": "user", "parts": [{"text": text}]});
+    if let Some(t) = task_id {
+        message["taskId"] = serde_json::json!(t);
+    }
+    serde_json::to_vec(&serde_json::json!({ "message": message })).expect("serializes")
+}
+
+/// Publishes a task body with `Nats-Msg-Id` = `msg_id`; returns whether it was a duplicate.
+pub async fn publish(js: &Context, agent: &str, msg_id: &str, body: Vec<u8>) -> bool {
+    publish_with(js, agent, msg_id, body, HeaderMap::new()).await
+}
+
+pub async fn publish_with(js: &Context, agent: &str, msg_id: &str, body: Vec<u8>, mut headers: HeaderMap) -> bool {
+    headers.insert("Nats-Msg-Id", msg_id);
+    let ack = js
+        .publish_with_headers(format!("agent.tasks.{agent}"), headers, body.into())
+        .await
+        .expect("publish sent")
+        .await
+        .expect("publish acknowledged");
+    ack.duplicate
+}
+
+/// Every result message for `agent` now in the result stream, in order: (subject, headers, Task).
+pub async fn results(js: &Context, agent: &str) -> Vec<(String, HeaderMap, Task)> {
+    let stream = js.get_stream("AGENT_RESULTS").await.expect("results stream");
+    let consumer = stream
+        .create_consumer(jetstream::consumer::pull::Config {
+            filter_subject: format!("agent.results.{agent}.>"),
+            ack_policy: jetstream::consumer::AckPolicy::None,
+            inactive_threshold: Duration::from_secs(5),
+            ..Default::default()
+        })
+        .await
+        .expect("ordered consumer");
+    let mut out = Vec::new();
+    let mut batch = consumer
+        .fetch()
+        .max_messages(100_000)
+        .expires(Duration::from_millis(500))
+        .messages()
+        .await
+        .expect("fetch");
+    while let Some(Ok(m)) = batch.next().await {
+        let task: Task = read::from_slice(&m.payload).expect("results are Tasks");
+        out.push((m.subject.to_string(), m.headers.clone().unwrap_or_default(), task));
+    }
+    out
+}
+
+/// Waits until at least `n` results exist for `agent`, then returns them all.
+pub async fn wait_results(js: &Context, agent: &str, n: usize, within: Duration) -> Vec<(String, HeaderMap, Task)> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let found = results(js, agent).await;
+        if found.len() >= n || tokio::time::Instant::now() > deadline {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Messages still in the task stream.
+pub async fn tasks_left(js: &Context) -> u64 {
+    let mut stream = js.get_stream("AGENT_TASKS").await.expect("tasks stream");
+    stream.info().await.expect("stream info").state.messages
+}
+
+/// Messages in the dead-letter stream.
+pub async fn dead_letters(js: &Context) -> u64 {
+    let mut stream = js.get_stream("AGENT_DEADLETTER").await.expect("deadletter stream");
+    stream.info().await.expect("stream info").state.messages
+}
+
+/// The value of a metric line `name value` in Prometheus text.
+pub fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
+}
+
+/// Shared state across `Arc` in fakes.
+pub type Shared<T> = Arc<std::sync::Mutex<T>>;

