@@ -86,7 +86,12 @@ struct Cli {
 #[derive(Debug, Args)]
 struct NatsArgs {
     /// NATS server URL(s), comma-separated.
-    #[arg(long, env = "NATS_URL", global = true, default_value = "nats://127.0.0.1:4222")]
+    #[arg(
+        long,
+        env = "NATS_URL",
+        global = true,
+        default_value = "nats://127.0.0.1:4222"
+    )]
     nats_url: String,
     /// User name (with NATS_PASSWORD).
     #[arg(long, env = "NATS_USER", global = true)]
@@ -108,13 +113,28 @@ struct NatsArgs {
 #[derive(Debug, Args)]
 struct StreamArgs {
     /// Stream holding tasks (work-queue, subjects agent.tasks.>).
-    #[arg(long, env = "TASKS_STREAM", global = true, default_value = "AGENT_TASKS")]
+    #[arg(
+        long,
+        env = "TASKS_STREAM",
+        global = true,
+        default_value = "AGENT_TASKS"
+    )]
     tasks_stream: String,
     /// Stream holding results (subjects agent.results.>).
-    #[arg(long, env = "RESULTS_STREAM", global = true, default_value = "AGENT_RESULTS")]
+    #[arg(
+        long,
+        env = "RESULTS_STREAM",
+        global = true,
+        default_value = "AGENT_RESULTS"
+    )]
     results_stream: String,
     /// Stream holding dead letters (subjects agent.deadletter.>).
-    #[arg(long, env = "DEADLETTER_STREAM", global = true, default_value = "AGENT_DEADLETTER")]
+    #[arg(
+        long,
+        env = "DEADLETTER_STREAM",
+        global = true,
+        default_value = "AGENT_DEADLETTER"
+    )]
     deadletter_stream: String,
     /// How long results are kept.
     #[arg(long, env = "RESULTS_MAX_AGE", global = true, default_value = "24h", value_parser = parse_duration)]
@@ -271,7 +291,10 @@ pub enum ConfigError {
 
 impl ConfigError {
     fn invalid(key: &str, message: impl Into<String>) -> Self {
-        ConfigError::Invalid { key: key.to_owned(), message: message.into() }
+        ConfigError::Invalid {
+            key: key.to_owned(),
+            message: message.into(),
+        }
     }
 }
 
@@ -286,7 +309,10 @@ impl Launch {
             CliError::Clap(e) => ConfigError::Cli(e),
         })?;
         let key = |id: &str, flag: &str| {
-            sourced.iter().find(|s| s.id == id).map_or_else(|| flag.to_owned(), |s| s.var.clone())
+            sourced
+                .iter()
+                .find(|s| s.id == id)
+                .map_or_else(|| flag.to_owned(), |s| s.var.clone())
         };
         let nats = nats_config(&cli.nats, &key)?;
         let streams = StreamsConfig {
@@ -298,14 +324,24 @@ impl Launch {
         for (name, id, flag) in [
             (&streams.tasks, "tasks_stream", "--tasks-stream"),
             (&streams.results, "results_stream", "--results-stream"),
-            (&streams.deadletter, "deadletter_stream", "--deadletter-stream"),
+            (
+                &streams.deadletter,
+                "deadletter_stream",
+                "--deadletter-stream",
+            ),
         ] {
             if !subjects::is_token(name, 255) {
-                return Err(ConfigError::invalid(&key(id, flag), format!("{name:?} is not a stream name")));
+                return Err(ConfigError::invalid(
+                    &key(id, flag),
+                    format!("{name:?} is not a stream name"),
+                ));
             }
         }
         tracing_subscriber::EnvFilter::try_new(&cli.log_level).map_err(|e| {
-            ConfigError::invalid(&key("log_level", "--log-level"), format!("not a filter: {e}"))
+            ConfigError::invalid(
+                &key("log_level", "--log-level"),
+                format!("not a filter: {e}"),
+            )
         })?;
 
         if let Some(Command::Publish(p)) = cli.command {
@@ -348,17 +384,26 @@ impl Launch {
         };
         let positive = |d: Duration, id: &str, flag: &str| {
             if d.is_zero() {
-                Err(ConfigError::invalid(&key(id, flag), "must be more than zero"))
+                Err(ConfigError::invalid(
+                    &key(id, flag),
+                    "must be more than zero",
+                ))
             } else {
                 Ok(d)
             }
         };
         let ack_wait = positive(cli.ack_wait, "ack_wait", "--ack-wait")?;
         if ack_wait < Duration::from_secs(1) {
-            return Err(ConfigError::invalid(&key("ack_wait", "--ack-wait"), "must be at least 1s"));
+            return Err(ConfigError::invalid(
+                &key("ack_wait", "--ack-wait"),
+                "must be at least 1s",
+            ));
         }
         if cli.max_deliver == 0 {
-            return Err(ConfigError::invalid(&key("max_deliver", "--max-deliver"), "must be >= 1"));
+            return Err(ConfigError::invalid(
+                &key("max_deliver", "--max-deliver"),
+                "must be >= 1",
+            ));
         }
         if cli.concurrency == 0 || cli.concurrency > 1024 {
             return Err(ConfigError::invalid(
@@ -385,7 +430,11 @@ impl Launch {
             log_level: cli.log_level,
             log_format: cli.log_format,
         };
-        Ok(if cli.check_config { Launch::CheckConfig(config) } else { Launch::Run(config) })
+        Ok(if cli.check_config {
+            Launch::CheckConfig(config)
+        } else {
+            Launch::Run(config)
+        })
     }
 }
 
@@ -399,7 +448,11 @@ fn nats_config(
             "NATS_USER and NATS_PASSWORD go together",
         ));
     }
-    let methods = [args.nats_user.is_some(), args.nats_token.is_some(), args.nats_creds.is_some()];
+    let methods = [
+        args.nats_user.is_some(),
+        args.nats_token.is_some(),
+        args.nats_creds.is_some(),
+    ];
     if methods.iter().filter(|m| **m).count() > 1 {
         return Err(ConfigError::invalid(
             &key("nats_token", "--nats-token"),
@@ -413,11 +466,17 @@ fn nats_config(
         if let Some(p) = path
             && !p.is_file()
         {
-            return Err(ConfigError::invalid(&key(id, flag), format!("{} is not a file", p.display())));
+            return Err(ConfigError::invalid(
+                &key(id, flag),
+                format!("{} is not a file", p.display()),
+            ));
         }
     }
     if args.nats_url.trim().is_empty() {
-        return Err(ConfigError::invalid(&key("nats_url", "--nats-url"), "must not be empty"));
+        return Err(ConfigError::invalid(
+            &key("nats_url", "--nats-url"),
+            "must not be empty",
+        ));
     }
     Ok(NatsConfig {
         url: args.nats_url.clone(),
@@ -449,7 +508,15 @@ impl ProxyConfig {
     /// A configuration for tests: agent `agent`, NATS at `nats_url`, runtime at `runtime_url`,
     /// with the contract's defaults.
     pub fn for_agent(agent: &str, nats_url: &str, runtime_url: &str) -> ProxyConfig {
-        let args = ["daedalus-proxy", "--agent-name", agent, "--nats-url", nats_url, "--runtime-url", runtime_url];
+        let args = [
+            "daedalus-proxy",
+            "--agent-name",
+            agent,
+            "--nats-url",
+            nats_url,
+            "--runtime-url",
+            runtime_url,
+        ];
         match Launch::from_sources(args.map(OsString::from), &|_| None) {
             Ok(Launch::Run(c)) => c,
             other => panic!("the test configuration is valid: {other:?}"),

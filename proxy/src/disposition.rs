@@ -29,7 +29,9 @@ pub fn classify(task_id: &str, reply: Result<Reply, ForwardError>) -> Dispositio
     };
     match reply.status {
         200 => match read::from_slice::<Task>(&reply.body) {
-            Err(e) => Disposition::Poison(format!("the runtime answered 200 without a valid Task: {e}")),
+            Err(e) => Disposition::Poison(format!(
+                "the runtime answered 200 without a valid Task: {e}"
+            )),
             Ok(task) => check_task(task_id, task),
         },
         408 | 429 | 500..=599 => Disposition::Transient(format!(
@@ -85,7 +87,11 @@ pub fn retry_delay(attempt: u32, base: Duration, max: Duration) -> Duration {
 
 /// A failed Task for `task_id` whose `status.message` says `reason`.
 pub fn failed_task(task_id: &str, context_id: Option<&str>, reason: &str) -> Task {
-    let mut message = Message::new(uuid::Uuid::new_v4().to_string(), Role::Agent, vec![Part::text(reason)]);
+    let mut message = Message::new(
+        uuid::Uuid::new_v4().to_string(),
+        Role::Agent,
+        vec![Part::text(reason)],
+    );
     message.task_id = Some(task_id.to_owned());
     message.context_id = context_id.map(str::to_owned);
     Task {
@@ -108,8 +114,15 @@ mod tests {
 
     use super::*;
 
+    #[expect(
+        clippy::unnecessary_wraps,
+        reason = "cases hold what the forwarder returns"
+    )]
     fn reply(status: u16, body: &str) -> Result<Reply, ForwardError> {
-        Ok(Reply { status, body: Bytes::from(body.to_owned()) })
+        Ok(Reply {
+            status,
+            body: Bytes::from(body.to_owned()),
+        })
     }
 
     const DONE: &str = r#"{"id":"t","status":{"state":"completed"},"artifacts":[{"artifactId":"a","parts":[{"text":"x"}]}]}"#;
@@ -119,11 +132,37 @@ mod tests {
         let err = r#"{"error":{"code":400,"message":"message.parts[0]: bad"}}"#;
         let cases: Vec<(&str, Result<Reply, ForwardError>, &str)> = vec![
             ("completed task", reply(200, DONE), "result"),
-            ("input-required", reply(200, r#"{"id":"t","status":{"state":"input-required","message":{"messageId":"q","role":"agent","parts":[{"text":"?"}]}}}"#), "result"),
-            ("v1 spellings are read", reply(200, r#"{"id":"t","status":{"state":"TASK_STATE_FAILED","message":{"messageId":"q","role":"ROLE_AGENT","parts":[{"text":"no"}]}}}"#), "result"),
-            ("wrong id", reply(200, &DONE.replace("\"t\"", "\"other\"")), "poison"),
-            ("still working", reply(200, r#"{"id":"t","status":{"state":"working"}}"#), "poison"),
-            ("completed without artifact", reply(200, r#"{"id":"t","status":{"state":"completed"}}"#), "poison"),
+            (
+                "input-required",
+                reply(
+                    200,
+                    r#"{"id":"t","status":{"state":"input-required","message":{"messageId":"q","role":"agent","parts":[{"text":"?"}]}}}"#,
+                ),
+                "result",
+            ),
+            (
+                "v1 spellings are read",
+                reply(
+                    200,
+                    r#"{"id":"t","status":{"state":"TASK_STATE_FAILED","message":{"messageId":"q","role":"ROLE_AGENT","parts":[{"text":"no"}]}}}"#,
+                ),
+                "result",
+            ),
+            (
+                "wrong id",
+                reply(200, &DONE.replace("\"t\"", "\"other\"")),
+                "poison",
+            ),
+            (
+                "still working",
+                reply(200, r#"{"id":"t","status":{"state":"working"}}"#),
+                "poison",
+            ),
+            (
+                "completed without artifact",
+                reply(200, r#"{"id":"t","status":{"state":"completed"}}"#),
+                "poison",
+            ),
             ("200 not a task", reply(200, "hello"), "poison"),
             ("400", reply(400, err), "poison"),
             ("413", reply(413, err), "poison"),
@@ -133,8 +172,16 @@ mod tests {
             ("429", reply(429, ""), "transient"),
             ("500", reply(500, "boom"), "transient"),
             ("503", reply(503, err), "transient"),
-            ("connection refused", Err(ForwardError::Connect("refused".into())), "transient"),
-            ("timeout", Err(ForwardError::Timeout(Duration::from_secs(1))), "transient"),
+            (
+                "connection refused",
+                Err(ForwardError::Connect("refused".into())),
+                "transient",
+            ),
+            (
+                "timeout",
+                Err(ForwardError::Timeout(Duration::from_secs(1))),
+                "transient",
+            ),
         ];
         for (name, input, expected) in cases {
             let got = match classify("t", input) {
@@ -150,7 +197,9 @@ mod tests {
     fn refusals_carry_the_runtime_s_message() {
         let err = r#"{"error":{"code":400,"message":"message.parts[0]: bad"}}"#;
         match classify("t", reply(400, err)) {
-            Disposition::Poison(reason) => assert!(reason.contains("(400): message.parts[0]: bad"), "{reason}"),
+            Disposition::Poison(reason) => {
+                assert!(reason.contains("(400): message.parts[0]: bad"), "{reason}");
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -159,7 +208,9 @@ mod tests {
     fn retry_delays_double_and_cap() {
         let base = Duration::from_secs(1);
         let max = Duration::from_secs(10);
-        let delays: Vec<u64> = (1..=6).map(|a| retry_delay(a, base, max).as_secs()).collect();
+        let delays: Vec<u64> = (1..=6)
+            .map(|a| retry_delay(a, base, max).as_secs())
+            .collect();
         assert_eq!(delays, [1, 2, 4, 8, 10, 10]);
         assert_eq!(retry_delay(200, base, max), max);
     }
@@ -168,6 +219,9 @@ mod tests {
     fn failed_tasks_keep_the_contract() {
         let task = failed_task("t", Some("c"), "gave up after 5 attempts: boom");
         Schema::Task.validate(&contract::to_value(&task)).unwrap();
-        assert_eq!(task.status.message.unwrap().text(), "gave up after 5 attempts: boom");
+        assert_eq!(
+            task.status.message.unwrap().text(),
+            "gave up after 5 attempts: boom"
+        );
     }
 }

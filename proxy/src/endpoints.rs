@@ -51,22 +51,42 @@ pub fn router(status: Arc<Status>) -> Router {
 }
 
 async fn healthz(State(status): State<Arc<Status>>) -> Response {
-    let nats = match status.client.get().map(async_nats::Client::connection_state) {
+    let nats = match status
+        .client
+        .get()
+        .map(async_nats::Client::connection_state)
+    {
         Some(async_nats::connection::State::Connected) => "connected",
         Some(_) => "disconnected",
         None => "connecting",
     };
-    let runtime = if *status.runtime_healthy.borrow() { "healthy" } else { "unhealthy" };
+    let runtime = if *status.runtime_healthy.borrow() {
+        "healthy"
+    } else {
+        "unhealthy"
+    };
     let consuming = status.consuming.load(Ordering::Acquire);
     let ok = nats == "connected" && runtime == "healthy" && consuming;
-    let body = Healthz { status: if ok { "ok" } else { "unavailable" }, nats, runtime, consuming };
-    let code = if ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let body = Healthz {
+        status: if ok { "ok" } else { "unavailable" },
+        nats,
+        runtime,
+        consuming,
+    };
+    let code = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
     (code, axum::Json(body)).into_response()
 }
 
 async fn metrics(State(status): State<Arc<Status>>) -> Response {
     (
-        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
         status.metrics.encode(),
     )
         .into_response()

@@ -15,7 +15,10 @@ pub struct Ids {
 /// What a task message turned out to be.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Intake {
-    Task { request: Box<SendMessageRequest>, ids: Ids },
+    Task {
+        request: Box<SendMessageRequest>,
+        ids: Ids,
+    },
     /// Not a usable request, but its ids are known: answer with a failed Task.
     Refused { ids: Ids, reason: String },
     /// Nothing to answer to: dead-letter it.
@@ -51,24 +54,37 @@ pub fn read_task(body: &[u8]) -> Intake {
         Ok(request) => {
             let message = &request.message;
             if message.message_id.trim().is_empty() {
-                return Intake::Unaddressable { reason: "message.messageId is empty".to_owned() };
+                return Intake::Unaddressable {
+                    reason: "message.messageId is empty".to_owned(),
+                };
             }
             let ids = Ids {
                 task_id: message.effective_task_id().to_owned(),
                 message_id: message.message_id.clone(),
                 context_id: message.context_id.clone(),
             };
-            Intake::Task { request: Box::new(request), ids }
+            Intake::Task {
+                request: Box::new(request),
+                ids,
+            }
         }
         Err(e) => {
             let reason = format!("not a SendMessageRequest: {e}");
-            let loose = serde_json::from_slice::<Loose>(body).ok().and_then(|l| l.message);
-            let Some(m) = loose else { return Intake::Unaddressable { reason } };
+            let loose = serde_json::from_slice::<Loose>(body)
+                .ok()
+                .and_then(|l| l.message);
+            let Some(m) = loose else {
+                return Intake::Unaddressable { reason };
+            };
             let message_id = non_empty_string(m.message_id);
             let task_id = non_empty_string(m.task_id).or_else(|| message_id.clone());
             match (task_id, message_id) {
                 (Some(task_id), Some(message_id)) => Intake::Refused {
-                    ids: Ids { task_id, message_id, context_id: non_empty_string(m.context_id) },
+                    ids: Ids {
+                        task_id,
+                        message_id,
+                        context_id: non_empty_string(m.context_id),
+                    },
                     reason,
                 },
                 _ => Intake::Unaddressable { reason },
@@ -111,7 +127,14 @@ mod tests {
     fn refused_bodies_keep_their_ids() {
         match read_task(br#"{"message":{"messageId":"m","taskId":"t","contextId":"c"}}"#) {
             Intake::Refused { ids, .. } => {
-                assert_eq!(ids, Ids { task_id: "t".into(), message_id: "m".into(), context_id: Some("c".into()) });
+                assert_eq!(
+                    ids,
+                    Ids {
+                        task_id: "t".into(),
+                        message_id: "m".into(),
+                        context_id: Some("c".into())
+                    }
+                );
             }
             other => panic!("{other:?}"),
         }

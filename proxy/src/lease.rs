@@ -24,7 +24,11 @@ impl Lease {
         let lost = CancellationToken::new();
         let stop = CancellationToken::new();
         let heartbeat = tokio::spawn(beat(message, ack_wait, lost.clone(), stop.clone()));
-        Self { lost, stop, heartbeat }
+        Self {
+            lost,
+            stop,
+            heartbeat,
+        }
     }
 
     /// Resolves when the lease is lost.
@@ -43,7 +47,12 @@ impl Lease {
     }
 }
 
-async fn beat(message: Arc<Message>, ack_wait: Duration, lost: CancellationToken, stop: CancellationToken) {
+async fn beat(
+    message: Arc<Message>,
+    ack_wait: Duration,
+    lost: CancellationToken,
+    stop: CancellationToken,
+) {
     let period = ack_wait / 3;
     let deadline_after_confirm = ack_wait.mul_f32(0.9);
     let mut last_confirmed = Instant::now();

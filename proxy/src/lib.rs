@@ -51,7 +51,14 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ProxyError> {
     let runtime = HttpRuntime::new(&config.runtime_url);
-    run_with(listener, config, Arc::new(runtime.clone()), runtime, shutdown).await
+    run_with(
+        listener,
+        config,
+        Arc::new(runtime.clone()),
+        runtime,
+        shutdown,
+    )
+    .await
 }
 
 /// [`run`] with the forwarder seam exposed (tests swap it).
@@ -64,6 +71,9 @@ pub async fn run_with(
 ) -> Result<(), ProxyError> {
     let metrics = Arc::new(Metrics::new());
     let status = Arc::new(Status::new(Arc::clone(&metrics)));
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(addr = %addr, "healthz and metrics listening");
+    }
     let stop_http = CancellationToken::new();
     let http = tokio::spawn({
         let app = endpoints::router(Arc::clone(&status));
@@ -103,7 +113,12 @@ pub async fn run_with(
         stop_pulling: CancellationToken::new(),
         abandon: CancellationToken::new(),
     });
-    let watcher = tokio::spawn(watch_runtime(runtime, Arc::clone(&status), config.health_interval, shared.stop_pulling.clone()));
+    let watcher = tokio::spawn(watch_runtime(
+        runtime,
+        Arc::clone(&status),
+        config.health_interval,
+        shared.stop_pulling.clone(),
+    ));
     let workers = TaskTracker::new();
     for _ in 0..config.concurrency {
         workers.spawn(worker::work(Arc::clone(&shared), consumer.clone()));
@@ -116,10 +131,16 @@ pub async fn run_with(
     tracing::info!(grace = ?config.termination_grace_period, "shutdown: no new pulls; finishing in-flight tasks");
     status.consuming.store(false, Ordering::Release);
     shared.stop_pulling.cancel();
-    if tokio::time::timeout(config.termination_grace_period, workers.wait()).await.is_err() {
+    if tokio::time::timeout(config.termination_grace_period, workers.wait())
+        .await
+        .is_err()
+    {
         tracing::warn!("grace period over; handing unfinished tasks back");
         shared.abandon.cancel();
-        if tokio::time::timeout(Duration::from_secs(10), workers.wait()).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(10), workers.wait())
+            .await
+            .is_err()
+        {
             tracing::error!("workers did not stop after the grace period");
         }
     }
@@ -138,31 +159,51 @@ async fn start(
     config: &ProxyConfig,
     runtime: &HttpRuntime,
     status: &Status,
-) -> Result<(async_nats::Client, async_nats::jetstream::consumer::Consumer<async_nats::jetstream::consumer::pull::Config>), ProxyError> {
+) -> Result<
+    (
+        async_nats::Client,
+        async_nats::jetstream::consumer::Consumer<async_nats::jetstream::consumer::pull::Config>,
+    ),
+    ProxyError,
+> {
     let deadline = Instant::now() + config.startup_timeout;
     let name = format!("daedalus-proxy-{}", config.agent);
     let client = nats::connect(&config.nats, &name, deadline).await?;
     let _ = status.client.set(client.clone());
     let js = async_nats::jetstream::new(client.clone());
     nats::ensure_streams(&js, &config.streams).await?;
-    let settings = ConsumerSettings { ack_wait: config.ack_wait, max_deliver: config.max_deliver };
+    let settings = ConsumerSettings {
+        ack_wait: config.ack_wait,
+        max_deliver: config.max_deliver,
+    };
     let consumer = nats::ensure_consumer(&js, &config.streams, &config.agent, &settings).await?;
 
     let remaining = deadline.saturating_duration_since(Instant::now());
-    runtime.wait_healthy(remaining, config.health_interval.min(Duration::from_millis(500))).await?;
+    runtime
+        .wait_healthy(
+            remaining,
+            config.health_interval.min(Duration::from_millis(500)),
+        )
+        .await?;
     status.runtime_healthy.send_replace(true);
     status.metrics.runtime_healthy.set(1);
     let card = runtime.agent_card().await?;
     tracing::info!(agent_card = %card.name, skills = card.skills.len(), "agent card checked");
-    match runtime.check_manifest().await? {
-        Some(m) => tracing::info!(contract = %m.contract_version, level = m.conformance_level, "runtime manifest checked"),
-        None => tracing::info!("runtime serves no manifest; assuming contract v1"),
+    if let Some(m) = runtime.check_manifest().await? {
+        tracing::info!(contract = %m.contract_version, level = m.conformance_level, "runtime manifest checked");
+    } else {
+        tracing::info!("runtime serves no manifest; assuming contract v1");
     }
     Ok((client, consumer))
 }
 
 /// Polls the runtime's health while consuming; workers pull only while it is healthy.
-async fn watch_runtime(runtime: HttpRuntime, status: Arc<Status>, interval: Duration, stop: CancellationToken) {
+async fn watch_runtime(
+    runtime: HttpRuntime,
+    status: Arc<Status>,
+    interval: Duration,
+    stop: CancellationToken,
+) {
     loop {
         tokio::select! {
             () = stop.cancelled() => return,

@@ -70,7 +70,11 @@ async fn run_publish(config: &PublishConfig) -> ExitCode {
         if spinner {
             let frames = ['|', '/', '-', '\\'];
             let n = ticks.fetch_add(1, Ordering::Relaxed);
-            eprint!("\r{} waiting for the result of {} ", frames[n % 4], request.message.effective_task_id());
+            eprint!(
+                "\r{} waiting for the result of {} ",
+                frames[n % 4],
+                request.message.effective_task_id()
+            );
         }
     };
     let outcome = publish::publish(config, &request, progress).await;
@@ -79,15 +83,30 @@ async fn run_publish(config: &PublishConfig) -> ExitCode {
     }
     let mut out = std::io::stdout();
     match outcome {
-        Ok(Published::Sent { task_id, message_id, duplicate }) => {
-            let note = if duplicate { " (duplicate: already published)" } else { "" };
+        Ok(Published::Sent {
+            task_id,
+            message_id,
+            duplicate,
+        }) => {
+            let note = if duplicate {
+                " (duplicate: already published)"
+            } else {
+                ""
+            };
             let _ = writeln!(out, "published task {task_id} (message {message_id}){note}");
             ExitCode::SUCCESS
         }
         Ok(published @ Published::Result(_)) => {
-            let Published::Result(task) = &published else { unreachable!() };
+            let Published::Result(task) = &published else {
+                unreachable!()
+            };
             if config.json {
-                let _ = writeln!(out, "{}", serde_json::to_string_pretty(&contract::to_value(task.as_ref())).unwrap_or_default());
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string_pretty(&contract::to_value(task.as_ref()))
+                        .unwrap_or_default()
+                );
             } else {
                 let _ = write!(out, "{}", publish::describe(task));
             }
@@ -110,7 +129,13 @@ fn init_logging(level: &str, format: LogFormat, quiet: bool) {
     };
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     let _ = match format {
-        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).with_span_list(false).with_writer(std::io::stdout).try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_writer(std::io::stdout)
+            .try_init(),
         LogFormat::Text => builder.with_writer(std::io::stderr).try_init(),
     };
 }

@@ -57,17 +57,57 @@ impl Metrics {
             task_duration: Histogram::new(exponential_buckets(0.001, 2.0, 20)),
             registry: Registry::default(),
         };
-        registry.register("tasks_received", "Task messages pulled from JetStream", m.received.clone());
-        registry.register("tasks_completed", "Results published in a state other than failed", m.completed.clone());
+        registry.register(
+            "tasks_received",
+            "Task messages pulled from JetStream",
+            m.received.clone(),
+        );
+        registry.register(
+            "tasks_completed",
+            "Results published in a state other than failed",
+            m.completed.clone(),
+        );
         registry.register("tasks_failed", "Failed results published", m.failed.clone());
-        registry.register("tasks_retried", "Tasks handed back with a delayed nak after a transient failure", m.retried.clone());
-        registry.register("tasks_deadlettered", "Bodies without a usable task id sent to the dead-letter subject", m.deadlettered.clone());
-        registry.register("redeliveries", "Deliveries that were not a message's first", m.redeliveries.clone());
-        registry.register("leases_lost", "Tasks abandoned because progress acks went unconfirmed", m.leases_lost.clone());
-        registry.register("tasks_handed_back", "Tasks handed back unfinished at shutdown", m.handed_back.clone());
-        registry.register("tasks_in_flight", "Tasks being worked on", m.in_flight.clone());
-        registry.register("runtime_healthy", "1 while the runtime's /health answers 200", m.runtime_healthy.clone());
-        registry.register("task_duration_seconds", "Time from pull to acknowledged result", m.task_duration.clone());
+        registry.register(
+            "tasks_retried",
+            "Tasks handed back with a delayed nak after a transient failure",
+            m.retried.clone(),
+        );
+        registry.register(
+            "tasks_deadlettered",
+            "Bodies without a usable task id sent to the dead-letter subject",
+            m.deadlettered.clone(),
+        );
+        registry.register(
+            "redeliveries",
+            "Deliveries that were not a message's first",
+            m.redeliveries.clone(),
+        );
+        registry.register(
+            "leases_lost",
+            "Tasks abandoned because progress acks went unconfirmed",
+            m.leases_lost.clone(),
+        );
+        registry.register(
+            "tasks_handed_back",
+            "Tasks handed back unfinished at shutdown",
+            m.handed_back.clone(),
+        );
+        registry.register(
+            "tasks_in_flight",
+            "Tasks being worked on",
+            m.in_flight.clone(),
+        );
+        registry.register(
+            "runtime_healthy",
+            "1 while the runtime's /health answers 200",
+            m.runtime_healthy.clone(),
+        );
+        registry.register(
+            "task_duration_seconds",
+            "Time from pull to acknowledged result",
+            m.task_duration.clone(),
+        );
         Self { registry, ..m }
     }
 

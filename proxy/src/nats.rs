@@ -19,23 +19,39 @@ use crate::subjects;
 
 /// Duplicate window of the task stream: a re-publish with the same `Nats-Msg-Id` inside it is
 /// dropped.
-pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
+pub const DUPLICATE_WINDOW: Duration = Duration::from_mins(2);
 /// How long dead letters are kept.
-const DEADLETTER_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+const DEADLETTER_MAX_AGE: Duration = Duration::from_hours(7 * 24);
 
 /// Why NATS could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum NatsError {
     #[error("cannot reach NATS at {url} within {waited:?} (last error: {last})")]
-    Connect { url: String, waited: Duration, last: String },
+    Connect {
+        url: String,
+        waited: Duration,
+        last: String,
+    },
     #[error("cannot read the NATS credentials file {path}")]
-    Credentials { path: String, source: std::io::Error },
+    Credentials {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("JetStream request about stream {stream} failed: {reason}")]
     Stream { stream: String, reason: String },
-    #[error("stream {stream} exists but cannot serve: {reason}; fix or remove it (it is never changed silently)")]
+    #[error(
+        "stream {stream} exists but cannot serve: {reason}; fix or remove it (it is never changed silently)"
+    )]
     StreamConflict { stream: String, reason: String },
-    #[error("consumer {consumer} on {stream} filters {found:?}, expected {expected:?}; another deployment may own it")]
-    ConsumerConflict { stream: String, consumer: String, found: String, expected: String },
+    #[error(
+        "consumer {consumer} on {stream} filters {found:?}, expected {expected:?}; another deployment may own it"
+    )]
+    ConsumerConflict {
+        stream: String,
+        consumer: String,
+        found: String,
+        expected: String,
+    },
     #[error("cannot create or update consumer {consumer}: {reason}")]
     Consumer { consumer: String, reason: String },
 }
@@ -53,10 +69,14 @@ async fn options(config: &NatsConfig, name: &str) -> Result<ConnectOptions, Nats
         options = options.token(token.expose().to_owned());
     }
     if let Some(path) = &config.creds_file {
-        options = options.credentials_file(path).await.map_err(|source| NatsError::Credentials {
-            path: path.display().to_string(),
-            source,
-        })?;
+        options =
+            options
+                .credentials_file(path)
+                .await
+                .map_err(|source| NatsError::Credentials {
+                    path: path.display().to_string(),
+                    source,
+                })?;
     }
     if let Some(ca) = &config.tls_ca {
         options = options.add_root_certificates(ca.clone()).require_tls(true);
@@ -65,12 +85,20 @@ async fn options(config: &NatsConfig, name: &str) -> Result<ConnectOptions, Nats
 }
 
 /// Connects, retrying with exponential backoff (250 ms doubling to 5 s) until `deadline`.
-pub async fn connect(config: &NatsConfig, name: &str, deadline: Instant) -> Result<Client, NatsError> {
+pub async fn connect(
+    config: &NatsConfig,
+    name: &str,
+    deadline: Instant,
+) -> Result<Client, NatsError> {
     let started = Instant::now();
     let mut delay = Duration::from_millis(250);
     let mut attempt = 1u32;
     loop {
-        match options(config, name).await?.connect(config.url.as_str()).await {
+        match options(config, name)
+            .await?
+            .connect(config.url.as_str())
+            .await
+        {
             Ok(client) => {
                 tracing::info!(url = %config.url, attempt, "connected to NATS");
                 return Ok(client);
@@ -94,7 +122,10 @@ pub async fn connect(config: &NatsConfig, name: &str, deadline: Instant) -> Resu
 }
 
 fn stream_error(stream: &str, e: impl std::fmt::Display) -> NatsError {
-    NatsError::Stream { stream: stream.to_owned(), reason: e.to_string() }
+    NatsError::Stream {
+        stream: stream.to_owned(),
+        reason: e.to_string(),
+    }
 }
 
 /// Makes sure the task, result and dead-letter streams exist; returns the task stream.
@@ -143,7 +174,11 @@ pub async fn ensure_streams(js: &Context, streams: &StreamsConfig) -> Result<(),
     .await
 }
 
-async fn ensure_stream(js: &Context, wanted: stream::Config, covers: &str) -> Result<(), NatsError> {
+async fn ensure_stream(
+    js: &Context,
+    wanted: stream::Config,
+    covers: &str,
+) -> Result<(), NatsError> {
     let name = wanted.name.clone();
     match js.get_stream(&name).await {
         Ok(mut existing) => {
@@ -152,10 +187,17 @@ async fn ensure_stream(js: &Context, wanted: stream::Config, covers: &str) -> Re
             if config.retention != wanted.retention {
                 return Err(NatsError::StreamConflict {
                     stream: name,
-                    reason: format!("retention is {:?}, expected {:?}", config.retention, wanted.retention),
+                    reason: format!(
+                        "retention is {:?}, expected {:?}",
+                        config.retention, wanted.retention
+                    ),
                 });
             }
-            if !config.subjects.iter().any(|s| s == covers || s == ">" || s == "agent.>") {
+            if !config
+                .subjects
+                .iter()
+                .any(|s| s == covers || s == ">" || s == "agent.>")
+            {
                 return Err(NatsError::StreamConflict {
                     stream: name,
                     reason: format!("its subjects {:?} do not include {covers}", config.subjects),
@@ -168,7 +210,9 @@ async fn ensure_stream(js: &Context, wanted: stream::Config, covers: &str) -> Re
             Ok(())
         }
         Err(e) if is_not_found(&e) => {
-            js.create_stream(wanted).await.map_err(|e| stream_error(&name, e))?;
+            js.create_stream(wanted)
+                .await
+                .map_err(|e| stream_error(&name, e))?;
             tracing::info!(stream = %name, "created stream");
             Ok(())
         }
@@ -198,7 +242,10 @@ pub async fn ensure_consumer(
 ) -> Result<jetstream::consumer::Consumer<pull::Config>, NatsError> {
     let name = subjects::consumer(agent);
     let filter = subjects::tasks(agent);
-    let stream = js.get_stream(&streams.tasks).await.map_err(|e| stream_error(&streams.tasks, e))?;
+    let stream = js
+        .get_stream(&streams.tasks)
+        .await
+        .map_err(|e| stream_error(&streams.tasks, e))?;
     if let Ok(info) = stream.consumer_info(&name).await {
         let found = &info.config;
         let found_filter = if found.filter_subjects.is_empty() {
@@ -228,5 +275,8 @@ pub async fn ensure_consumer(
     stream
         .create_consumer(config)
         .await
-        .map_err(|e| NatsError::Consumer { consumer: name, reason: e.to_string() })
+        .map_err(|e| NatsError::Consumer {
+            consumer: name,
+            reason: e.to_string(),
+        })
 }

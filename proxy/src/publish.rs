@@ -25,7 +25,10 @@ pub enum PublishError {
     #[error(transparent)]
     Nats(#[from] NatsError),
     #[error("cannot read {path}: {source}")]
-    ReadFile { path: String, source: std::io::Error },
+    ReadFile {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("cannot read the message text from stdin: {0}")]
     Stdin(std::io::Error),
     #[error("no message text: pass it as an argument, on stdin, or with --json-file")]
@@ -44,7 +47,11 @@ pub enum PublishError {
 #[derive(Debug)]
 pub enum Published {
     /// Published; not waiting (`--no-wait`).
-    Sent { task_id: String, message_id: String, duplicate: bool },
+    Sent {
+        task_id: String,
+        message_id: String,
+        duplicate: bool,
+    },
     /// The result arrived.
     Result(Box<Task>),
 }
@@ -64,11 +71,20 @@ impl Published {
 }
 
 /// Builds the request from the configuration (text, stdin or a JSON file).
-pub fn build_request(config: &PublishConfig, stdin: impl FnOnce() -> std::io::Result<String>) -> Result<SendMessageRequest, PublishError> {
+pub fn build_request(
+    config: &PublishConfig,
+    stdin: impl FnOnce() -> std::io::Result<String>,
+) -> Result<SendMessageRequest, PublishError> {
     let mut request = if let Some(path) = &config.json_file {
         let shown = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|source| PublishError::ReadFile { path: shown.clone(), source })?;
-        read::from_slice::<SendMessageRequest>(&bytes).map_err(|e| PublishError::BadRequest { path: shown, reason: e.to_string() })?
+        let bytes = std::fs::read(path).map_err(|source| PublishError::ReadFile {
+            path: shown.clone(),
+            source,
+        })?;
+        read::from_slice::<SendMessageRequest>(&bytes).map_err(|e| PublishError::BadRequest {
+            path: shown,
+            reason: e.to_string(),
+        })?
     } else {
         let text = match &config.text {
             Some(t) => t.clone(),
@@ -78,7 +94,11 @@ pub fn build_request(config: &PublishConfig, stdin: impl FnOnce() -> std::io::Re
         if text.is_empty() {
             return Err(PublishError::NoText);
         }
-        SendMessageRequest::new(Message::new(uuid::Uuid::new_v4().to_string(), Role::User, vec![Part::text(text)]))
+        SendMessageRequest::new(Message::new(
+            uuid::Uuid::new_v4().to_string(),
+            Role::User,
+            vec![Part::text(text)],
+        ))
     };
     if let Some(t) = &config.task_id {
         request.message.task_id = Some(t.clone());
@@ -90,9 +110,18 @@ pub fn build_request(config: &PublishConfig, stdin: impl FnOnce() -> std::io::Re
 }
 
 /// Publishes `request` for `config.agent` and (unless `--no-wait`) waits for its result.
-pub async fn publish(config: &PublishConfig, request: &SendMessageRequest, progress: impl Fn()) -> Result<Published, PublishError> {
+pub async fn publish(
+    config: &PublishConfig,
+    request: &SendMessageRequest,
+    progress: impl Fn(),
+) -> Result<Published, PublishError> {
     let deadline = Instant::now() + config.timeout;
-    let client = nats::connect(&config.nats, "daedalus-proxy-publish", Instant::now() + config.timeout.min(Duration::from_secs(30))).await?;
+    let client = nats::connect(
+        &config.nats,
+        "daedalus-proxy-publish",
+        Instant::now() + config.timeout.min(Duration::from_secs(30)),
+    )
+    .await?;
     let js = async_nats::jetstream::new(client.clone());
     nats::ensure_streams(&js, &config.streams).await?;
 
@@ -101,10 +130,15 @@ pub async fn publish(config: &PublishConfig, request: &SendMessageRequest, progr
     let result_subject = subjects::result(&config.agent, &task_id);
     let expected_id = format!("result:{message_id}");
     let mut results = if config.wait {
-        Some(client.subscribe(result_subject.clone()).await.map_err(|e| PublishError::Subscribe {
-            subject: result_subject.clone(),
-            reason: e.to_string(),
-        })?)
+        Some(
+            client
+                .subscribe(result_subject.clone())
+                .await
+                .map_err(|e| PublishError::Subscribe {
+                    subject: result_subject.clone(),
+                    reason: e.to_string(),
+                })?,
+        )
     } else {
         None
     };
@@ -113,13 +147,29 @@ pub async fn publish(config: &PublishConfig, request: &SendMessageRequest, progr
     let mut headers = HeaderMap::new();
     headers.insert("Nats-Msg-Id", message_id.as_str());
     let payload = contract::to_vec(request);
-    let ack = async { js.publish_with_headers(subject.clone(), headers, payload.into()).await?.await };
-    let ack = ack.await.map_err(|e| PublishError::Publish { subject: subject.clone(), reason: e.to_string() })?;
-    tracing::debug!(task_id, message_id, duplicate = ack.duplicate, "task published");
+    let ack = async {
+        js.publish_with_headers(subject.clone(), headers, payload.into())
+            .await?
+            .await
+    };
+    let ack = ack.await.map_err(|e| PublishError::Publish {
+        subject: subject.clone(),
+        reason: e.to_string(),
+    })?;
+    tracing::debug!(
+        task_id,
+        message_id,
+        duplicate = ack.duplicate,
+        "task published"
+    );
 
     let Some(results) = results.as_mut() else {
         client.flush().await.ok();
-        return Ok(Published::Sent { task_id, message_id, duplicate: ack.duplicate });
+        return Ok(Published::Sent {
+            task_id,
+            message_id,
+            duplicate: ack.duplicate,
+        });
     };
     let stream = js.get_stream(&config.streams.results).await.ok();
     let mut poll = tokio::time::interval(Duration::from_secs(2));
@@ -127,23 +177,17 @@ pub async fn publish(config: &PublishConfig, request: &SendMessageRequest, progr
     loop {
         tokio::select! {
             received = results.next() => {
-                let Some(m) = received else { continue };
-                if has_msg_id(m.headers.as_ref(), &expected_id) {
-                    if let Ok(task) = read::from_slice::<Task>(&m.payload) {
-                        return Ok(Published::Result(Box::new(task)));
-                    }
+                if let Some(task) = received.and_then(|m| matching_task(m.headers.as_ref(), &m.payload, &expected_id)) {
+                    return Ok(Published::Result(Box::new(task)));
                 }
             }
             _ = poll.tick() => {
                 progress();
-                if let Some(stream) = &stream {
-                    if let Ok(m) = stream.direct_get_last_for_subject(result_subject.clone()).await {
-                        if has_msg_id(Some(&m.headers), &expected_id) {
-                            if let Ok(task) = read::from_slice::<Task>(&m.payload) {
-                                return Ok(Published::Result(Box::new(task)));
-                            }
-                        }
-                    }
+                if let Some(stream) = &stream
+                    && let Ok(m) = stream.direct_get_last_for_subject(result_subject.clone()).await
+                    && let Some(task) = matching_task(Some(&m.headers), &m.payload, &expected_id)
+                {
+                    return Ok(Published::Result(Box::new(task)));
                 }
             }
             () = tokio::time::sleep_until(deadline) => {
@@ -153,8 +197,19 @@ pub async fn publish(config: &PublishConfig, request: &SendMessageRequest, progr
     }
 }
 
+/// The Task of a result message, if it answers the message we sent.
+fn matching_task(headers: Option<&HeaderMap>, payload: &[u8], expected: &str) -> Option<Task> {
+    if has_msg_id(headers, expected) {
+        read::from_slice::<Task>(payload).ok()
+    } else {
+        None
+    }
+}
+
 fn has_msg_id(headers: Option<&HeaderMap>, expected: &str) -> bool {
-    headers.and_then(|h| h.get("Nats-Msg-Id")).is_some_and(|v| v.as_str() == expected)
+    headers
+        .and_then(|h| h.get("Nats-Msg-Id"))
+        .is_some_and(|v| v.as_str() == expected)
 }
 
 /// Reads all of stdin (the message text when none is given as an argument).
@@ -171,19 +226,26 @@ pub fn stderr_is_tty() -> bool {
 
 /// The Task for people: id, state, and the text of its message and artifacts.
 pub fn describe(task: &Task) -> String {
+    use std::fmt::Write as _;
     let mut out = format!("task {}  {}", task.id, task.status.state);
     if let Some(c) = &task.context_id {
-        out.push_str(&format!("  (context {c})"));
+        let _ = write!(out, "  (context {c})");
     }
     out.push('\n');
     if let Some(m) = &task.status.message {
-        out.push_str(&format!("{}\n", m.text()));
+        let _ = writeln!(out, "{}", m.text());
     }
-    for artifact in &task.artifacts {
-        for part in &artifact.parts {
-            match part.as_text() {
-                Some(text) => out.push_str(&format!("{text}\n")),
-                None => out.push_str(&format!("[{} part]\n", part.media_type.as_deref().unwrap_or("non-text"))),
+    for part in task.artifacts.iter().flat_map(|a| &a.parts) {
+        match part.as_text() {
+            Some(text) => {
+                let _ = writeln!(out, "{text}");
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "[{} part]",
+                    part.media_type.as_deref().unwrap_or("non-text")
+                );
             }
         }
     }

@@ -32,7 +32,12 @@ pub enum ForwardError {
 #[async_trait]
 pub trait Forwarder: Send + Sync + std::fmt::Debug + 'static {
     /// `POST /` with the task body and the proxy span's trace headers.
-    async fn send(&self, body: Bytes, trace: &TraceContext, timeout: Duration) -> Result<Reply, ForwardError>;
+    async fn send(
+        &self,
+        body: Bytes,
+        trace: &TraceContext,
+        timeout: Duration,
+    ) -> Result<Reply, ForwardError>;
     /// `GET /health` answered 200.
     async fn healthy(&self) -> bool;
 }
@@ -53,7 +58,9 @@ pub enum RuntimeCheckError {
     CardUnreadable { url: String, reason: String },
     #[error("the agent card is invalid: {0}")]
     CardInvalid(String),
-    #[error("the agent card lists no skill with id, name, description and tags; the contract requires one")]
+    #[error(
+        "the agent card lists no skill with id, name, description and tags; the contract requires one"
+    )]
     CardWithoutSkills,
     #[error("cannot read the runtime-contract manifest: {0}")]
     ManifestUnreadable(String),
@@ -72,7 +79,10 @@ impl HttpRuntime {
             .connect_timeout(Duration::from_secs(5))
             .build()
             .expect("the HTTP client builds");
-        Self { base: base.trim_end_matches('/').to_owned(), http }
+        Self {
+            base: base.trim_end_matches('/').to_owned(),
+            http,
+        }
     }
 
     fn url(&self, path: &str) -> String {
@@ -80,7 +90,11 @@ impl HttpRuntime {
     }
 
     /// Waits for `GET /health` = 200, polling every `interval`, up to `timeout`.
-    pub async fn wait_healthy(&self, timeout: Duration, interval: Duration) -> Result<(), RuntimeCheckError> {
+    pub async fn wait_healthy(
+        &self,
+        timeout: Duration,
+        interval: Duration,
+    ) -> Result<(), RuntimeCheckError> {
         let started = tokio::time::Instant::now();
         let mut logged = false;
         loop {
@@ -89,7 +103,10 @@ impl HttpRuntime {
                 return Ok(());
             }
             if started.elapsed() >= timeout {
-                return Err(RuntimeCheckError::NeverHealthy { url: self.base.clone(), waited: started.elapsed() });
+                return Err(RuntimeCheckError::NeverHealthy {
+                    url: self.base.clone(),
+                    waited: started.elapsed(),
+                });
             }
             if !logged {
                 tracing::info!(url = %self.base, timeout = ?timeout, "waiting for the runtime to become healthy");
@@ -102,15 +119,28 @@ impl HttpRuntime {
     /// Reads and checks the agent card: valid against the contract schema, with a skill.
     pub async fn agent_card(&self) -> Result<AgentCard, RuntimeCheckError> {
         let url = self.url(AGENT_CARD_PATH);
-        let unreadable = |reason: String| RuntimeCheckError::CardUnreadable { url: url.clone(), reason };
-        let response = self.http.get(&url).timeout(Duration::from_secs(10)).send().await
+        let unreadable = |reason: String| RuntimeCheckError::CardUnreadable {
+            url: url.clone(),
+            reason,
+        };
+        let response = self
+            .http
+            .get(&url)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
             .map_err(|e| unreadable(e.to_string()))?;
         if !response.status().is_success() {
             return Err(unreadable(format!("status {}", response.status())));
         }
-        let body = response.bytes().await.map_err(|e| unreadable(e.to_string()))?;
-        let json: serde_json::Value = serde_json::from_slice(&body).map_err(|e| unreadable(e.to_string()))?;
-        let card: AgentCard = read::from_value(json.clone()).map_err(|e| RuntimeCheckError::CardInvalid(e.to_string()))?;
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| unreadable(e.to_string()))?;
+        let json: serde_json::Value =
+            serde_json::from_slice(&body).map_err(|e| unreadable(e.to_string()))?;
+        let card: AgentCard = read::from_value(json.clone())
+            .map_err(|e| RuntimeCheckError::CardInvalid(e.to_string()))?;
         if !card.has_complete_skill() {
             return Err(RuntimeCheckError::CardWithoutSkills);
         }
@@ -122,16 +152,28 @@ impl HttpRuntime {
 
     /// Reads the manifest if the runtime serves one and checks its major version.
     pub async fn check_manifest(&self) -> Result<Option<RuntimeContract>, RuntimeCheckError> {
-        let response = self.http.get(self.url(MANIFEST_PATH)).timeout(Duration::from_secs(10)).send().await
+        let response = self
+            .http
+            .get(self.url(MANIFEST_PATH))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
             .map_err(|e| RuntimeCheckError::ManifestUnreadable(e.to_string()))?;
         if response.status() == reqwest::StatusCode::NOT_FOUND {
             return Ok(None);
         }
         if !response.status().is_success() {
-            return Err(RuntimeCheckError::ManifestUnreadable(format!("status {}", response.status())));
+            return Err(RuntimeCheckError::ManifestUnreadable(format!(
+                "status {}",
+                response.status()
+            )));
         }
-        let body = response.bytes().await.map_err(|e| RuntimeCheckError::ManifestUnreadable(e.to_string()))?;
-        let manifest: RuntimeContract = read::from_slice(&body).map_err(|e| RuntimeCheckError::ManifestUnreadable(e.to_string()))?;
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| RuntimeCheckError::ManifestUnreadable(e.to_string()))?;
+        let manifest: RuntimeContract = read::from_slice(&body)
+            .map_err(|e| RuntimeCheckError::ManifestUnreadable(e.to_string()))?;
         match manifest.major_version() {
             Some(SUPPORTED_MAJOR) => Ok(Some(manifest)),
             _ => Err(RuntimeCheckError::ManifestIncompatible {
@@ -144,7 +186,12 @@ impl HttpRuntime {
 
 #[async_trait]
 impl Forwarder for HttpRuntime {
-    async fn send(&self, body: Bytes, trace: &TraceContext, timeout: Duration) -> Result<Reply, ForwardError> {
+    async fn send(
+        &self,
+        body: Bytes,
+        trace: &TraceContext,
+        timeout: Duration,
+    ) -> Result<Reply, ForwardError> {
         let mut request = self
             .http
             .post(self.url(TASK_PATH))
@@ -154,14 +201,23 @@ impl Forwarder for HttpRuntime {
         if let Some(state) = &trace.tracestate {
             request = request.header("tracestate", state);
         }
-        let response = request.body(body).send().await.map_err(|e| classify(&e, timeout))?;
+        let response = request
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| classify(&e, timeout))?;
         let status = response.status().as_u16();
         let body = response.bytes().await.map_err(|e| classify(&e, timeout))?;
         Ok(Reply { status, body })
     }
 
     async fn healthy(&self) -> bool {
-        let response = self.http.get(self.url(HEALTH_PATH)).timeout(Duration::from_secs(5)).send().await;
+        let response = self
+            .http
+            .get(self.url(HEALTH_PATH))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await;
         response.is_ok_and(|r| r.status() == reqwest::StatusCode::OK)
     }
 }

@@ -32,7 +32,8 @@ pub const DEADLETTER_WILDCARD: &str = "agent.deadletter.>";
 pub fn is_token(s: &str, max_len: usize) -> bool {
     !s.is_empty()
         && s.len() <= max_len
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// An agent name is a token of at most 64 characters.
@@ -83,10 +84,16 @@ mod tests {
     #[test]
     fn other_ids_are_base64url() {
         assert_eq!(task_token("a.b"), "b64-YS5i");
-        assert_eq!(task_token("x y/z"), format!("b64-{}", URL_SAFE_NO_PAD.encode("x y/z")));
+        assert_eq!(
+            task_token("x y/z"),
+            format!("b64-{}", URL_SAFE_NO_PAD.encode("x y/z"))
+        );
         assert!(task_token(&"a".repeat(129)).starts_with("b64-"));
         // An id that looks encoded is encoded again, so tokens never collide.
-        assert_eq!(task_token("b64-YS5i"), format!("b64-{}", URL_SAFE_NO_PAD.encode("b64-YS5i")));
+        assert_eq!(
+            task_token("b64-YS5i"),
+            format!("b64-{}", URL_SAFE_NO_PAD.encode("b64-YS5i"))
+        );
         for id in ["a.b", "*", ">", "ü", ""] {
             assert!(is_token(&task_token(id), 255), "{id}");
         }

@@ -39,7 +39,11 @@ impl TraceParent {
         if trace_id == [0; 16] || span_id == [0; 8] {
             return None;
         }
-        Some(Self { trace_id, span_id, flags })
+        Some(Self {
+            trace_id,
+            span_id,
+            flags,
+        })
     }
 
     pub fn trace_id_hex(&self) -> String {
@@ -53,7 +57,13 @@ impl TraceParent {
 
 impl fmt::Display for TraceParent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "00-{}-{}-{:02x}", to_hex(&self.trace_id), to_hex(&self.span_id), self.flags)
+        write!(
+            f,
+            "00-{}-{}-{:02x}",
+            to_hex(&self.trace_id),
+            to_hex(&self.span_id),
+            self.flags
+        )
     }
 }
 
@@ -65,7 +75,11 @@ impl TraceContext {
         let span_id = nonzero(|| rng.random::<[u8; 8]>());
         match traceparent.and_then(TraceParent::parse) {
             Some(parent) => Self {
-                span: TraceParent { trace_id: parent.trace_id, span_id, flags: parent.flags },
+                span: TraceParent {
+                    trace_id: parent.trace_id,
+                    span_id,
+                    flags: parent.flags,
+                },
                 parent_span_id: Some(parent.span_id),
                 tracestate: tracestate.map(str::to_owned).filter(|s| !s.is_empty()),
             },
@@ -97,7 +111,11 @@ fn nonzero<const N: usize>(mut draw: impl FnMut() -> [u8; N]) -> [u8; N] {
 }
 
 fn hex<const N: usize>(s: &str) -> Option<[u8; N]> {
-    if s.len() != N * 2 || !s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+    if s.len() != N * 2
+        || !s
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
         return None;
     }
     let mut out = [0u8; N];

@@ -55,7 +55,12 @@ pub async fn work(shared: Arc<Shared>, consumer: Consumer<pull::Config>) {
             healthy = health.wait_for(|h| *h) => if healthy.is_err() { return },
         }
         let expires = shared.config.pull_expires;
-        let batch = consumer.batch().max_messages(1).expires(expires).messages().await;
+        let batch = consumer
+            .batch()
+            .max_messages(1)
+            .expires(expires)
+            .messages()
+            .await;
         let mut batch = match batch {
             Ok(b) => b,
             Err(e) => {
@@ -121,7 +126,10 @@ fn header<'a>(headers: Option<&'a HeaderMap>, name: &str) -> Option<&'a str> {
 /// Works one task message to its end.
 async fn process(shared: &Arc<Shared>, message: Message) {
     let (delivered, stream_sequence) = match message.info() {
-        Ok(info) => (u32::try_from(info.delivered).unwrap_or(u32::MAX), info.stream_sequence),
+        Ok(info) => (
+            u32::try_from(info.delivered).unwrap_or(u32::MAX),
+            info.stream_sequence,
+        ),
         Err(e) => {
             tracing::error!(error = %e, "pulled a message without JetStream metadata; ignoring it");
             return;
@@ -132,7 +140,10 @@ async fn process(shared: &Arc<Shared>, message: Message) {
         shared.metrics.redeliveries.inc();
     }
     let headers = message.headers.as_ref();
-    let trace = TraceContext::child_of(header(headers, "traceparent"), header(headers, "tracestate"));
+    let trace = TraceContext::child_of(
+        header(headers, "traceparent"),
+        header(headers, "tracestate"),
+    );
     let span = tracing::info_span!(
         "task",
         task_id = tracing::field::Empty,
@@ -141,7 +152,13 @@ async fn process(shared: &Arc<Shared>, message: Message) {
         trace_id = %trace.span.trace_id_hex(),
         span_id = %trace.span.span_id_hex(),
     );
-    let job = Job { shared: Arc::clone(shared), message: Arc::new(message), trace, delivered, stream_sequence };
+    let job = Job {
+        shared: Arc::clone(shared),
+        message: Arc::new(message),
+        trace,
+        delivered,
+        stream_sequence,
+    };
     job.run().instrument(span).await;
 }
 
@@ -165,8 +182,10 @@ impl Job {
             Intake::Refused { ids, reason } => {
                 tracing::Span::current().record("task_id", ids.task_id.as_str());
                 tracing::warn!(%reason, "poison task body");
-                let task = disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &reason);
-                self.finish(&lease, &ids, &task, AckKind::Term, started).await;
+                let task =
+                    disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &reason);
+                self.finish(&lease, &ids, &task, AckKind::Term, started)
+                    .await;
             }
             Intake::Task { ids, .. } => {
                 tracing::Span::current().record("task_id", ids.task_id.as_str());
@@ -195,10 +214,13 @@ impl Job {
             }
         };
         match disposition::classify(&ids.task_id, reply) {
-            Disposition::Result(task) => self.finish(lease, ids, &task, AckKind::Ack, started).await,
+            Disposition::Result(task) => {
+                self.finish(lease, ids, &task, AckKind::Ack, started).await;
+            }
             Disposition::Poison(reason) => {
                 tracing::warn!(%reason, "the task cannot succeed");
-                let task = disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &reason);
+                let task =
+                    disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &reason);
                 self.finish(lease, ids, &task, AckKind::Term, started).await;
             }
             Disposition::Transient(reason) => self.retry(lease, ids, &reason, started).await,
@@ -218,7 +240,11 @@ impl Job {
             self.finish(lease, ids, &task, AckKind::Term, started).await;
             return;
         }
-        let delay = disposition::retry_delay(self.delivered, config.retry_base_delay, config.retry_max_delay);
+        let delay = disposition::retry_delay(
+            self.delivered,
+            config.retry_base_delay,
+            config.retry_max_delay,
+        );
         tracing::warn!(%reason, retry_in = ?delay, attempt = self.delivered, "transient failure; retrying later");
         if !lease.is_lost() && confirm(&self.message, AckKind::Nak(Some(delay)), "nak").await {
             self.shared.metrics.retried.inc();
@@ -232,19 +258,29 @@ impl Job {
         let mut headers = HeaderMap::new();
         headers.insert("Nats-Msg-Id", format!("result:{}", ids.message_id).as_str());
         headers.insert(subjects::TASK_ID_HEADER, task.id.as_str());
-        headers.insert(subjects::TASK_STATE_HEADER, task.status.state.to_string().as_str());
+        headers.insert(
+            subjects::TASK_STATE_HEADER,
+            task.status.state.to_string().as_str(),
+        );
         headers.insert("traceparent", self.trace.traceparent().as_str());
         if let Some(state) = &self.trace.tracestate {
             headers.insert("tracestate", state.as_str());
         }
         let subject = subjects::result(&config.agent, &ids.task_id);
-        if !self.publish_durably(lease, &subject, &headers, &payload).await {
+        if !self
+            .publish_durably(lease, &subject, &headers, &payload)
+            .await
+        {
             return;
         }
-        if let Some(reply_to) = header(self.message.headers.as_ref(), subjects::REPLY_TO_HEADER) {
-            if let Err(e) = self.shared.client.publish_with_headers(reply_to.to_owned(), headers.clone(), payload.clone()).await {
-                tracing::warn!(reply_to, error = %e, "could not send the result to reply-to");
-            }
+        if let Some(reply_to) = header(self.message.headers.as_ref(), subjects::REPLY_TO_HEADER)
+            && let Err(e) = self
+                .shared
+                .client
+                .publish_with_headers(reply_to.to_owned(), headers.clone(), payload.clone())
+                .await
+        {
+            tracing::warn!(reply_to, error = %e, "could not send the result to reply-to");
         }
         if lease.is_lost() {
             return;
@@ -256,14 +292,22 @@ impl Job {
             } else {
                 metrics.completed.inc();
             }
-            metrics.task_duration.observe(started.elapsed().as_secs_f64());
+            metrics
+                .task_duration
+                .observe(started.elapsed().as_secs_f64());
             tracing::info!(state = %task.status.state, elapsed = ?started.elapsed(), "task finished");
         }
     }
 
     /// Publishes to a stream and waits for its ack, retrying while the lease holds. False when
     /// the lease was lost or the task abandoned first.
-    async fn publish_durably(&self, lease: &Lease, subject: &str, headers: &HeaderMap, payload: &Bytes) -> bool {
+    async fn publish_durably(
+        &self,
+        lease: &Lease,
+        subject: &str,
+        headers: &HeaderMap,
+        payload: &Bytes,
+    ) -> bool {
         let mut delay = Duration::from_millis(100);
         loop {
             if lease.is_lost() {
@@ -283,7 +327,9 @@ impl Job {
                     }
                     return true;
                 }
-                Err(e) => tracing::warn!(subject, error = %e, retry_in = ?delay, "publish not acknowledged"),
+                Err(e) => {
+                    tracing::warn!(subject, error = %e, retry_in = ?delay, "publish not acknowledged");
+                }
             }
             tokio::select! {
                 () = lease.lost() => return false,
@@ -297,10 +343,19 @@ impl Job {
         let config = &self.shared.config;
         tracing::warn!(%reason, "no usable task id; dead-lettering the body");
         let mut headers = self.message.headers.clone().unwrap_or_default();
-        headers.insert("Nats-Msg-Id", format!("deadletter:{}:{}", config.streams.tasks, self.stream_sequence).as_str());
+        headers.insert(
+            "Nats-Msg-Id",
+            format!(
+                "deadletter:{}:{}",
+                config.streams.tasks, self.stream_sequence
+            )
+            .as_str(),
+        );
         headers.insert(subjects::DEADLETTER_REASON_HEADER, reason);
         let subject = subjects::deadletter(&config.agent);
-        if self.publish_durably(lease, &subject, &headers, &self.message.payload).await
+        if self
+            .publish_durably(lease, &subject, &headers, &self.message.payload)
+            .await
             && !lease.is_lost()
             && confirm(&self.message, AckKind::Term, "term").await
         {

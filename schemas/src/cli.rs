@@ -76,7 +76,10 @@ pub fn parse_naming_env<C: Parser>(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(C, Vec<EnvSourced>), CliError> {
     parse::<C>(args, env).map_err(|e| match invalid_env_var::<C>(&e, env) {
-        Some(var) => CliError::Env { var, message: first_line(&e) },
+        Some(var) => CliError::Env {
+            var,
+            message: first_line(&e),
+        },
         None => CliError::Clap(e),
     })
 }
@@ -92,12 +95,17 @@ fn invalid_env_var<C: CommandFactory>(
     C::command().get_arguments().find_map(|arg| {
         let long = arg.get_long()?;
         let var = arg.get_env()?.to_string_lossy().into_owned();
-        let names_this = invalid.starts_with(&format!("--{long} ")) || invalid == format!("--{long}");
+        let names_this =
+            invalid.starts_with(&format!("--{long} ")) || invalid == format!("--{long}");
         (names_this && env(&var).as_deref() == Some(value.as_str())).then_some(var)
     })
 }
 
 fn first_line(e: &clap::Error) -> String {
     let text = e.to_string();
-    text.lines().next().unwrap_or_default().trim_start_matches("error: ").to_owned()
+    text.lines()
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches("error: ")
+        .to_owned()
 }

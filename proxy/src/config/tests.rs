@@ -1,1 +1,145 @@
+use std::collections::HashMap;
+use std::time::Duration;
 
+use super::*;
+
+fn launch(args: &[&str], env: &[(&str, &str)]) -> Result<Launch, ConfigError> {
+    let env: HashMap<String, String> = env
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let command_line = std::iter::once("daedalus-proxy")
+        .chain(args.iter().copied())
+        .map(OsString::from);
+    Launch::from_sources(command_line, &|k| env.get(k).cloned())
+}
+
+fn run_config(args: &[&str], env: &[(&str, &str)]) -> ProxyConfig {
+    match launch(args, env) {
+        Ok(Launch::Run(c)) => c,
+        other => panic!("expected a run config, got {other:?}"),
+    }
+}
+
+fn invalid_key(args: &[&str], env: &[(&str, &str)]) -> String {
+    match launch(args, env) {
+        Err(ConfigError::Invalid { key, .. }) => key,
+        other => panic!("expected ConfigError::Invalid, got {other:?}"),
+    }
+}
+
+#[test]
+fn defaults_follow_the_design() {
+    let c = run_config(&[], &[("AGENT_NAME", "coder")]);
+    assert_eq!(c.agent, "coder");
+    assert_eq!(c.runtime_url, "http://127.0.0.1:8080");
+    assert_eq!(c.startup_timeout, Duration::from_mins(1));
+    assert_eq!(c.termination_grace_period, Duration::from_secs(30));
+    assert_eq!(c.ack_wait, Duration::from_secs(30));
+    assert_eq!(c.max_deliver, 5);
+    assert_eq!(c.concurrency, 1);
+    assert_eq!(c.streams.tasks, "AGENT_TASKS");
+    assert_eq!(c.streams.results, "AGENT_RESULTS");
+    assert_eq!(c.nats.url, "nats://127.0.0.1:4222");
+}
+
+#[test]
+fn the_runtime_is_found_by_port_or_url() {
+    assert_eq!(
+        run_config(&[], &[("AGENT_NAME", "a"), ("A2A_PORT", "9001")]).runtime_url,
+        "http://127.0.0.1:9001"
+    );
+    let c = run_config(
+        &[],
+        &[
+            ("AGENT_NAME", "a"),
+            ("A2A_PORT", "9001"),
+            ("RUNTIME_URL", "http://rt:8080/"),
+        ],
+    );
+    assert_eq!(c.runtime_url, "http://rt:8080");
+    assert_eq!(
+        invalid_key(&[], &[("AGENT_NAME", "a"), ("RUNTIME_URL", "rt:8080")]),
+        "RUNTIME_URL"
+    );
+}
+
+#[test]
+fn the_agent_is_required_and_subject_safe() {
+    assert_eq!(invalid_key(&[], &[]), "--agent-name");
+    assert_eq!(invalid_key(&[], &[("AGENT_NAME", "a.b")]), "AGENT_NAME");
+}
+
+#[test]
+fn bad_values_name_their_variable() {
+    let base = ("AGENT_NAME", "a");
+    assert_eq!(invalid_key(&[], &[base, ("ACK_WAIT", "soon")]), "ACK_WAIT");
+    assert_eq!(invalid_key(&[], &[base, ("ACK_WAIT", "500ms")]), "ACK_WAIT");
+    assert_eq!(
+        invalid_key(&[], &[base, ("MAX_DELIVER", "0")]),
+        "MAX_DELIVER"
+    );
+    assert_eq!(
+        invalid_key(&[], &[base, ("CONCURRENCY", "0")]),
+        "CONCURRENCY"
+    );
+    assert_eq!(
+        invalid_key(&[], &[base, ("TASKS_STREAM", "a.b")]),
+        "TASKS_STREAM"
+    );
+    assert_eq!(
+        invalid_key(&[], &[base, ("NATS_USER", "u")]),
+        "--nats-password"
+    );
+    assert_eq!(
+        invalid_key(&[], &[base, ("NATS_CREDS", "/no/such/file")]),
+        "NATS_CREDS"
+    );
+}
+
+#[test]
+fn credentials_are_masked_in_check_config() {
+    let launch = launch(
+        &["--check-config"],
+        &[
+            ("AGENT_NAME", "a"),
+            ("NATS_USER", "u"),
+            ("NATS_PASSWORD", "hunter2"),
+        ],
+    );
+    match launch {
+        Ok(Launch::CheckConfig(c)) => {
+            let json = c.to_pretty_json();
+            assert!(!json.contains("hunter2"), "{json}");
+            assert!(json.contains("\"password\": \"***\""), "{json}");
+            assert!(!format!("{c:?}").contains("hunter2"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn publish_takes_the_agent_from_a_flag_or_the_environment() {
+    match launch(&["publish", "--agent", "x", "hello"], &[]) {
+        Ok(Launch::Publish(p)) => {
+            assert_eq!(
+                (p.agent.as_str(), p.text.as_deref(), p.wait),
+                ("x", Some("hello"), true)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    match launch(
+        &["publish", "--no-wait"],
+        &[("AGENT_NAME", "y"), ("NATS_URL", "nats://n:4222")],
+    ) {
+        Ok(Launch::Publish(p)) => {
+            assert_eq!(
+                (p.agent.as_str(), p.wait, p.nats.url.as_str()),
+                ("y", false, "nats://n:4222")
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(invalid_key(&["publish", "hi"], &[]), "--agent");
+}

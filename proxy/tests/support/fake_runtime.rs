@@ -68,7 +68,11 @@ pub struct FakeRuntime {
 
 impl FakeRuntime {
     pub async fn start(mode: Mode) -> Self {
-        let failures = if let Mode::FailFirst(n, _) = mode { n } else { 0 };
+        let failures = if let Mode::FailFirst(n, _) = mode {
+            n
+        } else {
+            0
+        };
         let state = Arc::new(FakeState {
             mode: Mutex::new(mode),
             healthy: AtomicBool::new(true),
@@ -83,9 +87,16 @@ impl FakeRuntime {
             overlaps: AtomicUsize::new(0),
             failures_left: AtomicUsize::new(failures),
         });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binds");
         let addr = listener.local_addr().expect("addr");
-        let mut fake = Self { url: format!("http://{addr}"), state, addr, server: None };
+        let mut fake = Self {
+            url: format!("http://{addr}"),
+            state,
+            addr,
+            server: None,
+        };
         fake.serve(listener);
         fake
     }
@@ -150,7 +161,11 @@ async fn health(State(s): State<Arc<FakeState>>) -> Response {
     if s.healthy.load(Ordering::SeqCst) {
         axum::Json(json!({"status": "ok"})).into_response()
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, axum::Json(json!({"error": {"code": 503, "message": "not ready"}}))).into_response()
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(json!({"error": {"code": 503, "message": "not ready"}})),
+        )
+            .into_response()
     }
 }
 
@@ -167,13 +182,25 @@ async fn manifest(State(s): State<Arc<FakeState>>) -> Response {
 
 fn error(status: u16) -> Response {
     let code = StatusCode::from_u16(status).expect("valid status");
-    (code, [(header::CONTENT_TYPE, "application/json")], json!({"error": {"code": status, "message": format!("fake says {status}")}}).to_string()).into_response()
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        json!({"error": {"code": status, "message": format!("fake says {status}")}}).to_string(),
+    )
+        .into_response()
 }
 
 async fn send(State(s): State<Arc<FakeState>>, headers: HeaderMap, body: Bytes) -> Response {
-    let Ok(request) = read::from_slice::<SendMessageRequest>(&body) else { return error(400) };
+    let Ok(request) = read::from_slice::<SendMessageRequest>(&body) else {
+        return error(400);
+    };
     let task_id = request.message.effective_task_id().to_owned();
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
     let index = {
         let mut calls = s.calls.lock().expect("lock");
         calls.push(Call {
@@ -211,10 +238,18 @@ async fn answer(s: &FakeState, request: &SendMessageRequest, task_id: &str) -> R
         Mode::Echo => {}
     }
     let text = request.message.text();
-    if let Some(ms) = text.strip_prefix("sleep:").and_then(|r| r.split_whitespace().next()).and_then(|n| n.parse().ok()) {
+    if let Some(ms) = text
+        .strip_prefix("sleep:")
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+    {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
-    let context = request.message.context_id.clone().unwrap_or_else(|| format!("ctx-{task_id}"));
+    let context = request
+        .message
+        .context_id
+        .clone()
+        .unwrap_or_else(|| format!("ctx-{task_id}"));
     let task = if let Some(reason) = text.strip_prefix("***FAIL") {
         json!({"id": task_id, "contextId": context, "status": {"state": "failed", "message": {"messageId": "f", "role": "agent", "parts": [{"text": reason.trim()}]}}})
     } else if let Some(q) = text.strip_prefix("***INPUT") {

@@ -1,7 +1,10 @@
 //! Test support for the proxy: a real `nats-server` per test, a controllable fake runtime,
 //! the real `daedalus-runtime`, and the proxy itself, each started by a small builder.
 
-#![allow(dead_code, reason = "each test file uses a different part of the support module")]
+#![allow(
+    dead_code,
+    reason = "each test file uses a different part of the support module"
+)]
 #![allow(unreachable_pub, reason = "shared between test files")]
 
 pub mod fake_runtime;
@@ -25,7 +28,9 @@ pub use nats_server::NatsServer;
 
 /// Starts the real `daedalus-runtime` in-process; returns its URL and a stop token.
 pub async fn real_runtime(agent: &str) -> (String, CancellationToken) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binds");
     let addr = listener.local_addr().expect("has an address");
     let config = daedalus_runtime::config::Config::for_agent(agent, addr);
     let stop = CancellationToken::new();
@@ -55,7 +60,9 @@ pub fn proxy_config(agent: &str, nats_url: &str, runtime_url: &str) -> ProxyConf
 
 impl Proxy {
     pub async fn start(config: ProxyConfig) -> Proxy {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binds");
         let addr = listener.local_addr().expect("has an address");
         let stop = CancellationToken::new();
         let shutdown = stop.clone().cancelled_owned();
@@ -69,13 +76,13 @@ impl Proxy {
     pub async fn wait_consuming(&self) {
         let client = reqwest::Client::new();
         for _ in 0..200 {
-            if self.task.is_finished() {
-                panic!("the proxy stopped during startup");
-            }
-            if let Ok(r) = client.get(format!("http://{}/healthz", self.addr)).send().await {
-                if r.status() == 200 {
-                    return;
-                }
+            assert!(!self.task.is_finished(), "the proxy stopped during startup");
+            let healthz = client
+                .get(format!("http://{}/healthz", self.addr))
+                .send()
+                .await;
+            if healthz.is_ok_and(|r| r.status() == 200) {
+                return;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -83,7 +90,12 @@ impl Proxy {
     }
 
     pub async fn metrics(&self) -> String {
-        reqwest::get(format!("http://{}/metrics", self.addr)).await.expect("metrics").text().await.expect("text")
+        reqwest::get(format!("http://{}/metrics", self.addr))
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("text")
     }
 
     /// Stops the proxy and waits for it.
@@ -95,14 +107,17 @@ impl Proxy {
 
 /// A NATS client for the test's own publishing and reading.
 pub async fn client(nats: &NatsServer) -> (async_nats::Client, Context) {
-    let client = async_nats::connect(nats.url()).await.expect("the test connects to NATS");
+    let client = async_nats::connect(nats.url())
+        .await
+        .expect("the test connects to NATS");
     let js = jetstream::new(client.clone());
     (client, js)
 }
 
 /// A task body for `text`, with ids.
 pub fn task_body(message_id: &str, task_id: Option<&str>, text: &str) -> Vec<u8> {
-    let mut message = serde_json::json!({"messageId": message_id, "role": "user", "parts": [{"text": text}]});
+    let mut message =
+        serde_json::json!({"messageId": message_id, "role": "user", "parts": [{"text": text}]});
     if let Some(t) = task_id {
         message["taskId"] = serde_json::json!(t);
     }
@@ -114,7 +129,13 @@ pub async fn publish(js: &Context, agent: &str, msg_id: &str, body: Vec<u8>) -> 
     publish_with(js, agent, msg_id, body, HeaderMap::new()).await
 }
 
-pub async fn publish_with(js: &Context, agent: &str, msg_id: &str, body: Vec<u8>, mut headers: HeaderMap) -> bool {
+pub async fn publish_with(
+    js: &Context,
+    agent: &str,
+    msg_id: &str,
+    body: Vec<u8>,
+    mut headers: HeaderMap,
+) -> bool {
     headers.insert("Nats-Msg-Id", msg_id);
     let ack = js
         .publish_with_headers(format!("agent.tasks.{agent}"), headers, body.into())
@@ -127,7 +148,10 @@ pub async fn publish_with(js: &Context, agent: &str, msg_id: &str, body: Vec<u8>
 
 /// Every result message for `agent` now in the result stream, in order: (subject, headers, Task).
 pub async fn results(js: &Context, agent: &str) -> Vec<(String, HeaderMap, Task)> {
-    let stream = js.get_stream("AGENT_RESULTS").await.expect("results stream");
+    let stream = js
+        .get_stream("AGENT_RESULTS")
+        .await
+        .expect("results stream");
     let consumer = stream
         .create_consumer(jetstream::consumer::pull::Config {
             filter_subject: format!("agent.results.{agent}.>"),
@@ -147,13 +171,22 @@ pub async fn results(js: &Context, agent: &str) -> Vec<(String, HeaderMap, Task)
         .expect("fetch");
     while let Some(Ok(m)) = batch.next().await {
         let task: Task = read::from_slice(&m.payload).expect("results are Tasks");
-        out.push((m.subject.to_string(), m.headers.clone().unwrap_or_default(), task));
+        out.push((
+            m.subject.to_string(),
+            m.headers.clone().unwrap_or_default(),
+            task,
+        ));
     }
     out
 }
 
 /// Waits until at least `n` results exist for `agent`, then returns them all.
-pub async fn wait_results(js: &Context, agent: &str, n: usize, within: Duration) -> Vec<(String, HeaderMap, Task)> {
+pub async fn wait_results(
+    js: &Context,
+    agent: &str,
+    n: usize,
+    within: Duration,
+) -> Vec<(String, HeaderMap, Task)> {
     let deadline = tokio::time::Instant::now() + within;
     loop {
         let found = results(js, agent).await;
@@ -172,12 +205,15 @@ pub async fn tasks_left(js: &Context) -> u64 {
 
 /// Messages in the dead-letter stream.
 pub async fn dead_letters(js: &Context) -> u64 {
-    let mut stream = js.get_stream("AGENT_DEADLETTER").await.expect("deadletter stream");
+    let mut stream = js
+        .get_stream("AGENT_DEADLETTER")
+        .await
+        .expect("deadletter stream");
     stream.info().await.expect("stream info").state.messages
 }
 
-/// The value of a metric line `name value` in Prometheus text.
-pub fn metric(text: &str, name: &str) -> f64 {
+/// The value of an integer metric line `name value` in Prometheus text.
+pub fn metric(text: &str, name: &str) -> u64 {
     text.lines()
         .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
         .and_then(|v| v.trim().parse().ok())

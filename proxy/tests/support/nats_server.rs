@@ -16,7 +16,11 @@ pub struct NatsServer {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("binds").local_addr().expect("addr").port()
+    TcpListener::bind("127.0.0.1:0")
+        .expect("binds")
+        .local_addr()
+        .expect("addr")
+        .port()
 }
 
 pub fn binary() -> PathBuf {
@@ -44,24 +48,40 @@ impl NatsServer {
 
     fn launch(&mut self) {
         let child = Command::new(binary())
-            .args(["-a", "127.0.0.1", "-p", &self.port.to_string(), "-m", &self.monitor_port.to_string(), "-js", "-sd"])
+            .args([
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-m",
+                &self.monitor_port.to_string(),
+                "-js",
+                "-sd",
+            ])
             .arg(self.dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {} ({e}); run .ci/test once to install it", binary().display()));
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start {} ({e}); run .ci/test once to install it",
+                    binary().display()
+                )
+            });
         self.child = Some(child);
         self.wait_ready();
     }
 
     fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(15);
-        let url = format!("http://127.0.0.1:{}/healthz?js-enabled-only=true", self.monitor_port);
+        let url = format!(
+            "http://127.0.0.1:{}/healthz?js-enabled-only=true",
+            self.monitor_port
+        );
         while Instant::now() < deadline {
-            if let Ok(out) = Command::new("curl").args(["-sf", &url]).output() {
-                if out.status.success() {
-                    return;
-                }
+            let probe = Command::new("curl").args(["-sf", &url]).output();
+            if probe.is_ok_and(|out| out.status.success()) {
+                return;
             }
             std::thread::sleep(Duration::from_millis(50));
         }

@@ -1,0 +1,417 @@
+//! The `daedalus-proxy` binary as a child process: crashes, signals, a NATS restart, startup
+//! refusals, and the `publish` command.
+
+mod support;
+
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use daedalus_schemas::TaskState;
+use serde_json::json;
+use support::*;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The proxy binary with a test environment.
+fn proxy_command(agent: &str, nats: &NatsServer, runtime_url: &str) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_daedalus-proxy"));
+    command
+        .env_clear()
+        .env("AGENT_NAME", agent)
+        .env("NATS_URL", nats.url())
+        .env("RUNTIME_URL", runtime_url)
+        .env("PROXY_PORT", "0")
+        .env("PROXY_HOST", "127.0.0.1")
+        .env("HEALTH_INTERVAL", "100ms")
+        .env("PULL_EXPIRES", "1s")
+        .env("RETRY_BASE_DELAY", "100ms")
+        .env("STARTUP_TIMEOUT", "10s")
+        .env("LOG_LEVEL", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
+/// Spawns and waits for the "consuming tasks" log line.
+async fn spawn_consuming(mut command: Command) -> Child {
+    let mut child = command.spawn().expect("the proxy starts");
+    let stdout = child.stdout.take().expect("piped");
+    let mut lines = BufReader::new(stdout).lines();
+    let found = tokio::time::timeout(WAIT, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains("consuming tasks") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(found, Ok(true), "the proxy did not start consuming");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    child
+}
+
+fn signal(child: &Child, name: &str) {
+    let pid = child.id().expect("running").to_string();
+    let status = std::process::Command::new("kill")
+        .args([format!("-{name}"), pid])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+}
+
+async fn exit_within(child: &mut Child, within: Duration) -> ExitStatus {
+    tokio::time::timeout(within, child.wait())
+        .await
+        .expect("exited in time")
+        .expect("waited")
+}
+
+async fn wait_for_call(fake: &FakeRuntime, task_id: &str, n: usize) {
+    let deadline = Instant::now() + WAIT;
+    while fake.calls_for(task_id) < n {
+        assert!(
+            Instant::now() < deadline,
+            "the runtime never got call {n} of {task_id}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_proxy_killed_mid_task_leaves_it_to_another_and_one_result_exists() {
+    let nats = NatsServer::start();
+    let fake = FakeRuntime::start(Mode::Echo).await;
+    let mut first = spawn_consuming({
+        let mut c = proxy_command("crash", &nats, &fake.url);
+        c.env("ACK_WAIT", "1s");
+        c
+    })
+    .await;
+    let (_client, js) = client(&nats).await;
+    publish(
+        &js,
+        "crash",
+        "m-1",
+        task_body("m-1", Some("t-1"), "sleep:1500 survived"),
+    )
+    .await;
+    wait_for_call(&fake, "t-1", 1).await;
+    signal(&first, "KILL");
+    let _ = first.wait().await;
+
+    let mut config = proxy_config("crash", &nats.url(), &fake.url);
+    config.ack_wait = Duration::from_secs(1);
+    let second = Proxy::start(config).await;
+    let found = wait_results(&js, "crash", 1, WAIT).await;
+    assert_eq!(found[0].2.status.state, TaskState::Completed);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(results(&js, "crash").await.len(), 1, "exactly one result");
+    assert_eq!(fake.calls_for("t-1"), 2, "the second proxy ran it again");
+    second.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn sigterm_mid_task_publishes_the_result_and_exits_zero() {
+    let nats = NatsServer::start();
+    let fake = FakeRuntime::start(Mode::Echo).await;
+    let mut proxy = spawn_consuming(proxy_command("term", &nats, &fake.url)).await;
+    let (_client, js) = client(&nats).await;
+    publish(
+        &js,
+        "term",
+        "m-1",
+        task_body("m-1", Some("t-1"), "sleep:1000 finished"),
+    )
+    .await;
+    wait_for_call(&fake, "t-1", 1).await;
+    let sent = Instant::now();
+    signal(&proxy, "TERM");
+    let status = exit_within(&mut proxy, Duration::from_secs(10)).await;
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        sent.elapsed() < Duration::from_secs(5),
+        "exited within the grace period"
+    );
+    let found = results(&js, "term").await;
+    assert_eq!(found.len(), 1);
+    assert_eq!(
+        found[0].2.artifacts[0].parts[0].as_text(),
+        Some("sleep:1000 finished")
+    );
+    assert_eq!(tasks_left(&js).await, 0);
+}
+
+#[tokio::test]
+async fn a_task_longer_than_the_grace_period_is_handed_to_another_replica() {
+    let nats = NatsServer::start();
+    let fake = FakeRuntime::start(Mode::Echo).await;
+    let mut leaving = spawn_consuming({
+        let mut c = proxy_command("handover", &nats, &fake.url);
+        c.env("TERMINATION_GRACE_PERIOD", "1s");
+        c
+    })
+    .await;
+    let (_client, js) = client(&nats).await;
+    publish(
+        &js,
+        "handover",
+        "m-1",
+        task_body("m-1", Some("t-1"), "sleep:2500 done"),
+    )
+    .await;
+    wait_for_call(&fake, "t-1", 1).await;
+    let staying = Proxy::start(proxy_config("handover", &nats.url(), &fake.url)).await;
+    signal(&leaving, "TERM");
+    let status = exit_within(&mut leaving, Duration::from_secs(10)).await;
+    assert_eq!(status.code(), Some(0));
+    let found = wait_results(&js, "handover", 1, WAIT).await;
+    assert_eq!(found[0].2.status.state, TaskState::Completed);
+    assert_eq!(fake.calls_for("t-1"), 2, "the staying replica ran it");
+    let metrics = staying.metrics().await;
+    assert_eq!(metric(&metrics, "daedalus_proxy_tasks_completed_total"), 1);
+    staying.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_task_is_lost_when_nats_server_is_killed_and_restarted() {
+    let mut nats = NatsServer::start();
+    let fake = FakeRuntime::start(Mode::Echo).await;
+    let mut config = proxy_config("resilient", &nats.url(), &fake.url);
+    config.ack_wait = Duration::from_secs(2);
+    config.concurrency = 4;
+    let proxy = Proxy::start(config).await;
+    let (_client, js) = client(&nats).await;
+    for i in 0..30 {
+        publish(
+            &js,
+            "resilient",
+            &format!("m-{i}"),
+            task_body(&format!("m-{i}"), Some(&format!("t-{i}")), "sleep:150 x"),
+        )
+        .await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    nats.kill();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    nats.restart();
+    let (_client, js) = client(&nats).await;
+    let deadline = Instant::now() + Duration::from_mins(1);
+    let mut ids = Vec::new();
+    while Instant::now() < deadline {
+        ids = results(&js, "resilient")
+            .await
+            .into_iter()
+            .map(|(_, _, t)| t.id)
+            .collect();
+        ids.sort();
+        ids.dedup();
+        if ids.len() == 30 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(ids.len(), 30, "every task has a result");
+    assert_eq!(tasks_left(&js).await, 0);
+    proxy.shutdown().await.unwrap();
+}
+
+async fn startup_failure(fake: &FakeRuntime, nats: &NatsServer) -> (Option<i32>, String) {
+    let mut c = proxy_command("refuse", nats, &fake.url);
+    c.env("STARTUP_TIMEOUT", "1s");
+    let out = tokio::time::timeout(WAIT, c.output())
+        .await
+        .expect("exits")
+        .expect("runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
+}
+
+#[tokio::test]
+async fn startup_refusals_exit_non_zero_and_say_why() {
+    let nats = NatsServer::start();
+    let fake = FakeRuntime::start(Mode::Echo).await;
+
+    fake.set_healthy(false);
+    let (code, text) = startup_failure(&fake, &nats).await;
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("was not healthy within"), "{text}");
+    fake.set_healthy(true);
+
+    *fake.state.card.lock().unwrap() =
+        json!({"name": "x", "description": "d", "version": "1", "skills": []});
+    let (code, text) = startup_failure(&fake, &nats).await;
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("no skill"), "{text}");
+    *fake.state.card.lock().unwrap() = json!({"name": "x", "description": "d", "version": "1",
+        "skills": [{"id": "s", "name": "S", "description": "d", "tags": ["t"]}]});
+
+    *fake.state.manifest.lock().unwrap() = Some(
+        json!({"contractVersion": "v2", "runtime": {"name": "x", "version": "1"}, "conformanceLevel": 1}),
+    );
+    let (code, text) = startup_failure(&fake, &nats).await;
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("implements contract v2"), "{text}");
+}
+
+#[tokio::test]
+async fn a_conflicting_consumer_is_a_startup_error() {
+    let nats = NatsServer::start();
+    let fake = FakeRuntime::start(Mode::Echo).await;
+    let (_client, js) = client(&nats).await;
+    let stream = js
+        .create_stream(async_nats::jetstream::stream::Config {
+            name: "AGENT_TASKS".into(),
+            subjects: vec!["agent.tasks.>".into()],
+            retention: async_nats::jetstream::stream::RetentionPolicy::WorkQueue,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    stream
+        .create_consumer(async_nats::jetstream::consumer::pull::Config {
+            durable_name: Some("agent-refuse".into()),
+            filter_subject: "agent.tasks.somebody-else".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let (code, text) = startup_failure(&fake, &nats).await;
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("filters \\\"agent.tasks.somebody-else\\\""),
+        "{text}"
+    );
+}
+
+/// Runs `daedalus-proxy publish` with `args`.
+async fn publish_command(
+    nats: &NatsServer,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> (Option<i32>, String, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_daedalus-proxy"));
+    command
+        .env_clear()
+        .env("NATS_URL", nats.url())
+        .arg("publish")
+        .args(args);
+    command.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = command.spawn().expect("publish runs");
+    if let Some(text) = stdin {
+        use tokio::io::AsyncWriteExt;
+        let mut pipe = child.stdin.take().expect("piped");
+        pipe.write_all(text.as_bytes())
+            .await
+            .expect("stdin written");
+        drop(pipe);
+    }
+    let out = tokio::time::timeout(WAIT, child.wait_with_output())
+        .await
+        .expect("exits")
+        .expect("runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_waits_for_the_result_and_exits_by_its_state() {
+    let nats = NatsServer::start();
+    let (runtime, _stop) = real_runtime("pub").await;
+    let proxy = Proxy::start(proxy_config("pub", &nats.url(), &runtime)).await;
+
+    let (code, out, err) =
+        publish_command(&nats, &["--agent", "pub", "--json", "hello there"], None).await;
+    assert_eq!(code, Some(0), "{err}");
+    let task: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(task["status"]["state"], "completed");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "hello there");
+
+    let (code, out, err) = publish_command(
+        &nats,
+        &[
+            "--agent",
+            "pub",
+            "--task-id",
+            "ask-1",
+            "***INPUT Which branch?",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        out.contains("input-required") && out.contains("Which branch?"),
+        "{out}"
+    );
+    let (code, out, _) = publish_command(
+        &nats,
+        &["--agent", "pub", "--task-id", "ask-1", "main"],
+        None,
+    )
+    .await;
+    assert_eq!(code, Some(0), "answering continues the task: {out}");
+    assert!(out.contains("task ask-1  completed"), "{out}");
+
+    let (code, out, _) =
+        publish_command(&nats, &["--agent", "pub", "***FAIL out of cheese"], None).await;
+    assert_eq!(code, Some(1));
+    assert!(
+        out.contains("failed") && out.contains("out of cheese"),
+        "{out}"
+    );
+
+    let (code, out, _) = publish_command(&nats, &["--agent", "pub"], Some("from stdin\n")).await;
+    assert_eq!(code, Some(0));
+    assert!(out.contains("from stdin"), "{out}");
+
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), r#"{"message":{"messageId":"file-1","taskId":"file-task","role":"user","parts":[{"text":"from a file"}]}}"#).unwrap();
+    let path = file.path().to_str().unwrap();
+    let (code, out, _) = publish_command(
+        &nats,
+        &["--agent", "pub", "--json-file", path, "--json"],
+        None,
+    )
+    .await;
+    assert_eq!(code, Some(0));
+    assert!(out.contains("\"file-task\""), "{out}");
+
+    let (code, out, _) = publish_command(
+        &nats,
+        &["--agent", "pub", "--no-wait", "fire and forget"],
+        None,
+    )
+    .await;
+    assert_eq!(code, Some(0));
+    assert!(out.starts_with("published task"), "{out}");
+    proxy.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn publish_times_out_with_exit_one_when_nobody_answers() {
+    let nats = NatsServer::start();
+    let (code, _, err) = publish_command(
+        &nats,
+        &["--agent", "nobody", "--timeout", "1s", "anyone?"],
+        None,
+    )
+    .await;
+    assert_eq!(code, Some(1));
+    assert!(err.contains("no result for task"), "{err}");
+}
