@@ -4,8 +4,7 @@
 use std::time::Duration;
 
 use chrono::{SecondsFormat, Utc};
-use daedalus_schemas::write::contract;
-use daedalus_schemas::{ErrorBody, Message, Part, Role, Schema, Task, TaskState, TaskStatus, read};
+use daedalus_schemas::{ErrorBody, Message, Part, Role, Task, TaskState, TaskStatus, read};
 
 use crate::runtime::{ForwardError, Reply};
 
@@ -60,8 +59,25 @@ fn check_task(task_id: &str, task: Task) -> Disposition {
             task.status.state
         ));
     }
-    if let Err(e) = Schema::Task.validate(&contract::to_value(&task)) {
-        return Disposition::Poison(format!("the runtime answered with an invalid Task: {e}"));
+    // The contract's rules, checked on the typed Task (the reader already refused shapes that
+    // are not a Task).
+    let state = task.status.state;
+    let has_output =
+        !task.artifacts.is_empty() && task.artifacts.iter().all(|a| !a.parts.is_empty());
+    if state == TaskState::Completed && !has_output {
+        return Disposition::Poison(
+            "the runtime answered completed without an artifact".to_owned(),
+        );
+    }
+    let explained = task
+        .status
+        .message
+        .as_ref()
+        .is_some_and(|m| !m.parts.is_empty());
+    if state == TaskState::Failed && !explained {
+        return Disposition::Poison(
+            "the runtime answered failed without status.message".to_owned(),
+        );
     }
     Disposition::Result(Box::new(task))
 }
@@ -216,9 +232,18 @@ mod tests {
     }
 
     #[test]
+    fn failed_without_a_message_is_refused() {
+        let bare = reply(200, r#"{"id":"t","status":{"state":"failed"}}"#);
+        assert!(
+            matches!(classify("t", bare), Disposition::Poison(r) if r.contains("status.message"))
+        );
+    }
+
+    #[test]
     fn failed_tasks_keep_the_contract() {
         let task = failed_task("t", Some("c"), "gave up after 5 attempts: boom");
-        Schema::Task.validate(&contract::to_value(&task)).unwrap();
+        let json = daedalus_schemas::write::contract::to_value(&task);
+        daedalus_schemas::Schema::Task.validate(&json).unwrap();
         assert_eq!(
             task.status.message.unwrap().text(),
             "gave up after 5 attempts: boom"

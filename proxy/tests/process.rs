@@ -219,6 +219,58 @@ async fn no_task_is_lost_when_nats_server_is_killed_and_restarted() {
     proxy.shutdown().await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lease_abandons_the_runtime_call_and_publishes_nothing() {
+    let mut nats = NatsServer::start();
+    let fake = FakeRuntime::start(Mode::Echo).await;
+    let mut config = proxy_config("lease", &nats.url(), &fake.url);
+    config.ack_wait = Duration::from_secs(1);
+    let proxy = Proxy::start(config).await;
+    let (_client, js) = client(&nats).await;
+    publish(
+        &js,
+        "lease",
+        "m-1",
+        task_body("m-1", Some("t-1"), "sleep:4000 slow"),
+    )
+    .await;
+    wait_for_call(&fake, "t-1", 1).await;
+    nats.kill();
+    // Progress acks cannot be confirmed now: within about an ack wait the lease is lost.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let lost = metric(&proxy.metrics().await, "daedalus_proxy_leases_lost_total");
+        if lost == 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the lease was never declared lost"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        fake.calls()[0].ended.is_none(),
+        "the runtime call was abandoned, not awaited"
+    );
+    nats.restart();
+    let (_client, js) = client(&nats).await;
+    let found = wait_results(&js, "lease", 1, WAIT).await;
+    assert_eq!(found.len(), 1);
+    assert_eq!(
+        fake.calls_for("t-1"),
+        2,
+        "redelivered and run again after the restart"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        results(&js, "lease").await.len(),
+        1,
+        "the abandoned attempt published nothing"
+    );
+    proxy.shutdown().await.unwrap();
+}
+
 async fn startup_failure(fake: &FakeRuntime, nats: &NatsServer) -> (Option<i32>, String) {
     let mut c = proxy_command("refuse", nats, &fake.url);
     c.env("STARTUP_TIMEOUT", "1s");

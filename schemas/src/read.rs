@@ -32,6 +32,10 @@ impl ReadError {
 
 /// Reads `bytes` as a `T`, accepting every dialect the model accepts.
 pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ReadError> {
+    // The common case first, without path tracking; parse again only to explain a failure.
+    if let Ok(value) = serde_json::from_slice::<T>(bytes) {
+        return Ok(value);
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let read = serde_path_to_error::deserialize(&mut de).map_err(|e| classify(&e));
     let read = read.and_then(|value| de.end().map(|()| value).map_err(|e| syntax(&e)));
@@ -48,6 +52,9 @@ pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ReadError> {
 
 /// Reads an already-parsed JSON value as a `T`.
 pub fn from_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ReadError> {
+    if let Ok(read) = T::deserialize(&value) {
+        return Ok(read);
+    }
     serde_path_to_error::deserialize(value).map_err(|e| classify(&e))
 }
 
