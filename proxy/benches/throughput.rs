@@ -44,10 +44,10 @@ struct Stats {
 
 fn stats(mut samples: Vec<Duration>) -> Stats {
     samples.sort();
-    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
+    let at = |percent: usize| samples[(samples.len() - 1) * percent / 100];
     Stats {
-        p50: at(0.50),
-        p99: at(0.99),
+        p50: at(50),
+        p99: at(99),
     }
 }
 
@@ -187,7 +187,7 @@ async fn throughput(client: &async_nats::Client, js: &Context, agent: &str) -> f
         ack.await.expect("ack");
     }
     for _ in 0..BATCH {
-        tokio::time::timeout(Duration::from_secs(60), results.next())
+        tokio::time::timeout(Duration::from_mins(1), results.next())
             .await
             .expect("a result")
             .expect("open");
@@ -223,10 +223,10 @@ async fn with_proxy(
     let client = async_nats::connect(nats.url()).await.expect("connect");
     let js = jetstream::new(client);
     for _ in 0..200 {
-        if let Ok(s) = js.get_stream("AGENT_TASKS").await {
-            if s.consumer_info(format!("agent-{agent}")).await.is_ok() {
-                break;
-            }
+        if let Ok(s) = js.get_stream("AGENT_TASKS").await
+            && s.consumer_info(format!("agent-{agent}")).await.is_ok()
+        {
+            break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
