@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use daedalus_proxy::config::{ConfigError, Launch, LogFormat, PublishConfig};
 use daedalus_proxy::publish::{self, Published};
-use daedalus_schemas::write::contract;
 
 fn main() -> ExitCode {
     let launch = match Launch::from_sources(std::env::args_os(), &|k| std::env::var(k).ok()) {
@@ -104,7 +103,7 @@ async fn run_publish(config: &PublishConfig) -> ExitCode {
                 let _ = writeln!(
                     out,
                     "{}",
-                    serde_json::to_string_pretty(&contract::to_value(task.as_ref()))
+                    serde_json::to_string_pretty(task.as_ref())
                         .unwrap_or_default()
                 );
             } else {
