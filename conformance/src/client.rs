@@ -131,3 +131,28 @@ impl Exchange {
             .map_err(|e| format!("{}: no answer: {e}", self.request))
     }
 }
+
+impl Exchange {
+    /// The body of a 200 answer with a JSON content type, parsed; or why there is none.
+    pub fn json_200(&self) -> Result<Value, String> {
+        let answer = self.answer()?;
+        if answer.status != 200 {
+            let body: String = String::from_utf8_lossy(&answer.body)
+                .chars()
+                .take(120)
+                .collect();
+            return Err(format!(
+                "{} answered {} {body}",
+                self.request, answer.status
+            ));
+        }
+        if !answer.is_json_type() {
+            return Err(format!(
+                "{} answered Content-Type {:?}, not application/json",
+                self.request,
+                answer.content_type.as_deref().unwrap_or("(none)")
+            ));
+        }
+        answer.json().map_err(|e| format!("{}: {e}", self.request))
+    }
+}

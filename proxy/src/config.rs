@@ -8,8 +8,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use daedalus_schemas::cli::{self, CliError};
+use daedalus_schemas::cli;
+pub use daedalus_schemas::cli::ConfigError;
 use daedalus_schemas::container::{self, format_duration, parse_duration};
+pub use daedalus_schemas::service::LogFormat;
 use serde::{Serialize, Serializer};
 
 use crate::subjects;
@@ -174,14 +176,6 @@ struct PublishArgs {
     json: bool,
 }
 
-/// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LogFormat {
-    Json,
-    Text,
-}
-
 /// A secret value: never printed, never logged.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -280,40 +274,14 @@ pub enum Launch {
     Publish(PublishConfig),
 }
 
-/// A configuration that cannot be used; `Invalid` names the key at fault.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("{0}")]
-    Cli(#[source] clap::Error),
-    #[error("{key}: {message}")]
-    Invalid { key: String, message: String },
-}
-
-impl ConfigError {
-    fn invalid(key: &str, message: impl Into<String>) -> Self {
-        ConfigError::Invalid {
-            key: key.to_owned(),
-            message: message.into(),
-        }
-    }
-}
-
 impl Launch {
     /// Parses and validates `args` (program name first), reading the environment via `env`.
     pub fn from_sources(
         args: impl IntoIterator<Item = OsString>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Launch, ConfigError> {
-        let (cli, sourced) = cli::parse_naming_env::<Cli>(args, env).map_err(|e| match e {
-            CliError::Env { var, message } => ConfigError::Invalid { key: var, message },
-            CliError::Clap(e) => ConfigError::Cli(e),
-        })?;
-        let key = |id: &str, flag: &str| {
-            sourced
-                .iter()
-                .find(|s| s.id == id)
-                .map_or_else(|| flag.to_owned(), |s| s.var.clone())
-        };
+        let (cli, sourced) = cli::parse_naming_env::<Cli>(args, env)?;
+        let key = |id: &str, flag: &str| cli::key_for(&sourced, id, flag);
         let nats = nats_config(&cli.nats, &key)?;
         let streams = StreamsConfig {
             tasks: cli.streams.tasks_stream.clone(),

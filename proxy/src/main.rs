@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use daedalus_proxy::config::{ConfigError, Launch, LogFormat, PublishConfig};
 use daedalus_proxy::publish::{self, Published};
+use daedalus_schemas::service::{self, LogTarget};
 
 fn main() -> ExitCode {
     let launch = match Launch::from_sources(std::env::args_os(), &|k| std::env::var(k).ok()) {
@@ -30,11 +31,18 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Launch::Publish(config) => {
-            init_logging(&config.log_level, LogFormat::Text, true);
+            // publish prints the Task on stdout; its own logs go to stderr, warnings only.
+            service::init_logging("warn", LogFormat::Text, &[], LogTarget::Stderr);
             runtime.block_on(run_publish(&config))
         }
         Launch::Run(config) => {
-            init_logging(&config.log_level, config.log_format, false);
+            let crates = ["daedalus_proxy", "daedalus_schemas"];
+            service::init_logging(
+                &config.log_level,
+                config.log_format,
+                &crates,
+                LogTarget::Stdout,
+            );
             runtime.block_on(async {
                 let listener = match tokio::net::TcpListener::bind(config.listen).await {
                     Ok(l) => l,
@@ -43,7 +51,7 @@ fn main() -> ExitCode {
                         return ExitCode::FAILURE;
                     }
                 };
-                match daedalus_proxy::run(listener, config, signal()).await {
+                match daedalus_proxy::run(listener, config, service::shutdown_signal()).await {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(e) => {
                         tracing::error!(error = %e, "proxy failed");
@@ -103,8 +111,7 @@ async fn run_publish(config: &PublishConfig) -> ExitCode {
                 let _ = writeln!(
                     out,
                     "{}",
-                    serde_json::to_string_pretty(task.as_ref())
-                        .unwrap_or_default()
+                    serde_json::to_string_pretty(task.as_ref()).unwrap_or_default()
                 );
             } else {
                 let _ = write!(out, "{}", publish::describe(task));
@@ -115,47 +122,5 @@ async fn run_publish(config: &PublishConfig) -> ExitCode {
             eprintln!("daedalus-proxy publish: {e}");
             ExitCode::from(1)
         }
-    }
-}
-
-fn init_logging(level: &str, format: LogFormat, quiet: bool) {
-    let filter = if level.contains('=') || level.contains(',') {
-        tracing_subscriber::EnvFilter::new(level)
-    } else if quiet {
-        tracing_subscriber::EnvFilter::new("warn")
-    } else {
-        tracing_subscriber::EnvFilter::new(format!("warn,daedalus_proxy={level}"))
-    };
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    let _ = match format {
-        LogFormat::Json => builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(true)
-            .with_span_list(false)
-            .with_writer(std::io::stdout)
-            .try_init(),
-        LogFormat::Text => builder.with_writer(std::io::stderr).try_init(),
-    };
-}
-
-/// The first SIGTERM/SIGINT; a second one exits at once.
-async fn signal() {
-    wait_for_signal().await;
-    tracing::info!("shutdown signal received; send another to exit immediately");
-    tokio::spawn(async {
-        wait_for_signal().await;
-        tracing::warn!("second shutdown signal: exiting now");
-        std::process::exit(130);
-    });
-}
-
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler installs");
-    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler installs");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
     }
 }

@@ -9,9 +9,7 @@ pub mod config;
 pub mod http;
 pub mod lifecycle;
 pub mod serve;
-pub mod shutdown;
 pub mod tasks;
-pub mod telemetry;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -3,7 +3,8 @@
 use std::process::ExitCode;
 
 use daedalus_runtime::config::{ConfigError, Launch};
-use daedalus_runtime::{run, shutdown, telemetry};
+use daedalus_runtime::run;
+use daedalus_schemas::service::{self, LogTarget};
 
 fn main() -> ExitCode {
     let config = match Launch::from_sources(std::env::args_os(), &|k| std::env::var(k).ok()) {
@@ -21,7 +22,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    telemetry::init(&config.log_level, config.log_format);
+    let crates = ["daedalus_runtime", "daedalus_schemas"];
+    service::init_logging(
+        &config.log_level,
+        config.log_format,
+        &crates,
+        LogTarget::Stdout,
+    );
 
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -38,7 +45,7 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        match run(listener, config, shutdown::signal()).await {
+        match run(listener, config, service::shutdown_signal()).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 let cause = std::error::Error::source(&e).map(ToString::to_string);

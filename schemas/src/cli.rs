@@ -109,3 +109,50 @@ fn first_line(e: &clap::Error) -> String {
         .trim_start_matches("error: ")
         .to_owned()
 }
+
+/// A configuration that cannot be used. `Invalid` names the key at fault: the environment
+/// variable the value came from, or the flag.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Bad flags or values, or a request for `--help`/`--version` (clap renders those).
+    #[error("{0}")]
+    Cli(#[source] clap::Error),
+    /// A value that parsed but is not acceptable.
+    #[error("{key}: {message}")]
+    Invalid { key: String, message: String },
+}
+
+impl ConfigError {
+    pub fn invalid(key: &str, message: impl Into<String>) -> Self {
+        ConfigError::Invalid {
+            key: key.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    /// The key at fault, when there is one.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            ConfigError::Invalid { key, .. } => Some(key),
+            ConfigError::Cli(_) => None,
+        }
+    }
+}
+
+impl From<CliError> for ConfigError {
+    fn from(e: CliError) -> Self {
+        match e {
+            CliError::Env { var, message } => ConfigError::Invalid { key: var, message },
+            CliError::Clap(e) => ConfigError::Cli(e),
+        }
+    }
+}
+
+/// How to name an argument in an error: its environment variable if the value came from
+/// there, else its flag.
+pub fn key_for(sourced: &[EnvSourced], id: &str, flag: &str) -> String {
+    sourced
+        .iter()
+        .find(|s| s.id == id)
+        .map_or_else(|| flag.to_owned(), |s| s.var.clone())
+}

@@ -18,6 +18,8 @@ pub mod cli;
 pub mod container;
 pub mod model;
 pub mod read;
+#[cfg(feature = "service")]
+pub mod service;
 pub mod validate;
 pub mod write;
 

@@ -6,32 +6,13 @@ use serde_json::Value;
 
 use super::{Evidence, Verdict, fail, skip};
 use crate::check::Outcome;
-use crate::client::Exchange;
-
-/// A 200 JSON body, or the reason there is none.
-fn json_200(exchange: &Exchange) -> Result<Value, String> {
-    let answer = exchange.answer()?;
-    if answer.status != 200 {
-        return Err(format!("{} answered {}", exchange.request, answer.status));
-    }
-    if !answer.is_json_type() {
-        return Err(format!(
-            "{} answered Content-Type {:?}, not application/json",
-            exchange.request,
-            answer.content_type.as_deref().unwrap_or("(none)")
-        ));
-    }
-    answer
-        .json()
-        .map_err(|e| format!("{}: {e}", exchange.request))
-}
 
 pub(super) fn health(e: &Evidence) -> Verdict {
     #[derive(Deserialize)]
     struct Health {
         status: Option<Value>,
     }
-    let body = json_200(&e.health).map_err(fail)?;
+    let body = e.health.json_200().map_err(fail)?;
     let health: Health = serde_json::from_value(body.clone())
         .map_err(|_| fail(format!("the health body is not an object: {body}")))?;
     match health.status {
@@ -41,11 +22,13 @@ pub(super) fn health(e: &Evidence) -> Verdict {
 }
 
 fn card(e: &Evidence) -> Result<Value, Outcome> {
-    json_200(&e.card).map_err(|_| skip("no card to inspect (see L1-CARD-FETCH)"))
+    e.card
+        .json_200()
+        .map_err(|_| skip("no card to inspect (see L1-CARD-FETCH)"))
 }
 
 pub(super) fn card_fetch(e: &Evidence) -> Verdict {
-    json_200(&e.card).map(drop).map_err(fail)
+    e.card.json_200().map(drop).map_err(fail)
 }
 
 /// Schema errors other than the skill requirement, which L1-CARD-SKILL judges.
@@ -129,7 +112,7 @@ pub(super) fn manifest(e: &Evidence) -> Verdict {
     if answer.status == 404 {
         return Err(skip("not served (404); the manifest is optional"));
     }
-    let body = json_200(&e.manifest).map_err(fail)?;
+    let body = e.manifest.json_200().map_err(fail)?;
     Schema::RuntimeContract
         .validate(&body)
         .map_err(|err| fail(err.to_string()))?;

@@ -2,40 +2,14 @@
 //! rules.
 
 use daedalus_schemas::{Schema, Task, TaskRule, TaskState, read};
-use serde_json::Value;
 
 use super::{Evidence, Sent, Verdict, fail, skip};
 use crate::check::Outcome;
 use crate::client::Exchange;
 
-/// The body of a 200 answer as JSON, or why there is none.
-fn task_json(exchange: &Exchange) -> Result<Value, String> {
-    let answer = exchange.answer()?;
-    if answer.status != 200 {
-        let body: String = String::from_utf8_lossy(&answer.body)
-            .chars()
-            .take(120)
-            .collect();
-        return Err(format!(
-            "{} answered {} {body}",
-            exchange.request, answer.status
-        ));
-    }
-    if !answer.is_json_type() {
-        return Err(format!(
-            "{} answered Content-Type {:?}, not application/json",
-            exchange.request,
-            answer.content_type.as_deref().unwrap_or("(none)")
-        ));
-    }
-    answer
-        .json()
-        .map_err(|e| format!("{}: {e}", exchange.request))
-}
-
 /// The typed Task of an exchange, if it has a readable one.
 pub(super) fn read_task(exchange: &Exchange) -> Result<Task, String> {
-    let json = task_json(exchange)?;
+    let json = exchange.json_200()?;
     read::from_value(json).map_err(|e| format!("{}: not a Task: {e}", exchange.request))
 }
 
@@ -61,7 +35,7 @@ fn no_task() -> Outcome {
 pub(super) fn schema(e: &Evidence) -> Verdict {
     let mut problems = Vec::new();
     for sent in task_probes(e) {
-        let json = match task_json(&sent.exchange) {
+        let json = match sent.exchange.json_200() {
             Ok(json) => json,
             Err(reason) => {
                 problems.push(reason);

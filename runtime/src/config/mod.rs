@@ -13,8 +13,10 @@ use std::time::Duration;
 
 use clap::Parser;
 use daedalus_schemas::AgentSkill;
-use daedalus_schemas::cli::{self, CliError};
+use daedalus_schemas::cli;
+pub use daedalus_schemas::cli::ConfigError;
 use daedalus_schemas::container::{self, format_duration, parse_duration};
+pub use daedalus_schemas::service::LogFormat;
 use serde::Serialize;
 
 pub use size::parse_size;
@@ -83,14 +85,6 @@ struct Cli {
     check_config: bool,
 }
 
-/// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LogFormat {
-    Json,
-    Text,
-}
-
 /// What the process was asked to do.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Launch {
@@ -146,34 +140,6 @@ pub struct Limits {
     pub request_timeout: Duration,
 }
 
-/// A configuration that cannot be used; each variant names the key at fault.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// Bad flags or values, or a request for `--help`/`--version` (clap renders those).
-    #[error("{0}")]
-    Cli(#[source] clap::Error),
-    /// A value that parsed but is not acceptable.
-    #[error("{key}: {message}")]
-    Invalid { key: String, message: String },
-}
-
-impl ConfigError {
-    fn invalid(key: &str, message: impl Into<String>) -> Self {
-        ConfigError::Invalid {
-            key: key.to_owned(),
-            message: message.into(),
-        }
-    }
-
-    /// The key at fault (`AGENT_NAME`, `--port`), when there is one.
-    pub fn key(&self) -> Option<&str> {
-        match self {
-            ConfigError::Invalid { key, .. } => Some(key),
-            ConfigError::Cli(_) => None,
-        }
-    }
-}
-
 impl Launch {
     /// Parses and validates the command line `args` (program name first), reading environment
     /// variables through `env`.
@@ -181,16 +147,8 @@ impl Launch {
         args: impl IntoIterator<Item = OsString>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Launch, ConfigError> {
-        let (cli, sourced) = cli::parse_naming_env::<Cli>(args, env).map_err(|e| match e {
-            CliError::Env { var, message } => ConfigError::Invalid { key: var, message },
-            CliError::Clap(e) => ConfigError::Cli(e),
-        })?;
-        let key_of = |id: &str, flag: &str| {
-            sourced
-                .iter()
-                .find(|s| s.id == id)
-                .map_or_else(|| flag.to_owned(), |s| s.var.clone())
-        };
+        let (cli, sourced) = cli::parse_naming_env::<Cli>(args, env)?;
+        let key_of = |id: &str, flag: &str| cli::key_for(&sourced, id, flag);
         let check = cli.check_config;
         let config = Config::from_cli(cli, &key_of)?;
         Ok(if check {

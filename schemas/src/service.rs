@@ -1,0 +1,83 @@
+//! What every Daedalus binary does the same way at the container boundary: JSON-lines logging
+//! to stdout (contract level 2) and the SIGTERM/SIGINT sequence (the first signal starts a
+//! graceful shutdown; a second one exits at once).
+
+use serde::Serialize;
+use tracing_subscriber::EnvFilter;
+
+/// Exit status of an immediate exit on a second signal (128 + SIGINT, by convention).
+pub const FORCED_EXIT_CODE: i32 = 130;
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One JSON object a line, with the current span's fields.
+    Json,
+    /// Human-readable lines.
+    Text,
+}
+
+/// Where log lines go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogTarget {
+    Stdout,
+    Stderr,
+}
+
+/// Installs the global subscriber. `level` is a level (`info`), applied to `crates` while every
+/// other crate stays at `warn`, or a full directive list (`info,async_nats=debug`).
+pub fn init_logging(level: &str, format: LogFormat, crates: &[&str], target: LogTarget) {
+    let filter = if level.contains('=') || level.contains(',') {
+        EnvFilter::new(level)
+    } else {
+        let own: Vec<String> = crates.iter().map(|c| format!("{c}={level}")).collect();
+        EnvFilter::new(format!("warn,{}", own.join(",")))
+    };
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let _ = match (format, target) {
+        (LogFormat::Json, LogTarget::Stdout) => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_writer(std::io::stdout)
+            .try_init(),
+        (LogFormat::Json, LogTarget::Stderr) => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_writer(std::io::stderr)
+            .try_init(),
+        (LogFormat::Text, LogTarget::Stdout) => builder.with_writer(std::io::stdout).try_init(),
+        (LogFormat::Text, LogTarget::Stderr) => builder.with_writer(std::io::stderr).try_init(),
+    };
+}
+
+/// Resolves on the first SIGTERM or SIGINT, and arms the second-signal exit.
+pub async fn shutdown_signal() {
+    wait_for_signal().await;
+    tracing::info!("shutdown signal received; send another to exit immediately");
+    tokio::spawn(async {
+        wait_for_signal().await;
+        tracing::warn!("second shutdown signal: exiting now");
+        std::process::exit(FORCED_EXIT_CODE);
+    });
+}
+
+#[cfg(unix)]
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler installs");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler installs");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+#[cfg(not(unix))]
+async fn wait_for_signal() {
+    let _ = tokio::signal::ctrl_c().await;
+}
