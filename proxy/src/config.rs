@@ -457,14 +457,7 @@ fn nats_config(
 }
 
 fn check_agent(agent: &str, key: &str) -> Result<(), ConfigError> {
-    if subjects::is_agent_name(agent) {
-        Ok(())
-    } else {
-        Err(ConfigError::invalid(
-            key,
-            format!("{agent:?} is not a valid agent name: use 1-64 of A-Z, a-z, 0-9, '_' and '-'"),
-        ))
-    }
+    container::validate_agent_name(agent).map_err(|m| ConfigError::invalid(key, m))
 }
 
 impl ProxyConfig {

@@ -38,7 +38,7 @@ pub fn is_token(s: &str, max_len: usize) -> bool {
 
 /// An agent name is a token of at most 64 characters.
 pub fn is_agent_name(s: &str) -> bool {
-    is_token(s, 64)
+    daedalus_schemas::container::validate_agent_name(s).is_ok()
 }
 
 /// The subject token for a task id.

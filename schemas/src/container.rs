@@ -22,6 +22,21 @@ pub const AGENT_CARD_PATH: &str = "/.well-known/agent-card.json";
 pub const MANIFEST_PATH: &str = "/.well-known/runtime-contract.json";
 pub const TASK_PATH: &str = "/";
 
+/// Checks an agent name: `[A-Za-z0-9_-]{1,64}`, because it becomes a NATS subject token
+/// (`agent.tasks.<agent>`) and a URL path segment.
+pub fn validate_agent_name(name: &str) -> Result<(), String> {
+    let ok_chars = name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if name.is_empty() || name.len() > 64 || !ok_chars {
+        return Err(format!(
+            "{name:?} is not a valid agent name: use 1-64 of A-Z, a-z, 0-9, '_' and '-' \
+             (it becomes a NATS subject token)"
+        ));
+    }
+    Ok(())
+}
+
 /// Why a duration did not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{input:?} is not a duration: use a number of seconds or units like 30s, 2m, 1h30m, 500ms")]

@@ -162,7 +162,8 @@ impl Launch {
 impl Config {
     fn from_cli(cli: Cli, key_of: &dyn Fn(&str, &str) -> String) -> Result<Config, ConfigError> {
         let name_key = key_of("agent_name", "--agent-name");
-        validate_subject_token(&cli.agent_name).map_err(|m| ConfigError::invalid(&name_key, m))?;
+        container::validate_agent_name(&cli.agent_name)
+            .map_err(|m| ConfigError::invalid(&name_key, m))?;
 
         let skills = match &cli.agent_skills {
             None => vec![default_skill(&cli.agent_name)],
@@ -248,20 +249,6 @@ impl Config {
     pub fn to_pretty_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("the configuration serializes")
     }
-}
-
-/// `[A-Za-z0-9_-]{1,64}`: the agent name goes into NATS subjects and URLs.
-pub fn validate_subject_token(name: &str) -> Result<(), String> {
-    let ok_chars = name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if name.is_empty() || name.len() > 64 || !ok_chars {
-        return Err(format!(
-            "{name:?} is not a valid agent name: use 1-64 of A-Z, a-z, 0-9, '_' and '-' \
-             (it becomes a NATS subject token)"
-        ));
-    }
-    Ok(())
 }
 
 fn default_skill(agent: &str) -> AgentSkill {
