@@ -61,7 +61,12 @@ async fn beat(
             () = stop.cancelled() => return,
             () = tokio::time::sleep(period) => {}
         }
-        let attempt = tokio::time::timeout(period, message.double_ack_with(AckKind::Progress));
+        // Wait for the confirmation as long as the lease can still be saved, not just a period:
+        // on a loaded machine a confirmation may take longer than a third of the ack wait.
+        let budget = deadline_after_confirm
+            .saturating_sub(last_confirmed.elapsed())
+            .max(period);
+        let attempt = tokio::time::timeout(budget, message.double_ack_with(AckKind::Progress));
         match attempt.await {
             Ok(Ok(())) => last_confirmed = Instant::now(),
             Ok(Err(e)) => tracing::warn!(error = %e, "progress ack not confirmed"),

@@ -59,14 +59,12 @@ async fn two_hundred_tasks_give_two_hundred_results_and_an_empty_stream() {
             Some(format!("result:m-{n}").as_str())
         );
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy
+        .wait_metric("daedalus_proxy_tasks_completed_total", 200)
+        .await;
     assert_eq!(tasks_left(&js).await, 0, "the work queue is empty");
     let metrics = proxy.metrics().await;
     assert_eq!(metric(&metrics, "daedalus_proxy_tasks_received_total"), 200);
-    assert_eq!(
-        metric(&metrics, "daedalus_proxy_tasks_completed_total"),
-        200
-    );
     assert_eq!(metric(&metrics, "daedalus_proxy_tasks_in_flight"), 0);
     proxy.shutdown().await.unwrap();
 }
@@ -276,14 +274,14 @@ async fn a_task_running_three_ack_waits_completes_without_redelivery() {
     let nats = NatsServer::start();
     let fake = FakeRuntime::start(Mode::Echo).await;
     let mut config = proxy_config("long", &nats.url(), &fake.url);
-    config.ack_wait = Duration::from_secs(1);
+    config.ack_wait = Duration::from_secs(2);
     let proxy = Proxy::start(config).await;
     let (_client, js) = client(&nats).await;
     publish(
         &js,
         "long",
         "m-1",
-        task_body("m-1", Some("t-1"), "sleep:3200 long"),
+        task_body("m-1", Some("t-1"), "sleep:6500 long"),
     )
     .await;
     let found = wait_results(&js, "long", 1, WAIT).await;
@@ -341,11 +339,10 @@ async fn poison_bodies_never_loop() {
     assert_eq!(dead_letters(&js).await, 3);
     assert_eq!(tasks_left(&js).await, 0);
     assert!(fake.calls().is_empty(), "poison never reaches the runtime");
+    proxy
+        .wait_metric("daedalus_proxy_tasks_deadlettered_total", 3)
+        .await;
     let metrics = proxy.metrics().await;
-    assert_eq!(
-        metric(&metrics, "daedalus_proxy_tasks_deadlettered_total"),
-        3
-    );
     assert_eq!(metric(&metrics, "daedalus_proxy_redeliveries_total"), 0);
     proxy.shutdown().await.unwrap();
 }
@@ -377,6 +374,7 @@ async fn two_proxies_share_the_work_and_never_run_a_task_twice_at_once() {
         0
     );
     assert_eq!(fake.calls().len(), 40, "each task ran once");
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let ma = metric(&a.metrics().await, "daedalus_proxy_tasks_completed_total");
     let mb = metric(&b.metrics().await, "daedalus_proxy_tasks_completed_total");
     assert_eq!(ma + mb, 40);

@@ -87,7 +87,7 @@ async fn a_proxy_killed_mid_task_leaves_it_to_another_and_one_result_exists() {
     let fake = FakeRuntime::start(Mode::Echo).await;
     let mut first = spawn_consuming({
         let mut c = proxy_command("crash", &nats, &fake.url);
-        c.env("ACK_WAIT", "1s");
+        c.env("ACK_WAIT", "2s");
         c
     })
     .await;
@@ -104,7 +104,7 @@ async fn a_proxy_killed_mid_task_leaves_it_to_another_and_one_result_exists() {
     let _ = first.wait().await;
 
     let mut config = proxy_config("crash", &nats.url(), &fake.url);
-    config.ack_wait = Duration::from_secs(1);
+    config.ack_wait = Duration::from_secs(2);
     let second = Proxy::start(config).await;
     let found = wait_results(&js, "crash", 1, WAIT).await;
     assert_eq!(found[0].2.status.state, TaskState::Completed);
@@ -118,7 +118,12 @@ async fn a_proxy_killed_mid_task_leaves_it_to_another_and_one_result_exists() {
 async fn sigterm_mid_task_publishes_the_result_and_exits_zero() {
     let nats = NatsServer::start();
     let fake = FakeRuntime::start(Mode::Echo).await;
-    let mut proxy = spawn_consuming(proxy_command("term", &nats, &fake.url)).await;
+    let mut proxy = spawn_consuming({
+        let mut c = proxy_command("term", &nats, &fake.url);
+        c.env("TERMINATION_GRACE_PERIOD", "10s");
+        c
+    })
+    .await;
     let (_client, js) = client(&nats).await;
     publish(
         &js,
@@ -133,7 +138,7 @@ async fn sigterm_mid_task_publishes_the_result_and_exits_zero() {
     let status = exit_within(&mut proxy, Duration::from_secs(10)).await;
     assert_eq!(status.code(), Some(0));
     assert!(
-        sent.elapsed() < Duration::from_secs(5),
+        sent.elapsed() < Duration::from_secs(10),
         "exited within the grace period"
     );
     let found = results(&js, "term").await;
@@ -171,8 +176,9 @@ async fn a_task_longer_than_the_grace_period_is_handed_to_another_replica() {
     let found = wait_results(&js, "handover", 1, WAIT).await;
     assert_eq!(found[0].2.status.state, TaskState::Completed);
     assert_eq!(fake.calls_for("t-1"), 2, "the staying replica ran it");
-    let metrics = staying.metrics().await;
-    assert_eq!(metric(&metrics, "daedalus_proxy_tasks_completed_total"), 1);
+    staying
+        .wait_metric("daedalus_proxy_tasks_completed_total", 1)
+        .await;
     staying.shutdown().await.unwrap();
 }
 

@@ -98,6 +98,23 @@ impl Proxy {
             .expect("text")
     }
 
+    /// Waits (a few seconds at most) until an integer metric reaches `expected`: counters move
+    /// when an ack is confirmed, just after the result becomes visible.
+    pub async fn wait_metric(&self, name: &str, expected: u64) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let value = metric(&self.metrics().await, name);
+            if value == expected {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{name} is {value}, expected {expected}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Stops the proxy and waits for it.
     pub async fn shutdown(self) -> Result<(), ProxyError> {
         self.stop.cancel();

