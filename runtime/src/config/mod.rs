@@ -4,6 +4,7 @@
 //! This is the zero-config surface (one agent from `AGENT_NAME` on `DEFAULT_MODEL`); the
 //! `agents.yaml` loader produces the same `AgentConfig` values.
 
+pub mod deployment;
 mod size;
 
 use std::ffi::OsString;

@@ -1,0 +1,86 @@
+//! The configuration files as written: `agents.yaml` (Pallas topology keys, agent definitions,
+//! and optionally the fast-agent keys), `fastagent.config.yaml` and `fastagent.secrets.yaml`.
+//! Unknown keys are ignored so that existing fast-agent files load unchanged.
+
+use std::collections::BTreeMap;
+
+use daedalus_schemas::AgentSkill;
+use serde::Deserialize;
+
+/// The merged document of all configuration files.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct DeploymentFile {
+    pub(super) name: Option<String>,
+    pub(super) version: Option<String>,
+    pub(super) host: Option<String>,
+    pub(super) namespace: Option<String>,
+    pub(super) registry_port: Option<u16>,
+    pub(super) default_model: Option<String>,
+    pub(super) model_capabilities: Option<CapabilitiesFile>,
+    pub(super) openai: Option<ProviderFile>,
+    pub(super) anthropic: Option<ProviderFile>,
+    pub(super) mcp: Option<McpFile>,
+    pub(super) logger: Option<LoggerFile>,
+    pub(super) agents: BTreeMap<String, AgentFile>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct CapabilitiesFile {
+    pub(super) vision: Option<bool>,
+    pub(super) context_window: Option<u32>,
+    pub(super) max_output_tokens: Option<u32>,
+}
+
+/// An `openai:` or `anthropic:` block.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct ProviderFile {
+    pub(super) api_key: Option<String>,
+    pub(super) base_url: Option<String>,
+    /// Extra headers sent with every request (fast-agent calls them `default_headers`).
+    #[serde(alias = "default_headers")]
+    pub(super) headers: BTreeMap<String, String>,
+    /// Request timeout in seconds.
+    pub(super) timeout: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct McpFile {
+    pub(super) servers: BTreeMap<String, McpServerFile>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct McpServerFile {
+    pub(super) url: Option<String>,
+    pub(super) headers: BTreeMap<String, String>,
+    pub(super) forward_inbound_auth: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct LoggerFile {
+    pub(super) level: Option<String>,
+}
+
+/// One `agents.<name>` entry: Pallas topology keys plus the agent's definition.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct AgentFile {
+    /// Pallas: a Python module holding the agent; not loadable here.
+    pub(super) module: Option<String>,
+    pub(super) port: Option<u16>,
+    pub(super) title: Option<String>,
+    pub(super) description: Option<String>,
+    pub(super) depends_on: Vec<String>,
+    pub(super) instruction: Option<String>,
+    pub(super) model: Option<String>,
+    pub(super) servers: Vec<String>,
+    pub(super) request_params: serde_json::Map<String, serde_json::Value>,
+    pub(super) max_iterations: Option<u32>,
+    pub(super) skills: Option<Vec<AgentSkill>>,
+    pub(super) instance_scope: Option<super::InstanceScope>,
+}

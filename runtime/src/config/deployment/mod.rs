@@ -1,0 +1,406 @@
+//! The deployment: which agents the runtime serves, on which models, with which downstream MCP
+//! servers — from `agents.yaml` (path in `AGENTS_CONFIG` or `PALLAS_AGENTS_CONFIG`, else
+//! `./agents.yaml`), with the fast-agent keys read from the same file or, for a Pallas
+//! deployment, from `fastagent.config.yaml` + `fastagent.secrets.yaml` beside it.
+//!
+//! `${VAR}` (and `${VAR:-default}`) expand from the environment; a `.env` beside the file is
+//! loaded without overriding the environment. Everything is validated before anything binds,
+//! and every error names the file and the key path. With no file at all, one agent named
+//! `AGENT_NAME` runs on `DEFAULT_MODEL` (default `passthrough`).
+
+mod expand;
+mod file;
+mod validate;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use daedalus_schemas::AgentSkill;
+use serde::{Deserialize, Serialize, Serializer};
+
+use self::file::DeploymentFile;
+
+/// Default cap of LLM turns in one task.
+pub const DEFAULT_MAX_ITERATIONS: u32 = 12;
+
+/// A validated deployment.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Deployment {
+    /// The files it came from; empty for the zero-config default.
+    pub sources: Vec<PathBuf>,
+    pub name: String,
+    pub version: String,
+    pub host: String,
+    pub namespace: Option<String>,
+    pub registry_port: Option<u16>,
+    pub default_model: ModelRef,
+    pub model_capabilities: ModelCapabilities,
+    pub openai: Option<ProviderSettings>,
+    pub anthropic: Option<ProviderSettings>,
+    pub mcp_servers: BTreeMap<String, McpServer>,
+    pub log_level: Option<String>,
+    pub agents: Vec<AgentDef>,
+    /// `${VAR}`s that were not set (expanded to ""), with the key that used them.
+    pub unset_variables: Vec<String>,
+}
+
+/// Which model runs an agent: `provider.model`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelRef {
+    /// Echoes; understands the `***` test directives.
+    Passthrough,
+    /// An OpenAI-compatible chat completions model.
+    OpenAi(String),
+    /// An Anthropic Messages model.
+    Anthropic(String),
+}
+
+/// What a model can do, as declared (never guessed from its name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ModelCapabilities {
+    pub vision: bool,
+    pub context_window: u32,
+    pub max_output_tokens: u32,
+}
+
+/// An LLM provider's connection settings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProviderSettings {
+    #[serde(serialize_with = "mask_option")]
+    pub api_key: Option<String>,
+    pub base_url: Option<String>,
+    #[serde(serialize_with = "mask_values")]
+    pub headers: BTreeMap<String, String>,
+    pub timeout_secs: Option<f64>,
+}
+
+/// A downstream MCP server.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct McpServer {
+    pub url: String,
+    #[serde(serialize_with = "mask_values")]
+    pub headers: BTreeMap<String, String>,
+    /// Forward the inbound request's bearer token to this server (explicit opt-in; the MCP
+    /// spec forbids token passthrough by default).
+    pub forward_inbound_auth: bool,
+}
+
+/// Which conversation an MCP call continues.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InstanceScope {
+    /// One conversation for everybody.
+    #[default]
+    Shared,
+    /// One conversation per MCP session.
+    Connection,
+    /// No memory between calls.
+    Request,
+}
+
+/// What an agent may call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "name", rename_all = "lowercase")]
+pub enum ServerRef {
+    /// A downstream MCP server from `mcp.servers`.
+    Mcp(String),
+    /// Another agent of this deployment, called in-process.
+    Agent(String),
+}
+
+/// One agent.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentDef {
+    pub name: String,
+    pub title: String,
+    pub description: String,
+    pub port: Option<u16>,
+    pub depends_on: Vec<String>,
+    pub instruction: String,
+    pub model: ModelRef,
+    pub servers: Vec<ServerRef>,
+    /// Sampling parameters as configured (`null` clears a default); resolved per provider later.
+    pub request_params: serde_json::Map<String, serde_json::Value>,
+    pub max_iterations: u32,
+    pub skills: Vec<AgentSkill>,
+    pub instance_scope: InstanceScope,
+}
+
+/// Why the deployment cannot be used. Every variant names the file and the key path.
+#[derive(Debug, thiserror::Error)]
+pub enum DeploymentError {
+    #[error("{file}: cannot read: {source}")]
+    Read {
+        file: String,
+        source: std::io::Error,
+    },
+    #[error("{file}: not valid YAML: {message}")]
+    Yaml { file: String, message: String },
+    #[error("{file}: {path}: {message}")]
+    Shape {
+        file: String,
+        path: String,
+        message: String,
+    },
+    #[error(
+        "{file}: {path}: unknown model provider in {model:?}; use passthrough, openai.<model> or anthropic.<model>"
+    )]
+    UnknownProvider {
+        file: String,
+        path: String,
+        model: String,
+    },
+    #[error("{file}: agents.{agent}.servers: {server:?} is neither in mcp.servers nor an agent")]
+    UnknownServer {
+        file: String,
+        agent: String,
+        server: String,
+    },
+    #[error("{file}: agents.{agent}.depends_on: {dependency:?} is not an agent")]
+    UnknownDependency {
+        file: String,
+        agent: String,
+        dependency: String,
+    },
+    #[error("{file}: agents: depends_on forms a cycle: {}", .cycle.join(" -> "))]
+    DependencyCycle { file: String, cycle: Vec<String> },
+    #[error("{file}: {second}: port {port} is already used by {first}")]
+    DuplicatePort {
+        file: String,
+        port: u16,
+        first: String,
+        second: String,
+    },
+    #[error("{file}: agents.{agent}: {message}")]
+    BadAgentName {
+        file: String,
+        agent: String,
+        message: String,
+    },
+    #[error(
+        "{file}: agents.{agent}.module: {module:?} names a Python module, which this runtime cannot load; define the agent inline instead: instruction, model, servers (and request_params, max_iterations) under agents.{agent}"
+    )]
+    ModuleWithoutDefinition {
+        file: String,
+        agent: String,
+        module: String,
+    },
+    #[error("{file}: mcp.servers.{server}.url: required")]
+    ServerWithoutUrl { file: String, server: String },
+    #[error("{file}: agents: no agents defined")]
+    NoAgents { file: String },
+}
+
+/// Where configuration is looked up: the environment and the working directory.
+#[derive(Clone)]
+pub struct Sources<'a> {
+    /// Environment lookup (the process environment in production).
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+    /// Directory in which `agents.yaml` is looked for when no variable names a file.
+    pub cwd: PathBuf,
+    /// `AGENT_NAME` and `DEFAULT_MODEL` for the zero-config default.
+    pub agent_name: String,
+    pub default_model: String,
+}
+
+impl std::fmt::Debug for Sources<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sources")
+            .field("cwd", &self.cwd)
+            .field("agent_name", &self.agent_name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Deployment {
+    /// Finds, reads and validates the configuration.
+    pub fn load(sources: &Sources<'_>) -> Result<Deployment, DeploymentError> {
+        let explicit =
+            (sources.env)("AGENTS_CONFIG").or_else(|| (sources.env)("PALLAS_AGENTS_CONFIG"));
+        let agents_file = match explicit {
+            Some(path) => Some(resolve(&sources.cwd, &path)),
+            None => Some(sources.cwd.join("agents.yaml")).filter(|p| p.is_file()),
+        };
+        match agents_file {
+            None => Self::zero_config(sources),
+            Some(path) => Self::from_files(&path, sources.env),
+        }
+    }
+
+    /// One agent named `AGENT_NAME` on `DEFAULT_MODEL`.
+    fn zero_config(sources: &Sources<'_>) -> Result<Deployment, DeploymentError> {
+        let file = "(environment)".to_owned();
+        let model = parse_model(&sources.default_model).ok_or_else(|| {
+            DeploymentError::UnknownProvider {
+                file: file.clone(),
+                path: "DEFAULT_MODEL".into(),
+                model: sources.default_model.clone(),
+            }
+        })?;
+        let mut doc = DeploymentFile::default();
+        doc.agents
+            .insert(sources.agent_name.clone(), file::AgentFile::default());
+        let mut deployment = validate::build(&file, doc, &model)?;
+        deployment.sources.clear();
+        Ok(deployment)
+    }
+
+    /// Reads `agents` (+ the fast-agent files beside it and `.env`), expands and validates.
+    fn from_files(
+        agents: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Deployment, DeploymentError> {
+        let dir = agents.parent().map(Path::to_path_buf).unwrap_or_default();
+        let dotenv = load_dotenv(&dir.join(".env"))?;
+        let lookup = |k: &str| env(k).or_else(|| dotenv.get(k).cloned());
+
+        let mut merged = serde_json::Value::Object(serde_json::Map::new());
+        let mut sources = Vec::new();
+        let mut unset = Vec::new();
+        for (path, required) in [
+            (dir.join("fastagent.config.yaml"), false),
+            (dir.join("fastagent.secrets.yaml"), false),
+            (agents.to_path_buf(), true),
+        ] {
+            if !required && !path.is_file() {
+                continue;
+            }
+            let shown = path.display().to_string();
+            let text = std::fs::read_to_string(&path).map_err(|source| DeploymentError::Read {
+                file: shown.clone(),
+                source,
+            })?;
+            let mut value: serde_json::Value = if text.trim().is_empty() {
+                serde_json::Value::Object(serde_json::Map::new())
+            } else {
+                serde_saphyr::from_str(&text).map_err(|e| DeploymentError::Yaml {
+                    file: shown.clone(),
+                    message: e.to_string(),
+                })?
+            };
+            expand::expand(&mut value, &lookup, "", &mut |key, var| {
+                unset.push(format!("{shown}: {key}: ${{{var}}}"));
+            });
+            deep_merge(&mut merged, value);
+            sources.push(path);
+        }
+        let file = agents.display().to_string();
+        let doc: DeploymentFile = daedalus_schemas::read::from_value(merged).map_err(|e| {
+            let (path, message) = match e {
+                daedalus_schemas::ReadError::Shape { path, message } => (path, message),
+                other @ daedalus_schemas::ReadError::Syntax { .. } => {
+                    (".".to_owned(), other.to_string())
+                }
+            };
+            DeploymentError::Shape {
+                file: file.clone(),
+                path,
+                message,
+            }
+        })?;
+        let default_model = doc
+            .default_model
+            .clone()
+            .unwrap_or_else(|| "passthrough".to_owned());
+        let model =
+            parse_model(&default_model).ok_or_else(|| DeploymentError::UnknownProvider {
+                file: file.clone(),
+                path: "default_model".into(),
+                model: default_model.clone(),
+            })?;
+        let mut deployment = validate::build(&file, doc, &model)?;
+        deployment.sources = sources;
+        deployment.unset_variables = unset;
+        Ok(deployment)
+    }
+
+    /// The agent named `name`.
+    pub fn agent(&self, name: &str) -> Option<&AgentDef> {
+        self.agents.iter().find(|a| a.name == name)
+    }
+}
+
+/// `provider.model` ⇒ a model reference; `passthrough` alone is the echo model.
+pub fn parse_model(model: &str) -> Option<ModelRef> {
+    match model.split_once('.') {
+        None if model == "passthrough" => Some(ModelRef::Passthrough),
+        Some(("passthrough", _)) => Some(ModelRef::Passthrough),
+        Some(("openai", m)) if !m.is_empty() => Some(ModelRef::OpenAi(m.to_owned())),
+        Some(("anthropic", m)) if !m.is_empty() => Some(ModelRef::Anthropic(m.to_owned())),
+        _ => None,
+    }
+}
+
+impl std::fmt::Display for ModelRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ModelRef::Passthrough => f.write_str("passthrough"),
+            ModelRef::OpenAi(m) => write!(f, "openai.{m}"),
+            ModelRef::Anthropic(m) => write!(f, "anthropic.{m}"),
+        }
+    }
+}
+
+impl Serialize for ModelRef {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+fn resolve(cwd: &Path, path: &str) -> PathBuf {
+    let p = PathBuf::from(path);
+    if p.is_absolute() { p } else { cwd.join(p) }
+}
+
+/// `.env` entries, if the file exists.
+fn load_dotenv(path: &Path) -> Result<HashMap<String, String>, DeploymentError> {
+    if !path.is_file() {
+        return Ok(HashMap::new());
+    }
+    let shown = path.display().to_string();
+    let iter = dotenvy::from_path_iter(path).map_err(|e| DeploymentError::Yaml {
+        file: shown.clone(),
+        message: e.to_string(),
+    })?;
+    iter.map(|item| {
+        item.map_err(|e| DeploymentError::Yaml {
+            file: shown.clone(),
+            message: e.to_string(),
+        })
+    })
+    .collect()
+}
+
+/// Merges `overlay` into `base`: objects key by key, anything else replaced.
+fn deep_merge(base: &mut serde_json::Value, overlay: serde_json::Value) {
+    match (base, overlay) {
+        (serde_json::Value::Object(b), serde_json::Value::Object(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(existing) => deep_merge(existing, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o,
+    }
+}
+
+#[expect(clippy::ref_option, reason = "serde's serialize_with passes &Option")]
+fn mask_option<S: Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(secret) if !secret.is_empty() => s.serialize_str("***"),
+        Some(_) => s.serialize_str(""),
+        None => s.serialize_none(),
+    }
+}
+
+/// Header values may hold credentials (`Authorization: Bearer ...`): all are masked.
+fn mask_values<S: Serializer>(v: &BTreeMap<String, String>, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_map(v.keys().map(|k| (k, "***")))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,336 @@
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::*;
+
+/// A project directory with the given files.
+fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    dir
+}
+
+fn load_in(dir: &Path, env: &[(&str, &str)]) -> Result<Deployment, DeploymentError> {
+    let env: HashMap<String, String> = env
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let lookup = move |k: &str| env.get(k).cloned();
+    Deployment::load(&Sources {
+        env: &lookup,
+        cwd: dir.to_path_buf(),
+        agent_name: "solo".to_owned(),
+        default_model: "passthrough".to_owned(),
+    })
+}
+
+const TWO_AGENTS: &str = r#"
+name: demo
+version: "2.0.0"
+host: agents.example.com
+namespace: com.example.demo
+registry_port: 8200
+default_model: openai.gpt-4o-mini
+model_capabilities: { vision: true, context_window: 128000 }
+openai:
+  api_key: "${OPENAI_API_KEY}"
+  base_url: "${OPENAI_BASE_URL:-https://api.openai.com/v1}"
+mcp:
+  servers:
+    search:
+      url: http://search:8000/mcp
+      headers: { Authorization: "Bearer ${SEARCH_TOKEN}" }
+    kernos:
+      url: http://kernos:9000/mcp
+      forward_inbound_auth: true
+agents:
+  coder:
+    port: 8201
+    description: Writes code
+    instruction: You write code.
+    model: anthropic.claude-sonnet-4-5
+    servers: [kernos, researcher]
+    depends_on: [researcher]
+    request_params: { temperature: 0.2, top_p: null }
+    max_iterations: 8
+    instance_scope: connection
+  researcher:
+    port: 8202
+    instruction: You search.
+    servers: [search]
+"#;
+
+#[test]
+fn no_file_means_one_agent_on_the_default_model() {
+    let dir = project(&[]);
+    let d = load_in(dir.path(), &[]).unwrap();
+    assert!(d.sources.is_empty());
+    assert_eq!(d.agents.len(), 1);
+    assert_eq!(d.agents[0].name, "solo");
+    assert_eq!(d.agents[0].model, ModelRef::Passthrough);
+    assert_eq!(d.agents[0].max_iterations, 12);
+}
+
+#[test]
+fn agents_yaml_alone_holds_topology_agents_providers_and_servers() {
+    let dir = project(&[("agents.yaml", TWO_AGENTS)]);
+    let d = load_in(
+        dir.path(),
+        &[("OPENAI_API_KEY", "sk-test"), ("SEARCH_TOKEN", "tok")],
+    )
+    .unwrap();
+    assert_eq!(
+        (d.name.as_str(), d.version.as_str(), d.host.as_str()),
+        ("demo", "2.0.0", "agents.example.com")
+    );
+    assert_eq!(d.registry_port, Some(8200));
+    assert_eq!(d.default_model, ModelRef::OpenAi("gpt-4o-mini".into()));
+    assert!(d.model_capabilities.vision);
+    assert_eq!(d.model_capabilities.context_window, 128_000);
+    assert_eq!(d.model_capabilities.max_output_tokens, 16_384);
+    let openai = d.openai.as_ref().unwrap();
+    assert_eq!(openai.api_key.as_deref(), Some("sk-test"));
+    assert_eq!(
+        openai.base_url.as_deref(),
+        Some("https://api.openai.com/v1")
+    );
+    assert_eq!(
+        d.mcp_servers["search"].headers["Authorization"],
+        "Bearer tok"
+    );
+    assert!(d.mcp_servers["kernos"].forward_inbound_auth);
+    assert!(!d.mcp_servers["search"].forward_inbound_auth);
+
+    let coder = d.agent("coder").unwrap();
+    assert_eq!(coder.model, ModelRef::Anthropic("claude-sonnet-4-5".into()));
+    assert_eq!(
+        coder.servers,
+        vec![
+            ServerRef::Mcp("kernos".into()),
+            ServerRef::Agent("researcher".into())
+        ]
+    );
+    assert_eq!(coder.title, "Coder");
+    assert_eq!(coder.max_iterations, 8);
+    assert_eq!(coder.instance_scope, InstanceScope::Connection);
+    assert_eq!(coder.request_params["temperature"], 0.2);
+    assert!(
+        coder.request_params["top_p"].is_null(),
+        "null is kept: it clears a default"
+    );
+    let researcher = d.agent("researcher").unwrap();
+    assert_eq!(
+        researcher.model,
+        ModelRef::OpenAi("gpt-4o-mini".into()),
+        "default_model applies"
+    );
+    assert_eq!(researcher.skills[0].tags, ["chat"]);
+}
+
+#[test]
+fn the_pallas_layout_merges_fastagent_config_and_secrets() {
+    let dir = project(&[
+        (
+            "agents.yaml",
+            "name: pallas-demo\nregistry_port: 24200\nagents:\n  jarvis:\n    port: 24201\n    title: Jarvis\n    instruction: Help.\n    servers: [argos]\n",
+        ),
+        (
+            "fastagent.config.yaml",
+            "default_model: anthropic.claude-haiku-4-5\nmodel_capabilities:\n  vision: false\nmcp:\n  servers:\n    argos:\n      url: http://argos/mcp\nlogger:\n  level: debug\nanthropic:\n  base_url: http://anthropic.local\n",
+        ),
+        (
+            "fastagent.secrets.yaml",
+            "anthropic:\n  api_key: \"${ANTHROPIC_API_KEY}\"\n",
+        ),
+    ]);
+    let d = load_in(dir.path(), &[("ANTHROPIC_API_KEY", "sk-ant")]).unwrap();
+    assert_eq!(d.sources.len(), 3);
+    assert_eq!(
+        d.default_model,
+        ModelRef::Anthropic("claude-haiku-4-5".into())
+    );
+    let anthropic = d.anthropic.as_ref().unwrap();
+    assert_eq!(
+        anthropic.api_key.as_deref(),
+        Some("sk-ant"),
+        "secrets merge into the config's block"
+    );
+    assert_eq!(
+        anthropic.base_url.as_deref(),
+        Some("http://anthropic.local")
+    );
+    assert_eq!(d.log_level.as_deref(), Some("debug"));
+    assert_eq!(
+        d.agent("jarvis").unwrap().servers,
+        vec![ServerRef::Mcp("argos".into())]
+    );
+}
+
+#[test]
+fn dot_env_fills_in_but_never_overrides_the_environment() {
+    let dir = project(&[
+        (
+            "agents.yaml",
+            "openai: { api_key: \"${KEY}\", base_url: \"${URL}\" }\nagents: { a: {} }\n",
+        ),
+        (".env", "KEY=from-dotenv\nURL=http://from-dotenv\n"),
+    ]);
+    let d = load_in(dir.path(), &[("KEY", "from-env")]).unwrap();
+    let openai = d.openai.unwrap();
+    assert_eq!(openai.api_key.as_deref(), Some("from-env"));
+    assert_eq!(openai.base_url.as_deref(), Some("http://from-dotenv"));
+}
+
+#[test]
+fn unset_variables_are_reported_with_their_key() {
+    let dir = project(&[(
+        "agents.yaml",
+        "anthropic: { api_key: \"${NOPE}\" }\nagents: { a: {} }\n",
+    )]);
+    let d = load_in(dir.path(), &[]).unwrap();
+    assert_eq!(d.anthropic.unwrap().api_key, None);
+    assert_eq!(d.unset_variables.len(), 1);
+    assert!(
+        d.unset_variables[0].ends_with("anthropic.api_key: ${NOPE}"),
+        "{:?}",
+        d.unset_variables
+    );
+}
+
+#[test]
+fn the_file_is_found_through_agents_config_or_pallas_agents_config() {
+    let dir = project(&[("custom.yaml", "agents: { via-var: {} }\n")]);
+    for var in ["AGENTS_CONFIG", "PALLAS_AGENTS_CONFIG"] {
+        let d = load_in(dir.path(), &[(var, "custom.yaml")]).unwrap();
+        assert_eq!(d.agents[0].name, "via-var", "{var}");
+    }
+    let missing = load_in(dir.path(), &[("AGENTS_CONFIG", "nope.yaml")]).unwrap_err();
+    assert!(matches!(missing, DeploymentError::Read { .. }), "{missing}");
+}
+
+#[test]
+fn secrets_are_masked_when_printed() {
+    let dir = project(&[("agents.yaml", TWO_AGENTS)]);
+    let d = load_in(
+        dir.path(),
+        &[
+            ("OPENAI_API_KEY", "sk-secret"),
+            ("SEARCH_TOKEN", "tok-secret"),
+        ],
+    )
+    .unwrap();
+    let json = serde_json::to_string(&d).unwrap();
+    assert!(
+        !json.contains("sk-secret") && !json.contains("tok-secret"),
+        "{json}"
+    );
+    assert!(json.contains("\"api_key\":\"***\""), "{json}");
+}
+
+fn error(yaml: &str) -> DeploymentError {
+    let dir = project(&[("agents.yaml", yaml)]);
+    load_in(dir.path(), &[]).unwrap_err()
+}
+
+#[test]
+fn every_validation_error_names_the_file_and_key() {
+    let cases: Vec<(&str, &str, &str)> = vec![
+        (
+            "default_model: mystery.x\nagents: { a: {} }",
+            "UnknownProvider",
+            "default_model",
+        ),
+        (
+            "agents: { a: { model: gpt-4o } }",
+            "UnknownProvider",
+            "agents.a.model",
+        ),
+        (
+            "agents: { a: { servers: [ghost] } }",
+            "UnknownServer",
+            "agents.a.servers",
+        ),
+        (
+            "agents: { a: { depends_on: [ghost] } }",
+            "UnknownDependency",
+            "agents.a.depends_on",
+        ),
+        (
+            "agents: { a: { depends_on: [b] }, b: { depends_on: [a] } }",
+            "DependencyCycle",
+            "a -> b -> a",
+        ),
+        (
+            "agents: { a: { servers: [b] }, b: { servers: [a] } }",
+            "DependencyCycle",
+            "a -> b -> a",
+        ),
+        (
+            "agents: { a: { servers: [a] } }",
+            "DependencyCycle",
+            "a -> a",
+        ),
+        (
+            "agents: { a: { port: 9000 }, b: { port: 9000 } }",
+            "DuplicatePort",
+            "agents.b.port",
+        ),
+        (
+            "registry_port: 9000\nagents: { a: { port: 9000 } }",
+            "DuplicatePort",
+            "registry_port",
+        ),
+        (
+            "agents: { \"my agent\": {} }",
+            "BadAgentName",
+            "agents.my agent",
+        ),
+        ("agents: { a.b: {} }", "BadAgentName", "a.b"),
+        (
+            "agents: { jarvis: { module: agents.jarvis, port: 9000 } }",
+            "ModuleWithoutDefinition",
+            "define the agent inline",
+        ),
+        (
+            "mcp: { servers: { s: { headers: {} } } }\nagents: { a: {} }",
+            "ServerWithoutUrl",
+            "mcp.servers.s.url",
+        ),
+        ("agents: { a: { port: lots } }", "Shape", "agents.a.port"),
+        (
+            "agents: { a: { max_iterations: 0 } }",
+            "Shape",
+            "agents.a.max_iterations",
+        ),
+        ("agents: [unclosed", "Yaml", "not valid YAML"),
+        ("name: nothing", "NoAgents", "no agents"),
+    ];
+    for (yaml, variant, mentions) in cases {
+        let e = error(yaml);
+        let got = format!("{e:?}");
+        assert!(
+            got.starts_with(variant),
+            "{yaml}: expected {variant}, got {got}"
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("agents.yaml"),
+            "{yaml}: the file is named: {text}"
+        );
+        assert!(text.contains(mentions), "{yaml}: {text}");
+    }
+}
+
+#[test]
+fn a_module_with_an_inline_definition_is_accepted() {
+    let dir = project(&[(
+        "agents.yaml",
+        "agents: { jarvis: { module: agents.jarvis, instruction: Help. } }",
+    )]);
+    assert_eq!(
+        load_in(dir.path(), &[]).unwrap().agents[0].instruction,
+        "Help."
+    );
+}

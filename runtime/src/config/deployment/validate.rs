@@ -1,0 +1,280 @@
+//! Turning the merged file into a validated [`Deployment`]: defaults, model strings, server and
+//! dependency references, cycles, ports, names.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use daedalus_schemas::AgentSkill;
+use daedalus_schemas::container::validate_agent_name;
+
+use super::file::{DeploymentFile, ProviderFile};
+use super::{
+    AgentDef, DEFAULT_MAX_ITERATIONS, Deployment, DeploymentError, McpServer, ModelCapabilities,
+    ModelRef, ProviderSettings, ServerRef, parse_model,
+};
+
+pub(super) fn build(
+    file: &str,
+    doc: DeploymentFile,
+    default_model: &ModelRef,
+) -> Result<Deployment, DeploymentError> {
+    if doc.agents.is_empty() {
+        return Err(DeploymentError::NoAgents {
+            file: file.to_owned(),
+        });
+    }
+    let mut mcp_servers = BTreeMap::new();
+    for (name, server) in doc.mcp.map(|m| m.servers).unwrap_or_default() {
+        let url = server.url.filter(|u| !u.is_empty()).ok_or_else(|| {
+            DeploymentError::ServerWithoutUrl {
+                file: file.to_owned(),
+                server: name.clone(),
+            }
+        })?;
+        mcp_servers.insert(
+            name,
+            McpServer {
+                url,
+                headers: server.headers,
+                forward_inbound_auth: server.forward_inbound_auth,
+            },
+        );
+    }
+    let agent_names: BTreeSet<&str> = doc.agents.keys().map(String::as_str).collect();
+
+    let mut agents = Vec::with_capacity(doc.agents.len());
+    for (name, def) in &doc.agents {
+        let bad_name = |message: String| DeploymentError::BadAgentName {
+            file: file.to_owned(),
+            agent: name.clone(),
+            message,
+        };
+        validate_agent_name(name).map_err(bad_name)?;
+        if let Some(module) = &def.module {
+            let inline =
+                def.instruction.is_some() || def.model.is_some() || !def.servers.is_empty();
+            if !inline {
+                return Err(DeploymentError::ModuleWithoutDefinition {
+                    file: file.to_owned(),
+                    agent: name.clone(),
+                    module: module.clone(),
+                });
+            }
+        }
+        let model = match &def.model {
+            None => default_model.clone(),
+            Some(m) => parse_model(m).ok_or_else(|| DeploymentError::UnknownProvider {
+                file: file.to_owned(),
+                path: format!("agents.{name}.model"),
+                model: m.clone(),
+            })?,
+        };
+        let mut servers = Vec::with_capacity(def.servers.len());
+        for server in &def.servers {
+            if agent_names.contains(server.as_str()) {
+                servers.push(ServerRef::Agent(server.clone()));
+            } else if mcp_servers.contains_key(server) {
+                servers.push(ServerRef::Mcp(server.clone()));
+            } else {
+                return Err(DeploymentError::UnknownServer {
+                    file: file.to_owned(),
+                    agent: name.clone(),
+                    server: server.clone(),
+                });
+            }
+        }
+        for dependency in &def.depends_on {
+            if !agent_names.contains(dependency.as_str()) {
+                return Err(DeploymentError::UnknownDependency {
+                    file: file.to_owned(),
+                    agent: name.clone(),
+                    dependency: dependency.clone(),
+                });
+            }
+        }
+        if def.max_iterations == Some(0) {
+            return Err(DeploymentError::Shape {
+                file: file.to_owned(),
+                path: format!("agents.{name}.max_iterations"),
+                message: "must be at least 1".to_owned(),
+            });
+        }
+        let description = def.description.clone().unwrap_or_default();
+        agents.push(AgentDef {
+            name: name.clone(),
+            title: def.title.clone().unwrap_or_else(|| title_case(name)),
+            skills: def
+                .skills
+                .clone()
+                .unwrap_or_else(|| vec![default_skill(name, &description)]),
+            description,
+            port: def.port,
+            depends_on: def.depends_on.clone(),
+            instruction: def.instruction.clone().unwrap_or_default(),
+            model,
+            servers,
+            request_params: def.request_params.clone(),
+            max_iterations: def.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS),
+            instance_scope: def.instance_scope.unwrap_or_default(),
+        });
+    }
+    check_cycles(file, &agents)?;
+    check_ports(file, doc.registry_port, &agents)?;
+
+    let caps = doc.model_capabilities.unwrap_or_default();
+    Ok(Deployment {
+        sources: Vec::new(),
+        name: doc.name.unwrap_or_else(|| "daedalus".to_owned()),
+        version: doc.version.unwrap_or_else(|| "1.0.0".to_owned()),
+        host: doc.host.unwrap_or_else(|| "localhost".to_owned()),
+        namespace: doc.namespace,
+        registry_port: doc.registry_port,
+        default_model: default_model.clone(),
+        model_capabilities: ModelCapabilities {
+            vision: caps.vision.unwrap_or(false),
+            context_window: caps.context_window.unwrap_or(131_072),
+            max_output_tokens: caps.max_output_tokens.unwrap_or(16_384),
+        },
+        openai: doc.openai.map(provider),
+        anthropic: doc.anthropic.map(provider),
+        mcp_servers,
+        log_level: doc.logger.and_then(|l| l.level),
+        agents,
+        unset_variables: Vec::new(),
+    })
+}
+
+fn provider(p: ProviderFile) -> ProviderSettings {
+    ProviderSettings {
+        api_key: p.api_key.filter(|k| !k.is_empty()),
+        base_url: p
+            .base_url
+            .filter(|u| !u.is_empty())
+            .map(|u| u.trim_end_matches('/').to_owned()),
+        headers: p.headers,
+        timeout_secs: p.timeout,
+    }
+}
+
+/// Python's `str.title()`, as Pallas uses for default titles.
+fn title_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut start = true;
+    for c in name.chars() {
+        if c.is_alphabetic() {
+            if start {
+                out.extend(c.to_uppercase());
+            } else {
+                out.extend(c.to_lowercase());
+            }
+            start = false;
+        } else {
+            out.push(c);
+            start = true;
+        }
+    }
+    out
+}
+
+fn default_skill(agent: &str, description: &str) -> AgentSkill {
+    AgentSkill {
+        id: "chat".to_owned(),
+        name: "Chat".to_owned(),
+        description: if description.is_empty() {
+            format!("Send {agent} a message and get its answer.")
+        } else {
+            description.to_owned()
+        },
+        tags: vec!["chat".to_owned()],
+        examples: None,
+        input_modes: None,
+        output_modes: None,
+    }
+}
+
+/// Refuses cycles through `depends_on` and through agents used as servers (sub-agents).
+fn check_cycles(file: &str, agents: &[AgentDef]) -> Result<(), DeploymentError> {
+    let edges = |a: &AgentDef| -> Vec<String> {
+        let subagents = a.servers.iter().filter_map(|s| match s {
+            ServerRef::Agent(name) => Some(name.clone()),
+            ServerRef::Mcp(_) => None,
+        });
+        a.depends_on.iter().cloned().chain(subagents).collect()
+    };
+    let graph: BTreeMap<&str, Vec<String>> =
+        agents.iter().map(|a| (a.name.as_str(), edges(a))).collect();
+    let mut done: BTreeSet<&str> = BTreeSet::new();
+    for start in graph.keys() {
+        let mut path: Vec<&str> = Vec::new();
+        if let Some(cycle) = visit(start, &graph, &mut path, &mut done) {
+            return Err(DeploymentError::DependencyCycle {
+                file: file.to_owned(),
+                cycle,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn visit<'a>(
+    node: &'a str,
+    graph: &'a BTreeMap<&'a str, Vec<String>>,
+    path: &mut Vec<&'a str>,
+    done: &mut BTreeSet<&'a str>,
+) -> Option<Vec<String>> {
+    if let Some(i) = path.iter().position(|n| *n == node) {
+        let mut cycle: Vec<String> = path[i..].iter().map(|s| (*s).to_owned()).collect();
+        cycle.push(node.to_owned());
+        return Some(cycle);
+    }
+    if done.contains(node) {
+        return None;
+    }
+    path.push(node);
+    for next in graph.get(node).into_iter().flatten() {
+        let (key, _) = graph.get_key_value(next.as_str())?;
+        if let Some(cycle) = visit(key, graph, path, done) {
+            return Some(cycle);
+        }
+    }
+    path.pop();
+    done.insert(node);
+    None
+}
+
+fn check_ports(
+    file: &str,
+    registry: Option<u16>,
+    agents: &[AgentDef],
+) -> Result<(), DeploymentError> {
+    let mut used: BTreeMap<u16, String> = BTreeMap::new();
+    let ports = registry
+        .map(|p| (p, "registry_port".to_owned()))
+        .into_iter()
+        .chain(
+            agents
+                .iter()
+                .filter_map(|a| a.port.map(|p| (p, format!("agents.{}.port", a.name)))),
+        );
+    for (port, key) in ports {
+        if let Some(first) = used.get(&port) {
+            return Err(DeploymentError::DuplicatePort {
+                file: file.to_owned(),
+                port,
+                first: first.clone(),
+                second: key,
+            });
+        }
+        used.insert(port, key);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod title_tests {
+    #[test]
+    fn titles_follow_python() {
+        assert_eq!(super::title_case("jarvis"), "Jarvis");
+        assert_eq!(super::title_case("research_agent"), "Research_Agent");
+        assert_eq!(super::title_case("deep-THINK"), "Deep-Think");
+    }
+}
