@@ -20,7 +20,8 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Agent, Passthrough};
-use crate::config::{Config, ModelSpec};
+use crate::config::Config;
+use crate::config::deployment::ModelRef;
 use crate::http::{AppState, Discovery};
 use crate::lifecycle::Lifecycle;
 
@@ -32,14 +33,17 @@ const CANCEL_SETTLE: Duration = Duration::from_secs(5);
 pub enum RunError {
     #[error("the agent card or manifest built from the configuration is invalid")]
     Discovery(#[source] daedalus_schemas::SchemaErrors),
+    #[error("model {0} is not available in this build")]
+    ModelNotAvailable(String),
     #[error("cannot read the listener's address")]
     Listener(#[source] std::io::Error),
 }
 
-/// The agent for a configured model.
-pub fn agent_for(model: &ModelSpec) -> Arc<dyn Agent> {
+/// The agent for a configured model; the LLM providers plug in here.
+pub fn agent_for(model: &ModelRef) -> Result<Arc<dyn Agent>, RunError> {
     match model {
-        ModelSpec::Passthrough => Arc::new(Passthrough),
+        ModelRef::Passthrough => Ok(Arc::new(Passthrough)),
+        other => Err(RunError::ModelNotAvailable(other.to_string())),
     }
 }
 
@@ -67,7 +71,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), RunError> {
     let bound = listener.local_addr().map_err(RunError::Listener)?;
-    let state = app_state(&config, bound, agent_for(&config.agent.model))?;
+    let state = app_state(&config, bound, agent_for(&config.agent.model)?)?;
     run_with_state(listener, &config, state, shutdown).await;
     Ok(())
 }

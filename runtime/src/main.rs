@@ -7,7 +7,8 @@ use daedalus_runtime::run;
 use daedalus_schemas::service::{self, LogTarget};
 
 fn main() -> ExitCode {
-    let config = match Launch::from_sources(std::env::args_os(), &|k| std::env::var(k).ok()) {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("."));
+    let config = match Launch::from_sources(std::env::args_os(), &|k| std::env::var(k).ok(), &cwd) {
         Ok(Launch::Run(config)) => config,
         Ok(Launch::CheckConfig(config)) => {
             #[expect(clippy::print_stdout, reason = "--check-config prints to stdout")]

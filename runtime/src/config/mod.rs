@@ -1,15 +1,13 @@
-//! The runtime's configuration: flags and environment, parsed and validated before anything
-//! binds. `Config::from_sources` is a pure function of the arguments and an environment lookup.
-//!
-//! This is the zero-config surface (one agent from `AGENT_NAME` on `DEFAULT_MODEL`); the
-//! `agents.yaml` loader produces the same `AgentConfig` values.
+//! The runtime's configuration: flags and environment, plus the deployment (`agents.yaml`, see
+//! [`deployment`]), parsed and validated before anything binds. [`Launch::from_sources`] is a
+//! pure function of the arguments, an environment lookup and a working directory.
 
 pub mod deployment;
 mod size;
 
 use std::ffi::OsString;
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Parser;
@@ -21,6 +19,8 @@ pub use daedalus_schemas::service::LogFormat;
 use serde::Serialize;
 
 pub use size::parse_size;
+
+use self::deployment::{AgentDef, Deployment, DeploymentError, ModelRef, ServerRef, Sources};
 
 /// The command line. Every flag also reads the environment variable named beside it.
 #[derive(Debug, Parser)]
@@ -36,9 +36,10 @@ struct Cli {
     /// Address to bind.
     #[arg(long, env = "A2A_HOST", default_value = "0.0.0.0")]
     host: IpAddr,
-    /// Name of the agent; a NATS subject token ([A-Za-z0-9_-]{1,64}).
-    #[arg(long, env = "AGENT_NAME", default_value = "agent")]
-    agent_name: String,
+    /// The agent the contract face serves (with no agents.yaml: the one agent's name);
+    /// a NATS subject token ([A-Za-z0-9_-]{1,64}).
+    #[arg(long, env = "AGENT_NAME")]
+    agent_name: Option<String>,
     /// One-line description for the agent card.
     #[arg(long, env = "AGENT_DESCRIPTION")]
     agent_description: Option<String>,
@@ -75,9 +76,10 @@ struct Cli {
     /// How many tasks are remembered (for input-required continuation and idempotent replay).
     #[arg(long, env = "MAX_TASKS", default_value_t = 10_000)]
     max_tasks: usize,
-    /// Log filter: a level (info, debug, ...) or a tracing directive list.
-    #[arg(long, env = "LOG_LEVEL", default_value = "info")]
-    log_level: String,
+    /// Log filter: a level (info, debug, ...) or a tracing directive list (default: the
+    /// deployment's logger.level, else info).
+    #[arg(long, env = "LOG_LEVEL")]
+    log_level: Option<String>,
     /// Log format: json (one object a line) or text.
     #[arg(long, env = "LOG_FORMAT", default_value = "json")]
     log_format: LogFormat,
@@ -101,7 +103,10 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Base URL clients use; `None` means `http://127.0.0.1:<bound port>`.
     pub public_url: Option<String>,
+    /// The agent the contract face serves.
     pub agent: AgentConfig,
+    /// Every agent, model, provider and MCP server configured.
+    pub deployment: Deployment,
     pub work_dir: PathBuf,
     pub limits: Limits,
     #[serde(serialize_with = "as_duration")]
@@ -118,15 +123,7 @@ pub struct AgentConfig {
     pub description: String,
     pub version: String,
     pub skills: Vec<AgentSkill>,
-    pub model: ModelSpec,
-}
-
-/// Which model runs an agent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "provider", rename_all = "lowercase")]
-pub enum ModelSpec {
-    /// Echoes the user's message; understands the `***` test directives.
-    Passthrough,
+    pub model: ModelRef,
 }
 
 /// Request limits of the HTTP face.
@@ -147,11 +144,31 @@ impl Launch {
     pub fn from_sources(
         args: impl IntoIterator<Item = OsString>,
         env: &dyn Fn(&str) -> Option<String>,
+        cwd: &Path,
     ) -> Result<Launch, ConfigError> {
         let (cli, sourced) = cli::parse_naming_env::<Cli>(args, env)?;
         let key_of = |id: &str, flag: &str| cli::key_for(&sourced, id, flag);
         let check = cli.check_config;
-        let config = Config::from_cli(cli, &key_of)?;
+        if let Some(name) = &cli.agent_name {
+            container::validate_agent_name(name)
+                .map_err(|m| ConfigError::invalid(&key_of("agent_name", "--agent-name"), m))?;
+        }
+        let lookup = Sources {
+            env,
+            cwd: cwd.to_path_buf(),
+            agent_name: cli.agent_name.clone().unwrap_or_else(|| "agent".to_owned()),
+            default_model: cli.default_model.clone(),
+        };
+        let deployment = Deployment::load(&lookup).map_err(|e| {
+            let key = match &e {
+                DeploymentError::UnknownProvider { path, .. } if path == "DEFAULT_MODEL" => {
+                    key_of("default_model", "--default-model")
+                }
+                _ => "agents.yaml".to_owned(),
+            };
+            ConfigError::invalid(&key, e.to_string())
+        })?;
+        let config = Config::from_cli(cli, deployment, &key_of)?;
         Ok(if check {
             Launch::CheckConfig(config)
         } else {
@@ -161,18 +178,39 @@ impl Launch {
 }
 
 impl Config {
-    fn from_cli(cli: Cli, key_of: &dyn Fn(&str, &str) -> String) -> Result<Config, ConfigError> {
+    fn from_cli(
+        cli: Cli,
+        deployment: Deployment,
+        key_of: &dyn Fn(&str, &str) -> String,
+    ) -> Result<Config, ConfigError> {
         let name_key = key_of("agent_name", "--agent-name");
-        container::validate_agent_name(&cli.agent_name)
+        let served = select_agent(&deployment, cli.agent_name.as_deref())
             .map_err(|m| ConfigError::invalid(&name_key, m))?;
-
         let skills = match &cli.agent_skills {
-            None => vec![default_skill(&cli.agent_name)],
+            None => served.skills.clone(),
             Some(json) => parse_skills(json)
                 .map_err(|m| ConfigError::invalid(&key_of("agent_skills", "--agent-skills"), m))?,
         };
-        let model = parse_model(&cli.default_model)
-            .map_err(|m| ConfigError::invalid(&key_of("default_model", "--default-model"), m))?;
+        if served.model != ModelRef::Passthrough {
+            let key = if deployment.sources.is_empty() {
+                key_of("default_model", "--default-model")
+            } else {
+                format!("agents.{}.model", served.name)
+            };
+            return Err(ConfigError::invalid(
+                &key,
+                format!(
+                    "{}: the OpenAI and Anthropic providers are not part of this build yet; \
+                     the contract face runs passthrough",
+                    served.model
+                ),
+            ));
+        }
+        let log_level = cli
+            .log_level
+            .clone()
+            .or_else(|| deployment.log_level.clone())
+            .unwrap_or_else(|| "info".to_owned());
         let public_url = cli
             .public_url
             .map(|url| validate_public_url(&url))
@@ -190,7 +228,7 @@ impl Config {
                 "must be > 0",
             ));
         }
-        tracing_subscriber::EnvFilter::try_new(&cli.log_level).map_err(|e| {
+        tracing_subscriber::EnvFilter::try_new(&log_level).map_err(|e| {
             ConfigError::invalid(
                 &key_of("log_level", "--log-level"),
                 format!("not a filter: {e}"),
@@ -202,16 +240,25 @@ impl Config {
             listen: SocketAddr::new(cli.host, cli.port),
             public_url,
             agent: AgentConfig {
-                description: cli
-                    .agent_description
-                    .unwrap_or_else(|| format!("Daedalus agent {}", cli.agent_name)),
-                name: cli.agent_name,
-                version: cli
-                    .agent_version
-                    .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_owned()),
+                description: cli.agent_description.clone().unwrap_or_else(|| {
+                    if served.description.is_empty() {
+                        format!("Daedalus agent {}", served.name)
+                    } else {
+                        served.description.clone()
+                    }
+                }),
+                name: served.name.clone(),
+                version: cli.agent_version.clone().unwrap_or_else(|| {
+                    if deployment.sources.is_empty() {
+                        env!("CARGO_PKG_VERSION").to_owned()
+                    } else {
+                        deployment.version.clone()
+                    }
+                }),
                 skills,
-                model,
+                model: served.model.clone(),
             },
+            deployment,
             work_dir,
             limits: Limits {
                 max_body_bytes: cli.max_body_size,
@@ -221,7 +268,7 @@ impl Config {
             },
             termination_grace_period: cli.termination_grace_period,
             max_tasks: cli.max_tasks,
-            log_level: cli.log_level,
+            log_level,
             log_format: cli.log_format,
         })
     }
@@ -230,7 +277,8 @@ impl Config {
     /// on `listen`, with the contract's defaults.
     pub fn for_agent(name: &str, listen: SocketAddr) -> Config {
         let args = ["daedalus-runtime", "--agent-name", name];
-        match Launch::from_sources(args.map(OsString::from), &|_| None) {
+        let nowhere = std::env::temp_dir().join("daedalus-runtime-no-config");
+        match Launch::from_sources(args.map(OsString::from), &|_| None, &nowhere) {
             Ok(Launch::Run(mut config)) => {
                 config.listen = listen;
                 config
@@ -252,15 +300,46 @@ impl Config {
     }
 }
 
-fn default_skill(agent: &str) -> AgentSkill {
-    AgentSkill {
-        id: "chat".to_owned(),
-        name: "Chat".to_owned(),
-        description: format!("Send {agent} a message and get its answer."),
-        tags: vec!["chat".to_owned()],
-        examples: None,
-        input_modes: None,
-        output_modes: None,
+/// The agent the contract face serves: `AGENT_NAME`, or the only agent nobody else depends on.
+fn select_agent<'d>(
+    deployment: &'d Deployment,
+    requested: Option<&str>,
+) -> Result<&'d AgentDef, String> {
+    let names = || {
+        deployment
+            .agents
+            .iter()
+            .map(|a| a.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(name) = requested {
+        return deployment
+            .agent(name)
+            .ok_or_else(|| format!("no agent {name:?} is configured (agents: {})", names()));
+    }
+    let used: std::collections::BTreeSet<&str> = deployment
+        .agents
+        .iter()
+        .flat_map(|a| {
+            let subagents = a.servers.iter().filter_map(|s| match s {
+                ServerRef::Agent(n) => Some(n.as_str()),
+                ServerRef::Mcp(_) => None,
+            });
+            a.depends_on.iter().map(String::as_str).chain(subagents)
+        })
+        .collect();
+    let top: Vec<&AgentDef> = deployment
+        .agents
+        .iter()
+        .filter(|a| !used.contains(a.name.as_str()))
+        .collect();
+    match top.as_slice() {
+        [only] => Ok(only),
+        _ => Err(format!(
+            "several agents could serve the contract face ({}); set AGENT_NAME to one of them",
+            names()
+        )),
     }
 }
 
@@ -282,18 +361,6 @@ fn parse_skills(json: &str) -> Result<Vec<AgentSkill>, String> {
         }
     }
     Ok(skills)
-}
-
-fn parse_model(model: &str) -> Result<ModelSpec, String> {
-    match model {
-        "passthrough" => Ok(ModelSpec::Passthrough),
-        other => {
-            let provider = other.split_once('.').map_or(other, |(p, _)| p);
-            Err(format!(
-                "unknown model provider {provider:?} in {other:?}; this build knows: passthrough"
-            ))
-        }
-    }
 }
 
 fn validate_public_url(url: &str) -> Result<String, String> {

@@ -11,7 +11,8 @@ fn launch(args: &[&str], env: &[(&str, &str)]) -> Result<Launch, ConfigError> {
     let command_line = std::iter::once("daedalus-runtime")
         .chain(args.iter().copied())
         .map(OsString::from);
-    Launch::from_sources(command_line, &|k| env.get(k).cloned())
+    let empty = tempfile::tempdir().unwrap();
+    Launch::from_sources(command_line, &|k| env.get(k).cloned(), empty.path())
 }
 
 fn config(args: &[&str], env: &[(&str, &str)]) -> Config {
@@ -34,7 +35,7 @@ fn defaults_follow_the_contract() {
     assert_eq!(c.listen.port(), 8080);
     assert_eq!(c.termination_grace_period, Duration::from_secs(30));
     assert_eq!(c.limits.max_body_bytes, 16 * 1024 * 1024);
-    assert_eq!(c.agent.model, ModelSpec::Passthrough);
+    assert_eq!(c.agent.model, deployment::ModelRef::Passthrough);
     assert_eq!(c.agent.name, "agent");
     assert_eq!(c.public_url_for(c.listen), "http://127.0.0.1:8080");
     assert_eq!(c.agent.skills.len(), 1);
@@ -134,7 +135,7 @@ fn unknown_model_providers_are_refused_by_key() {
     match launch(&[], &[("DEFAULT_MODEL", "mystery.model-1")]) {
         Err(ConfigError::Invalid { key, message }) => {
             assert_eq!(key, "DEFAULT_MODEL");
-            assert!(message.contains("\"mystery\""), "{message}");
+            assert!(message.contains("mystery.model-1"), "{message}");
         }
         other => panic!("{other:?}"),
     }
@@ -164,4 +165,106 @@ fn check_config_is_its_own_launch_mode() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+fn launch_in(
+    dir: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Result<Launch, ConfigError> {
+    let env: HashMap<String, String> = env
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let command_line = std::iter::once("daedalus-runtime")
+        .chain(args.iter().copied())
+        .map(OsString::from);
+    Launch::from_sources(command_line, &|k| env.get(k).cloned(), dir)
+}
+
+fn project(yaml: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("agents.yaml"), yaml).unwrap();
+    dir
+}
+
+fn run_in(dir: &std::path::Path, env: &[(&str, &str)]) -> Config {
+    match launch_in(dir, &[], env) {
+        Ok(Launch::Run(c)) => c,
+        other => panic!("expected a runnable config, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_example_project_loads_and_serves_its_top_level_agent() {
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/two-agents");
+    let c = run_in(&example, &[]);
+    assert_eq!(c.agent.name, "coordinator");
+    assert_eq!(c.agent.skills[0].id, "plan");
+    assert_eq!(
+        c.agent.description,
+        "Plans the work and delegates research."
+    );
+    assert_eq!(c.deployment.agents.len(), 2);
+    assert_eq!(c.deployment.version, c.agent.version);
+    let json = c.to_pretty_json();
+    assert!(json.contains("\"forward_inbound_auth\": true"), "{json}");
+}
+
+#[test]
+fn agent_name_picks_the_served_agent_when_several_could() {
+    let dir = project("agents: { a: {}, b: {} }");
+    match launch_in(dir.path(), &[], &[]) {
+        Err(ConfigError::Invalid { key, message }) => {
+            assert_eq!(key, "--agent-name");
+            assert!(message.contains("set AGENT_NAME"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(run_in(dir.path(), &[("AGENT_NAME", "b")]).agent.name, "b");
+    assert_eq!(
+        invalid_key_in(dir.path(), &[("AGENT_NAME", "c")]),
+        "AGENT_NAME"
+    );
+}
+
+fn invalid_key_in(dir: &std::path::Path, env: &[(&str, &str)]) -> String {
+    match launch_in(dir, &[], env) {
+        Err(ConfigError::Invalid { key, .. }) => key,
+        other => panic!("expected ConfigError::Invalid, got {other:?}"),
+    }
+}
+
+#[test]
+fn deployment_errors_stop_startup_with_the_file_and_key() {
+    let dir = project("agents: { a: { servers: [ghost] } }");
+    match launch_in(dir.path(), &[], &[]) {
+        Err(ConfigError::Invalid { message, .. }) => {
+            assert!(
+                message.contains("agents.yaml: agents.a.servers"),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_provider_model_on_the_served_agent_is_refused_until_providers_exist() {
+    let dir = project("agents: { a: { model: openai.gpt-4o } }");
+    assert_eq!(invalid_key_in(dir.path(), &[]), "agents.a.model");
+    assert_eq!(
+        invalid_key(&[], &[("DEFAULT_MODEL", "anthropic.claude")]),
+        "DEFAULT_MODEL"
+    );
+}
+
+#[test]
+fn the_logger_level_of_the_file_applies_unless_log_level_is_set() {
+    let dir = project("logger: { level: debug }\nagents: { a: {} }");
+    assert_eq!(run_in(dir.path(), &[]).log_level, "debug");
+    assert_eq!(
+        run_in(dir.path(), &[("LOG_LEVEL", "warn")]).log_level,
+        "warn"
+    );
 }

@@ -223,7 +223,7 @@ impl Deployment {
         };
         match agents_file {
             None => Self::zero_config(sources),
-            Some(path) => Self::from_files(&path, sources.env),
+            Some(path) => Self::from_files(&path, sources.env, &sources.default_model),
         }
     }
 
@@ -249,6 +249,7 @@ impl Deployment {
     fn from_files(
         agents: &Path,
         env: &dyn Fn(&str) -> Option<String>,
+        fallback_model: &str,
     ) -> Result<Deployment, DeploymentError> {
         let dir = agents.parent().map(Path::to_path_buf).unwrap_or_default();
         let dotenv = load_dotenv(&dir.join(".env"))?;
@@ -301,7 +302,7 @@ impl Deployment {
         let default_model = doc
             .default_model
             .clone()
-            .unwrap_or_else(|| "passthrough".to_owned());
+            .unwrap_or_else(|| fallback_model.to_owned());
         let model =
             parse_model(&default_model).ok_or_else(|| DeploymentError::UnknownProvider {
                 file: file.clone(),
