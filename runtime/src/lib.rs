@@ -8,6 +8,7 @@ pub mod agent;
 pub mod config;
 pub mod http;
 pub mod lifecycle;
+pub mod llm;
 pub mod serve;
 pub mod tasks;
 

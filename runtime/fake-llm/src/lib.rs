@@ -1,0 +1,115 @@
+//! A scripted LLM server for tests. It speaks the OpenAI chat completions wire format
+//! (`POST /v1/chat/completions`, `GET /v1/models`), streaming and not, and validates every
+//! request the way the real API does — roles and order, every tool result answering an earlier
+//! tool call, tool schemas that are JSON Schema objects, required fields, known parameters,
+//! the API key — answering anything else with the API's own error shape. Replies come from a
+//! script: text, tool calls, errors with `Retry-After`, delays.
+
+mod openai;
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::{get, post};
+use serde_json::Value;
+
+/// One scripted answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// A final text answer.
+    Text(String),
+    /// One or more tool calls: `(name, arguments)`.
+    ToolCalls(Vec<(String, Value)>),
+    /// An error status, with a `Retry-After` header value if given.
+    Error {
+        status: u16,
+        retry_after: Option<String>,
+    },
+    /// The inner reply, after a delay.
+    Delayed(Duration, Box<Reply>),
+}
+
+/// What the fake saw: the request body and whether it was accepted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Logged {
+    pub path: String,
+    pub body: Value,
+    /// The validation error, if the request was refused.
+    pub refused: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    script: Mutex<VecDeque<Reply>>,
+    log: Mutex<Vec<Logged>>,
+    api_key: String,
+    models: Vec<String>,
+}
+
+/// A running fake LLM server.
+#[derive(Debug, Clone)]
+pub struct FakeLlm {
+    /// Base URL for an OpenAI-compatible client (`http://127.0.0.1:<port>/v1`).
+    pub openai_base_url: String,
+    state: Arc<State>,
+}
+
+impl FakeLlm {
+    /// Starts a fake that accepts `api_key` and serves `models`.
+    pub async fn start(api_key: &str, models: &[&str]) -> FakeLlm {
+        let state = Arc::new(State {
+            api_key: api_key.to_owned(),
+            models: models.iter().map(|m| (*m).to_owned()).collect(),
+            ..State::default()
+        });
+        let app = Router::new()
+            .route("/v1/chat/completions", post(openai::chat))
+            .route("/v1/models", get(openai::models))
+            .with_state(Arc::clone(&state));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binds");
+        let addr = listener.local_addr().expect("has an address");
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        FakeLlm {
+            openai_base_url: format!("http://{addr}/v1"),
+            state,
+        }
+    }
+
+    /// Queues replies, answered in order (one per accepted request).
+    pub fn script(&self, replies: impl IntoIterator<Item = Reply>) {
+        self.state.script.lock().expect("lock").extend(replies);
+    }
+
+    /// Every request received, in order.
+    pub fn requests(&self) -> Vec<Logged> {
+        self.state.log.lock().expect("lock").clone()
+    }
+
+    /// Replies not yet used.
+    pub fn remaining(&self) -> usize {
+        self.state.script.lock().expect("lock").len()
+    }
+}
+
+impl State {
+    fn next_reply(&self) -> Option<Reply> {
+        self.script.lock().expect("lock").pop_front()
+    }
+
+    fn record(&self, path: &str, body: &Value, refused: Option<String>) {
+        self.log.lock().expect("lock").push(Logged {
+            path: path.to_owned(),
+            body: body.clone(),
+            refused,
+        });
+    }
+}
+
+/// Rough token count for usage: words.
+fn tokens(text: &str) -> u64 {
+    text.split_whitespace().count() as u64
+}

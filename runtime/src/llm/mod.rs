@@ -1,0 +1,184 @@
+//! Everything that talks to models: one [`LlmProvider`] trait, the OpenAI-compatible chat
+//! completions client ([`openai`]), the retry policy shared by the clients ([`retry`]), and the
+//! server-sent-events reader they stream with ([`sse`]).
+//!
+//! The types here are the runtime's own, provider-neutral view of a chat turn; each client
+//! translates them to and from its wire format.
+
+pub mod openai;
+pub mod retry;
+pub mod sse;
+
+use std::fmt;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One LLM turn to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRequest {
+    pub model: String,
+    /// The system prompt, if any.
+    pub system: Option<String>,
+    pub messages: Vec<ChatMessage>,
+    pub tools: Vec<ToolSpec>,
+    /// Sampling parameters, already filtered to what the provider supports.
+    pub params: serde_json::Map<String, Value>,
+    /// Stream the answer (text deltas are reported as they arrive).
+    pub stream: bool,
+}
+
+/// A message of the conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+pub enum ChatMessage {
+    User {
+        content: Vec<Content>,
+    },
+    Assistant {
+        text: Option<String>,
+        tool_calls: Vec<ToolCall>,
+    },
+    Tool {
+        call_id: String,
+        content: String,
+        is_error: bool,
+    },
+}
+
+/// A piece of user content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Content {
+    Text {
+        text: String,
+    },
+    /// Base64 image bytes.
+    Image {
+        media_type: String,
+        data: String,
+    },
+    /// An image by URL.
+    ImageUrl {
+        url: String,
+    },
+}
+
+/// A tool the model may call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// A JSON Schema object.
+    pub input_schema: Value,
+}
+
+/// A call the model made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// The arguments, a JSON object.
+    pub arguments: Value,
+}
+
+/// Tokens a turn used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    EndTurn,
+    ToolUse,
+    MaxTokens,
+    StopSequence,
+    Other,
+}
+
+/// What the model answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatResponse {
+    pub text: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+    pub usage: Usage,
+    pub stop_reason: StopReason,
+}
+
+/// Something that happened during a turn, reported as it happens.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LlmEvent {
+    /// A piece of streamed text.
+    TextDelta(String),
+    /// A request failed and will be retried after `delay`.
+    Retrying {
+        attempt: u32,
+        delay: std::time::Duration,
+        reason: String,
+    },
+}
+
+/// Why a turn failed. Messages name the provider and never carry credentials.
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    #[error("{provider}: {status} {message}")]
+    Http {
+        provider: &'static str,
+        status: u16,
+        message: String,
+    },
+    #[error("{provider}: cannot reach {url}: {message}")]
+    Transport {
+        provider: &'static str,
+        url: String,
+        message: String,
+    },
+    #[error("{provider}: no answer within {timeout:?}")]
+    Timeout {
+        provider: &'static str,
+        timeout: std::time::Duration,
+    },
+    #[error("{provider}: unexpected answer: {message}")]
+    Decode {
+        provider: &'static str,
+        message: String,
+    },
+    #[error("{provider}: gave up after {attempts} attempts: {last}")]
+    Exhausted {
+        provider: &'static str,
+        attempts: u32,
+        last: Box<LlmError>,
+    },
+}
+
+impl LlmError {
+    /// Whether a retry may succeed: throttling, server errors, timeouts and transport failures.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            LlmError::Http { status, .. } => matches!(status, 408 | 409 | 429 | 500..=599),
+            LlmError::Transport { .. } | LlmError::Timeout { .. } => true,
+            LlmError::Decode { .. } | LlmError::Exhausted { .. } => false,
+        }
+    }
+}
+
+/// A model provider.
+#[async_trait]
+pub trait LlmProvider: Send + Sync + fmt::Debug + 'static {
+    /// The provider's name in messages and metrics (`openai`, `anthropic`).
+    fn name(&self) -> &'static str;
+
+    /// Runs one turn, reporting [`LlmEvent`]s through `events`.
+    async fn chat(
+        &self,
+        request: &ChatRequest,
+        events: &(dyn Fn(LlmEvent) + Send + Sync),
+    ) -> Result<ChatResponse, LlmError>;
+}

@@ -1,0 +1,617 @@
+//! The OpenAI-compatible chat completions client (OpenAI, vLLM, llama.cpp, Ollama, LiteLLM —
+//! anything at a `base_url` that speaks `POST /chat/completions`): text and image messages,
+//! tools and `tool_choice`, streaming with tool-call deltas reassembled, usage, extra headers,
+//! timeouts, and retries that honour `Retry-After`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::retry::{Failure, RetryPolicy, parse_retry_after};
+use super::{
+    ChatMessage, ChatRequest, ChatResponse, Content, LlmError, LlmEvent, LlmProvider, StopReason,
+    ToolCall, Usage, sse,
+};
+use crate::config::deployment::ProviderSettings;
+
+const PROVIDER: &str = "openai";
+/// Where requests go when no `base_url` is configured.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// A chat completions client.
+#[derive(Debug, Clone)]
+pub struct OpenAiClient {
+    http: reqwest::Client,
+    base_url: String,
+    headers: HeaderMap,
+    timeout: Duration,
+    retry: RetryPolicy,
+}
+
+impl OpenAiClient {
+    /// A client for `settings` (key, base URL, extra headers, timeout in seconds).
+    pub fn new(settings: &ProviderSettings, retry: RetryPolicy) -> Result<Self, LlmError> {
+        let mut headers = HeaderMap::new();
+        for (name, value) in &settings.headers {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| decode(format!("header name {name:?} is invalid")))?;
+            let value = HeaderValue::from_str(value)
+                .map_err(|_| decode(format!("header {name} has an invalid value")))?;
+            headers.insert(name, value);
+        }
+        if let Some(key) = &settings.api_key {
+            let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
+                .map_err(|_| decode("the API key is not a valid header value".into()))?;
+            value.set_sensitive(true);
+            headers.insert(AUTHORIZATION, value);
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| decode(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Self {
+            http,
+            base_url: settings
+                .base_url
+                .clone()
+                .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned()),
+            headers,
+            timeout: Duration::from_secs_f64(settings.timeout_secs.unwrap_or(600.0)),
+            retry,
+        })
+    }
+
+    fn url(&self) -> String {
+        format!("{}/chat/completions", self.base_url)
+    }
+
+    async fn attempt(
+        &self,
+        body: &Value,
+        stream: bool,
+        events: &(dyn Fn(LlmEvent) + Send + Sync),
+    ) -> Result<ChatResponse, Failure> {
+        let response = self
+            .http
+            .post(self.url())
+            .headers(self.headers.clone())
+            .timeout(self.timeout)
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| self.transport(&e))?;
+        let status = response.status().as_u16();
+        if status != 200 {
+            let retry_after = response
+                .headers()
+                .get(RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(parse_retry_after);
+            let text = response.text().await.unwrap_or_default();
+            return Err(Failure {
+                error: LlmError::Http {
+                    provider: PROVIDER,
+                    status,
+                    message: error_message(&text),
+                },
+                retry_after,
+            });
+        }
+        if stream {
+            let mut assembler = StreamAssembler::default();
+            let mut stream = Box::pin(sse::events(response.bytes_stream()));
+            while let Some(event) = stream.next().await {
+                let event = event.map_err(|e| self.transport(&e))?;
+                if event.data == "[DONE]" {
+                    break;
+                }
+                let chunk: ChunkWire = serde_json::from_str(&event.data)
+                    .map_err(|e| decode(format!("stream chunk: {e}")))?;
+                if let Some(delta) = assembler.add(chunk) {
+                    events(LlmEvent::TextDelta(delta));
+                }
+            }
+            assembler.finish().map_err(Failure::from)
+        } else {
+            let bytes = response.bytes().await.map_err(|e| self.transport(&e))?;
+            let wire: CompletionWire =
+                serde_json::from_slice(&bytes).map_err(|e| decode(format!("completion: {e}")))?;
+            from_completion(wire).map_err(Failure::from)
+        }
+    }
+
+    fn transport(&self, e: &reqwest::Error) -> Failure {
+        let error = if e.is_timeout() {
+            LlmError::Timeout {
+                provider: PROVIDER,
+                timeout: self.timeout,
+            }
+        } else {
+            LlmError::Transport {
+                provider: PROVIDER,
+                url: self.url(),
+                message: chain(e),
+            }
+        };
+        Failure::from(error)
+    }
+}
+
+#[async_trait]
+impl LlmProvider for OpenAiClient {
+    fn name(&self) -> &'static str {
+        PROVIDER
+    }
+
+    async fn chat(
+        &self,
+        request: &ChatRequest,
+        events: &(dyn Fn(LlmEvent) + Send + Sync),
+    ) -> Result<ChatResponse, LlmError> {
+        let body = to_wire(request);
+        self.retry
+            .run(PROVIDER, events, |_| {
+                self.attempt(&body, request.stream, events)
+            })
+            .await
+    }
+}
+
+fn decode(message: String) -> LlmError {
+    LlmError::Decode {
+        provider: PROVIDER,
+        message,
+    }
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// The `error.message` of an OpenAI error body, else the start of the body.
+fn error_message(body: &str) -> String {
+    #[derive(Deserialize)]
+    struct ErrorWire {
+        error: ErrorDetail,
+    }
+    #[derive(Deserialize)]
+    struct ErrorDetail {
+        message: String,
+    }
+    serde_json::from_str::<ErrorWire>(body)
+        .map_or_else(|_| body.chars().take(300).collect(), |e| e.error.message)
+}
+
+// ---- request ---------------------------------------------------------------------------
+
+#[derive(Serialize)]
+struct MessageWire {
+    role: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<ToolCallWire>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ToolCallWire {
+    id: String,
+    #[serde(rename = "type")]
+    kind: String,
+    function: FunctionWire,
+}
+
+#[derive(Serialize, Deserialize)]
+struct FunctionWire {
+    name: String,
+    arguments: String,
+}
+
+/// The request body: messages and tools in OpenAI's shapes, sampling parameters at the top.
+pub fn to_wire(request: &ChatRequest) -> Value {
+    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    if let Some(system) = &request.system {
+        messages.push(MessageWire {
+            role: "system",
+            content: Some(Value::String(system.clone())),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        });
+    }
+    for message in &request.messages {
+        messages.push(match message {
+            ChatMessage::User { content } => MessageWire {
+                role: "user",
+                content: Some(user_content(content)),
+                tool_calls: Vec::new(),
+                tool_call_id: None,
+            },
+            ChatMessage::Assistant { text, tool_calls } => MessageWire {
+                role: "assistant",
+                content: text.clone().map(Value::String),
+                tool_calls: tool_calls
+                    .iter()
+                    .map(|c| ToolCallWire {
+                        id: c.id.clone(),
+                        kind: "function".to_owned(),
+                        function: FunctionWire {
+                            name: c.name.clone(),
+                            arguments: c.arguments.to_string(),
+                        },
+                    })
+                    .collect(),
+                tool_call_id: None,
+            },
+            ChatMessage::Tool {
+                call_id, content, ..
+            } => MessageWire {
+                role: "tool",
+                content: Some(Value::String(content.clone())),
+                tool_calls: Vec::new(),
+                tool_call_id: Some(call_id.clone()),
+            },
+        });
+    }
+    let mut body = serde_json::Map::new();
+    body.insert("model".into(), Value::String(request.model.clone()));
+    body.insert(
+        "messages".into(),
+        serde_json::to_value(messages).expect("messages serialize"),
+    );
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| serde_json::json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.input_schema}}))
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    for (key, value) in &request.params {
+        body.insert(key.clone(), value.clone());
+    }
+    if request.stream {
+        body.insert("stream".into(), Value::Bool(true));
+        body.insert(
+            "stream_options".into(),
+            serde_json::json!({"include_usage": true}),
+        );
+    }
+    Value::Object(body)
+}
+
+/// Plain text stays a string; anything with images becomes content parts.
+fn user_content(content: &[Content]) -> Value {
+    if let [Content::Text { text }] = content {
+        return Value::String(text.clone());
+    }
+    let parts: Vec<Value> = content
+        .iter()
+        .map(|c| match c {
+            Content::Text { text } => serde_json::json!({"type": "text", "text": text}),
+            Content::Image { media_type, data } => {
+                serde_json::json!({"type": "image_url", "image_url": {"url": format!("data:{media_type};base64,{data}")}})
+            }
+            Content::ImageUrl { url } => serde_json::json!({"type": "image_url", "image_url": {"url": url}}),
+        })
+        .collect();
+    Value::Array(parts)
+}
+
+// ---- response --------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct CompletionWire {
+    choices: Vec<ChoiceWire>,
+    #[serde(default)]
+    usage: Option<UsageWire>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceWire {
+    message: AnswerWire,
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct AnswerWire {
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<ToolCallWire>,
+}
+
+#[derive(Deserialize, Default)]
+struct UsageWire {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetailsWire>,
+}
+
+#[derive(Deserialize, Default)]
+struct PromptDetailsWire {
+    #[serde(default)]
+    cached_tokens: u64,
+}
+
+impl From<UsageWire> for Usage {
+    fn from(u: UsageWire) -> Self {
+        Usage {
+            input_tokens: u.prompt_tokens,
+            output_tokens: u.completion_tokens,
+            cache_read_tokens: u.prompt_tokens_details.map_or(0, |d| d.cached_tokens),
+            cache_write_tokens: 0,
+        }
+    }
+}
+
+fn stop_reason(finish: Option<&str>) -> StopReason {
+    match finish {
+        Some("stop") | None => StopReason::EndTurn,
+        Some("tool_calls" | "function_call") => StopReason::ToolUse,
+        Some("length") => StopReason::MaxTokens,
+        Some(_) => StopReason::Other,
+    }
+}
+
+fn arguments(raw: &str) -> Value {
+    if raw.trim().is_empty() {
+        return Value::Object(serde_json::Map::new());
+    }
+    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))
+}
+
+fn from_completion(wire: CompletionWire) -> Result<ChatResponse, LlmError> {
+    let choice = wire
+        .choices
+        .into_iter()
+        .next()
+        .ok_or_else(|| decode("the completion has no choices".into()))?;
+    let tool_calls = choice
+        .message
+        .tool_calls
+        .into_iter()
+        .map(|c| ToolCall {
+            id: c.id,
+            name: c.function.name,
+            arguments: arguments(&c.function.arguments),
+        })
+        .collect();
+    Ok(ChatResponse {
+        text: choice.message.content.filter(|t| !t.is_empty()),
+        tool_calls,
+        usage: wire.usage.map(Usage::from).unwrap_or_default(),
+        stop_reason: stop_reason(choice.finish_reason.as_deref()),
+    })
+}
+
+#[derive(Deserialize)]
+struct ChunkWire {
+    #[serde(default)]
+    choices: Vec<ChunkChoiceWire>,
+    #[serde(default)]
+    usage: Option<UsageWire>,
+}
+
+#[derive(Deserialize)]
+struct ChunkChoiceWire {
+    #[serde(default)]
+    delta: DeltaWire,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct DeltaWire {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<ToolDeltaWire>,
+}
+
+#[derive(Deserialize)]
+struct ToolDeltaWire {
+    index: usize,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<FunctionDeltaWire>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDeltaWire {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+/// Reassembles a streamed completion: text deltas in order, tool calls by index.
+#[derive(Default)]
+struct StreamAssembler {
+    text: String,
+    calls: BTreeMap<usize, (String, String, String)>,
+    finish: Option<String>,
+    usage: Usage,
+}
+
+impl StreamAssembler {
+    /// Adds a chunk; returns its text delta, if any.
+    fn add(&mut self, chunk: ChunkWire) -> Option<String> {
+        if let Some(usage) = chunk.usage {
+            self.usage = usage.into();
+        }
+        let mut delta_text = None;
+        for choice in chunk.choices {
+            if let Some(text) = choice.delta.content.filter(|t| !t.is_empty()) {
+                self.text.push_str(&text);
+                delta_text = Some(text);
+            }
+            for call in choice.delta.tool_calls {
+                let entry = self.calls.entry(call.index).or_default();
+                if let Some(id) = call.id {
+                    entry.0 = id;
+                }
+                if let Some(f) = call.function {
+                    if let Some(name) = f.name {
+                        entry.1.push_str(&name);
+                    }
+                    if let Some(args) = f.arguments {
+                        entry.2.push_str(&args);
+                    }
+                }
+            }
+            if choice.finish_reason.is_some() {
+                self.finish = choice.finish_reason;
+            }
+        }
+        delta_text
+    }
+
+    fn finish(self) -> Result<ChatResponse, LlmError> {
+        let mut tool_calls = Vec::with_capacity(self.calls.len());
+        for (index, (id, name, args)) in self.calls {
+            if id.is_empty() || name.is_empty() {
+                return Err(decode(format!(
+                    "streamed tool call {index} has no id or name"
+                )));
+            }
+            tool_calls.push(ToolCall {
+                id,
+                name,
+                arguments: arguments(&args),
+            });
+        }
+        Ok(ChatResponse {
+            text: Some(self.text).filter(|t| !t.is_empty()),
+            tool_calls,
+            usage: self.usage,
+            stop_reason: stop_reason(self.finish.as_deref()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_call_deltas_are_reassembled_by_index() {
+        let mut a = StreamAssembler::default();
+        let chunks = [
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"Let me "}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"check."}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"fixture__add","arguments":"{\"a\":"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_2","type":"function","function":{"name":"fixture__echo","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"2,\"b\":3}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"{\"text\":\"hi\"}"}}]},"finish_reason":"tool_calls"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":11,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":4}}}"#,
+        ];
+        let deltas: Vec<String> = chunks
+            .iter()
+            .filter_map(|c| a.add(serde_json::from_str(c).unwrap()))
+            .collect();
+        assert_eq!(deltas, ["Let me ", "check."]);
+        let r = a.finish().unwrap();
+        assert_eq!(r.text.as_deref(), Some("Let me check."));
+        assert_eq!(r.stop_reason, StopReason::ToolUse);
+        assert_eq!(
+            r.tool_calls[0],
+            ToolCall {
+                id: "call_1".into(),
+                name: "fixture__add".into(),
+                arguments: serde_json::json!({"a": 2, "b": 3})
+            }
+        );
+        assert_eq!(r.tool_calls[1].arguments, serde_json::json!({"text": "hi"}));
+        assert_eq!(
+            r.usage,
+            Usage {
+                input_tokens: 11,
+                output_tokens: 7,
+                cache_read_tokens: 4,
+                cache_write_tokens: 0
+            }
+        );
+    }
+
+    #[test]
+    fn requests_carry_tools_results_images_and_params() {
+        let request = ChatRequest {
+            model: "gpt-x".into(),
+            system: Some("be brief".into()),
+            messages: vec![
+                ChatMessage::User {
+                    content: vec![
+                        Content::Text {
+                            text: "look".into(),
+                        },
+                        Content::Image {
+                            media_type: "image/png".into(),
+                            data: "AAAA".into(),
+                        },
+                    ],
+                },
+                ChatMessage::Assistant {
+                    text: None,
+                    tool_calls: vec![ToolCall {
+                        id: "c1".into(),
+                        name: "s__t".into(),
+                        arguments: serde_json::json!({"q": 1}),
+                    }],
+                },
+                ChatMessage::Tool {
+                    call_id: "c1".into(),
+                    content: "42".into(),
+                    is_error: false,
+                },
+            ],
+            tools: vec![super::super::ToolSpec {
+                name: "s__t".into(),
+                description: "d".into(),
+                input_schema: serde_json::json!({"type": "object"}),
+            }],
+            params: serde_json::json!({"temperature": 0.2})
+                .as_object()
+                .unwrap()
+                .clone(),
+            stream: true,
+        };
+        let body = to_wire(&request);
+        assert_eq!(
+            body["messages"][0],
+            serde_json::json!({"role": "system", "content": "be brief"})
+        );
+        assert_eq!(
+            body["messages"][1]["content"][1]["image_url"]["url"],
+            "data:image/png;base64,AAAA"
+        );
+        assert_eq!(
+            body["messages"][2]["tool_calls"][0]["function"]["arguments"],
+            "{\"q\":1}"
+        );
+        assert!(body["messages"][2].get("content").is_none());
+        assert_eq!(
+            body["messages"][3],
+            serde_json::json!({"role": "tool", "content": "42", "tool_call_id": "c1"})
+        );
+        assert_eq!(body["tools"][0]["function"]["parameters"]["type"], "object");
+        assert_eq!(body["temperature"], 0.2);
+        assert_eq!(body["stream_options"]["include_usage"], true);
+    }
+}
