@@ -1,7 +1,8 @@
 //! The OpenAI-compatible client against the strict fake LLM server.
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use daedalus_fake_llm::{FakeLlm, Reply};
@@ -9,10 +10,10 @@ use daedalus_runtime::config::deployment::ProviderSettings;
 use daedalus_runtime::llm::openai::OpenAiClient;
 use daedalus_runtime::llm::retry::RetryPolicy;
 use daedalus_runtime::llm::{
-    ChatMessage, ChatRequest, Content, LlmError, LlmEvent, LlmProvider, StopReason, ToolCall,
-    ToolSpec,
+    ChatMessage, ChatRequest, Content, LlmError, LlmProvider, StopReason, ToolCall, ToolSpec,
 };
 use serde_json::json;
+use support::Events;
 
 const KEY: &str = "sk-test-secret-123";
 const MODEL: &str = "gpt-fake";
@@ -46,35 +47,6 @@ fn ask(text: &str, stream: bool) -> ChatRequest {
         }],
         params: serde_json::Map::new(),
         stream,
-    }
-}
-
-/// Collects events for assertions.
-#[derive(Default)]
-struct Events(Mutex<Vec<LlmEvent>>);
-
-impl Events {
-    fn sink(&self) -> impl Fn(LlmEvent) + Send + Sync + '_ {
-        move |e| self.0.lock().expect("lock").push(e)
-    }
-    fn deltas(&self) -> Vec<String> {
-        self.0
-            .lock()
-            .expect("lock")
-            .iter()
-            .filter_map(|e| match e {
-                LlmEvent::TextDelta(t) => Some(t.clone()),
-                LlmEvent::Retrying { .. } => None,
-            })
-            .collect()
-    }
-    fn retries(&self) -> usize {
-        self.0
-            .lock()
-            .expect("lock")
-            .iter()
-            .filter(|e| matches!(e, LlmEvent::Retrying { .. }))
-            .count()
     }
 }
 

@@ -1,10 +1,12 @@
 //! A scripted LLM server for tests. It speaks the OpenAI chat completions wire format
-//! (`POST /v1/chat/completions`, `GET /v1/models`), streaming and not, and validates every
+//! (`POST /v1/chat/completions`, `GET /v1/models`) and the Anthropic Messages wire format
+//! (`POST /v1/messages`, `GET /v1/models/{id}`), streaming and not, and validates every
 //! request the way the real API does — roles and order, every tool result answering an earlier
 //! tool call, tool schemas that are JSON Schema objects, required fields, known parameters,
 //! the API key — answering anything else with the API's own error shape. Replies come from a
 //! script: text, tool calls, errors with `Retry-After`, delays.
 
+mod anthropic;
 mod openai;
 
 use std::collections::VecDeque;
@@ -53,6 +55,8 @@ struct State {
 pub struct FakeLlm {
     /// Base URL for an OpenAI-compatible client (`http://127.0.0.1:<port>/v1`).
     pub openai_base_url: String,
+    /// Base URL for an Anthropic client (`http://127.0.0.1:<port>`).
+    pub anthropic_base_url: String,
     state: Arc<State>,
 }
 
@@ -67,6 +71,8 @@ impl FakeLlm {
         let app = Router::new()
             .route("/v1/chat/completions", post(openai::chat))
             .route("/v1/models", get(openai::models))
+            .route("/v1/messages", post(anthropic::messages))
+            .route("/v1/models/{id}", get(anthropic::model))
             .with_state(Arc::clone(&state));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -75,6 +81,7 @@ impl FakeLlm {
         tokio::spawn(async move { axum::serve(listener, app).await });
         FakeLlm {
             openai_base_url: format!("http://{addr}/v1"),
+            anthropic_base_url: format!("http://{addr}"),
             state,
         }
     }

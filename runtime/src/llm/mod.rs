@@ -5,6 +5,7 @@
 //! The types here are the runtime's own, provider-neutral view of a chat turn; each client
 //! translates them to and from its wire format.
 
+pub mod anthropic;
 pub mod openai;
 pub mod retry;
 pub mod sse;

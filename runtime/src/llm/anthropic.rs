@@ -1,0 +1,630 @@
+//! The Anthropic Messages client: system blocks, `tool_use`/`tool_result` blocks translated both
+//! ways (consecutive tool results become one user turn, as the API requires), images,
+//! streaming, usage with cache read/write tokens, and the same retry rules as OpenAI.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::retry::{Failure, RetryPolicy, parse_retry_after};
+use super::{
+    ChatMessage, ChatRequest, ChatResponse, Content, LlmError, LlmEvent, LlmProvider, StopReason,
+    ToolCall, Usage, sse,
+};
+use crate::config::deployment::ProviderSettings;
+
+const PROVIDER: &str = "anthropic";
+/// Where requests go when no `base_url` is configured.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+/// The API version this client speaks.
+pub const API_VERSION: &str = "2023-06-01";
+/// `max_tokens` is required by the API; used when the caller sets none.
+const DEFAULT_MAX_TOKENS: u64 = 4096;
+
+/// A Messages API client.
+#[derive(Debug, Clone)]
+pub struct AnthropicClient {
+    http: reqwest::Client,
+    base_url: String,
+    headers: HeaderMap,
+    timeout: Duration,
+    retry: RetryPolicy,
+}
+
+fn decode(message: String) -> LlmError {
+    LlmError::Decode {
+        provider: PROVIDER,
+        message,
+    }
+}
+
+impl AnthropicClient {
+    pub fn new(settings: &ProviderSettings, retry: RetryPolicy) -> Result<Self, LlmError> {
+        let mut headers = HeaderMap::new();
+        headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
+        for (name, value) in &settings.headers {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| decode(format!("header name {name:?} is invalid")))?;
+            let value = HeaderValue::from_str(value)
+                .map_err(|_| decode(format!("header {name} has an invalid value")))?;
+            headers.insert(name, value);
+        }
+        if let Some(key) = &settings.api_key {
+            let mut value = HeaderValue::from_str(key)
+                .map_err(|_| decode("the API key is not a valid header value".into()))?;
+            value.set_sensitive(true);
+            headers.insert("x-api-key", value);
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| decode(format!("cannot build the HTTP client: {e}")))?;
+        let base = settings
+            .base_url
+            .clone()
+            .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
+        Ok(Self {
+            http,
+            base_url: base.trim_end_matches("/v1").to_owned(),
+            headers,
+            timeout: Duration::from_secs_f64(settings.timeout_secs.unwrap_or(600.0)),
+            retry,
+        })
+    }
+
+    fn url(&self) -> String {
+        format!("{}/v1/messages", self.base_url)
+    }
+
+    async fn attempt(
+        &self,
+        body: &Value,
+        stream: bool,
+        events: &(dyn Fn(LlmEvent) + Send + Sync),
+    ) -> Result<ChatResponse, Failure> {
+        let response = self
+            .http
+            .post(self.url())
+            .headers(self.headers.clone())
+            .timeout(self.timeout)
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| self.transport(&e))?;
+        let status = response.status().as_u16();
+        if status != 200 {
+            let retry_after = response
+                .headers()
+                .get(RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(parse_retry_after);
+            let text = response.text().await.unwrap_or_default();
+            return Err(Failure {
+                error: LlmError::Http {
+                    provider: PROVIDER,
+                    status,
+                    message: error_message(&text),
+                },
+                retry_after,
+            });
+        }
+        if stream {
+            let mut assembler = StreamAssembler::default();
+            let mut stream = Box::pin(sse::events(response.bytes_stream()));
+            while let Some(event) = stream.next().await {
+                let event = event.map_err(|e| self.transport(&e))?;
+                let wire: StreamEventWire = serde_json::from_str(&event.data)
+                    .map_err(|e| decode(format!("stream event: {e}")))?;
+                match assembler.add(wire).map_err(Failure::from)? {
+                    Step::Delta(text) => events(LlmEvent::TextDelta(text)),
+                    Step::Stop => break,
+                    Step::Continue => {}
+                }
+            }
+            assembler.finish().map_err(Failure::from)
+        } else {
+            let bytes = response.bytes().await.map_err(|e| self.transport(&e))?;
+            let wire: MessageWire =
+                serde_json::from_slice(&bytes).map_err(|e| decode(format!("message: {e}")))?;
+            Ok(from_message(wire))
+        }
+    }
+
+    fn transport(&self, e: &reqwest::Error) -> Failure {
+        let error = if e.is_timeout() {
+            LlmError::Timeout {
+                provider: PROVIDER,
+                timeout: self.timeout,
+            }
+        } else {
+            LlmError::Transport {
+                provider: PROVIDER,
+                url: self.url(),
+                message: e.to_string(),
+            }
+        };
+        Failure::from(error)
+    }
+}
+
+#[async_trait]
+impl LlmProvider for AnthropicClient {
+    fn name(&self) -> &'static str {
+        PROVIDER
+    }
+
+    async fn chat(
+        &self,
+        request: &ChatRequest,
+        events: &(dyn Fn(LlmEvent) + Send + Sync),
+    ) -> Result<ChatResponse, LlmError> {
+        let body = to_wire(request);
+        self.retry
+            .run(PROVIDER, events, |_| {
+                self.attempt(&body, request.stream, events)
+            })
+            .await
+    }
+}
+
+/// The `error.message` of an Anthropic error body, else the start of the body.
+fn error_message(body: &str) -> String {
+    #[derive(Deserialize)]
+    struct ErrorWire {
+        error: ErrorDetail,
+    }
+    #[derive(Deserialize)]
+    struct ErrorDetail {
+        message: String,
+    }
+    serde_json::from_str::<ErrorWire>(body)
+        .map_or_else(|_| body.chars().take(300).collect(), |e| e.error.message)
+}
+
+// ---- request ---------------------------------------------------------------------------
+
+fn content_block(c: &Content) -> Value {
+    match c {
+        Content::Text { text } => json!({"type": "text", "text": text}),
+        Content::Image { media_type, data } => {
+            json!({"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}})
+        }
+        Content::ImageUrl { url } => {
+            json!({"type": "image", "source": {"type": "url", "url": url}})
+        }
+    }
+}
+
+/// The request body. Our tool messages become `tool_result` blocks in a user turn, and turns of
+/// the same role are merged, so the conversation alternates as the API requires.
+pub fn to_wire(request: &ChatRequest) -> Value {
+    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for message in &request.messages {
+        let (role, blocks): (&'static str, Vec<Value>) = match message {
+            ChatMessage::User { content } => ("user", content.iter().map(content_block).collect()),
+            ChatMessage::Assistant { text, tool_calls } => {
+                let mut blocks: Vec<Value> = text
+                    .iter()
+                    .filter(|t| !t.is_empty())
+                    .map(|t| json!({"type": "text", "text": t}))
+                    .collect();
+                blocks.extend(tool_calls.iter().map(|c| json!({"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments})));
+                ("assistant", blocks)
+            }
+            ChatMessage::Tool {
+                call_id,
+                content,
+                is_error,
+            } => (
+                "user",
+                vec![
+                    json!({"type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": is_error}),
+                ],
+            ),
+        };
+        match turns.last_mut() {
+            Some((last_role, last_blocks)) if *last_role == role => last_blocks.extend(blocks),
+            _ => turns.push((role, blocks)),
+        }
+    }
+    let messages: Vec<Value> = turns
+        .into_iter()
+        .map(|(role, content)| json!({"role": role, "content": content}))
+        .collect();
+    let mut body = serde_json::Map::new();
+    body.insert("model".into(), Value::String(request.model.clone()));
+    body.insert("messages".into(), Value::Array(messages));
+    if let Some(system) = &request.system {
+        body.insert("system".into(), json!([{"type": "text", "text": system}]));
+    }
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request.tools.iter().map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema})).collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    for (key, value) in &request.params {
+        body.insert(key.clone(), value.clone());
+    }
+    body.entry("max_tokens")
+        .or_insert(json!(DEFAULT_MAX_TOKENS));
+    if request.stream {
+        body.insert("stream".into(), Value::Bool(true));
+    }
+    Value::Object(body)
+}
+
+// ---- response --------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct MessageWire {
+    content: Vec<BlockWire>,
+    stop_reason: Option<String>,
+    #[serde(default)]
+    usage: UsageWire,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum BlockWire {
+    Text {
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        #[serde(default)]
+        input: Value,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+struct UsageWire {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+}
+
+impl UsageWire {
+    fn apply(self, usage: &mut Usage) {
+        if let Some(v) = self.input_tokens {
+            usage.input_tokens = v;
+        }
+        if let Some(v) = self.output_tokens {
+            usage.output_tokens = v;
+        }
+        if let Some(v) = self.cache_creation_input_tokens {
+            usage.cache_write_tokens = v;
+        }
+        if let Some(v) = self.cache_read_input_tokens {
+            usage.cache_read_tokens = v;
+        }
+    }
+}
+
+fn stop_reason(reason: Option<&str>) -> StopReason {
+    match reason {
+        Some("end_turn") | None => StopReason::EndTurn,
+        Some("tool_use") => StopReason::ToolUse,
+        Some("max_tokens") => StopReason::MaxTokens,
+        Some("stop_sequence") => StopReason::StopSequence,
+        Some(_) => StopReason::Other,
+    }
+}
+
+fn from_message(wire: MessageWire) -> ChatResponse {
+    let mut text = String::new();
+    let mut tool_calls = Vec::new();
+    for block in wire.content {
+        match block {
+            BlockWire::Text { text: t } => text.push_str(&t),
+            BlockWire::ToolUse { id, name, input } => tool_calls.push(ToolCall {
+                id,
+                name,
+                arguments: input,
+            }),
+            BlockWire::Other => {}
+        }
+    }
+    let mut usage = Usage::default();
+    wire.usage.apply(&mut usage);
+    ChatResponse {
+        text: Some(text).filter(|t| !t.is_empty()),
+        tool_calls,
+        usage,
+        stop_reason: stop_reason(wire.stop_reason.as_deref()),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum StreamEventWire {
+    MessageStart {
+        message: StartWire,
+    },
+    ContentBlockStart {
+        index: usize,
+        content_block: BlockWire,
+    },
+    ContentBlockDelta {
+        index: usize,
+        delta: DeltaWire,
+    },
+    ContentBlockStop {},
+    MessageDelta {
+        delta: MessageDeltaWire,
+        #[serde(default)]
+        usage: UsageWire,
+    },
+    MessageStop {},
+    Ping {},
+    Error {
+        error: ErrorDetailWire,
+    },
+}
+
+#[derive(Deserialize)]
+struct StartWire {
+    #[serde(default)]
+    usage: UsageWire,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum DeltaWire {
+    TextDelta {
+        text: String,
+    },
+    InputJsonDelta {
+        partial_json: String,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct MessageDeltaWire {
+    stop_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ErrorDetailWire {
+    #[serde(rename = "type")]
+    kind: String,
+    message: String,
+}
+
+enum Step {
+    Delta(String),
+    Continue,
+    Stop,
+}
+
+/// A content block being streamed.
+enum Building {
+    Text,
+    Tool {
+        id: String,
+        name: String,
+        json: String,
+    },
+}
+
+/// Reassembles a streamed message.
+#[derive(Default)]
+struct StreamAssembler {
+    text: String,
+    blocks: std::collections::BTreeMap<usize, Building>,
+    usage: Usage,
+    stop: Option<String>,
+}
+
+impl StreamAssembler {
+    fn add(&mut self, event: StreamEventWire) -> Result<Step, LlmError> {
+        match event {
+            StreamEventWire::MessageStart { message } => message.usage.apply(&mut self.usage),
+            StreamEventWire::ContentBlockStart {
+                index,
+                content_block,
+            } => {
+                let building = match content_block {
+                    BlockWire::ToolUse { id, name, .. } => Building::Tool {
+                        id,
+                        name,
+                        json: String::new(),
+                    },
+                    BlockWire::Text { text } => {
+                        self.text.push_str(&text);
+                        Building::Text
+                    }
+                    BlockWire::Other => Building::Text,
+                };
+                self.blocks.insert(index, building);
+            }
+            StreamEventWire::ContentBlockDelta { index, delta } => {
+                match (self.blocks.get_mut(&index), delta) {
+                    (Some(Building::Text), DeltaWire::TextDelta { text }) => {
+                        self.text.push_str(&text);
+                        return Ok(Step::Delta(text));
+                    }
+                    (
+                        Some(Building::Tool { json, .. }),
+                        DeltaWire::InputJsonDelta { partial_json },
+                    ) => json.push_str(&partial_json),
+                    (None, _) => {
+                        return Err(decode(format!("a delta for unknown content block {index}")));
+                    }
+                    _ => {}
+                }
+            }
+            StreamEventWire::MessageDelta { delta, usage } => {
+                self.stop = delta.stop_reason;
+                usage.apply(&mut self.usage);
+            }
+            StreamEventWire::MessageStop {} => return Ok(Step::Stop),
+            StreamEventWire::Error { error } => {
+                let status = if error.kind == "overloaded_error" {
+                    529
+                } else {
+                    500
+                };
+                return Err(LlmError::Http {
+                    provider: PROVIDER,
+                    status,
+                    message: format!("{}: {}", error.kind, error.message),
+                });
+            }
+            StreamEventWire::ContentBlockStop {} | StreamEventWire::Ping {} => {}
+        }
+        Ok(Step::Continue)
+    }
+
+    fn finish(self) -> Result<ChatResponse, LlmError> {
+        let mut tool_calls = Vec::new();
+        for building in self.blocks.into_values() {
+            if let Building::Tool { id, name, json } = building {
+                let arguments = if json.trim().is_empty() {
+                    Value::Object(serde_json::Map::new())
+                } else {
+                    serde_json::from_str(&json)
+                        .map_err(|e| decode(format!("tool input of {name}: {e}")))?
+                };
+                tool_calls.push(ToolCall {
+                    id,
+                    name,
+                    arguments,
+                });
+            }
+        }
+        Ok(ChatResponse {
+            text: Some(self.text).filter(|t| !t.is_empty()),
+            tool_calls,
+            usage: self.usage,
+            stop_reason: stop_reason(self.stop.as_deref()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_results_become_one_user_turn_after_the_tool_use() {
+        let request = ChatRequest {
+            model: "claude-x".into(),
+            system: Some("sys".into()),
+            messages: vec![
+                ChatMessage::User {
+                    content: vec![Content::Text { text: "hi".into() }],
+                },
+                ChatMessage::Assistant {
+                    text: Some("checking".into()),
+                    tool_calls: vec![
+                        ToolCall {
+                            id: "t1".into(),
+                            name: "a__b".into(),
+                            arguments: json!({"x": 1}),
+                        },
+                        ToolCall {
+                            id: "t2".into(),
+                            name: "a__c".into(),
+                            arguments: json!({}),
+                        },
+                    ],
+                },
+                ChatMessage::Tool {
+                    call_id: "t1".into(),
+                    content: "one".into(),
+                    is_error: false,
+                },
+                ChatMessage::Tool {
+                    call_id: "t2".into(),
+                    content: "boom".into(),
+                    is_error: true,
+                },
+            ],
+            tools: Vec::new(),
+            params: serde_json::Map::new(),
+            stream: false,
+        };
+        let body = to_wire(&request);
+        assert_eq!(body["system"][0]["text"], "sys");
+        let messages = body["messages"].as_array().unwrap();
+        assert_eq!(messages.len(), 3);
+        assert_eq!(
+            messages[1]["content"][1],
+            json!({"type": "tool_use", "id": "t1", "name": "a__b", "input": {"x": 1}})
+        );
+        assert_eq!(messages[2]["role"], "user");
+        assert_eq!(
+            messages[2]["content"][1],
+            json!({"type": "tool_result", "tool_use_id": "t2", "content": "boom", "is_error": true})
+        );
+        assert_eq!(body["max_tokens"], 4096);
+    }
+
+    #[test]
+    fn a_streamed_message_is_reassembled_with_cache_usage() {
+        let events = [
+            r#"{"type":"message_start","message":{"id":"m","usage":{"input_tokens":12,"cache_creation_input_tokens":3,"cache_read_input_tokens":9,"output_tokens":1}}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+            r#"{"type":"ping"}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Let me "}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"add."}}"#,
+            r#"{"type":"content_block_stop","index":0}"#,
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"fixture__add","input":{}}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"a\": 2,"}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":" \"b\": 3}"}}"#,
+            r#"{"type":"content_block_stop","index":1}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":25}}"#,
+            r#"{"type":"message_stop"}"#,
+        ];
+        let mut a = StreamAssembler::default();
+        let mut deltas = Vec::new();
+        for e in events {
+            if let Step::Delta(t) = a.add(serde_json::from_str(e).unwrap()).unwrap() {
+                deltas.push(t);
+            }
+        }
+        assert_eq!(deltas, ["Let me ", "add."]);
+        let r = a.finish().unwrap();
+        assert_eq!(r.text.as_deref(), Some("Let me add."));
+        assert_eq!(
+            r.tool_calls,
+            vec![ToolCall {
+                id: "toolu_1".into(),
+                name: "fixture__add".into(),
+                arguments: json!({"a": 2, "b": 3})
+            }]
+        );
+        assert_eq!(r.stop_reason, StopReason::ToolUse);
+        assert_eq!(
+            r.usage,
+            Usage {
+                input_tokens: 12,
+                output_tokens: 25,
+                cache_read_tokens: 9,
+                cache_write_tokens: 3
+            }
+        );
+    }
+
+    #[test]
+    fn a_stream_error_event_is_an_error() {
+        let mut a = StreamAssembler::default();
+        let e = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        let err = a.add(serde_json::from_str(e).unwrap()).err().unwrap();
+        assert!(matches!(err, LlmError::Http { status: 529, .. }), "{err}");
+        assert!(err.is_retryable());
+    }
+}

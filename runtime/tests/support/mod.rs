@@ -1,0 +1,45 @@
+//! Shared test support for the runtime's integration tests.
+
+#![allow(
+    dead_code,
+    unreachable_pub,
+    reason = "each test file uses a different part"
+)]
+
+use std::sync::Mutex;
+
+use daedalus_runtime::llm::LlmEvent;
+
+/// Collects the events of an LLM turn for assertions.
+#[derive(Default)]
+pub struct Events(Mutex<Vec<LlmEvent>>);
+
+impl Events {
+    /// The callback to hand to `LlmProvider::chat`.
+    pub fn sink(&self) -> impl Fn(LlmEvent) + Send + Sync + '_ {
+        move |e| self.0.lock().expect("lock").push(e)
+    }
+
+    /// The streamed text deltas, in order.
+    pub fn deltas(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter_map(|e| match e {
+                LlmEvent::TextDelta(t) => Some(t.clone()),
+                LlmEvent::Retrying { .. } => None,
+            })
+            .collect()
+    }
+
+    /// How many retries were reported.
+    pub fn retries(&self) -> usize {
+        self.0
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|e| matches!(e, LlmEvent::Retrying { .. }))
+            .count()
+    }
+}
