@@ -20,11 +20,18 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{Agent, Passthrough};
+use std::collections::BTreeMap;
+
+use crate::agent::{Agent, LlmAgent, Passthrough};
 use crate::config::Config;
-use crate::config::deployment::ModelRef;
+use crate::config::deployment::{ModelRef, ProviderSettings};
 use crate::http::{AppState, Discovery};
-use crate::lifecycle::Lifecycle;
+use crate::llm::LlmProvider;
+use crate::llm::anthropic::AnthropicClient;
+use crate::llm::openai::OpenAiClient;
+use crate::llm::preflight::Preflight;
+use crate::llm::retry::RetryPolicy;
+use crate::llm::sampling::{DropWarnings, Target};
 
 /// How long canceled tasks get to answer after the grace period, before the server stops.
 const CANCEL_SETTLE: Duration = Duration::from_secs(5);
@@ -34,18 +41,65 @@ const CANCEL_SETTLE: Duration = Duration::from_secs(5);
 pub enum RunError {
     #[error("the agent card or manifest built from the configuration is invalid")]
     Discovery(#[source] daedalus_schemas::SchemaErrors),
-    #[error("model {0} is not available in this build")]
-    ModelNotAvailable(String),
+    #[error("cannot set up the LLM provider")]
+    Provider(#[source] llm::LlmError),
     #[error("cannot read the listener's address")]
     Listener(#[source] std::io::Error),
 }
 
-/// The agent for a configured model; the LLM providers plug in here.
-pub fn agent_for(model: &ModelRef) -> Result<Arc<dyn Agent>, RunError> {
-    match model {
-        ModelRef::Passthrough => Ok(Arc::new(Passthrough)),
-        other => Err(RunError::ModelNotAvailable(other.to_string())),
-    }
+/// How long a provider preflight result is trusted before `/healthz` probes again.
+pub const PREFLIGHT_TTL: Duration = Duration::from_mins(5);
+
+/// The agent the contract face serves, on its configured model.
+pub fn agent_for(config: &Config) -> Result<Arc<dyn Agent>, RunError> {
+    let deployment = &config.deployment;
+    let def = deployment.agent(&config.agent.name);
+    let settings = |s: &Option<ProviderSettings>| {
+        s.clone().unwrap_or(ProviderSettings {
+            api_key: None,
+            base_url: None,
+            headers: BTreeMap::new(),
+            timeout_secs: None,
+        })
+    };
+    let (provider, model, target): (Arc<dyn LlmProvider>, String, Target) =
+        match &config.agent.model {
+            ModelRef::Passthrough => return Ok(Arc::new(Passthrough)),
+            ModelRef::OpenAi(model) => {
+                let settings = settings(&deployment.openai);
+                let native = settings
+                    .base_url
+                    .as_deref()
+                    .is_none_or(|u| u.contains("api.openai.com"));
+                let client = OpenAiClient::new(&settings, RetryPolicy::default())
+                    .map_err(RunError::Provider)?;
+                (Arc::new(client), model.clone(), Target::OpenAi { native })
+            }
+            ModelRef::Anthropic(model) => {
+                let client =
+                    AnthropicClient::new(&settings(&deployment.anthropic), RetryPolicy::default())
+                        .map_err(RunError::Provider)?;
+                (
+                    Arc::new(client),
+                    model.clone(),
+                    Target::Anthropic {
+                        model: model.clone(),
+                    },
+                )
+            }
+        };
+    Ok(Arc::new(LlmAgent {
+        name: config.agent.name.clone(),
+        provider,
+        model,
+        instruction: def.map(|d| d.instruction.clone()).unwrap_or_default(),
+        defaults: def.map(|d| d.request_params.clone()).unwrap_or_default(),
+        target,
+        vision: deployment.model_capabilities.vision,
+        max_output_tokens: deployment.model_capabilities.max_output_tokens,
+        stream: false,
+        warnings: Arc::new(DropWarnings::default()),
+    }))
 }
 
 /// Builds the shared state for `config` with `agent` (the seam tests swap), for a server
@@ -56,10 +110,11 @@ pub fn app_state(
     agent: Arc<dyn Agent>,
 ) -> Result<AppState, RunError> {
     let discovery = Discovery::new(config, bound).map_err(RunError::Discovery)?;
+    let preflight = Arc::new(Preflight::new(&config.deployment, PREFLIGHT_TTL));
     Ok(AppState::new(
         agent,
         discovery,
-        Arc::new(Lifecycle::default()),
+        preflight,
         config.limits,
         config.max_tasks,
     ))
@@ -72,7 +127,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), RunError> {
     let bound = listener.local_addr().map_err(RunError::Listener)?;
-    let state = app_state(&config, bound, agent_for(&config.agent.model)?)?;
+    let state = app_state(&config, bound, agent_for(&config)?)?;
     run_with_state(listener, &config, state, shutdown).await;
     Ok(())
 }
@@ -96,6 +151,11 @@ pub async fn run_with_state(
         stop_serving.clone(),
     ));
     state.lifecycle().set_ready();
+    // Provider preflight: warn-only, never blocks startup; /healthz shows the result.
+    if !state.preflight().is_empty() {
+        let preflight = Arc::clone(state.preflight());
+        tokio::spawn(async move { preflight.current().await });
+    }
     tracing::info!(
         addr = %addr,
         agent = %config.agent.name,

@@ -5,12 +5,14 @@
 //! a reason. The HTTP layer turns that into a contract `Task`. The built-in [`Passthrough`]
 //! model echoes; the LLM agent loop implements the same trait.
 
+mod llm;
 mod passthrough;
 
 use async_trait::async_trait;
 use daedalus_schemas::{Artifact, Message, Metadata, Part};
 use tokio_util::sync::CancellationToken;
 
+pub use llm::LlmAgent;
 pub use passthrough::Passthrough;
 
 /// One turn of a task, as the agent sees it.

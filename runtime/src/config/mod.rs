@@ -191,21 +191,6 @@ impl Config {
             Some(json) => parse_skills(json)
                 .map_err(|m| ConfigError::invalid(&key_of("agent_skills", "--agent-skills"), m))?,
         };
-        if served.model != ModelRef::Passthrough {
-            let key = if deployment.sources.is_empty() {
-                key_of("default_model", "--default-model")
-            } else {
-                format!("agents.{}.model", served.name)
-            };
-            return Err(ConfigError::invalid(
-                &key,
-                format!(
-                    "{}: the OpenAI and Anthropic providers are not part of this build yet; \
-                     the contract face runs passthrough",
-                    served.model
-                ),
-            ));
-        }
         let log_level = cli
             .log_level
             .clone()

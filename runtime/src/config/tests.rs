@@ -250,12 +250,16 @@ fn deployment_errors_stop_startup_with_the_file_and_key() {
 }
 
 #[test]
-fn a_provider_model_on_the_served_agent_is_refused_until_providers_exist() {
+fn the_served_agent_runs_on_its_configured_provider() {
     let dir = project("agents: { a: { model: openai.gpt-4o } }");
-    assert_eq!(invalid_key_in(dir.path(), &[]), "agents.a.model");
     assert_eq!(
-        invalid_key(&[], &[("DEFAULT_MODEL", "anthropic.claude")]),
-        "DEFAULT_MODEL"
+        run_in(dir.path(), &[]).agent.model,
+        deployment::ModelRef::OpenAi("gpt-4o".into())
+    );
+    let c = config(&[], &[("DEFAULT_MODEL", "anthropic.claude-x")]);
+    assert_eq!(
+        c.agent.model,
+        deployment::ModelRef::Anthropic("claude-x".into())
     );
 }
 

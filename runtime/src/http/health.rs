@@ -1,4 +1,5 @@
 //! `GET /health`: 200 `{"status":"ok"}` when ready; 503 while starting or shutting down.
+//! `GET /healthz`: the LLM provider preflight, per provider (re-probed when stale).
 
 use axum::Json;
 use axum::extract::State;
@@ -20,4 +21,31 @@ pub(super) async fn health(State(state): State<AppState>) -> Response {
         Phase::Starting => ApiError::NotReady.into_response(),
         Phase::Draining => ApiError::ShuttingDown.into_response(),
     }
+}
+
+#[derive(Serialize)]
+struct Healthz {
+    status: &'static str,
+    providers: Vec<crate::llm::preflight::ProviderCheck>,
+}
+
+/// 200 `{"status":"ok"}` when the active provider passed its last check, else 503
+/// `{"status":"degraded"}`; `providers` lists every provider checked. Not a liveness probe:
+/// a wrong API key makes it 503 without anything a restart would fix.
+pub(super) async fn healthz(State(state): State<AppState>) -> Response {
+    let providers = state.preflight().current().await;
+    let healthy = providers.iter().filter(|p| p.active).all(|p| p.ok);
+    let code = if healthy {
+        axum::http::StatusCode::OK
+    } else {
+        axum::http::StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        code,
+        Json(Healthz {
+            status: if healthy { "ok" } else { "degraded" },
+            providers,
+        }),
+    )
+        .into_response()
 }

@@ -27,6 +27,7 @@ pub use error::ApiError;
 use crate::agent::Agent;
 use crate::config::Limits;
 use crate::lifecycle::{Lifecycle, Phase};
+use crate::llm::preflight::Preflight;
 use crate::tasks::TaskRegistry;
 
 /// What every handler shares.
@@ -37,6 +38,7 @@ pub struct AppState(Arc<Shared>);
 struct Shared {
     agent: Arc<dyn Agent>,
     discovery: Discovery,
+    preflight: Arc<Preflight>,
     lifecycle: Arc<Lifecycle>,
     tasks: TaskRegistry,
     limits: Limits,
@@ -50,19 +52,25 @@ impl AppState {
     pub fn new(
         agent: Arc<dyn Agent>,
         discovery: Discovery,
-        lifecycle: Arc<Lifecycle>,
+        preflight: Arc<Preflight>,
         limits: Limits,
         max_tasks: usize,
     ) -> Self {
         Self(Arc::new(Shared {
             agent,
             discovery,
-            lifecycle,
+            preflight,
+            lifecycle: Arc::new(Lifecycle::default()),
             tasks: TaskRegistry::new(max_tasks),
             limits,
             inflight: TaskTracker::new(),
             cancel: CancellationToken::new(),
         }))
+    }
+
+    /// The LLM provider checks behind `/healthz`.
+    pub fn preflight(&self) -> &Arc<Preflight> {
+        &self.0.preflight
     }
 
     pub fn limits(&self) -> &Limits {
@@ -103,6 +111,7 @@ pub fn router(state: AppState) -> Router {
         .route_layer(middleware::from_fn_with_state(state.clone(), admit));
     Router::new()
         .route(HEALTH_PATH, get(health::health))
+        .route("/healthz", get(health::healthz))
         .route(AGENT_CARD_PATH, get(discovery::agent_card))
         .route(MANIFEST_PATH, get(discovery::manifest))
         .merge(tasks)

@@ -7,7 +7,9 @@
 
 pub mod anthropic;
 pub mod openai;
+pub mod preflight;
 pub mod retry;
+pub mod sampling;
 pub mod sse;
 
 use std::fmt;

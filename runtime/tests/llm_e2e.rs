@@ -1,0 +1,242 @@
+//! `POST /` and `/healthz` on the real runtime, configured by an agents.yaml that points at the
+//! strict fake LLM server, for both providers.
+
+use std::net::SocketAddr;
+
+use daedalus_fake_llm::{FakeLlm, Reply};
+use daedalus_runtime::config::{Config, Launch};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const KEY: &str = "sk-e2e-secret";
+
+/// A runtime started from `yaml` (with `${FAKE_URL}` and `${KEY}` expanded).
+struct Runtime {
+    url: String,
+    stop: CancellationToken,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn start(yaml: &str, fake: &FakeLlm, key: &str) -> Runtime {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("agents.yaml"), yaml).expect("written");
+    let env = |k: &str| match k {
+        "OPENAI_URL" => Some(fake.openai_base_url.clone()),
+        "ANTHROPIC_URL" => Some(fake.anthropic_base_url.clone()),
+        "KEY" => Some(key.to_owned()),
+        _ => None,
+    };
+    let args =
+        ["daedalus-runtime", "--port", "0", "--log-level", "warn"].map(std::ffi::OsString::from);
+    let config = match Launch::from_sources(args, &env, dir.path()) {
+        Ok(Launch::Run(c)) => c,
+        other => panic!("the configuration loads: {other:?}"),
+    };
+    serve(config, dir).await
+}
+
+async fn serve(config: Config, dir: tempfile::TempDir) -> Runtime {
+    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .expect("binds");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let stop = CancellationToken::new();
+    let shutdown = stop.clone().cancelled_owned();
+    tokio::spawn(async move { daedalus_runtime::run(listener, config, shutdown).await });
+    Runtime {
+        url,
+        stop,
+        _dir: dir,
+    }
+}
+
+const OPENAI: &str = r#"
+default_model: openai.gpt-fake
+openai: { api_key: "${KEY}", base_url: "${OPENAI_URL}" }
+agents:
+  helper:
+    instruction: You help.
+    request_params: { temperature: 0.2, seed: 7 }
+"#;
+
+const ANTHROPIC: &str = r#"
+default_model: anthropic.claude-fake
+model_capabilities: { vision: true, max_output_tokens: 1234 }
+anthropic: { api_key: "${KEY}", base_url: "${ANTHROPIC_URL}" }
+agents:
+  helper:
+    instruction: You help.
+    request_params: { temperature: 0.5, stop: "END", seed: 3 }
+"#;
+
+async fn post(rt: &Runtime, body: &Value) -> Value {
+    let r = reqwest::Client::new()
+        .post(format!("{}/", rt.url))
+        .json(body)
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(r.status(), 200);
+    let task: Value = r.json().await.expect("JSON");
+    daedalus_schemas::Schema::Task
+        .validate(&task)
+        .unwrap_or_else(|e| panic!("{task}: {e}"));
+    task
+}
+
+fn message(text: &str) -> Value {
+    json!({"message": {"messageId": format!("m-{text}"), "role": "user", "parts": [{"text": text}]}})
+}
+
+#[tokio::test]
+async fn post_runs_the_agent_on_the_fake_openai_server() {
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    fake.script([Reply::Text("Hello from the model".into())]);
+    let rt = start(OPENAI, &fake, KEY).await;
+    let mut body = message("hi");
+    body["metadata"] = json!({"request_params": {"temperature": 0.9, "seed": null}});
+    let task = post(&rt, &body).await;
+    assert_eq!(task["status"]["state"], "completed");
+    assert_eq!(
+        task["artifacts"][0]["parts"][0]["text"],
+        "Hello from the model"
+    );
+    let sent = &fake.requests()[0];
+    assert_eq!(sent.refused, None);
+    assert_eq!(
+        sent.body["messages"][0],
+        json!({"role": "system", "content": "You help."})
+    );
+    assert_eq!(
+        sent.body["messages"][1],
+        json!({"role": "user", "content": "hi"})
+    );
+    assert_eq!(sent.body["temperature"], 0.9, "the call's value wins");
+    assert!(
+        sent.body.get("seed").is_none(),
+        "null in the call clears the agent's default"
+    );
+}
+
+#[tokio::test]
+async fn post_runs_the_agent_on_the_fake_anthropic_server_with_images() {
+    let fake = FakeLlm::start(KEY, &["claude-fake"]).await;
+    fake.script([Reply::Text("I see a dot".into())]);
+    let rt = start(ANTHROPIC, &fake, KEY).await;
+    let body = json!({"message": {"messageId": "m-img", "role": "user", "parts": [
+        {"text": "what is this?"}, {"raw": "iVBORw0KGgo=", "mediaType": "image/png"}]}});
+    let task = post(&rt, &body).await;
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "I see a dot");
+    let sent = &fake.requests()[0];
+    assert_eq!(sent.refused, None, "the strict fake accepted it");
+    assert_eq!(sent.body["system"][0]["text"], "You help.");
+    assert_eq!(
+        sent.body["messages"][0]["content"][1]["source"]["media_type"],
+        "image/png"
+    );
+    assert_eq!(
+        sent.body["stop_sequences"],
+        json!(["END"]),
+        "stop is spelled for Anthropic"
+    );
+    assert!(
+        sent.body.get("seed").is_none(),
+        "seed is dropped: Anthropic has none"
+    );
+    assert_eq!(
+        sent.body["max_tokens"], 1234,
+        "max_tokens defaults to the model's output budget"
+    );
+}
+
+#[tokio::test]
+async fn an_image_for_a_text_only_model_fails_clearly() {
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    let rt = start(OPENAI, &fake, KEY).await;
+    let body = json!({"message": {"messageId": "m-img", "role": "user", "parts": [
+        {"text": "what is this?"}, {"url": "https://example.com/cat.jpg", "mediaType": "image/jpeg"}]}});
+    let task = post(&rt, &body).await;
+    assert_eq!(task["status"]["state"], "failed");
+    let why = task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        why.contains("text-only") && why.contains("image/jpeg"),
+        "{why}"
+    );
+    assert!(fake.requests().is_empty(), "nothing was sent to the model");
+}
+
+#[tokio::test]
+async fn a_provider_failure_is_a_failed_task_naming_the_provider_without_the_key() {
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    let rt = start(OPENAI, &fake, "sk-not-the-right-one").await;
+    let task = post(&rt, &message("hi")).await;
+    assert_eq!(task["status"]["state"], "failed");
+    let why = task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(why.contains("openai: 401"), "{why}");
+    assert!(!why.contains("sk-not-the-right-one"), "{why}");
+}
+
+async fn healthz(rt: &Runtime) -> (u16, Value) {
+    let r = reqwest::get(format!("{}/healthz", rt.url))
+        .await
+        .expect("healthz");
+    (r.status().as_u16(), r.json().await.expect("JSON"))
+}
+
+#[tokio::test]
+async fn healthz_reports_the_preflight_per_provider() {
+    let fake = FakeLlm::start(KEY, &["gpt-fake", "claude-fake"]).await;
+    let (code, body) = healthz(&start(OPENAI, &fake, KEY).await).await;
+    assert_eq!((code, body["status"].as_str()), (200, Some("ok")), "{body}");
+    assert_eq!(body["providers"][0]["provider"], "openai");
+    assert_eq!(body["providers"][0]["active"], true);
+
+    let (code, body) = healthz(
+        &start(
+            &OPENAI.replace("openai.gpt-fake", "openai.gpt-missing"),
+            &fake,
+            KEY,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(code, 503);
+    assert_eq!(
+        body["providers"][0]["message"],
+        "model 'gpt-missing' not found"
+    );
+
+    let (code, body) = healthz(&start(ANTHROPIC, &fake, "sk-bad").await).await;
+    assert_eq!(code, 503);
+    assert_eq!(body["providers"][0]["message"], "API key rejected");
+    assert!(!body.to_string().contains("sk-bad"));
+
+    let dead = FakeLlm::start(KEY, &[]).await;
+    let unreachable = OPENAI.replace("${OPENAI_URL}", "http://127.0.0.1:9/v1");
+    let (code, body) = healthz(&start(&unreachable, &dead, KEY).await).await;
+    assert_eq!(code, 503);
+    assert!(
+        body["providers"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unreachable"),
+        "{body}"
+    );
+
+    let passthrough_only = start("agents: { p: {} }", &fake, KEY).await;
+    let (code, body) = healthz(&passthrough_only).await;
+    assert_eq!(
+        (code, body["providers"].as_array().map(Vec::len)),
+        (200, Some(0))
+    );
+}
