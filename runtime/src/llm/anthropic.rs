@@ -59,7 +59,7 @@ impl AnthropicClient {
             value.set_sensitive(true);
             headers.insert("x-api-key", value);
         }
-        let http = reqwest::Client::builder()
+        let http = super::http_client()
             .connect_timeout(Duration::from_secs(10))
             .build()
             .map_err(|e| decode(format!("cannot build the HTTP client: {e}")))?;

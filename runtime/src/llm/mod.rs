@@ -18,6 +18,11 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// An HTTP client builder for talking to providers (TLS by rustls).
+pub fn http_client() -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+}
+
 /// One LLM turn to run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatRequest {

@@ -50,7 +50,7 @@ impl OpenAiClient {
             value.set_sensitive(true);
             headers.insert(AUTHORIZATION, value);
         }
-        let http = reqwest::Client::builder()
+        let http = super::http_client()
             .connect_timeout(Duration::from_secs(10))
             .build()
             .map_err(|e| decode(format!("cannot build the HTTP client: {e}")))?;

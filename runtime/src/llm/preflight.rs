@@ -80,7 +80,7 @@ impl Preflight {
                 });
             }
         }
-        let http = reqwest::Client::builder()
+        let http = super::http_client()
             .timeout(CALL_TIMEOUT)
             .build()
             .expect("the HTTP client builds");
