@@ -100,7 +100,8 @@ async fn post_runs_the_agent_on_the_fake_openai_server() {
     fake.script([Reply::Text("Hello from the model".into())]);
     let rt = start(OPENAI, &fake, KEY).await;
     let mut body = message("hi");
-    body["metadata"] = json!({"request_params": {"temperature": 0.9, "seed": null, "max_tokens": 1_000_000}});
+    body["metadata"] =
+        json!({"request_params": {"temperature": 0.9, "seed": null, "max_tokens": 1_000_000}});
     let task = post(&rt, &body).await;
     assert_eq!(task["status"]["state"], "completed");
     assert_eq!(
