@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use daedalus_fake_llm::{FakeLlm, Reply};
-use daedalus_runtime::agent::{Agent, AgentRequest, LlmAgent};
+use daedalus_runtime::agent::{Agent, AgentRequest, LlmAgent, NoTools};
 use daedalus_runtime::config::deployment::ProviderSettings;
 use daedalus_runtime::llm::anthropic::AnthropicClient;
 use daedalus_runtime::llm::openai::OpenAiClient;
@@ -91,17 +91,8 @@ where
 }
 
 fn request() -> AgentRequest {
-    AgentRequest {
-        task_id: "t".into(),
-        context_id: "c".into(),
-        message: Message::new(
-            "m",
-            Role::User,
-            vec![Part::text("What is two plus two? Answer briefly.")],
-        ),
-        history: Vec::new(),
-        metadata: None,
-    }
+    let question = vec![Part::text("What is two plus two? Answer briefly.")];
+    AgentRequest::new("t", "c", Message::new("m", Role::User, question))
 }
 
 fn agent(provider: Arc<dyn LlmProvider>, model: &str, target: Target, stream: bool) -> LlmAgent {
@@ -119,6 +110,9 @@ fn agent(provider: Arc<dyn LlmProvider>, model: &str, target: Target, stream: bo
         max_output_tokens: 1024,
         stream,
         warnings: Arc::new(DropWarnings::default()),
+        tools: Arc::new(NoTools),
+        max_iterations: 12,
+        tool_timeout: Duration::from_mins(1),
     }
 }
 

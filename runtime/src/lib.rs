@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use std::collections::BTreeMap;
 
-use crate::agent::{Agent, LlmAgent, Passthrough};
+use crate::agent::{Agent, LlmAgent, NoTools, Passthrough};
 use crate::config::Config;
 use crate::config::deployment::{ModelRef, ProviderSettings};
 use crate::http::{AppState, Discovery};
@@ -46,6 +46,9 @@ pub enum RunError {
     #[error("cannot read the listener's address")]
     Listener(#[source] std::io::Error),
 }
+
+/// Longest a tool call may take before the model is told it timed out.
+pub const TOOL_TIMEOUT: Duration = Duration::from_mins(1);
 
 /// How long a provider preflight result is trusted before `/healthz` probes again.
 pub const PREFLIGHT_TTL: Duration = Duration::from_mins(5);
@@ -99,6 +102,11 @@ pub fn agent_for(config: &Config) -> Result<Arc<dyn Agent>, RunError> {
         max_output_tokens: deployment.model_capabilities.max_output_tokens,
         stream: false,
         warnings: Arc::new(DropWarnings::default()),
+        tools: Arc::new(NoTools),
+        max_iterations: def.map_or(config::deployment::DEFAULT_MAX_ITERATIONS, |d| {
+            d.max_iterations
+        }),
+        tool_timeout: TOOL_TIMEOUT,
     }))
 }
 

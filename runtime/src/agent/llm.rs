@@ -1,19 +1,27 @@
-//! An agent backed by an LLM provider: the system prompt, the task's earlier messages and the
-//! new user turn go to the model, whose text becomes the task's artifact. (Tools, sub-agents
-//! and sessions come with the agent loop.)
+//! An agent backed by an LLM: the tool loop. System prompt + history + the new user turn go to
+//! the model; its tool calls run concurrently (each under a timeout); their results go back;
+//! repeat until the model answers in text or `max_iterations` is reached. The model may also
+//! end a turn by calling the built-in `request_user_input` tool, which makes the task
+//! `input-required`. Cancellation is honoured between steps and while waiting.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use daedalus_schemas::{Artifact, Message, Part, PartContent, Role};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::events::LoopEvent;
+use super::tools::{CallContext, ToolResult, ToolSource, split_name};
 use super::{Agent, AgentOutcome, AgentRequest};
 use crate::llm::sampling::{self, DropWarnings, Target};
-use crate::llm::{ChatMessage, ChatRequest, Content, LlmEvent, LlmProvider};
+use crate::llm::{ChatMessage, ChatRequest, Content, LlmEvent, LlmProvider, ToolCall, ToolSpec};
 
-/// An agent whose answers come from a model.
+/// The built-in tool that turns a task `input-required`.
+pub const ASK_USER_TOOL: &str = "request_user_input";
+
+/// An agent whose answers come from a model, working through tools.
 #[derive(Debug)]
 pub struct LlmAgent {
     pub name: String,
@@ -25,15 +33,28 @@ pub struct LlmAgent {
     pub target: Target,
     /// `model_capabilities.vision`.
     pub vision: bool,
-    /// `model_capabilities.max_output_tokens`, the default `max_tokens`.
+    /// `model_capabilities.max_output_tokens`: caps `max_tokens`, and is Anthropic's default.
     pub max_output_tokens: u32,
     pub stream: bool,
     pub warnings: Arc<DropWarnings>,
+    /// The agent's tools (downstream MCP servers and sub-agents).
+    pub tools: Arc<dyn ToolSource>,
+    /// LLM turns allowed in one task.
+    pub max_iterations: u32,
+    /// Longest a tool call may take.
+    pub tool_timeout: Duration,
 }
 
-/// Why a message cannot go to the model.
-fn refuse(reason: String) -> AgentOutcome {
+fn fail(reason: String) -> AgentOutcome {
     AgentOutcome::Failed { reason }
+}
+
+fn ask_user_spec() -> ToolSpec {
+    ToolSpec {
+        name: ASK_USER_TOOL.to_owned(),
+        description: "Ask the user a question and wait for the answer. Use only when you cannot go on without it.".to_owned(),
+        input_schema: json!({"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]}),
+    }
 }
 
 impl LlmAgent {
@@ -65,10 +86,8 @@ impl LlmAgent {
                     out.push(Content::ImageUrl { url: url.clone() });
                 }
                 PartContent::Raw(_) => {
-                    return Err(format!(
-                        "attachments of type {:?} are not supported",
-                        if media.is_empty() { "unknown" } else { media }
-                    ));
+                    let kind = if media.is_empty() { "unknown" } else { media };
+                    return Err(format!("attachments of type {kind:?} are not supported"));
                 }
                 PartContent::Url(url) => out.push(Content::Text {
                     text: format!("(attached: {url})"),
@@ -78,7 +97,11 @@ impl LlmAgent {
         Ok(out)
     }
 
-    fn request(&self, request: &AgentRequest) -> Result<ChatRequest, String> {
+    fn first_request(
+        &self,
+        request: &AgentRequest,
+        tools: Vec<ToolSpec>,
+    ) -> Result<ChatRequest, String> {
         let mut messages = Vec::with_capacity(request.history.len() + 1);
         for earlier in request
             .history
@@ -104,69 +127,208 @@ impl LlmAgent {
         let (mut params, dropped) = sampling::for_target(&merged, &self.target);
         self.warnings
             .warn(&self.name, self.provider.name(), &dropped);
-        if matches!(self.target, Target::Anthropic { .. }) {
-            params
-                .entry("max_tokens")
-                .or_insert_with(|| Value::from(self.max_output_tokens));
+        // The model's output budget caps max_tokens, and is the default where one is required.
+        let budget = u64::from(self.max_output_tokens);
+        match params.get("max_tokens").and_then(Value::as_u64) {
+            Some(asked) if asked > budget => {
+                params.insert("max_tokens".into(), Value::from(budget));
+            }
+            None if matches!(self.target, Target::Anthropic { .. }) => {
+                params.insert("max_tokens".into(), Value::from(budget));
+            }
+            _ => {}
         }
         Ok(ChatRequest {
             model: self.model.clone(),
             system: Some(self.instruction.clone()).filter(|s| !s.is_empty()),
             messages,
-            tools: Vec::new(),
+            tools,
             params,
             stream: self.stream,
         })
+    }
+
+    /// Runs one tool call under the timeout, reporting it.
+    async fn call_tool(&self, call: &ToolCall, step: u32, context: &CallContext) -> ToolResult {
+        let (server, tool) = split_name(&call.name);
+        let (server, tool) = (server.to_owned(), tool.to_owned());
+        let depth = context.depth;
+        context.events.emit(LoopEvent::ToolStarted {
+            agent: self.name.clone(),
+            depth,
+            step,
+            server: server.clone(),
+            tool: tool.clone(),
+            call_id: call.id.clone(),
+        });
+        let started = Instant::now();
+        let result = match tokio::time::timeout(
+            self.tool_timeout,
+            self.tools.call(&call.name, &call.arguments, context),
+        )
+        .await
+        {
+            Ok(result) => result,
+            Err(_) => ToolResult {
+                content: format!(
+                    "the tool {} did not answer within {:?} and was abandoned",
+                    call.name, self.tool_timeout
+                ),
+                is_error: true,
+            },
+        };
+        let event = if result.is_error {
+            LoopEvent::ToolFailed {
+                agent: self.name.clone(),
+                depth,
+                step,
+                server,
+                tool,
+                call_id: call.id.clone(),
+                reason: result.content.clone(),
+            }
+        } else {
+            let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            LoopEvent::ToolFinished {
+                agent: self.name.clone(),
+                depth,
+                step,
+                server,
+                tool,
+                call_id: call.id.clone(),
+                elapsed_ms,
+            }
+        };
+        context.events.emit(event);
+        result
+    }
+
+    async fn work(&self, request: &AgentRequest, cancel: &CancellationToken) -> AgentOutcome {
+        let mut tools = self.tools.tools().await;
+        tools.push(ask_user_spec());
+        let mut chat = match self.first_request(request, tools) {
+            Ok(chat) => chat,
+            Err(reason) => return fail(reason),
+        };
+        let context = CallContext {
+            bearer: request.bearer.clone(),
+            cancel: cancel.clone(),
+            events: request.events.clone(),
+            depth: request.depth,
+        };
+        let events = &request.events;
+        let (agent, depth) = (self.name.clone(), request.depth);
+        let on_llm = |e: LlmEvent| match e {
+            LlmEvent::TextDelta(text) => events.emit(LoopEvent::TextDelta {
+                agent: agent.clone(),
+                depth,
+                text,
+            }),
+            LlmEvent::Retrying {
+                attempt,
+                delay,
+                reason,
+            } => {
+                tracing::info!(agent = %agent, attempt, ?delay, %reason, "retrying the model");
+            }
+        };
+        for step in 1..=self.max_iterations {
+            if cancel.is_cancelled() {
+                return AgentOutcome::Canceled;
+            }
+            events.emit(LoopEvent::LlmTurnStarted {
+                agent: self.name.clone(),
+                depth,
+                step,
+            });
+            let answer = tokio::select! {
+                answer = self.provider.chat(&chat, &on_llm) => answer,
+                () = cancel.cancelled() => return AgentOutcome::Canceled,
+            };
+            let response = match answer {
+                Ok(r) => r,
+                Err(e) => return fail(format!("the model call failed: {e}")),
+            };
+            events.emit(LoopEvent::LlmTurnFinished {
+                agent: self.name.clone(),
+                depth,
+                step,
+                usage: response.usage,
+                tool_calls: response.tool_calls.len(),
+            });
+            if response.tool_calls.is_empty() {
+                return match response.text {
+                    Some(text) => completed(text),
+                    None => fail(format!(
+                        "the model {} answered without any text",
+                        self.model
+                    )),
+                };
+            }
+            if let Some(ask) = response.tool_calls.iter().find(|c| c.name == ASK_USER_TOOL) {
+                let question = ask
+                    .arguments
+                    .get("question")
+                    .and_then(Value::as_str)
+                    .unwrap_or("More input is needed.");
+                return AgentOutcome::InputRequired {
+                    question: vec![Part::text(question)],
+                };
+            }
+            let calls = response.tool_calls.clone();
+            chat.messages.push(ChatMessage::Assistant {
+                text: response.text,
+                tool_calls: response.tool_calls,
+            });
+            let results =
+                futures::future::join_all(calls.iter().map(|c| self.call_tool(c, step, &context)))
+                    .await;
+            if cancel.is_cancelled() {
+                return AgentOutcome::Canceled;
+            }
+            for (call, result) in calls.iter().zip(results) {
+                chat.messages.push(ChatMessage::Tool {
+                    call_id: call.id.clone(),
+                    content: result.content,
+                    is_error: result.is_error,
+                });
+            }
+        }
+        fail(format!(
+            "stopped after {} LLM turns without a final answer (max_iterations is {})",
+            self.max_iterations, self.max_iterations
+        ))
+    }
+}
+
+fn completed(text: String) -> AgentOutcome {
+    AgentOutcome::Completed {
+        artifacts: vec![Artifact {
+            artifact_id: uuid::Uuid::new_v4().to_string(),
+            name: Some("response".to_owned()),
+            description: None,
+            parts: vec![Part::text(text)],
+            extensions: None,
+            metadata: None,
+        }],
     }
 }
 
 #[async_trait]
 impl Agent for LlmAgent {
     async fn run(&self, request: AgentRequest, cancel: CancellationToken) -> AgentOutcome {
-        let chat = match self.request(&request) {
-            Ok(chat) => chat,
-            Err(reason) => return refuse(reason),
+        let outcome = self.work(&request, &cancel).await;
+        let state = match &outcome {
+            AgentOutcome::Completed { .. } => "completed",
+            AgentOutcome::InputRequired { .. } => "input-required",
+            AgentOutcome::Failed { .. } => "failed",
+            AgentOutcome::Canceled => "canceled",
         };
-        let events = |e: LlmEvent| {
-            if let LlmEvent::Retrying {
-                attempt,
-                delay,
-                reason,
-            } = e
-            {
-                tracing::info!(agent = %self.name, attempt, ?delay, %reason, "retrying the model");
-            }
-        };
-        let answer = tokio::select! {
-            answer = self.provider.chat(&chat, &events) => answer,
-            () = cancel.cancelled() => return AgentOutcome::Canceled,
-        };
-        match answer {
-            Err(e) => refuse(format!("the model call failed: {e}")),
-            Ok(response) => {
-                tracing::info!(
-                    agent = %self.name,
-                    input_tokens = response.usage.input_tokens,
-                    output_tokens = response.usage.output_tokens,
-                    "LLM turn finished"
-                );
-                match response.text {
-                    Some(text) => AgentOutcome::Completed {
-                        artifacts: vec![Artifact {
-                            artifact_id: uuid::Uuid::new_v4().to_string(),
-                            name: Some("response".to_owned()),
-                            description: None,
-                            parts: vec![Part::text(text)],
-                            extensions: None,
-                            metadata: None,
-                        }],
-                    },
-                    None => refuse(format!(
-                        "the model {} answered without any text",
-                        self.model
-                    )),
-                }
-            }
-        }
+        request.events.emit(LoopEvent::Final {
+            agent: self.name.clone(),
+            depth: request.depth,
+            state,
+        });
+        outcome
     }
 }

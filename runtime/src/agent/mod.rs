@@ -5,15 +5,19 @@
 //! a reason. The HTTP layer turns that into a contract `Task`. The built-in [`Passthrough`]
 //! model echoes; the LLM agent loop implements the same trait.
 
+pub mod events;
 mod llm;
 mod passthrough;
+pub mod tools;
 
 use async_trait::async_trait;
 use daedalus_schemas::{Artifact, Message, Metadata, Part};
 use tokio_util::sync::CancellationToken;
 
-pub use llm::LlmAgent;
+pub use events::{EventSink, LoopEvent};
+pub use llm::{ASK_USER_TOOL, LlmAgent};
 pub use passthrough::Passthrough;
+pub use tools::{Bearer, CallContext, NoTools, ToolResult, ToolSource};
 
 /// One turn of a task, as the agent sees it.
 #[derive(Debug, Clone)]
@@ -28,6 +32,29 @@ pub struct AgentRequest {
     pub history: Vec<Message>,
     /// The request's `metadata`.
     pub metadata: Option<Metadata>,
+    /// The caller's bearer token, for servers that opted into forwarding.
+    pub bearer: Bearer,
+    /// Where the loop reports what it does.
+    pub events: EventSink,
+    /// Sub-agent depth (0 for the served agent).
+    pub depth: u32,
+}
+
+impl AgentRequest {
+    /// A request for `message` in a new task with no history, no caller credentials and no
+    /// event listener.
+    pub fn new(task_id: &str, context_id: &str, message: Message) -> Self {
+        Self {
+            task_id: task_id.to_owned(),
+            context_id: context_id.to_owned(),
+            message,
+            history: Vec::new(),
+            metadata: None,
+            bearer: Bearer::default(),
+            events: EventSink::default(),
+            depth: 0,
+        }
+    }
 }
 
 /// How a turn ended.

@@ -114,13 +114,7 @@ mod tests {
     use super::*;
 
     fn request(parts: Vec<Part>) -> AgentRequest {
-        AgentRequest {
-            task_id: "t".into(),
-            context_id: "c".into(),
-            message: Message::new("m", Role::User, parts),
-            history: Vec::new(),
-            metadata: None,
-        }
+        AgentRequest::new("t", "c", Message::new("m", Role::User, parts))
     }
 
     async fn run(text: &str) -> AgentOutcome {

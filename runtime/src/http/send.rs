@@ -20,7 +20,10 @@ use daedalus_schemas::{Message, Part, Role, SendMessageRequest, Task, TaskState,
 use super::AppState;
 use super::error::ApiError;
 use super::json::ContractJson;
-use crate::agent::{AgentOutcome, AgentRequest};
+use axum::http::HeaderMap;
+use axum::http::header::AUTHORIZATION;
+
+use crate::agent::{AgentOutcome, AgentRequest, Bearer};
 use crate::tasks::TaskRecord;
 
 /// How long a turn canceled by the request timeout gets to reach a safe point.
@@ -28,13 +31,15 @@ const CANCEL_SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
 
 pub(super) async fn send_message(
     State(state): State<AppState>,
+    headers: HeaderMap,
     ContractJson(request): ContractJson<SendMessageRequest>,
 ) -> Result<Json<Task>, ApiError> {
     check_message(&request.message)?;
+    let bearer = inbound_bearer(&headers);
     let worker = state.clone();
     let turn = state
         .inflight()
-        .spawn(async move { run_turn(&worker, request).await });
+        .spawn(async move { run_turn(&worker, request, bearer).await });
     match turn.await {
         Ok(result) => result.map(Json),
         Err(join) => Err(ApiError::Internal(format!(
@@ -60,7 +65,24 @@ fn check_message(message: &Message) -> Result<(), ApiError> {
     Ok(())
 }
 
-async fn run_turn(state: &AppState, request: SendMessageRequest) -> Result<Task, ApiError> {
+/// The caller's `Authorization: Bearer` token, if any.
+fn inbound_bearer(headers: &HeaderMap) -> Bearer {
+    let token = headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(|t| t.trim().to_owned());
+    Bearer::new(token)
+}
+
+async fn run_turn(
+    state: &AppState,
+    request: SendMessageRequest,
+    bearer: Bearer,
+) -> Result<Task, ApiError> {
     let task_id = request.message.effective_task_id().to_owned();
     let slot = state.tasks().slot(&task_id);
     let mut record = slot.lock().await;
@@ -83,13 +105,10 @@ async fn run_turn(state: &AppState, request: SendMessageRequest) -> Result<Task,
     let mut message = request.message.clone();
     message.task_id = Some(task_id.clone());
     message.context_id = Some(context_id.clone());
-    let agent_request = AgentRequest {
-        task_id: task_id.clone(),
-        context_id: context_id.clone(),
-        message: message.clone(),
-        history: record.history.clone(),
-        metadata: request.metadata.clone(),
-    };
+    let mut agent_request = AgentRequest::new(&task_id, &context_id, message.clone());
+    agent_request.history.clone_from(&record.history);
+    agent_request.metadata.clone_from(&request.metadata);
+    agent_request.bearer = bearer;
     tracing::info!(task_id, context_id, "task started");
     let outcome = run_agent(state, agent_request).await?;
     let task = finish(&task_id, &context_id, outcome);

@@ -1,0 +1,96 @@
+//! The agent loop's events: what happened during a turn, as it happened. SSE, MCP progress and
+//! metrics are built from these.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::llm::Usage;
+
+/// One thing that happened in an agent's turn. `depth` is 0 for the served agent and grows by
+/// one per sub-agent level.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LoopEvent {
+    /// Step `step` (1-based) asks the model.
+    LlmTurnStarted {
+        agent: String,
+        depth: u32,
+        step: u32,
+    },
+    /// The model answered.
+    LlmTurnFinished {
+        agent: String,
+        depth: u32,
+        step: u32,
+        usage: Usage,
+        tool_calls: usize,
+    },
+    /// A piece of streamed text.
+    TextDelta {
+        agent: String,
+        depth: u32,
+        text: String,
+    },
+    /// A tool call began.
+    ToolStarted {
+        agent: String,
+        depth: u32,
+        step: u32,
+        server: String,
+        tool: String,
+        call_id: String,
+    },
+    /// A tool call returned a result.
+    ToolFinished {
+        agent: String,
+        depth: u32,
+        step: u32,
+        server: String,
+        tool: String,
+        call_id: String,
+        elapsed_ms: u64,
+    },
+    /// A tool call failed (error result, timeout, transport); the model sees why.
+    ToolFailed {
+        agent: String,
+        depth: u32,
+        step: u32,
+        server: String,
+        tool: String,
+        call_id: String,
+        reason: String,
+    },
+    /// The turn ended.
+    Final {
+        agent: String,
+        depth: u32,
+        state: &'static str,
+    },
+}
+
+/// Where events go. Cheap to clone; a sink that is not listening drops events.
+#[derive(Clone, Default)]
+pub struct EventSink(Option<Arc<dyn Fn(LoopEvent) + Send + Sync>>);
+
+impl EventSink {
+    /// A sink that calls `f` for every event.
+    pub fn new(f: impl Fn(LoopEvent) + Send + Sync + 'static) -> Self {
+        Self(Some(Arc::new(f)))
+    }
+
+    /// Reports an event (never fails: a listener's trouble must not disturb the loop).
+    pub fn emit(&self, event: LoopEvent) {
+        if let Some(f) = &self.0 {
+            f(event);
+        }
+    }
+}
+
+impl fmt::Debug for EventSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "EventSink(listening)"
+        } else {
+            "EventSink(none)"
+        })
+    }
+}

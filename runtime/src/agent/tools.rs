@@ -1,0 +1,88 @@
+//! Where an agent's tools come from: the [`ToolSource`] seam (downstream MCP servers,
+//! sub-agents) and what a call returns. Tool names reach the model as `<server>__<tool>`.
+
+use std::fmt;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::events::EventSink;
+use crate::llm::ToolSpec;
+
+/// The caller's credentials for one request: forwarded, for that request only, to the servers
+/// that opted in. Never printed.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Bearer(Option<String>);
+
+impl Bearer {
+    pub fn new(token: Option<String>) -> Self {
+        Self(token.filter(|t| !t.is_empty()))
+    }
+
+    /// The token, for building the outbound header.
+    pub fn expose(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+}
+
+impl fmt::Debug for Bearer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Bearer(***)"
+        } else {
+            "Bearer(none)"
+        })
+    }
+}
+
+/// What a tool call gives back to the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolResult {
+    pub content: String,
+    /// The tool reported an error (or could not be reached): the model reads it and may recover.
+    pub is_error: bool,
+}
+
+/// Everything a tool call needs besides its arguments.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    pub bearer: Bearer,
+    pub cancel: CancellationToken,
+    pub events: EventSink,
+    /// Sub-agent depth of the caller.
+    pub depth: u32,
+}
+
+/// A set of tools.
+#[async_trait]
+pub trait ToolSource: Send + Sync + fmt::Debug + 'static {
+    /// The tools offered now, named `<server>__<tool>`.
+    async fn tools(&self) -> Vec<ToolSpec>;
+
+    /// Calls `name` with `arguments`. Failures are results with `is_error`, never panics.
+    async fn call(&self, name: &str, arguments: &Value, context: &CallContext) -> ToolResult;
+}
+
+/// No tools at all.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoTools;
+
+#[async_trait]
+impl ToolSource for NoTools {
+    async fn tools(&self) -> Vec<ToolSpec> {
+        Vec::new()
+    }
+
+    async fn call(&self, name: &str, _: &Value, _: &CallContext) -> ToolResult {
+        ToolResult {
+            content: format!("no tool named {name}"),
+            is_error: true,
+        }
+    }
+}
+
+/// Splits `server__tool` into its parts (the server part for events and metrics).
+pub fn split_name(name: &str) -> (&str, &str) {
+    name.split_once("__").unwrap_or(("", name))
+}

@@ -1,0 +1,356 @@
+//! The agent loop with the strict fake LLM and an in-process tool source: tool round trips on
+//! both providers, limits, failures, concurrency, input-required, cancellation and the events.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use daedalus_fake_llm::{FakeLlm, Reply};
+use daedalus_runtime::agent::{
+    Agent, AgentOutcome, AgentRequest, CallContext, EventSink, LlmAgent, LoopEvent, ToolResult,
+    ToolSource,
+};
+use daedalus_runtime::config::deployment::ProviderSettings;
+use daedalus_runtime::llm::anthropic::AnthropicClient;
+use daedalus_runtime::llm::openai::OpenAiClient;
+use daedalus_runtime::llm::retry::RetryPolicy;
+use daedalus_runtime::llm::sampling::{DropWarnings, Target};
+use daedalus_runtime::llm::{LlmProvider, ToolSpec};
+use daedalus_schemas::{Message, Part, Role};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const KEY: &str = "sk-loop";
+
+/// Tools that add, fail, hang or sleep; it records each call's arguments.
+#[derive(Debug, Default)]
+struct FixtureTools {
+    calls: Mutex<Vec<(String, Value)>>,
+}
+
+#[async_trait]
+impl ToolSource for FixtureTools {
+    async fn tools(&self) -> Vec<ToolSpec> {
+        ["add", "fail", "hang", "sleep"]
+            .iter()
+            .map(|t| ToolSpec {
+                name: format!("fixture__{t}"),
+                description: format!("the {t} tool"),
+                input_schema: json!({"type": "object"}),
+            })
+            .collect()
+    }
+
+    async fn call(&self, name: &str, arguments: &Value, _: &CallContext) -> ToolResult {
+        self.calls
+            .lock()
+            .expect("lock")
+            .push((name.to_owned(), arguments.clone()));
+        match name {
+            "fixture__add" => {
+                let sum =
+                    arguments["a"].as_i64().unwrap_or(0) + arguments["b"].as_i64().unwrap_or(0);
+                ToolResult {
+                    content: sum.to_string(),
+                    is_error: false,
+                }
+            }
+            "fixture__fail" => ToolResult {
+                content: "division by zero".into(),
+                is_error: true,
+            },
+            "fixture__hang" => std::future::pending().await,
+            "fixture__sleep" => {
+                tokio::time::sleep(Duration::from_millis(arguments["ms"].as_u64().unwrap_or(0)))
+                    .await;
+                ToolResult {
+                    content: "slept".into(),
+                    is_error: false,
+                }
+            }
+            other => ToolResult {
+                content: format!("no tool {other}"),
+                is_error: true,
+            },
+        }
+    }
+}
+
+enum Provider {
+    OpenAi,
+    Anthropic,
+}
+
+fn agent(
+    fake: &FakeLlm,
+    provider: &Provider,
+    tools: Arc<FixtureTools>,
+    max_iterations: u32,
+) -> LlmAgent {
+    let retry = RetryPolicy {
+        max_attempts: 1,
+        ..RetryPolicy::default()
+    };
+    let settings = |url: &str| ProviderSettings {
+        api_key: Some(KEY.into()),
+        base_url: Some(url.into()),
+        headers: BTreeMap::new(),
+        timeout_secs: Some(10.0),
+    };
+    let (client, model, target): (Arc<dyn LlmProvider>, &str, Target) = match provider {
+        Provider::OpenAi => (
+            Arc::new(OpenAiClient::new(&settings(&fake.openai_base_url), retry).expect("client")),
+            "gpt-loop",
+            Target::OpenAi { native: false },
+        ),
+        Provider::Anthropic => (
+            Arc::new(
+                AnthropicClient::new(&settings(&fake.anthropic_base_url), retry).expect("client"),
+            ),
+            "claude-loop",
+            Target::Anthropic {
+                model: "claude-loop".into(),
+            },
+        ),
+    };
+    LlmAgent {
+        name: "looper".into(),
+        provider: client,
+        model: model.into(),
+        instruction: "Use the tools.".into(),
+        defaults: serde_json::Map::new(),
+        target,
+        vision: false,
+        max_output_tokens: 1000,
+        stream: true,
+        warnings: Arc::new(DropWarnings::default()),
+        tools,
+        max_iterations,
+        tool_timeout: Duration::from_millis(300),
+    }
+}
+
+fn ask(text: &str, events: EventSink) -> AgentRequest {
+    let mut r = AgentRequest::new(
+        "t",
+        "c",
+        Message::new("m", Role::User, vec![Part::text(text)]),
+    );
+    r.events = events;
+    r
+}
+
+fn recorder() -> (EventSink, Arc<Mutex<Vec<LoopEvent>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = {
+        let seen = Arc::clone(&seen);
+        EventSink::new(move |e| seen.lock().expect("lock").push(e))
+    };
+    (sink, seen)
+}
+
+fn text_of(outcome: &AgentOutcome) -> String {
+    match outcome {
+        AgentOutcome::Completed { artifacts } => artifacts[0].parts[0]
+            .as_text()
+            .unwrap_or_default()
+            .to_owned(),
+        AgentOutcome::Failed { reason } => format!("FAILED: {reason}"),
+        other => format!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_model_calls_a_tool_reads_the_result_and_answers_on_both_providers() {
+    for provider in [Provider::OpenAi, Provider::Anthropic] {
+        let fake = FakeLlm::start(KEY, &["gpt-loop", "claude-loop"]).await;
+        fake.script([
+            Reply::ToolCalls(vec![("fixture__add".into(), json!({"a": 2, "b": 3}))]),
+            Reply::Text("2 + 3 = 5".into()),
+        ]);
+        let tools = Arc::new(FixtureTools::default());
+        let (sink, seen) = recorder();
+        let outcome = agent(&fake, &provider, Arc::clone(&tools), 12)
+            .run(ask("add 2 and 3", sink), CancellationToken::new())
+            .await;
+        assert_eq!(text_of(&outcome), "2 + 3 = 5");
+        assert_eq!(
+            tools.calls.lock().unwrap()[0],
+            ("fixture__add".to_owned(), json!({"a": 2, "b": 3}))
+        );
+        let log = fake.requests();
+        assert!(
+            log.iter().all(|l| l.refused.is_none()),
+            "well-formed tool messages: {log:?}"
+        );
+        let second = log[1].body["messages"].to_string();
+        assert!(
+            second.contains("\"5\""),
+            "the tool's result went back to the model: {second}"
+        );
+        assert!(
+            log[0].body["tools"]
+                .to_string()
+                .contains("request_user_input")
+        );
+
+        let events = seen.lock().unwrap().clone();
+        let kinds: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                LoopEvent::LlmTurnStarted { .. } => Some("llm-start"),
+                LoopEvent::LlmTurnFinished { .. } => Some("llm-end"),
+                LoopEvent::ToolStarted { .. } => Some("tool-start"),
+                LoopEvent::ToolFinished { .. } => Some("tool-end"),
+                LoopEvent::ToolFailed { .. } => Some("tool-failed"),
+                LoopEvent::Final { .. } => Some("final"),
+                LoopEvent::TextDelta { .. } => None,
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "llm-start",
+                "llm-end",
+                "tool-start",
+                "tool-end",
+                "llm-start",
+                "llm-end",
+                "final"
+            ]
+        );
+        assert!(events.iter().any(|e| matches!(e, LoopEvent::ToolStarted { server, tool, step: 1, .. } if server == "fixture" && tool == "add")));
+        assert!(events.iter().any(
+            |e| matches!(e, LoopEvent::LlmTurnFinished { usage, .. } if usage.input_tokens > 0)
+        ));
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, LoopEvent::TextDelta { .. })),
+            "streamed text is reported"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_iteration_cap_fails_the_task_and_says_so() {
+    let fake = FakeLlm::start(KEY, &["gpt-loop"]).await;
+    fake.script(
+        (0..3).map(|i| Reply::ToolCalls(vec![("fixture__add".into(), json!({"a": i, "b": 1}))])),
+    );
+    let outcome = agent(&fake, &Provider::OpenAi, Arc::default(), 2)
+        .run(ask("loop", EventSink::default()), CancellationToken::new())
+        .await;
+    let text = text_of(&outcome);
+    assert!(
+        text.contains("stopped after 2 LLM turns") && text.contains("max_iterations"),
+        "{text}"
+    );
+    assert_eq!(fake.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_tool_error_reaches_the_model_which_recovers() {
+    let fake = FakeLlm::start(KEY, &["claude-loop"]).await;
+    fake.script([
+        Reply::ToolCalls(vec![("fixture__fail".into(), json!({}))]),
+        Reply::Text("That failed; here is my best answer.".into()),
+    ]);
+    let (sink, seen) = recorder();
+    let outcome = agent(&fake, &Provider::Anthropic, Arc::default(), 12)
+        .run(ask("try", sink), CancellationToken::new())
+        .await;
+    assert_eq!(text_of(&outcome), "That failed; here is my best answer.");
+    let result_turn = &fake.requests()[1].body["messages"][2]["content"][0];
+    assert_eq!(result_turn["is_error"], true);
+    assert_eq!(result_turn["content"], "division by zero");
+    assert!(seen.lock().unwrap().iter().any(
+        |e| matches!(e, LoopEvent::ToolFailed { reason, .. } if reason == "division by zero")
+    ));
+}
+
+#[tokio::test]
+async fn a_hanging_tool_times_out_into_a_result_the_model_reads() {
+    let fake = FakeLlm::start(KEY, &["gpt-loop"]).await;
+    fake.script([
+        Reply::ToolCalls(vec![("fixture__hang".into(), json!({}))]),
+        Reply::Text("It timed out.".into()),
+    ]);
+    let started = Instant::now();
+    let outcome = agent(&fake, &Provider::OpenAi, Arc::default(), 12)
+        .run(ask("hang", EventSink::default()), CancellationToken::new())
+        .await;
+    assert_eq!(text_of(&outcome), "It timed out.");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    let sent = fake.requests()[1].body["messages"].to_string();
+    assert!(sent.contains("did not answer within 300ms"), "{sent}");
+}
+
+#[tokio::test]
+async fn parallel_tool_calls_run_concurrently() {
+    let fake = FakeLlm::start(KEY, &["gpt-loop"]).await;
+    fake.script([
+        Reply::ToolCalls(vec![
+            ("fixture__sleep".into(), json!({"ms": 250})),
+            ("fixture__sleep".into(), json!({"ms": 250})),
+            ("fixture__sleep".into(), json!({"ms": 250})),
+        ]),
+        Reply::Text("rested".into()),
+    ]);
+    let started = Instant::now();
+    let outcome = agent(&fake, &Provider::OpenAi, Arc::default(), 12)
+        .run(ask("sleep", EventSink::default()), CancellationToken::new())
+        .await;
+    assert_eq!(text_of(&outcome), "rested");
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < Duration::from_millis(600),
+        "about the slowest call, not the sum of 750 ms: {elapsed:?}"
+    );
+}
+
+#[tokio::test]
+async fn request_user_input_makes_the_task_input_required() {
+    let fake = FakeLlm::start(KEY, &["claude-loop"]).await;
+    fake.script([Reply::ToolCalls(vec![(
+        "request_user_input".into(),
+        json!({"question": "Which branch?"}),
+    )])]);
+    let outcome = agent(&fake, &Provider::Anthropic, Arc::default(), 12)
+        .run(
+            ask("deploy", EventSink::default()),
+            CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(
+        outcome,
+        AgentOutcome::InputRequired {
+            question: vec![Part::text("Which branch?")]
+        }
+    );
+}
+
+#[tokio::test]
+async fn cancellation_stops_the_loop_at_the_next_safe_point() {
+    let fake = FakeLlm::start(KEY, &["gpt-loop"]).await;
+    fake.script([
+        Reply::ToolCalls(vec![("fixture__sleep".into(), json!({"ms": 200}))]),
+        Reply::Text("never".into()),
+    ]);
+    let cancel = CancellationToken::new();
+    let stopper = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stopper.cancel();
+    });
+    let outcome = agent(&fake, &Provider::OpenAi, Arc::default(), 12)
+        .run(ask("sleep", EventSink::default()), cancel)
+        .await;
+    assert_eq!(outcome, AgentOutcome::Canceled);
+    assert_eq!(
+        fake.requests().len(),
+        1,
+        "no model call after the cancellation"
+    );
+}
