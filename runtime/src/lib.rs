@@ -5,6 +5,7 @@
 //! is left is canceled. `main` only parses the configuration, sets up logging and calls it.
 
 pub mod agent;
+pub mod agents;
 pub mod config;
 pub mod http;
 pub mod lifecycle;
@@ -20,18 +21,10 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use std::collections::BTreeMap;
-
-use crate::agent::{Agent, LlmAgent, NoTools, Passthrough};
+use crate::agent::Agent;
 use crate::config::Config;
-use crate::config::deployment::{ModelRef, ProviderSettings};
 use crate::http::{AppState, Discovery};
-use crate::llm::LlmProvider;
-use crate::llm::anthropic::AnthropicClient;
-use crate::llm::openai::OpenAiClient;
 use crate::llm::preflight::Preflight;
-use crate::llm::retry::RetryPolicy;
-use crate::llm::sampling::{DropWarnings, Target};
 
 /// How long canceled tasks get to answer after the grace period, before the server stops.
 const CANCEL_SETTLE: Duration = Duration::from_secs(5);
@@ -47,67 +40,15 @@ pub enum RunError {
     Listener(#[source] std::io::Error),
 }
 
-/// Longest a tool call may take before the model is told it timed out.
-pub const TOOL_TIMEOUT: Duration = Duration::from_mins(1);
-
 /// How long a provider preflight result is trusted before `/healthz` probes again.
 pub const PREFLIGHT_TTL: Duration = Duration::from_mins(5);
 
-/// The agent the contract face serves, on its configured model.
+/// The agent the contract face serves, with every agent it can call built around it.
 pub fn agent_for(config: &Config) -> Result<Arc<dyn Agent>, RunError> {
-    let deployment = &config.deployment;
-    let def = deployment.agent(&config.agent.name);
-    let settings = |s: &Option<ProviderSettings>| {
-        s.clone().unwrap_or(ProviderSettings {
-            api_key: None,
-            base_url: None,
-            headers: BTreeMap::new(),
-            timeout_secs: None,
-        })
-    };
-    let (provider, model, target): (Arc<dyn LlmProvider>, String, Target) =
-        match &config.agent.model {
-            ModelRef::Passthrough => return Ok(Arc::new(Passthrough)),
-            ModelRef::OpenAi(model) => {
-                let settings = settings(&deployment.openai);
-                let native = settings
-                    .base_url
-                    .as_deref()
-                    .is_none_or(|u| u.contains("api.openai.com"));
-                let client = OpenAiClient::new(&settings, RetryPolicy::default())
-                    .map_err(RunError::Provider)?;
-                (Arc::new(client), model.clone(), Target::OpenAi { native })
-            }
-            ModelRef::Anthropic(model) => {
-                let client =
-                    AnthropicClient::new(&settings(&deployment.anthropic), RetryPolicy::default())
-                        .map_err(RunError::Provider)?;
-                (
-                    Arc::new(client),
-                    model.clone(),
-                    Target::Anthropic {
-                        model: model.clone(),
-                    },
-                )
-            }
-        };
-    Ok(Arc::new(LlmAgent {
-        name: config.agent.name.clone(),
-        provider,
-        model,
-        instruction: def.map(|d| d.instruction.clone()).unwrap_or_default(),
-        defaults: def.map(|d| d.request_params.clone()).unwrap_or_default(),
-        target,
-        vision: deployment.model_capabilities.vision,
-        max_output_tokens: deployment.model_capabilities.max_output_tokens,
-        stream: false,
-        warnings: Arc::new(DropWarnings::default()),
-        tools: Arc::new(NoTools),
-        max_iterations: def.map_or(config::deployment::DEFAULT_MAX_ITERATIONS, |d| {
-            d.max_iterations
-        }),
-        tool_timeout: TOOL_TIMEOUT,
-    }))
+    let mut all = agents::build(&config.deployment).map_err(RunError::Provider)?;
+    Ok(all
+        .remove(&config.agent.name)
+        .expect("the served agent is one of the deployment's agents"))
 }
 
 /// Builds the shared state for `config` with `agent` (the seam tests swap), for a server

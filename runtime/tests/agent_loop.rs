@@ -354,3 +354,68 @@ async fn cancellation_stops_the_loop_at_the_next_safe_point() {
         "no model call after the cancellation"
     );
 }
+
+#[tokio::test]
+async fn a_sub_agent_is_called_in_process_with_its_events_nested() {
+    let fake = FakeLlm::start(KEY, &["gpt-loop"]).await;
+    fake.script([
+        Reply::ToolCalls(vec![(
+            "researcher__send_message".into(),
+            json!({"message": "What is the answer?"}),
+        )]),
+        Reply::Text("The answer is 42.".into()),
+        Reply::Text("The researcher says 42.".into()),
+    ]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("agents.yaml"),
+        format!(
+            "default_model: openai.gpt-loop\nopenai: {{ api_key: {KEY}, base_url: \"{}\" }}\nagents:\n  \
+             coordinator: {{ instruction: Coordinate., servers: [researcher] }}\n  \
+             researcher: {{ instruction: Research., description: Finds answers. }}\n",
+            fake.openai_base_url
+        ),
+    )
+    .expect("written");
+    let lookup = |_: &str| None;
+    let deployment = daedalus_runtime::config::deployment::Deployment::load(
+        &daedalus_runtime::config::deployment::Sources {
+            env: &lookup,
+            cwd: dir.path().to_path_buf(),
+            agent_name: "x".into(),
+            default_model: "passthrough".into(),
+        },
+    )
+    .expect("the deployment loads");
+    let agents = daedalus_runtime::agents::build(&deployment).expect("agents build");
+    let (sink, seen) = recorder();
+    let outcome = agents["coordinator"]
+        .run(ask("ask the researcher", sink), CancellationToken::new())
+        .await;
+    assert_eq!(text_of(&outcome), "The researcher says 42.");
+
+    let log = fake.requests();
+    assert_eq!(log.len(), 3);
+    assert_eq!(log[0].body["messages"][0]["content"], "Coordinate.");
+    assert!(
+        log[0].body["tools"]
+            .to_string()
+            .contains("researcher__send_message")
+    );
+    assert!(log[0].body["tools"].to_string().contains("Finds answers."));
+    assert_eq!(
+        log[1].body["messages"][0]["content"], "Research.",
+        "the sub-agent's own turn, in-process"
+    );
+    assert_eq!(log[1].body["messages"][1]["content"], "What is the answer?");
+    assert!(
+        log[2].body["messages"]
+            .to_string()
+            .contains("The answer is 42.")
+    );
+
+    let events = seen.lock().unwrap().clone();
+    assert!(events.iter().any(|e| matches!(e, LoopEvent::LlmTurnStarted { agent, depth: 1, step: 1 } if agent == "researcher")));
+    assert!(events.iter().any(|e| matches!(e, LoopEvent::Final { agent, depth: 1, state: "completed" } if agent == "researcher")));
+    assert!(events.iter().any(|e| matches!(e, LoopEvent::ToolFinished { server, tool, depth: 0, .. } if server == "researcher" && tool == "send_message")));
+}

@@ -8,6 +8,7 @@
 pub mod events;
 mod llm;
 mod passthrough;
+mod subagents;
 pub mod tools;
 
 use async_trait::async_trait;
@@ -17,7 +18,8 @@ use tokio_util::sync::CancellationToken;
 pub use events::{EventSink, LoopEvent};
 pub use llm::{ASK_USER_TOOL, LlmAgent};
 pub use passthrough::Passthrough;
-pub use tools::{Bearer, CallContext, NoTools, ToolResult, ToolSource};
+pub use subagents::{SUBAGENT_TOOL, SubAgents};
+pub use tools::{Bearer, CallContext, NoTools, ToolResult, ToolSource, Toolbox};
 
 /// One turn of a task, as the agent sees it.
 #[derive(Debug, Clone)]

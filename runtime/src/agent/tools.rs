@@ -86,3 +86,46 @@ impl ToolSource for NoTools {
 pub fn split_name(name: &str) -> (&str, &str) {
     name.split_once("__").unwrap_or(("", name))
 }
+
+/// Several tool sources behind one: each tool is routed to the source that offers its
+/// `<server>` prefix.
+#[derive(Debug, Default)]
+pub struct Toolbox {
+    sources: Vec<(Vec<String>, std::sync::Arc<dyn ToolSource>)>,
+}
+
+impl Toolbox {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `source`, which serves tools named `<prefix>__...` for each of `prefixes`.
+    #[must_use]
+    pub fn with(mut self, prefixes: Vec<String>, source: std::sync::Arc<dyn ToolSource>) -> Self {
+        self.sources.push((prefixes, source));
+        self
+    }
+}
+
+#[async_trait]
+impl ToolSource for Toolbox {
+    async fn tools(&self) -> Vec<ToolSpec> {
+        let lists = futures::future::join_all(self.sources.iter().map(|(_, s)| s.tools())).await;
+        lists.into_iter().flatten().collect()
+    }
+
+    async fn call(&self, name: &str, arguments: &Value, context: &CallContext) -> ToolResult {
+        let (prefix, _) = split_name(name);
+        match self
+            .sources
+            .iter()
+            .find(|(prefixes, _)| prefixes.iter().any(|p| p == prefix))
+        {
+            Some((_, source)) => source.call(name, arguments, context).await,
+            None => ToolResult {
+                content: format!("no tool named {name}"),
+                is_error: true,
+            },
+        }
+    }
+}

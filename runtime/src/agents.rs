@@ -1,0 +1,150 @@
+//! Building the deployment's agents: one shared client per LLM provider, and each agent with
+//! its model, sampling defaults and tools — its sub-agents built first (the configuration has
+//! already refused cycles), each offered to it in-process.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::agent::{Agent, LlmAgent, Passthrough, SubAgents, Toolbox};
+use crate::config::deployment::{AgentDef, Deployment, ModelRef, ProviderSettings, ServerRef};
+use crate::llm::anthropic::AnthropicClient;
+use crate::llm::openai::OpenAiClient;
+use crate::llm::retry::RetryPolicy;
+use crate::llm::sampling::{DropWarnings, Target};
+use crate::llm::{LlmError, LlmProvider};
+
+/// Longest a tool call may take before the model is told it timed out.
+pub const TOOL_TIMEOUT: Duration = Duration::from_mins(1);
+
+/// Every agent of a deployment, by name.
+pub type Agents = BTreeMap<String, Arc<dyn Agent>>;
+
+/// The provider clients, created once and shared by every agent that uses them.
+struct Providers<'a> {
+    deployment: &'a Deployment,
+    openai: Option<Arc<dyn LlmProvider>>,
+    anthropic: Option<Arc<dyn LlmProvider>>,
+}
+
+fn settings(s: Option<&ProviderSettings>) -> ProviderSettings {
+    s.cloned().unwrap_or(ProviderSettings {
+        api_key: None,
+        base_url: None,
+        headers: BTreeMap::new(),
+        timeout_secs: None,
+    })
+}
+
+impl Providers<'_> {
+    fn openai(&mut self) -> Result<(Arc<dyn LlmProvider>, bool), LlmError> {
+        let s = settings(self.deployment.openai.as_ref());
+        let native = s
+            .base_url
+            .as_deref()
+            .is_none_or(|u| u.contains("api.openai.com"));
+        if self.openai.is_none() {
+            self.openai = Some(Arc::new(OpenAiClient::new(&s, RetryPolicy::default())?));
+        }
+        Ok((Arc::clone(self.openai.as_ref().expect("just set")), native))
+    }
+
+    fn anthropic(&mut self) -> Result<Arc<dyn LlmProvider>, LlmError> {
+        if self.anthropic.is_none() {
+            let s = settings(self.deployment.anthropic.as_ref());
+            self.anthropic = Some(Arc::new(AnthropicClient::new(&s, RetryPolicy::default())?));
+        }
+        Ok(Arc::clone(self.anthropic.as_ref().expect("just set")))
+    }
+}
+
+/// Builds every agent of `deployment`.
+pub fn build(deployment: &Deployment) -> Result<Agents, LlmError> {
+    let mut providers = Providers {
+        deployment,
+        openai: None,
+        anthropic: None,
+    };
+    let warnings = Arc::new(DropWarnings::default());
+    let mut built: Agents = BTreeMap::new();
+    // Sub-agents first: repeat over the agents whose sub-agents are all built.
+    let mut pending: Vec<&AgentDef> = deployment.agents.iter().collect();
+    while !pending.is_empty() {
+        let before = pending.len();
+        let mut rest = Vec::new();
+        for def in pending {
+            let ready = def.servers.iter().all(|s| match s {
+                ServerRef::Agent(name) => built.contains_key(name),
+                ServerRef::Mcp(_) => true,
+            });
+            if ready {
+                let agent = build_one(deployment, def, &built, &mut providers, &warnings)?;
+                built.insert(def.name.clone(), agent);
+            } else {
+                rest.push(def);
+            }
+        }
+        assert!(
+            rest.len() < before,
+            "sub-agent cycles are refused by the configuration"
+        );
+        pending = rest;
+    }
+    Ok(built)
+}
+
+fn build_one(
+    deployment: &Deployment,
+    def: &AgentDef,
+    built: &Agents,
+    providers: &mut Providers<'_>,
+    warnings: &Arc<DropWarnings>,
+) -> Result<Arc<dyn Agent>, LlmError> {
+    let (provider, model, target) = match &def.model {
+        ModelRef::Passthrough => return Ok(Arc::new(Passthrough)),
+        ModelRef::OpenAi(model) => {
+            let (client, native) = providers.openai()?;
+            (client, model.clone(), Target::OpenAi { native })
+        }
+        ModelRef::Anthropic(model) => (
+            providers.anthropic()?,
+            model.clone(),
+            Target::Anthropic {
+                model: model.clone(),
+            },
+        ),
+    };
+    let mut subagents = SubAgents::new();
+    let mut prefixes = Vec::new();
+    for server in &def.servers {
+        match server {
+            ServerRef::Agent(name) => {
+                let description = deployment
+                    .agent(name)
+                    .map(|a| a.description.clone())
+                    .unwrap_or_default();
+                subagents = subagents.with(name, &description, Arc::clone(&built[name]));
+                prefixes.push(name.clone());
+            }
+            ServerRef::Mcp(server) => {
+                tracing::warn!(agent = %def.name, server, "downstream MCP servers are not connected in this build; the agent runs without their tools");
+            }
+        }
+    }
+    let tools = Toolbox::new().with(prefixes, Arc::new(subagents));
+    Ok(Arc::new(LlmAgent {
+        name: def.name.clone(),
+        provider,
+        model,
+        instruction: def.instruction.clone(),
+        defaults: def.request_params.clone(),
+        target,
+        vision: deployment.model_capabilities.vision,
+        max_output_tokens: deployment.model_capabilities.max_output_tokens,
+        stream: false,
+        warnings: Arc::clone(warnings),
+        tools: Arc::new(tools),
+        max_iterations: def.max_iterations,
+        tool_timeout: TOOL_TIMEOUT,
+    }))
+}
