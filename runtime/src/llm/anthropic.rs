@@ -2,15 +2,13 @@
 //! ways (consecutive tool results become one user turn, as the API requires), images,
 //! streaming, usage with cache read/write tokens, and the same retry rules as OpenAI.
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 use futures::StreamExt;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::retry::{Failure, RetryPolicy, parse_retry_after};
+use super::endpoint::Endpoint;
+use super::retry::{Failure, RetryPolicy};
 use super::{
     ChatMessage, ChatRequest, ChatResponse, Content, LlmError, LlmEvent, LlmProvider, StopReason,
     ToolCall, Usage, sse,
@@ -28,10 +26,7 @@ const DEFAULT_MAX_TOKENS: u64 = 4096;
 /// A Messages API client.
 #[derive(Debug, Clone)]
 pub struct AnthropicClient {
-    http: reqwest::Client,
-    base_url: String,
-    headers: HeaderMap,
-    timeout: Duration,
+    endpoint: Endpoint,
     retry: RetryPolicy,
 }
 
@@ -44,40 +39,21 @@ fn decode(message: String) -> LlmError {
 
 impl AnthropicClient {
     pub fn new(settings: &ProviderSettings, retry: RetryPolicy) -> Result<Self, LlmError> {
-        let mut headers = HeaderMap::new();
-        headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
-        for (name, value) in &settings.headers {
-            let name = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| decode(format!("header name {name:?} is invalid")))?;
-            let value = HeaderValue::from_str(value)
-                .map_err(|_| decode(format!("header {name} has an invalid value")))?;
-            headers.insert(name, value);
-        }
-        if let Some(key) = &settings.api_key {
-            let mut value = HeaderValue::from_str(key)
-                .map_err(|_| decode("the API key is not a valid header value".into()))?;
-            value.set_sensitive(true);
-            headers.insert("x-api-key", value);
-        }
-        let http = super::http_client()
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| decode(format!("cannot build the HTTP client: {e}")))?;
         let base = settings
             .base_url
             .clone()
             .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
-        Ok(Self {
-            http,
-            base_url: base.trim_end_matches("/v1").to_owned(),
-            headers,
-            timeout: Duration::from_secs_f64(settings.timeout_secs.unwrap_or(600.0)),
-            retry,
-        })
-    }
-
-    fn url(&self) -> String {
-        format!("{}/v1/messages", self.base_url)
+        let mut credentials: Vec<(&'static str, String)> =
+            vec![("anthropic-version", API_VERSION.to_owned())];
+        credentials.extend(
+            settings
+                .api_key
+                .iter()
+                .map(|key| ("x-api-key", key.clone())),
+        );
+        let url = format!("{}/v1/messages", base.trim_end_matches("/v1"));
+        let endpoint = Endpoint::new(PROVIDER, url, settings, &credentials, error_message)?;
+        Ok(Self { endpoint, retry })
     }
 
     async fn attempt(
@@ -86,37 +62,12 @@ impl AnthropicClient {
         stream: bool,
         events: &(dyn Fn(LlmEvent) + Send + Sync),
     ) -> Result<ChatResponse, Failure> {
-        let response = self
-            .http
-            .post(self.url())
-            .headers(self.headers.clone())
-            .timeout(self.timeout)
-            .json(body)
-            .send()
-            .await
-            .map_err(|e| self.transport(&e))?;
-        let status = response.status().as_u16();
-        if status != 200 {
-            let retry_after = response
-                .headers()
-                .get(RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(parse_retry_after);
-            let text = response.text().await.unwrap_or_default();
-            return Err(Failure {
-                error: LlmError::Http {
-                    provider: PROVIDER,
-                    status,
-                    message: error_message(&text),
-                },
-                retry_after,
-            });
-        }
+        let response = self.endpoint.post(body).await?;
         if stream {
             let mut assembler = StreamAssembler::default();
             let mut stream = Box::pin(sse::events(response.bytes_stream()));
             while let Some(event) = stream.next().await {
-                let event = event.map_err(|e| self.transport(&e))?;
+                let event = event.map_err(|e| self.endpoint.transport(&e))?;
                 let wire: StreamEventWire = serde_json::from_str(&event.data)
                     .map_err(|e| decode(format!("stream event: {e}")))?;
                 match assembler.add(wire).map_err(Failure::from)? {
@@ -127,27 +78,14 @@ impl AnthropicClient {
             }
             assembler.finish().map_err(Failure::from)
         } else {
-            let bytes = response.bytes().await.map_err(|e| self.transport(&e))?;
+            let bytes = response
+                .bytes()
+                .await
+                .map_err(|e| self.endpoint.transport(&e))?;
             let wire: MessageWire =
                 serde_json::from_slice(&bytes).map_err(|e| decode(format!("message: {e}")))?;
             Ok(from_message(wire))
         }
-    }
-
-    fn transport(&self, e: &reqwest::Error) -> Failure {
-        let error = if e.is_timeout() {
-            LlmError::Timeout {
-                provider: PROVIDER,
-                timeout: self.timeout,
-            }
-        } else {
-            LlmError::Transport {
-                provider: PROVIDER,
-                url: self.url(),
-                message: e.to_string(),
-            }
-        };
-        Failure::from(error)
     }
 }
 

@@ -6,6 +6,7 @@
 //! translates them to and from its wire format.
 
 pub mod anthropic;
+mod endpoint;
 pub mod openai;
 pub mod preflight;
 pub mod retry;

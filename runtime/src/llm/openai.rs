@@ -3,16 +3,14 @@
 //! tools and `tool_choice`, streaming with tool-call deltas reassembled, usage, extra headers,
 //! timeouts, and retries that honour `Retry-After`.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
-
 use async_trait::async_trait;
 use futures::StreamExt;
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::BTreeMap;
 
-use super::retry::{Failure, RetryPolicy, parse_retry_after};
+use super::endpoint::Endpoint;
+use super::retry::{Failure, RetryPolicy};
 use super::{
     ChatMessage, ChatRequest, ChatResponse, Content, LlmError, LlmEvent, LlmProvider, StopReason,
     ToolCall, Usage, sse,
@@ -26,48 +24,25 @@ pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 /// A chat completions client.
 #[derive(Debug, Clone)]
 pub struct OpenAiClient {
-    http: reqwest::Client,
-    base_url: String,
-    headers: HeaderMap,
-    timeout: Duration,
+    endpoint: Endpoint,
     retry: RetryPolicy,
 }
 
 impl OpenAiClient {
     /// A client for `settings` (key, base URL, extra headers, timeout in seconds).
     pub fn new(settings: &ProviderSettings, retry: RetryPolicy) -> Result<Self, LlmError> {
-        let mut headers = HeaderMap::new();
-        for (name, value) in &settings.headers {
-            let name = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| decode(format!("header name {name:?} is invalid")))?;
-            let value = HeaderValue::from_str(value)
-                .map_err(|_| decode(format!("header {name} has an invalid value")))?;
-            headers.insert(name, value);
-        }
-        if let Some(key) = &settings.api_key {
-            let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
-                .map_err(|_| decode("the API key is not a valid header value".into()))?;
-            value.set_sensitive(true);
-            headers.insert(AUTHORIZATION, value);
-        }
-        let http = super::http_client()
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| decode(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Self {
-            http,
-            base_url: settings
-                .base_url
-                .clone()
-                .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned()),
-            headers,
-            timeout: Duration::from_secs_f64(settings.timeout_secs.unwrap_or(600.0)),
-            retry,
-        })
-    }
-
-    fn url(&self) -> String {
-        format!("{}/chat/completions", self.base_url)
+        let base = settings
+            .base_url
+            .clone()
+            .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
+        let credentials: Vec<(&'static str, String)> = settings
+            .api_key
+            .iter()
+            .map(|key| ("authorization", format!("Bearer {key}")))
+            .collect();
+        let url = format!("{base}/chat/completions");
+        let endpoint = Endpoint::new(PROVIDER, url, settings, &credentials, error_message)?;
+        Ok(Self { endpoint, retry })
     }
 
     async fn attempt(
@@ -76,37 +51,12 @@ impl OpenAiClient {
         stream: bool,
         events: &(dyn Fn(LlmEvent) + Send + Sync),
     ) -> Result<ChatResponse, Failure> {
-        let response = self
-            .http
-            .post(self.url())
-            .headers(self.headers.clone())
-            .timeout(self.timeout)
-            .json(body)
-            .send()
-            .await
-            .map_err(|e| self.transport(&e))?;
-        let status = response.status().as_u16();
-        if status != 200 {
-            let retry_after = response
-                .headers()
-                .get(RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(parse_retry_after);
-            let text = response.text().await.unwrap_or_default();
-            return Err(Failure {
-                error: LlmError::Http {
-                    provider: PROVIDER,
-                    status,
-                    message: error_message(&text),
-                },
-                retry_after,
-            });
-        }
+        let response = self.endpoint.post(body).await?;
         if stream {
             let mut assembler = StreamAssembler::default();
             let mut stream = Box::pin(sse::events(response.bytes_stream()));
             while let Some(event) = stream.next().await {
-                let event = event.map_err(|e| self.transport(&e))?;
+                let event = event.map_err(|e| self.endpoint.transport(&e))?;
                 if event.data == "[DONE]" {
                     break;
                 }
@@ -118,27 +68,14 @@ impl OpenAiClient {
             }
             assembler.finish().map_err(Failure::from)
         } else {
-            let bytes = response.bytes().await.map_err(|e| self.transport(&e))?;
+            let bytes = response
+                .bytes()
+                .await
+                .map_err(|e| self.endpoint.transport(&e))?;
             let wire: CompletionWire =
                 serde_json::from_slice(&bytes).map_err(|e| decode(format!("completion: {e}")))?;
             from_completion(wire).map_err(Failure::from)
         }
-    }
-
-    fn transport(&self, e: &reqwest::Error) -> Failure {
-        let error = if e.is_timeout() {
-            LlmError::Timeout {
-                provider: PROVIDER,
-                timeout: self.timeout,
-            }
-        } else {
-            LlmError::Transport {
-                provider: PROVIDER,
-                url: self.url(),
-                message: chain(e),
-            }
-        };
-        Failure::from(error)
     }
 }
 
@@ -167,17 +104,6 @@ fn decode(message: String) -> LlmError {
         provider: PROVIDER,
         message,
     }
-}
-
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 /// The `error.message` of an OpenAI error body, else the start of the body.

@@ -1,0 +1,127 @@
+//! What the provider clients share on the HTTP side: one endpoint URL with its headers (the
+//! configured extra headers plus the provider's credentials, marked sensitive), a timeout, and
+//! a POST that turns a non-200 answer into an [`LlmError`] carrying the server's
+//! `Retry-After`.
+
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use serde_json::Value;
+
+use super::LlmError;
+use super::retry::{Failure, parse_retry_after};
+use crate::config::deployment::ProviderSettings;
+
+/// Default request timeout when the provider block sets none.
+const DEFAULT_TIMEOUT_SECS: f64 = 600.0;
+
+/// A provider's chat endpoint.
+#[derive(Debug, Clone)]
+pub(super) struct Endpoint {
+    provider: &'static str,
+    http: reqwest::Client,
+    url: String,
+    headers: HeaderMap,
+    timeout: Duration,
+    /// Extracts the human-readable message of the provider's error body.
+    error_message: fn(&str) -> String,
+}
+
+impl Endpoint {
+    /// `credentials` are added after the configured headers, and marked sensitive.
+    pub(super) fn new(
+        provider: &'static str,
+        url: String,
+        settings: &ProviderSettings,
+        credentials: &[(&'static str, String)],
+        error_message: fn(&str) -> String,
+    ) -> Result<Self, LlmError> {
+        let invalid = |message: String| LlmError::Decode { provider, message };
+        let mut headers = HeaderMap::new();
+        for (name, value) in &settings.headers {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| invalid(format!("header name {name:?} is invalid")))?;
+            let value = HeaderValue::from_str(value)
+                .map_err(|_| invalid(format!("header {name} has an invalid value")))?;
+            headers.insert(name, value);
+        }
+        for (name, value) in credentials {
+            let mut value = HeaderValue::from_str(value)
+                .map_err(|_| invalid("the API key is not a valid header value".into()))?;
+            value.set_sensitive(true);
+            headers.insert(*name, value);
+        }
+        let http = super::http_client()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| invalid(format!("cannot build the HTTP client: {e}")))?;
+        let timeout =
+            Duration::from_secs_f64(settings.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS));
+        Ok(Self {
+            provider,
+            http,
+            url,
+            headers,
+            timeout,
+            error_message,
+        })
+    }
+
+    /// POSTs `body`; a 200 answer is returned for the caller to read.
+    pub(super) async fn post(&self, body: &Value) -> Result<reqwest::Response, Failure> {
+        let response = self
+            .http
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .timeout(self.timeout)
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| self.transport(&e))?;
+        let status = response.status().as_u16();
+        if status == 200 {
+            return Ok(response);
+        }
+        let retry_after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_retry_after);
+        let text = response.text().await.unwrap_or_default();
+        let error = LlmError::Http {
+            provider: self.provider,
+            status,
+            message: (self.error_message)(&text),
+        };
+        Err(Failure { error, retry_after })
+    }
+
+    /// A failure to talk to the endpoint at all.
+    pub(super) fn transport(&self, e: &reqwest::Error) -> Failure {
+        let error = if e.is_timeout() {
+            LlmError::Timeout {
+                provider: self.provider,
+                timeout: self.timeout,
+            }
+        } else {
+            LlmError::Transport {
+                provider: self.provider,
+                url: self.url.clone(),
+                message: chain(e),
+            }
+        };
+        Failure::from(error)
+    }
+}
+
+/// An error and its sources, one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
