@@ -11,6 +11,7 @@ pub mod http;
 pub mod lifecycle;
 pub mod llm;
 pub mod serve;
+pub mod sessions;
 pub mod tasks;
 
 use std::future::Future;

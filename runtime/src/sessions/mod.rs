@@ -1,0 +1,81 @@
+//! Conversations that outlive a task and a restart: message rows per context behind the
+//! [`SessionStore`] seam (SQLite by default), with mcpctl's row model — role, content, tool
+//! calls, the tool-call id a result answers, `pending`/`complete`/`error`, and a monotonic
+//! turn index — and the rules that rebuild a model-ready history from them.
+
+mod history;
+mod sqlite;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+pub use history::rebuild;
+pub use sqlite::SqliteStore;
+
+use crate::llm::ToolCall;
+
+/// Who wrote a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RowRole {
+    User,
+    Assistant,
+    Tool,
+}
+
+/// Where a row is in its life: written while a turn runs (`pending`), settled (`complete`), or
+/// part of a turn that failed or was interrupted (`error`, skipped when history is rebuilt).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RowStatus {
+    Pending,
+    Complete,
+    Error,
+}
+
+/// A row to append.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRow {
+    pub role: RowRole,
+    pub content: String,
+    pub tool_calls: Vec<ToolCall>,
+    /// For a tool row: the call it answers.
+    pub tool_call_id: Option<String>,
+    /// For a tool row: whether it reports an error.
+    pub is_error: bool,
+    pub status: RowStatus,
+}
+
+/// A stored row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub id: i64,
+    /// Monotonic per context, from 0.
+    pub turn: i64,
+    pub role: RowRole,
+    pub content: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub tool_call_id: Option<String>,
+    pub is_error: bool,
+    pub status: RowStatus,
+}
+
+/// Why the store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("session store {location}: {message}")]
+    Backend { location: String, message: String },
+}
+
+/// Where conversations are kept.
+#[async_trait]
+pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
+    /// Appends rows to `context` in order, each with the next turn index; returns their ids.
+    async fn append(&self, context: &str, rows: Vec<NewRow>) -> Result<Vec<i64>, StoreError>;
+    /// Sets the status of rows.
+    async fn set_status(&self, ids: &[i64], status: RowStatus) -> Result<(), StoreError>;
+    /// Every row of `context`, by turn.
+    async fn rows(&self, context: &str) -> Result<Vec<Row>, StoreError>;
+    /// After a crash: every `pending` row becomes `error`. Returns how many.
+    async fn recover(&self) -> Result<u64, StoreError>;
+}

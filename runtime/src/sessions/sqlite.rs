@@ -1,0 +1,279 @@
+//! The embedded session store: one SQLite file (or `:memory:`), WAL mode, one table of message
+//! rows with a unique (context, turn). Calls run on the blocking pool.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::{NewRow, Row, RowRole, RowStatus, SessionStore, StoreError};
+use crate::llm::ToolCall;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS messages (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    context      TEXT    NOT NULL,
+    turn         INTEGER NOT NULL,
+    role         TEXT    NOT NULL,
+    content      TEXT    NOT NULL,
+    tool_calls   TEXT    NOT NULL DEFAULT '[]',
+    tool_call_id TEXT,
+    is_error     INTEGER NOT NULL DEFAULT 0,
+    status       TEXT    NOT NULL,
+    created_at   TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    UNIQUE (context, turn)
+);
+CREATE INDEX IF NOT EXISTS messages_status ON messages (status);
+";
+
+/// Sessions in SQLite.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    location: String,
+    db: Arc<Mutex<Connection>>,
+}
+
+fn role_str(r: RowRole) -> &'static str {
+    match r {
+        RowRole::User => "user",
+        RowRole::Assistant => "assistant",
+        RowRole::Tool => "tool",
+    }
+}
+
+fn status_str(s: RowStatus) -> &'static str {
+    match s {
+        RowStatus::Pending => "pending",
+        RowStatus::Complete => "complete",
+        RowStatus::Error => "error",
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store at `path`; `:memory:` for a private in-memory one.
+    pub fn open(path: &str) -> Result<Self, StoreError> {
+        let fail = |e: rusqlite::Error| StoreError::Backend {
+            location: path.to_owned(),
+            message: e.to_string(),
+        };
+        if path != ":memory:"
+            && let Some(dir) = Path::new(path)
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+        {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::Backend {
+                location: path.to_owned(),
+                message: e.to_string(),
+            })?;
+        }
+        let conn = Connection::open(path).map_err(fail)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(fail)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(fail)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(fail)?;
+        conn.execute_batch(SCHEMA).map_err(fail)?;
+        Ok(Self {
+            location: path.to_owned(),
+            db: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    async fn with<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let db = Arc::clone(&self.db);
+        let location = self.location.clone();
+        let fail = move |message: String| StoreError::Backend {
+            location: location.clone(),
+            message,
+        };
+        let joined = tokio::task::spawn_blocking(move || {
+            let mut conn = db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            work(&mut conn)
+        })
+        .await;
+        match joined {
+            Ok(result) => result.map_err(|e| fail(e.to_string())),
+            Err(e) => Err(fail(format!("the store's worker stopped: {e}"))),
+        }
+    }
+}
+
+#[async_trait]
+impl SessionStore for SqliteStore {
+    async fn append(&self, context: &str, rows: Vec<NewRow>) -> Result<Vec<i64>, StoreError> {
+        let context = context.to_owned();
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            let first: i64 = tx
+                .query_row("SELECT MAX(turn) FROM messages WHERE context = ?1", params![context], |r| r.get::<_, Option<i64>>(0))
+                .optional()?
+                .flatten()
+                .map_or(0, |t| t + 1);
+            let mut ids = Vec::with_capacity(rows.len());
+            for (turn, row) in (first..).zip(rows) {
+                let calls = serde_json::to_string(&row.tool_calls).unwrap_or_else(|_| "[]".to_owned());
+                tx.execute(
+                    "INSERT INTO messages (context, turn, role, content, tool_calls, tool_call_id, is_error, status)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    params![context, turn, role_str(row.role), row.content, calls, row.tool_call_id, row.is_error, status_str(row.status)],
+                )?;
+                ids.push(tx.last_insert_rowid());
+            }
+            tx.commit()?;
+            Ok(ids)
+        })
+        .await
+    }
+
+    async fn set_status(&self, ids: &[i64], status: RowStatus) -> Result<(), StoreError> {
+        let ids = ids.to_vec();
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            for id in ids {
+                tx.execute(
+                    "UPDATE messages SET status = ?1 WHERE id = ?2",
+                    params![status_str(status), id],
+                )?;
+            }
+            tx.commit()
+        })
+        .await
+    }
+
+    async fn rows(&self, context: &str) -> Result<Vec<Row>, StoreError> {
+        let context = context.to_owned();
+        self.with(move |conn| {
+            let mut stmt = conn.prepare(
+                "SELECT id, turn, role, content, tool_calls, tool_call_id, is_error, status
+                 FROM messages WHERE context = ?1 ORDER BY turn",
+            )?;
+            let rows = stmt.query_map(params![context], |r| {
+                let role: String = r.get(2)?;
+                let calls: String = r.get(4)?;
+                let status: String = r.get(7)?;
+                Ok(Row {
+                    id: r.get(0)?,
+                    turn: r.get(1)?,
+                    role: match role.as_str() {
+                        "user" => RowRole::User,
+                        "tool" => RowRole::Tool,
+                        _ => RowRole::Assistant,
+                    },
+                    content: r.get(3)?,
+                    tool_calls: serde_json::from_str::<Vec<ToolCall>>(&calls).unwrap_or_default(),
+                    tool_call_id: r.get(5)?,
+                    is_error: r.get(6)?,
+                    status: match status.as_str() {
+                        "pending" => RowStatus::Pending,
+                        "complete" => RowStatus::Complete,
+                        _ => RowStatus::Error,
+                    },
+                })
+            })?;
+            rows.collect()
+        })
+        .await
+    }
+
+    async fn recover(&self) -> Result<u64, StoreError> {
+        self.with(|conn| {
+            let changed = conn.execute(
+                "UPDATE messages SET status = 'error' WHERE status = 'pending'",
+                [],
+            )?;
+            Ok(u64::try_from(changed).unwrap_or(u64::MAX))
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn new_row(role: RowRole, content: &str, status: RowStatus) -> NewRow {
+        NewRow {
+            role,
+            content: content.into(),
+            tool_calls: vec![],
+            tool_call_id: None,
+            is_error: false,
+            status,
+        }
+    }
+
+    #[tokio::test]
+    async fn rows_keep_order_turns_and_tool_calls_per_context() {
+        let store = SqliteStore::open(":memory:").unwrap();
+        let mut assistant = new_row(RowRole::Assistant, "", RowStatus::Pending);
+        assistant.tool_calls = vec![ToolCall {
+            id: "c1".into(),
+            name: "s__t".into(),
+            arguments: json!({"q": 1}),
+        }];
+        let ids = store
+            .append(
+                "ctx",
+                vec![new_row(RowRole::User, "hi", RowStatus::Complete), assistant],
+            )
+            .await
+            .unwrap();
+        store
+            .append(
+                "other",
+                vec![new_row(RowRole::User, "elsewhere", RowStatus::Complete)],
+            )
+            .await
+            .unwrap();
+        let mut tool = new_row(RowRole::Tool, "42", RowStatus::Complete);
+        tool.tool_call_id = Some("c1".into());
+        store.append("ctx", vec![tool]).await.unwrap();
+        store
+            .set_status(&ids[1..], RowStatus::Complete)
+            .await
+            .unwrap();
+
+        let rows = store.rows("ctx").await.unwrap();
+        assert_eq!(rows.iter().map(|r| r.turn).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(rows[1].tool_calls[0].arguments, json!({"q": 1}));
+        assert_eq!(rows[1].status, RowStatus::Complete);
+        assert_eq!(rows[2].tool_call_id.as_deref(), Some("c1"));
+        assert_eq!(store.rows("other").await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_restart_keeps_the_file_and_recovery_turns_pending_into_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir
+            .path()
+            .join("sessions/db.sqlite")
+            .to_string_lossy()
+            .into_owned();
+        {
+            let store = SqliteStore::open(&path).unwrap();
+            store
+                .append(
+                    "ctx",
+                    vec![
+                        new_row(RowRole::User, "before", RowStatus::Complete),
+                        new_row(RowRole::Assistant, "half", RowStatus::Pending),
+                    ],
+                )
+                .await
+                .unwrap();
+        }
+        let reopened = SqliteStore::open(&path).unwrap();
+        assert_eq!(reopened.recover().await.unwrap(), 1);
+        let rows = reopened.rows("ctx").await.unwrap();
+        assert_eq!(rows[0].content, "before");
+        assert_eq!(rows[1].status, RowStatus::Error);
+        assert_eq!(reopened.recover().await.unwrap(), 0);
+    }
+}
