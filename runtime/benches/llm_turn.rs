@@ -113,6 +113,7 @@ fn agent(provider: Arc<dyn LlmProvider>, model: &str, target: Target, stream: bo
         tools: Arc::new(NoTools),
         max_iterations: 12,
         tool_timeout: Duration::from_mins(1),
+        sessions: None,
     }
 }
 

@@ -13,6 +13,7 @@ use crate::llm::openai::OpenAiClient;
 use crate::llm::retry::RetryPolicy;
 use crate::llm::sampling::{DropWarnings, Target};
 use crate::llm::{LlmError, LlmProvider};
+use crate::sessions::SessionStore;
 
 /// Longest a tool call may take before the model is told it timed out.
 pub const TOOL_TIMEOUT: Duration = Duration::from_mins(1);
@@ -59,7 +60,10 @@ impl Providers<'_> {
 }
 
 /// Builds every agent of `deployment`.
-pub fn build(deployment: &Deployment) -> Result<Agents, LlmError> {
+pub fn build(
+    deployment: &Deployment,
+    sessions: Option<&Arc<dyn SessionStore>>,
+) -> Result<Agents, LlmError> {
     let mut providers = Providers {
         deployment,
         openai: None,
@@ -78,7 +82,14 @@ pub fn build(deployment: &Deployment) -> Result<Agents, LlmError> {
                 ServerRef::Mcp(_) => true,
             });
             if ready {
-                let agent = build_one(deployment, def, &built, &mut providers, &warnings)?;
+                let agent = build_one(
+                    deployment,
+                    def,
+                    &built,
+                    &mut providers,
+                    &warnings,
+                    sessions.cloned(),
+                )?;
                 built.insert(def.name.clone(), agent);
             } else {
                 rest.push(def);
@@ -99,6 +110,7 @@ fn build_one(
     built: &Agents,
     providers: &mut Providers<'_>,
     warnings: &Arc<DropWarnings>,
+    sessions: Option<Arc<dyn SessionStore>>,
 ) -> Result<Arc<dyn Agent>, LlmError> {
     let (provider, model, target) = match &def.model {
         ModelRef::Passthrough => return Ok(Arc::new(Passthrough)),
@@ -146,5 +158,6 @@ fn build_one(
         tools: Arc::new(tools),
         max_iterations: def.max_iterations,
         tool_timeout: TOOL_TIMEOUT,
+        sessions,
     }))
 }

@@ -35,6 +35,8 @@ const CANCEL_SETTLE: Duration = Duration::from_secs(5);
 pub enum RunError {
     #[error("the agent card or manifest built from the configuration is invalid")]
     Discovery(#[source] daedalus_schemas::SchemaErrors),
+    #[error("cannot open the session store")]
+    Sessions(#[source] sessions::StoreError),
     #[error("cannot set up the LLM provider")]
     Provider(#[source] llm::LlmError),
     #[error("cannot read the listener's address")]
@@ -45,11 +47,33 @@ pub enum RunError {
 pub const PREFLIGHT_TTL: Duration = Duration::from_mins(5);
 
 /// The agent the contract face serves, with every agent it can call built around it.
-pub fn agent_for(config: &Config) -> Result<Arc<dyn Agent>, RunError> {
-    let mut all = agents::build(&config.deployment).map_err(RunError::Provider)?;
+pub async fn agent_for(config: &Config) -> Result<Arc<dyn Agent>, RunError> {
+    let sessions = open_sessions(config).await?;
+    let mut all =
+        agents::build(&config.deployment, sessions.as_ref()).map_err(RunError::Provider)?;
     Ok(all
         .remove(&config.agent.name)
         .expect("the served agent is one of the deployment's agents"))
+}
+
+/// Opens the session store and marks rows a crash left `pending` as `error`.
+async fn open_sessions(
+    config: &Config,
+) -> Result<Option<Arc<dyn sessions::SessionStore>>, RunError> {
+    let Some(path) = &config.sessions_db else {
+        return Ok(None);
+    };
+    let store = sessions::SqliteStore::open(path).map_err(RunError::Sessions)?;
+    let recovered = sessions::SessionStore::recover(&store)
+        .await
+        .map_err(RunError::Sessions)?;
+    if recovered > 0 {
+        tracing::warn!(
+            rows = recovered,
+            "a previous run stopped mid-turn; its pending rows are now marked error"
+        );
+    }
+    Ok(Some(Arc::new(store)))
 }
 
 /// Builds the shared state for `config` with `agent` (the seam tests swap), for a server
@@ -77,7 +101,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), RunError> {
     let bound = listener.local_addr().map_err(RunError::Listener)?;
-    let state = app_state(&config, bound, agent_for(&config)?)?;
+    let state = app_state(&config, bound, agent_for(&config).await?)?;
     run_with_state(listener, &config, state, shutdown).await;
     Ok(())
 }

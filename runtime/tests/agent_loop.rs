@@ -128,6 +128,7 @@ fn agent(
         tools,
         max_iterations,
         tool_timeout: Duration::from_millis(300),
+        sessions: None,
     }
 }
 
@@ -387,7 +388,7 @@ async fn a_sub_agent_is_called_in_process_with_its_events_nested() {
         },
     )
     .expect("the deployment loads");
-    let agents = daedalus_runtime::agents::build(&deployment).expect("agents build");
+    let agents = daedalus_runtime::agents::build(&deployment, None).expect("agents build");
     let (sink, seen) = recorder();
     let outcome = agents["coordinator"]
         .run(ask("ask the researcher", sink), CancellationToken::new())

@@ -24,7 +24,23 @@ impl Drop for Runtime {
 }
 
 async fn start(yaml: &str, fake: &FakeLlm, key: &str) -> Runtime {
-    let dir = tempfile::tempdir().expect("temp dir");
+    start_with(
+        yaml,
+        fake,
+        key,
+        ":memory:",
+        tempfile::tempdir().expect("temp dir"),
+    )
+    .await
+}
+
+async fn start_with(
+    yaml: &str,
+    fake: &FakeLlm,
+    key: &str,
+    sessions: &str,
+    dir: tempfile::TempDir,
+) -> Runtime {
     std::fs::write(dir.path().join("agents.yaml"), yaml).expect("written");
     let env = |k: &str| match k {
         "OPENAI_URL" => Some(fake.openai_base_url.clone()),
@@ -32,8 +48,16 @@ async fn start(yaml: &str, fake: &FakeLlm, key: &str) -> Runtime {
         "KEY" => Some(key.to_owned()),
         _ => None,
     };
-    let args =
-        ["daedalus-runtime", "--port", "0", "--log-level", "warn"].map(std::ffi::OsString::from);
+    let args = [
+        "daedalus-runtime",
+        "--port",
+        "0",
+        "--log-level",
+        "warn",
+        "--sessions-db",
+        sessions,
+    ]
+    .map(std::ffi::OsString::from);
     let config = match Launch::from_sources(args, &env, dir.path()) {
         Ok(Launch::Run(c)) => c,
         other => panic!("the configuration loads: {other:?}"),
@@ -239,5 +263,55 @@ async fn healthz_reports_the_preflight_per_provider() {
     assert_eq!(
         (code, body["providers"].as_array().map(Vec::len)),
         (200, Some(0))
+    );
+}
+
+fn in_context(id: &str, context: &str, text: &str) -> Value {
+    json!({"message": {"messageId": id, "contextId": context, "role": "user", "parts": [{"text": text}]}})
+}
+
+#[tokio::test]
+async fn tasks_in_one_context_share_the_conversation_across_a_restart() {
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    fake.script([
+        Reply::Text("Nice to meet you, Ada.".into()),
+        Reply::Text("You are Ada.".into()),
+        Reply::Text("Who?".into()),
+    ]);
+    let keep = tempfile::tempdir().expect("temp dir");
+    let db = keep
+        .path()
+        .join("sessions.sqlite")
+        .to_string_lossy()
+        .into_owned();
+
+    let first = start_with(OPENAI, &fake, KEY, &db, tempfile::tempdir().expect("dir")).await;
+    post(&first, &in_context("m-1", "ctx-ada", "My name is Ada.")).await;
+    drop(first);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+
+    let second = start_with(OPENAI, &fake, KEY, &db, tempfile::tempdir().expect("dir")).await;
+    let task = post(&second, &in_context("m-2", "ctx-ada", "What is my name?")).await;
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "You are Ada.");
+    let sent = fake.requests()[1].body["messages"].clone();
+    assert_eq!(
+        sent[1],
+        json!({"role": "user", "content": "My name is Ada."})
+    );
+    assert_eq!(
+        sent[2],
+        json!({"role": "assistant", "content": "Nice to meet you, Ada."})
+    );
+    assert_eq!(
+        sent[3],
+        json!({"role": "user", "content": "What is my name?"})
+    );
+
+    post(&second, &in_context("m-3", "ctx-other", "What is my name?")).await;
+    let other = fake.requests()[2].body["messages"].clone();
+    assert_eq!(
+        other.as_array().map(Vec::len),
+        Some(2),
+        "another context starts empty: {other}"
     );
 }

@@ -27,6 +27,7 @@ fn runtime() -> RuntimeBuilder {
         .env("A2A_PORT", "0")
         .env("A2A_HOST", "127.0.0.1")
         .env("AGENT_NAME", "proc-test")
+        .env("SESSIONS_DB", ":memory:")
         .env("LOG_LEVEL", "info")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

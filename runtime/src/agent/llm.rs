@@ -14,9 +14,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::events::LoopEvent;
 use super::tools::{CallContext, ToolResult, ToolSource, split_name};
+use super::transcript::Transcript;
 use super::{Agent, AgentOutcome, AgentRequest};
 use crate::llm::sampling::{self, DropWarnings, Target};
 use crate::llm::{ChatMessage, ChatRequest, Content, LlmEvent, LlmProvider, ToolCall, ToolSpec};
+use crate::sessions::SessionStore;
 
 /// The built-in tool that turns a task `input-required`.
 pub const ASK_USER_TOOL: &str = "request_user_input";
@@ -43,6 +45,8 @@ pub struct LlmAgent {
     pub max_iterations: u32,
     /// Longest a tool call may take.
     pub tool_timeout: Duration,
+    /// Where conversations persist (per context); without one, the task's history is used.
+    pub sessions: Option<Arc<dyn SessionStore>>,
 }
 
 fn fail(reason: String) -> AgentOutcome {
@@ -100,14 +104,18 @@ impl LlmAgent {
     fn first_request(
         &self,
         request: &AgentRequest,
+        earlier: Option<Vec<ChatMessage>>,
         tools: Vec<ToolSpec>,
     ) -> Result<ChatRequest, String> {
-        let mut messages = Vec::with_capacity(request.history.len() + 1);
-        for earlier in request
-            .history
-            .iter()
-            .chain(std::iter::once(&request.message))
-        {
+        // With a session store the conversation comes from it; else from the task's history.
+        let (mut messages, task_history) = match earlier {
+            Some(conversation) => (conversation, &[][..]),
+            None => (
+                Vec::with_capacity(request.history.len() + 1),
+                request.history.as_slice(),
+            ),
+        };
+        for earlier in task_history.iter().chain(std::iter::once(&request.message)) {
             messages.push(match earlier.role {
                 Role::User => ChatMessage::User {
                     content: self.content(earlier)?,
@@ -203,13 +211,20 @@ impl LlmAgent {
         result
     }
 
-    async fn work(&self, request: &AgentRequest, cancel: &CancellationToken) -> AgentOutcome {
+    async fn work(
+        &self,
+        request: &AgentRequest,
+        cancel: &CancellationToken,
+        transcript: &mut Transcript,
+    ) -> AgentOutcome {
         let mut tools = self.tools.tools().await;
         tools.push(ask_user_spec());
-        let mut chat = match self.first_request(request, tools) {
+        let earlier = transcript.earlier().await;
+        let mut chat = match self.first_request(request, earlier, tools) {
             Ok(chat) => chat,
             Err(reason) => return fail(reason),
         };
+        transcript.user(request.message.text()).await;
         let context = CallContext {
             bearer: request.bearer.clone(),
             cancel: cancel.clone(),
@@ -258,7 +273,10 @@ impl LlmAgent {
             });
             if response.tool_calls.is_empty() {
                 return match response.text {
-                    Some(text) => completed(text),
+                    Some(text) => {
+                        transcript.assistant(Some(text.clone()), Vec::new()).await;
+                        completed(text)
+                    }
                     None => fail(format!(
                         "the model {} answered without any text",
                         self.model
@@ -271,11 +289,17 @@ impl LlmAgent {
                     .get("question")
                     .and_then(Value::as_str)
                     .unwrap_or("More input is needed.");
+                transcript
+                    .assistant(Some(question.to_owned()), Vec::new())
+                    .await;
                 return AgentOutcome::InputRequired {
                     question: vec![Part::text(question)],
                 };
             }
             let calls = response.tool_calls.clone();
+            transcript
+                .assistant(response.text.clone(), calls.clone())
+                .await;
             chat.messages.push(ChatMessage::Assistant {
                 text: response.text,
                 tool_calls: response.tool_calls,
@@ -286,6 +310,15 @@ impl LlmAgent {
             if cancel.is_cancelled() {
                 return AgentOutcome::Canceled;
             }
+            transcript
+                .tool_results(
+                    calls
+                        .iter()
+                        .zip(&results)
+                        .map(|(c, r)| (c.id.clone(), r.content.clone(), r.is_error))
+                        .collect(),
+                )
+                .await;
             for (call, result) in calls.iter().zip(results) {
                 chat.messages.push(ChatMessage::Tool {
                     call_id: call.id.clone(),
@@ -317,7 +350,13 @@ fn completed(text: String) -> AgentOutcome {
 #[async_trait]
 impl Agent for LlmAgent {
     async fn run(&self, request: AgentRequest, cancel: CancellationToken) -> AgentOutcome {
-        let outcome = self.work(&request, &cancel).await;
+        let mut transcript = Transcript::new(self.sessions.clone(), &request.context_id);
+        let outcome = self.work(&request, &cancel, &mut transcript).await;
+        let settled = matches!(
+            outcome,
+            AgentOutcome::Completed { .. } | AgentOutcome::InputRequired { .. }
+        );
+        transcript.settle(settled).await;
         let state = match &outcome {
             AgentOutcome::Completed { .. } => "completed",
             AgentOutcome::InputRequired { .. } => "input-required",

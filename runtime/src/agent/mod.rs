@@ -10,6 +10,7 @@ mod llm;
 mod passthrough;
 mod subagents;
 pub mod tools;
+mod transcript;
 
 use async_trait::async_trait;
 use daedalus_schemas::{Artifact, Message, Metadata, Part};

@@ -58,6 +58,10 @@ struct Cli {
     /// Writable workspace (default: /workspace, or the current directory if that is absent).
     #[arg(long, env = "WORK_DIR")]
     work_dir: Option<PathBuf>,
+    /// The session store: a SQLite file (default: <WORK_DIR>/daedalus-sessions.sqlite),
+    /// `:memory:`, or `off`.
+    #[arg(long, env = "SESSIONS_DB")]
+    sessions_db: Option<String>,
     /// Largest accepted request body (bytes, or with a unit: 16MiB, 512KiB, 10MB).
     #[arg(long, env = "MAX_BODY_SIZE", default_value = "16MiB", value_parser = parse_size)]
     max_body_size: u64,
@@ -108,6 +112,8 @@ pub struct Config {
     /// Every agent, model, provider and MCP server configured.
     pub deployment: Deployment,
     pub work_dir: PathBuf,
+    /// Where conversations persist; `None` when turned off.
+    pub sessions_db: Option<String>,
     pub limits: Limits,
     #[serde(serialize_with = "as_duration")]
     pub termination_grace_period: Duration,
@@ -221,6 +227,16 @@ impl Config {
         })?;
 
         let work_dir = cli.work_dir.unwrap_or_else(default_work_dir);
+        let sessions_db = match cli.sessions_db.as_deref() {
+            Some("off") => None,
+            Some(path) => Some(path.to_owned()),
+            None => Some(
+                work_dir
+                    .join("daedalus-sessions.sqlite")
+                    .to_string_lossy()
+                    .into_owned(),
+            ),
+        };
         Ok(Config {
             listen: SocketAddr::new(cli.host, cli.port),
             public_url,
@@ -245,6 +261,7 @@ impl Config {
             },
             deployment,
             work_dir,
+            sessions_db,
             limits: Limits {
                 max_body_bytes: cli.max_body_size,
                 header_read_timeout: cli.header_read_timeout,
@@ -266,6 +283,7 @@ impl Config {
         match Launch::from_sources(args.map(OsString::from), &|_| None, &nowhere) {
             Ok(Launch::Run(mut config)) => {
                 config.listen = listen;
+                config.sessions_db = Some(":memory:".to_owned());
                 config
             }
             other => panic!("the default configuration is valid: {other:?}"),

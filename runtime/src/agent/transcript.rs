@@ -1,0 +1,98 @@
+//! What one turn writes to the session store: rows appended as `pending` while the loop runs,
+//! then all marked `complete` (or `error` if the turn failed or was interrupted), so a crash
+//! mid-loop leaves nothing half-true in the conversation.
+
+use std::sync::Arc;
+
+use crate::llm::{ChatMessage, ToolCall};
+use crate::sessions::{self, NewRow, RowRole, RowStatus, SessionStore};
+
+/// The rows of one turn in one conversation.
+#[derive(Debug)]
+pub(crate) struct Transcript {
+    store: Option<Arc<dyn SessionStore>>,
+    context: String,
+    written: Vec<i64>,
+}
+
+impl Transcript {
+    pub(crate) fn new(store: Option<Arc<dyn SessionStore>>, context: &str) -> Self {
+        Self {
+            store,
+            context: context.to_owned(),
+            written: Vec::new(),
+        }
+    }
+
+    /// The conversation so far, if there is a store.
+    pub(crate) async fn earlier(&self) -> Option<Vec<ChatMessage>> {
+        let store = self.store.as_ref()?;
+        match store.rows(&self.context).await {
+            Ok(rows) => Some(sessions::rebuild(&rows)),
+            Err(e) => {
+                tracing::error!(error = %e, context = %self.context, "cannot read the conversation; going on without it");
+                Some(Vec::new())
+            }
+        }
+    }
+
+    async fn write(&mut self, rows: Vec<NewRow>) {
+        let Some(store) = &self.store else { return };
+        match store.append(&self.context, rows).await {
+            Ok(ids) => self.written.extend(ids),
+            Err(e) => {
+                tracing::error!(error = %e, context = %self.context, "cannot record the conversation");
+            }
+        }
+    }
+
+    fn row(role: RowRole, content: String) -> NewRow {
+        NewRow {
+            role,
+            content,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            is_error: false,
+            status: RowStatus::Pending,
+        }
+    }
+
+    pub(crate) async fn user(&mut self, text: String) {
+        self.write(vec![Self::row(RowRole::User, text)]).await;
+    }
+
+    pub(crate) async fn assistant(&mut self, text: Option<String>, tool_calls: Vec<ToolCall>) {
+        let mut row = Self::row(RowRole::Assistant, text.unwrap_or_default());
+        row.tool_calls = tool_calls;
+        self.write(vec![row]).await;
+    }
+
+    pub(crate) async fn tool_results(&mut self, results: Vec<(String, String, bool)>) {
+        let rows = results
+            .into_iter()
+            .map(|(call_id, content, is_error)| {
+                let mut row = Self::row(RowRole::Tool, content);
+                row.tool_call_id = Some(call_id);
+                row.is_error = is_error;
+                row
+            })
+            .collect();
+        self.write(rows).await;
+    }
+
+    /// Marks this turn's rows `complete` (`ok`) or `error`.
+    pub(crate) async fn settle(self, ok: bool) {
+        let Some(store) = &self.store else { return };
+        if self.written.is_empty() {
+            return;
+        }
+        let status = if ok {
+            RowStatus::Complete
+        } else {
+            RowStatus::Error
+        };
+        if let Err(e) = store.set_status(&self.written, status).await {
+            tracing::error!(error = %e, context = %self.context, "cannot settle the conversation's rows");
+        }
+    }
+}
