@@ -13,6 +13,7 @@ use crate::llm::openai::OpenAiClient;
 use crate::llm::retry::RetryPolicy;
 use crate::llm::sampling::{DropWarnings, Target};
 use crate::llm::{LlmError, LlmProvider};
+use crate::mcp::McpServers;
 use crate::sessions::SessionStore;
 
 /// Longest a tool call may take before the model is told it timed out.
@@ -128,6 +129,7 @@ fn build_one(
     };
     let mut subagents = SubAgents::new();
     let mut prefixes = Vec::new();
+    let mut mcp = BTreeMap::new();
     for server in &def.servers {
         match server {
             ServerRef::Agent(name) => {
@@ -139,11 +141,14 @@ fn build_one(
                 prefixes.push(name.clone());
             }
             ServerRef::Mcp(server) => {
-                tracing::warn!(agent = %def.name, server, "downstream MCP servers are not connected in this build; the agent runs without their tools");
+                mcp.insert(server.clone(), deployment.mcp_servers[server].clone());
             }
         }
     }
-    let tools = Toolbox::new().with(prefixes, Arc::new(subagents));
+    let mcp_prefixes: Vec<String> = mcp.keys().cloned().collect();
+    let tools = Toolbox::new()
+        .with(prefixes, Arc::new(subagents))
+        .with(mcp_prefixes, Arc::new(McpServers::new(mcp)));
     Ok(Arc::new(LlmAgent {
         name: def.name.clone(),
         provider,

@@ -10,6 +10,7 @@ pub mod config;
 pub mod http;
 pub mod lifecycle;
 pub mod llm;
+pub mod mcp;
 pub mod serve;
 pub mod sessions;
 pub mod tasks;

@@ -1,0 +1,265 @@
+//! The agent's downstream MCP servers. Tools are listed when first needed and cached, each
+//! offered to the model as `<server>__<tool>` with its JSON schema. A server that is down does
+//! not stop the agent: it runs without that server's tools (and says so), and the server is
+//! tried again on the next turn.
+//!
+//! Bearer forwarding is per request by construction: a server marked `forward_inbound_auth`
+//! gets, for a call made on behalf of a request carrying `Authorization: Bearer X`, a connection
+//! of its own opened with `X` and closed after the call. No connection, cache or client that
+//! outlives the call ever holds a caller's token, so no request can see another's. A server
+//! whose configured headers set `Authorization` keeps that header; the inbound token never
+//! replaces it. Servers without the flag never see an inbound token.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::model::{CallToolRequestParams, ClientConfig};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+use tokio::sync::Mutex;
+
+use crate::agent::{Bearer, CallContext, ToolResult, ToolSource};
+use crate::config::deployment::McpServer;
+use crate::llm::ToolSpec;
+
+/// How long connecting (initialize + tools/list) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+type Client = RunningService<RoleClient, ClientConfig>;
+
+/// One server's state.
+#[derive(Debug, Default)]
+struct Link {
+    /// The shared connection (static headers only).
+    client: Option<Arc<Client>>,
+    /// The tools it offered when last listed.
+    tools: Vec<ToolSpec>,
+    /// Why the last connection attempt failed.
+    down: Option<String>,
+}
+
+/// Whether each server was reachable at its last attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpStatus {
+    pub server: String,
+    pub problem: Option<String>,
+}
+
+/// An agent's downstream MCP servers.
+#[derive(Debug)]
+pub struct McpServers {
+    servers: BTreeMap<String, McpServer>,
+    links: BTreeMap<String, Mutex<Link>>,
+}
+
+impl McpServers {
+    pub fn new(servers: BTreeMap<String, McpServer>) -> Self {
+        let links = servers
+            .keys()
+            .map(|k| (k.clone(), Mutex::new(Link::default())))
+            .collect();
+        Self { servers, links }
+    }
+
+    /// The last known state of every server.
+    pub async fn status(&self) -> Vec<McpStatus> {
+        let mut out = Vec::with_capacity(self.links.len());
+        for (server, link) in &self.links {
+            out.push(McpStatus {
+                server: server.clone(),
+                problem: link.lock().await.down.clone(),
+            });
+        }
+        out
+    }
+
+    fn headers(server: &McpServer) -> HashMap<HeaderName, HeaderValue> {
+        server
+            .headers
+            .iter()
+            .filter(|(k, _)| !k.eq_ignore_ascii_case("authorization"))
+            .filter_map(|(k, v)| {
+                Some((
+                    HeaderName::from_bytes(k.as_bytes()).ok()?,
+                    HeaderValue::from_str(v).ok()?,
+                ))
+            })
+            .collect()
+    }
+
+    /// The configured `Authorization` value, without its `Bearer ` prefix.
+    fn configured_auth(server: &McpServer) -> Option<String> {
+        server
+            .headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+            .map(|(_, v)| v.strip_prefix("Bearer ").unwrap_or(v).to_owned())
+    }
+
+    async fn connect(server: &McpServer, token: Option<String>) -> Result<Client, String> {
+        let mut config = StreamableHttpClientTransportConfig::with_uri(server.url.clone())
+            .custom_headers(Self::headers(server));
+        if let Some(token) = token {
+            config = config.auth_header(token);
+        }
+        let transport = StreamableHttpClientTransport::from_config(config);
+        match tokio::time::timeout(CONNECT_TIMEOUT, ClientConfig::default().serve(transport)).await
+        {
+            Ok(Ok(client)) => Ok(client),
+            Ok(Err(e)) => Err(format!(
+                "cannot initialize a session with {}: {e}",
+                server.url
+            )),
+            Err(_) => Err(format!(
+                "{} did not answer initialize within {:?}",
+                server.url, CONNECT_TIMEOUT
+            )),
+        }
+    }
+
+    /// The shared connection to `name`, (re)connecting and listing its tools if needed.
+    async fn shared(&self, name: &str, reconnect: bool) -> Result<Arc<Client>, String> {
+        let server = &self.servers[name];
+        let mut link = self.links[name].lock().await;
+        if let Some(client) = link.client.as_ref().filter(|_| !reconnect) {
+            return Ok(Arc::clone(client));
+        }
+        let attempt = async {
+            let client = Self::connect(server, Self::configured_auth(server)).await?;
+            let tools = client
+                .list_all_tools()
+                .await
+                .map_err(|e| format!("tools/list failed: {e}"))?;
+            Ok::<_, String>((client, tools))
+        };
+        match attempt.await {
+            Ok((client, tools)) => {
+                link.tools = tools
+                    .into_iter()
+                    .map(|t| ToolSpec {
+                        name: format!("{name}__{}", t.name),
+                        description: t.description.map(|d| d.to_string()).unwrap_or_default(),
+                        input_schema: Value::Object((*t.input_schema).clone()),
+                    })
+                    .collect();
+                if link.down.take().is_some() {
+                    tracing::info!(server = name, "downstream MCP server reachable again");
+                }
+                let client = Arc::new(client);
+                link.client = Some(Arc::clone(&client));
+                Ok(client)
+            }
+            Err(problem) => {
+                tracing::warn!(server = name, %problem, "downstream MCP server unavailable; the agent runs without its tools");
+                link.client = None;
+                link.down = Some(problem.clone());
+                Err(problem)
+            }
+        }
+    }
+
+    async fn call_on(client: &Client, tool: &str, arguments: &Value) -> Result<ToolResult, String> {
+        let args = match arguments {
+            Value::Object(map) => map.clone(),
+            Value::Null => serde_json::Map::new(),
+            other => {
+                return Ok(ToolResult {
+                    content: format!("arguments must be a JSON object, got {other}"),
+                    is_error: true,
+                });
+            }
+        };
+        let result = client
+            .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut texts: Vec<String> = result
+            .content
+            .iter()
+            .map(|c| match c.as_text() {
+                Some(t) => t.text.clone(),
+                None => serde_json::to_string(c).unwrap_or_default(),
+            })
+            .collect();
+        if texts.is_empty()
+            && let Some(structured) = &result.structured_content
+        {
+            texts.push(structured.to_string());
+        }
+        Ok(ToolResult {
+            content: texts.join("\n"),
+            is_error: result.is_error == Some(true),
+        })
+    }
+}
+
+#[async_trait]
+impl ToolSource for McpServers {
+    async fn tools(&self) -> Vec<ToolSpec> {
+        let mut all = Vec::new();
+        for name in self.servers.keys() {
+            if self.shared(name, false).await.is_ok() {
+                all.extend(self.links[name].lock().await.tools.clone());
+            }
+        }
+        all
+    }
+
+    async fn call(&self, name: &str, arguments: &Value, context: &CallContext) -> ToolResult {
+        let (server_name, tool) = crate::agent::tools::split_name(name);
+        let Some(server) = self.servers.get(server_name) else {
+            return ToolResult {
+                content: format!("no MCP server named {server_name}"),
+                is_error: true,
+            };
+        };
+        let forwarded = forwarded_token(server, &context.bearer);
+        let outcome = match forwarded {
+            // A connection of this request's own, closed after the call.
+            Some(token) => match Self::connect(server, Some(token)).await {
+                Ok(client) => {
+                    let result = Self::call_on(&client, tool, arguments).await;
+                    let _ = client.cancel().await;
+                    result
+                }
+                Err(e) => Err(e),
+            },
+            None => match self.shared(server_name, false).await {
+                Ok(client) => match Self::call_on(&client, tool, arguments).await {
+                    Ok(result) => Ok(result),
+                    // A lost session (the server restarted, or expired it): once more, anew.
+                    Err(first) => match self.shared(server_name, true).await {
+                        Ok(client) => Self::call_on(&client, tool, arguments)
+                            .await
+                            .map_err(|e| format!("{first}; retried: {e}")),
+                        Err(e) => Err(format!("{first}; reconnecting: {e}")),
+                    },
+                },
+                Err(e) => Err(e),
+            },
+        };
+        outcome.unwrap_or_else(|problem| ToolResult {
+            content: format!("{server_name}/{tool} failed: {problem}"),
+            is_error: true,
+        })
+    }
+}
+
+/// The inbound token to send to `server`: only if it opted in and has no `Authorization` of its own.
+fn forwarded_token(server: &McpServer, bearer: &Bearer) -> Option<String> {
+    let configured = server
+        .headers
+        .keys()
+        .any(|k| k.eq_ignore_ascii_case("authorization"));
+    if server.forward_inbound_auth && !configured {
+        bearer.expose().map(str::to_owned)
+    } else {
+        None
+    }
+}

@@ -1,0 +1,203 @@
+//! The agent loop over real MCP servers (rmcp Streamable HTTP fixtures): tool calls through
+//! MCP, per-request bearer forwarding to opted-in servers only, and a server that is down.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::extract::Request;
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use daedalus_fake_llm::{FakeLlm, Reply};
+use daedalus_runtime::config::Launch;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{ServerCapabilities, ServerConfig};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ServerHandler, schemars, tool, tool_handler, tool_router};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const KEY: &str = "sk-mcp";
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+struct AddArgs {
+    a: i64,
+    b: i64,
+}
+
+#[derive(Debug, Clone)]
+struct Fixture {
+    tool_router: ToolRouter<Self>,
+}
+
+#[tool_router]
+impl Fixture {
+    #[tool(description = "Adds two numbers")]
+    #[expect(clippy::unused_self, reason = "rmcp's tool methods take &self")]
+    fn add(&self, Parameters(AddArgs { a, b }): Parameters<AddArgs>) -> String {
+        (a + b).to_string()
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for Fixture {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+}
+
+/// An MCP fixture server; `seen` records the Authorization header of every request.
+struct McpFixture {
+    url: String,
+    seen: Arc<Mutex<Vec<Option<String>>>>,
+}
+
+async fn fixture() -> McpFixture {
+    let service: StreamableHttpService<Fixture, LocalSessionManager> = StreamableHttpService::new(
+        || {
+            Ok(Fixture {
+                tool_router: Fixture::tool_router(),
+            })
+        },
+        LocalSessionManager::default().into(),
+        StreamableHttpServerConfig::default().with_sse_keep_alive(None),
+    );
+    let seen: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+    let record = {
+        let seen = Arc::clone(&seen);
+        move |req: Request, next: Next| {
+            let seen = Arc::clone(&seen);
+            async move {
+                let auth = req
+                    .headers()
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                seen.lock().expect("lock").push(auth);
+                let response: Response = next.run(req).await;
+                response
+            }
+        }
+    };
+    let app = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(middleware::from_fn(record));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binds");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    McpFixture {
+        url: format!("http://{addr}/mcp"),
+        seen,
+    }
+}
+
+async fn runtime(yaml: &str) -> (String, CancellationToken, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::write(dir.path().join("agents.yaml"), yaml).expect("written");
+    let args = [
+        "daedalus-runtime",
+        "--port",
+        "0",
+        "--sessions-db",
+        ":memory:",
+        "--log-level",
+        "warn",
+    ]
+    .map(std::ffi::OsString::from);
+    let config = match Launch::from_sources(args, &|_| None, dir.path()) {
+        Ok(Launch::Run(c)) => c,
+        other => panic!("config: {other:?}"),
+    };
+    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .expect("binds");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let stop = CancellationToken::new();
+    let shutdown = stop.clone().cancelled_owned();
+    tokio::spawn(async move { daedalus_runtime::run(listener, config, shutdown).await });
+    (url, stop, dir)
+}
+
+async fn post(url: &str, bearer: Option<&str>, id: &str) -> Value {
+    let mut req = reqwest::Client::new().post(format!("{url}/")).json(
+        &json!({"message": {"messageId": id, "role": "user", "parts": [{"text": "add please"}]}}),
+    );
+    if let Some(b) = bearer {
+        req = req.bearer_auth(b);
+    }
+    let r = req.send().await.expect("sent");
+    assert_eq!(r.status(), 200);
+    r.json().await.expect("JSON")
+}
+
+#[tokio::test]
+async fn tools_run_over_mcp_and_only_opted_in_servers_see_the_callers_token() {
+    let forwarding = fixture().await;
+    let plain = fixture().await;
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    fake.script([
+        Reply::ToolCalls(vec![
+            ("fwd__add".into(), json!({"a": 2, "b": 3})),
+            ("plain__add".into(), json!({"a": 1, "b": 1})),
+        ]),
+        Reply::Text("5 and 2".into()),
+    ]);
+    let yaml = format!(
+        "default_model: openai.gpt-fake\nopenai: {{ api_key: {KEY}, base_url: \"{}\" }}\n\
+         mcp:\n  servers:\n    fwd: {{ url: \"{}\", forward_inbound_auth: true }}\n    plain: {{ url: \"{}\" }}\n\
+         agents:\n  a: {{ instruction: Add., servers: [fwd, plain] }}\n",
+        fake.openai_base_url, forwarding.url, plain.url
+    );
+    let (url, _stop, _dir) = runtime(&yaml).await;
+    let task = post(&url, Some("tok-caller-1"), "m-1").await;
+    assert_eq!(task["status"]["state"], "completed", "{task}");
+    let log = fake.requests();
+    let tools = log[0].body["tools"].to_string();
+    assert!(
+        tools.contains("fwd__add") && tools.contains("plain__add"),
+        "{tools}"
+    );
+    let results = log[1].body["messages"].to_string();
+    assert!(
+        results.contains("\"5\"") && results.contains("\"2\""),
+        "MCP results reached the model: {results}"
+    );
+
+    let fwd_seen = forwarding.seen.lock().unwrap().clone();
+    assert!(
+        fwd_seen.contains(&Some("Bearer tok-caller-1".into())),
+        "{fwd_seen:?}"
+    );
+    let plain_seen = plain.seen.lock().unwrap().clone();
+    assert!(
+        !plain_seen.is_empty() && plain_seen.iter().all(Option::is_none),
+        "{plain_seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_is_down_leaves_the_agent_answering_without_its_tools() {
+    let up = fixture().await;
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    fake.script([Reply::Text("I can still answer.".into())]);
+    let yaml = format!(
+        "default_model: openai.gpt-fake\nopenai: {{ api_key: {KEY}, base_url: \"{}\" }}\n\
+         mcp:\n  servers:\n    up: {{ url: \"{}\" }}\n    down: {{ url: \"http://127.0.0.1:9/mcp\" }}\n\
+         agents:\n  a: {{ instruction: Add., servers: [up, down] }}\n",
+        fake.openai_base_url, up.url
+    );
+    let (url, _stop, _dir) = runtime(&yaml).await;
+    let task = post(&url, None, "m-1").await;
+    assert_eq!(
+        task["artifacts"][0]["parts"][0]["text"],
+        "I can still answer."
+    );
+    let tools = fake.requests()[0].body["tools"].to_string();
+    assert!(
+        tools.contains("up__add") && !tools.contains("down__"),
+        "{tools}"
+    );
+}
