@@ -12,15 +12,17 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{CallToolRequestParams, ClientConfig};
+use rmcp::service::NotificationContext;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
 use tokio::sync::Mutex;
 
@@ -31,7 +33,24 @@ use crate::llm::ToolSpec;
 /// How long connecting (initialize + tools/list) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-type Client = RunningService<RoleClient, ClientConfig>;
+type Client = RunningService<RoleClient, Watcher>;
+
+/// The client side of a shared connection: notes `notifications/tools/list_changed` so the
+/// tool cache is refreshed before the next turn.
+#[derive(Debug, Clone, Default)]
+struct Watcher {
+    stale: Arc<AtomicBool>,
+}
+
+impl ClientHandler for Watcher {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::default()
+    }
+
+    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
+        self.stale.store(true, Ordering::Release);
+    }
+}
 
 /// One server's state.
 #[derive(Debug, Default)]
@@ -42,6 +61,8 @@ struct Link {
     tools: Vec<ToolSpec>,
     /// Why the last connection attempt failed.
     down: Option<String>,
+    /// Set by the server's `tools/list_changed`.
+    stale: Arc<AtomicBool>,
 }
 
 /// Whether each server was reachable at its last attempt.
@@ -102,15 +123,18 @@ impl McpServers {
             .map(|(_, v)| v.strip_prefix("Bearer ").unwrap_or(v).to_owned())
     }
 
-    async fn connect(server: &McpServer, token: Option<String>) -> Result<Client, String> {
+    async fn connect(
+        server: &McpServer,
+        token: Option<String>,
+        watcher: Watcher,
+    ) -> Result<Client, String> {
         let mut config = StreamableHttpClientTransportConfig::with_uri(server.url.clone())
             .custom_headers(Self::headers(server));
         if let Some(token) = token {
             config = config.auth_header(token);
         }
         let transport = StreamableHttpClientTransport::from_config(config);
-        match tokio::time::timeout(CONNECT_TIMEOUT, ClientConfig::default().serve(transport)).await
-        {
+        match tokio::time::timeout(CONNECT_TIMEOUT, watcher.serve(transport)).await {
             Ok(Ok(client)) => Ok(client),
             Ok(Err(e)) => Err(format!(
                 "cannot initialize a session with {}: {e}",
@@ -127,11 +151,23 @@ impl McpServers {
     async fn shared(&self, name: &str, reconnect: bool) -> Result<Arc<Client>, String> {
         let server = &self.servers[name];
         let mut link = self.links[name].lock().await;
-        if let Some(client) = link.client.as_ref().filter(|_| !reconnect) {
-            return Ok(Arc::clone(client));
+        let stale = link.stale.swap(false, Ordering::AcqRel);
+        if let Some(client) = link.client.clone().filter(|_| !reconnect) {
+            if stale {
+                match client.list_all_tools().await {
+                    Ok(tools) => link.tools = specs(name, tools),
+                    Err(e) => {
+                        tracing::warn!(server = name, error = %e, "refreshing the tool list failed; keeping the old one");
+                    }
+                }
+            }
+            return Ok(client);
         }
+        let watcher = Watcher {
+            stale: Arc::clone(&link.stale),
+        };
         let attempt = async {
-            let client = Self::connect(server, Self::configured_auth(server)).await?;
+            let client = Self::connect(server, Self::configured_auth(server), watcher).await?;
             let tools = client
                 .list_all_tools()
                 .await
@@ -140,14 +176,7 @@ impl McpServers {
         };
         match attempt.await {
             Ok((client, tools)) => {
-                link.tools = tools
-                    .into_iter()
-                    .map(|t| ToolSpec {
-                        name: format!("{name}__{}", t.name),
-                        description: t.description.map(|d| d.to_string()).unwrap_or_default(),
-                        input_schema: Value::Object((*t.input_schema).clone()),
-                    })
-                    .collect();
+                link.tools = specs(name, tools);
                 if link.down.take().is_some() {
                     tracing::info!(server = name, "downstream MCP server reachable again");
                 }
@@ -222,7 +251,7 @@ impl ToolSource for McpServers {
         let forwarded = forwarded_token(server, &context.bearer);
         let outcome = match forwarded {
             // A connection of this request's own, closed after the call.
-            Some(token) => match Self::connect(server, Some(token)).await {
+            Some(token) => match Self::connect(server, Some(token), Watcher::default()).await {
                 Ok(client) => {
                     let result = Self::call_on(&client, tool, arguments).await;
                     let _ = client.cancel().await;
@@ -249,6 +278,18 @@ impl ToolSource for McpServers {
             is_error: true,
         })
     }
+}
+
+/// The model's view of a server's tools.
+fn specs(server: &str, tools: Vec<rmcp::model::Tool>) -> Vec<ToolSpec> {
+    tools
+        .into_iter()
+        .map(|t| ToolSpec {
+            name: format!("{server}__{}", t.name),
+            description: t.description.map(|d| d.to_string()).unwrap_or_default(),
+            input_schema: Value::Object((*t.input_schema).clone()),
+        })
+        .collect()
 }
 
 /// The inbound token to send to `server`: only if it opted in and has no `Authorization` of its own.
