@@ -26,6 +26,11 @@ struct AddArgs {
     b: i64,
 }
 
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+struct EchoArgs {
+    n: i64,
+}
+
 #[derive(Debug, Clone)]
 struct Fixture {
     tool_router: ToolRouter<Self>,
@@ -38,6 +43,12 @@ impl Fixture {
     fn add(&self, Parameters(AddArgs { a, b }): Parameters<AddArgs>) -> String {
         (a + b).to_string()
     }
+
+    #[tool(description = "Echoes n")]
+    #[expect(clippy::unused_self, reason = "rmcp's tool methods take &self")]
+    fn echo(&self, Parameters(EchoArgs { n }): Parameters<EchoArgs>) -> String {
+        n.to_string()
+    }
 }
 
 #[tool_handler(router = self.tool_router)]
@@ -47,10 +58,15 @@ impl ServerHandler for Fixture {
     }
 }
 
-/// An MCP fixture server; `seen` records the Authorization header of every request.
+/// Values a fixture records, shared with the test.
+type Recorded<T> = Arc<Mutex<Vec<T>>>;
+
+/// An MCP fixture server; `seen` records the Authorization header of every request, and
+/// `calls` the `n` argument and Authorization header of every tools/call.
 struct McpFixture {
     url: String,
     seen: Arc<Mutex<Vec<Option<String>>>>,
+    calls: Recorded<(i64, Option<String>)>,
 }
 
 async fn fixture() -> McpFixture {
@@ -64,18 +80,31 @@ async fn fixture() -> McpFixture {
         StreamableHttpServerConfig::default().with_sse_keep_alive(None),
     );
     let seen: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+    let calls: Recorded<(i64, Option<String>)> = Arc::default();
     let record = {
-        let seen = Arc::clone(&seen);
+        let (seen, calls) = (Arc::clone(&seen), Arc::clone(&calls));
         move |req: Request, next: Next| {
-            let seen = Arc::clone(&seen);
+            let (seen, calls) = (Arc::clone(&seen), Arc::clone(&calls));
             async move {
                 let auth = req
                     .headers()
                     .get("authorization")
                     .and_then(|v| v.to_str().ok())
                     .map(str::to_owned);
-                seen.lock().expect("lock").push(auth);
-                let response: Response = next.run(req).await;
+                seen.lock().expect("lock").push(auth.clone());
+                let (parts, body) = req.into_parts();
+                let bytes = axum::body::to_bytes(body, 1 << 20)
+                    .await
+                    .unwrap_or_default();
+                if let Ok(rpc) = serde_json::from_slice::<Value>(&bytes)
+                    && rpc["method"] == "tools/call"
+                    && let Some(n) = rpc["params"]["arguments"]["n"].as_i64()
+                {
+                    calls.lock().expect("lock").push((n, auth));
+                }
+                let response: Response = next
+                    .run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                    .await;
                 response
             }
         }
@@ -91,6 +120,7 @@ async fn fixture() -> McpFixture {
     McpFixture {
         url: format!("http://{addr}/mcp"),
         seen,
+        calls,
     }
 }
 
@@ -122,9 +152,12 @@ async fn runtime(yaml: &str) -> (String, CancellationToken, tempfile::TempDir) {
 }
 
 async fn post(url: &str, bearer: Option<&str>, id: &str) -> Value {
-    let mut req = reqwest::Client::new().post(format!("{url}/")).json(
-        &json!({"message": {"messageId": id, "role": "user", "parts": [{"text": "add please"}]}}),
-    );
+    post_text(url, bearer, id, "add please").await
+}
+
+async fn post_text(url: &str, bearer: Option<&str>, id: &str, text: &str) -> Value {
+    let body = json!({"message": {"messageId": id, "role": "user", "parts": [{"text": text}]}});
+    let mut req = reqwest::Client::new().post(format!("{url}/")).json(&body);
     if let Some(b) = bearer {
         req = req.bearer_auth(b);
     }
@@ -199,5 +232,56 @@ async fn a_server_that_is_down_leaves_the_agent_answering_without_its_tools() {
     assert!(
         tools.contains("up__add") && !tools.contains("down__"),
         "{tools}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_load_every_downstream_call_carries_only_its_own_requests_token() {
+    let forwarding = fixture().await;
+    let plain = fixture().await;
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    fake.auto(daedalus_fake_llm::AutoReply {
+        tools: vec!["fwd__echo".into(), "plain__echo".into()],
+        text: "done".into(),
+    });
+    let yaml = format!(
+        "default_model: openai.gpt-fake\nopenai: {{ api_key: {KEY}, base_url: \"{}\" }}\n\
+         mcp:\n  servers:\n    fwd: {{ url: \"{}\", forward_inbound_auth: true }}\n    plain: {{ url: \"{}\" }}\n\
+         agents:\n  a: {{ instruction: Echo., servers: [fwd, plain] }}\n",
+        fake.openai_base_url, forwarding.url, plain.url
+    );
+    let (url, _stop, _dir) = runtime(&yaml).await;
+    let requests = (0..200).map(|i| {
+        let url = url.clone();
+        async move {
+            post_text(
+                &url,
+                Some(&format!("tok-{i}")),
+                &format!("m-{i}"),
+                &format!("n={i}"),
+            )
+            .await
+        }
+    });
+    let tasks = futures::future::join_all(requests).await;
+    assert!(
+        tasks.iter().all(|t| t["status"]["state"] == "completed"),
+        "every task completed"
+    );
+
+    let fwd_calls = forwarding.calls.lock().unwrap().clone();
+    assert_eq!(fwd_calls.len(), 200);
+    for (n, auth) in &fwd_calls {
+        assert_eq!(
+            auth.as_deref(),
+            Some(format!("Bearer tok-{n}").as_str()),
+            "call for request {n}"
+        );
+    }
+    let plain_calls = plain.calls.lock().unwrap().clone();
+    assert_eq!(plain_calls.len(), 200);
+    assert!(
+        plain_calls.iter().all(|(_, auth)| auth.is_none()),
+        "the server without the flag saw no token"
     );
 }

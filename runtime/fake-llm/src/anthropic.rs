@@ -94,7 +94,7 @@ pub(super) async fn messages(
         return invalid(&message);
     }
     state.record("/v1/messages", &body, None);
-    let Some(mut reply) = state.next_reply() else {
+    let Some(mut reply) = state.next_reply(&body) else {
         return error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "api_error",

@@ -33,6 +33,15 @@ pub enum Reply {
     Delayed(Duration, Box<Reply>),
 }
 
+/// Replies decided by the conversation itself, for concurrent conversations whose requests
+/// interleave: answers a tool result with `text`, and anything else with a call of each of
+/// `tools` whose arguments are `{"n": <the number in the last user message>}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutoReply {
+    pub tools: Vec<String>,
+    pub text: String,
+}
+
 /// What the fake saw: the request body and whether it was accepted.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Logged {
@@ -45,6 +54,7 @@ pub struct Logged {
 #[derive(Debug, Default)]
 struct State {
     script: Mutex<VecDeque<Reply>>,
+    auto: Mutex<Option<AutoReply>>,
     log: Mutex<Vec<Logged>>,
     api_key: String,
     models: Vec<String>,
@@ -91,6 +101,11 @@ impl FakeLlm {
         self.state.script.lock().expect("lock").extend(replies);
     }
 
+    /// Answers every request from now on by [`AutoReply`] (the script is ignored).
+    pub fn auto(&self, auto: AutoReply) {
+        *self.state.auto.lock().expect("lock") = Some(auto);
+    }
+
     /// Every request received, in order.
     pub fn requests(&self) -> Vec<Logged> {
         self.state.log.lock().expect("lock").clone()
@@ -103,7 +118,11 @@ impl FakeLlm {
 }
 
 impl State {
-    fn next_reply(&self) -> Option<Reply> {
+    /// The reply to `body` (an OpenAI or Anthropic request).
+    fn next_reply(&self, body: &Value) -> Option<Reply> {
+        if let Some(auto) = self.auto.lock().expect("lock").clone() {
+            return Some(auto_reply(&auto, body));
+        }
         self.script.lock().expect("lock").pop_front()
     }
 
@@ -119,4 +138,36 @@ impl State {
 /// Rough token count for usage: words.
 fn tokens(text: &str) -> u64 {
     text.split_whitespace().count() as u64
+}
+
+fn auto_reply(auto: &AutoReply, body: &Value) -> Reply {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let last = messages.last().cloned().unwrap_or(Value::Null);
+    let answered_tool = last["role"] == "tool"
+        || last["content"]
+            .as_array()
+            .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"));
+    if answered_tool {
+        return Reply::Text(auto.text.clone());
+    }
+    let text = match &last["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => String::new(),
+    };
+    let n: i64 = text
+        .split(|c: char| !c.is_ascii_digit())
+        .find(|s| !s.is_empty())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Reply::ToolCalls(
+        auto.tools
+            .iter()
+            .map(|t| (t.clone(), serde_json::json!({"n": n})))
+            .collect(),
+    )
 }

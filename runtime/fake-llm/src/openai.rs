@@ -95,7 +95,7 @@ pub(super) async fn chat(
         return invalid(&message, param.as_deref());
     }
     state.record("/v1/chat/completions", &body, None);
-    let Some(mut reply) = state.next_reply() else {
+    let Some(mut reply) = state.next_reply(&body) else {
         return error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "the fake's script is empty",
