@@ -315,3 +315,57 @@ async fn tasks_in_one_context_share_the_conversation_across_a_restart() {
         "another context starts empty: {other}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_concurrent_conversations_never_see_each_others_messages() {
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    fake.auto(daedalus_fake_llm::AutoReply {
+        tools: Vec::new(),
+        text: "noted".into(),
+    });
+    let keep = tempfile::tempdir().expect("temp dir");
+    let db = keep
+        .path()
+        .join("sessions.sqlite")
+        .to_string_lossy()
+        .into_owned();
+    let rt = start_with(OPENAI, &fake, KEY, &db, tempfile::tempdir().expect("dir")).await;
+    for round in ["first", "second"] {
+        let turns = (0..50).map(|i| {
+            let rt = &rt;
+            async move {
+                post(
+                    rt,
+                    &in_context(
+                        &format!("m-{round}-{i}"),
+                        &format!("ctx-{i}"),
+                        &format!("{round} secret-{i}-x"),
+                    ),
+                )
+                .await
+            }
+        });
+        futures::future::join_all(turns).await;
+    }
+    let log = fake.requests();
+    assert_eq!(log.len(), 100);
+    for request in log {
+        let sent = request.body["messages"].to_string();
+        let own: Vec<&str> = sent
+            .split("secret-")
+            .skip(1)
+            .map(|s| s.split('-').next().unwrap_or_default())
+            .collect();
+        assert!(!own.is_empty(), "{sent}");
+        assert!(
+            own.iter().all(|n| *n == own[0]),
+            "one conversation only: {sent}"
+        );
+        if sent.contains("second secret") {
+            assert!(
+                sent.contains("first secret"),
+                "the second turn sees its first: {sent}"
+            );
+        }
+    }
+}

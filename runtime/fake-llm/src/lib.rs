@@ -147,7 +147,7 @@ fn auto_reply(auto: &AutoReply, body: &Value) -> Reply {
         || last["content"]
             .as_array()
             .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"));
-    if answered_tool {
+    if answered_tool || auto.tools.is_empty() {
         return Reply::Text(auto.text.clone());
     }
     let text = match &last["content"] {
