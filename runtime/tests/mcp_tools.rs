@@ -285,3 +285,44 @@ async fn under_load_every_downstream_call_carries_only_its_own_requests_token() 
         "the server without the flag saw no token"
     );
 }
+
+#[tokio::test]
+async fn a_server_that_failed_is_left_alone_for_a_while_instead_of_slowing_every_turn() {
+    // Accepts connections and drops them: every attempt fails at once, and is counted.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binds");
+    let broken = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+    let attempts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    tokio::spawn({
+        let attempts = Arc::clone(&attempts);
+        async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                drop(socket);
+            }
+        }
+    });
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    fake.script([Reply::Text("one".into()), Reply::Text("two".into())]);
+    let yaml = format!(
+        "default_model: openai.gpt-fake\nopenai: {{ api_key: {KEY}, base_url: \"{}\" }}\n\
+         mcp:\n  servers:\n    broken: {{ url: \"{broken}\" }}\n\
+         agents:\n  a: {{ instruction: Hi., servers: [broken] }}\n",
+        fake.openai_base_url
+    );
+    let (url, _stop, _dir) = runtime(&yaml).await;
+    post(&url, None, "m-1").await;
+    // The client's own retries of that attempt may still be arriving.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let after_first = attempts.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(after_first > 0, "the first turn tried the server");
+    let task = post(&url, None, "m-2").await;
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "two");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        attempts.load(std::sync::atomic::Ordering::SeqCst),
+        after_first,
+        "the second turn did not wait on it again"
+    );
+}

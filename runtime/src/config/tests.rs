@@ -3,16 +3,10 @@ use std::time::Duration;
 
 use super::*;
 
+/// Launches with no agents.yaml (an empty working directory).
 fn launch(args: &[&str], env: &[(&str, &str)]) -> Result<Launch, ConfigError> {
-    let env: HashMap<String, String> = env
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    let command_line = std::iter::once("daedalus-runtime")
-        .chain(args.iter().copied())
-        .map(OsString::from);
     let empty = tempfile::tempdir().unwrap();
-    Launch::from_sources(command_line, &|k| env.get(k).cloned(), empty.path())
+    launch_in(empty.path(), args, env)
 }
 
 fn config(args: &[&str], env: &[(&str, &str)]) -> Config {

@@ -25,6 +25,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
 use tokio::sync::Mutex;
+use tokio::time::Instant;
 
 use crate::agent::{Bearer, CallContext, ToolResult, ToolSource};
 use crate::config::deployment::McpServer;
@@ -32,6 +33,9 @@ use crate::llm::ToolSpec;
 
 /// How long connecting (initialize + tools/list) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a server that could not be reached is left alone before the next attempt, so a
+/// hanging server does not cost every turn the connect timeout.
+const RETRY_DOWN_AFTER: Duration = Duration::from_secs(30);
 
 type Client = RunningService<RoleClient, Watcher>;
 
@@ -61,6 +65,8 @@ struct Link {
     tools: Vec<ToolSpec>,
     /// Why the last connection attempt failed.
     down: Option<String>,
+    /// No new attempt before this, after a failure.
+    retry_at: Option<Instant>,
     /// Set by the server's `tools/list_changed`.
     stale: Arc<AtomicBool>,
 }
@@ -163,6 +169,12 @@ impl McpServers {
             }
             return Ok(client);
         }
+        if !reconnect
+            && let (Some(at), Some(problem)) = (link.retry_at, &link.down)
+            && Instant::now() < at
+        {
+            return Err(problem.clone());
+        }
         let watcher = Watcher {
             stale: Arc::clone(&link.stale),
         };
@@ -177,6 +189,7 @@ impl McpServers {
         match attempt.await {
             Ok((client, tools)) => {
                 link.tools = specs(name, tools);
+                link.retry_at = None;
                 if link.down.take().is_some() {
                     tracing::info!(server = name, "downstream MCP server reachable again");
                 }
@@ -188,6 +201,7 @@ impl McpServers {
                 tracing::warn!(server = name, %problem, "downstream MCP server unavailable; the agent runs without its tools");
                 link.client = None;
                 link.down = Some(problem.clone());
+                link.retry_at = Some(Instant::now() + RETRY_DOWN_AFTER);
                 Err(problem)
             }
         }
@@ -231,13 +245,16 @@ impl McpServers {
 #[async_trait]
 impl ToolSource for McpServers {
     async fn tools(&self) -> Vec<ToolSpec> {
-        let mut all = Vec::new();
-        for name in self.servers.keys() {
-            if self.shared(name, false).await.is_ok() {
-                all.extend(self.links[name].lock().await.tools.clone());
+        // Servers are (re)connected concurrently: one slow server costs a turn its own delay,
+        // not the sum.
+        let lists = futures::future::join_all(self.servers.keys().map(|name| async move {
+            match self.shared(name, false).await {
+                Ok(_) => self.links[name].lock().await.tools.clone(),
+                Err(_) => Vec::new(),
             }
-        }
-        all
+        }))
+        .await;
+        lists.into_iter().flatten().collect()
     }
 
     async fn call(&self, name: &str, arguments: &Value, context: &CallContext) -> ToolResult {
