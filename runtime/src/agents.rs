@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::agent::{Agent, LlmAgent, Passthrough, SubAgents, Toolbox};
+use crate::agent::{Agent, LlmAgent, Passthrough, SubAgents, ToolSource, Toolbox};
 use crate::config::deployment::{AgentDef, Deployment, ModelRef, ProviderSettings, ServerRef};
 use crate::llm::anthropic::AnthropicClient;
 use crate::llm::openai::OpenAiClient;
@@ -21,6 +21,56 @@ pub const TOOL_TIMEOUT: Duration = Duration::from_mins(1);
 
 /// Every agent of a deployment, by name.
 pub type Agents = BTreeMap<String, Arc<dyn Agent>>;
+
+/// The deployment's agents and, per agent, its downstream MCP servers (for health and
+/// warm-up; the agent itself reaches them through its toolbox).
+#[derive(Debug, Clone, Default)]
+pub struct Fleet {
+    pub agents: Agents,
+    pub downstream: BTreeMap<String, Arc<McpServers>>,
+}
+
+/// One downstream server of one agent, as last seen.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DownstreamState {
+    pub agent: String,
+    pub server: String,
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+impl Fleet {
+    /// A fleet of one agent without downstream servers (tests, embedding).
+    pub fn single(name: &str, agent: Arc<dyn Agent>) -> Self {
+        Self {
+            agents: BTreeMap::from([(name.to_owned(), agent)]),
+            downstream: BTreeMap::new(),
+        }
+    }
+
+    /// Connects every agent's downstream servers and lists their tools, concurrently, so a
+    /// server that is down is reported (logs, `/healthz`) before the first task needs it.
+    pub async fn warm_up(&self) {
+        futures::future::join_all(self.downstream.values().map(|d| d.tools())).await;
+    }
+
+    /// Every agent's downstream servers as last seen.
+    pub async fn downstream_states(&self) -> Vec<DownstreamState> {
+        let mut out = Vec::new();
+        for (agent, servers) in &self.downstream {
+            for status in servers.status().await {
+                out.push(DownstreamState {
+                    agent: agent.clone(),
+                    server: status.server,
+                    ok: status.problem.is_none(),
+                    problem: status.problem,
+                });
+            }
+        }
+        out
+    }
+}
 
 /// The provider clients, created once and shared by every agent that uses them.
 struct Providers<'a> {
@@ -64,7 +114,7 @@ impl Providers<'_> {
 pub fn build(
     deployment: &Deployment,
     sessions: Option<&Arc<dyn SessionStore>>,
-) -> Result<Agents, LlmError> {
+) -> Result<Fleet, LlmError> {
     let mut providers = Providers {
         deployment,
         openai: None,
@@ -72,6 +122,7 @@ pub fn build(
     };
     let warnings = Arc::new(DropWarnings::default());
     let mut built: Agents = BTreeMap::new();
+    let mut downstream = BTreeMap::new();
     // Sub-agents first: repeat over the agents whose sub-agents are all built.
     let mut pending: Vec<&AgentDef> = deployment.agents.iter().collect();
     while !pending.is_empty() {
@@ -83,7 +134,7 @@ pub fn build(
                 ServerRef::Mcp(_) => true,
             });
             if ready {
-                let agent = build_one(
+                let (agent, servers) = build_one(
                     deployment,
                     def,
                     &built,
@@ -92,6 +143,9 @@ pub fn build(
                     sessions.cloned(),
                 )?;
                 built.insert(def.name.clone(), agent);
+                if let Some(servers) = servers {
+                    downstream.insert(def.name.clone(), servers);
+                }
             } else {
                 rest.push(def);
             }
@@ -102,8 +156,14 @@ pub fn build(
         );
         pending = rest;
     }
-    Ok(built)
+    Ok(Fleet {
+        agents: built,
+        downstream,
+    })
 }
+
+/// An agent, and its downstream servers when it has a toolbox.
+type BuiltAgent = (Arc<dyn Agent>, Option<Arc<McpServers>>);
 
 fn build_one(
     deployment: &Deployment,
@@ -112,9 +172,9 @@ fn build_one(
     providers: &mut Providers<'_>,
     warnings: &Arc<DropWarnings>,
     sessions: Option<Arc<dyn SessionStore>>,
-) -> Result<Arc<dyn Agent>, LlmError> {
+) -> Result<BuiltAgent, LlmError> {
     let (provider, model, target) = match &def.model {
-        ModelRef::Passthrough => return Ok(Arc::new(Passthrough)),
+        ModelRef::Passthrough => return Ok((Arc::new(Passthrough), None)),
         ModelRef::OpenAi(model) => {
             let (client, native) = providers.openai()?;
             (client, model.clone(), Target::OpenAi { native })
@@ -146,10 +206,11 @@ fn build_one(
         }
     }
     let mcp_prefixes: Vec<String> = mcp.keys().cloned().collect();
+    let servers = Arc::new(McpServers::new(mcp));
     let tools = Toolbox::new()
         .with(prefixes, Arc::new(subagents))
-        .with(mcp_prefixes, Arc::new(McpServers::new(mcp)));
-    Ok(Arc::new(LlmAgent {
+        .with(mcp_prefixes, Arc::clone(&servers) as Arc<dyn ToolSource>);
+    let agent = Arc::new(LlmAgent {
         name: def.name.clone(),
         provider,
         model,
@@ -164,5 +225,6 @@ fn build_one(
         max_iterations: def.max_iterations,
         tool_timeout: TOOL_TIMEOUT,
         sessions,
-    }))
+    });
+    Ok((agent, Some(servers)))
 }

@@ -23,8 +23,8 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::Agent;
-use crate::config::Config;
+use crate::agents::Fleet;
+use crate::config::{Config, SessionsDb};
 use crate::http::{AppState, Discovery};
 use crate::llm::preflight::Preflight;
 
@@ -47,47 +47,50 @@ pub enum RunError {
 /// How long a provider preflight result is trusted before `/healthz` probes again.
 pub const PREFLIGHT_TTL: Duration = Duration::from_mins(5);
 
-/// The agent the contract face serves, with every agent it can call built around it.
-pub async fn agent_for(config: &Config) -> Result<Arc<dyn Agent>, RunError> {
+/// Every agent of the deployment, over the configured session store.
+pub async fn fleet_for(config: &Config) -> Result<Fleet, RunError> {
     let sessions = open_sessions(config).await?;
-    let mut all =
-        agents::build(&config.deployment, sessions.as_ref()).map_err(RunError::Provider)?;
-    Ok(all
-        .remove(&config.agent.name)
-        .expect("the served agent is one of the deployment's agents"))
+    agents::build(&config.deployment, sessions.as_ref()).map_err(RunError::Provider)
 }
 
 /// Opens the session store and marks rows a crash left `pending` as `error`.
 async fn open_sessions(
     config: &Config,
 ) -> Result<Option<Arc<dyn sessions::SessionStore>>, RunError> {
-    let Some(path) = &config.sessions_db else {
-        return Ok(None);
+    let store: Arc<dyn sessions::SessionStore> = match &config.sessions_db {
+        None => return Ok(None),
+        Some(SessionsDb::Sqlite(path)) => {
+            Arc::new(sessions::SqliteStore::open(path).map_err(RunError::Sessions)?)
+        }
+        Some(SessionsDb::NatsKv { url, bucket }) => {
+            // A pending row younger than the longest a turn may run can belong to another
+            // replica's running turn.
+            let stale_after = config.limits.request_timeout + config.termination_grace_period;
+            Arc::new(
+                sessions::NatsKvStore::open(url, bucket, stale_after)
+                    .await
+                    .map_err(RunError::Sessions)?,
+            )
+        }
     };
-    let store = sessions::SqliteStore::open(path).map_err(RunError::Sessions)?;
-    let recovered = sessions::SessionStore::recover(&store)
-        .await
-        .map_err(RunError::Sessions)?;
+    let recovered = store.recover().await.map_err(RunError::Sessions)?;
     if recovered > 0 {
         tracing::warn!(
             rows = recovered,
             "a previous run stopped mid-turn; its pending rows are now marked error"
         );
     }
-    Ok(Some(Arc::new(store)))
+    Ok(Some(store))
 }
 
-/// Builds the shared state for `config` with `agent` (the seam tests swap), for a server
+/// Builds the shared state for `config` with `fleet` (the seam tests swap), for a server
 /// bound at `bound`.
-pub fn app_state(
-    config: &Config,
-    bound: SocketAddr,
-    agent: Arc<dyn Agent>,
-) -> Result<AppState, RunError> {
+pub fn app_state(config: &Config, bound: SocketAddr, fleet: Fleet) -> Result<AppState, RunError> {
     let discovery = Discovery::new(config, bound).map_err(RunError::Discovery)?;
     let preflight = Arc::new(Preflight::new(&config.deployment, PREFLIGHT_TTL));
     Ok(AppState::new(
-        agent,
+        &config.agent.name,
+        fleet,
         discovery,
         preflight,
         config.limits,
@@ -102,7 +105,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), RunError> {
     let bound = listener.local_addr().map_err(RunError::Listener)?;
-    let state = app_state(&config, bound, agent_for(&config).await?)?;
+    let state = app_state(&config, bound, fleet_for(&config).await?)?;
     run_with_state(listener, &config, state, shutdown).await;
     Ok(())
 }
@@ -126,11 +129,14 @@ pub async fn run_with_state(
         stop_serving.clone(),
     ));
     state.lifecycle().set_ready();
-    // Provider preflight: warn-only, never blocks startup; /healthz shows the result.
+    // Provider preflight and downstream MCP servers: checked in the background, never
+    // blocking startup; logs and /healthz show the result.
     if !state.preflight().is_empty() {
         let preflight = Arc::clone(state.preflight());
         tokio::spawn(async move { preflight.current().await });
     }
+    let fleet = Arc::clone(state.fleet());
+    tokio::spawn(async move { fleet.warm_up().await });
     tracing::info!(
         addr = %addr,
         agent = %config.agent.name,

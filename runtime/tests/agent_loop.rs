@@ -388,7 +388,9 @@ async fn a_sub_agent_is_called_in_process_with_its_events_nested() {
         },
     )
     .expect("the deployment loads");
-    let agents = daedalus_runtime::agents::build(&deployment, None).expect("agents build");
+    let agents = daedalus_runtime::agents::build(&deployment, None)
+        .expect("agents build")
+        .agents;
     let (sink, seen) = recorder();
     let outcome = agents["coordinator"]
         .run(ask("ask the researcher", sink), CancellationToken::new())

@@ -1,6 +1,14 @@
 //! `POST /` and `/healthz` on the real runtime, configured by an agents.yaml that points at the
 //! strict fake LLM server, for both providers.
 
+#[path = "../../proxy/tests/support/nats_server.rs"]
+#[expect(
+    unreachable_pub,
+    dead_code,
+    reason = "the proxy's nats-server fixture, shared as a file; public there, partly used here"
+)]
+mod nats_server;
+
 use std::net::SocketAddr;
 
 use daedalus_fake_llm::{FakeLlm, Reply};
@@ -368,4 +376,87 @@ async fn fifty_concurrent_conversations_never_see_each_others_messages() {
             );
         }
     }
+}
+
+#[tokio::test]
+async fn history_length_returns_the_contexts_conversation_across_tasks_and_a_restart() {
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    fake.script([
+        Reply::Text("Hi Ada.".into()),
+        Reply::Text("You are Ada.".into()),
+    ]);
+    let keep = tempfile::tempdir().expect("temp dir");
+    let db = keep.path().join("s.sqlite").to_string_lossy().into_owned();
+    let first = start_with(OPENAI, &fake, KEY, &db, tempfile::tempdir().expect("dir")).await;
+    post(&first, &in_context("m-1", "ctx-h", "I am Ada.")).await;
+    drop(first);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+
+    let second = start_with(OPENAI, &fake, KEY, &db, tempfile::tempdir().expect("dir")).await;
+    let mut body = in_context("m-2", "ctx-h", "Who am I?");
+    body["configuration"] = json!({"historyLength": 3});
+    let task = post(&second, &body).await;
+    let history: Vec<(String, String)> = task["history"]
+        .as_array()
+        .expect("history")
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap_or_default().to_owned(),
+                m["parts"][0]["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        history,
+        [
+            ("agent".to_owned(), "Hi Ada.".to_owned()),
+            ("user".to_owned(), "Who am I?".to_owned()),
+            ("agent".to_owned(), "You are Ada.".to_owned()),
+        ],
+        "{task}"
+    );
+    assert!(
+        task["history"]
+            .as_array()
+            .is_some_and(|h| h.iter().all(|m| m["contextId"] == "ctx-h"))
+    );
+}
+
+#[tokio::test]
+async fn two_replicas_on_a_nats_kv_store_continue_each_others_conversations() {
+    let nats = nats_server::NatsServer::start();
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    fake.script([
+        Reply::Text("Hi Ada.".into()),
+        Reply::Text("You are Ada.".into()),
+    ]);
+    let store = format!("{}/team-sessions", nats.url());
+    let a = start_with(
+        OPENAI,
+        &fake,
+        KEY,
+        &store,
+        tempfile::tempdir().expect("dir"),
+    )
+    .await;
+    let b = start_with(
+        OPENAI,
+        &fake,
+        KEY,
+        &store,
+        tempfile::tempdir().expect("dir"),
+    )
+    .await;
+
+    post(&a, &in_context("m-1", "ctx-kv", "I am Ada.")).await;
+    let task = post(&b, &in_context("m-2", "ctx-kv", "Who am I?")).await;
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "You are Ada.");
+    let sent = fake.requests()[1].body["messages"].clone();
+    assert_eq!(sent[1], json!({"role": "user", "content": "I am Ada."}));
+    assert_eq!(sent[2], json!({"role": "assistant", "content": "Hi Ada."}));
+    assert_eq!(sent[3], json!({"role": "user", "content": "Who am I?"}));
 }

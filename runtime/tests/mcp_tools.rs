@@ -223,6 +223,43 @@ async fn a_server_that_is_down_leaves_the_agent_answering_without_its_tools() {
         fake.openai_base_url, up.url
     );
     let (url, _stop, _dir) = runtime(&yaml).await;
+    // Startup connects to every server in the background; health says which one is down.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let (code, health) = loop {
+        let r = reqwest::get(format!("{url}/healthz"))
+            .await
+            .expect("healthz");
+        let code = r.status().as_u16();
+        let health: Value = r.json().await.expect("JSON");
+        if health["downstream"]
+            .as_array()
+            .is_some_and(|d| d.len() == 2 && d.iter().any(|s| s["ok"] == false))
+        {
+            break (code, health);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "health never reported the down server: {health}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        (code, health["status"].clone()),
+        (503, json!("degraded")),
+        "{health}"
+    );
+    assert_eq!(health["downstream"][0]["server"], "down");
+    assert!(
+        health["downstream"][0]["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("127.0.0.1:9")),
+        "{health}"
+    );
+    assert_eq!(
+        health["downstream"][1],
+        json!({"agent": "a", "server": "up", "ok": true})
+    );
+
     let task = post(&url, None, "m-1").await;
     assert_eq!(
         task["artifacts"][0]["parts"][0]["text"],
@@ -324,5 +361,190 @@ async fn a_server_that_failed_is_left_alone_for_a_while_instead_of_slowing_every
         attempts.load(std::sync::atomic::Ordering::SeqCst),
         after_first,
         "the second turn did not wait on it again"
+    );
+}
+
+/// A server whose tool list grows: calling `grow` adds `extra` and announces it with
+/// `notifications/tools/list_changed`.
+#[derive(Debug, Clone, Default)]
+struct Growing {
+    grown: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl ServerHandler for Growing {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _: Option<rmcp::model::PaginatedRequestParams>,
+        _: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::ListToolsResult, rmcp::ErrorData> {
+        let schema = Arc::new(
+            json!({"type": "object", "properties": {}})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        );
+        let mut tools = vec![rmcp::model::Tool::new(
+            "grow",
+            "Adds a tool",
+            Arc::clone(&schema),
+        )];
+        if self.grown.load(std::sync::atomic::Ordering::SeqCst) {
+            tools.push(rmcp::model::Tool::new("extra", "Appeared later", schema));
+        }
+        Ok(rmcp::model::ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        if request.name == "grow" {
+            self.grown.store(true, std::sync::atomic::Ordering::SeqCst);
+            let _ = context.peer.notify_tool_list_changed().await;
+        }
+        Ok(
+            rmcp::model::CallToolResult::success(vec![rmcp::model::ContentBlock::text(format!(
+                "{} done",
+                request.name
+            ))])
+            .into(),
+        )
+    }
+}
+
+/// A `Growing` server whose sessions the test can drop, and which counts `initialize`s.
+struct GrowingFixture {
+    url: String,
+    sessions: Arc<LocalSessionManager>,
+    initializes: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+async fn growing() -> GrowingFixture {
+    let sessions = Arc::new(LocalSessionManager::default());
+    let server = Growing::default();
+    let service: StreamableHttpService<Growing, LocalSessionManager> = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::clone(&sessions),
+        StreamableHttpServerConfig::default().with_sse_keep_alive(None),
+    );
+    let initializes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = {
+        let initializes = Arc::clone(&initializes);
+        move |req: Request, next: Next| {
+            let initializes = Arc::clone(&initializes);
+            async move {
+                let (parts, body) = req.into_parts();
+                let bytes = axum::body::to_bytes(body, 1 << 20)
+                    .await
+                    .unwrap_or_default();
+                if serde_json::from_slice::<Value>(&bytes)
+                    .is_ok_and(|rpc| rpc["method"] == "initialize")
+                {
+                    initializes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                    .await
+            }
+        }
+    };
+    let app = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(middleware::from_fn(count));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binds");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    GrowingFixture {
+        url: format!("http://{addr}/mcp"),
+        sessions,
+        initializes,
+    }
+}
+
+fn growing_yaml(fake: &FakeLlm, server: &str) -> String {
+    format!(
+        "default_model: openai.gpt-fake\nopenai: {{ api_key: {KEY}, base_url: \"{}\" }}\n\
+         mcp:\n  servers:\n    g: {{ url: \"{server}\" }}\n\
+         agents:\n  a: {{ instruction: Grow., servers: [g] }}\n",
+        fake.openai_base_url
+    )
+}
+
+fn tool_names(request: &daedalus_fake_llm::Logged) -> Vec<String> {
+    request.body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_tool_cache_refreshes_after_tools_list_changed() {
+    let server = growing().await;
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    fake.script([
+        Reply::ToolCalls(vec![("g__grow".into(), json!({}))]),
+        Reply::Text("grown".into()),
+        Reply::Text("I see more tools".into()),
+    ]);
+    let (url, _stop, _dir) = runtime(&growing_yaml(&fake, &server.url)).await;
+    post(&url, None, "m-1").await;
+    // The notification travels on the session's stream; give it a moment to land.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    post(&url, None, "m-2").await;
+
+    let log = fake.requests();
+    assert!(!tool_names(&log[0]).contains(&"g__extra".to_owned()));
+    assert!(
+        tool_names(&log[2]).contains(&"g__extra".to_owned()),
+        "the next turn offers the new tool: {:?}",
+        tool_names(&log[2])
+    );
+    assert_eq!(
+        server.initializes.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "refreshed on the same session, not by reconnecting"
+    );
+}
+
+#[tokio::test]
+async fn a_lost_session_is_initialized_again_and_the_call_goes_through() {
+    let server = growing().await;
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    fake.script([
+        Reply::Text("ready".into()),
+        Reply::ToolCalls(vec![("g__grow".into(), json!({}))]),
+        Reply::Text("grown after all".into()),
+    ]);
+    let (url, _stop, _dir) = runtime(&growing_yaml(&fake, &server.url)).await;
+    post(&url, None, "m-1").await;
+    let before = server.initializes.load(std::sync::atomic::Ordering::SeqCst);
+    // The server forgets every session (as after a restart): the next call gets a 404.
+    server.sessions.sessions.write().await.clear();
+
+    let task = post(&url, None, "m-2").await;
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "grown after all");
+    let log = fake.requests();
+    let result = &log[2].body["messages"];
+    assert!(
+        result.to_string().contains("grow done"),
+        "the model got the tool's real result, not an error: {result}"
+    );
+    assert_eq!(
+        server.initializes.load(std::sync::atomic::Ordering::SeqCst),
+        before + 1,
+        "exactly one new initialize"
     );
 }

@@ -301,3 +301,113 @@ fn a_bad_configuration_stops_startup_naming_the_key() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("AGENT_NAME"), "{stderr}");
 }
+
+/// Two agents on the strict fake LLM: `coordinator` delegates to `researcher` in-process.
+fn delegating_deployment(dir: &std::path::Path, fake: &daedalus_fake_llm::FakeLlm) -> String {
+    let path = dir.join("agents.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "default_model: openai.gpt-crash\nopenai: {{ api_key: sk-crash, base_url: \"{}\" }}\n\
+             agents:\n  coordinator: {{ instruction: Coordinate., servers: [researcher] }}\n  \
+             researcher: {{ instruction: Research. }}\n",
+            fake.openai_base_url
+        ),
+    )
+    .expect("written");
+    path.to_string_lossy().into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_killed_mid_loop_restarts_with_the_half_turn_marked_error_and_the_context_usable()
+{
+    use daedalus_fake_llm::{FakeLlm, Reply};
+    use daedalus_runtime::sessions::{RowStatus, SessionStore, SqliteStore};
+
+    let fake = FakeLlm::start("sk-crash", &["gpt-crash"]).await;
+    fake.script([
+        Reply::Text("Hi.".into()),
+        Reply::ToolCalls(vec![(
+            "researcher__send_message".into(),
+            json!({"message": "look it up"}),
+        )]),
+        Reply::Text("Found it.".into()),
+        // The coordinator's next turn never answers: the runtime is killed while it waits.
+        Reply::Delayed(
+            Duration::from_mins(2),
+            Box::new(Reply::Text("never".into())),
+        ),
+        Reply::Text("Fresh start.".into()),
+    ]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = delegating_deployment(dir.path(), &fake);
+    let db = dir.path().join("sessions.sqlite");
+    let db = db.to_string_lossy().into_owned();
+    let start = || {
+        runtime()
+            .env("AGENTS_CONFIG", &config)
+            .env("AGENT_NAME", "coordinator")
+            .env("SESSIONS_DB", &db)
+            .start()
+    };
+    let client = reqwest::Client::new();
+    let in_context = |id: &str, text: &str| {
+        json!({"message": {"messageId": id, "contextId": "ctx-crash", "role": "user",
+                           "parts": [{"text": text}]}})
+    };
+
+    let first = start();
+    let (status, _) = post(&client, &first.url("/"), &in_context("m-1", "Hello.")).await;
+    assert_eq!(status, 200);
+    let url = first.url("/");
+    let doomed = tokio::spawn({
+        let client = client.clone();
+        let body = in_context("m-2", "Research this.");
+        async move { client.post(url).json(&body).send().await }
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while fake.requests().len() < 4 {
+        assert!(
+            Instant::now() < deadline,
+            "the loop reached its third model call"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(first); // SIGKILL mid-loop: no drain, no settling.
+    assert!(
+        doomed.await.expect("joined").is_err(),
+        "the connection died"
+    );
+
+    let second = start();
+    let store = SqliteStore::open(&db).expect("the store opens beside the runtime");
+    let rows = store.rows("ctx-crash").await.expect("rows");
+    let statuses: Vec<(String, RowStatus)> =
+        rows.iter().map(|r| (r.content.clone(), r.status)).collect();
+    assert_eq!(
+        statuses[..2],
+        [
+            ("Hello.".to_owned(), RowStatus::Complete),
+            ("Hi.".to_owned(), RowStatus::Complete)
+        ]
+    );
+    assert!(
+        rows.len() >= 4 && rows[2..].iter().all(|r| r.status == RowStatus::Error),
+        "the interrupted turn (user, tool call, tool result) is error: {statuses:?}"
+    );
+
+    let (status, task) = post(&client, &second.url("/"), &in_context("m-3", "Again.")).await;
+    assert_eq!(status, 200, "{task}");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "Fresh start.");
+    let sent = fake.requests()[4].body["messages"].clone();
+    assert_eq!(
+        sent,
+        json!([
+            {"role": "system", "content": "Coordinate."},
+            {"role": "user", "content": "Hello."},
+            {"role": "assistant", "content": "Hi."},
+            {"role": "user", "content": "Again."}
+        ]),
+        "the interrupted turn is left out; no tool call without its result"
+    );
+}

@@ -370,4 +370,11 @@ impl Agent for LlmAgent {
         });
         outcome
     }
+
+    async fn conversation(&self, context_id: &str) -> Option<Vec<Message>> {
+        let rows = Transcript::new(self.sessions.clone(), context_id)
+            .rows()
+            .await?;
+        Some(crate::sessions::as_messages(context_id, &rows))
+    }
 }

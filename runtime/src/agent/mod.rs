@@ -79,4 +79,10 @@ pub trait Agent: Send + Sync + std::fmt::Debug + 'static {
     /// Runs one turn. Implementations watch `cancel` and return [`AgentOutcome::Canceled`] at
     /// the next safe point once it fires.
     async fn run(&self, request: AgentRequest, cancel: CancellationToken) -> AgentOutcome;
+
+    /// The settled conversation of `context_id` as user and agent messages, oldest first, when
+    /// the agent keeps one in a session store; `None` otherwise.
+    async fn conversation(&self, _context_id: &str) -> Option<Vec<Message>> {
+        None
+    }
 }

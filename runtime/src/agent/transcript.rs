@@ -36,6 +36,18 @@ impl Transcript {
         }
     }
 
+    /// The stored rows of the conversation, if there is a store and it answers.
+    pub(crate) async fn rows(&self) -> Option<Vec<sessions::Row>> {
+        let store = self.store.as_ref()?;
+        match store.rows(&self.context).await {
+            Ok(rows) => Some(rows),
+            Err(e) => {
+                tracing::error!(error = %e, context = %self.context, "cannot read the conversation");
+                None
+            }
+        }
+    }
+
     async fn write(&mut self, rows: Vec<NewRow>) {
         let Some(store) = &self.store else { return };
         match store.append(&self.context, rows).await {
@@ -91,7 +103,7 @@ impl Transcript {
         } else {
             RowStatus::Error
         };
-        if let Err(e) = store.set_status(&self.written, status).await {
+        if let Err(e) = store.set_status(&self.context, &self.written, status).await {
             tracing::error!(error = %e, context = %self.context, "cannot settle the conversation's rows");
         }
     }

@@ -59,7 +59,8 @@ struct Cli {
     #[arg(long, env = "WORK_DIR")]
     work_dir: Option<PathBuf>,
     /// The session store: a SQLite file (default: <WORK_DIR>/daedalus-sessions.sqlite),
-    /// `:memory:`, or `off`.
+    /// `:memory:`, `nats://host:4222[/bucket]` (a JetStream KV bucket shared by replicas), or
+    /// `off`.
     #[arg(long, env = "SESSIONS_DB")]
     sessions_db: Option<String>,
     /// Largest accepted request body (bytes, or with a unit: 16MiB, 512KiB, 10MB).
@@ -113,13 +114,81 @@ pub struct Config {
     pub deployment: Deployment,
     pub work_dir: PathBuf,
     /// Where conversations persist; `None` when turned off.
-    pub sessions_db: Option<String>,
+    pub sessions_db: Option<SessionsDb>,
     pub limits: Limits,
     #[serde(serialize_with = "as_duration")]
     pub termination_grace_period: Duration,
     pub max_tasks: usize,
     pub log_level: String,
     pub log_format: LogFormat,
+}
+
+/// Where conversations persist.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionsDb {
+    /// A SQLite file, or `:memory:`.
+    Sqlite(String),
+    /// A JetStream KV bucket, for several replicas.
+    NatsKv {
+        #[serde(serialize_with = "masked_url")]
+        url: String,
+        bucket: String,
+    },
+}
+
+/// The bucket used when a `nats://` URL names none.
+pub const DEFAULT_SESSIONS_BUCKET: &str = "daedalus-sessions";
+
+impl SessionsDb {
+    /// Reads `SESSIONS_DB`: `nats://` or `tls://` URLs (with an optional `/bucket`) name a KV
+    /// bucket, anything else a SQLite file.
+    pub fn parse(value: &str) -> Result<Self, String> {
+        let Some(rest) = value
+            .strip_prefix("nats://")
+            .or_else(|| value.strip_prefix("tls://"))
+        else {
+            if value.trim().is_empty() {
+                return Err("empty; give a SQLite file, :memory:, a nats:// URL or off".into());
+            }
+            return Ok(Self::Sqlite(value.to_owned()));
+        };
+        let scheme = &value[..value.len() - rest.len()];
+        let (server, bucket) = match rest.split_once('/') {
+            Some((server, bucket)) if !bucket.is_empty() => (server, bucket),
+            Some((server, _)) => (server, DEFAULT_SESSIONS_BUCKET),
+            None => (rest, DEFAULT_SESSIONS_BUCKET),
+        };
+        if server.is_empty() {
+            return Err(format!("{scheme} URL without a server"));
+        }
+        if !bucket
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(format!(
+                "bucket {bucket:?}: a KV bucket name holds only letters, digits, - and _"
+            ));
+        }
+        Ok(Self::NatsKv {
+            url: format!("{scheme}{server}"),
+            bucket: bucket.to_owned(),
+        })
+    }
+}
+
+fn masked_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&redact_url(url))
+}
+
+/// `url` with any `user:password@` credentials masked, for logs and messages.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}***{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
 }
 
 /// One agent served by the runtime.
@@ -229,13 +298,15 @@ impl Config {
         let work_dir = cli.work_dir.unwrap_or_else(default_work_dir);
         let sessions_db = match cli.sessions_db.as_deref() {
             Some("off") => None,
-            Some(path) => Some(path.to_owned()),
-            None => Some(
+            Some(value) => Some(SessionsDb::parse(value).map_err(|why| {
+                ConfigError::invalid(&key_of("sessions_db", "--sessions-db"), why)
+            })?),
+            None => Some(SessionsDb::Sqlite(
                 work_dir
                     .join("daedalus-sessions.sqlite")
                     .to_string_lossy()
                     .into_owned(),
-            ),
+            )),
         };
         Ok(Config {
             listen: SocketAddr::new(cli.host, cli.port),
@@ -283,7 +354,7 @@ impl Config {
         match Launch::from_sources(args.map(OsString::from), &|_| None, &nowhere) {
             Ok(Launch::Run(mut config)) => {
                 config.listen = listen;
-                config.sessions_db = Some(":memory:".to_owned());
+                config.sessions_db = Some(SessionsDb::Sqlite(":memory:".to_owned()));
                 config
             }
             other => panic!("the default configuration is valid: {other:?}"),

@@ -266,3 +266,32 @@ fn the_logger_level_of_the_file_applies_unless_log_level_is_set() {
         "warn"
     );
 }
+
+#[test]
+fn sessions_db_names_a_sqlite_file_or_a_nats_kv_bucket() {
+    assert_eq!(
+        SessionsDb::parse("/data/s.sqlite"),
+        Ok(SessionsDb::Sqlite("/data/s.sqlite".into()))
+    );
+    assert_eq!(
+        SessionsDb::parse("nats://u:p@nats:4222/team-a"),
+        Ok(SessionsDb::NatsKv {
+            url: "nats://u:p@nats:4222".into(),
+            bucket: "team-a".into()
+        })
+    );
+    assert_eq!(
+        SessionsDb::parse("tls://nats:4222"),
+        Ok(SessionsDb::NatsKv {
+            url: "tls://nats:4222".into(),
+            bucket: DEFAULT_SESSIONS_BUCKET.into()
+        })
+    );
+    assert!(SessionsDb::parse("nats://nats:4222/bad.bucket").is_err());
+    assert!(SessionsDb::parse("nats:///b").is_err());
+    assert_eq!(redact_url("nats://u:s3cret@h:1"), "nats://***@h:1");
+    assert_eq!(
+        invalid_key(&[], &[("SESSIONS_DB", "nats://h/bad.bucket")]),
+        "SESSIONS_DB"
+    );
+}

@@ -27,14 +27,18 @@ pub(super) async fn health(State(state): State<AppState>) -> Response {
 struct Healthz {
     status: &'static str,
     providers: Vec<crate::llm::preflight::ProviderCheck>,
+    downstream: Vec<crate::agents::DownstreamState>,
 }
 
-/// 200 `{"status":"ok"}` when the active provider passed its last check, else 503
-/// `{"status":"degraded"}`; `providers` lists every provider checked. Not a liveness probe:
+/// 200 `{"status":"ok"}` when the active provider passed its last check and every downstream
+/// MCP server was reachable at its last attempt, else 503 `{"status":"degraded"}`; `providers`
+/// lists every provider checked and `downstream` every agent's servers. Not a liveness probe:
 /// a wrong API key makes it 503 without anything a restart would fix.
 pub(super) async fn healthz(State(state): State<AppState>) -> Response {
     let providers = state.preflight().current().await;
-    let healthy = providers.iter().filter(|p| p.active).all(|p| p.ok);
+    let downstream = state.fleet().downstream_states().await;
+    let healthy =
+        providers.iter().filter(|p| p.active).all(|p| p.ok) && downstream.iter().all(|d| d.ok);
     let code = if healthy {
         axum::http::StatusCode::OK
     } else {
@@ -45,6 +49,7 @@ pub(super) async fn healthz(State(state): State<AppState>) -> Response {
         Json(Healthz {
             status: if healthy { "ok" } else { "degraded" },
             providers,
+            downstream,
         }),
     )
         .into_response()

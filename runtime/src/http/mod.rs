@@ -25,6 +25,7 @@ pub use discovery::{CONTRACT_BINDING, Discovery};
 pub use error::ApiError;
 
 use crate::agent::Agent;
+use crate::agents::Fleet;
 use crate::config::Limits;
 use crate::lifecycle::{Lifecycle, Phase};
 use crate::llm::preflight::Preflight;
@@ -36,7 +37,9 @@ pub struct AppState(Arc<Shared>);
 
 #[derive(Debug)]
 struct Shared {
+    /// The agent the contract face serves.
     agent: Arc<dyn Agent>,
+    fleet: Arc<Fleet>,
     discovery: Discovery,
     preflight: Arc<Preflight>,
     lifecycle: Arc<Lifecycle>,
@@ -49,15 +52,27 @@ struct Shared {
 }
 
 impl AppState {
+    /// State for `fleet`, whose agent `served` the contract face serves.
+    ///
+    /// # Panics
+    /// If `served` is not one of the fleet's agents (configuration guarantees it is).
     pub fn new(
-        agent: Arc<dyn Agent>,
+        served: &str,
+        fleet: Fleet,
         discovery: Discovery,
         preflight: Arc<Preflight>,
         limits: Limits,
         max_tasks: usize,
     ) -> Self {
+        let agent = Arc::clone(
+            fleet
+                .agents
+                .get(served)
+                .expect("the served agent is one of the deployment's agents"),
+        );
         Self(Arc::new(Shared {
             agent,
+            fleet: Arc::new(fleet),
             discovery,
             preflight,
             lifecycle: Arc::new(Lifecycle::default()),
@@ -83,6 +98,11 @@ impl AppState {
 
     fn agent(&self) -> &Arc<dyn Agent> {
         &self.0.agent
+    }
+
+    /// Every agent of the deployment, with its downstream servers.
+    pub fn fleet(&self) -> &Arc<Fleet> {
+        &self.0.fleet
     }
 
     fn tasks(&self) -> &TaskRegistry {

@@ -10,7 +10,8 @@
 //!   answer is kept for the redelivery.
 //! - `completed` always carries an artifact and `failed` a `status.message`.
 //! - `history` is returned only when `configuration.historyLength` asks for it, so a result
-//!   never grows by the size of its own input.
+//!   never grows by the size of its own input. It is the context's stored conversation when the
+//!   agent keeps sessions (spanning tasks and restarts), else this task's messages.
 
 use axum::Json;
 use axum::extract::State;
@@ -94,11 +95,7 @@ async fn run_turn(
             task_id,
             "message already answered; replaying the stored task"
         );
-        return Ok(with_history(
-            task.clone(),
-            &record,
-            request.history_length(),
-        ));
+        return Ok(with_history(state, task.clone(), &record, request.history_length()).await);
     }
     let context_id = resolve_context(&record, &request.message, &task_id)?;
 
@@ -118,7 +115,7 @@ async fn run_turn(
     record.history.push(message);
     record.history.extend(task.status.message.clone());
     record.last = Some((request.message.message_id.clone(), task.clone()));
-    Ok(with_history(task, &record, request.history_length()))
+    Ok(with_history(state, task, &record, request.history_length()).await)
 }
 
 fn resolve_context(
@@ -226,12 +223,25 @@ fn finish(task_id: &str, context_id: &str, outcome: AgentOutcome) -> Task {
     }
 }
 
-/// Adds the last `history_length` messages of the task, when asked for.
-fn with_history(mut task: Task, record: &TaskRecord, history_length: Option<u32>) -> Task {
-    task.history = history_length.map(|n| {
-        let n = usize::try_from(n).unwrap_or(usize::MAX);
-        let skip = record.history.len().saturating_sub(n);
-        record.history[skip..].to_vec()
-    });
+/// Adds the last `history_length` messages, when asked for: from the context's stored
+/// conversation when the agent keeps one (so it spans tasks and restarts), else the messages
+/// of this task the runtime remembers.
+async fn with_history(
+    state: &AppState,
+    mut task: Task,
+    record: &TaskRecord,
+    history_length: Option<u32>,
+) -> Task {
+    let Some(n) = history_length else {
+        return task;
+    };
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    let stored = match &task.context_id {
+        Some(context) => state.agent().conversation(context).await,
+        None => None,
+    };
+    let mut history = stored.unwrap_or_else(|| record.history.clone());
+    history.drain(..history.len().saturating_sub(n));
+    task.history = Some(history);
     task
 }

@@ -25,7 +25,8 @@ fn config() -> Config {
 fn state_with(agent: Arc<dyn Agent>, tweak: impl FnOnce(&mut Config)) -> AppState {
     let mut config = config();
     tweak(&mut config);
-    let state = crate::app_state(&config, config.listen, agent).unwrap();
+    let fleet = crate::agents::Fleet::single(&config.agent.name, agent);
+    let state = crate::app_state(&config, config.listen, fleet).unwrap();
     state.lifecycle().set_ready();
     state
 }
@@ -100,7 +101,8 @@ async fn health_follows_the_lifecycle() {
     let (status, body, _) = call(&state, get()).await;
     assert_eq!((status, body), (StatusCode::OK, json!({"status": "ok"})));
 
-    let starting = crate::app_state(&config(), config().listen, Arc::new(Passthrough)).unwrap();
+    let fleet = crate::agents::Fleet::single("tester", Arc::new(Passthrough));
+    let starting = crate::app_state(&config(), config().listen, fleet).unwrap();
     expect_error(&starting, get(), StatusCode::SERVICE_UNAVAILABLE).await;
 
     state.lifecycle().set_draining();

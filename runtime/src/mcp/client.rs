@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{CallToolRequestParams, ClientConfig};
 use rmcp::service::NotificationContext;
-use rmcp::service::RunningService;
+use rmcp::service::{RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -207,7 +207,11 @@ impl McpServers {
         }
     }
 
-    async fn call_on(client: &Client, tool: &str, arguments: &Value) -> Result<ToolResult, String> {
+    async fn call_on(
+        client: &Client,
+        tool: &str,
+        arguments: &Value,
+    ) -> Result<ToolResult, CallFailure> {
         let args = match arguments {
             Value::Object(map) => map.clone(),
             Value::Null => serde_json::Map::new(),
@@ -221,7 +225,15 @@ impl McpServers {
         let result = client
             .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| CallFailure {
+                // The connection is gone (rmcp has already re-initialized once on a 404):
+                // the server never got the call, so one more on a new session is safe.
+                connection_lost: matches!(
+                    e,
+                    ServiceError::TransportClosed | ServiceError::TransportSend(_)
+                ),
+                message: e.to_string(),
+            })?;
         let mut texts: Vec<String> = result
             .content
             .iter()
@@ -272,20 +284,24 @@ impl ToolSource for McpServers {
                 Ok(client) => {
                     let result = Self::call_on(&client, tool, arguments).await;
                     let _ = client.cancel().await;
-                    result
+                    result.map_err(|e| e.message)
                 }
                 Err(e) => Err(e),
             },
             None => match self.shared(server_name, false).await {
                 Ok(client) => match Self::call_on(&client, tool, arguments).await {
                     Ok(result) => Ok(result),
-                    // A lost session (the server restarted, or expired it): once more, anew.
-                    Err(first) => match self.shared(server_name, true).await {
-                        Ok(client) => Self::call_on(&client, tool, arguments)
-                            .await
-                            .map_err(|e| format!("{first}; retried: {e}")),
-                        Err(e) => Err(format!("{first}; reconnecting: {e}")),
-                    },
+                    // The session is gone for good (the server restarted and rmcp's own
+                    // re-initialization failed): once more on a new connection.
+                    Err(first) if first.connection_lost => {
+                        match self.shared(server_name, true).await {
+                            Ok(client) => Self::call_on(&client, tool, arguments)
+                                .await
+                                .map_err(|e| format!("{}; retried: {}", first.message, e.message)),
+                            Err(e) => Err(format!("{}; reconnecting: {e}", first.message)),
+                        }
+                    }
+                    Err(first) => Err(first.message),
                 },
                 Err(e) => Err(e),
             },
@@ -295,6 +311,13 @@ impl ToolSource for McpServers {
             is_error: true,
         })
     }
+}
+
+/// Why a `tools/call` failed.
+struct CallFailure {
+    message: String,
+    /// The connection or session is gone, so the call never reached the server.
+    connection_lost: bool,
 }
 
 /// The model's view of a server's tools.

@@ -4,8 +4,33 @@
 
 use std::collections::HashSet;
 
+use daedalus_schemas::{Message, Part, Role};
+
 use super::{Row, RowRole, RowStatus};
 use crate::llm::{ChatMessage, Content, ToolCall};
+
+/// The settled user and agent text of `rows` as A2A messages of `context`, for
+/// `Task.history`: tool traffic and unsettled turns are left out, and each message id is
+/// stable (`<context>/<turn>`), so asking twice gives the same history.
+pub fn as_messages(context: &str, rows: &[Row]) -> Vec<Message> {
+    rows.iter()
+        .filter(|r| r.status == RowStatus::Complete && !r.content.is_empty())
+        .filter_map(|r| {
+            let role = match r.role {
+                RowRole::User => Role::User,
+                RowRole::Assistant => Role::Agent,
+                RowRole::Tool => return None,
+            };
+            let mut m = Message::new(
+                format!("{context}/{}", r.turn),
+                role,
+                vec![Part::text(&r.content)],
+            );
+            m.context_id = Some(context.to_owned());
+            Some(m)
+        })
+        .collect()
+}
 
 /// The conversation of `rows` as chat messages.
 pub fn rebuild(rows: &[Row]) -> Vec<ChatMessage> {

@@ -4,12 +4,14 @@
 //! turn index — and the rules that rebuild a model-ready history from them.
 
 mod history;
+mod nats_kv;
 mod sqlite;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-pub use history::rebuild;
+pub use history::{as_messages, rebuild};
+pub use nats_kv::NatsKvStore;
 pub use sqlite::SqliteStore;
 
 use crate::llm::ToolCall;
@@ -72,10 +74,16 @@ pub enum StoreError {
 pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
     /// Appends rows to `context` in order, each with the next turn index; returns their ids.
     async fn append(&self, context: &str, rows: Vec<NewRow>) -> Result<Vec<i64>, StoreError>;
-    /// Sets the status of rows.
-    async fn set_status(&self, ids: &[i64], status: RowStatus) -> Result<(), StoreError>;
+    /// Sets the status of rows of `context`, by the ids `append` returned.
+    async fn set_status(
+        &self,
+        context: &str,
+        ids: &[i64],
+        status: RowStatus,
+    ) -> Result<(), StoreError>;
     /// Every row of `context`, by turn.
     async fn rows(&self, context: &str) -> Result<Vec<Row>, StoreError>;
-    /// After a crash: every `pending` row becomes `error`. Returns how many.
+    /// After a crash: `pending` rows no running turn can still own become `error`. Returns how
+    /// many.
     async fn recover(&self) -> Result<u64, StoreError>;
 }

@@ -130,14 +130,19 @@ impl SessionStore for SqliteStore {
         .await
     }
 
-    async fn set_status(&self, ids: &[i64], status: RowStatus) -> Result<(), StoreError> {
-        let ids = ids.to_vec();
+    async fn set_status(
+        &self,
+        context: &str,
+        ids: &[i64],
+        status: RowStatus,
+    ) -> Result<(), StoreError> {
+        let (context, ids) = (context.to_owned(), ids.to_vec());
         self.with(move |conn| {
             let tx = conn.transaction()?;
             for id in ids {
                 tx.execute(
-                    "UPDATE messages SET status = ?1 WHERE id = ?2",
-                    params![status_str(status), id],
+                    "UPDATE messages SET status = ?1 WHERE id = ?2 AND context = ?3",
+                    params![status_str(status), id, context],
                 )?;
             }
             tx.commit()
@@ -236,7 +241,7 @@ mod tests {
         tool.tool_call_id = Some("c1".into());
         store.append("ctx", vec![tool]).await.unwrap();
         store
-            .set_status(&ids[1..], RowStatus::Complete)
+            .set_status("ctx", &ids[1..], RowStatus::Complete)
             .await
             .unwrap();
 

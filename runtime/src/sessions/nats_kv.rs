@@ -1,0 +1,311 @@
+//! The session store for runtimes running as several replicas: a NATS JetStream key-value
+//! bucket shared by all of them.
+//!
+//! Layout, with `<ctx>` the context id in unpadded base64url (any string becomes a valid key):
+//! - `m.<ctx>` holds `{"next": n}`, the next free turn of the context. Appending reserves turns
+//!   by a compare-and-set on this entry, so two replicas writing one context never reuse a
+//!   turn;
+//! - `r.<ctx>.<turn>` holds one row, so no conversation runs into the server's payload limit.
+//!
+//! A row id is its turn. Recovery differs from SQLite's, where one process owns the file: other
+//! replicas may be mid-turn while this one starts, so only `pending` rows older than
+//! `stale_after` (longer than any turn may run) become `error`.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+use async_trait::async_trait;
+use base64::Engine as _;
+use futures::{StreamExt, TryStreamExt};
+use serde::{Deserialize, Serialize};
+
+use super::{NewRow, Row, RowRole, RowStatus, SessionStore, StoreError};
+use crate::config::redact_url;
+use crate::llm::ToolCall;
+
+/// How many rows are fetched at once when a conversation is read.
+const READ_CONCURRENCY: usize = 32;
+/// How often a compare-and-set that lost a race is tried again.
+const CAS_ATTEMPTS: usize = 64;
+
+/// Sessions in a JetStream KV bucket.
+#[derive(Debug, Clone)]
+pub struct NatsKvStore {
+    location: String,
+    kv: kv::Store,
+    stale_after: Duration,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Meta {
+    next: i64,
+}
+
+/// A row as stored.
+#[derive(Debug, Serialize, Deserialize)]
+struct Stored {
+    turn: i64,
+    role: RowRole,
+    content: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<ToolCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<String>,
+    #[serde(default)]
+    is_error: bool,
+    status: RowStatus,
+    /// When the row was written or last changed, in Unix milliseconds.
+    written_ms: i64,
+}
+
+impl Stored {
+    fn into_row(self) -> Row {
+        Row {
+            id: self.turn,
+            turn: self.turn,
+            role: self.role,
+            content: self.content,
+            tool_calls: self.tool_calls,
+            tool_call_id: self.tool_call_id,
+            is_error: self.is_error,
+            status: self.status,
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// A key token for `context`: never empty, only `[A-Za-z0-9_-]`.
+fn encode(context: &str) -> String {
+    format!(
+        "c{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(context)
+    )
+}
+
+fn meta_key(context: &str) -> String {
+    format!("m.{}", encode(context))
+}
+
+fn row_key(context: &str, turn: i64) -> String {
+    format!("r.{}.{turn}", encode(context))
+}
+
+impl NatsKvStore {
+    /// Connects to `url` and opens `bucket`, creating it (file storage, one value per key) if
+    /// it does not exist.
+    pub async fn open(url: &str, bucket: &str, stale_after: Duration) -> Result<Self, StoreError> {
+        let location = format!("nats bucket {bucket} at {}", redact_url(url));
+        let fail = |message: String| StoreError::Backend {
+            location: location.clone(),
+            message,
+        };
+        let client = async_nats::ConnectOptions::new()
+            .connection_timeout(Duration::from_secs(5))
+            .connect(url)
+            .await
+            .map_err(|e| fail(format!("cannot connect: {e}")))?;
+        let js = jetstream::new(client);
+        let kv = match js.get_key_value(bucket).await {
+            Ok(kv) => kv,
+            Err(_) => js
+                .create_key_value(kv::Config {
+                    bucket: bucket.to_owned(),
+                    description: "Daedalus runtime conversations".to_owned(),
+                    history: 1,
+                    storage: jetstream::stream::StorageType::File,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| fail(format!("cannot create the bucket: {e}")))?,
+        };
+        Ok(Self {
+            location,
+            kv,
+            stale_after,
+        })
+    }
+
+    fn fail(&self, message: impl std::fmt::Display) -> StoreError {
+        StoreError::Backend {
+            location: self.location.clone(),
+            message: message.to_string(),
+        }
+    }
+
+    /// Reserves `count` turns of `context`; returns the first.
+    async fn reserve(&self, context: &str, count: i64) -> Result<i64, StoreError> {
+        let key = meta_key(context);
+        for _ in 0..CAS_ATTEMPTS {
+            let current = self.kv.entry(&key).await.map_err(|e| self.fail(e))?;
+            let (first, revision) = match &current {
+                Some(entry) if entry.operation == kv::Operation::Put => {
+                    let meta: Meta = serde_json::from_slice(&entry.value)
+                        .map_err(|e| self.fail(format!("{key} is not a session entry: {e}")))?;
+                    (meta.next, Some(entry.revision))
+                }
+                _ => (0, None),
+            };
+            let value = serde_json::to_vec(&Meta {
+                next: first + count,
+            })
+            .expect("a number serializes");
+            let written = match revision {
+                Some(revision) => self
+                    .kv
+                    .update(&key, value.into(), revision)
+                    .await
+                    .map_err(|e| e.kind() == kv::UpdateErrorKind::WrongLastRevision),
+                None => self
+                    .kv
+                    .create(&key, value.into())
+                    .await
+                    .map_err(|e| e.kind() == kv::CreateErrorKind::AlreadyExists),
+            };
+            match written {
+                Ok(_) => return Ok(first),
+                // Another writer got there first: read again.
+                Err(true) => {}
+                Err(false) => return Err(self.fail(format!("cannot reserve turns in {key}"))),
+            }
+        }
+        Err(self.fail(format!("{key}: too many concurrent writers")))
+    }
+
+    async fn put(&self, context: &str, row: &Stored) -> Result<(), StoreError> {
+        let value = serde_json::to_vec(row).map_err(|e| self.fail(e))?;
+        self.kv
+            .put(row_key(context, row.turn), value.into())
+            .await
+            .map_err(|e| self.fail(e))?;
+        Ok(())
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Stored>, StoreError> {
+        match self.kv.get(key).await.map_err(|e| self.fail(e))? {
+            Some(bytes) if !bytes.is_empty() => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| self.fail(format!("{key} is not a session row: {e}"))),
+            _ => Ok(None),
+        }
+    }
+}
+
+#[async_trait]
+impl SessionStore for NatsKvStore {
+    async fn append(&self, context: &str, rows: Vec<NewRow>) -> Result<Vec<i64>, StoreError> {
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let count = i64::try_from(rows.len()).map_err(|e| self.fail(e))?;
+        let first = self.reserve(context, count).await?;
+        let written_ms = now_ms();
+        let stored: Vec<Stored> = (first..)
+            .zip(rows)
+            .map(|(turn, row)| Stored {
+                turn,
+                role: row.role,
+                content: row.content,
+                tool_calls: row.tool_calls,
+                tool_call_id: row.tool_call_id,
+                is_error: row.is_error,
+                status: row.status,
+                written_ms,
+            })
+            .collect();
+        futures::future::try_join_all(stored.iter().map(|row| self.put(context, row))).await?;
+        Ok(stored.iter().map(|r| r.turn).collect())
+    }
+
+    async fn set_status(
+        &self,
+        context: &str,
+        ids: &[i64],
+        status: RowStatus,
+    ) -> Result<(), StoreError> {
+        futures::future::try_join_all(ids.iter().map(|&turn| async move {
+            let key = row_key(context, turn);
+            if let Some(mut row) = self.get(&key).await? {
+                row.status = status;
+                row.written_ms = now_ms();
+                self.put(context, &row).await?;
+            }
+            Ok::<_, StoreError>(())
+        }))
+        .await?;
+        Ok(())
+    }
+
+    async fn rows(&self, context: &str) -> Result<Vec<Row>, StoreError> {
+        let Some(entry) = self
+            .kv
+            .entry(meta_key(context))
+            .await
+            .map_err(|e| self.fail(e))?
+            .filter(|e| e.operation == kv::Operation::Put)
+        else {
+            return Ok(Vec::new());
+        };
+        let meta: Meta = serde_json::from_slice(&entry.value).map_err(|e| self.fail(e))?;
+        // A turn reserved by a writer that has not stored it yet is simply not there yet.
+        let rows: Vec<Option<Stored>> = futures::stream::iter(0..meta.next)
+            .map(|turn| async move { self.get(&row_key(context, turn)).await })
+            .buffered(READ_CONCURRENCY)
+            .try_collect()
+            .await?;
+        Ok(rows.into_iter().flatten().map(Stored::into_row).collect())
+    }
+
+    async fn recover(&self) -> Result<u64, StoreError> {
+        let stale_before =
+            now_ms() - i64::try_from(self.stale_after.as_millis()).unwrap_or(i64::MAX);
+        let keys: Vec<String> = self
+            .kv
+            .keys()
+            .await
+            .map_err(|e| self.fail(e))?
+            .try_filter(|k| futures::future::ready(k.starts_with("r.")))
+            .try_collect()
+            .await
+            .map_err(|e| self.fail(e))?;
+        let mut recovered = 0;
+        for key in keys {
+            let Some(mut row) = self.get(&key).await? else {
+                continue;
+            };
+            if row.status == RowStatus::Pending && row.written_ms < stale_before {
+                row.status = RowStatus::Error;
+                row.written_ms = now_ms();
+                let value = serde_json::to_vec(&row).map_err(|e| self.fail(e))?;
+                self.kv
+                    .put(&key, value.into())
+                    .await
+                    .map_err(|e| self.fail(e))?;
+                recovered += 1;
+            }
+        }
+        Ok(recovered)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_context_id_becomes_a_valid_key_token() {
+        for context in ["plain", "with.dots and spaces", "ünïcode/*>", ""] {
+            let key = row_key(context, 3);
+            let token = key.split('.').nth(1).unwrap();
+            assert!(
+                token
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+                "{key}"
+            );
+        }
+        assert_ne!(meta_key("a"), meta_key("b"));
+    }
+}

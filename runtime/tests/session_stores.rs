@@ -1,0 +1,225 @@
+//! Both session stores keep the same promises: SQLite (one process) and the NATS JetStream KV
+//! bucket (several replicas) against a real `nats-server`.
+
+#[path = "../../proxy/tests/support/nats_server.rs"]
+#[expect(
+    unreachable_pub,
+    reason = "the proxy's nats-server fixture, shared as a file; public there"
+)]
+mod nats_server;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use daedalus_runtime::llm::ToolCall;
+use daedalus_runtime::sessions::{
+    NatsKvStore, NewRow, RowRole, RowStatus, SessionStore, SqliteStore,
+};
+use nats_server::NatsServer;
+use serde_json::json;
+
+fn row(role: RowRole, content: &str, status: RowStatus) -> NewRow {
+    NewRow {
+        role,
+        content: content.into(),
+        tool_calls: vec![],
+        tool_call_id: None,
+        is_error: false,
+        status,
+    }
+}
+
+/// The promises every store keeps: ordered monotonic turns per context, tool calls and the
+/// ids results answer round-trip, status changes stick, contexts never mix.
+async fn keeps_conversations(store: &dyn SessionStore) {
+    let mut assistant = row(RowRole::Assistant, "", RowStatus::Pending);
+    assistant.tool_calls = vec![ToolCall {
+        id: "c1".into(),
+        name: "fixture__add".into(),
+        arguments: json!({"a": 1, "b": 2}),
+    }];
+    let ids = store
+        .append(
+            "ctx/one with spaces",
+            vec![
+                row(RowRole::User, "add 1 and 2", RowStatus::Pending),
+                assistant,
+            ],
+        )
+        .await
+        .expect("the store answers");
+    store
+        .append(
+            "other",
+            vec![row(RowRole::User, "elsewhere", RowStatus::Complete)],
+        )
+        .await
+        .expect("the store answers");
+    let mut tool = row(RowRole::Tool, "3", RowStatus::Pending);
+    tool.tool_call_id = Some("c1".into());
+    tool.is_error = true;
+    let more = store
+        .append("ctx/one with spaces", vec![tool])
+        .await
+        .expect("the store answers");
+    let all: Vec<i64> = ids.iter().chain(&more).copied().collect();
+    store
+        .set_status("ctx/one with spaces", &all, RowStatus::Complete)
+        .await
+        .expect("the store answers");
+
+    let rows = store
+        .rows("ctx/one with spaces")
+        .await
+        .expect("the store answers");
+    assert_eq!(rows.iter().map(|r| r.turn).collect::<Vec<_>>(), [0, 1, 2]);
+    assert_eq!(rows[0].content, "add 1 and 2");
+    assert_eq!(rows[1].tool_calls[0].arguments, json!({"a": 1, "b": 2}));
+    assert_eq!(rows[2].tool_call_id.as_deref(), Some("c1"));
+    assert!(rows[2].is_error);
+    assert!(rows.iter().all(|r| r.status == RowStatus::Complete));
+    let other = store.rows("other").await.expect("the store answers");
+    assert_eq!(other.len(), 1);
+    assert_eq!(other[0].content, "elsewhere");
+    assert!(
+        store
+            .rows("never-used")
+            .await
+            .expect("the store answers")
+            .is_empty()
+    );
+}
+
+/// Concurrent appends to one context never reuse a turn.
+async fn never_reuses_a_turn(store: Arc<dyn SessionStore>) {
+    let writers = (0..20).map(|i| {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move {
+            store
+                .append(
+                    "busy",
+                    vec![
+                        row(RowRole::User, &format!("q{i}"), RowStatus::Complete),
+                        row(RowRole::Assistant, &format!("a{i}"), RowStatus::Complete),
+                    ],
+                )
+                .await
+                .expect("the store answers")
+        })
+    });
+    for w in writers {
+        w.await.expect("the store answers");
+    }
+    let rows = store.rows("busy").await.expect("the store answers");
+    assert_eq!(rows.len(), 40);
+    assert_eq!(
+        rows.iter().map(|r| r.turn).collect::<Vec<_>>(),
+        (0..40).collect::<Vec<_>>()
+    );
+    // Each writer's two rows are adjacent: a reservation is contiguous.
+    for pair in rows.chunks(2) {
+        assert_eq!(pair[0].content[1..], pair[1].content[1..], "{pair:?}");
+    }
+}
+
+#[tokio::test]
+async fn sqlite_keeps_conversations_and_never_reuses_a_turn() {
+    let store = SqliteStore::open(":memory:").expect("the store answers");
+    keeps_conversations(&store).await;
+    never_reuses_a_turn(Arc::new(store)).await;
+}
+
+#[tokio::test]
+async fn nats_kv_keeps_conversations_and_never_reuses_a_turn() {
+    let nats = NatsServer::start();
+    let store = NatsKvStore::open(&nats.url(), "sessions", Duration::from_mins(1))
+        .await
+        .expect("the store answers");
+    keeps_conversations(&store).await;
+    // Two replicas: two stores on one bucket.
+    let replica = NatsKvStore::open(&nats.url(), "sessions", Duration::from_mins(1))
+        .await
+        .expect("the store answers");
+    store
+        .append(
+            "shared",
+            vec![row(RowRole::User, "from a", RowStatus::Complete)],
+        )
+        .await
+        .expect("the store answers");
+    replica
+        .append(
+            "shared",
+            vec![row(RowRole::User, "from b", RowStatus::Complete)],
+        )
+        .await
+        .expect("the store answers");
+    let seen: Vec<String> = store
+        .rows("shared")
+        .await
+        .expect("the store answers")
+        .into_iter()
+        .map(|r| r.content)
+        .collect();
+    assert_eq!(seen, ["from a", "from b"]);
+    never_reuses_a_turn(Arc::new(replica)).await;
+}
+
+#[tokio::test]
+async fn nats_kv_conversations_survive_a_server_restart() {
+    let mut nats = NatsServer::start();
+    let store = NatsKvStore::open(&nats.url(), "sessions", Duration::from_mins(1))
+        .await
+        .expect("the store answers");
+    store
+        .append(
+            "ctx",
+            vec![row(RowRole::User, "remember me", RowStatus::Complete)],
+        )
+        .await
+        .expect("the store answers");
+    nats.restart();
+    let reopened = NatsKvStore::open(&nats.url(), "sessions", Duration::from_mins(1))
+        .await
+        .expect("the store answers");
+    assert_eq!(
+        reopened.rows("ctx").await.expect("the store answers")[0].content,
+        "remember me"
+    );
+}
+
+#[tokio::test]
+async fn nats_kv_recovery_leaves_other_replicas_running_turns_alone() {
+    let nats = NatsServer::start();
+    let store = NatsKvStore::open(&nats.url(), "sessions", Duration::from_millis(300))
+        .await
+        .expect("the store answers");
+    store
+        .append(
+            "crashed",
+            vec![row(RowRole::Assistant, "half", RowStatus::Pending)],
+        )
+        .await
+        .expect("the store answers");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    store
+        .append(
+            "running",
+            vec![row(RowRole::Assistant, "busy", RowStatus::Pending)],
+        )
+        .await
+        .expect("the store answers");
+
+    // A replica starting now: the old pending row is from a turn that can no longer be
+    // running; the fresh one may belong to a live replica.
+    assert_eq!(store.recover().await.expect("the store answers"), 1);
+    assert_eq!(
+        store.rows("crashed").await.expect("the store answers")[0].status,
+        RowStatus::Error
+    );
+    assert_eq!(
+        store.rows("running").await.expect("the store answers")[0].status,
+        RowStatus::Pending
+    );
+    assert_eq!(store.recover().await.expect("the store answers"), 0);
+}
