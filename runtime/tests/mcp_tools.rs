@@ -1,127 +1,35 @@
 //! The agent loop over real MCP servers (rmcp Streamable HTTP fixtures): tool calls through
-//! MCP, per-request bearer forwarding to opted-in servers only, and a server that is down.
+//! MCP, tools that fail, hang or take time, per-request bearer forwarding to opted-in servers
+//! only, a server that is down, a tool list that changes and a session the server lost.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::extract::Request;
 use axum::middleware::{self, Next};
-use axum::response::Response;
 use daedalus_fake_llm::{FakeLlm, Reply};
+use daedalus_mcp_fixture::McpFixture;
 use daedalus_runtime::config::Launch;
-use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::wrapper::Parameters;
+use rmcp::ServerHandler;
 use rmcp::model::{ServerCapabilities, ServerConfig};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ServerHandler, schemars, tool, tool_handler, tool_router};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 const KEY: &str = "sk-mcp";
 
-#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
-struct AddArgs {
-    a: i64,
-    b: i64,
-}
-
-#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
-struct EchoArgs {
-    n: i64,
-}
-
-#[derive(Debug, Clone)]
-struct Fixture {
-    tool_router: ToolRouter<Self>,
-}
-
-#[tool_router]
-impl Fixture {
-    #[tool(description = "Adds two numbers")]
-    #[expect(clippy::unused_self, reason = "rmcp's tool methods take &self")]
-    fn add(&self, Parameters(AddArgs { a, b }): Parameters<AddArgs>) -> String {
-        (a + b).to_string()
-    }
-
-    #[tool(description = "Echoes n")]
-    #[expect(clippy::unused_self, reason = "rmcp's tool methods take &self")]
-    fn echo(&self, Parameters(EchoArgs { n }): Parameters<EchoArgs>) -> String {
-        n.to_string()
-    }
-}
-
-#[tool_handler(router = self.tool_router)]
-impl ServerHandler for Fixture {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-    }
-}
-
-/// Values a fixture records, shared with the test.
-type Recorded<T> = Arc<Mutex<Vec<T>>>;
-
-/// An MCP fixture server; `seen` records the Authorization header of every request, and
-/// `calls` the `n` argument and Authorization header of every tools/call.
-struct McpFixture {
-    url: String,
-    seen: Arc<Mutex<Vec<Option<String>>>>,
-    calls: Recorded<(i64, Option<String>)>,
-}
-
 async fn fixture() -> McpFixture {
-    let service: StreamableHttpService<Fixture, LocalSessionManager> = StreamableHttpService::new(
-        || {
-            Ok(Fixture {
-                tool_router: Fixture::tool_router(),
-            })
-        },
-        LocalSessionManager::default().into(),
-        StreamableHttpServerConfig::default().with_sse_keep_alive(None),
-    );
-    let seen: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
-    let calls: Recorded<(i64, Option<String>)> = Arc::default();
-    let record = {
-        let (seen, calls) = (Arc::clone(&seen), Arc::clone(&calls));
-        move |req: Request, next: Next| {
-            let (seen, calls) = (Arc::clone(&seen), Arc::clone(&calls));
-            async move {
-                let auth = req
-                    .headers()
-                    .get("authorization")
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_owned);
-                seen.lock().expect("lock").push(auth.clone());
-                let (parts, body) = req.into_parts();
-                let bytes = axum::body::to_bytes(body, 1 << 20)
-                    .await
-                    .unwrap_or_default();
-                if let Ok(rpc) = serde_json::from_slice::<Value>(&bytes)
-                    && rpc["method"] == "tools/call"
-                    && let Some(n) = rpc["params"]["arguments"]["n"].as_i64()
-                {
-                    calls.lock().expect("lock").push((n, auth));
-                }
-                let response: Response = next
-                    .run(Request::from_parts(parts, axum::body::Body::from(bytes)))
-                    .await;
-                response
-            }
-        }
-    };
-    let app = axum::Router::new()
-        .nest_service("/mcp", service)
-        .layer(middleware::from_fn(record));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("binds");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    McpFixture {
-        url: format!("http://{addr}/mcp"),
-        seen,
-        calls,
-    }
+    McpFixture::start().await
+}
+
+/// Each `tools/call`'s `n` argument and `Authorization` header.
+fn calls_by_n(server: &McpFixture) -> Vec<(i64, Option<String>)> {
+    server
+        .calls()
+        .into_iter()
+        .map(|c| (c.arguments["n"].as_i64().unwrap_or(-1), c.authorization))
+        .collect()
 }
 
 async fn runtime(yaml: &str) -> (String, CancellationToken, tempfile::TempDir) {
@@ -182,7 +90,9 @@ async fn tools_run_over_mcp_and_only_opted_in_servers_see_the_callers_token() {
         "default_model: openai.gpt-fake\nopenai: {{ api_key: {KEY}, base_url: \"{}\" }}\n\
          mcp:\n  servers:\n    fwd: {{ url: \"{}\", forward_inbound_auth: true }}\n    plain: {{ url: \"{}\" }}\n\
          agents:\n  a: {{ instruction: Add., servers: [fwd, plain] }}\n",
-        fake.openai_base_url, forwarding.url, plain.url
+        fake.openai_base_url,
+        forwarding.url(),
+        plain.url()
     );
     let (url, _stop, _dir) = runtime(&yaml).await;
     let task = post(&url, Some("tok-caller-1"), "m-1").await;
@@ -199,12 +109,12 @@ async fn tools_run_over_mcp_and_only_opted_in_servers_see_the_callers_token() {
         "MCP results reached the model: {results}"
     );
 
-    let fwd_seen = forwarding.seen.lock().unwrap().clone();
+    let fwd_seen = forwarding.authorizations();
     assert!(
         fwd_seen.contains(&Some("Bearer tok-caller-1".into())),
         "{fwd_seen:?}"
     );
-    let plain_seen = plain.seen.lock().unwrap().clone();
+    let plain_seen = plain.authorizations();
     assert!(
         !plain_seen.is_empty() && plain_seen.iter().all(Option::is_none),
         "{plain_seen:?}"
@@ -220,7 +130,8 @@ async fn a_server_that_is_down_leaves_the_agent_answering_without_its_tools() {
         "default_model: openai.gpt-fake\nopenai: {{ api_key: {KEY}, base_url: \"{}\" }}\n\
          mcp:\n  servers:\n    up: {{ url: \"{}\" }}\n    down: {{ url: \"http://127.0.0.1:9/mcp\" }}\n\
          agents:\n  a: {{ instruction: Add., servers: [up, down] }}\n",
-        fake.openai_base_url, up.url
+        fake.openai_base_url,
+        up.url()
     );
     let (url, _stop, _dir) = runtime(&yaml).await;
     // Startup connects to every server in the background; health says which one is down.
@@ -285,7 +196,9 @@ async fn under_load_every_downstream_call_carries_only_its_own_requests_token() 
         "default_model: openai.gpt-fake\nopenai: {{ api_key: {KEY}, base_url: \"{}\" }}\n\
          mcp:\n  servers:\n    fwd: {{ url: \"{}\", forward_inbound_auth: true }}\n    plain: {{ url: \"{}\" }}\n\
          agents:\n  a: {{ instruction: Echo., servers: [fwd, plain] }}\n",
-        fake.openai_base_url, forwarding.url, plain.url
+        fake.openai_base_url,
+        forwarding.url(),
+        plain.url()
     );
     let (url, _stop, _dir) = runtime(&yaml).await;
     let requests = (0..200).map(|i| {
@@ -306,7 +219,7 @@ async fn under_load_every_downstream_call_carries_only_its_own_requests_token() 
         "every task completed"
     );
 
-    let fwd_calls = forwarding.calls.lock().unwrap().clone();
+    let fwd_calls = calls_by_n(&forwarding);
     assert_eq!(fwd_calls.len(), 200);
     for (n, auth) in &fwd_calls {
         assert_eq!(
@@ -315,7 +228,7 @@ async fn under_load_every_downstream_call_carries_only_its_own_requests_token() 
             "call for request {n}"
         );
     }
-    let plain_calls = plain.calls.lock().unwrap().clone();
+    let plain_calls = calls_by_n(&plain);
     assert_eq!(plain_calls.len(), 200);
     assert!(
         plain_calls.iter().all(|(_, auth)| auth.is_none()),
@@ -547,4 +460,92 @@ async fn a_lost_session_is_initialized_again_and_the_call_goes_through() {
         before + 1,
         "exactly one new initialize"
     );
+}
+
+fn fixture_yaml(fake: &FakeLlm, server: &McpFixture, extra: &str) -> String {
+    format!(
+        "default_model: openai.gpt-fake\nopenai: {{ api_key: {KEY}, base_url: \"{}\" }}\n\
+         mcp:\n  servers:\n    fx: {{ url: \"{}\"{extra} }}\n\
+         agents:\n  a: {{ instruction: Work., servers: [fx] }}\n",
+        fake.openai_base_url,
+        server.url()
+    )
+}
+
+/// The tool results the model got in its `n`th request.
+fn tool_results(fake: &FakeLlm, n: usize) -> Vec<String> {
+    fake.requests()[n].body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_failing_and_a_hanging_mcp_tool_become_results_the_model_recovers_from() {
+    let server = fixture().await;
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    fake.script([
+        Reply::ToolCalls(vec![
+            ("fx__fail".into(), json!({"reason": "disk full"})),
+            ("fx__hang".into(), json!({})),
+        ]),
+        Reply::Text("I worked around both.".into()),
+    ]);
+    let yaml = fixture_yaml(&fake, &server, ", read_timeout_seconds: 0.5");
+    let (url, _stop, _dir) = runtime(&yaml).await;
+    let task = post(&url, None, "m-1").await;
+    assert_eq!(
+        task["artifacts"][0]["parts"][0]["text"],
+        "I worked around both."
+    );
+    let results = tool_results(&fake, 1);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(results[0].contains("disk full"), "{results:?}");
+    assert!(
+        results[1].contains("fx/hang") && results[1].contains("500ms"),
+        "the hanging call was abandoned at the server's timeout: {results:?}"
+    );
+}
+
+#[tokio::test]
+async fn parallel_mcp_calls_reach_the_server_together() {
+    let server = fixture().await;
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    fake.script([
+        Reply::ToolCalls(vec![
+            ("fx__slow".into(), json!({"ms": 500})),
+            ("fx__slow".into(), json!({"ms": 500})),
+            ("fx__slow".into(), json!({"ms": 500})),
+        ]),
+        Reply::Text("all slept".into()),
+    ]);
+    let (url, _stop, _dir) = runtime(&fixture_yaml(&fake, &server, "")).await;
+    post(&url, None, "m-1").await;
+    let calls = server.calls();
+    assert_eq!(calls.len(), 3);
+    let first = calls.iter().map(|c| c.at).min().expect("calls");
+    let last = calls.iter().map(|c| c.at).max().expect("calls");
+    assert!(
+        last - first < std::time::Duration::from_millis(250),
+        "each call started before the others (500 ms each) finished: spread {:?}",
+        last - first
+    );
+    assert_eq!(tool_results(&fake, 1), ["slept 500"; 3]);
+}
+
+#[tokio::test]
+async fn a_tool_that_reports_progress_still_answers_the_loop() {
+    let server = fixture().await;
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    fake.script([
+        Reply::ToolCalls(vec![("fx__progress".into(), json!({"steps": 3}))]),
+        Reply::Text("finished".into()),
+    ]);
+    let (url, _stop, _dir) = runtime(&fixture_yaml(&fake, &server, "")).await;
+    let task = post(&url, None, "m-1").await;
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "finished");
+    assert_eq!(tool_results(&fake, 1), ["done"]);
 }

@@ -278,7 +278,34 @@ impl ToolSource for McpServers {
             };
         };
         let forwarded = forwarded_token(server, &context.bearer);
-        let outcome = match forwarded {
+        let call = self.call_via(server_name, server, tool, arguments, forwarded);
+        let outcome = match server.call_timeout {
+            Some(limit) => tokio::time::timeout(limit, call).await.unwrap_or_else(|_| {
+                Err(format!(
+                    "no answer within {limit:?} (read_timeout_seconds); the call was abandoned"
+                ))
+            }),
+            None => call.await,
+        };
+        outcome.unwrap_or_else(|problem| ToolResult {
+            content: format!("{server_name}/{tool} failed: {problem}"),
+            is_error: true,
+        })
+    }
+}
+
+impl McpServers {
+    /// Calls `tool` on a connection of the request's own (a forwarded token), else on the
+    /// shared one.
+    async fn call_via(
+        &self,
+        server_name: &str,
+        server: &McpServer,
+        tool: &str,
+        arguments: &Value,
+        forwarded: Option<String>,
+    ) -> Result<ToolResult, String> {
+        match forwarded {
             // A connection of this request's own, closed after the call.
             Some(token) => match Self::connect(server, Some(token), Watcher::default()).await {
                 Ok(client) => {
@@ -305,11 +332,7 @@ impl ToolSource for McpServers {
                 },
                 Err(e) => Err(e),
             },
-        };
-        outcome.unwrap_or_else(|problem| ToolResult {
-            content: format!("{server_name}/{tool} failed: {problem}"),
-            is_error: true,
-        })
+        }
     }
 }
 

@@ -58,6 +58,8 @@ pub(super) struct McpServerFile {
     pub(super) url: Option<String>,
     pub(super) headers: BTreeMap<String, String>,
     pub(super) forward_inbound_auth: bool,
+    /// fast-agent's per-server call timeout, in seconds.
+    pub(super) read_timeout_seconds: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -83,6 +83,9 @@ pub struct McpServer {
     /// Forward the inbound request's bearer token to this server (explicit opt-in; the MCP
     /// spec forbids token passthrough by default).
     pub forward_inbound_auth: bool,
+    /// How long one tool call may take (`read_timeout_seconds`); the agent's 60 s otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_timeout: Option<std::time::Duration>,
 }
 
 /// Which conversation an MCP call continues.

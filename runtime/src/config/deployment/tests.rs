@@ -300,6 +300,11 @@ fn every_validation_error_names_the_file_and_key() {
         ),
         ("agents: { a: { port: lots } }", "Shape", "agents.a.port"),
         (
+            "mcp: { servers: { s: { url: http://x, read_timeout_seconds: -1 } } }\nagents: { a: {} }",
+            "Shape",
+            "mcp.servers.s.read_timeout_seconds",
+        ),
+        (
             "agents: { a: { max_iterations: 0 } }",
             "Shape",
             "agents.a.max_iterations",

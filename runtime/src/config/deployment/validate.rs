@@ -30,12 +30,26 @@ pub(super) fn build(
                 server: name.clone(),
             }
         })?;
+        let call_timeout = match server.read_timeout_seconds {
+            None => None,
+            Some(secs) if secs.is_finite() && secs > 0.0 && secs <= 86_400.0 => {
+                Some(std::time::Duration::from_secs_f64(secs))
+            }
+            Some(secs) => {
+                return Err(DeploymentError::Shape {
+                    file: file.to_owned(),
+                    path: format!("mcp.servers.{name}.read_timeout_seconds"),
+                    message: format!("{secs} is not a number of seconds between 0 and 86400"),
+                });
+            }
+        };
         mcp_servers.insert(
             name,
             McpServer {
                 url,
                 headers: server.headers,
                 forward_inbound_auth: server.forward_inbound_auth,
+                call_timeout,
             },
         );
     }

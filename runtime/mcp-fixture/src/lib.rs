@@ -1,0 +1,293 @@
+//! A real MCP server for tests: rmcp's Streamable HTTP server on a free port, with tools
+//!
+//! - `add {a, b}` → the sum; `echo {n}` → `n`;
+//! - `fail {reason}` → an `isError` result carrying `reason`;
+//! - `hang {}` → never answers (until the call is canceled or the server stops);
+//! - `slow {ms}` → answers `slept <ms>` after `ms` milliseconds;
+//! - `progress {steps}` → sends `steps` progress notifications (when the call has a
+//!   `progressToken`), then answers `done`.
+//!
+//! Every HTTP request's `Authorization` header and every `tools/call` (tool, arguments,
+//! `Authorization`) are recorded. The server can be stopped and started again on the same
+//! port, to play a downstream server that goes down and comes back.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::Request;
+use axum::middleware::{self, Next};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// One `tools/call` as the server saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    pub tool: String,
+    pub arguments: Value,
+    /// The request's `Authorization` header.
+    pub authorization: Option<String>,
+    /// When it arrived.
+    pub at: std::time::Instant,
+}
+
+/// What the server saw.
+#[derive(Debug, Default)]
+struct Log {
+    /// The `Authorization` header of every HTTP request.
+    authorizations: Vec<Option<String>>,
+    calls: Vec<Call>,
+    /// JSON-RPC methods, in order.
+    methods: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+struct Tools;
+
+fn schema(properties: &Value, required: &[&str]) -> Arc<Map<String, Value>> {
+    let schema = json!({"type": "object", "properties": properties, "required": required});
+    Arc::new(schema.as_object().cloned().unwrap_or_default())
+}
+
+fn text(result: impl Into<String>) -> CallToolResponse {
+    CallToolResult::success(vec![ContentBlock::text(result)]).into()
+}
+
+impl ServerHandler for Tools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let int = json!({"type": "integer"});
+        Ok(ListToolsResult::with_all_items(vec![
+            Tool::new(
+                "add",
+                "Adds two numbers",
+                schema(&json!({"a": int, "b": int}), &["a", "b"]),
+            ),
+            Tool::new("echo", "Echoes n", schema(&json!({"n": int}), &["n"])),
+            Tool::new(
+                "fail",
+                "Always fails, with the given reason",
+                schema(&json!({"reason": {"type": "string"}}), &[]),
+            ),
+            Tool::new("hang", "Never answers", schema(&json!({}), &[])),
+            Tool::new(
+                "slow",
+                "Answers after ms milliseconds",
+                schema(&json!({"ms": int}), &["ms"]),
+            ),
+            Tool::new(
+                "progress",
+                "Reports progress steps times, then answers",
+                schema(&json!({"steps": int}), &[]),
+            ),
+        ]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = request.arguments.unwrap_or_default();
+        let int = |key: &str| args.get(key).and_then(Value::as_i64).unwrap_or(0);
+        match request.name.as_ref() {
+            "add" => Ok(text((int("a") + int("b")).to_string())),
+            "echo" => Ok(text(int("n").to_string())),
+            "fail" => {
+                let reason = args
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("the fixture failed on purpose");
+                Ok(CallToolResult::error(vec![ContentBlock::text(reason)]).into())
+            }
+            "hang" => {
+                context.ct.cancelled().await;
+                Ok(text("canceled"))
+            }
+            "slow" => {
+                let ms = u64::try_from(int("ms")).unwrap_or(0);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Ok(text(format!("slept {ms}")))
+            }
+            "progress" => {
+                if let Some(token) = context.meta.get_progress_token() {
+                    for step in 1..=int("steps") {
+                        #[expect(clippy::cast_precision_loss, reason = "small step counts")]
+                        let progress = step as f64;
+                        let _ = context
+                            .peer
+                            .notify_progress(
+                                ProgressNotificationParam::new(token.clone(), progress)
+                                    .with_message(format!("step {step}")),
+                            )
+                            .await;
+                    }
+                }
+                Ok(text("done"))
+            }
+            other => Err(ErrorData::invalid_params(
+                format!("no tool named {other}"),
+                None,
+            )),
+        }
+    }
+}
+
+/// A running (or stopped) fixture server.
+#[derive(Debug)]
+pub struct McpFixture {
+    addr: SocketAddr,
+    log: Arc<Mutex<Log>>,
+    stop: CancellationToken,
+}
+
+impl McpFixture {
+    /// Starts a server on a free port.
+    pub async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binds a free port");
+        let addr = listener.local_addr().expect("has an address");
+        let mut fixture = Self {
+            addr,
+            log: Arc::default(),
+            stop: CancellationToken::new(),
+        };
+        fixture.serve(listener);
+        fixture
+    }
+
+    fn serve(&mut self, listener: tokio::net::TcpListener) {
+        let service: StreamableHttpService<Tools, LocalSessionManager> = StreamableHttpService::new(
+            || Ok(Tools),
+            LocalSessionManager::default().into(),
+            StreamableHttpServerConfig::default().with_sse_keep_alive(None),
+        );
+        let log = Arc::clone(&self.log);
+        let record = move |req: Request, next: Next| {
+            let log = Arc::clone(&log);
+            async move {
+                let authorization = req
+                    .headers()
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                let (parts, body) = req.into_parts();
+                let bytes = axum::body::to_bytes(body, 16 << 20)
+                    .await
+                    .unwrap_or_default();
+                {
+                    let mut log = log.lock().expect("the log lock");
+                    log.authorizations.push(authorization.clone());
+                    if let Ok(rpc) = serde_json::from_slice::<Value>(&bytes) {
+                        if let Some(method) = rpc["method"].as_str() {
+                            log.methods.push(method.to_owned());
+                        }
+                        if rpc["method"] == "tools/call" {
+                            log.calls.push(Call {
+                                tool: rpc["params"]["name"]
+                                    .as_str()
+                                    .unwrap_or_default()
+                                    .to_owned(),
+                                arguments: rpc["params"]["arguments"].clone(),
+                                authorization,
+                                at: std::time::Instant::now(),
+                            });
+                        }
+                    }
+                }
+                next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                    .await
+            }
+        };
+        let app = axum::Router::new()
+            .nest_service("/mcp", service)
+            .layer(middleware::from_fn(record));
+        let stop = CancellationToken::new();
+        self.stop = stop.clone();
+        tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await
+        });
+    }
+
+    /// The MCP endpoint.
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    /// Stops answering: new connections are refused.
+    pub async fn stop(&self) {
+        self.stop.cancel();
+        // Wait until the port no longer accepts.
+        for _ in 0..100 {
+            if tokio::net::TcpStream::connect(self.addr).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Serves again on the same port (new sessions: the old ones are gone).
+    pub async fn restart(&mut self) {
+        let mut attempts = 0;
+        let listener = loop {
+            match tokio::net::TcpListener::bind(self.addr).await {
+                Ok(l) => break l,
+                Err(_) if attempts < 100 => {
+                    attempts += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => panic!("cannot bind {} again: {e}", self.addr),
+            }
+        };
+        self.serve(listener);
+    }
+
+    /// Every `tools/call`, in arrival order.
+    pub fn calls(&self) -> Vec<Call> {
+        self.log.lock().expect("the log lock").calls.clone()
+    }
+
+    /// The `Authorization` header of every HTTP request.
+    pub fn authorizations(&self) -> Vec<Option<String>> {
+        self.log
+            .lock()
+            .expect("the log lock")
+            .authorizations
+            .clone()
+    }
+
+    /// How many requests used JSON-RPC `method`.
+    pub fn count(&self, method: &str) -> usize {
+        self.log
+            .lock()
+            .expect("the log lock")
+            .methods
+            .iter()
+            .filter(|m| *m == method)
+            .count()
+    }
+}
+
+impl Drop for McpFixture {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
