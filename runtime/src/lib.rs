@@ -7,10 +7,12 @@
 pub mod agent;
 pub mod agents;
 pub mod config;
+pub mod face;
 pub mod http;
 pub mod lifecycle;
 pub mod llm;
 pub mod mcp;
+pub mod metrics;
 pub mod serve;
 pub mod sessions;
 pub mod tasks;
@@ -20,6 +22,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -42,6 +45,15 @@ pub enum RunError {
     Provider(#[source] llm::LlmError),
     #[error("cannot read the listener's address")]
     Listener(#[source] std::io::Error),
+    #[error("{key}: cannot listen on port {port}")]
+    Bind {
+        key: String,
+        port: u16,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("an agent could not start")]
+    Dependency(#[source] face::endpoints::DependencyNotReady),
 }
 
 /// How long a provider preflight result is trusted before `/healthz` probes again.
@@ -98,7 +110,7 @@ pub fn app_state(config: &Config, bound: SocketAddr, fleet: Fleet) -> Result<App
     ))
 }
 
-/// Serves the configured agent on `listener` until `shutdown` resolves, then drains.
+/// Serves the configured agents on `listener` until `shutdown` resolves, then drains.
 pub async fn run(
     listener: TcpListener,
     config: Config,
@@ -106,50 +118,226 @@ pub async fn run(
 ) -> Result<(), RunError> {
     let bound = listener.local_addr().map_err(RunError::Listener)?;
     let state = app_state(&config, bound, fleet_for(&config).await?)?;
-    run_with_state(listener, &config, state, shutdown).await;
-    Ok(())
+    run_with_state(listener, &config, state, shutdown).await
 }
 
 /// [`run`] with prepared state.
+///
+/// Startup: the main port serves the contract face, every agent's MCP endpoint at
+/// `/agents/<name>/mcp`, the registry and `/metrics`; then agents with their own `port` start
+/// in `depends_on` order, each once the agents it depends on answer on their MCP endpoints
+/// (within a minute); then the registry port; then the runtime reports ready.
 pub async fn run_with_state(
     listener: TcpListener,
     config: &Config,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send,
-) {
-    let addr = listener
-        .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
+) -> Result<(), RunError> {
+    let bound = listener.local_addr().map_err(RunError::Listener)?;
     let stop_serving = CancellationToken::new();
-    let server = tokio::spawn(serve::serve(
+    let settings = face::ServiceSettings {
+        allowed_hosts: allowed_hosts(config),
+        max_body_bytes: usize::try_from(config.limits.max_body_bytes).unwrap_or(usize::MAX),
+        stop: CancellationToken::new(),
+    };
+    let faces = face::faces(&config.deployment, &state);
+    let addresses = face::registry::Addresses {
+        main_base: config.public_url.clone().map_or_else(
+            || format!("http://{}:{}", config.deployment.host, bound.port()),
+            |u| u.trim_end_matches('/').to_owned(),
+        ),
+        host: config.deployment.host.clone(),
+    };
+    let served: Vec<&config::deployment::AgentDef> = faces.iter().map(|f| &f.def).collect();
+    let updated_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let registry = Arc::new(face::registry::document(
+        &config.deployment,
+        &served,
+        &addresses,
+        &updated_at,
+    ));
+    for def in &served {
+        state
+            .metrics()
+            .agent_info
+            .get_or_create(&metrics::AgentInfo {
+                agent: def.name.clone(),
+                port: def.port.unwrap_or(bound.port()).to_string(),
+            })
+            .set(1);
+    }
+    let companions = || {
+        face::endpoints::registry_routes(Arc::clone(&registry))
+            .merge(face::endpoints::metrics_routes(Arc::clone(state.metrics())))
+    };
+    let main = http::router(state.clone())
+        .merge(face::main_port_routes(&faces, &settings))
+        .merge(companions());
+    let mut servers = vec![tokio::spawn(serve::serve(
         listener,
-        http::router(state.clone()),
+        main,
         config.limits.header_read_timeout,
         stop_serving.clone(),
-    ));
+    ))];
+
+    // Agents on their own ports, dependencies first.
+    let probe = reqwest::Client::new();
+    let local = |def: &config::deployment::AgentDef| match def.port {
+        Some(port) => format!("http://127.0.0.1:{port}{}", face::OWN_PORT_PATH),
+        None => format!(
+            "http://127.0.0.1:{}{}",
+            bound.port(),
+            face::main_port_path(&def.name)
+        ),
+    };
+    for face in in_dependency_order(&faces) {
+        for dependency in &face.def.depends_on {
+            let Some(dep) = config.deployment.agent(dependency) else {
+                continue;
+            };
+            face::endpoints::wait_ready(
+                &probe,
+                face.name(),
+                dependency,
+                &local(dep),
+                face::endpoints::DEPENDENCY_WAIT,
+            )
+            .await
+            .map_err(RunError::Dependency)?;
+        }
+        if let Some(port) = face.def.port {
+            let own = Router::new()
+                .nest_service(face::OWN_PORT_PATH, face::service(face, &settings))
+                .merge(face::endpoints::metrics_routes(Arc::clone(state.metrics())));
+            let listener = bind(
+                config.listen.ip(),
+                port,
+                &format!("agents.{}.port", face.name()),
+            )
+            .await?;
+            servers.push(tokio::spawn(serve::serve(
+                listener,
+                own,
+                config.limits.header_read_timeout,
+                stop_serving.clone(),
+            )));
+            tracing::info!(agent = face.name(), port, "agent MCP endpoint ready");
+        }
+    }
+    if let Some(port) = config.deployment.registry_port {
+        let listener = bind(config.listen.ip(), port, "registry_port").await?;
+        servers.push(tokio::spawn(serve::serve(
+            listener,
+            companions(),
+            config.limits.header_read_timeout,
+            stop_serving.clone(),
+        )));
+    }
+
     state.lifecycle().set_ready();
     // Provider preflight and downstream MCP servers: checked in the background, never
     // blocking startup; logs and /healthz show the result.
     if !state.preflight().is_empty() {
         let preflight = Arc::clone(state.preflight());
-        tokio::spawn(async move { preflight.current().await });
+        let metrics = Arc::clone(state.metrics());
+        tokio::spawn(async move {
+            for check in preflight.current().await {
+                metrics
+                    .llm_provider_up
+                    .get_or_create(&metrics::ProviderLabel {
+                        provider: check.provider.to_owned(),
+                    })
+                    .set(i64::from(check.ok));
+            }
+        });
     }
     let fleet = Arc::clone(state.fleet());
     tokio::spawn(async move { fleet.warm_up().await });
     tracing::info!(
-        addr = %addr,
+        addr = %bound,
         agent = %config.agent.name,
+        agents = faces.len(),
         "runtime ready"
     );
 
     shutdown.await;
     drain(&state, config.termination_grace_period).await;
+    settings.stop.cancel();
     stop_serving.cancel();
-    if let Err(e) = server.await {
-        tracing::error!(error = %e, "the server task failed");
+    for server in servers {
+        if let Err(e) = server.await {
+            tracing::error!(error = %e, "a server task failed");
+        }
     }
     tracing::info!("runtime stopped");
+    Ok(())
+}
+
+/// Binds an agent's or the registry's port; `key` names the setting in errors.
+async fn bind(ip: std::net::IpAddr, port: u16, key: &str) -> Result<TcpListener, RunError> {
+    TcpListener::bind(SocketAddr::new(ip, port))
+        .await
+        .map_err(|source| RunError::Bind {
+            key: key.to_owned(),
+            port,
+            source,
+        })
+}
+
+/// The `Host` values MCP endpoints accept: loopback, the deployment's `host`, PUBLIC_URL's
+/// host, and MCP_ALLOWED_HOSTS (`*` turns the check off).
+fn allowed_hosts(config: &Config) -> Vec<String> {
+    if config.mcp_allowed_hosts.iter().any(|h| h == "*") {
+        return Vec::new();
+    }
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    hosts.push(config.deployment.host.clone());
+    if let Some(host) = config
+        .public_url
+        .as_deref()
+        .and_then(|u| u.parse::<::http::Uri>().ok())
+        .and_then(|u| u.host().map(str::to_owned))
+    {
+        hosts.push(host);
+    }
+    hosts.extend(config.mcp_allowed_hosts.iter().cloned());
+    hosts.sort();
+    hosts.dedup();
+    hosts
+}
+
+/// `faces` with every agent after the agents it depends on (configuration refused cycles).
+fn in_dependency_order(faces: &[Arc<face::Face>]) -> Vec<&Arc<face::Face>> {
+    let mut done: Vec<&str> = Vec::new();
+    let mut ordered = Vec::with_capacity(faces.len());
+    let mut pending: Vec<&Arc<face::Face>> = faces.iter().collect();
+    while !pending.is_empty() {
+        let before = pending.len();
+        pending.retain(|f| {
+            let ready = f
+                .def
+                .depends_on
+                .iter()
+                .all(|d| done.contains(&d.as_str()) || !faces.iter().any(|g| g.name() == d));
+            if ready {
+                ordered.push(*f);
+            }
+            !ready
+        });
+        done.extend(
+            ordered[ordered.len() - (before - pending.len())..]
+                .iter()
+                .map(|f| f.name()),
+        );
+        if pending.len() == before {
+            // A cycle cannot get here (configuration refuses it); start the rest anyway.
+            ordered.append(&mut pending);
+        }
+    }
+    ordered
 }
 
 /// Refuses new tasks, gives in-flight ones `grace` to finish, then cancels the rest.

@@ -23,6 +23,8 @@ pub enum Schema {
     RuntimeContract,
     /// `error.schema.json`
     Error,
+    /// `mcp-registry.schema.json`
+    McpRegistry,
     /// The A2A v1.0 `AgentCard` definition.
     A2aV1AgentCard,
     /// The A2A v1.0 `Task` definition.
@@ -36,7 +38,7 @@ pub enum Schema {
 }
 
 /// The contract's schema files, by file name, as embedded in this crate.
-pub const CONTRACT_SCHEMA_FILES: [(&str, &str); 6] = [
+pub const CONTRACT_SCHEMA_FILES: [(&str, &str); 7] = [
     (
         "send-message-request.schema.json",
         include_str!("../send-message-request.schema.json"),
@@ -55,6 +57,10 @@ pub const CONTRACT_SCHEMA_FILES: [(&str, &str); 6] = [
         include_str!("../runtime-contract.schema.json"),
     ),
     ("error.schema.json", include_str!("../error.schema.json")),
+    (
+        "mcp-registry.schema.json",
+        include_str!("../mcp-registry.schema.json"),
+    ),
 ];
 
 const CONTRACT_BASE: &str = "https://schemas.daedalus.local/contract/v1/";
@@ -63,13 +69,14 @@ const A2A_V1_BUNDLE: &str = include_str!("../a2a/a2a-v1.0.schema.json");
 
 impl Schema {
     /// Every schema, contract first.
-    pub const ALL: [Schema; 11] = [
+    pub const ALL: [Schema; 12] = [
         Schema::SendMessageRequest,
         Schema::Task,
         Schema::AgentCard,
         Schema::StreamEvent,
         Schema::RuntimeContract,
         Schema::Error,
+        Schema::McpRegistry,
         Schema::A2aV1AgentCard,
         Schema::A2aV1Task,
         Schema::A2aV1Message,
@@ -86,6 +93,7 @@ impl Schema {
             Schema::StreamEvent => "stream-event.schema.json",
             Schema::RuntimeContract => "runtime-contract.schema.json",
             Schema::Error => "error.schema.json",
+            Schema::McpRegistry => "mcp-registry.schema.json",
             Schema::A2aV1AgentCard => "a2a-v1.0#AgentCard",
             Schema::A2aV1Task => "a2a-v1.0#Task",
             Schema::A2aV1Message => "a2a-v1.0#Message",
@@ -99,7 +107,7 @@ impl Schema {
         let stem = name.trim_end_matches(".json").trim_end_matches(".schema");
         Schema::ALL
             .into_iter()
-            .take(6)
+            .take(CONTRACT_SCHEMA_FILES.len())
             .find(|s| s.name().starts_with(&format!("{stem}.")))
     }
 
@@ -220,7 +228,8 @@ fn a2a_uri(definition: &str) -> String {
 }
 
 fn validator(schema: Schema) -> &'static Validator {
-    static VALIDATORS: [OnceLock<Validator>; 11] = [const { OnceLock::new() }; 11];
+    static VALIDATORS: [OnceLock<Validator>; Schema::ALL.len()] =
+        [const { OnceLock::new() }; Schema::ALL.len()];
     VALIDATORS[schema.index()].get_or_init(|| {
         let registry = registry();
         jsonschema::options()

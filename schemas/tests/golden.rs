@@ -6,6 +6,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use daedalus_schemas::model::registry::ServerList;
 use daedalus_schemas::write::{a2a_v1, contract};
 use daedalus_schemas::{
     AgentCard, ErrorBody, RuntimeContract, Schema, SendMessageRequest, StreamEvent, Task, read,
@@ -64,6 +65,7 @@ fn round_trip(schema: Schema, value: &Value, v1: bool) -> Result<Value, read::Re
         (Schema::StreamEvent, true) => go::<StreamEvent>(value, a2a_v1::to_value),
         (Schema::RuntimeContract, _) => go::<RuntimeContract>(value, contract::to_value),
         (Schema::Error, _) => go::<ErrorBody>(value, contract::to_value),
+        (Schema::McpRegistry, _) => go::<ServerList>(value, contract::to_value),
         (other, _) => panic!("no model type for {other:?}"),
     }
 }

@@ -21,6 +21,8 @@ pub enum LoopEvent {
         agent: String,
         depth: u32,
         step: u32,
+        /// The model that answered.
+        model: String,
         usage: Usage,
         tool_calls: usize,
     },
@@ -58,6 +60,7 @@ pub enum LoopEvent {
         tool: String,
         call_id: String,
         reason: String,
+        elapsed_ms: u64,
     },
     /// The turn ended.
     Final {

@@ -185,6 +185,7 @@ impl LlmAgent {
                 is_error: true,
             },
         };
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let event = if result.is_error {
             LoopEvent::ToolFailed {
                 agent: self.name.clone(),
@@ -194,9 +195,9 @@ impl LlmAgent {
                 tool,
                 call_id: call.id.clone(),
                 reason: result.content.clone(),
+                elapsed_ms,
             }
         } else {
-            let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
             LoopEvent::ToolFinished {
                 agent: self.name.clone(),
                 depth,
@@ -268,6 +269,7 @@ impl LlmAgent {
                 agent: self.name.clone(),
                 depth,
                 step,
+                model: self.model.clone(),
                 usage: response.usage,
                 tool_calls: response.tool_calls.len(),
             });
@@ -350,7 +352,8 @@ fn completed(text: String) -> AgentOutcome {
 #[async_trait]
 impl Agent for LlmAgent {
     async fn run(&self, request: AgentRequest, cancel: CancellationToken) -> AgentOutcome {
-        let mut transcript = Transcript::new(self.sessions.clone(), &request.context_id);
+        let store = self.sessions.clone().filter(|_| request.persist);
+        let mut transcript = Transcript::new(store, &request.context_id);
         let outcome = self.work(&request, &cancel, &mut transcript).await;
         let settled = matches!(
             outcome,

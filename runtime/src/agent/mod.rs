@@ -41,6 +41,9 @@ pub struct AgentRequest {
     pub events: EventSink,
     /// Sub-agent depth (0 for the served agent).
     pub depth: u32,
+    /// Whether the turn reads and writes the context's stored conversation (false for
+    /// sub-agent calls and the MCP face's `request` scope: nothing is remembered).
+    pub persist: bool,
 }
 
 impl AgentRequest {
@@ -56,6 +59,7 @@ impl AgentRequest {
             bearer: Bearer::default(),
             events: EventSink::default(),
             depth: 0,
+            persist: true,
         }
     }
 }

@@ -24,6 +24,19 @@ impl Bearer {
     pub fn expose(&self) -> Option<&str> {
         self.0.as_deref()
     }
+
+    /// The `Authorization: Bearer` token of an inbound request, if any.
+    pub fn from_headers(headers: &http::HeaderMap) -> Self {
+        let token = headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
+            .map(|t| t.trim().to_owned());
+        Self::new(token)
+    }
 }
 
 impl fmt::Debug for Bearer {

@@ -63,6 +63,10 @@ struct Cli {
     /// `off`.
     #[arg(long, env = "SESSIONS_DB")]
     sessions_db: Option<String>,
+    /// Extra `Host` values the MCP endpoints accept, comma-separated (besides loopback, the
+    /// deployment's `host` and PUBLIC_URL's host); `*` accepts any.
+    #[arg(long, env = "MCP_ALLOWED_HOSTS", value_delimiter = ',')]
+    mcp_allowed_hosts: Vec<String>,
     /// Largest accepted request body (bytes, or with a unit: 16MiB, 512KiB, 10MB).
     #[arg(long, env = "MAX_BODY_SIZE", default_value = "16MiB", value_parser = parse_size)]
     max_body_size: u64,
@@ -115,6 +119,8 @@ pub struct Config {
     pub work_dir: PathBuf,
     /// Where conversations persist; `None` when turned off.
     pub sessions_db: Option<SessionsDb>,
+    /// `Host` values the MCP endpoints accept (empty list entries dropped).
+    pub mcp_allowed_hosts: Vec<String>,
     pub limits: Limits,
     #[serde(serialize_with = "as_duration")]
     pub termination_grace_period: Duration,
@@ -333,6 +339,12 @@ impl Config {
             deployment,
             work_dir,
             sessions_db,
+            mcp_allowed_hosts: cli
+                .mcp_allowed_hosts
+                .iter()
+                .map(|h| h.trim().to_owned())
+                .filter(|h| !h.is_empty())
+                .collect(),
             limits: Limits {
                 max_body_bytes: cli.max_body_size,
                 header_read_timeout: cli.header_read_timeout,

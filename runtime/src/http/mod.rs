@@ -5,7 +5,7 @@ mod discovery;
 mod error;
 mod health;
 mod json;
-mod send;
+pub(crate) mod send;
 
 use std::sync::Arc;
 
@@ -29,6 +29,7 @@ use crate::agents::Fleet;
 use crate::config::Limits;
 use crate::lifecycle::{Lifecycle, Phase};
 use crate::llm::preflight::Preflight;
+use crate::metrics::Metrics;
 use crate::tasks::TaskRegistry;
 
 /// What every handler shares.
@@ -40,6 +41,7 @@ struct Shared {
     /// The agent the contract face serves.
     agent: Arc<dyn Agent>,
     fleet: Arc<Fleet>,
+    metrics: Arc<Metrics>,
     discovery: Discovery,
     preflight: Arc<Preflight>,
     lifecycle: Arc<Lifecycle>,
@@ -73,6 +75,7 @@ impl AppState {
         Self(Arc::new(Shared {
             agent,
             fleet: Arc::new(fleet),
+            metrics: Arc::new(Metrics::new()),
             discovery,
             preflight,
             lifecycle: Arc::new(Lifecycle::default()),
@@ -96,8 +99,14 @@ impl AppState {
         &self.0.discovery
     }
 
-    fn agent(&self) -> &Arc<dyn Agent> {
+    /// The agent the contract face serves.
+    pub fn agent(&self) -> &Arc<dyn Agent> {
         &self.0.agent
+    }
+
+    /// The runtime's metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.0.metrics
     }
 
     /// Every agent of the deployment, with its downstream servers.

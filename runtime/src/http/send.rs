@@ -22,9 +22,11 @@ use super::AppState;
 use super::error::ApiError;
 use super::json::ContractJson;
 use axum::http::HeaderMap;
-use axum::http::header::AUTHORIZATION;
 
-use crate::agent::{AgentOutcome, AgentRequest, Bearer};
+use std::sync::Arc;
+
+use crate::agent::{Agent, AgentOutcome, AgentRequest, Bearer, EventSink};
+use crate::metrics::StateLabel;
 use crate::tasks::TaskRecord;
 
 /// How long a turn canceled by the request timeout gets to reach a safe point.
@@ -36,7 +38,7 @@ pub(super) async fn send_message(
     ContractJson(request): ContractJson<SendMessageRequest>,
 ) -> Result<Json<Task>, ApiError> {
     check_message(&request.message)?;
-    let bearer = inbound_bearer(&headers);
+    let bearer = Bearer::from_headers(&headers);
     let worker = state.clone();
     let turn = state
         .inflight()
@@ -66,19 +68,6 @@ fn check_message(message: &Message) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The caller's `Authorization: Bearer` token, if any.
-fn inbound_bearer(headers: &HeaderMap) -> Bearer {
-    let token = headers
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(|t| t.trim().to_owned());
-    Bearer::new(token)
-}
-
 async fn run_turn(
     state: &AppState,
     request: SendMessageRequest,
@@ -106,10 +95,23 @@ async fn run_turn(
     agent_request.history.clone_from(&record.history);
     agent_request.metadata.clone_from(&request.metadata);
     agent_request.bearer = bearer;
+    let metrics = Arc::clone(state.metrics());
+    agent_request.events = EventSink::new(move |e| metrics.observe(&e));
     tracing::info!(task_id, context_id, "task started");
-    let outcome = run_agent(state, agent_request).await?;
+    let started = std::time::Instant::now();
+    let outcome = run_agent(state, state.agent(), agent_request).await?;
     let task = finish(&task_id, &context_id, outcome);
     tracing::info!(task_id, state = %task.status.state, "task finished");
+    let metrics = state.metrics();
+    metrics
+        .tasks
+        .get_or_create(&StateLabel {
+            state: task.status.state.to_string(),
+        })
+        .inc();
+    metrics
+        .task_duration
+        .observe(started.elapsed().as_secs_f64());
 
     record.context_id = Some(context_id);
     record.history.push(message);
@@ -134,10 +136,16 @@ fn resolve_context(
 }
 
 /// Runs the agent under the request timeout and the shutdown token.
-async fn run_agent(state: &AppState, request: AgentRequest) -> Result<AgentOutcome, ApiError> {
+/// Runs `agent` under the request timeout and the shutdown token; `Err` when shutdown canceled
+/// it (the caller should retry elsewhere).
+pub(crate) async fn run_agent(
+    state: &AppState,
+    agent: &Arc<dyn Agent>,
+    request: AgentRequest,
+) -> Result<AgentOutcome, ApiError> {
     let cancel = state.cancel_token().child_token();
     let timeout = state.limits().request_timeout;
-    let run = state.agent().run(request, cancel.clone());
+    let run = agent.run(request, cancel.clone());
     tokio::pin!(run);
     let timed_out = tokio::select! {
         outcome = &mut run => return settle(outcome, false),

@@ -9,6 +9,7 @@ mod error_body;
 mod manifest;
 mod message;
 mod part;
+pub mod registry;
 mod request;
 mod stream;
 mod task;

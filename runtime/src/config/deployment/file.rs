@@ -77,6 +77,8 @@ pub(super) struct AgentFile {
     pub(super) port: Option<u16>,
     pub(super) title: Option<String>,
     pub(super) description: Option<String>,
+    /// Registry icon URL (absolute or relative).
+    pub(super) icon: Option<String>,
     pub(super) depends_on: Vec<String>,
     pub(super) instruction: Option<String>,
     pub(super) model: Option<String>,

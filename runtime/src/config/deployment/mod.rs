@@ -117,6 +117,8 @@ pub struct AgentDef {
     pub name: String,
     pub title: String,
     pub description: String,
+    /// Registry icon URL.
+    pub icon: Option<String>,
     pub port: Option<u16>,
     pub depends_on: Vec<String>,
     pub instruction: String,

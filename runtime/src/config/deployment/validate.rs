@@ -121,6 +121,7 @@ pub(super) fn build(
                 .clone()
                 .unwrap_or_else(|| vec![default_skill(name, &description)]),
             description,
+            icon: def.icon.clone().filter(|i| !i.is_empty()),
             port: def.port,
             depends_on: def.depends_on.clone(),
             instruction: def.instruction.clone().unwrap_or_default(),

@@ -1,0 +1,473 @@
+//! The runtime's Prometheus metrics, served at `/metrics` on the main port, the registry port
+//! and each agent's own port.
+//!
+//! The `pallas_*` families keep the names, types and labels of the Python runtime's Metrics
+//! section, so existing dashboards and alerts keep working; the runtime's own A2A families carry
+//! the `daedalus_runtime_` prefix; the standard `process_*` families come from /proc.
+//!
+//! Loop events feed the LLM and tool families ([`Metrics::observe`]); the MCP face records
+//! `send_message`; `get_health` and the provider preflight set the health gauges.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::agent::LoopEvent;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct AgentLabel {
+    pub agent: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct AgentInfo {
+    pub agent: String,
+    pub port: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct AgentOutcome {
+    pub agent: String,
+    pub outcome: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct AgentModel {
+    pub agent: String,
+    pub model: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct TokenLabels {
+    pub agent: String,
+    pub model: String,
+    pub kind: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ToolCallLabels {
+    pub agent: String,
+    pub server: String,
+    pub operation: &'static str,
+    pub outcome: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ToolOperation {
+    pub agent: String,
+    pub server: String,
+    pub operation: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct AgentServer {
+    pub agent: String,
+    pub server: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ProviderLabel {
+    pub provider: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct StateLabel {
+    pub state: String,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Seconds, for whole agent loops: up to ten minutes.
+fn loop_buckets() -> Histogram {
+    Histogram::new([
+        0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+    ])
+}
+
+/// Seconds, for one downstream call: up to its 60 s timeout.
+fn call_buckets() -> Histogram {
+    Histogram::new([
+        0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    ])
+}
+
+/// Every metric of the runtime.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    pub agent_info: Family<AgentInfo, Gauge>,
+    pub send_message: Family<AgentOutcome, Counter>,
+    pub send_message_duration: Histograms<AgentLabel>,
+    pub llm_turns: Family<AgentModel, Counter>,
+    pub llm_tokens: Family<TokenLabels, Counter>,
+    pub tool_calls: Family<ToolCallLabels, Counter>,
+    pub tool_call_duration: Histograms<ToolOperation>,
+    pub downstream_up: Family<AgentServer, Gauge>,
+    pub llm_provider_up: Family<ProviderLabel, Gauge>,
+    pub agent_health_status: Family<AgentLabel, Gauge<f64, AtomicU64>>,
+    /// Contract tasks (`POST /`) by the state they ended in.
+    pub tasks: Family<StateLabel, Counter>,
+    /// Contract task duration.
+    pub task_duration: Histogram,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let up = Gauge::<i64>::default();
+        up.set(1);
+        registry.register("pallas_up", "1 while the runtime is running", up);
+        let m = Self {
+            agent_info: Family::default(),
+            send_message: Family::default(),
+            send_message_duration: Family::new_with_constructor(loop_buckets),
+            llm_turns: Family::default(),
+            llm_tokens: Family::default(),
+            tool_calls: Family::default(),
+            tool_call_duration: Family::new_with_constructor(call_buckets),
+            downstream_up: Family::default(),
+            llm_provider_up: Family::default(),
+            agent_health_status: Family::default(),
+            tasks: Family::default(),
+            task_duration: loop_buckets(),
+            registry,
+        };
+        let mut m = m;
+        let r = &mut m.registry;
+        r.register(
+            "pallas_agent_info",
+            "1 per configured agent",
+            m.agent_info.clone(),
+        );
+        r.register(
+            "pallas_send_message",
+            "send_message MCP calls, by outcome (ok/error)",
+            m.send_message.clone(),
+        );
+        r.register(
+            "pallas_send_message_duration_seconds",
+            "End-to-end MCP send_message wall-clock duration",
+            m.send_message_duration.clone(),
+        );
+        r.register(
+            "pallas_llm_turns",
+            "LLM provider round-trips per agent and model",
+            m.llm_turns.clone(),
+        );
+        r.register(
+            "pallas_llm_tokens",
+            "Tokens consumed, by kind (input/output/cache_read/cache_write)",
+            m.llm_tokens.clone(),
+        );
+        r.register(
+            "pallas_tool_calls",
+            "Downstream MCP operations, by outcome (ok/error)",
+            m.tool_calls.clone(),
+        );
+        r.register(
+            "pallas_tool_call_duration_seconds",
+            "Downstream MCP operation duration",
+            m.tool_call_duration.clone(),
+        );
+        r.register(
+            "pallas_downstream_up",
+            "1 when the downstream MCP server passed the last get_health probe",
+            m.downstream_up.clone(),
+        );
+        r.register(
+            "pallas_llm_provider_up",
+            "1 when the LLM provider passed its last preflight or re-probe",
+            m.llm_provider_up.clone(),
+        );
+        r.register(
+            "pallas_agent_health_status",
+            "Aggregate of the last get_health: 1=ok, 0.5=degraded, 0=error",
+            m.agent_health_status.clone(),
+        );
+        r.register(
+            "daedalus_runtime_tasks",
+            "Contract tasks (POST /) by final state",
+            m.tasks.clone(),
+        );
+        r.register(
+            "daedalus_runtime_task_duration_seconds",
+            "Contract task duration (POST /)",
+            m.task_duration.clone(),
+        );
+        r.register_collector(Box::new(ProcessCollector));
+        m
+    }
+
+    /// Counts what a loop event reports: LLM turns and tokens, downstream tool calls.
+    pub fn observe(&self, event: &LoopEvent) {
+        match event {
+            LoopEvent::LlmTurnFinished {
+                agent,
+                model,
+                usage,
+                ..
+            } => {
+                let labels = AgentModel {
+                    agent: agent.clone(),
+                    model: model.clone(),
+                };
+                self.llm_turns.get_or_create(&labels).inc();
+                for (kind, n) in [
+                    ("input", usage.input_tokens),
+                    ("output", usage.output_tokens),
+                    ("cache_read", usage.cache_read_tokens),
+                    ("cache_write", usage.cache_write_tokens),
+                ] {
+                    if n > 0 {
+                        self.llm_tokens
+                            .get_or_create(&TokenLabels {
+                                agent: agent.clone(),
+                                model: model.clone(),
+                                kind,
+                            })
+                            .inc_by(n);
+                    }
+                }
+            }
+            LoopEvent::ToolFinished {
+                agent,
+                server,
+                elapsed_ms,
+                ..
+            } => self.tool_call(agent, server, "ok", *elapsed_ms),
+            LoopEvent::ToolFailed {
+                agent,
+                server,
+                elapsed_ms,
+                ..
+            } => self.tool_call(agent, server, "error", *elapsed_ms),
+            LoopEvent::LlmTurnStarted { .. }
+            | LoopEvent::TextDelta { .. }
+            | LoopEvent::ToolStarted { .. }
+            | LoopEvent::Final { .. } => {}
+        }
+    }
+
+    fn tool_call(&self, agent: &str, server: &str, outcome: &'static str, elapsed_ms: u64) {
+        self.tool_calls
+            .get_or_create(&ToolCallLabels {
+                agent: agent.to_owned(),
+                server: server.to_owned(),
+                operation: "tool",
+                outcome,
+            })
+            .inc();
+        #[expect(clippy::cast_precision_loss, reason = "milliseconds to seconds")]
+        let seconds = elapsed_ms as f64 / 1000.0;
+        self.tool_call_duration
+            .get_or_create(&ToolOperation {
+                agent: agent.to_owned(),
+                server: server.to_owned(),
+                operation: "tool",
+            })
+            .observe(seconds);
+    }
+
+    /// The exposition text (OpenMetrics).
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(8 * 1024);
+        if let Err(e) = encode(&mut out, &self.registry) {
+            tracing::error!(error = %e, "cannot encode the metrics");
+        }
+        out
+    }
+}
+
+/// The content type of [`Metrics::render`].
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The standard `process_*` metrics, read from /proc at each scrape (Linux; absent elsewhere).
+#[derive(Debug)]
+struct ProcessCollector;
+
+/// What /proc says about this process.
+struct ProcessStats {
+    cpu_seconds: f64,
+    start_time_seconds: f64,
+    virtual_bytes: i64,
+    resident_bytes: i64,
+    open_fds: i64,
+    max_fds: i64,
+    threads: i64,
+}
+
+fn process_stats() -> Option<ProcessStats> {
+    // Linux clock ticks and page size are 100 and 4096 on every platform we ship to.
+    const TICKS: f64 = 100.0;
+    const PAGE: i64 = 4096;
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let num = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
+    let (utime, stime, threads, start_ticks) = (num(11)?, num(12)?, num(17)?, num(19)?);
+    let boot_time: f64 = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let mut pages = statm.split_whitespace().map(|p| p.parse::<i64>().ok());
+    let (size, resident) = (pages.next()??, pages.next()??);
+    let open_fds = std::fs::read_dir("/proc/self/fd")
+        .map_or(0, |d| i64::try_from(d.count()).unwrap_or(i64::MAX));
+    let max_fds = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|l| {
+            l.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0);
+    #[expect(clippy::cast_possible_truncation, reason = "thread counts are small")]
+    let threads = threads as i64;
+    Some(ProcessStats {
+        cpu_seconds: (utime + stime) / TICKS,
+        start_time_seconds: boot_time + start_ticks / TICKS,
+        virtual_bytes: size * PAGE,
+        resident_bytes: resident * PAGE,
+        open_fds,
+        max_fds,
+        threads,
+    })
+}
+
+impl prometheus_client::collector::Collector for ProcessCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let Some(s) = process_stats() else {
+            return Ok(());
+        };
+        let cpu = ConstCounter::new(s.cpu_seconds);
+        cpu.encode(encoder.encode_descriptor(
+            "process_cpu_seconds",
+            "Total user and system CPU time spent in seconds",
+            None,
+            cpu.metric_type(),
+        )?)?;
+        let gauges: [(&str, &str, f64); 2] = [
+            (
+                "process_start_time_seconds",
+                "Start time of the process since unix epoch in seconds",
+                s.start_time_seconds,
+            ),
+            (
+                "process_threads",
+                "Number of OS threads in the process",
+                #[expect(clippy::cast_precision_loss, reason = "thread counts are small")]
+                {
+                    s.threads as f64
+                },
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let g = ConstGauge::new(value);
+            g.encode(encoder.encode_descriptor(name, help, None, g.metric_type())?)?;
+        }
+        for (name, help, value) in [
+            (
+                "process_virtual_memory_bytes",
+                "Virtual memory size in bytes",
+                s.virtual_bytes,
+            ),
+            (
+                "process_resident_memory_bytes",
+                "Resident memory size in bytes",
+                s.resident_bytes,
+            ),
+            (
+                "process_open_fds",
+                "Number of open file descriptors",
+                s.open_fds,
+            ),
+            (
+                "process_max_fds",
+                "Maximum number of open file descriptors",
+                s.max_fds,
+            ),
+        ] {
+            let g = ConstGauge::new(value);
+            g.encode(encoder.encode_descriptor(name, help, None, g.metric_type())?)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::Usage;
+
+    #[test]
+    fn loop_events_count_turns_tokens_and_tool_calls() {
+        let m = Metrics::new();
+        m.observe(&LoopEvent::LlmTurnFinished {
+            agent: "a".into(),
+            depth: 0,
+            step: 1,
+            model: "gpt".into(),
+            usage: Usage {
+                input_tokens: 10,
+                output_tokens: 3,
+                cache_read_tokens: 0,
+                cache_write_tokens: 0,
+            },
+            tool_calls: 1,
+        });
+        m.observe(&LoopEvent::ToolFailed {
+            agent: "a".into(),
+            depth: 0,
+            step: 1,
+            server: "s".into(),
+            tool: "t".into(),
+            call_id: "c".into(),
+            reason: "no".into(),
+            elapsed_ms: 1500,
+        });
+        let text = m.render();
+        for line in [
+            "pallas_up 1",
+            "pallas_llm_turns_total{agent=\"a\",model=\"gpt\"} 1",
+            "pallas_llm_tokens_total{agent=\"a\",model=\"gpt\",kind=\"input\"} 10",
+            "pallas_llm_tokens_total{agent=\"a\",model=\"gpt\",kind=\"output\"} 3",
+            "pallas_tool_calls_total{agent=\"a\",server=\"s\",operation=\"tool\",outcome=\"error\"} 1",
+            "pallas_tool_call_duration_seconds_sum{agent=\"a\",server=\"s\",operation=\"tool\"} 1.5",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+        assert!(
+            !text.contains("kind=\"cache_read\""),
+            "zero kinds are not invented: {text}"
+        );
+    }
+
+    #[test]
+    fn process_metrics_come_from_proc() {
+        let text = Metrics::new().render();
+        let rss = text
+            .lines()
+            .find_map(|l| l.strip_prefix("process_resident_memory_bytes "))
+            .and_then(|v| v.parse::<f64>().ok())
+            .expect("process_resident_memory_bytes");
+        assert!(rss > 1_000_000.0, "{rss}");
+        assert!(text.contains("process_cpu_seconds_total "), "{text}");
+    }
+}

@@ -1,0 +1,84 @@
+//! The MCP registry document Daedalus reads at `GET /.well-known/mcp/server.json`: every agent
+//! served, as an MCP server entry (`pallas-mcp-interface.txt` §1).
+
+use serde::{Deserialize, Serialize};
+
+/// The `$schema` every entry names.
+pub const SERVER_SCHEMA_URL: &str =
+    "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json";
+/// The `_meta` key of the registry's own metadata.
+pub const OFFICIAL_META_KEY: &str = "io.modelcontextprotocol.registry/official";
+
+/// The registry response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerList {
+    pub servers: Vec<ServerEntry>,
+}
+
+/// One agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerEntry {
+    pub server: ServerDetail,
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<EntryMeta>,
+}
+
+/// The server entry proper.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerDetail {
+    #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    /// `{namespace}/{slug}`.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub icons: Vec<Icon>,
+    pub remotes: Vec<Remote>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<ModelInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Icon {
+    pub src: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sizes: Option<String>,
+}
+
+/// An endpoint: `{"type": "streamable-http", "url": ...}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Remote {
+    #[serde(rename = "type")]
+    pub transport: String,
+    pub url: String,
+}
+
+/// The model behind the agent, from `model_capabilities`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    pub model: String,
+    pub vision: bool,
+    pub context_window: u32,
+    pub max_output_tokens: u32,
+}
+
+/// `_meta`: the registry's own status of the entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntryMeta {
+    #[serde(rename = "io.modelcontextprotocol.registry/official")]
+    pub official: Official,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Official {
+    pub status: String,
+    pub updated_at: String,
+    pub is_latest: bool,
+}
