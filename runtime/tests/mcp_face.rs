@@ -530,3 +530,195 @@ async fn a_text_only_model_refuses_images_through_send_message() {
     assert_eq!(result.is_error, Some(true));
     assert!(text(&result).contains("text-only"), "{}", text(&result));
 }
+
+/// The value of the sample `line_start` (name and labels) in an exposition text.
+fn sample(metrics: &str, line_start: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(line_start)?.strip_prefix(' '))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no sample {line_start} in\n{metrics}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_a_scripted_conversation() {
+    let fx = McpFixture::start().await;
+    let fake = FakeLlm::start(KEY, &["gpt-face"]).await;
+    fake.script([
+        Reply::ToolCalls(vec![
+            ("fx__add".into(), json!({"a": 1, "b": 2})),
+            ("fx__fail".into(), json!({"reason": "nope"})),
+        ]),
+        Reply::Text("3, and one failed".into()),
+        Reply::Error {
+            status: 400,
+            retry_after: None,
+        },
+        Reply::Text("contract face".into()),
+    ]);
+    let yaml = deployment(
+        &fake,
+        &format!("    fx: {{ url: \"{}\" }}", fx.url()),
+        "  harper: { instruction: Work., servers: [fx] }\n",
+    );
+    let rt = runtime(&yaml).await;
+    let (client, _) = connect(&rt.mcp("harper"), None).await;
+    let ok = call(&client, "send_message", json!({"message": "add"}), None).await;
+    assert_eq!(ok.is_error, Some(false));
+    let failed = call(&client, "harper", json!({"message": "fail"}), None).await;
+    assert_eq!(failed.is_error, Some(true));
+    assert!(text(&failed).contains("openai"), "{}", text(&failed));
+    let task: Value = reqwest::Client::new()
+        .post(format!("{}/", rt.url))
+        .json(&json!({"message": {"messageId": "m-1", "role": "user", "parts": [{"text": "hi"}]}}))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(task["status"]["state"], "completed");
+
+    let metrics = reqwest::get(format!("{}/metrics", rt.url))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    let m = |s: &str| sample(&metrics, s);
+    assert_eq!(m("pallas_up"), 1.0);
+    let port = rt.url.rsplit(':').next().unwrap_or_default();
+    assert_eq!(
+        m(&format!("pallas_agent_info{{agent=\"harper\",port=\"{port}\"}}")),
+        1.0
+    );
+    assert_eq!(
+        m("pallas_send_message_total{agent=\"harper\",outcome=\"ok\"}"),
+        1.0
+    );
+    assert_eq!(
+        m("pallas_send_message_total{agent=\"harper\",outcome=\"error\"}"),
+        1.0
+    );
+    assert_eq!(
+        m("pallas_send_message_duration_seconds_count{agent=\"harper\"}"),
+        2.0
+    );
+    assert!(m("pallas_send_message_duration_seconds_sum{agent=\"harper\"}") > 0.0);
+    // Two turns of the first call, one of the contract task; the refused turn never finished.
+    assert_eq!(
+        m("pallas_llm_turns_total{agent=\"harper\",model=\"gpt-face\"}"),
+        3.0
+    );
+    assert!(m("pallas_llm_tokens_total{agent=\"harper\",model=\"gpt-face\",kind=\"input\"}") > 0.0);
+    assert!(
+        m("pallas_llm_tokens_total{agent=\"harper\",model=\"gpt-face\",kind=\"output\"}") > 0.0
+    );
+    assert_eq!(
+        m(
+            "pallas_tool_calls_total{agent=\"harper\",server=\"fx\",operation=\"tool\",outcome=\"ok\"}"
+        ),
+        1.0
+    );
+    assert_eq!(
+        m(
+            "pallas_tool_calls_total{agent=\"harper\",server=\"fx\",operation=\"tool\",outcome=\"error\"}"
+        ),
+        1.0
+    );
+    assert_eq!(
+        m(
+            "pallas_tool_call_duration_seconds_count{agent=\"harper\",server=\"fx\",operation=\"tool\"}"
+        ),
+        2.0
+    );
+    assert_eq!(m("daedalus_runtime_tasks_total{state=\"completed\"}"), 1.0);
+    assert_eq!(m("daedalus_runtime_task_duration_seconds_count"), 1.0);
+    assert!(m("process_resident_memory_bytes") > 0.0);
+    for family in [
+        "# TYPE pallas_send_message counter",
+        "# TYPE pallas_send_message_duration_seconds histogram",
+        "# TYPE pallas_llm_turns counter",
+        "# TYPE pallas_tool_call_duration_seconds histogram",
+        "# TYPE pallas_agent_info gauge",
+    ] {
+        assert!(metrics.contains(family), "{family} in\n{metrics}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_sessions_with_their_own_bearers_never_cross() {
+    let forwarding = McpFixture::start().await;
+    let plain = McpFixture::start().await;
+    let fake = FakeLlm::start(KEY, &["gpt-face"]).await;
+    fake.auto(daedalus_fake_llm::AutoReply {
+        tools: vec!["fwd__echo".into(), "plain__echo".into()],
+        text: "done".into(),
+    });
+    let yaml = deployment(
+        &fake,
+        &format!(
+            "    fwd: {{ url: \"{}\", forward_inbound_auth: true }}\n    plain: {{ url: \"{}\" }}",
+            forwarding.url(),
+            plain.url()
+        ),
+        "  iso: { instruction: Echo., servers: [fwd, plain], instance_scope: connection }\n",
+    );
+    let rt = runtime(&yaml).await;
+    let sessions = futures::future::join_all((0..100).map(|i| {
+        let url = rt.mcp("iso");
+        async move {
+            let (client, _) = connect(&url, Some(&format!("tok-{i}"))).await;
+            let result = call(
+                &client,
+                "send_message",
+                json!({"message": format!("n={i}")}),
+                None,
+            )
+            .await;
+            let history = history(&client, "iso").await;
+            (i, result, history)
+        }
+    }))
+    .await;
+    for (i, result, history) in &sessions {
+        assert_eq!(result.is_error, Some(false), "{i}: {}", text(result));
+        assert_eq!(
+            history,
+            &[pair("user", &format!("n={i}")), pair("assistant", "done")],
+            "session {i} sees only its own conversation"
+        );
+    }
+    let calls = forwarding.calls();
+    assert_eq!(calls.len(), 100);
+    for call in &calls {
+        let n = call.arguments["n"].as_i64().expect("n");
+        assert_eq!(
+            call.authorization.as_deref(),
+            Some(format!("Bearer tok-{n}").as_str()),
+            "the call for n={n} carried its own caller's token"
+        );
+    }
+    assert!(
+        plain.authorizations().iter().all(Option::is_none),
+        "the non-opted server saw no token"
+    );
+    // What the model saw: each tool result answers its own conversation's number.
+    for request in fake.requests() {
+        let messages = request.body["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let Some(user) = messages.iter().find(|m| m["role"] == "user") else {
+            continue;
+        };
+        let n = user["content"]
+            .as_str()
+            .unwrap_or_default()
+            .trim_start_matches("n=")
+            .to_owned();
+        for tool in messages.iter().filter(|m| m["role"] == "tool") {
+            assert_eq!(tool["content"].as_str(), Some(n.as_str()), "{messages:?}");
+        }
+    }
+}
