@@ -589,7 +589,9 @@ async fn metrics_count_a_scripted_conversation() {
     assert_eq!(m("pallas_up"), 1.0);
     let port = rt.url.rsplit(':').next().unwrap_or_default();
     assert_eq!(
-        m(&format!("pallas_agent_info{{agent=\"harper\",port=\"{port}\"}}")),
+        m(&format!(
+            "pallas_agent_info{{agent=\"harper\",port=\"{port}\"}}"
+        )),
         1.0
     );
     assert_eq!(
