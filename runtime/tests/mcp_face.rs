@@ -532,7 +532,7 @@ async fn a_text_only_model_refuses_images_through_send_message() {
 }
 
 /// The value of the sample `line_start` (name and labels) in an exposition text.
-fn sample(metrics: &str, line_start: &str) -> f64 {
+fn sample<T: std::str::FromStr>(metrics: &str, line_start: &str) -> T {
     metrics
         .lines()
         .find_map(|l| l.strip_prefix(line_start)?.strip_prefix(' '))
@@ -585,58 +585,58 @@ async fn metrics_count_a_scripted_conversation() {
         .text()
         .await
         .expect("text");
-    let m = |s: &str| sample(&metrics, s);
-    assert_eq!(m("pallas_up"), 1.0);
+    // Counters, gauges and histogram counts are whole numbers; sums are seconds.
+    let m = |s: &str| sample::<u64>(&metrics, s);
+    let secs = |s: &str| sample::<f64>(&metrics, s);
+    assert_eq!(m("pallas_up"), 1);
     let port = rt.url.rsplit(':').next().unwrap_or_default();
     assert_eq!(
         m(&format!(
             "pallas_agent_info{{agent=\"harper\",port=\"{port}\"}}"
         )),
-        1.0
+        1
     );
     assert_eq!(
         m("pallas_send_message_total{agent=\"harper\",outcome=\"ok\"}"),
-        1.0
+        1
     );
     assert_eq!(
         m("pallas_send_message_total{agent=\"harper\",outcome=\"error\"}"),
-        1.0
+        1
     );
     assert_eq!(
         m("pallas_send_message_duration_seconds_count{agent=\"harper\"}"),
-        2.0
+        2
     );
-    assert!(m("pallas_send_message_duration_seconds_sum{agent=\"harper\"}") > 0.0);
+    assert!(secs("pallas_send_message_duration_seconds_sum{agent=\"harper\"}") > 0.0);
     // Two turns of the first call, one of the contract task; the refused turn never finished.
     assert_eq!(
         m("pallas_llm_turns_total{agent=\"harper\",model=\"gpt-face\"}"),
-        3.0
+        3
     );
-    assert!(m("pallas_llm_tokens_total{agent=\"harper\",model=\"gpt-face\",kind=\"input\"}") > 0.0);
-    assert!(
-        m("pallas_llm_tokens_total{agent=\"harper\",model=\"gpt-face\",kind=\"output\"}") > 0.0
-    );
+    assert!(m("pallas_llm_tokens_total{agent=\"harper\",model=\"gpt-face\",kind=\"input\"}") > 0);
+    assert!(m("pallas_llm_tokens_total{agent=\"harper\",model=\"gpt-face\",kind=\"output\"}") > 0);
     assert_eq!(
         m(
             "pallas_tool_calls_total{agent=\"harper\",server=\"fx\",operation=\"tool\",outcome=\"ok\"}"
         ),
-        1.0
+        1
     );
     assert_eq!(
         m(
             "pallas_tool_calls_total{agent=\"harper\",server=\"fx\",operation=\"tool\",outcome=\"error\"}"
         ),
-        1.0
+        1
     );
     assert_eq!(
         m(
             "pallas_tool_call_duration_seconds_count{agent=\"harper\",server=\"fx\",operation=\"tool\"}"
         ),
-        2.0
+        2
     );
-    assert_eq!(m("daedalus_runtime_tasks_total{state=\"completed\"}"), 1.0);
-    assert_eq!(m("daedalus_runtime_task_duration_seconds_count"), 1.0);
-    assert!(m("process_resident_memory_bytes") > 0.0);
+    assert_eq!(m("daedalus_runtime_tasks_total{state=\"completed\"}"), 1);
+    assert_eq!(m("daedalus_runtime_task_duration_seconds_count"), 1);
+    assert!(m("process_resident_memory_bytes") > 0);
     for family in [
         "# TYPE pallas_send_message counter",
         "# TYPE pallas_send_message_duration_seconds histogram",
