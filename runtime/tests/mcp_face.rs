@@ -655,7 +655,7 @@ async fn a_hundred_sessions_with_their_own_bearers_never_cross() {
     let fake = FakeLlm::start(KEY, &["gpt-face"]).await;
     fake.auto(daedalus_fake_llm::AutoReply {
         tools: vec!["fwd__echo".into(), "plain__echo".into()],
-        text: "done".into(),
+        text: "done {n}".into(),
     });
     let yaml = deployment(
         &fake,
@@ -686,8 +686,16 @@ async fn a_hundred_sessions_with_their_own_bearers_never_cross() {
     for (i, result, history) in &sessions {
         assert_eq!(result.is_error, Some(false), "{i}: {}", text(result));
         assert_eq!(
+            text(result),
+            format!("done {i}"),
+            "session {i} got its own reply"
+        );
+        assert_eq!(
             history,
-            &[pair("user", &format!("n={i}")), pair("assistant", "done")],
+            &[
+                pair("user", &format!("n={i}")),
+                pair("assistant", &format!("done {i}"))
+            ],
             "session {i} sees only its own conversation"
         );
     }

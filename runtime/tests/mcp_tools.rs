@@ -549,3 +549,48 @@ async fn a_tool_that_reports_progress_still_answers_the_loop() {
     assert_eq!(task["artifacts"][0]["parts"][0]["text"], "finished");
     assert_eq!(tool_results(&fake, 1), ["done"]);
 }
+
+#[tokio::test]
+async fn the_anthropic_provider_runs_mcp_tools_with_well_formed_tool_blocks() {
+    let server = fixture().await;
+    let fake = FakeLlm::start(KEY, &["claude-fake"]).await;
+    fake.script([
+        Reply::ToolCalls(vec![("fx__add".into(), json!({"a": 20, "b": 22}))]),
+        Reply::Text("42".into()),
+    ]);
+    let yaml = format!(
+        "default_model: anthropic.claude-fake\nanthropic: {{ api_key: {KEY}, base_url: \"{}\" }}\n\
+         mcp:\n  servers:\n    fx: {{ url: \"{}\" }}\n\
+         agents:\n  a: {{ instruction: Add., servers: [fx] }}\n",
+        fake.anthropic_base_url,
+        server.url()
+    );
+    let (url, _stop, _dir) = runtime(&yaml).await;
+    let task = post(&url, None, "m-1").await;
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "42");
+    let log = fake.requests();
+    assert!(
+        log.iter().all(|r| r.refused.is_none()),
+        "the strict fake accepted every request"
+    );
+    let tools = &log[0].body["tools"];
+    assert!(
+        tools
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["name"] == "fx__add"
+                && t["input_schema"]["properties"]["a"]["type"] == "integer")),
+        "{tools}"
+    );
+    let messages = log[1].body["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let call = &messages[1]["content"][0];
+    assert_eq!(call["type"], "tool_use", "{messages:?}");
+    assert_eq!(call["name"], "fx__add");
+    let result = &messages[2]["content"][0];
+    assert_eq!(result["type"], "tool_result", "{messages:?}");
+    assert_eq!(result["tool_use_id"], call["id"]);
+    assert!(result.to_string().contains("42"), "{result}");
+    assert_eq!(server.calls()[0].arguments, json!({"a": 20, "b": 22}));
+}

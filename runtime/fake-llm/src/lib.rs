@@ -34,8 +34,9 @@ pub enum Reply {
 }
 
 /// Replies decided by the conversation itself, for concurrent conversations whose requests
-/// interleave: answers a tool result with `text`, and anything else with a call of each of
-/// `tools` whose arguments are `{"n": <the number in the last user message>}`.
+/// interleave: answers a tool result with `text` (where `{n}` becomes the conversation's
+/// number), and anything else with a call of each of `tools` whose arguments are
+/// `{"n": <the number in the first user message>}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AutoReply {
     pub tools: Vec<String>,
@@ -147,10 +148,13 @@ fn auto_reply(auto: &AutoReply, body: &Value) -> Reply {
         || last["content"]
             .as_array()
             .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"));
-    if answered_tool || auto.tools.is_empty() {
-        return Reply::Text(auto.text.clone());
-    }
-    let text = match &last["content"] {
+    // The conversation's number: the first number in its first user message.
+    let first_user = messages
+        .iter()
+        .find(|m| m["role"] == "user")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let text = match &first_user["content"] {
         Value::String(s) => s.clone(),
         Value::Array(blocks) => blocks
             .iter()
@@ -164,6 +168,9 @@ fn auto_reply(auto: &AutoReply, body: &Value) -> Reply {
         .find(|s| !s.is_empty())
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
+    if answered_tool || auto.tools.is_empty() {
+        return Reply::Text(auto.text.replace("{n}", &n.to_string()));
+    }
     Reply::ToolCalls(
         auto.tools
             .iter()
