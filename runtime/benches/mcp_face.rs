@@ -10,54 +10,25 @@
 #![allow(clippy::print_stdout, reason = "a benchmark prints its table")]
 #![allow(clippy::cast_precision_loss, reason = "figures for people")]
 
-use std::net::SocketAddr;
+#[path = "../tests/support/runtime.rs"]
+#[expect(
+    dead_code,
+    unreachable_pub,
+    reason = "the tests' runtime helper, public there; the benchmark uses part of it"
+)]
+mod support;
+
 use std::time::{Duration, Instant};
 
 use daedalus_mcp_fixture::McpFixture;
-use daedalus_runtime::config::Launch;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
+use support::Runtime;
 
 type Client = RunningService<RoleClient, ()>;
-
-async fn start(yaml: &str) -> (String, CancellationToken, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("dir");
-    std::fs::write(dir.path().join("agents.yaml"), yaml).expect("written");
-    let args = [
-        "daedalus-runtime",
-        "--port",
-        "0",
-        "--sessions-db",
-        ":memory:",
-        "--log-level",
-        "error",
-    ]
-    .map(std::ffi::OsString::from);
-    let config = match Launch::from_sources(args, &|_| None, dir.path()) {
-        Ok(Launch::Run(c)) => c,
-        other => panic!("config: {other:?}"),
-    };
-    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .expect("binds");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let stop = CancellationToken::new();
-    let shutdown = stop.clone().cancelled_owned();
-    tokio::spawn(async move { daedalus_runtime::run(listener, config, shutdown).await });
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while reqwest::get(format!("{url}/health"))
-        .await
-        .map_or(true, |r| r.status() != 200)
-    {
-        assert!(Instant::now() < deadline, "ready");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    (url, stop, dir)
-}
 
 async fn connect(url: &str) -> Client {
     ().serve(StreamableHttpClientTransport::from_uri(url.to_owned()))
@@ -96,7 +67,8 @@ async fn get_health() {
         "mcp:\n  servers:\n{}\nagents:\n  watched: {{ servers: [s0, s1, s2, s3, s4] }}\n",
         servers.join("\n")
     );
-    let (url, stop, _dir) = start(&yaml).await;
+    let rt = Runtime::start(&yaml).await;
+    let url = rt.url.clone();
     let client = connect(&format!("{url}/agents/watched/mcp")).await;
     for _ in 0..50 {
         call(&client, "get_health", json!({})).await;
@@ -116,14 +88,14 @@ async fn get_health() {
         "| {p50:.2} ms | {p99:.2} ms | p50 under 10 ms: {} |",
         if p50 < 10.0 { "met" } else { "NOT met" }
     );
-    stop.cancel();
 }
 
 async fn send_message() {
     const CALLS: usize = 1000;
     const SESSIONS: usize = 16;
     const PER_SESSION: usize = 200;
-    let (url, stop, _dir) = start("agents:\n  echo: { instance_scope: connection }\n").await;
+    let rt = Runtime::start("agents:\n  echo: { instance_scope: connection }\n").await;
+    let url = rt.url.clone();
     let endpoint = format!("{url}/agents/echo/mcp");
     let client = connect(&endpoint).await;
     for i in 0..100 {
@@ -165,7 +137,6 @@ async fn send_message() {
     println!("| round trip p50 | round trip p99 | calls/s, {SESSIONS} sessions at once |");
     println!("|---|---|---|");
     println!("| {p50:.3} ms | {p99:.3} ms | {rate:.0} |");
-    stop.cancel();
 }
 
 fn main() {

@@ -2,15 +2,16 @@
 //! `@modelcontextprotocol/server-everything` (Node.js, Streamable HTTP), installed by
 //! `.ci/setup`: its tools are listed with their schemas and a call's result reaches the model.
 
+mod support;
+
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use daedalus_fake_llm::{FakeLlm, Reply};
-use daedalus_runtime::config::Launch;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
+use support::runtime::Runtime;
 
 const KEY: &str = "sk-everything";
 
@@ -73,31 +74,6 @@ fn everything() -> Everything {
     server
 }
 
-async fn runtime(yaml: &str) -> (String, CancellationToken, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("dir");
-    std::fs::write(dir.path().join("agents.yaml"), yaml).expect("written");
-    let args = [
-        "daedalus-runtime",
-        "--port",
-        "0",
-        "--sessions-db",
-        ":memory:",
-    ]
-    .map(std::ffi::OsString::from);
-    let config = match Launch::from_sources(args, &|_| None, dir.path()) {
-        Ok(Launch::Run(c)) => c,
-        other => panic!("config: {other:?}"),
-    };
-    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .expect("binds");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let stop = CancellationToken::new();
-    let shutdown = stop.clone().cancelled_owned();
-    tokio::spawn(async move { daedalus_runtime::run(listener, config, shutdown).await });
-    (url, stop, dir)
-}
-
 #[tokio::test]
 async fn the_loop_uses_server_everythings_tools() {
     let server = everything();
@@ -115,7 +91,8 @@ async fn the_loop_uses_server_everythings_tools() {
          agents:\n  a: {{ instruction: Use the tools., servers: [everything] }}\n",
         fake.openai_base_url, server.url
     );
-    let (url, _stop, _dir) = runtime(&yaml).await;
+    let rt = Runtime::start(&yaml).await;
+    let url = rt.url.clone();
     let body = json!({"message": {"messageId": "m-1", "role": "user",
                                   "parts": [{"text": "what is 2 + 3?"}]}});
     let task: Value = reqwest::Client::new()

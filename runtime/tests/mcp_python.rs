@@ -6,17 +6,17 @@
 //! `tests/py/daedalus_client.py`; this file runs the servers and stops and restarts the
 //! downstream server when the client asks.
 
-use std::net::SocketAddr;
+mod support;
+
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
 use daedalus_fake_llm::{FakeLlm, Reply};
 use daedalus_mcp_fixture::McpFixture;
-use daedalus_runtime::config::Launch;
 use serde_json::{Value, json};
+use support::runtime::Runtime;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio_util::sync::CancellationToken;
 
 const KEY: &str = "sk-python";
 
@@ -47,41 +47,17 @@ async fn daedalus_session(python: PathBuf) -> Value {
         Reply::Text("5, 7 and checked".into()),
         Reply::Text("again, answered".into()),
     ]);
-    let dir = tempfile::tempdir().expect("dir");
-    std::fs::write(
-        dir.path().join("agents.yaml"),
-        format!(
-            "name: py\nhost: 127.0.0.1\nnamespace: org.example.py\n\
-             default_model: openai.gpt-py\nopenai: {{ api_key: {KEY}, base_url: \"{}\" }}\n\
-             mcp:\n  servers:\n    fx: {{ url: \"{}\" }}\n\
-             agents:\n  harper: {{ instruction: Work., servers: [fx, helper], instance_scope: connection }}\n  \
-             helper: {{ instruction: Help. }}\n",
-            fake.openai_base_url,
-            fx.url()
-        ),
-    )
-    .expect("written");
-    let args = [
-        "daedalus-runtime",
-        "--port",
-        "0",
-        "--sessions-db",
-        ":memory:",
-        "--log-level",
-        "warn",
-    ]
-    .map(std::ffi::OsString::from);
-    let config = match Launch::from_sources(args, &|_| None, dir.path()) {
-        Ok(Launch::Run(c)) => c,
-        other => panic!("config: {other:?}"),
-    };
-    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .expect("binds");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    let stop = CancellationToken::new();
-    let shutdown = stop.clone().cancelled_owned();
-    tokio::spawn(async move { daedalus_runtime::run(listener, config, shutdown).await });
+    let rt = Runtime::start(&format!(
+        "name: py\nhost: 127.0.0.1\nnamespace: org.example.py\n\
+         default_model: openai.gpt-py\nopenai: {{ api_key: {KEY}, base_url: \"{}\" }}\n\
+         mcp:\n  servers:\n    fx: {{ url: \"{}\" }}\n\
+         agents:\n  harper: {{ instruction: Work., servers: [fx, helper], instance_scope: connection }}\n  \
+         helper: {{ instruction: Help. }}\n",
+        fake.openai_base_url,
+        fx.url()
+    ))
+    .await;
+    let base = rt.url.clone();
 
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py/daedalus_client.py");
     let mut child = tokio::process::Command::new(&python)
@@ -117,7 +93,6 @@ async fn daedalus_session(python: PathBuf) -> Value {
     .expect("the Python client finished in time");
     let status = child.wait().await.expect("exits");
     assert!(status.success(), "{status}");
-    stop.cancel();
     result
 }
 

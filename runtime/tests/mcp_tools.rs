@@ -2,20 +2,20 @@
 //! MCP, tools that fail, hang or take time, per-request bearer forwarding to opted-in servers
 //! only, a server that is down, a tool list that changes and a session the server lost.
 
-use std::net::SocketAddr;
+mod support;
+
 use std::sync::Arc;
 
 use axum::extract::Request;
 use axum::middleware::{self, Next};
 use daedalus_fake_llm::{FakeLlm, Reply};
 use daedalus_mcp_fixture::McpFixture;
-use daedalus_runtime::config::Launch;
 use rmcp::ServerHandler;
 use rmcp::model::{ServerCapabilities, ServerConfig};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
+use support::runtime::Runtime;
 
 const KEY: &str = "sk-mcp";
 
@@ -30,33 +30,6 @@ fn calls_by_n(server: &McpFixture) -> Vec<(i64, Option<String>)> {
         .into_iter()
         .map(|c| (c.arguments["n"].as_i64().unwrap_or(-1), c.authorization))
         .collect()
-}
-
-async fn runtime(yaml: &str) -> (String, CancellationToken, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("dir");
-    std::fs::write(dir.path().join("agents.yaml"), yaml).expect("written");
-    let args = [
-        "daedalus-runtime",
-        "--port",
-        "0",
-        "--sessions-db",
-        ":memory:",
-        "--log-level",
-        "warn",
-    ]
-    .map(std::ffi::OsString::from);
-    let config = match Launch::from_sources(args, &|_| None, dir.path()) {
-        Ok(Launch::Run(c)) => c,
-        other => panic!("config: {other:?}"),
-    };
-    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .expect("binds");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let stop = CancellationToken::new();
-    let shutdown = stop.clone().cancelled_owned();
-    tokio::spawn(async move { daedalus_runtime::run(listener, config, shutdown).await });
-    (url, stop, dir)
 }
 
 async fn post(url: &str, bearer: Option<&str>, id: &str) -> Value {
@@ -94,7 +67,8 @@ async fn tools_run_over_mcp_and_only_opted_in_servers_see_the_callers_token() {
         forwarding.url(),
         plain.url()
     );
-    let (url, _stop, _dir) = runtime(&yaml).await;
+    let rt = Runtime::start(&yaml).await;
+    let url = rt.url.clone();
     let task = post(&url, Some("tok-caller-1"), "m-1").await;
     assert_eq!(task["status"]["state"], "completed", "{task}");
     let log = fake.requests();
@@ -133,7 +107,8 @@ async fn a_server_that_is_down_leaves_the_agent_answering_without_its_tools() {
         fake.openai_base_url,
         up.url()
     );
-    let (url, _stop, _dir) = runtime(&yaml).await;
+    let rt = Runtime::start(&yaml).await;
+    let url = rt.url.clone();
     // Startup connects to every server in the background; health says which one is down.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let (code, health) = loop {
@@ -200,7 +175,8 @@ async fn under_load_every_downstream_call_carries_only_its_own_requests_token() 
         forwarding.url(),
         plain.url()
     );
-    let (url, _stop, _dir) = runtime(&yaml).await;
+    let rt = Runtime::start(&yaml).await;
+    let url = rt.url.clone();
     let requests = (0..200).map(|i| {
         let url = url.clone();
         async move {
@@ -261,7 +237,8 @@ async fn a_server_that_failed_is_left_alone_for_a_while_instead_of_slowing_every
          agents:\n  a: {{ instruction: Hi., servers: [broken] }}\n",
         fake.openai_base_url
     );
-    let (url, _stop, _dir) = runtime(&yaml).await;
+    let rt = Runtime::start(&yaml).await;
+    let url = rt.url.clone();
     post(&url, None, "m-1").await;
     // The client's own retries of that attempt may still be arriving.
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
@@ -412,7 +389,8 @@ async fn the_tool_cache_refreshes_after_tools_list_changed() {
         Reply::Text("grown".into()),
         Reply::Text("I see more tools".into()),
     ]);
-    let (url, _stop, _dir) = runtime(&growing_yaml(&fake, &server.url)).await;
+    let rt = Runtime::start(&growing_yaml(&fake, &server.url)).await;
+    let url = rt.url.clone();
     post(&url, None, "m-1").await;
     // The notification travels on the session's stream; give it a moment to land.
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
@@ -441,7 +419,8 @@ async fn a_lost_session_is_initialized_again_and_the_call_goes_through() {
         Reply::ToolCalls(vec![("g__grow".into(), json!({}))]),
         Reply::Text("grown after all".into()),
     ]);
-    let (url, _stop, _dir) = runtime(&growing_yaml(&fake, &server.url)).await;
+    let rt = Runtime::start(&growing_yaml(&fake, &server.url)).await;
+    let url = rt.url.clone();
     post(&url, None, "m-1").await;
     let before = server.initializes.load(std::sync::atomic::Ordering::SeqCst);
     // The server forgets every session (as after a restart): the next call gets a 404.
@@ -495,7 +474,8 @@ async fn a_failing_and_a_hanging_mcp_tool_become_results_the_model_recovers_from
         Reply::Text("I worked around both.".into()),
     ]);
     let yaml = fixture_yaml(&fake, &server, ", read_timeout_seconds: 0.5");
-    let (url, _stop, _dir) = runtime(&yaml).await;
+    let rt = Runtime::start(&yaml).await;
+    let url = rt.url.clone();
     let task = post(&url, None, "m-1").await;
     assert_eq!(
         task["artifacts"][0]["parts"][0]["text"],
@@ -522,7 +502,8 @@ async fn parallel_mcp_calls_reach_the_server_together() {
         ]),
         Reply::Text("all slept".into()),
     ]);
-    let (url, _stop, _dir) = runtime(&fixture_yaml(&fake, &server, "")).await;
+    let rt = Runtime::start(&fixture_yaml(&fake, &server, "")).await;
+    let url = rt.url.clone();
     post(&url, None, "m-1").await;
     let calls = server.calls();
     assert_eq!(calls.len(), 3);
@@ -544,7 +525,8 @@ async fn a_tool_that_reports_progress_still_answers_the_loop() {
         Reply::ToolCalls(vec![("fx__progress".into(), json!({"steps": 3}))]),
         Reply::Text("finished".into()),
     ]);
-    let (url, _stop, _dir) = runtime(&fixture_yaml(&fake, &server, "")).await;
+    let rt = Runtime::start(&fixture_yaml(&fake, &server, "")).await;
+    let url = rt.url.clone();
     let task = post(&url, None, "m-1").await;
     assert_eq!(task["artifacts"][0]["parts"][0]["text"], "finished");
     assert_eq!(tool_results(&fake, 1), ["done"]);
@@ -565,7 +547,8 @@ async fn the_anthropic_provider_runs_mcp_tools_with_well_formed_tool_blocks() {
         fake.anthropic_base_url,
         server.url()
     );
-    let (url, _stop, _dir) = runtime(&yaml).await;
+    let rt = Runtime::start(&yaml).await;
+    let url = rt.url.clone();
     let task = post(&url, None, "m-1").await;
     assert_eq!(task["artifacts"][0]["parts"][0]["text"], "42");
     let log = fake.requests();

@@ -2,16 +2,17 @@
 //! golden file and the schema, and a live runtime serving it — with agents on their own ports
 //! and the registry on `registry_port`, as a Pallas layout would.
 
-use std::net::{SocketAddr, TcpListener};
+mod support;
+
+use std::net::TcpListener;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use daedalus_runtime::config::Launch;
 use daedalus_runtime::config::deployment::{Deployment, Sources};
 use daedalus_runtime::face::registry::{Addresses, document};
 use daedalus_schemas::Schema;
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
+use support::runtime::Runtime;
 
 fn example_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/two-agents")
@@ -60,41 +61,16 @@ fn free_port() -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_on_their_own_ports_are_listed_by_the_registry_port() {
     let (registry_port, research_port, lead_port) = (free_port(), free_port(), free_port());
-    let dir = tempfile::tempdir().expect("dir");
-    std::fs::write(
-        dir.path().join("agents.yaml"),
-        format!(
+    let rt = Runtime::start(&format!(
             "name: lab\nversion: \"2.1.0\"\nhost: 127.0.0.1\nnamespace: org.example.lab\n\
              registry_port: {registry_port}\n\
              model_capabilities: {{ vision: true, context_window: 200000, max_output_tokens: 32000 }}\n\
              agents:\n  \
                tech_research: {{ port: {research_port}, title: Research, description: Finds things }}\n  \
                lead: {{ port: {lead_port}, depends_on: [tech_research], servers: [tech_research] }}\n"
-        ),
-    )
-    .expect("written");
-    let args = [
-        "daedalus-runtime",
-        "--port",
-        "0",
-        "--sessions-db",
-        ":memory:",
-        "--log-level",
-        "warn",
-    ]
-    .map(std::ffi::OsString::from);
-    let config = match Launch::from_sources(args, &|_| None, dir.path()) {
-        Ok(Launch::Run(c)) => c,
-        other => panic!("config: {other:?}"),
-    };
-    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .expect("binds");
-    let main = listener.local_addr().expect("addr").port();
-    let stop = CancellationToken::new();
-    let shutdown = stop.clone().cancelled_owned();
-    tokio::spawn(async move { daedalus_runtime::run(listener, config, shutdown).await });
-
+    ))
+    .await;
+    let main = rt.port();
     let registry_url = format!("http://127.0.0.1:{registry_port}/.well-known/mcp/server.json");
     let deadline = Instant::now() + Duration::from_secs(10);
     let response = loop {
@@ -167,5 +143,4 @@ async fn agents_on_their_own_ports_are_listed_by_the_registry_port() {
         )),
         "{metrics}"
     );
-    stop.cancel();
 }

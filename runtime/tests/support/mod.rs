@@ -6,6 +6,9 @@
     reason = "each test file uses a different part"
 )]
 
+pub mod mcp_client;
+pub mod runtime;
+
 use std::sync::Mutex;
 
 use daedalus_runtime::llm::LlmEvent;

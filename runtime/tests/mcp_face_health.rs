@@ -1,0 +1,238 @@
+//! The MCP face's health and numbers: `get_health` probing downstream servers (never the
+//! model, within its time budget, following a server down and back) and `/metrics` after a
+//! scripted conversation.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use daedalus_fake_llm::{FakeLlm, Reply};
+use daedalus_mcp_fixture::McpFixture;
+use serde_json::{Value, json};
+use support::mcp_client::{Client, call, connect, text};
+use support::runtime::Runtime;
+
+const KEY: &str = "sk-health";
+
+fn deployment(fake: &FakeLlm, servers: &str, agents: &str) -> String {
+    support::runtime::on_fake_openai(&fake.openai_base_url, KEY, "gpt-face", servers, agents)
+}
+
+async fn health(client: &Client) -> Value {
+    let result = call(client, "get_health", json!({})).await;
+    serde_json::from_str(&text(&result)).expect("get_health answers JSON")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_health_probes_downstream_servers_without_the_model() {
+    let mut fixtures = Vec::new();
+    for _ in 0..4 {
+        fixtures.push(McpFixture::start().await);
+    }
+    // A server that accepts connections and never answers.
+    let hanging = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binds");
+    let hanging_url = format!("http://{}/mcp", hanging.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = hanging.accept().await {
+            held.push(socket);
+        }
+    });
+    let fake = FakeLlm::start(KEY, &["gpt-face"]).await;
+    let mut servers: Vec<String> = fixtures
+        .iter()
+        .enumerate()
+        .map(|(i, f)| format!("    s{i}: {{ url: \"{}\" }}", f.url()))
+        .collect();
+    servers.push(format!("    slow: {{ url: \"{hanging_url}\" }}"));
+    let yaml = deployment(
+        &fake,
+        &servers.join("\n"),
+        "  watched: { instruction: Watch., servers: [s0, s1, s2, s3, slow] }\n",
+    );
+    let rt = Runtime::start(&yaml).await;
+    let (client, _) = connect(&rt.mcp("watched"), None).await;
+
+    let started = Instant::now();
+    let report = health(&client).await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(3500), "answered in {took:?}");
+    assert_eq!(report["status"], "degraded", "{report}");
+    let message = report["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("slow") && !message.contains("s0"),
+        "{message}"
+    );
+    assert!(
+        report["timestamp"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z'))
+    );
+    assert!(
+        fake.requests().iter().all(|r| !r.path.contains("chat")),
+        "get_health never asks the model: {:?}",
+        fake.requests()
+            .iter()
+            .map(|r| r.path.clone())
+            .collect::<Vec<_>>()
+    );
+    // Each probe is an initialize, then the session is closed again.
+    assert!(fixtures.iter().all(|f| f.count("initialize") >= 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_health_follows_a_server_going_down_and_coming_back() {
+    let mut fx = McpFixture::start().await;
+    let fake = FakeLlm::start(KEY, &["gpt-face"]).await;
+    let yaml = deployment(
+        &fake,
+        &format!("    fx: {{ url: \"{}\" }}", fx.url()),
+        "  watched: { instruction: Watch., servers: [fx] }\n",
+    );
+    let rt = Runtime::start(&yaml).await;
+    let (client, _) = connect(&rt.mcp("watched"), None).await;
+    assert_eq!(health(&client).await["status"], "ok");
+    fx.stop().await;
+    let down = health(&client).await;
+    assert_eq!(down["status"], "degraded");
+    assert!(
+        down["message"].as_str().is_some_and(|m| m.contains("fx")),
+        "{down}"
+    );
+    fx.restart().await;
+    assert_eq!(health(&client).await["status"], "ok");
+
+    let metrics = reqwest::get(format!("{}/metrics", rt.url))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains("pallas_downstream_up{agent=\"watched\",server=\"fx\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("pallas_agent_health_status{agent=\"watched\"} 1"),
+        "{metrics}"
+    );
+}
+
+/// The value of the sample `line_start` (name and labels) in an exposition text.
+fn sample<T: std::str::FromStr>(metrics: &str, line_start: &str) -> T {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(line_start)?.strip_prefix(' '))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no sample {line_start} in\n{metrics}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_a_scripted_conversation() {
+    let fx = McpFixture::start().await;
+    let fake = FakeLlm::start(KEY, &["gpt-face"]).await;
+    fake.script([
+        Reply::ToolCalls(vec![
+            ("fx__add".into(), json!({"a": 1, "b": 2})),
+            ("fx__fail".into(), json!({"reason": "nope"})),
+        ]),
+        Reply::Text("3, and one failed".into()),
+        Reply::Error {
+            status: 400,
+            retry_after: None,
+        },
+        Reply::Text("contract face".into()),
+    ]);
+    let yaml = deployment(
+        &fake,
+        &format!("    fx: {{ url: \"{}\" }}", fx.url()),
+        "  harper: { instruction: Work., servers: [fx] }\n",
+    );
+    let rt = Runtime::start(&yaml).await;
+    let (client, _) = connect(&rt.mcp("harper"), None).await;
+    let ok = call(&client, "send_message", json!({"message": "add"})).await;
+    assert_eq!(ok.is_error, Some(false));
+    let failed = call(&client, "harper", json!({"message": "fail"})).await;
+    assert_eq!(failed.is_error, Some(true));
+    assert!(text(&failed).contains("openai"), "{}", text(&failed));
+    let task: Value = reqwest::Client::new()
+        .post(format!("{}/", rt.url))
+        .json(&json!({"message": {"messageId": "m-1", "role": "user", "parts": [{"text": "hi"}]}}))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(task["status"]["state"], "completed");
+
+    let metrics = reqwest::get(format!("{}/metrics", rt.url))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    // Counters, gauges and histogram counts are whole numbers; sums are seconds.
+    let m = |s: &str| sample::<u64>(&metrics, s);
+    let secs = |s: &str| sample::<f64>(&metrics, s);
+    assert_eq!(m("pallas_up"), 1);
+    let port = rt.port();
+    assert_eq!(
+        m(&format!(
+            "pallas_agent_info{{agent=\"harper\",port=\"{port}\"}}"
+        )),
+        1
+    );
+    assert_eq!(
+        m("pallas_send_message_total{agent=\"harper\",outcome=\"ok\"}"),
+        1
+    );
+    assert_eq!(
+        m("pallas_send_message_total{agent=\"harper\",outcome=\"error\"}"),
+        1
+    );
+    assert_eq!(
+        m("pallas_send_message_duration_seconds_count{agent=\"harper\"}"),
+        2
+    );
+    assert!(secs("pallas_send_message_duration_seconds_sum{agent=\"harper\"}") > 0.0);
+    // Two turns of the first call, one of the contract task; the refused turn never finished.
+    assert_eq!(
+        m("pallas_llm_turns_total{agent=\"harper\",model=\"gpt-face\"}"),
+        3
+    );
+    assert!(m("pallas_llm_tokens_total{agent=\"harper\",model=\"gpt-face\",kind=\"input\"}") > 0);
+    assert!(m("pallas_llm_tokens_total{agent=\"harper\",model=\"gpt-face\",kind=\"output\"}") > 0);
+    assert_eq!(
+        m(
+            "pallas_tool_calls_total{agent=\"harper\",server=\"fx\",operation=\"tool\",outcome=\"ok\"}"
+        ),
+        1
+    );
+    assert_eq!(
+        m(
+            "pallas_tool_calls_total{agent=\"harper\",server=\"fx\",operation=\"tool\",outcome=\"error\"}"
+        ),
+        1
+    );
+    assert_eq!(
+        m(
+            "pallas_tool_call_duration_seconds_count{agent=\"harper\",server=\"fx\",operation=\"tool\"}"
+        ),
+        2
+    );
+    assert_eq!(m("daedalus_runtime_tasks_total{state=\"completed\"}"), 1);
+    assert_eq!(m("daedalus_runtime_task_duration_seconds_count"), 1);
+    assert!(m("process_resident_memory_bytes") > 0);
+    for family in [
+        "# TYPE pallas_send_message counter",
+        "# TYPE pallas_send_message_duration_seconds histogram",
+        "# TYPE pallas_llm_turns counter",
+        "# TYPE pallas_tool_call_duration_seconds histogram",
+        "# TYPE pallas_agent_info gauge",
+    ] {
+        assert!(metrics.contains(family), "{family} in\n{metrics}");
+    }
+}
