@@ -23,34 +23,47 @@ async fn health(client: &Client) -> Value {
     serde_json::from_str(&text(&result)).expect("get_health answers JSON")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn get_health_probes_downstream_servers_without_the_model() {
-    let mut fixtures = Vec::new();
-    for _ in 0..4 {
-        fixtures.push(McpFixture::start().await);
-    }
-    // A server that accepts connections and never answers.
-    let hanging = tokio::net::TcpListener::bind("127.0.0.1:0")
+/// A server that accepts connections and never answers; its MCP URL.
+async fn hanging_server() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("binds");
-    let hanging_url = format!("http://{}/mcp", hanging.local_addr().expect("addr"));
+    let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
     tokio::spawn(async move {
         let mut held = Vec::new();
-        while let Ok((socket, _)) = hanging.accept().await {
+        while let Ok((socket, _)) = listener.accept().await {
             held.push(socket);
         }
     });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_health_probes_downstream_servers_without_the_model() {
+    let mut fixtures = Vec::new();
+    for _ in 0..3 {
+        fixtures.push(McpFixture::start().await);
+    }
     let fake = FakeLlm::start(KEY, &["gpt-face"]).await;
     let mut servers: Vec<String> = fixtures
         .iter()
         .enumerate()
         .map(|(i, f)| format!("    s{i}: {{ url: \"{}\" }}", f.url()))
         .collect();
-    servers.push(format!("    slow: {{ url: \"{hanging_url}\" }}"));
+    // Two that accept connections and never answer: probed one after the other they would
+    // take 6 s, so answering within 3.5 s shows the probes run concurrently.
+    servers.push(format!(
+        "    slow: {{ url: \"{}\" }}",
+        hanging_server().await
+    ));
+    servers.push(format!(
+        "    stuck: {{ url: \"{}\" }}",
+        hanging_server().await
+    ));
     let yaml = deployment(
         &fake,
         &servers.join("\n"),
-        "  watched: { instruction: Watch., servers: [s0, s1, s2, s3, slow] }\n",
+        "  watched: { instruction: Watch., servers: [s0, s1, s2, slow, stuck] }\n",
     );
     let rt = Runtime::start(&yaml).await;
     let (client, _) = connect(&rt.mcp("watched"), None).await;
@@ -62,7 +75,7 @@ async fn get_health_probes_downstream_servers_without_the_model() {
     assert_eq!(report["status"], "degraded", "{report}");
     let message = report["message"].as_str().unwrap_or_default();
     assert!(
-        message.contains("slow") && !message.contains("s0"),
+        message.contains("slow") && message.contains("stuck") && !message.contains("s0"),
         "{message}"
     );
     assert!(
