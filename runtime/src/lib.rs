@@ -22,7 +22,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -206,8 +205,7 @@ pub async fn run_with_state(
             .map_err(RunError::Dependency)?;
         }
         if let Some(port) = face.def.port {
-            let own = Router::new()
-                .nest_service(face::OWN_PORT_PATH, face::service(face, &settings))
+            let own = face::own_port_routes(face, &settings)
                 .merge(face::endpoints::metrics_routes(Arc::clone(state.metrics())));
             let listener = bind(
                 config.listen.ip(),

@@ -365,3 +365,37 @@ async fn a_hundred_sessions_with_their_own_bearers_never_cross() {
         }
     }
 }
+
+#[tokio::test]
+async fn closing_a_session_answers_200_as_the_python_sdks_expect() {
+    let rt = Runtime::start("agents:\n  echo: {}\n").await;
+    let http = reqwest::Client::new();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}});
+    let response = http
+        .post(rt.mcp("echo"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&init)
+        .send()
+        .await
+        .expect("initialize");
+    assert_eq!(response.status(), 200);
+    let session = response.headers()["mcp-session-id"].clone();
+    let closed = http
+        .delete(rt.mcp("echo"))
+        .header("mcp-session-id", session.clone())
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(closed.status(), 200);
+    let again = http
+        .post(rt.mcp("echo"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", session)
+        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+        .send()
+        .await
+        .expect("after delete");
+    assert_eq!(again.status(), 404, "the session is gone");
+}

@@ -147,9 +147,33 @@ pub fn service(
 
 /// Every agent's MCP endpoint on the main port.
 pub fn main_port_routes(faces: &[Arc<Face>], settings: &ServiceSettings) -> Router {
-    faces.iter().fold(Router::new(), |router, face| {
-        router.nest_service(&main_port_path(face.name()), service(face, settings))
-    })
+    faces
+        .iter()
+        .fold(Router::new(), |router, face| {
+            router.nest_service(&main_port_path(face.name()), service(face, settings))
+        })
+        .layer(axum::middleware::from_fn(delete_answers_200))
+}
+
+/// `face`'s MCP endpoint at `/mcp`, for its own port.
+pub fn own_port_routes(face: &Arc<Face>, settings: &ServiceSettings) -> Router {
+    Router::new()
+        .nest_service(OWN_PORT_PATH, service(face, settings))
+        .layer(axum::middleware::from_fn(delete_answers_200))
+}
+
+/// rmcp answers a session's `DELETE` with 202; both major versions of the Python SDK (and so
+/// Daedalus) log every status but 200 as a failed termination. The session is gone either way.
+async fn delete_answers_200(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let delete = request.method() == http::Method::DELETE;
+    let mut response = next.run(request).await;
+    if delete && response.status() == http::StatusCode::ACCEPTED {
+        *response.status_mut() = http::StatusCode::OK;
+    }
+    response
 }
 
 /// The faces of every agent of `deployment`.
