@@ -111,18 +111,18 @@ impl AgentServer {
             face.downstream
                 .iter()
                 .map(|(name, server)| health::probe(&face.probe_client, name, server, &bearer)),
-        )
-        .await;
-        let provider = match face.provider {
-            Some(provider) => {
-                let checks = face.state.preflight().current().await;
-                checks
-                    .into_iter()
-                    .find(|c| c.provider == provider)
-                    .map(|c| (c.ok, format!("{provider}: {}", c.message)))
-            }
-            None => None,
+        );
+        // The provider's preflight is cached; when it is due again, it is re-probed while the
+        // downstream servers are, not after them.
+        let provider = async {
+            let provider = face.provider?;
+            let checks = face.state.preflight().current().await;
+            checks
+                .into_iter()
+                .find(|c| c.provider == provider)
+                .map(|c| (c.ok, format!("{provider}: {}", c.message)))
         };
+        let (probes, provider) = tokio::join!(probes, provider);
         let metrics = face.state.metrics();
         if let Some((ok, _)) = &provider {
             metrics
