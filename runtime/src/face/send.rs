@@ -23,21 +23,8 @@ use super::progress::Reporter;
 use crate::agent::{AgentOutcome, AgentRequest, EventSink};
 use crate::config::deployment::InstanceScope;
 use crate::lifecycle::Phase;
+use crate::llm::sampling;
 use crate::metrics::{AgentLabel, AgentOutcome as OutcomeLabel};
-
-/// The sampling keys accepted at the top level of the arguments.
-const SAMPLING_KEYS: [&str; 10] = [
-    "temperature",
-    "top_p",
-    "top_k",
-    "max_tokens",
-    "stop",
-    "seed",
-    "presence_penalty",
-    "frequency_penalty",
-    "response_format",
-    "tool_choice",
-];
 
 #[derive(Debug, Deserialize)]
 struct SendArgs {
@@ -135,7 +122,7 @@ fn user_message(args: &SendArgs) -> Result<Message, String> {
 /// The call's sampling parameters: `request_params`, then the top-level keys over them.
 fn sampling(args: &SendArgs) -> Map<String, Value> {
     let mut params = args.request_params.clone().unwrap_or_default();
-    for key in SAMPLING_KEYS {
+    for key in sampling::KEYS {
         if let Some(v) = args.rest.get(key) {
             params.insert(key.to_owned(), v.clone());
         }
