@@ -399,3 +399,50 @@ async fn closing_a_session_answers_200_as_the_python_sdks_expect() {
         .expect("after delete");
     assert_eq!(again.status(), 404, "the session is gone");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_open_mcp_sessions_instead_of_waiting_on_them() {
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::write(dir.path().join("agents.yaml"), "agents:\n  echo: {}\n").expect("written");
+    let args = [
+        "daedalus-runtime",
+        "--port",
+        "0",
+        "--sessions-db",
+        ":memory:",
+    ]
+    .map(std::ffi::OsString::from);
+    let config = match daedalus_runtime::config::Launch::from_sources(args, &|_| None, dir.path()) {
+        Ok(daedalus_runtime::config::Launch::Run(c)) => c,
+        other => panic!("config: {other:?}"),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binds");
+    let url = format!(
+        "http://{}/agents/echo/mcp",
+        listener.local_addr().expect("addr")
+    );
+    let stop = tokio_util::sync::CancellationToken::new();
+    let server = tokio::spawn(daedalus_runtime::run(
+        listener,
+        config,
+        stop.clone().cancelled_owned(),
+    ));
+    // Two clients with open sessions (and their server-to-client streams).
+    let (first, _) = connect(&url, None).await;
+    let (second, _) = connect(&url, None).await;
+    assert_eq!(
+        text(&call(&first, "echo", json!({"message": "hi"})).await),
+        "hi"
+    );
+    let started = std::time::Instant::now();
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(4), server)
+        .await
+        .expect("the runtime stopped without waiting out the connections")
+        .expect("joined")
+        .expect("ran");
+    assert!(started.elapsed() < Duration::from_secs(4));
+    drop((first, second));
+}
