@@ -179,6 +179,7 @@ fn agent(
         target: Target::OpenAi { native: false },
         vision: false,
         max_output_tokens: 1024,
+        context_window: 131_072,
         stream: false,
         warnings: Arc::new(DropWarnings::default()),
         tools,

@@ -108,6 +108,7 @@ fn agent(provider: Arc<dyn LlmProvider>, model: &str, target: Target, stream: bo
         target,
         vision: false,
         max_output_tokens: 1024,
+        context_window: 131_072,
         stream,
         warnings: Arc::new(DropWarnings::default()),
         tools: Arc::new(NoTools),

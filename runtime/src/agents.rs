@@ -219,6 +219,7 @@ fn build_one(
         target,
         vision: deployment.model_capabilities.vision,
         max_output_tokens: deployment.model_capabilities.max_output_tokens,
+        context_window: deployment.model_capabilities.context_window,
         stream: false,
         warnings: Arc::clone(warnings),
         tools: Arc::new(tools),

@@ -123,6 +123,7 @@ fn agent(
         target,
         vision: false,
         max_output_tokens: 1000,
+        context_window: 131_072,
         stream: true,
         warnings: Arc::new(DropWarnings::default()),
         tools,

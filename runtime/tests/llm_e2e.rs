@@ -460,3 +460,34 @@ async fn two_replicas_on_a_nats_kv_store_continue_each_others_conversations() {
     assert_eq!(sent[2], json!({"role": "assistant", "content": "Hi Ada."}));
     assert_eq!(sent[3], json!({"role": "user", "content": "Who am I?"}));
 }
+
+#[tokio::test]
+async fn a_conversation_longer_than_the_context_window_leaves_its_oldest_turns_out() {
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    fake.auto(daedalus_fake_llm::AutoReply {
+        tools: Vec::new(),
+        text: "ok".into(),
+    });
+    // 300 tokens of window, 100 kept for the answer: room for about three 60-token turns.
+    let yaml = OPENAI.replace(
+        "default_model: openai.gpt-fake\n",
+        "default_model: openai.gpt-fake\nmodel_capabilities: { context_window: 300, max_output_tokens: 100 }\n",
+    );
+    let rt = start(&yaml, &fake, KEY).await;
+    for turn in 1..=6 {
+        let text = format!("turn-{turn} {}", "words ".repeat(40));
+        post(&rt, &in_context(&format!("m-{turn}"), "ctx-long", &text)).await;
+    }
+    let last = fake.requests().last().expect("requests").body["messages"].to_string();
+    assert!(last.contains("turn-6"), "the newest turn is sent: {last}");
+    assert!(last.contains("turn-5"), "recent turns are kept: {last}");
+    assert!(
+        !last.contains("turn-1 "),
+        "the oldest turn is left out: {last}"
+    );
+    let first = fake.requests()[1].body["messages"].to_string();
+    assert!(
+        first.contains("turn-1 "),
+        "while it fit, it was sent: {first}"
+    );
+}

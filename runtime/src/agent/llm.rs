@@ -37,6 +37,8 @@ pub struct LlmAgent {
     pub vision: bool,
     /// `model_capabilities.max_output_tokens`: caps `max_tokens`, and is Anthropic's default.
     pub max_output_tokens: u32,
+    /// `model_capabilities.context_window`: the oldest turns are left out beyond it.
+    pub context_window: u32,
     pub stream: bool,
     pub warnings: Arc<DropWarnings>,
     /// The agent's tools (downstream MCP servers and sub-agents).
@@ -145,6 +147,26 @@ impl LlmAgent {
                 params.insert("max_tokens".into(), Value::from(budget));
             }
             _ => {}
+        }
+        // Leave room for the answer; the system prompt and tool definitions always go.
+        let fixed = super::window::text_tokens(&self.instruction)
+            + tools
+                .iter()
+                .map(|t| {
+                    super::window::text_tokens(&t.description)
+                        + super::window::text_tokens(&t.input_schema.to_string())
+                })
+                .sum::<u64>();
+        let room = u64::from(self.context_window).saturating_sub(budget);
+        let dropped = super::window::fit(&mut messages, fixed, room);
+        if dropped > 0 {
+            tracing::warn!(
+                agent = %self.name,
+                context = %request.context_id,
+                dropped,
+                context_window = self.context_window,
+                "the conversation is longer than the context window; its oldest turns were left out"
+            );
         }
         Ok(ChatRequest {
             model: self.model.clone(),

@@ -11,6 +11,7 @@ mod passthrough;
 mod subagents;
 pub mod tools;
 mod transcript;
+mod window;
 
 use async_trait::async_trait;
 use daedalus_schemas::{Artifact, Message, Metadata, Part};
