@@ -66,7 +66,7 @@ pub struct ToolOperation {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct AgentServer {
+pub struct DownstreamLabel {
     pub agent: String,
     pub server: String,
 }
@@ -108,7 +108,7 @@ pub struct Metrics {
     pub llm_tokens: Family<TokenLabels, Counter>,
     pub tool_calls: Family<ToolCallLabels, Counter>,
     pub tool_call_duration: Histograms<ToolOperation>,
-    pub downstream_up: Family<AgentServer, Gauge>,
+    pub downstream_up: Family<DownstreamLabel, Gauge>,
     pub llm_provider_up: Family<ProviderLabel, Gauge>,
     pub agent_health_status: Family<AgentLabel, Gauge<f64, AtomicU64>>,
     /// Contract tasks (`POST /`) by the state they ended in.

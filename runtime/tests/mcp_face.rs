@@ -24,16 +24,11 @@ fn deployment(fake: &FakeLlm, servers: &str, agents: &str) -> String {
 async fn send_message_runs_the_loop_with_progress_from_tools_and_a_sub_agent() {
     let fx = McpFixture::start().await;
     let fake = FakeLlm::start(KEY, &["gpt-face"]).await;
-    fake.script([
-        Reply::ToolCalls(vec![
-            ("fx__add".into(), json!({"a": 2, "b": 3})),
-            ("fx__echo".into(), json!({"n": 7})),
-            ("helper__send_message".into(), json!({"message": "check"})),
-        ]),
-        Reply::Text("checked".into()),
-        Reply::Text("5, 7 and checked".into()),
-        Reply::Text("no token this time".into()),
-    ]);
+    fake.script(
+        support::two_tools_and_a_sub_agent()
+            .into_iter()
+            .chain([Reply::Text("no token this time".into())]),
+    );
     let yaml = deployment(
         &fake,
         &format!("    fx: {{ url: \"{}\" }}", fx.url()),

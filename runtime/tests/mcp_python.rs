@@ -37,16 +37,11 @@ async fn daedalus_session(python: PathBuf) -> Value {
     );
     let mut fx = McpFixture::start().await;
     let fake = FakeLlm::start(KEY, &["gpt-py"]).await;
-    fake.script([
-        Reply::ToolCalls(vec![
-            ("fx__add".into(), json!({"a": 2, "b": 3})),
-            ("fx__echo".into(), json!({"n": 7})),
-            ("helper__send_message".into(), json!({"message": "check"})),
-        ]),
-        Reply::Text("checked".into()),
-        Reply::Text("5, 7 and checked".into()),
-        Reply::Text("again, answered".into()),
-    ]);
+    fake.script(
+        support::two_tools_and_a_sub_agent()
+            .into_iter()
+            .chain([Reply::Text("again, answered".into())]),
+    );
     let rt = Runtime::start(&format!(
         "name: py\nhost: 127.0.0.1\nnamespace: org.example.py\n\
          default_model: openai.gpt-py\nopenai: {{ api_key: {KEY}, base_url: \"{}\" }}\n\

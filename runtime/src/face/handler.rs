@@ -18,7 +18,7 @@ use super::{Face, health, send};
 use crate::agent::Bearer;
 use crate::config::deployment::InstanceScope;
 use crate::lifecycle::Phase;
-use crate::metrics::{AgentLabel, AgentServer as AgentServerLabel, ProviderLabel};
+use crate::metrics::{AgentLabel, DownstreamLabel, ProviderLabel};
 
 /// The tool that runs the agent.
 pub const SEND_MESSAGE: &str = "send_message";
@@ -135,7 +135,7 @@ impl AgentServer {
         for p in &probes {
             metrics
                 .downstream_up
-                .get_or_create(&AgentServerLabel {
+                .get_or_create(&DownstreamLabel {
                     agent: face.name().to_owned(),
                     server: p.server.clone(),
                 })

@@ -46,3 +46,19 @@ impl Events {
             .count()
     }
 }
+
+/// The model's side of a turn in which `harper` calls `fx__add`, `fx__echo` and the sub-agent
+/// `helper` at once (helper answers "checked"), then answers "5, 7 and checked".
+pub fn two_tools_and_a_sub_agent() -> Vec<daedalus_fake_llm::Reply> {
+    use daedalus_fake_llm::Reply;
+    use serde_json::json;
+    vec![
+        Reply::ToolCalls(vec![
+            ("fx__add".into(), json!({"a": 2, "b": 3})),
+            ("fx__echo".into(), json!({"n": 7})),
+            ("helper__send_message".into(), json!({"message": "check"})),
+        ]),
+        Reply::Text("checked".into()),
+        Reply::Text("5, 7 and checked".into()),
+    ]
+}
