@@ -69,6 +69,10 @@ struct Cli {
     /// Port of the proxy's /healthz and /metrics.
     #[arg(long, env = "PROXY_PORT", global = true, default_value_t = 9090)]
     proxy_port: u16,
+    /// Subject prefixes a task's `reply-to` header may name, comma-separated. Never `agent.`,
+    /// `$` subjects or wildcards; any other reply-to is logged and ignored.
+    #[arg(long, env = "REPLY_TO_PREFIXES", global = true, default_value = subjects::REPLY_TO_PREFIXES_DEFAULT)]
+    reply_to_prefixes: String,
     /// Address of the proxy's /healthz and /metrics.
     #[arg(long, env = "PROXY_HOST", global = true, default_value = "0.0.0.0")]
     proxy_host: std::net::IpAddr,
@@ -199,14 +203,40 @@ impl Serialize for Secret {
 }
 
 /// How to reach NATS.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Clone, PartialEq, Serialize)]
 pub struct NatsConfig {
+    /// Server URL(s), comma-separated; shown with credentials masked.
+    #[serde(serialize_with = "masked_url")]
     pub url: String,
     pub user: Option<String>,
     pub password: Option<Secret>,
     pub token: Option<Secret>,
     pub creds_file: Option<PathBuf>,
     pub tls_ca: Option<PathBuf>,
+}
+
+impl fmt::Debug for NatsConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NatsConfig")
+            .field("url", &daedalus_schemas::redact::redact_url(&self.url))
+            .field("user", &self.user)
+            .field("password", &self.password)
+            .field("token", &self.token)
+            .field("creds_file", &self.creds_file)
+            .field("tls_ca", &self.tls_ca)
+            .finish()
+    }
+}
+
+impl NatsConfig {
+    /// The server URLs of the comma-separated list (a client fails over between them).
+    pub fn servers(&self) -> Vec<&str> {
+        self.url
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .collect()
+    }
 }
 
 /// Stream names and settings.
@@ -244,6 +274,8 @@ pub struct ProxyConfig {
     pub health_interval: Duration,
     #[serde(serialize_with = "as_duration")]
     pub pull_expires: Duration,
+    /// Prefixes a `reply-to` must start with to be honoured.
+    pub reply_to_prefixes: Vec<String>,
     pub listen: SocketAddr,
     pub log_level: String,
     pub log_format: LogFormat,
@@ -379,6 +411,10 @@ impl Launch {
                 "must be between 1 and 1024",
             ));
         }
+        let reply_to_prefixes = reply_prefixes(
+            &cli.reply_to_prefixes,
+            &key("reply_to_prefixes", "--reply-to-prefixes"),
+        )?;
         let config = ProxyConfig {
             nats,
             streams,
@@ -394,6 +430,7 @@ impl Launch {
             retry_max_delay: cli.retry_max_delay.max(cli.retry_base_delay),
             health_interval: positive(cli.health_interval, "health_interval", "--health-interval")?,
             pull_expires: positive(cli.pull_expires, "pull_expires", "--pull-expires")?,
+            reply_to_prefixes,
             listen: SocketAddr::new(cli.proxy_host, cli.proxy_port),
             log_level: cli.log_level,
             log_format: cli.log_format,
@@ -440,11 +477,26 @@ fn nats_config(
             ));
         }
     }
-    if args.nats_url.trim().is_empty() {
-        return Err(ConfigError::invalid(
-            &key("nats_url", "--nats-url"),
-            "must not be empty",
-        ));
+    let url_key = key("nats_url", "--nats-url");
+    let mut servers = args
+        .nats_url
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .peekable();
+    if servers.peek().is_none() {
+        return Err(ConfigError::invalid(&url_key, "must not be empty"));
+    }
+    for server in servers {
+        if server.parse::<async_nats::ServerAddr>().is_err() {
+            return Err(ConfigError::invalid(
+                &url_key,
+                format!(
+                    "{} is not a NATS server URL",
+                    daedalus_schemas::redact::redact_url(server)
+                ),
+            ));
+        }
     }
     Ok(NatsConfig {
         url: args.nats_url.clone(),
@@ -454,6 +506,23 @@ fn nats_config(
         creds_file: args.nats_creds.clone(),
         tls_ca: args.nats_tls_ca.clone(),
     })
+}
+
+/// The configured reply prefixes, each checked.
+fn reply_prefixes(list: &str, key: &str) -> Result<Vec<String>, ConfigError> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            subjects::check_reply_prefix(p)
+                .map(|()| p.to_owned())
+                .map_err(|why| ConfigError::invalid(key, format!("{p:?}: {why}")))
+        })
+        .collect()
+}
+
+fn masked_url<S: Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&daedalus_schemas::redact::redact_url(url))
 }
 
 fn check_agent(agent: &str, key: &str) -> Result<(), ConfigError> {

@@ -18,6 +18,9 @@ pub enum Disposition {
     /// The attempt failed for a reason that may pass: nak with a delay, or give up after the
     /// last delivery.
     Transient(String),
+    /// The runtime answered 503 (not ready, or draining): like [`Disposition::Transient`],
+    /// and pulling pauses until its `/health` answers 200 again.
+    Unavailable(String),
 }
 
 /// Classifies the runtime's answer to task `task_id`.
@@ -33,6 +36,10 @@ pub fn classify(task_id: &str, reply: Result<Reply, ForwardError>) -> Dispositio
             )),
             Ok(task) => check_task(task_id, task),
         },
+        503 => Disposition::Unavailable(format!(
+            "runtime answered 503: {}",
+            error_message(&reply.body)
+        )),
         408 | 429 | 500..=599 => Disposition::Transient(format!(
             "runtime answered {}: {}",
             reply.status,
@@ -187,7 +194,7 @@ mod tests {
             ("408", reply(408, ""), "transient"),
             ("429", reply(429, ""), "transient"),
             ("500", reply(500, "boom"), "transient"),
-            ("503", reply(503, err), "transient"),
+            ("503", reply(503, err), "unavailable"),
             (
                 "connection refused",
                 Err(ForwardError::Connect("refused".into())),
@@ -204,6 +211,7 @@ mod tests {
                 Disposition::Result(_) => "result",
                 Disposition::Poison(_) => "poison",
                 Disposition::Transient(_) => "transient",
+                Disposition::Unavailable(_) => "unavailable",
             };
             assert_eq!(got, expected, "{name}");
         }
@@ -241,12 +249,12 @@ mod tests {
 
     #[test]
     fn failed_tasks_keep_the_contract() {
-        let task = failed_task("t", Some("c"), "gave up after 5 attempts: boom");
+        let task = failed_task("t", Some("c"), "gave up after 5 deliveries: boom");
         let json = daedalus_schemas::write::contract::to_value(&task);
         daedalus_schemas::Schema::Task.validate(&json).unwrap();
         assert_eq!(
             task.status.message.unwrap().text(),
-            "gave up after 5 attempts: boom"
+            "gave up after 5 deliveries: boom"
         );
     }
 }

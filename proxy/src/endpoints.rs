@@ -1,7 +1,8 @@
-//! `PROXY_PORT` endpoints: `/healthz` (NATS connected, runtime healthy, consuming) and
+//! `PROXY_PORT` endpoints: `/healthz` (NATS connected, runtime healthy, consuming with every
+//! worker alive) and
 //! `/metrics` (Prometheus text).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use axum::Router;
@@ -22,6 +23,26 @@ pub struct Status {
     pub client: OnceLock<async_nats::Client>,
     pub runtime_healthy: watch::Sender<bool>,
     pub consuming: AtomicBool,
+    /// Workers running now, and how many there should be: a dead worker is never "consuming".
+    pub workers_alive: AtomicUsize,
+    pub workers_wanted: AtomicUsize,
+}
+
+/// Counts a running worker for as long as it lives (dropped when it ends or panics).
+#[derive(Debug)]
+pub struct Alive(Arc<Status>);
+
+impl Alive {
+    pub fn new(status: &Arc<Status>) -> Self {
+        status.workers_alive.fetch_add(1, Ordering::AcqRel);
+        Self(Arc::clone(status))
+    }
+}
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        self.0.workers_alive.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Status {
@@ -31,6 +52,8 @@ impl Status {
             client: OnceLock::new(),
             runtime_healthy: watch::Sender::new(false),
             consuming: AtomicBool::new(false),
+            workers_alive: AtomicUsize::new(0),
+            workers_wanted: AtomicUsize::new(0),
         }
     }
 }
@@ -65,7 +88,9 @@ async fn healthz(State(status): State<Arc<Status>>) -> Response {
     } else {
         "unhealthy"
     };
-    let consuming = status.consuming.load(Ordering::Acquire);
+    let consuming = status.consuming.load(Ordering::Acquire)
+        && status.workers_alive.load(Ordering::Acquire)
+            >= status.workers_wanted.load(Ordering::Acquire);
     let ok = nats == "connected" && runtime == "healthy" && consuming;
     let body = Healthz {
         status: if ok { "ok" } else { "unavailable" },

@@ -1,7 +1,8 @@
 //! A task's lease: confirmed progress acks every third of the ack wait keep the message ours.
 //! If no progress ack has been confirmed for nine tenths of the ack wait, the server is about to
 //! hand the message to another replica: the lease is lost, and the worker must stop and publish
-//! nothing (the server would accept our late ack anyway, nats-server #4786).
+//! nothing (the server would accept our late ack anyway, nats-server #4786). Dropping a lease
+//! always stops its heartbeat.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,10 +41,19 @@ impl Lease {
         self.lost.is_cancelled()
     }
 
-    /// Stops the heartbeat.
-    pub async fn release(self) {
+    /// Stops the heartbeat and waits for it to end.
+    pub async fn release(mut self) {
         self.stop.cancel();
-        let _ = self.heartbeat.await;
+        let _ = (&mut self.heartbeat).await;
+    }
+}
+
+impl Drop for Lease {
+    /// A lease dropped without [`Lease::release`] (its worker panicked or was cancelled) stops
+    /// its heartbeat too: nothing keeps progress-acking a task nobody works on.
+    fn drop(&mut self) {
+        self.stop.cancel();
+        self.heartbeat.abort();
     }
 }
 

@@ -5,6 +5,7 @@
 //! healthy and checks its card and manifest, then consumes tasks until the shutdown future
 //! resolves. See DESIGN §5 for the wire protocol.
 
+pub mod advisories;
 pub mod config;
 pub mod disposition;
 pub mod endpoints;
@@ -29,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::ProxyConfig;
-use crate::endpoints::Status;
+use crate::endpoints::{Alive, Status};
 use crate::metrics::Metrics;
 use crate::nats::{ConsumerSettings, NatsError};
 use crate::runtime::{Forwarder, HttpRuntime, RuntimeCheckError};
@@ -120,10 +121,22 @@ pub async fn run_with(
         shared.stop_pulling.clone(),
     ));
     let workers = TaskTracker::new();
+    status
+        .workers_wanted
+        .store(config.concurrency, Ordering::Release);
     for _ in 0..config.concurrency {
-        workers.spawn(worker::work(Arc::clone(&shared), consumer.clone()));
+        workers.spawn(supervise_worker(
+            Arc::clone(&shared),
+            consumer.clone(),
+            Arc::clone(&status),
+        ));
     }
     workers.close();
+    let stop_advisories = CancellationToken::new();
+    let advisories = tokio::spawn(supervise_advisories(
+        Arc::clone(&shared),
+        stop_advisories.clone(),
+    ));
     status.consuming.store(true, Ordering::Release);
     tracing::info!(agent = %config.agent, concurrency = config.concurrency, "consuming tasks");
 
@@ -145,6 +158,8 @@ pub async fn run_with(
         }
     }
     let _ = watcher.await;
+    stop_advisories.cancel();
+    let _ = advisories.await;
     if let Err(e) = tokio::time::timeout(Duration::from_secs(5), client.flush()).await {
         tracing::warn!(error = %e, "flushing NATS timed out");
     }
@@ -195,6 +210,65 @@ async fn start(
         tracing::info!("runtime serves no manifest; assuming contract v1");
     }
     Ok((client, consumer))
+}
+
+/// How long a dead worker or watcher waits before it is started again.
+const RESTART_BACKOFF: Duration = Duration::from_millis(500);
+
+/// Runs one worker slot, starting the worker again whenever it dies (a panic, or any end
+/// before shutdown). While it is down, `/healthz` does not report consuming.
+async fn supervise_worker(
+    shared: Arc<Shared>,
+    consumer: async_nats::jetstream::consumer::Consumer<
+        async_nats::jetstream::consumer::pull::Config,
+    >,
+    status: Arc<Status>,
+) {
+    loop {
+        let alive = Alive::new(&status);
+        let run = tokio::spawn({
+            let shared = Arc::clone(&shared);
+            let consumer = consumer.clone();
+            async move {
+                let _alive = alive;
+                worker::work(shared, consumer).await;
+            }
+        });
+        let ended = run.await;
+        if shared.stop_pulling.is_cancelled() {
+            return;
+        }
+        match ended {
+            Err(e) if e.is_panic() => tracing::error!("a worker panicked; starting it again"),
+            _ => tracing::error!("a worker stopped unexpectedly; starting it again"),
+        }
+        shared.metrics.worker_restarts.inc();
+        tokio::select! {
+            () = shared.stop_pulling.cancelled() => return,
+            () = tokio::time::sleep(RESTART_BACKOFF) => {}
+        }
+    }
+}
+
+/// Runs the max-deliveries watcher, starting it again if it dies before `stop`.
+async fn supervise_advisories(shared: Arc<Shared>, stop: CancellationToken) {
+    loop {
+        let run = tokio::spawn(advisories::watch_max_deliveries(
+            Arc::clone(&shared),
+            stop.clone(),
+        ));
+        match run.await {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "max-deliveries watcher stopped; starting it again");
+            }
+            Err(_) => tracing::error!("max-deliveries watcher panicked; starting it again"),
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(RESTART_BACKOFF) => {}
+        }
+    }
 }
 
 /// Polls the runtime's health while consuming; workers pull only while it is healthy.

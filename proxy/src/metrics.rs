@@ -26,6 +26,12 @@ pub struct Metrics {
     pub leases_lost: Counter,
     /// Tasks handed back unfinished at shutdown.
     pub handed_back: Counter,
+    /// Workers restarted after they died (a panic, or an end other than shutdown).
+    pub worker_restarts: Counter,
+    /// Tasks the server stopped delivering (max_deliver advisories) that got a failed result here.
+    pub given_up_by_server: Counter,
+    /// `reply-to` headers refused (outside the allowed prefixes, too long, wildcards).
+    pub reply_to_refused: Counter,
     /// Tasks being worked on.
     pub in_flight: Gauge,
     /// 1 while the runtime's /health answers 200.
@@ -52,6 +58,9 @@ impl Metrics {
             redeliveries: Counter::default(),
             leases_lost: Counter::default(),
             handed_back: Counter::default(),
+            worker_restarts: Counter::default(),
+            given_up_by_server: Counter::default(),
+            reply_to_refused: Counter::default(),
             in_flight: Gauge::default(),
             runtime_healthy: Gauge::default(),
             task_duration: Histogram::new(exponential_buckets(0.001, 2.0, 20)),
@@ -92,6 +101,21 @@ impl Metrics {
             "tasks_handed_back",
             "Tasks handed back unfinished at shutdown",
             m.handed_back.clone(),
+        );
+        registry.register(
+            "worker_restarts",
+            "Workers restarted after they died",
+            m.worker_restarts.clone(),
+        );
+        registry.register(
+            "tasks_given_up_by_server",
+            "Tasks the server stopped delivering at max_deliver that got a failed result from its advisory",
+            m.given_up_by_server.clone(),
+        );
+        registry.register(
+            "reply_to_refused",
+            "reply-to headers refused and ignored",
+            m.reply_to_refused.clone(),
         );
         registry.register(
             "tasks_in_flight",

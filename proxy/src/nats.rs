@@ -23,6 +23,8 @@ pub const DUPLICATE_WINDOW: Duration = Duration::from_mins(2);
 /// How long dead letters are kept.
 const DEADLETTER_MAX_AGE: Duration = Duration::from_hours(7 * 24);
 
+use daedalus_schemas::redact::redact_url;
+
 /// Why NATS could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum NatsError {
@@ -94,25 +96,21 @@ pub async fn connect(
     let mut delay = Duration::from_millis(250);
     let mut attempt = 1u32;
     loop {
-        match options(config, name)
-            .await?
-            .connect(config.url.as_str())
-            .await
-        {
+        match options(config, name).await?.connect(config.servers()).await {
             Ok(client) => {
-                tracing::info!(url = %config.url, attempt, "connected to NATS");
+                tracing::info!(url = %redact_url(&config.url), attempt, "connected to NATS");
                 return Ok(client);
             }
             Err(e) => {
                 let now = Instant::now();
                 if now + delay > deadline {
                     return Err(NatsError::Connect {
-                        url: config.url.clone(),
+                        url: redact_url(&config.url),
                         waited: now - started,
-                        last: e.to_string(),
+                        last: redact_url(&e.to_string()),
                     });
                 }
-                tracing::warn!(url = %config.url, attempt, error = %e, retry_in = ?delay, "cannot connect to NATS yet");
+                tracing::warn!(url = %redact_url(&config.url), attempt, error = %redact_url(&e.to_string()), retry_in = ?delay, "cannot connect to NATS yet");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(5));
                 attempt += 1;

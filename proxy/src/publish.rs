@@ -1,8 +1,8 @@
 //! `daedalus-proxy publish`: put a task on NATS and wait for its result.
 //!
 //! It makes sure the streams exist, subscribes to the task's result subject *before*
-//! publishing (so the result cannot slip by), publishes with `Nats-Msg-Id` = the messageId,
-//! and waits for the result whose `Nats-Msg-Id` is `result:<messageId>`. While waiting it also
+//! publishing (so the result cannot slip by), publishes with `Nats-Msg-Id` = `token(messageId)`,
+//! and waits for the result whose `Nats-Msg-Id` is `result:<agent>:<task-token>:<token(messageId)>`. While waiting it also
 //! asks the result stream directly (direct get of the subject's last message), which covers a
 //! result published while the subscription was reconnecting.
 
@@ -128,7 +128,7 @@ pub async fn publish(
     let message_id = request.message.message_id.clone();
     let task_id = request.message.effective_task_id().to_owned();
     let result_subject = subjects::result(&config.agent, &task_id);
-    let expected_id = format!("result:{message_id}");
+    let expected_id = subjects::result_msg_id(&config.agent, &task_id, &message_id);
     let mut results = if config.wait {
         Some(
             client
@@ -145,7 +145,10 @@ pub async fn publish(
 
     let subject = subjects::tasks(&config.agent);
     let mut headers = HeaderMap::new();
-    headers.insert("Nats-Msg-Id", message_id.as_str());
+    headers.insert(
+        subjects::MSG_ID_HEADER,
+        subjects::token(&message_id).as_ref(),
+    );
     let payload = contract::to_vec(request);
     let ack = async {
         js.publish_with_headers(subject.clone(), headers, payload.into())
@@ -208,7 +211,7 @@ fn matching_task(headers: Option<&HeaderMap>, payload: &[u8], expected: &str) ->
 
 fn has_msg_id(headers: Option<&HeaderMap>, expected: &str) -> bool {
     headers
-        .and_then(|h| h.get("Nats-Msg-Id"))
+        .and_then(|h| h.get(subjects::MSG_ID_HEADER))
         .is_some_and(|v| v.as_str() == expected)
 }
 

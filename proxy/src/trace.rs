@@ -81,7 +81,7 @@ impl TraceContext {
                     flags: parent.flags,
                 },
                 parent_span_id: Some(parent.span_id),
-                tracestate: tracestate.map(str::to_owned).filter(|s| !s.is_empty()),
+                tracestate: tracestate.filter(|s| is_tracestate(s)).map(str::to_owned),
             },
             None => Self {
                 span: TraceParent {
@@ -99,6 +99,12 @@ impl TraceContext {
     pub fn traceparent(&self) -> String {
         self.span.to_string()
     }
+}
+
+/// A `tracestate` worth passing on: W3C allows at most 512 characters of printable ASCII
+/// (anything else is dropped, as the spec says, rather than breaking the requests it rides on).
+fn is_tracestate(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 512 && s.bytes().all(|b| (0x20..0x7f).contains(&b))
 }
 
 fn nonzero<const N: usize>(mut draw: impl FnMut() -> [u8; N]) -> [u8; N] {
@@ -183,5 +189,13 @@ mod tests {
         assert_eq!(a.parent_span_id, None);
         assert_eq!(a.tracestate, None);
         assert_eq!(a.span.flags, 1);
+    }
+
+    #[test]
+    fn a_tracestate_that_could_break_a_request_is_dropped() {
+        for bad in ["ü=1", "a=1\tb", &"a".repeat(513), ""] {
+            let ctx = TraceContext::child_of(Some(PARENT), Some(bad));
+            assert_eq!(ctx.tracestate, None, "{bad:?}");
+        }
     }
 }

@@ -1,12 +1,17 @@
 //! The consume loop: each worker holds one slot, pulls one task only when idle and the runtime
 //! is healthy, works it to the end (result + ack, failed result + term, delayed nak, or
 //! dead letter), and pulls again.
+//!
+//! No path hands a task back on its last delivery: there it gets a failed result that says
+//! why ("gave up after N deliveries: ...") and is termed, so the server never drops a task
+//! without an answer.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::consumer::{Consumer, pull};
+use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::{AckKind, Context, Message};
 use bytes::Bytes;
 use daedalus_schemas::write::contract;
@@ -44,6 +49,8 @@ pub struct Shared {
 
 /// How long to back off after a failed pull request.
 const PULL_ERROR_BACKOFF: Duration = Duration::from_millis(500);
+/// The longest a `Deadletter-Reason` header gets.
+const REASON_HEADER_MAX: usize = 256;
 
 /// Runs one slot until shutdown.
 pub async fn work(shared: Arc<Shared>, consumer: Consumer<pull::Config>) {
@@ -70,19 +77,23 @@ pub async fn work(shared: Arc<Shared>, consumer: Consumer<pull::Config>) {
             }
         };
         // The server answers by `expires`; after a crash of the server the client gives up
-        // some seconds later. Bound the wait either way.
-        let next = tokio::time::timeout(expires + Duration::from_secs(10), batch.next()).await;
+        // some seconds later. Bound the wait either way, and do not wait it out at shutdown: a
+        // message that lands after the pull is dropped is redelivered after the ack wait.
+        let next = tokio::select! {
+            () = shared.stop_pulling.cancelled() => return,
+            next = tokio::time::timeout(expires + Duration::from_secs(10), batch.next()) => next,
+        };
         match next {
             Ok(Some(Ok(message))) => {
                 if shared.stop_pulling.is_cancelled() {
                     // Pulled as shutdown began: hand it straight to another replica.
-                    confirm(&message, AckKind::Nak(None), "hand back").await;
+                    hand_back(&shared, message, "the proxy was shutting down").await;
                     return;
                 }
                 if !*health.borrow() {
                     // The runtime went unhealthy while the pull was waiting: hand the task
                     // to a replica whose runtime can take it.
-                    confirm(&message, AckKind::Nak(None), "hand back").await;
+                    hand_back(&shared, message, "the runtime was unhealthy").await;
                     continue;
                 }
                 process(&shared, message).await;
@@ -114,7 +125,7 @@ async fn confirm(message: &Message, kind: AckKind, what: &str) -> bool {
     }
 }
 
-fn header<'a>(headers: Option<&'a HeaderMap>, name: &str) -> Option<&'a str> {
+pub(crate) fn header<'a>(headers: Option<&'a HeaderMap>, name: &str) -> Option<&'a str> {
     let headers = headers?;
     headers
         .iter()
@@ -123,43 +134,47 @@ fn header<'a>(headers: Option<&'a HeaderMap>, name: &str) -> Option<&'a str> {
         .map(async_nats::HeaderValue::as_str)
 }
 
+/// `text` as a header value: control characters become spaces, at most `max` bytes.
+pub(crate) fn header_text(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max));
+    for c in text.chars() {
+        let c = if c.is_control() { ' ' } else { c };
+        if out.len() + c.len_utf8() > max {
+            break;
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// Works one task message to its end.
 async fn process(shared: &Arc<Shared>, message: Message) {
-    let (delivered, stream_sequence) = match message.info() {
-        Ok(info) => (
-            u32::try_from(info.delivered).unwrap_or(u32::MAX),
-            info.stream_sequence,
-        ),
-        Err(e) => {
-            tracing::error!(error = %e, "pulled a message without JetStream metadata; ignoring it");
-            return;
-        }
-    };
-    shared.metrics.received.inc();
-    if delivered > 1 {
-        shared.metrics.redeliveries.inc();
+    if let Some((job, span)) = Job::new(shared, message) {
+        job.run().instrument(span).await;
     }
-    let headers = message.headers.as_ref();
-    let trace = TraceContext::child_of(
-        header(headers, "traceparent"),
-        header(headers, "tracestate"),
-    );
-    let span = tracing::info_span!(
-        "task",
-        task_id = tracing::field::Empty,
-        stream_sequence,
-        delivered,
-        trace_id = %trace.span.trace_id_hex(),
-        span_id = %trace.span.span_id_hex(),
-    );
-    let job = Job {
-        shared: Arc::clone(shared),
-        message: Arc::new(message),
-        trace,
-        delivered,
-        stream_sequence,
-    };
-    job.run().instrument(span).await;
+}
+
+/// Hands a pulled task back untouched for another replica, or gives it up with a failed
+/// result if this was its last delivery.
+async fn hand_back(shared: &Arc<Shared>, message: Message, why: &str) {
+    if let Some((job, span)) = Job::new(shared, message) {
+        job.hand_back(None, why).instrument(span).await;
+    }
+}
+
+/// How a durable publish ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Published {
+    Yes,
+    /// The lease was lost first: publish nothing more.
+    LeaseLost,
+    /// The message can never fit the server's `max_payload`.
+    TooLarge {
+        size: usize,
+        max: usize,
+    },
+    /// Not acknowledged before the deadline.
+    GaveUp(String),
 }
 
 /// One delivery of one task message.
@@ -172,19 +187,61 @@ struct Job {
 }
 
 impl Job {
+    fn new(shared: &Arc<Shared>, message: Message) -> Option<(Job, tracing::Span)> {
+        let (delivered, stream_sequence) = match message.info() {
+            Ok(info) => (
+                u32::try_from(info.delivered).unwrap_or(u32::MAX),
+                info.stream_sequence,
+            ),
+            Err(e) => {
+                tracing::error!(error = %e, "pulled a message without JetStream metadata; ignoring it");
+                return None;
+            }
+        };
+        shared.metrics.received.inc();
+        if delivered > 1 {
+            shared.metrics.redeliveries.inc();
+        }
+        let headers = message.headers.as_ref();
+        let trace = TraceContext::child_of(
+            header(headers, "traceparent"),
+            header(headers, "tracestate"),
+        );
+        let span = tracing::info_span!(
+            "task",
+            task_id = tracing::field::Empty,
+            stream_sequence,
+            delivered,
+            trace_id = %trace.span.trace_id_hex(),
+            span_id = %trace.span.span_id_hex(),
+        );
+        let job = Job {
+            shared: Arc::clone(shared),
+            message: Arc::new(message),
+            trace,
+            delivered,
+            stream_sequence,
+        };
+        Some((job, span))
+    }
+
+    fn is_last_delivery(&self) -> bool {
+        self.delivered >= self.shared.config.max_deliver
+    }
+
     async fn run(self) {
         let started = Instant::now();
         let config = &self.shared.config;
         let lease = Lease::start(Arc::clone(&self.message), config.ack_wait);
         self.shared.metrics.in_flight.inc();
         match intake::read_task(&self.message.payload) {
-            Intake::Unaddressable { reason } => self.dead_letter(&lease, &reason).await,
+            Intake::Unaddressable { reason } => self.dead_letter(Some(&lease), &reason).await,
             Intake::Refused { ids, reason } => {
                 tracing::Span::current().record("task_id", ids.task_id.as_str());
                 tracing::warn!(%reason, "poison task body");
                 let task =
                     disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &reason);
-                self.finish(&lease, &ids, &task, AckKind::Term, started)
+                self.finish(Some(&lease), &ids, task, AckKind::Term, started)
                     .await;
             }
             Intake::Task { ids, .. } => {
@@ -204,40 +261,44 @@ impl Job {
             reply = self.shared.forwarder.send(body, &self.trace, config.task_timeout) => reply,
             () = lease.lost() => {
                 self.shared.metrics.leases_lost.inc();
+                if self.is_last_delivery() {
+                    // Nobody else will get it: answer it here, lease or not.
+                    self.give_up(None, "the lease was lost (progress acks went unconfirmed)").await;
+                }
                 return;
             }
             () = self.shared.abandon.cancelled() => {
                 tracing::warn!("grace period over; handing the task back to another replica");
-                self.shared.metrics.handed_back.inc();
-                confirm(&self.message, AckKind::Nak(None), "hand back").await;
+                self.hand_back(Some(lease), "the grace period ran out at shutdown").await;
                 return;
             }
         };
         match disposition::classify(&ids.task_id, reply) {
             Disposition::Result(task) => {
-                self.finish(lease, ids, &task, AckKind::Ack, started).await;
+                self.finish(Some(lease), ids, *task, AckKind::Ack, started)
+                    .await;
             }
             Disposition::Poison(reason) => {
                 tracing::warn!(%reason, "the task cannot succeed");
                 let task =
                     disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &reason);
-                self.finish(lease, ids, &task, AckKind::Term, started).await;
+                self.finish(Some(lease), ids, task, AckKind::Term, started)
+                    .await;
             }
-            Disposition::Transient(reason) => self.retry(lease, ids, &reason, started).await,
+            Disposition::Unavailable(reason) => {
+                // The runtime says it is not ready: stop pulling until /health says otherwise.
+                self.shared.runtime_healthy.send_replace(false);
+                self.retry(lease, &reason).await;
+            }
+            Disposition::Transient(reason) => self.retry(lease, &reason).await,
         }
     }
 
-    async fn retry(&self, lease: &Lease, ids: &Ids, reason: &str, started: Instant) {
+    /// A transient failure: nak with a growing delay, or give up on the last delivery.
+    async fn retry(&self, lease: &Lease, reason: &str) {
         let config = &self.shared.config;
-        if reason.contains("answered 503") {
-            // The runtime says it is not ready: stop pulling until /health says otherwise.
-            self.shared.runtime_healthy.send_replace(false);
-        }
-        if self.delivered >= config.max_deliver {
-            let why = format!("gave up after {} attempts: {reason}", self.delivered);
-            tracing::warn!(reason = %why, "last delivery failed");
-            let task = disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &why);
-            self.finish(lease, ids, &task, AckKind::Term, started).await;
+        if self.is_last_delivery() {
+            self.give_up(Some(lease), reason).await;
             return;
         }
         let delay = disposition::retry_delay(
@@ -251,38 +312,85 @@ impl Job {
         }
     }
 
-    /// Publishes `task` as the result (and to `reply-to`), then acks with `ack`.
-    async fn finish(&self, lease: &Lease, ids: &Ids, task: &Task, ack: AckKind, started: Instant) {
-        let config = &self.shared.config;
-        let payload = Bytes::from(contract::to_vec(task));
-        let mut headers = HeaderMap::new();
-        headers.insert("Nats-Msg-Id", format!("result:{}", ids.message_id).as_str());
-        headers.insert(subjects::TASK_ID_HEADER, task.id.as_str());
-        headers.insert(
-            subjects::TASK_STATE_HEADER,
-            task.status.state.to_string().as_str(),
-        );
-        headers.insert("traceparent", self.trace.traceparent().as_str());
-        if let Some(state) = &self.trace.tracestate {
-            headers.insert("tracestate", state.as_str());
-        }
-        let subject = subjects::result(&config.agent, &ids.task_id);
-        if !self
-            .publish_durably(lease, &subject, &headers, &payload)
-            .await
-        {
+    /// Hands the task back for another replica at once, unless this was its last delivery.
+    async fn hand_back(&self, lease: Option<&Lease>, why: &str) {
+        if self.is_last_delivery() {
+            self.give_up(lease, why).await;
             return;
         }
-        if let Some(reply_to) = header(self.message.headers.as_ref(), subjects::REPLY_TO_HEADER)
-            && let Err(e) = self
-                .shared
-                .client
-                .publish_with_headers(reply_to.to_owned(), headers.clone(), payload.clone())
-                .await
-        {
-            tracing::warn!(reply_to, error = %e, "could not send the result to reply-to");
+        tracing::info!(reason = why, "handing the task back");
+        self.shared.metrics.handed_back.inc();
+        confirm(&self.message, AckKind::Nak(None), "hand back").await;
+    }
+
+    /// The last delivery failed: publish a failed Task saying why and term the message. With
+    /// no lease (lost, or never taken) the publish does not wait on one: no replica will get
+    /// this message again.
+    async fn give_up(&self, lease: Option<&Lease>, why: &str) {
+        let why = format!("gave up after {} deliveries: {why}", self.delivered);
+        tracing::warn!(reason = %why, "last delivery failed");
+        match intake::read_task(&self.message.payload) {
+            Intake::Unaddressable { reason } => {
+                self.dead_letter(lease, &format!("{why}; {reason}")).await;
+            }
+            Intake::Refused { ids, .. } | Intake::Task { ids, .. } => {
+                let task = disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &why);
+                self.finish(lease, &ids, task, AckKind::Term, Instant::now())
+                    .await;
+            }
         }
-        if lease.is_lost() {
+    }
+
+    /// Publishes `task` as the result (and to an allowed `reply-to`), then acks with `ack`.
+    /// A result too large for the server becomes a small failed Task that says so.
+    async fn finish(
+        &self,
+        lease: Option<&Lease>,
+        ids: &Ids,
+        task: Task,
+        ack: AckKind,
+        started: Instant,
+    ) {
+        let mut task = task;
+        let mut ack = ack;
+        let mut payload = Bytes::from(contract::to_vec(&task));
+        let mut headers = self.result_headers(ids, &task);
+        let subject = subjects::result(&self.shared.config.agent, &ids.task_id);
+        let mut outcome = self
+            .publish_durably(lease, &subject, &headers, &payload)
+            .await;
+        if let Published::TooLarge { size, max } = outcome {
+            let why = format!(
+                "the result ({size} bytes with headers) is larger than the NATS server's max_payload ({max} bytes)"
+            );
+            tracing::warn!(reason = %why, "result too large; publishing a failed result instead");
+            task = disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &why);
+            ack = AckKind::Term;
+            payload = Bytes::from(contract::to_vec(&task));
+            headers = self.result_headers(ids, &task);
+            outcome = self
+                .publish_durably(lease, &subject, &headers, &payload)
+                .await;
+            if let Published::TooLarge { .. } = outcome {
+                // Even the failure does not fit (the ids alone are too large): keep the body.
+                self.dead_letter(lease, &why).await;
+                return;
+            }
+        }
+        match outcome {
+            Published::Yes => {}
+            Published::LeaseLost => return,
+            Published::TooLarge { .. } | Published::GaveUp(_) => {
+                // The result cannot be stored now: let the server redeliver the task later.
+                if lease.is_none_or(|l| !l.is_lost()) {
+                    let delay = self.shared.config.retry_max_delay;
+                    confirm(&self.message, AckKind::Nak(Some(delay)), "nak").await;
+                }
+                return;
+            }
+        }
+        self.send_reply_to(&headers, &payload).await;
+        if lease.is_some_and(Lease::is_lost) {
             return;
         }
         if confirm(&self.message, ack, "ack").await {
@@ -299,19 +407,52 @@ impl Job {
         }
     }
 
-    /// Publishes to a stream and waits for its ack, retrying while the lease holds. False when
-    /// the lease was lost or the task abandoned first.
+    fn result_headers(&self, ids: &Ids, task: &Task) -> HeaderMap {
+        result_headers(&self.shared.config.agent, ids, task, &self.trace)
+    }
+
+    /// Also sends the result to the publisher's `reply-to`, if it names an allowed subject.
+    async fn send_reply_to(&self, headers: &HeaderMap, payload: &Bytes) {
+        let Some(reply_to) = header(self.message.headers.as_ref(), subjects::REPLY_TO_HEADER)
+        else {
+            return;
+        };
+        if let Err(why) = subjects::check_reply_to(reply_to, &self.shared.config.reply_to_prefixes)
+        {
+            self.shared.metrics.reply_to_refused.inc();
+            tracing::warn!(
+                reply_to = %header_text(reply_to, 80),
+                length = reply_to.len(),
+                reason = %why,
+                "reply-to refused; the result is published on its own subject only"
+            );
+            return;
+        }
+        if let Err(e) = self
+            .shared
+            .client
+            .publish_with_headers(reply_to.to_owned(), headers.clone(), payload.clone())
+            .await
+        {
+            tracing::warn!(reply_to, error = %e, "could not send the result to reply-to");
+        }
+    }
+
+    /// Publishes to a stream and waits for its ack, retrying until the lease is lost (when
+    /// there is one) or an ack wait has passed. A message over the server's `max_payload` is
+    /// never retried.
     async fn publish_durably(
         &self,
-        lease: &Lease,
+        lease: Option<&Lease>,
         subject: &str,
         headers: &HeaderMap,
         payload: &Bytes,
-    ) -> bool {
+    ) -> Published {
+        let deadline = Instant::now() + self.shared.config.ack_wait;
         let mut delay = Duration::from_millis(100);
         loop {
-            if lease.is_lost() {
-                return false;
+            if lease.is_some_and(Lease::is_lost) {
+                return Published::LeaseLost;
             }
             let attempt = async {
                 self.shared
@@ -320,46 +461,115 @@ impl Job {
                     .await?
                     .await
             };
-            match attempt.await {
+            let problem = match attempt.await {
                 Ok(ack) => {
                     if ack.duplicate {
                         tracing::info!(subject, "result already published (duplicate suppressed)");
                     }
-                    return true;
+                    return Published::Yes;
                 }
-                Err(e) => {
-                    tracing::warn!(subject, error = %e, retry_in = ?delay, "publish not acknowledged");
+                Err(e) if e.kind() == PublishErrorKind::MaxPayloadExceeded => {
+                    return Published::TooLarge {
+                        size: message_size(headers, payload),
+                        max: self.shared.client.server_info().max_payload,
+                    };
                 }
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() + delay > deadline {
+                tracing::warn!(subject, error = %problem, "publish not acknowledged; giving up for now");
+                return Published::GaveUp(problem);
             }
+            tracing::warn!(subject, error = %problem, retry_in = ?delay, "publish not acknowledged");
+            let lost = async {
+                match lease {
+                    Some(l) => l.lost().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
-                () = lease.lost() => return false,
+                () = lost => return Published::LeaseLost,
                 () = tokio::time::sleep(delay) => {}
             }
             delay = (delay * 2).min(Duration::from_secs(2));
         }
     }
 
-    async fn dead_letter(&self, lease: &Lease, reason: &str) {
+    async fn dead_letter(&self, lease: Option<&Lease>, reason: &str) {
         let config = &self.shared.config;
         tracing::warn!(%reason, "no usable task id; dead-lettering the body");
         let mut headers = self.message.headers.clone().unwrap_or_default();
         headers.insert(
-            "Nats-Msg-Id",
+            subjects::MSG_ID_HEADER,
             format!(
                 "deadletter:{}:{}",
                 config.streams.tasks, self.stream_sequence
             )
             .as_str(),
         );
-        headers.insert(subjects::DEADLETTER_REASON_HEADER, reason);
+        headers.insert(
+            subjects::DEADLETTER_REASON_HEADER,
+            header_text(reason, REASON_HEADER_MAX).as_str(),
+        );
         let subject = subjects::deadletter(&config.agent);
-        if self
+        let published = self
             .publish_durably(lease, &subject, &headers, &self.message.payload)
-            .await
-            && !lease.is_lost()
+            .await;
+        if published == Published::Yes
+            && lease.is_none_or(|l| !l.is_lost())
             && confirm(&self.message, AckKind::Term, "term").await
         {
             self.shared.metrics.deadlettered.inc();
         }
+    }
+}
+
+/// The headers of a result: tokens and visible ASCII only, whatever the ids hold.
+pub(crate) fn result_headers(
+    agent: &str,
+    ids: &Ids,
+    task: &Task,
+    trace: &TraceContext,
+) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        subjects::MSG_ID_HEADER,
+        subjects::result_msg_id(agent, &ids.task_id, &ids.message_id).as_str(),
+    );
+    headers.insert(subjects::TASK_ID_HEADER, subjects::token(&task.id).as_ref());
+    headers.insert(
+        subjects::TASK_STATE_HEADER,
+        task.status.state.to_string().as_str(),
+    );
+    headers.insert("traceparent", trace.traceparent().as_str());
+    if let Some(state) = &trace.tracestate {
+        headers.insert("tracestate", header_text(state, 512).as_str());
+    }
+    headers
+}
+
+/// The bytes a message takes against `max_payload`: its payload and its headers.
+fn message_size(headers: &HeaderMap, payload: &Bytes) -> usize {
+    let header_bytes: usize = headers
+        .iter()
+        .map(|(k, values)| {
+            values
+                .iter()
+                .map(|v| AsRef::<str>::as_ref(k).len() + v.as_str().len() + 4)
+                .sum::<usize>()
+        })
+        .sum();
+    payload.len() + header_bytes + 12
+}
+
+#[cfg(test)]
+mod tests {
+    use super::header_text;
+
+    #[test]
+    fn header_text_is_one_bounded_line() {
+        assert_eq!(header_text("a\r\nb\tc", 100), "a  b c");
+        assert_eq!(header_text(&"x".repeat(1_000), 10).len(), 10);
+        assert_eq!(header_text("ééé", 5), "éé");
     }
 }

@@ -56,7 +56,7 @@ async fn two_hundred_tasks_give_two_hundred_results_and_an_empty_stream() {
             headers
                 .get("Nats-Msg-Id")
                 .map(async_nats::HeaderValue::as_str),
-            Some(format!("result:m-{n}").as_str())
+            Some(format!("result:echo:t-{n}:m-{n}").as_str())
         );
     }
     proxy
@@ -135,10 +135,12 @@ async fn trace_context_flows_from_nats_to_the_runtime_and_the_result() {
 }
 
 #[tokio::test]
-async fn reply_to_gets_the_result_too() {
+async fn reply_to_under_a_configured_prefix_gets_the_result_too() {
     let nats = NatsServer::start();
     let fake = FakeRuntime::start(Mode::Echo).await;
-    let proxy = Proxy::start(proxy_config("replies", &nats.url(), &fake.url)).await;
+    let mut config = proxy_config("replies", &nats.url(), &fake.url);
+    config.reply_to_prefixes = vec!["_INBOX.".into(), "my.".into()];
+    let proxy = Proxy::start(config).await;
     let (client, js) = client(&nats).await;
     let mut inbox = client.subscribe("my.inbox").await.unwrap();
     let mut headers = HeaderMap::new();
@@ -256,7 +258,7 @@ async fn a_runtime_that_never_recovers_gets_a_failed_result_after_max_deliver() 
     assert_eq!(task.status.state, TaskState::Failed);
     let why = task.status.message.as_ref().unwrap().text();
     assert!(
-        why.starts_with("gave up after 3 attempts: runtime answered 503"),
+        why.starts_with("gave up after 3 deliveries: runtime answered 503"),
         "{why}"
     );
     assert_eq!(fake.calls_for("t-1"), 3);

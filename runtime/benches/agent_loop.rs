@@ -148,6 +148,10 @@ struct InstantTools;
 
 #[async_trait]
 impl ToolSource for InstantTools {
+    fn serves(&self, server: &str) -> bool {
+        server == "t"
+    }
+
     async fn tools(&self) -> Vec<ToolSpec> {
         vec![ToolSpec {
             name: "t__op".into(),

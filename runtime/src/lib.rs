@@ -175,7 +175,7 @@ pub async fn run_with_state(
     let mut servers = vec![tokio::spawn(serve::serve(
         listener,
         main,
-        config.limits.header_read_timeout,
+        serve::ConnectionLimits::from(&config.limits),
         stop_serving.clone(),
     ))];
 
@@ -216,7 +216,7 @@ pub async fn run_with_state(
             servers.push(tokio::spawn(serve::serve(
                 listener,
                 own,
-                config.limits.header_read_timeout,
+                serve::ConnectionLimits::from(&config.limits),
                 stop_serving.clone(),
             )));
             tracing::info!(agent = face.name(), port, "agent MCP endpoint ready");
@@ -227,7 +227,7 @@ pub async fn run_with_state(
         servers.push(tokio::spawn(serve::serve(
             listener,
             companions(),
-            config.limits.header_read_timeout,
+            serve::ConnectionLimits::from(&config.limits),
             stop_serving.clone(),
         )));
     }

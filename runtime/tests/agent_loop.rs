@@ -31,6 +31,10 @@ struct FixtureTools {
 
 #[async_trait]
 impl ToolSource for FixtureTools {
+    fn serves(&self, server: &str) -> bool {
+        server == "fixture"
+    }
+
     async fn tools(&self) -> Vec<ToolSpec> {
         ["add", "fail", "hang", "sleep"]
             .iter()
@@ -270,6 +274,35 @@ async fn a_tool_error_reaches_the_model_which_recovers() {
     assert!(seen.lock().unwrap().iter().any(
         |e| matches!(e, LoopEvent::ToolFailed { reason, .. } if reason == "division by zero")
     ));
+}
+
+#[tokio::test]
+async fn tool_names_with_unknown_server_prefixes_share_one_server_label() {
+    let fake = FakeLlm::start(KEY, &["gpt-loop"]).await;
+    fake.script([
+        Reply::ToolCalls(vec![
+            ("ghost1__x".into(), json!({})),
+            ("ghost2__y".into(), json!({})),
+            ("fixture__add".into(), json!({"a": 1, "b": 2})),
+        ]),
+        Reply::Text("done".into()),
+    ]);
+    let (sink, seen) = recorder();
+    let outcome = agent(&fake, &Provider::OpenAi, Arc::default(), 12)
+        .run(ask("try", sink), CancellationToken::new())
+        .await;
+    assert_eq!(text_of(&outcome), "done");
+    let mut servers: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            LoopEvent::ToolStarted { server, .. } => Some(server.clone()),
+            _ => None,
+        })
+        .collect();
+    servers.sort();
+    assert_eq!(servers, ["(unknown)", "(unknown)", "fixture"]);
 }
 
 #[tokio::test]

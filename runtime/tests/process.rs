@@ -255,6 +255,112 @@ async fn a_client_that_sends_an_oversized_body_whole_still_reads_the_413() {
     }
 }
 
+/// Writes `requests` on one connection at once and reads until the server closes it or
+/// `answers` responses have arrived; returns everything read.
+fn pipelined(addr: std::net::SocketAddr, requests: &[u8], answers: usize) -> String {
+    let mut stream = TcpStream::connect(addr).expect("connects");
+    stream.write_all(requests).expect("writes");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("sets a timeout");
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 16_384];
+    loop {
+        let text = String::from_utf8_lossy(&seen);
+        if text.matches("HTTP/1.1 ").count() >= answers && text.ends_with('}') {
+            break;
+        }
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+            Err(e) => panic!("the server neither answered nor closed: {e}; read so far: {text}"),
+        }
+    }
+    String::from_utf8_lossy(&seen).into_owned()
+}
+
+#[test]
+fn a_pipelined_request_after_a_415_with_a_body_is_answered() {
+    let rt = runtime().start();
+    let body = "x".repeat(64 * 1024);
+    let requests = format!(
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}\
+         GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
+        body.len()
+    );
+    let answers = pipelined(rt.addr, requests.as_bytes(), 2);
+    assert!(answers.starts_with("HTTP/1.1 415"), "{answers}");
+    assert!(
+        answers.contains("HTTP/1.1 200"),
+        "the second request was answered: {answers}"
+    );
+}
+
+#[test]
+fn an_early_error_that_leaves_a_body_unread_closes_the_connection() {
+    let rt = runtime().start();
+    let body = "x".repeat(64 * 1024);
+    // A body on a path with no handler: nothing reads it.
+    let requests = format!(
+        "POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}\
+         GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
+        body.len()
+    );
+    let answers = pipelined(rt.addr, requests.as_bytes(), 2);
+    assert!(answers.starts_with("HTTP/1.1 40"), "{answers}");
+    let second_in_step = answers.contains("HTTP/1.1 200");
+    let closed = answers.to_ascii_lowercase().contains("connection: close");
+    assert!(
+        second_in_step || closed,
+        "either the body was skipped and the next request answered, or the connection closed: {answers}"
+    );
+}
+
+#[test]
+fn a_connection_that_sends_nothing_is_closed_after_the_header_timeout() {
+    let rt = runtime().env("HEADER_READ_TIMEOUT", "300ms").start();
+    let mut stream = TcpStream::connect(rt.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut buf = Vec::new();
+    let read = stream.read_to_end(&mut buf);
+    assert!(
+        matches!(read, Ok(0)),
+        "the server closed the silent connection (rather than our read timing out): {read:?}"
+    );
+}
+
+#[test]
+fn connections_past_max_connections_wait_for_a_free_slot() {
+    let rt = runtime().env("MAX_CONNECTIONS", "1").start();
+    let request = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    let mut first = TcpStream::connect(rt.addr).unwrap();
+    first.write_all(request).unwrap();
+    let mut buf = [0u8; 4096];
+    let n = first.read(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    // The first connection stays open (keep-alive): the second is not served meanwhile.
+    let mut second = TcpStream::connect(rt.addr).unwrap();
+    second.write_all(request).unwrap();
+    second
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    assert!(
+        second.read(&mut buf).is_err(),
+        "the second connection waits while the first holds the only slot"
+    );
+    drop(first);
+    second
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let n = second.read(&mut buf).unwrap();
+    assert!(
+        String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"),
+        "served once the slot was free"
+    );
+}
+
 #[test]
 fn slow_headers_are_cut_off() {
     let rt = runtime().env("HEADER_READ_TIMEOUT", "300ms").start();

@@ -79,7 +79,8 @@ pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
             _ => return Err(err()),
         };
         rest = &rest[unit_len..];
-        total += Duration::try_from_secs_f64(number * unit_secs).map_err(|_| err())?;
+        let part = Duration::try_from_secs_f64(number * unit_secs).map_err(|_| err())?;
+        total = total.checked_add(part).ok_or_else(err)?;
     }
     Ok(total)
 }
@@ -108,6 +109,23 @@ pub fn format_duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overflowing_or_signed_durations_are_errors_not_panics() {
+        for input in [
+            "153722867280912929m1hrs6148914691236517205333ms1281023894007607h",
+            "18446744073709551615s18446744073709551615s",
+            "-1s",
+            "-5",
+            "NaN",
+            "inf",
+            "1e400",
+            "1e400s",
+            "..s",
+        ] {
+            assert!(parse_duration(input).is_err(), "{input}");
+        }
+    }
 
     #[test]
     fn contract_spellings_parse() {

@@ -18,8 +18,10 @@ pub mod cli;
 pub mod container;
 pub mod model;
 pub mod read;
+pub mod redact;
 #[cfg(feature = "service")]
 pub mod service;
+pub mod token;
 pub mod validate;
 pub mod write;
 

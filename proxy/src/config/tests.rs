@@ -98,6 +98,58 @@ fn bad_values_name_their_variable() {
 }
 
 #[test]
+fn credentials_in_nats_url_are_masked_in_check_config_and_debug() {
+    let c = run_config(
+        &[],
+        &[
+            ("AGENT_NAME", "a"),
+            ("NATS_URL", "nats://u:hunter2@n1:4222,nats://tok3n@n2:4222"),
+        ],
+    );
+    assert_eq!(
+        c.nats.servers(),
+        ["nats://u:hunter2@n1:4222", "nats://tok3n@n2:4222"]
+    );
+    let shown = format!("{}\n{c:?}", c.to_pretty_json());
+    assert!(
+        !shown.contains("hunter2") && !shown.contains("tok3n"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("nats://***@n1:4222,nats://***@n2:4222"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn a_bad_server_url_or_reply_prefix_names_its_variable() {
+    let base = ("AGENT_NAME", "a");
+    assert_eq!(
+        invalid_key(&[], &[base, ("NATS_URL", "nats://ok:4222,not a url")]),
+        "NATS_URL"
+    );
+    for prefix in ["agent.", "$JS.", ">", "a.*.", "age"] {
+        assert_eq!(
+            invalid_key(&[], &[base, ("REPLY_TO_PREFIXES", prefix)]),
+            "REPLY_TO_PREFIXES",
+            "{prefix}"
+        );
+    }
+    let c = run_config(&[], &[base, ("REPLY_TO_PREFIXES", "_INBOX., replies.app.")]);
+    assert_eq!(c.reply_to_prefixes, ["_INBOX.", "replies.app."]);
+    assert_eq!(run_config(&[], &[base]).reply_to_prefixes, ["_INBOX."]);
+}
+
+#[test]
+fn an_overflowing_duration_is_a_usage_error_not_a_panic() {
+    let huge = "153722867280912929m1hrs6148914691236517205333ms1281023894007607h";
+    assert_eq!(
+        invalid_key(&[], &[("AGENT_NAME", "a"), ("ACK_WAIT", huge)]),
+        "ACK_WAIT"
+    );
+}
+
+#[test]
 fn credentials_are_masked_in_check_config() {
     let launch = launch(
         &["--check-config"],

@@ -60,16 +60,55 @@ pub fn proxy_config(agent: &str, nats_url: &str, runtime_url: &str) -> ProxyConf
 
 impl Proxy {
     pub async fn start(config: ProxyConfig) -> Proxy {
+        let runtime = daedalus_proxy::runtime::HttpRuntime::new(&config.runtime_url);
+        Self::start_with(config, Arc::new(runtime)).await
+    }
+
+    /// A proxy whose task calls go through `forwarder` (health, card and manifest still come
+    /// from the configured runtime URL).
+    pub async fn start_with(
+        config: ProxyConfig,
+        forwarder: Arc<dyn daedalus_proxy::runtime::Forwarder>,
+    ) -> Proxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("binds");
         let addr = listener.local_addr().expect("has an address");
         let stop = CancellationToken::new();
         let shutdown = stop.clone().cancelled_owned();
-        let task = tokio::spawn(daedalus_proxy::run(listener, config, shutdown));
+        let runtime = daedalus_proxy::runtime::HttpRuntime::new(&config.runtime_url);
+        let task = tokio::spawn(daedalus_proxy::run_with(
+            listener, config, forwarder, runtime, shutdown,
+        ));
         let proxy = Proxy { stop, task, addr };
         proxy.wait_consuming().await;
         proxy
+    }
+
+    /// `/healthz` as JSON (whatever its status code).
+    pub async fn healthz(&self) -> serde_json::Value {
+        reqwest::get(format!("http://{}/healthz", self.addr))
+            .await
+            .expect("healthz answers")
+            .json()
+            .await
+            .expect("healthz is JSON")
+    }
+
+    /// Waits until `/healthz` has `field` = `value`.
+    pub async fn wait_healthz(&self, field: &str, value: serde_json::Value) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let now = self.healthz().await;
+            if now[field] == value {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "healthz never had {field} = {value}: {now}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Waits until `/healthz` reports consuming.
@@ -211,6 +250,26 @@ pub async fn wait_results(
             return found;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until the agent's consumer has `n` pull requests waiting on the server.
+pub async fn wait_pulls_waiting(js: &Context, agent: &str, n: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut consumer: jetstream::consumer::PullConsumer = js
+            .get_consumer_from_stream(format!("agent-{agent}"), "AGENT_TASKS")
+            .await
+            .expect("the agent's consumer");
+        let waiting = consumer.info().await.expect("consumer info").num_waiting;
+        if waiting >= n {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{waiting} pulls waiting, expected {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

@@ -181,6 +181,11 @@ impl LlmAgent {
     /// Runs one tool call under the timeout, reporting it.
     async fn call_tool(&self, call: &ToolCall, step: u32, context: &CallContext) -> ToolResult {
         let (server, tool) = split_name(&call.name);
+        let server = if self.tools.serves(server) {
+            server
+        } else {
+            super::tools::UNKNOWN_SERVER
+        };
         let (server, tool) = (server.to_owned(), tool.to_owned());
         let depth = context.depth;
         context.events.emit(LoopEvent::ToolStarted {

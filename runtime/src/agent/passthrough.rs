@@ -170,6 +170,12 @@ mod tests {
             run("***SLEEP forever").await,
             AgentOutcome::Completed { .. }
         ));
+        // A duration that overflows is no duration: echoed, never a panic.
+        assert!(matches!(
+            run("***SLEEP 153722867280912929m1hrs6148914691236517205333ms1281023894007607h x")
+                .await,
+            AgentOutcome::Completed { .. }
+        ));
     }
 
     #[tokio::test]

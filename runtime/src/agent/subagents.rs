@@ -43,6 +43,10 @@ impl SubAgents {
 
 #[async_trait]
 impl ToolSource for SubAgents {
+    fn serves(&self, server: &str) -> bool {
+        self.agents.contains_key(server)
+    }
+
     async fn tools(&self) -> Vec<ToolSpec> {
         self.agents
             .iter()

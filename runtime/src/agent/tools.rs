@@ -75,7 +75,15 @@ pub trait ToolSource: Send + Sync + fmt::Debug + 'static {
 
     /// Calls `name` with `arguments`. Failures are results with `is_error`, never panics.
     async fn call(&self, name: &str, arguments: &Value, context: &CallContext) -> ToolResult;
+
+    /// Whether tools named `<server>__...` come from here. The model may name any prefix; only
+    /// known ones become metric labels.
+    fn serves(&self, server: &str) -> bool;
 }
+
+/// The server label of a tool call whose prefix no source serves: model-chosen names must not
+/// make a new metric series each.
+pub const UNKNOWN_SERVER: &str = "(unknown)";
 
 /// No tools at all.
 #[derive(Debug, Default, Clone, Copy)]
@@ -83,6 +91,10 @@ pub struct NoTools;
 
 #[async_trait]
 impl ToolSource for NoTools {
+    fn serves(&self, _server: &str) -> bool {
+        false
+    }
+
     async fn tools(&self) -> Vec<ToolSpec> {
         Vec::new()
     }
@@ -122,6 +134,12 @@ impl Toolbox {
 
 #[async_trait]
 impl ToolSource for Toolbox {
+    fn serves(&self, server: &str) -> bool {
+        self.sources
+            .iter()
+            .any(|(prefixes, _)| prefixes.iter().any(|p| p == server))
+    }
+
     async fn tools(&self) -> Vec<ToolSpec> {
         let lists = futures::future::join_all(self.sources.iter().map(|(_, s)| s.tools())).await;
         lists.into_iter().flatten().collect()

@@ -73,6 +73,10 @@ struct Cli {
     /// Time allowed for a client to send the request headers.
     #[arg(long, env = "HEADER_READ_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     header_read_timeout: Duration,
+    /// Most client connections open at once on each port; past it new connections wait in the
+    /// listen backlog.
+    #[arg(long, env = "MAX_CONNECTIONS", default_value_t = 1024)]
+    max_connections: usize,
     /// Time allowed for a client to send the request body.
     #[arg(long, env = "BODY_READ_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     body_read_timeout: Duration,
@@ -187,15 +191,7 @@ fn masked_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> 
     s.serialize_str(&redact_url(url))
 }
 
-/// `url` with any `user:password@` credentials masked, for logs and messages.
-pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}***{}", &url[..scheme + 3], &url[at..])
-        }
-        _ => url.to_owned(),
-    }
-}
+pub use daedalus_schemas::redact::{redact_text, redact_url};
 
 /// One agent served by the runtime.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -217,6 +213,8 @@ pub struct Limits {
     pub body_read_timeout: Duration,
     #[serde(serialize_with = "as_duration")]
     pub request_timeout: Duration,
+    /// Client connections open at once, per listening port.
+    pub max_connections: usize,
 }
 
 impl Launch {
@@ -282,6 +280,12 @@ impl Config {
             .map(|url| validate_public_url(&url))
             .transpose()
             .map_err(|m| ConfigError::invalid(&key_of("public_url", "--public-url"), m))?;
+        if cli.max_connections == 0 {
+            return Err(ConfigError::invalid(
+                &key_of("max_connections", "--max-connections"),
+                "must be at least 1",
+            ));
+        }
         if cli.max_body_size == 0 {
             return Err(ConfigError::invalid(
                 &key_of("max_body_size", "--max-body-size"),
@@ -350,6 +354,7 @@ impl Config {
                 header_read_timeout: cli.header_read_timeout,
                 body_read_timeout: cli.body_read_timeout,
                 request_timeout: cli.request_timeout,
+                max_connections: cli.max_connections,
             },
             termination_grace_period: cli.termination_grace_period,
             max_tasks: cli.max_tasks,

@@ -295,3 +295,21 @@ fn sessions_db_names_a_sqlite_file_or_a_nats_kv_bucket() {
         "SESSIONS_DB"
     );
 }
+
+#[test]
+fn an_overflowing_duration_names_its_variable_instead_of_panicking() {
+    let huge = "153722867280912929m1hrs6148914691236517205333ms1281023894007607h";
+    assert_eq!(
+        invalid_key(&[], &[("REQUEST_TIMEOUT", huge)]),
+        "REQUEST_TIMEOUT"
+    );
+}
+
+#[test]
+fn max_connections_must_be_positive() {
+    assert_eq!(
+        invalid_key(&[], &[("MAX_CONNECTIONS", "0")]),
+        "MAX_CONNECTIONS"
+    );
+    assert_eq!(config(&[], &[]).limits.max_connections, 1024);
+}

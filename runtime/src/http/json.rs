@@ -29,7 +29,12 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ContractJson<T> {
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
         let limits = state.limits();
-        check_content_type(req.headers().get(CONTENT_TYPE))?;
+        if let Err(refused) = check_content_type(req.headers().get(CONTENT_TYPE)) {
+            // Read and drop the body, as for a 413, so a pipelined request after it is read
+            // from its start.
+            discard(req.into_body(), limits.body_read_timeout).await;
+            return Err(refused);
+        }
         let declared = req
             .headers()
             .get(CONTENT_LENGTH)
@@ -77,7 +82,9 @@ async fn read_body(body: Body, limit: u64, timeout: Duration) -> Result<Bytes, A
 }
 
 /// Reads and drops what is left of a refused body (up to [`DISCARD_CAP`] bytes), so that an
-/// HTTP/1.1 client still sending it reads our 413 instead of a reset connection.
+/// HTTP/1.1 client still sending it reads our 413 or 415 instead of a reset connection, and a
+/// kept-alive connection stays in step. A body past the cap is left unread; the connection is
+/// then closed (see `unread_body`).
 async fn discard(mut body: Body, timeout: Duration) {
     let drain = async {
         let mut seen: usize = 0;

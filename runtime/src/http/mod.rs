@@ -6,6 +6,7 @@ mod error;
 mod health;
 mod json;
 pub(crate) mod send;
+mod unread_body;
 
 use std::sync::Arc;
 
@@ -147,6 +148,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
+        .layer(middleware::from_fn(unread_body::close_if_body_unread))
         .layer(TraceLayer::new_for_http())
         .layer(CatchPanicLayer::custom(
             |_: Box<dyn std::any::Any + Send>| {

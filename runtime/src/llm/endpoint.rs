@@ -106,8 +106,8 @@ impl Endpoint {
         } else {
             LlmError::Transport {
                 provider: self.provider,
-                url: self.url.clone(),
-                message: chain(e),
+                url: crate::config::redact_url(&self.url),
+                message: crate::config::redact_text(&chain(e)),
             }
         };
         Failure::from(error)

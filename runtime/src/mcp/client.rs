@@ -29,6 +29,7 @@ use tokio::time::Instant;
 
 use crate::agent::{Bearer, CallContext, ToolResult, ToolSource};
 use crate::config::deployment::McpServer;
+use crate::config::{redact_text, redact_url};
 use crate::llm::ToolSpec;
 
 /// How long connecting (initialize + tools/list) may take.
@@ -143,12 +144,14 @@ impl McpServers {
         match tokio::time::timeout(CONNECT_TIMEOUT, watcher.serve(transport)).await {
             Ok(Ok(client)) => Ok(client),
             Ok(Err(e)) => Err(format!(
-                "cannot initialize a session with {}: {e}",
-                server.url
+                "cannot initialize a session with {}: {}",
+                redact_url(&server.url),
+                redact_text(&e.to_string())
             )),
             Err(_) => Err(format!(
                 "{} did not answer initialize within {:?}",
-                server.url, CONNECT_TIMEOUT
+                redact_url(&server.url),
+                CONNECT_TIMEOUT
             )),
         }
     }
@@ -183,7 +186,7 @@ impl McpServers {
             let tools = client
                 .list_all_tools()
                 .await
-                .map_err(|e| format!("tools/list failed: {e}"))?;
+                .map_err(|e| format!("tools/list failed: {}", redact_text(&e.to_string())))?;
             Ok::<_, String>((client, tools))
         };
         match attempt.await {
@@ -232,7 +235,7 @@ impl McpServers {
                     e,
                     ServiceError::TransportClosed | ServiceError::TransportSend(_)
                 ),
-                message: e.to_string(),
+                message: redact_text(&e.to_string()),
             })?;
         let mut texts: Vec<String> = result
             .content
@@ -256,6 +259,10 @@ impl McpServers {
 
 #[async_trait]
 impl ToolSource for McpServers {
+    fn serves(&self, server: &str) -> bool {
+        self.servers.contains_key(server)
+    }
+
     async fn tools(&self) -> Vec<ToolSpec> {
         // Servers are (re)connected concurrently: one slow server costs a turn its own delay,
         // not the sum.

@@ -68,6 +68,7 @@ pub struct ModelCapabilities {
 pub struct ProviderSettings {
     #[serde(serialize_with = "mask_option")]
     pub api_key: Option<String>,
+    #[serde(serialize_with = "masked_url_option")]
     pub base_url: Option<String>,
     #[serde(serialize_with = "mask_values")]
     pub headers: BTreeMap<String, String>,
@@ -77,6 +78,8 @@ pub struct ProviderSettings {
 /// A downstream MCP server.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct McpServer {
+    /// Shown with userinfo and query string masked.
+    #[serde(serialize_with = "masked_url")]
     pub url: String,
     #[serde(serialize_with = "mask_values")]
     pub headers: BTreeMap<String, String>,
@@ -391,6 +394,18 @@ fn deep_merge(base: &mut serde_json::Value, overlay: serde_json::Value) {
             }
         }
         (b, o) => *b = o,
+    }
+}
+
+fn masked_url<S: Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::config::redact_url(url))
+}
+
+#[expect(clippy::ref_option, reason = "serde's serialize_with passes &Option")]
+fn masked_url_option<S: Serializer>(url: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    match url {
+        Some(url) => s.serialize_str(&crate::config::redact_url(url)),
+        None => s.serialize_none(),
     }
 }
 

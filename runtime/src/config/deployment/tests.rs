@@ -305,6 +305,26 @@ fn every_validation_error_names_the_file_and_key() {
             "mcp.servers.s.read_timeout_seconds",
         ),
         (
+            "openai: { timeout: -5 }\nagents: { a: {} }",
+            "Shape",
+            "openai.timeout",
+        ),
+        (
+            "anthropic: { timeout: .nan }\nagents: { a: {} }",
+            "Yaml",
+            "non-finite",
+        ),
+        (
+            "anthropic: { timeout: 0 }\nagents: { a: {} }",
+            "Shape",
+            "anthropic.timeout",
+        ),
+        (
+            "anthropic: { timeout: 1e300 }\nagents: { a: {} }",
+            "Shape",
+            "anthropic.timeout",
+        ),
+        (
             "agents: { a: { max_iterations: 0 } }",
             "Shape",
             "agents.a.max_iterations",

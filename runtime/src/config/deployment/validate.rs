@@ -149,8 +149,14 @@ pub(super) fn build(
             context_window: caps.context_window.unwrap_or(131_072),
             max_output_tokens: caps.max_output_tokens.unwrap_or(16_384),
         },
-        openai: doc.openai.map(provider),
-        anthropic: doc.anthropic.map(provider),
+        openai: doc
+            .openai
+            .map(|p| provider(file, "openai", p))
+            .transpose()?,
+        anthropic: doc
+            .anthropic
+            .map(|p| provider(file, "anthropic", p))
+            .transpose()?,
         mcp_servers,
         log_level: doc.logger.and_then(|l| l.level),
         agents,
@@ -158,8 +164,17 @@ pub(super) fn build(
     })
 }
 
-fn provider(p: ProviderFile) -> ProviderSettings {
-    ProviderSettings {
+fn provider(file: &str, key: &str, p: ProviderFile) -> Result<ProviderSettings, DeploymentError> {
+    if let Some(secs) = p.timeout
+        && !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0)
+    {
+        return Err(DeploymentError::Shape {
+            file: file.to_owned(),
+            path: format!("{key}.timeout"),
+            message: format!("{secs} is not a number of seconds between 0 and 86400"),
+        });
+    }
+    Ok(ProviderSettings {
         api_key: p.api_key.filter(|k| !k.is_empty()),
         base_url: p
             .base_url
@@ -167,7 +182,7 @@ fn provider(p: ProviderFile) -> ProviderSettings {
             .map(|u| u.trim_end_matches('/').to_owned()),
         headers: p.headers,
         timeout_secs: p.timeout,
-    }
+    })
 }
 
 /// Python's `str.title()`, as Pallas uses for default titles.
