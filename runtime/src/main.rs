@@ -7,6 +7,7 @@ use daedalus_runtime::run;
 use daedalus_schemas::service::{self, LogTarget};
 
 fn main() -> ExitCode {
+    return_large_buffers_to_the_os();
     let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("."));
     let config = match Launch::from_sources(std::env::args_os(), &|k| std::env::var(k).ok(), &cwd) {
         Ok(Launch::Run(config)) => config,
@@ -56,3 +57,24 @@ fn main() -> ExitCode {
         }
     })
 }
+
+/// glibc serves allocations over its mmap threshold with `mmap`, and gives them back to the OS
+/// when freed; but after the first such free it raises the threshold (up to 32 MiB), and from
+/// then on multi-MiB request bodies and answers land in per-thread arenas that keep the memory.
+/// Sixty 8 MiB tasks then leave the process at about twice the task memory it is allowed.
+/// A fixed threshold of 1 MiB keeps large buffers mmapped: freed, they leave the process.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn return_large_buffers_to_the_os() {
+    const LARGE: libc::c_int = 1 << 20;
+    #[expect(
+        unsafe_code,
+        reason = "mallopt is glibc's documented tuning call, made before any other thread starts"
+    )]
+    // SAFETY: mallopt only sets an allocator parameter; called first thing in main.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, LARGE);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn return_large_buffers_to_the_os() {}

@@ -361,6 +361,47 @@ fn connections_past_max_connections_wait_for_a_free_slot() {
     );
 }
 
+/// A line of `/proc/<pid>/status` in KiB (`VmRSS`, `VmHWM`).
+fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in {status}"))
+}
+
+#[tokio::test]
+async fn sixty_distinct_8_mib_tasks_keep_the_process_under_256_mib() {
+    let rt = runtime().start();
+    let client = reqwest::Client::new();
+    let filler = "x".repeat(8 * 1024 * 1024 - 2);
+    for i in 0..60 {
+        // Built by hand: the test measures the runtime, not a debug-build JSON encoder.
+        let body = format!(
+            r#"{{"message":{{"messageId":"big-{i}","role":"user","parts":[{{"text":"{i:02}{filler}"}}]}}}}"#
+        );
+        let response = client
+            .post(rt.url("/"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("sent");
+        assert_eq!(response.status(), 200);
+        let bytes = response.bytes().await.expect("the answer");
+        assert!(bytes.len() > 8 * 1024 * 1024, "the echo came back");
+    }
+    let rss = proc_status_kib(rt.child.id(), "VmRSS");
+    let peak = proc_status_kib(rt.child.id(), "VmHWM");
+    eprintln!("after 60 tasks of 8 MiB: RSS {rss} KiB, peak {peak} KiB");
+    assert!(rss < 256 * 1024, "RSS {rss} KiB after 60 tasks of 8 MiB");
+    assert!(
+        peak < 256 * 1024,
+        "peak RSS {peak} KiB during 60 tasks of 8 MiB"
+    );
+}
+
 #[test]
 fn slow_headers_are_cut_off() {
     let rt = runtime().env("HEADER_READ_TIMEOUT", "300ms").start();

@@ -89,6 +89,14 @@ struct Cli {
     /// How many tasks are remembered (for input-required continuation and idempotent replay).
     #[arg(long, env = "MAX_TASKS", default_value_t = 10_000)]
     max_tasks: usize,
+    /// How many bytes the remembered tasks may hold (bytes, or with a unit: 64MiB); the oldest
+    /// idle ones are forgotten first.
+    #[arg(long, env = "TASK_MEMORY", default_value = "64MiB", value_parser = parse_size)]
+    task_memory: u64,
+    /// Turns run at once; past it `POST /` answers 503 with `Retry-After` (the proxy retries
+    /// later) and the MCP face answers with an error to retry.
+    #[arg(long, env = "MAX_CONCURRENT_TASKS", default_value_t = 256)]
+    max_concurrent_tasks: usize,
     /// Log filter: a level (info, debug, ...) or a tracing directive list (default: the
     /// deployment's logger.level, else info).
     #[arg(long, env = "LOG_LEVEL")]
@@ -215,6 +223,10 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// Client connections open at once, per listening port.
     pub max_connections: usize,
+    /// Turns running at once.
+    pub max_concurrent_tasks: usize,
+    /// Bytes the task registry may hold.
+    pub task_memory_bytes: u64,
 }
 
 impl Launch {
@@ -280,6 +292,12 @@ impl Config {
             .map(|url| validate_public_url(&url))
             .transpose()
             .map_err(|m| ConfigError::invalid(&key_of("public_url", "--public-url"), m))?;
+        if cli.max_concurrent_tasks == 0 {
+            return Err(ConfigError::invalid(
+                &key_of("max_concurrent_tasks", "--max-concurrent-tasks"),
+                "must be at least 1",
+            ));
+        }
         if cli.max_connections == 0 {
             return Err(ConfigError::invalid(
                 &key_of("max_connections", "--max-connections"),
@@ -355,6 +373,8 @@ impl Config {
                 body_read_timeout: cli.body_read_timeout,
                 request_timeout: cli.request_timeout,
                 max_connections: cli.max_connections,
+                max_concurrent_tasks: cli.max_concurrent_tasks,
+                task_memory_bytes: cli.task_memory,
             },
             termination_grace_period: cli.termination_grace_period,
             max_tasks: cli.max_tasks,

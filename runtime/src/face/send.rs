@@ -179,6 +179,11 @@ async fn run(
         Some(lock) => Some(lock.lock().await),
         None => None,
     };
+    let Some(_permit) = face.state.turn_permit() else {
+        return failure(
+            "the runtime is running as many tasks as it may (MAX_CONCURRENT_TASKS); try again shortly",
+        );
+    };
     let _inflight = face.state.inflight().token();
     match crate::http::send::run_agent(&face.state, &face.agent, request).await {
         Ok(AgentOutcome::Completed { artifacts }) => {

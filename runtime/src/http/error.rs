@@ -30,6 +30,8 @@ pub enum ApiError {
     ShuttingDown,
     #[error("runtime is shutting down; the task was canceled before it finished")]
     CanceledByShutdown,
+    #[error("runtime is running as many tasks as it may (MAX_CONCURRENT_TASKS); retry later")]
+    Busy,
     #[error("no route for {method} {path}")]
     NotFound { method: String, path: String },
     #[error("method {method} not allowed on {path}")]
@@ -47,9 +49,10 @@ impl ApiError {
             ApiError::BodyRead(_) | ApiError::Unreadable(_) | ApiError::BadRequest(_) => {
                 StatusCode::BAD_REQUEST
             }
-            ApiError::NotReady | ApiError::ShuttingDown | ApiError::CanceledByShutdown => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ApiError::NotReady
+            | ApiError::ShuttingDown
+            | ApiError::CanceledByShutdown
+            | ApiError::Busy => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -65,10 +68,18 @@ impl IntoResponse for ApiError {
         } else {
             tracing::debug!(status = status.as_u16(), error = %self, "request refused");
         }
-        (
+        let busy = matches!(self, ApiError::Busy);
+        let mut response = (
             status,
             Json(ErrorBody::new(status.as_u16(), self.to_string())),
         )
-            .into_response()
+            .into_response();
+        if busy {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        response
     }
 }

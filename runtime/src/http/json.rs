@@ -47,18 +47,30 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ContractJson<T> {
                 limit: limits.max_body_bytes,
             });
         }
-        let bytes = read_body(body, limits.max_body_bytes, limits.body_read_timeout).await?;
+        let bytes = read_body(
+            body,
+            declared.unwrap_or(0),
+            limits.max_body_bytes,
+            limits.body_read_timeout,
+        )
+        .await?;
         daedalus_schemas::read::from_slice(&bytes)
             .map(ContractJson)
             .map_err(ApiError::Unreadable)
     }
 }
 
-/// Reads the whole body, refusing it once it passes `limit` bytes.
-async fn read_body(body: Body, limit: u64, timeout: Duration) -> Result<Bytes, ApiError> {
+/// Reads the whole body, refusing it once it passes `limit` bytes. `declared` (the
+/// Content-Length, at most `limit`) sizes the buffer once instead of growing it by copies.
+async fn read_body(
+    body: Body,
+    declared: u64,
+    limit: u64,
+    timeout: Duration,
+) -> Result<Bytes, ApiError> {
     let limit_usize = usize::try_from(limit).unwrap_or(usize::MAX);
     let mut body = body;
-    let mut buf = BytesMut::new();
+    let mut buf = BytesMut::with_capacity(usize::try_from(declared.min(limit)).unwrap_or(0));
     let read = async {
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(ApiError::BodyRead)?;

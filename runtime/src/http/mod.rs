@@ -47,6 +47,8 @@ struct Shared {
     preflight: Arc<Preflight>,
     lifecycle: Arc<Lifecycle>,
     tasks: TaskRegistry,
+    /// One permit per running turn (`MAX_CONCURRENT_TASKS`).
+    turns: Arc<tokio::sync::Semaphore>,
     limits: Limits,
     /// Every task being worked on; shutdown waits for it to empty.
     inflight: TaskTracker,
@@ -80,7 +82,11 @@ impl AppState {
             discovery,
             preflight,
             lifecycle: Arc::new(Lifecycle::default()),
-            tasks: TaskRegistry::new(max_tasks),
+            tasks: TaskRegistry::new(
+                max_tasks,
+                usize::try_from(limits.task_memory_bytes).unwrap_or(usize::MAX),
+            ),
+            turns: Arc::new(tokio::sync::Semaphore::new(limits.max_concurrent_tasks)),
             limits,
             inflight: TaskTracker::new(),
             cancel: CancellationToken::new(),
@@ -94,6 +100,11 @@ impl AppState {
 
     pub fn limits(&self) -> &Limits {
         &self.0.limits
+    }
+
+    /// A permit to run one turn, or `None` when `MAX_CONCURRENT_TASKS` turns are running.
+    pub fn turn_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        Arc::clone(&self.0.turns).try_acquire_owned().ok()
     }
 
     fn discovery(&self) -> &Discovery {

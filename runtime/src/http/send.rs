@@ -38,11 +38,13 @@ pub(super) async fn send_message(
     ContractJson(request): ContractJson<SendMessageRequest>,
 ) -> Result<Json<Task>, ApiError> {
     check_message(&request.message)?;
+    let permit = state.turn_permit().ok_or(ApiError::Busy)?;
     let bearer = Bearer::from_headers(&headers);
     let worker = state.clone();
-    let turn = state
-        .inflight()
-        .spawn(async move { run_turn(&worker, request, bearer).await });
+    let turn = state.inflight().spawn(async move {
+        let _permit = permit;
+        run_turn(&worker, request, bearer).await
+    });
     match turn.await {
         Ok(result) => result.map(Json),
         Err(join) => Err(ApiError::Internal(format!(
@@ -117,7 +119,10 @@ async fn run_turn(
     record.history.push(message);
     record.history.extend(task.status.message.clone());
     record.last = Some((request.message.message_id.clone(), task.clone()));
-    Ok(with_history(state, task, &record, request.history_length()).await)
+    let answer = with_history(state, task, &record, request.history_length()).await;
+    record.trim();
+    state.tasks().account(&task_id, record.approx_bytes());
+    Ok(answer)
 }
 
 fn resolve_context(

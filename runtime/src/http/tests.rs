@@ -531,3 +531,56 @@ async fn a_panicking_agent_is_a_500_not_a_dead_server() {
     let (status, _, _) = call(&state, Request::get("/health").body(Body::empty()).unwrap()).await;
     assert_eq!(status, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn past_max_concurrent_tasks_post_answers_503_with_retry_after() {
+    let state = state_with(Arc::new(Passthrough), |c| c.limits.max_concurrent_tasks = 1);
+    let slow = {
+        let state = state.clone();
+        tokio::spawn(async move { send(&state, user("m-slow", "***SLEEP 30s late")).await })
+    };
+    // The slow turn holds the only permit once it runs.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while state.turn_permit().is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the slow turn never started"
+        );
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let request = post(send_body(&user("m-2", "x")), Some("application/json"));
+    let (status, body, response) = call(&state, request).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("MAX_CONCURRENT_TASKS")
+    );
+    state.cancel_token().cancel();
+    slow.abort();
+}
+
+#[tokio::test]
+async fn remembered_tasks_stay_within_the_byte_budget() {
+    let state = state_with(Arc::new(Passthrough), |c| {
+        c.limits.task_memory_bytes = 1024 * 1024;
+    });
+    for i in 0..20 {
+        let text = format!("{i}{}", "x".repeat(256 * 1024));
+        let task = send(&state, user(&format!("m-{i}"), &text)).await;
+        assert_eq!(task.status.state, TaskState::Completed);
+    }
+    assert!(
+        state.tasks().bytes() <= 1024 * 1024,
+        "{} bytes remembered",
+        state.tasks().bytes()
+    );
+    assert!(state.tasks().len() < 20, "old tasks were forgotten");
+    // The newest one still replays without running again.
+    let text = format!("19{}", "x".repeat(256 * 1024));
+    let replay = send(&state, user("m-19", &text)).await;
+    assert_eq!(replay.status.state, TaskState::Completed);
+}
