@@ -26,7 +26,7 @@ use async_trait::async_trait;
 use daedalus_fake_llm::{AutoReply, FakeLlm};
 use daedalus_mcp_fixture::McpFixture;
 use daedalus_runtime::agent::{
-    Agent, AgentOutcome, AgentRequest, CallContext, LlmAgent, ToolResult, ToolSource,
+    Agent, AgentOutcome, AgentRequest, Bearer, CallContext, LlmAgent, ToolResult, ToolSource,
 };
 use daedalus_runtime::agents::Fleet;
 use daedalus_runtime::config::Config;
@@ -152,7 +152,7 @@ impl ToolSource for InstantTools {
         server == "t"
     }
 
-    async fn tools(&self) -> Vec<ToolSpec> {
+    async fn tools(&self, _bearer: &Bearer) -> Vec<ToolSpec> {
         vec![ToolSpec {
             name: "t__op".into(),
             description: "Does it".into(),

@@ -52,14 +52,15 @@ impl Fleet {
     /// Connects every agent's downstream servers and lists their tools, concurrently, so a
     /// server that is down is reported (logs, `/healthz`) before the first task needs it.
     pub async fn warm_up(&self) {
-        futures::future::join_all(self.downstream.values().map(|d| d.tools())).await;
+        let nobody = crate::agent::Bearer::default();
+        futures::future::join_all(self.downstream.values().map(|d| d.tools(&nobody))).await;
     }
 
     /// Every agent's downstream servers as last seen.
-    pub async fn downstream_states(&self) -> Vec<DownstreamState> {
+    pub fn downstream_states(&self) -> Vec<DownstreamState> {
         let mut out = Vec::new();
         for (agent, servers) in &self.downstream {
-            for status in servers.status().await {
+            for status in servers.status() {
                 out.push(DownstreamState {
                     agent: agent.clone(),
                     server: status.server,

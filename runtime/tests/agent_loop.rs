@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use daedalus_fake_llm::{FakeLlm, Reply};
 use daedalus_runtime::agent::{
-    Agent, AgentOutcome, AgentRequest, CallContext, EventSink, LlmAgent, LoopEvent, ToolResult,
-    ToolSource,
+    Agent, AgentOutcome, AgentRequest, Bearer, CallContext, EventSink, LlmAgent, LoopEvent,
+    ToolResult, ToolSource,
 };
 use daedalus_runtime::config::deployment::ProviderSettings;
 use daedalus_runtime::llm::anthropic::AnthropicClient;
@@ -35,7 +35,7 @@ impl ToolSource for FixtureTools {
         server == "fixture"
     }
 
-    async fn tools(&self) -> Vec<ToolSpec> {
+    async fn tools(&self, _bearer: &Bearer) -> Vec<ToolSpec> {
         ["add", "fail", "hang", "sleep"]
             .iter()
             .map(|t| ToolSpec {

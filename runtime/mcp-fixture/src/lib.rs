@@ -9,7 +9,8 @@
 //!
 //! Every HTTP request's `Authorization` header and every `tools/call` (tool, arguments,
 //! `Authorization`) are recorded. The server can be stopped and started again on the same
-//! port, to play a downstream server that goes down and comes back.
+//! port, to play a downstream server that goes down and comes back. [`Options`] make it
+//! answer `tools/list` late, or refuse (401) every request without a given bearer token.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 use axum::extract::Request;
 use axum::middleware::{self, Next};
+use axum::response::IntoResponse;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
     PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
@@ -49,8 +51,19 @@ struct Log {
     methods: Vec<String>,
 }
 
-#[derive(Debug, Clone)]
-struct Tools;
+#[derive(Debug, Clone, Default)]
+struct Tools {
+    list_delay: Option<Duration>,
+}
+
+/// How the fixture misbehaves.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// `tools/list` answers only after this long.
+    pub list_delay: Option<Duration>,
+    /// Every HTTP request without `Authorization: Bearer <this>` gets 401.
+    pub required_token: Option<String>,
+}
 
 fn schema(properties: &Value, required: &[&str]) -> Arc<Map<String, Value>> {
     let schema = json!({"type": "object", "properties": properties, "required": required});
@@ -71,6 +84,9 @@ impl ServerHandler for Tools {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        if let Some(delay) = self.list_delay {
+            tokio::time::sleep(delay).await;
+        }
         let int = json!({"type": "integer"});
         Ok(ListToolsResult::with_all_items(vec![
             Tool::new(
@@ -154,11 +170,17 @@ pub struct McpFixture {
     addr: SocketAddr,
     log: Arc<Mutex<Log>>,
     stop: CancellationToken,
+    options: Options,
 }
 
 impl McpFixture {
     /// Starts a server on a free port.
     pub async fn start() -> Self {
+        Self::start_with(Options::default()).await
+    }
+
+    /// Starts a server on a free port that misbehaves as `options` say.
+    pub async fn start_with(options: Options) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("binds a free port");
@@ -167,26 +189,45 @@ impl McpFixture {
             addr,
             log: Arc::default(),
             stop: CancellationToken::new(),
+            options,
         };
         fixture.serve(listener);
         fixture
     }
 
     fn serve(&mut self, listener: tokio::net::TcpListener) {
+        let tools = Tools {
+            list_delay: self.options.list_delay,
+        };
         let service: StreamableHttpService<Tools, LocalSessionManager> = StreamableHttpService::new(
-            || Ok(Tools),
+            move || Ok(tools.clone()),
             LocalSessionManager::default().into(),
             StreamableHttpServerConfig::default().with_sse_keep_alive(None),
         );
         let log = Arc::clone(&self.log);
+        let required = self
+            .options
+            .required_token
+            .as_ref()
+            .map(|t| format!("Bearer {t}"));
         let record = move |req: Request, next: Next| {
             let log = Arc::clone(&log);
+            let required = required.clone();
             async move {
                 let authorization = req
                     .headers()
                     .get("authorization")
                     .and_then(|v| v.to_str().ok())
                     .map(str::to_owned);
+                if let Some(required) = &required
+                    && authorization.as_deref() != Some(required.as_str())
+                {
+                    log.lock()
+                        .expect("the log lock")
+                        .authorizations
+                        .push(authorization);
+                    return axum::http::StatusCode::UNAUTHORIZED.into_response();
+                }
                 let (parts, body) = req.into_parts();
                 let bytes = axum::body::to_bytes(body, 16 << 20)
                     .await

@@ -245,7 +245,7 @@ impl LlmAgent {
         cancel: &CancellationToken,
         transcript: &mut Transcript,
     ) -> AgentOutcome {
-        let mut tools = self.tools.tools().await;
+        let mut tools = self.tools.tools(&request.bearer).await;
         tools.push(ask_user_spec());
         let earlier = transcript.earlier().await;
         let mut chat = match self.first_request(request, earlier, tools) {

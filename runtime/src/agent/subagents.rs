@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::tools::{CallContext, ToolResult, ToolSource, split_name};
 use super::{Agent, AgentOutcome, AgentRequest};
+use crate::agent::Bearer;
 use crate::llm::ToolSpec;
 
 /// The tool each sub-agent offers.
@@ -47,7 +48,7 @@ impl ToolSource for SubAgents {
         self.agents.contains_key(server)
     }
 
-    async fn tools(&self) -> Vec<ToolSpec> {
+    async fn tools(&self, _bearer: &Bearer) -> Vec<ToolSpec> {
         self.agents
             .iter()
             .map(|(name, (description, _))| ToolSpec {

@@ -70,8 +70,8 @@ pub struct CallContext {
 /// A set of tools.
 #[async_trait]
 pub trait ToolSource: Send + Sync + fmt::Debug + 'static {
-    /// The tools offered now, named `<server>__<tool>`.
-    async fn tools(&self) -> Vec<ToolSpec>;
+    /// The tools offered now to the caller holding `bearer`, named `<server>__<tool>`.
+    async fn tools(&self, bearer: &Bearer) -> Vec<ToolSpec>;
 
     /// Calls `name` with `arguments`. Failures are results with `is_error`, never panics.
     async fn call(&self, name: &str, arguments: &Value, context: &CallContext) -> ToolResult;
@@ -95,7 +95,7 @@ impl ToolSource for NoTools {
         false
     }
 
-    async fn tools(&self) -> Vec<ToolSpec> {
+    async fn tools(&self, _bearer: &Bearer) -> Vec<ToolSpec> {
         Vec::new()
     }
 
@@ -140,8 +140,9 @@ impl ToolSource for Toolbox {
             .any(|(prefixes, _)| prefixes.iter().any(|p| p == server))
     }
 
-    async fn tools(&self) -> Vec<ToolSpec> {
-        let lists = futures::future::join_all(self.sources.iter().map(|(_, s)| s.tools())).await;
+    async fn tools(&self, bearer: &Bearer) -> Vec<ToolSpec> {
+        let lists =
+            futures::future::join_all(self.sources.iter().map(|(_, s)| s.tools(bearer))).await;
         lists.into_iter().flatten().collect()
     }
 

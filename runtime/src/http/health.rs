@@ -36,7 +36,7 @@ struct Healthz {
 /// a wrong API key makes it 503 without anything a restart would fix.
 pub(super) async fn healthz(State(state): State<AppState>) -> Response {
     let providers = state.preflight().current().await;
-    let downstream = state.fleet().downstream_states().await;
+    let downstream = state.fleet().downstream_states();
     let healthy =
         providers.iter().filter(|p| p.active).all(|p| p.ok) && downstream.iter().all(|d| d.ok);
     let code = if healthy {

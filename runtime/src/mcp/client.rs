@@ -3,6 +3,13 @@
 //! not stop the agent: it runs without that server's tools (and says so), and the server is
 //! tried again on the next turn.
 //!
+//! No lock is held across network I/O: a server's state sits behind a short synchronous lock,
+//! and one (re)connection at a time runs behind a separate gate that only connecting turns
+//! wait on. Connecting and listing each have a timeout, and listing stops after
+//! [`MAX_TOOL_PAGES`] pages or [`MAX_TOOLS`] tools, so a slow or endless server costs a turn at
+//! most the timeouts (then the turn goes on without its tools, and the server is left alone
+//! for [`RETRY_DOWN_AFTER`]) and never stalls `/healthz`.
+//!
 //! Bearer forwarding is per request by construction: a server marked `forward_inbound_auth`
 //! gets, for a call made on behalf of a request carrying `Authorization: Bearer X`, a connection
 //! of its own opened with `X` and closed after the call. No connection, cache or client that
@@ -32,8 +39,14 @@ use crate::config::deployment::McpServer;
 use crate::config::{redact_text, redact_url};
 use crate::llm::ToolSpec;
 
-/// How long connecting (initialize + tools/list) may take.
+/// How long `initialize` may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long listing a server's tools (every page) may take.
+const LIST_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most `tools/list` pages read from one server.
+const MAX_TOOL_PAGES: usize = 20;
+/// The most tools taken from one server.
+const MAX_TOOLS: usize = 500;
 /// How long a server that could not be reached is left alone before the next attempt, so a
 /// hanging server does not cost every turn the connect timeout.
 const RETRY_DOWN_AFTER: Duration = Duration::from_secs(30);
@@ -57,9 +70,19 @@ impl ClientHandler for Watcher {
     }
 }
 
-/// One server's state.
+/// One server: its state, and the gate of its (re)connection.
 #[derive(Debug, Default)]
 struct Link {
+    /// Read and written in short critical sections, never across an await.
+    state: std::sync::Mutex<LinkState>,
+    /// Held by the one task (re)connecting or refreshing the tool list.
+    connecting: Mutex<()>,
+    /// Set by the server's `tools/list_changed`.
+    stale: Arc<AtomicBool>,
+}
+
+#[derive(Debug, Default)]
+struct LinkState {
     /// The shared connection (static headers only).
     client: Option<Arc<Client>>,
     /// The tools it offered when last listed.
@@ -68,8 +91,27 @@ struct Link {
     down: Option<String>,
     /// No new attempt before this, after a failure.
     retry_at: Option<Instant>,
-    /// Set by the server's `tools/list_changed`.
-    stale: Arc<AtomicBool>,
+}
+
+impl Link {
+    fn state(&self) -> std::sync::MutexGuard<'_, LinkState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The answer without connecting: the live connection (unless its tool list is stale), or
+    /// the last failure while it is too early to try again.
+    fn settled(&self) -> Option<Result<Arc<Client>, String>> {
+        let state = self.state();
+        if let Some(client) = &state.client {
+            return (!self.stale.load(Ordering::Acquire)).then(|| Ok(Arc::clone(client)));
+        }
+        match (state.retry_at, &state.down) {
+            (Some(at), Some(problem)) if Instant::now() < at => Some(Err(problem.clone())),
+            _ => None,
+        }
+    }
 }
 
 /// Whether each server was reachable at its last attempt.
@@ -83,28 +125,27 @@ pub struct McpStatus {
 #[derive(Debug)]
 pub struct McpServers {
     servers: BTreeMap<String, McpServer>,
-    links: BTreeMap<String, Mutex<Link>>,
+    links: BTreeMap<String, Link>,
 }
 
 impl McpServers {
     pub fn new(servers: BTreeMap<String, McpServer>) -> Self {
         let links = servers
             .keys()
-            .map(|k| (k.clone(), Mutex::new(Link::default())))
+            .map(|k| (k.clone(), Link::default()))
             .collect();
         Self { servers, links }
     }
 
-    /// The last known state of every server.
-    pub async fn status(&self) -> Vec<McpStatus> {
-        let mut out = Vec::with_capacity(self.links.len());
-        for (server, link) in &self.links {
-            out.push(McpStatus {
+    /// The last known state of every server. Never waits on a connection in progress.
+    pub fn status(&self) -> Vec<McpStatus> {
+        self.links
+            .iter()
+            .map(|(server, link)| McpStatus {
                 server: server.clone(),
-                problem: link.lock().await.down.clone(),
-            });
-        }
-        out
+                problem: link.state().down.clone(),
+            })
+            .collect()
     }
 
     fn headers(server: &McpServer) -> HashMap<HeaderName, HeaderValue> {
@@ -159,53 +200,75 @@ impl McpServers {
     /// The shared connection to `name`, (re)connecting and listing its tools if needed.
     async fn shared(&self, name: &str, reconnect: bool) -> Result<Arc<Client>, String> {
         let server = &self.servers[name];
-        let mut link = self.links[name].lock().await;
-        let stale = link.stale.swap(false, Ordering::AcqRel);
-        if let Some(client) = link.client.clone().filter(|_| !reconnect) {
-            if stale {
-                match client.list_all_tools().await {
-                    Ok(tools) => link.tools = specs(name, tools),
-                    Err(e) => {
-                        tracing::warn!(server = name, error = %e, "refreshing the tool list failed; keeping the old one");
-                    }
+        let link = &self.links[name];
+        if !reconnect && let Some(answer) = link.settled() {
+            return answer;
+        }
+        let _gate = link.connecting.lock().await;
+        // Another task may have connected (or failed) while this one waited.
+        if !reconnect && let Some(answer) = link.settled() {
+            return answer;
+        }
+        let current = link.state().client.clone();
+        if let Some(client) = current.filter(|_| !reconnect) {
+            // Connected, but the server said its tools changed.
+            link.stale.store(false, Ordering::Release);
+            match list_tools(&client).await {
+                Ok(tools) => link.state().tools = specs(name, tools),
+                Err(problem) => {
+                    tracing::warn!(server = name, %problem, "refreshing the tool list failed; keeping the old one");
                 }
             }
             return Ok(client);
         }
-        if !reconnect
-            && let (Some(at), Some(problem)) = (link.retry_at, &link.down)
-            && Instant::now() < at
-        {
-            return Err(problem.clone());
-        }
+        link.stale.store(false, Ordering::Release);
         let watcher = Watcher {
             stale: Arc::clone(&link.stale),
         };
         let attempt = async {
             let client = Self::connect(server, Self::configured_auth(server), watcher).await?;
-            let tools = client
-                .list_all_tools()
-                .await
-                .map_err(|e| format!("tools/list failed: {}", redact_text(&e.to_string())))?;
+            let tools = list_tools(&client).await?;
             Ok::<_, String>((client, tools))
         };
-        match attempt.await {
+        let outcome = attempt.await;
+        let mut state = link.state();
+        match outcome {
             Ok((client, tools)) => {
-                link.tools = specs(name, tools);
-                link.retry_at = None;
-                if link.down.take().is_some() {
+                state.tools = specs(name, tools);
+                state.retry_at = None;
+                if state.down.take().is_some() {
                     tracing::info!(server = name, "downstream MCP server reachable again");
                 }
                 let client = Arc::new(client);
-                link.client = Some(Arc::clone(&client));
+                state.client = Some(Arc::clone(&client));
                 Ok(client)
             }
             Err(problem) => {
                 tracing::warn!(server = name, %problem, "downstream MCP server unavailable; the agent runs without its tools");
-                link.client = None;
-                link.down = Some(problem.clone());
-                link.retry_at = Some(Instant::now() + RETRY_DOWN_AFTER);
+                state.client = None;
+                state.down = Some(problem.clone());
+                state.retry_at = Some(Instant::now() + RETRY_DOWN_AFTER);
                 Err(problem)
+            }
+        }
+    }
+
+    /// `name`'s tools as listed on a connection of the caller's own, for a server that opted
+    /// into `forward_inbound_auth` and refused the shared (unauthenticated) listing. Nothing is
+    /// kept: the list is the caller's alone.
+    async fn tools_for_caller(&self, name: &str, token: String) -> Vec<ToolSpec> {
+        let server = &self.servers[name];
+        let listed = async {
+            let client = Self::connect(server, Some(token), Watcher::default()).await?;
+            let tools = list_tools(&client).await;
+            let _ = client.cancel().await;
+            tools
+        };
+        match listed.await {
+            Ok(tools) => specs(name, tools),
+            Err(problem) => {
+                tracing::warn!(server = name, %problem, "listing with the caller's token failed too");
+                Vec::new()
             }
         }
     }
@@ -263,16 +326,20 @@ impl ToolSource for McpServers {
         self.servers.contains_key(server)
     }
 
-    async fn tools(&self) -> Vec<ToolSpec> {
+    async fn tools(&self, bearer: &Bearer) -> Vec<ToolSpec> {
         // Servers are (re)connected concurrently: one slow server costs a turn its own delay,
         // not the sum.
-        let lists = futures::future::join_all(self.servers.keys().map(|name| async move {
-            match self.shared(name, false).await {
-                Ok(_) => self.links[name].lock().await.tools.clone(),
-                Err(_) => Vec::new(),
-            }
-        }))
-        .await;
+        let lists =
+            futures::future::join_all(self.servers.iter().map(|(name, server)| async move {
+                match self.shared(name, false).await {
+                    Ok(_) => self.links[name].state().tools.clone(),
+                    Err(_) => match forwarded_token(server, bearer) {
+                        Some(token) => self.tools_for_caller(name, token).await,
+                        None => Vec::new(),
+                    },
+                }
+            }))
+            .await;
         lists.into_iter().flatten().collect()
     }
 
@@ -341,6 +408,44 @@ impl McpServers {
             },
         }
     }
+}
+
+/// Every page of a server's tools, within [`LIST_TIMEOUT`], [`MAX_TOOL_PAGES`] and
+/// [`MAX_TOOLS`].
+async fn list_tools(client: &Client) -> Result<Vec<rmcp::model::Tool>, String> {
+    let pages = async {
+        let mut tools = Vec::new();
+        let mut cursor = None;
+        for _ in 0..MAX_TOOL_PAGES {
+            let page = client
+                .list_tools(Some(
+                    rmcp::model::PaginatedRequestParams::default().with_cursor(cursor),
+                ))
+                .await
+                .map_err(|e| format!("tools/list failed: {}", redact_text(&e.to_string())))?;
+            tools.extend(page.tools);
+            if tools.len() >= MAX_TOOLS {
+                tracing::warn!(
+                    kept = MAX_TOOLS,
+                    "the server offers more tools than are taken"
+                );
+                tools.truncate(MAX_TOOLS);
+                return Ok(tools);
+            }
+            cursor = page.next_cursor;
+            if cursor.is_none() {
+                return Ok(tools);
+            }
+        }
+        tracing::warn!(
+            pages = MAX_TOOL_PAGES,
+            "tools/list kept paging; the rest is left out"
+        );
+        Ok(tools)
+    };
+    tokio::time::timeout(LIST_TIMEOUT, pages)
+        .await
+        .unwrap_or_else(|_| Err(format!("tools/list gave no answer within {LIST_TIMEOUT:?}")))
 }
 
 /// Why a `tools/call` failed.
