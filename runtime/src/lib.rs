@@ -70,15 +70,16 @@ async fn open_sessions(
 ) -> Result<Option<Arc<dyn sessions::SessionStore>>, RunError> {
     let store: Arc<dyn sessions::SessionStore> = match &config.sessions_db {
         None => return Ok(None),
-        Some(SessionsDb::Sqlite(path)) => {
-            Arc::new(sessions::SqliteStore::open(path).map_err(RunError::Sessions)?)
-        }
+        Some(SessionsDb::Sqlite(path)) => Arc::new(
+            sessions::SqliteStore::open_with_ttl(path, config.session_ttl)
+                .map_err(RunError::Sessions)?,
+        ),
         Some(SessionsDb::NatsKv { url, bucket }) => {
             // A pending row younger than the longest a turn may run can belong to another
             // replica's running turn.
             let stale_after = config.limits.request_timeout + config.termination_grace_period;
             Arc::new(
-                sessions::NatsKvStore::open(url, bucket, stale_after)
+                sessions::NatsKvStore::open_with_ttl(url, bucket, stale_after, config.session_ttl)
                     .await
                     .map_err(RunError::Sessions)?,
             )

@@ -528,7 +528,7 @@ async fn a_runtime_killed_mid_loop_restarts_with_the_half_turn_marked_error_and_
 
     let second = start();
     let store = SqliteStore::open(&db).expect("the store opens beside the runtime");
-    let rows = store.rows("ctx-crash").await.expect("rows");
+    let rows = store.rows("ctx-crash", usize::MAX).await.expect("rows");
     let statuses: Vec<(String, RowStatus)> =
         rows.iter().map(|r| (r.content.clone(), r.status)).collect();
     assert_eq!(

@@ -15,6 +15,7 @@ use daedalus_runtime::llm::ToolCall;
 use daedalus_runtime::sessions::{
     NatsKvStore, NewRow, RowRole, RowStatus, SessionStore, SqliteStore,
 };
+use futures::StreamExt;
 use nats_server::NatsServer;
 use serde_json::json;
 
@@ -69,7 +70,7 @@ async fn keeps_conversations(store: &dyn SessionStore) {
         .expect("the store answers");
 
     let rows = store
-        .rows("ctx/one with spaces")
+        .rows("ctx/one with spaces", usize::MAX)
         .await
         .expect("the store answers");
     assert_eq!(rows.iter().map(|r| r.turn).collect::<Vec<_>>(), [0, 1, 2]);
@@ -78,12 +79,15 @@ async fn keeps_conversations(store: &dyn SessionStore) {
     assert_eq!(rows[2].tool_call_id.as_deref(), Some("c1"));
     assert!(rows[2].is_error);
     assert!(rows.iter().all(|r| r.status == RowStatus::Complete));
-    let other = store.rows("other").await.expect("the store answers");
+    let other = store
+        .rows("other", usize::MAX)
+        .await
+        .expect("the store answers");
     assert_eq!(other.len(), 1);
     assert_eq!(other[0].content, "elsewhere");
     assert!(
         store
-            .rows("never-used")
+            .rows("never-used", usize::MAX)
             .await
             .expect("the store answers")
             .is_empty()
@@ -110,7 +114,10 @@ async fn never_reuses_a_turn(store: Arc<dyn SessionStore>) {
     for w in writers {
         w.await.expect("the store answers");
     }
-    let rows = store.rows("busy").await.expect("the store answers");
+    let rows = store
+        .rows("busy", usize::MAX)
+        .await
+        .expect("the store answers");
     assert_eq!(rows.len(), 40);
     assert_eq!(
         rows.iter().map(|r| r.turn).collect::<Vec<_>>(),
@@ -155,7 +162,7 @@ async fn nats_kv_keeps_conversations_and_never_reuses_a_turn() {
         .await
         .expect("the store answers");
     let seen: Vec<String> = store
-        .rows("shared")
+        .rows("shared", usize::MAX)
         .await
         .expect("the store answers")
         .into_iter()
@@ -183,7 +190,11 @@ async fn nats_kv_conversations_survive_a_server_restart() {
         .await
         .expect("the store answers");
     assert_eq!(
-        reopened.rows("ctx").await.expect("the store answers")[0].content,
+        reopened
+            .rows("ctx", usize::MAX)
+            .await
+            .expect("the store answers")[0]
+            .content,
         "remember me"
     );
 }
@@ -214,12 +225,101 @@ async fn nats_kv_recovery_leaves_other_replicas_running_turns_alone() {
     // running; the fresh one may belong to a live replica.
     assert_eq!(store.recover().await.expect("the store answers"), 1);
     assert_eq!(
-        store.rows("crashed").await.expect("the store answers")[0].status,
+        store
+            .rows("crashed", usize::MAX)
+            .await
+            .expect("the store answers")[0]
+            .status,
         RowStatus::Error
     );
     assert_eq!(
-        store.rows("running").await.expect("the store answers")[0].status,
+        store
+            .rows("running", usize::MAX)
+            .await
+            .expect("the store answers")[0]
+            .status,
         RowStatus::Pending
     );
     assert_eq!(store.recover().await.expect("the store answers"), 0);
+}
+
+#[tokio::test]
+async fn nats_kv_reads_only_the_last_rows_asked_for_and_bounds_long_context_keys() {
+    let nats = NatsServer::start();
+    let store = NatsKvStore::open(&nats.url(), "sessions", Duration::from_mins(1))
+        .await
+        .expect("the store answers");
+    let long_context = "c".repeat(5_000);
+    let rows: Vec<NewRow> = (0..10)
+        .map(|i| row(RowRole::User, &i.to_string(), RowStatus::Complete))
+        .collect();
+    store
+        .append(&long_context, rows)
+        .await
+        .expect("a 5,000-character context id is stored under a bounded key");
+    let last: Vec<i64> = store
+        .rows(&long_context, 3)
+        .await
+        .expect("the store answers")
+        .iter()
+        .map(|r| r.turn)
+        .collect();
+    assert_eq!(last, [7, 8, 9]);
+}
+
+#[tokio::test]
+async fn nats_kv_gets_the_retention_as_max_age_and_recovery_skips_a_bad_row() {
+    let nats = NatsServer::start();
+    let ttl = Duration::from_hours(24);
+    let store = NatsKvStore::open_with_ttl(&nats.url(), "kept", Duration::ZERO, Some(ttl))
+        .await
+        .expect("the store answers");
+    let client = async_nats::connect(nats.url()).await.expect("connects");
+    let js = async_nats::jetstream::new(client);
+    let kv = js.get_key_value("kept").await.expect("the bucket");
+    let max_age = || async {
+        let mut stream = js.get_stream("KV_kept").await.expect("the bucket's stream");
+        stream.info().await.expect("stream info").config.max_age
+    };
+    assert_eq!(max_age().await, ttl);
+    // Reopening with another retention brings the existing bucket to it.
+    let shorter = Duration::from_hours(1);
+    let _ = NatsKvStore::open_with_ttl(&nats.url(), "kept", Duration::ZERO, Some(shorter))
+        .await
+        .expect("the store answers");
+    assert_eq!(max_age().await, shorter);
+
+    // A pending row that cannot be read, beside one that can: recovery goes on.
+    store
+        .append(
+            "ctx",
+            vec![row(RowRole::Assistant, "half", RowStatus::Pending)],
+        )
+        .await
+        .expect("the store answers");
+    kv.put("p.bad.0", bytes::Bytes::new()).await.expect("put");
+    kv.put("r.bad.0", bytes::Bytes::from_static(b"{not json"))
+        .await
+        .expect("put");
+    assert_eq!(
+        store.recover().await.expect("recovery survives a bad row"),
+        1
+    );
+    assert_eq!(
+        store
+            .rows("ctx", usize::MAX)
+            .await
+            .expect("the store answers")[0]
+            .status,
+        RowStatus::Error
+    );
+    // Settled rows leave no pending mark behind: the next recovery has only the bad one.
+    let marks = kv
+        .stream
+        .info_with_subjects("$KV.kept.p.>")
+        .await
+        .expect("subjects")
+        .count()
+        .await;
+    assert_eq!(marks, 1, "only the unreadable row's mark is left");
 }

@@ -64,6 +64,13 @@ fn ask_user_spec() -> ToolSpec {
 }
 
 impl LlmAgent {
+    /// How many stored rows a turn reads: every row costs the model a few tokens at least, so
+    /// a quarter of the context window in rows is more than the window can hold.
+    fn history_rows(&self) -> usize {
+        (usize::try_from(self.context_window).unwrap_or(usize::MAX) / 4)
+            .clamp(64, crate::sessions::MAX_ROWS_READ)
+    }
+
     /// The model's view of a contract message; `Err` says why it cannot have one.
     fn content(&self, message: &Message) -> Result<Vec<Content>, String> {
         let mut out = Vec::with_capacity(message.parts.len());
@@ -247,7 +254,7 @@ impl LlmAgent {
     ) -> AgentOutcome {
         let mut tools = self.tools.tools(&request.bearer).await;
         tools.push(ask_user_spec());
-        let earlier = transcript.earlier().await;
+        let earlier = transcript.earlier(self.history_rows()).await;
         let mut chat = match self.first_request(request, earlier, tools) {
             Ok(chat) => chat,
             Err(reason) => return fail(reason),
@@ -403,7 +410,7 @@ impl Agent for LlmAgent {
 
     async fn conversation(&self, context_id: &str) -> Option<Vec<Message>> {
         let rows = Transcript::new(self.sessions.clone(), context_id)
-            .rows()
+            .rows(crate::sessions::MAX_ROWS_READ)
             .await?;
         Some(crate::sessions::as_messages(context_id, &rows))
     }

@@ -24,11 +24,21 @@ impl Transcript {
         }
     }
 
-    /// The conversation so far, if there is a store.
-    pub(crate) async fn earlier(&self) -> Option<Vec<ChatMessage>> {
+    /// The conversation so far (its last `last` rows at most), if there is a store. A read
+    /// that was cut short starts at its first user row, so no turn is seen from its middle.
+    pub(crate) async fn earlier(&self, last: usize) -> Option<Vec<ChatMessage>> {
         let store = self.store.as_ref()?;
-        match store.rows(&self.context).await {
-            Ok(rows) => Some(sessions::rebuild(&rows)),
+        match store.rows(&self.context, last).await {
+            Ok(rows) => {
+                let start = if rows.len() >= last {
+                    rows.iter()
+                        .position(|r| r.role == RowRole::User)
+                        .unwrap_or(rows.len())
+                } else {
+                    0
+                };
+                Some(sessions::rebuild(&rows[start..]))
+            }
             Err(e) => {
                 tracing::error!(error = %e, context = %self.context, "cannot read the conversation; going on without it");
                 Some(Vec::new())
@@ -36,10 +46,10 @@ impl Transcript {
         }
     }
 
-    /// The stored rows of the conversation, if there is a store and it answers.
-    pub(crate) async fn rows(&self) -> Option<Vec<sessions::Row>> {
+    /// The last `last` stored rows of the conversation, if there is a store and it answers.
+    pub(crate) async fn rows(&self, last: usize) -> Option<Vec<sessions::Row>> {
         let store = self.store.as_ref()?;
-        match store.rows(&self.context).await {
+        match store.rows(&self.context, last).await {
             Ok(rows) => Some(rows),
             Err(e) => {
                 tracing::error!(error = %e, context = %self.context, "cannot read the conversation");

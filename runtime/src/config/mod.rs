@@ -63,6 +63,10 @@ struct Cli {
     /// `off`.
     #[arg(long, env = "SESSIONS_DB")]
     sessions_db: Option<String>,
+    /// How long a conversation idle for longer is kept in the session store (`720h` = 30
+    /// days); `0` keeps them forever.
+    #[arg(long, env = "SESSION_TTL", default_value = "720h", value_parser = parse_duration)]
+    session_ttl: Duration,
     /// Extra `Host` values the MCP endpoints accept, comma-separated (besides loopback, the
     /// deployment's `host` and PUBLIC_URL's host); `*` accepts any.
     #[arg(long, env = "MCP_ALLOWED_HOSTS", value_delimiter = ',')]
@@ -131,6 +135,9 @@ pub struct Config {
     pub work_dir: PathBuf,
     /// Where conversations persist; `None` when turned off.
     pub sessions_db: Option<SessionsDb>,
+    /// How long idle conversations are kept; `None` = forever.
+    #[serde(serialize_with = "as_optional_duration")]
+    pub session_ttl: Option<Duration>,
     /// `Host` values the MCP endpoints accept (empty list entries dropped).
     pub mcp_allowed_hosts: Vec<String>,
     pub limits: Limits,
@@ -192,6 +199,17 @@ impl SessionsDb {
             url: format!("{scheme}{server}"),
             bucket: bucket.to_owned(),
         })
+    }
+}
+
+#[expect(clippy::ref_option, reason = "serde's serialize_with passes &Option")]
+fn as_optional_duration<S: serde::Serializer>(
+    d: &Option<Duration>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_str(&format_duration(*d)),
+        None => s.serialize_str("forever"),
     }
 }
 
@@ -361,6 +379,7 @@ impl Config {
             deployment,
             work_dir,
             sessions_db,
+            session_ttl: Some(cli.session_ttl).filter(|t| !t.is_zero()),
             mcp_allowed_hosts: cli
                 .mcp_allowed_hosts
                 .iter()

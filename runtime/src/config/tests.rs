@@ -313,3 +313,13 @@ fn max_connections_must_be_positive() {
     );
     assert_eq!(config(&[], &[]).limits.max_connections, 1024);
 }
+
+#[test]
+fn session_ttl_defaults_to_thirty_days_and_zero_keeps_forever() {
+    assert_eq!(
+        config(&[], &[]).session_ttl,
+        Some(Duration::from_hours(720))
+    );
+    assert_eq!(config(&[], &[("SESSION_TTL", "0")]).session_ttl, None);
+    assert_eq!(invalid_key(&[], &[("SESSION_TTL", "soon")]), "SESSION_TTL");
+}

@@ -14,6 +14,10 @@ pub use history::{as_messages, rebuild};
 pub use nats_kv::NatsKvStore;
 pub use sqlite::SqliteStore;
 
+/// The most rows a turn or a history read takes from a conversation: far more than any
+/// context window holds (each row costs the model a few tokens at least).
+pub const MAX_ROWS_READ: usize = 10_000;
+
 use crate::llm::ToolCall;
 
 /// Who wrote a row.
@@ -81,9 +85,9 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
         ids: &[i64],
         status: RowStatus,
     ) -> Result<(), StoreError>;
-    /// Every row of `context`, by turn.
-    async fn rows(&self, context: &str) -> Result<Vec<Row>, StoreError>;
-    /// After a crash: `pending` rows no running turn can still own become `error`. Returns how
-    /// many.
+    /// The last `last` rows of `context` (all of them with `usize::MAX`), by turn.
+    async fn rows(&self, context: &str, last: usize) -> Result<Vec<Row>, StoreError>;
+    /// After a crash: `pending` rows no running turn can still own become `error`. Looks only
+    /// at pending rows; a row it cannot read is skipped with a warning. Returns how many.
     async fn recover(&self) -> Result<u64, StoreError>;
 }

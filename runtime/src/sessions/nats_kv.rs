@@ -1,21 +1,24 @@
 //! The session store for runtimes running as several replicas: a NATS JetStream key-value
 //! bucket shared by all of them.
 //!
-//! Layout, with `<ctx>` the context id in unpadded base64url (any string becomes a valid key):
+//! Layout, with `<ctx>` = `token(context id)` (DESIGN §5: the id itself when it is a plain
+//! token, else base64url, else a hash; never more than 128 characters):
 //! - `m.<ctx>` holds `{"next": n}`, the next free turn of the context. Appending reserves turns
 //!   by a compare-and-set on this entry, so two replicas writing one context never reuse a
 //!   turn;
-//! - `r.<ctx>.<turn>` holds one row, so no conversation runs into the server's payload limit.
+//! - `r.<ctx>.<turn>` holds one row, so no conversation runs into the server's payload limit;
+//! - `p.<ctx>.<turn>` marks a row written `pending`, and is removed from the stream when the
+//!   row settles, so recovery looks at pending rows only.
 //!
 //! A row id is its turn. Recovery differs from SQLite's, where one process owns the file: other
 //! replicas may be mid-turn while this one starts, so only `pending` rows older than
-//! `stale_after` (longer than any turn may run) become `error`.
+//! `stale_after` (longer than any turn may run) become `error`. With a retention
+//! (`SESSION_TTL`), the bucket's `max_age` drops entries not written for that long.
 
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
 use async_trait::async_trait;
-use base64::Engine as _;
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
@@ -77,12 +80,9 @@ fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-/// A key token for `context`: never empty, only `[A-Za-z0-9_-]`.
-fn encode(context: &str) -> String {
-    format!(
-        "c{}",
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(context)
-    )
+/// The key token of `context`: never empty, only `[A-Za-z0-9_-]`, at most 128 characters.
+fn encode(context: &str) -> std::borrow::Cow<'_, str> {
+    daedalus_schemas::token::token(context)
 }
 
 fn meta_key(context: &str) -> String {
@@ -93,10 +93,26 @@ fn row_key(context: &str, turn: i64) -> String {
     format!("r.{}.{turn}", encode(context))
 }
 
+fn pending_key(context: &str, turn: i64) -> String {
+    format!("p.{}.{turn}", encode(context))
+}
+
 impl NatsKvStore {
     /// Connects to `url` and opens `bucket`, creating it (file storage, one value per key) if
-    /// it does not exist.
+    /// it does not exist. Conversations are kept forever.
     pub async fn open(url: &str, bucket: &str, stale_after: Duration) -> Result<Self, StoreError> {
+        Self::open_with_ttl(url, bucket, stale_after, None).await
+    }
+
+    /// [`NatsKvStore::open`], with entries dropped `ttl` after they were last written (the
+    /// bucket's `max_age`, set on a new bucket and brought to `ttl` on an existing one).
+    pub async fn open_with_ttl(
+        url: &str,
+        bucket: &str,
+        stale_after: Duration,
+        ttl: Option<Duration>,
+    ) -> Result<Self, StoreError> {
+        let ttl = ttl.filter(|t| !t.is_zero());
         let location = format!("nats bucket {bucket} at {}", redact_url(url));
         let fail = |message: String| StoreError::Backend {
             location: location.clone(),
@@ -108,6 +124,7 @@ impl NatsKvStore {
             .await
             .map_err(|e| fail(format!("cannot connect: {e}")))?;
         let js = jetstream::new(client);
+        let js = &js;
         let kv = match js.get_key_value(bucket).await {
             Ok(kv) => kv,
             Err(_) => js
@@ -116,11 +133,26 @@ impl NatsKvStore {
                     description: "Daedalus runtime conversations".to_owned(),
                     history: 1,
                     storage: jetstream::stream::StorageType::File,
+                    max_age: ttl.unwrap_or_default(),
                     ..Default::default()
                 })
                 .await
                 .map_err(|e| fail(format!("cannot create the bucket: {e}")))?,
         };
+        let mut stream = kv.stream.clone();
+        let info = stream
+            .info()
+            .await
+            .map_err(|e| fail(format!("cannot read the bucket: {e}")))?;
+        let wanted = ttl.unwrap_or_default();
+        if info.config.max_age != wanted {
+            let mut config = info.config.clone();
+            config.max_age = wanted;
+            js.update_stream(config)
+                .await
+                .map_err(|e| fail(format!("cannot set the bucket's retention: {e}")))?;
+            tracing::info!(bucket, retention = ?ttl, "session bucket retention updated");
+        }
         Ok(Self {
             location,
             kv,
@@ -215,7 +247,16 @@ impl SessionStore for NatsKvStore {
                 written_ms,
             })
             .collect();
-        futures::future::try_join_all(stored.iter().map(|row| self.put(context, row))).await?;
+        futures::future::try_join_all(stored.iter().map(|row| async move {
+            if row.status == RowStatus::Pending {
+                self.kv
+                    .put(pending_key(context, row.turn), bytes::Bytes::new())
+                    .await
+                    .map_err(|e| self.fail(e))?;
+            }
+            self.put(context, row).await
+        }))
+        .await?;
         Ok(stored.iter().map(|r| r.turn).collect())
     }
 
@@ -232,13 +273,16 @@ impl SessionStore for NatsKvStore {
                 row.written_ms = now_ms();
                 self.put(context, &row).await?;
             }
+            if status != RowStatus::Pending {
+                self.unmark(&pending_key(context, turn)).await;
+            }
             Ok::<_, StoreError>(())
         }))
         .await?;
         Ok(())
     }
 
-    async fn rows(&self, context: &str) -> Result<Vec<Row>, StoreError> {
+    async fn rows(&self, context: &str, last: usize) -> Result<Vec<Row>, StoreError> {
         let Some(entry) = self
             .kv
             .entry(meta_key(context))
@@ -250,7 +294,11 @@ impl SessionStore for NatsKvStore {
         };
         let meta: Meta = serde_json::from_slice(&entry.value).map_err(|e| self.fail(e))?;
         // A turn reserved by a writer that has not stored it yet is simply not there yet.
-        let rows: Vec<Option<Stored>> = futures::stream::iter(0..meta.next)
+        let first = meta
+            .next
+            .saturating_sub(i64::try_from(last).unwrap_or(i64::MAX))
+            .max(0);
+        let rows: Vec<Option<Stored>> = futures::stream::iter(first..meta.next)
             .map(|turn| async move { self.get(&row_key(context, turn)).await })
             .buffered(READ_CONCURRENCY)
             .try_collect()
@@ -261,32 +309,71 @@ impl SessionStore for NatsKvStore {
     async fn recover(&self) -> Result<u64, StoreError> {
         let stale_before =
             now_ms() - i64::try_from(self.stale_after.as_millis()).unwrap_or(i64::MAX);
-        let keys: Vec<String> = self
-            .kv
-            .keys()
-            .await
-            .map_err(|e| self.fail(e))?
-            .try_filter(|k| futures::future::ready(k.starts_with("r.")))
-            .try_collect()
-            .await
-            .map_err(|e| self.fail(e))?;
+        let marked = self.pending_marks().await?;
         let mut recovered = 0;
-        for key in keys {
-            let Some(mut row) = self.get(&key).await? else {
-                continue;
+        for mark in marked {
+            let row_key = format!("r.{}", &mark["p.".len()..]);
+            let row = match self.get(&row_key).await {
+                Ok(Some(row)) => row,
+                Ok(None) => {
+                    self.unmark(&mark).await;
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(key = %row_key, error = %e, "skipping a session row that cannot be read");
+                    continue;
+                }
             };
-            if row.status == RowStatus::Pending && row.written_ms < stale_before {
-                row.status = RowStatus::Error;
-                row.written_ms = now_ms();
-                let value = serde_json::to_vec(&row).map_err(|e| self.fail(e))?;
-                self.kv
-                    .put(&key, value.into())
-                    .await
-                    .map_err(|e| self.fail(e))?;
-                recovered += 1;
+            if row.status != RowStatus::Pending {
+                self.unmark(&mark).await;
+                continue;
             }
+            if row.written_ms >= stale_before {
+                // Young enough to belong to another replica's running turn.
+                continue;
+            }
+            let mut row = row;
+            row.status = RowStatus::Error;
+            row.written_ms = now_ms();
+            let value = serde_json::to_vec(&row).map_err(|e| self.fail(e))?;
+            self.kv
+                .put(&row_key, value.into())
+                .await
+                .map_err(|e| self.fail(e))?;
+            self.unmark(&mark).await;
+            recovered += 1;
         }
         Ok(recovered)
+    }
+}
+
+impl NatsKvStore {
+    /// The keys of every pending mark (`p.<ctx>.<turn>`), from the stream's subject list: only
+    /// marks of pending rows exist, so this is as long as the pending rows are few.
+    async fn pending_marks(&self) -> Result<Vec<String>, StoreError> {
+        let prefix = &self.kv.prefix;
+        let mut subjects = self
+            .kv
+            .stream
+            .info_with_subjects(format!("{prefix}p.>"))
+            .await
+            .map_err(|e| self.fail(e))?;
+        let mut marks = Vec::new();
+        while let Some(subject) = subjects.next().await {
+            let (subject, _) = subject.map_err(|e| self.fail(e))?;
+            if let Some(key) = subject.strip_prefix(prefix.as_str()) {
+                marks.push(key.to_owned());
+            }
+        }
+        Ok(marks)
+    }
+
+    /// Removes a pending mark from the stream altogether (no delete marker is left behind).
+    async fn unmark(&self, key: &str) {
+        let subject = format!("{}{key}", self.kv.prefix);
+        if let Err(e) = self.kv.stream.purge().filter(subject).await {
+            tracing::warn!(key, error = %e, "cannot clear a pending mark; recovery will look at it again");
+        }
     }
 }
 
@@ -296,7 +383,14 @@ mod tests {
 
     #[test]
     fn any_context_id_becomes_a_valid_key_token() {
-        for context in ["plain", "with.dots and spaces", "ünïcode/*>", ""] {
+        let long = "x.".repeat(5_000);
+        for context in [
+            "plain",
+            "with.dots and spaces",
+            "ünïcode/*>",
+            "",
+            long.as_str(),
+        ] {
             let key = row_key(context, 3);
             let token = key.split('.').nth(1).unwrap();
             assert!(
@@ -305,6 +399,7 @@ mod tests {
                     .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
                 "{key}"
             );
+            assert!(token.len() <= 128, "{key}");
         }
         assert_ne!(meta_key("a"), meta_key("b"));
     }

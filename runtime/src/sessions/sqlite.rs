@@ -1,5 +1,8 @@
 //! The embedded session store: one SQLite file (or `:memory:`), WAL mode, one table of message
 //! rows with a unique (context, turn). Calls run on the blocking pool.
+//!
+//! With a retention (`SESSION_TTL`), contexts whose newest row is older than it are deleted:
+//! swept on the write path at most once per sweep interval, so no background task is needed.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -25,13 +28,21 @@ CREATE TABLE IF NOT EXISTS messages (
     UNIQUE (context, turn)
 );
 CREATE INDEX IF NOT EXISTS messages_status ON messages (status);
+CREATE INDEX IF NOT EXISTS messages_context_created ON messages (context, created_at);
 ";
+
+/// The longest time between two retention sweeps.
+const SWEEP_EVERY_AT_MOST: std::time::Duration = std::time::Duration::from_hours(1);
 
 /// Sessions in SQLite.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     location: String,
     db: Arc<Mutex<Connection>>,
+    /// Contexts idle for longer are deleted.
+    ttl: Option<std::time::Duration>,
+    /// When the last retention sweep ran.
+    swept: Arc<Mutex<std::time::Instant>>,
 }
 
 fn role_str(r: RowRole) -> &'static str {
@@ -52,7 +63,13 @@ fn status_str(s: RowStatus) -> &'static str {
 
 impl SqliteStore {
     /// Opens (creating if needed) the store at `path`; `:memory:` for a private in-memory one.
+    /// Conversations are kept forever.
     pub fn open(path: &str) -> Result<Self, StoreError> {
+        Self::open_with_ttl(path, None)
+    }
+
+    /// [`SqliteStore::open`], deleting contexts idle for longer than `ttl`.
+    pub fn open_with_ttl(path: &str, ttl: Option<std::time::Duration>) -> Result<Self, StoreError> {
         let fail = |e: rusqlite::Error| StoreError::Backend {
             location: path.to_owned(),
             message: e.to_string(),
@@ -75,9 +92,44 @@ impl SqliteStore {
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(fail)?;
         conn.execute_batch(SCHEMA).map_err(fail)?;
-        Ok(Self {
+        let store = Self {
             location: path.to_owned(),
             db: Arc::new(Mutex::new(conn)),
+            ttl: ttl.filter(|t| !t.is_zero()),
+            swept: Arc::new(Mutex::new(std::time::Instant::now())),
+        };
+        if let Some(ttl) = store.ttl {
+            let mut conn = store
+                .db
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let removed = delete_idle(&mut conn, ttl).map_err(fail)?;
+            if removed > 0 {
+                tracing::info!(
+                    rows = removed,
+                    "deleted conversations idle for longer than SESSION_TTL"
+                );
+            }
+        }
+        Ok(store)
+    }
+
+    /// Deletes every context whose newest row is older than `idle`; returns how many rows went.
+    pub async fn expire_idle(&self, idle: std::time::Duration) -> Result<u64, StoreError> {
+        self.with(move |conn| delete_idle(conn, idle)).await
+    }
+
+    /// Whether a retention sweep is due now (and, if so, marks it done).
+    fn sweep_due(&self) -> Option<std::time::Duration> {
+        let ttl = self.ttl?;
+        let interval = (ttl / 10).clamp(std::time::Duration::from_secs(1), SWEEP_EVERY_AT_MOST);
+        let mut swept = self
+            .swept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (swept.elapsed() >= interval).then(|| {
+            *swept = std::time::Instant::now();
+            ttl
         })
     }
 
@@ -107,7 +159,11 @@ impl SqliteStore {
 impl SessionStore for SqliteStore {
     async fn append(&self, context: &str, rows: Vec<NewRow>) -> Result<Vec<i64>, StoreError> {
         let context = context.to_owned();
+        let sweep = self.sweep_due();
         self.with(move |conn| {
+            if let Some(ttl) = sweep {
+                delete_idle(conn, ttl)?;
+            }
             let tx = conn.transaction()?;
             let first: i64 = tx
                 .query_row("SELECT MAX(turn) FROM messages WHERE context = ?1", params![context], |r| r.get::<_, Option<i64>>(0))
@@ -150,14 +206,17 @@ impl SessionStore for SqliteStore {
         .await
     }
 
-    async fn rows(&self, context: &str) -> Result<Vec<Row>, StoreError> {
+    async fn rows(&self, context: &str, last: usize) -> Result<Vec<Row>, StoreError> {
         let context = context.to_owned();
+        let last = i64::try_from(last).unwrap_or(i64::MAX);
         self.with(move |conn| {
             let mut stmt = conn.prepare(
-                "SELECT id, turn, role, content, tool_calls, tool_call_id, is_error, status
-                 FROM messages WHERE context = ?1 ORDER BY turn",
+                "SELECT * FROM (
+                    SELECT id, turn, role, content, tool_calls, tool_call_id, is_error, status
+                    FROM messages WHERE context = ?1 ORDER BY turn DESC LIMIT ?2
+                 ) ORDER BY turn",
             )?;
-            let rows = stmt.query_map(params![context], |r| {
+            let rows = stmt.query_map(params![context, last], |r| {
                 let role: String = r.get(2)?;
                 let calls: String = r.get(4)?;
                 let status: String = r.get(7)?;
@@ -195,6 +254,19 @@ impl SessionStore for SqliteStore {
         })
         .await
     }
+}
+
+/// Deletes the contexts whose newest row is older than `idle`.
+fn delete_idle(conn: &mut Connection, idle: std::time::Duration) -> rusqlite::Result<u64> {
+    let cutoff = format!("-{:.3} seconds", idle.as_secs_f64());
+    let removed = conn.execute(
+        "DELETE FROM messages WHERE context IN (
+            SELECT context FROM messages GROUP BY context
+            HAVING MAX(created_at) < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1)
+         )",
+        params![cutoff],
+    )?;
+    Ok(u64::try_from(removed).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
@@ -245,12 +317,12 @@ mod tests {
             .await
             .unwrap();
 
-        let rows = store.rows("ctx").await.unwrap();
+        let rows = store.rows("ctx", usize::MAX).await.unwrap();
         assert_eq!(rows.iter().map(|r| r.turn).collect::<Vec<_>>(), [0, 1, 2]);
         assert_eq!(rows[1].tool_calls[0].arguments, json!({"q": 1}));
         assert_eq!(rows[1].status, RowStatus::Complete);
         assert_eq!(rows[2].tool_call_id.as_deref(), Some("c1"));
-        assert_eq!(store.rows("other").await.unwrap().len(), 1);
+        assert_eq!(store.rows("other", usize::MAX).await.unwrap().len(), 1);
     }
 
     #[tokio::test]
@@ -276,9 +348,62 @@ mod tests {
         }
         let reopened = SqliteStore::open(&path).unwrap();
         assert_eq!(reopened.recover().await.unwrap(), 1);
-        let rows = reopened.rows("ctx").await.unwrap();
+        let rows = reopened.rows("ctx", usize::MAX).await.unwrap();
         assert_eq!(rows[0].content, "before");
         assert_eq!(rows[1].status, RowStatus::Error);
         assert_eq!(reopened.recover().await.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_read_takes_only_the_last_rows_it_asks_for() {
+        let store = SqliteStore::open(":memory:").unwrap();
+        let rows: Vec<NewRow> = (0..10)
+            .map(|i| new_row(RowRole::User, &i.to_string(), RowStatus::Complete))
+            .collect();
+        store.append("ctx", rows).await.unwrap();
+        let last = store.rows("ctx", 3).await.unwrap();
+        assert_eq!(last.iter().map(|r| r.turn).collect::<Vec<_>>(), [7, 8, 9]);
+    }
+
+    #[tokio::test]
+    async fn idle_contexts_past_the_retention_are_deleted() {
+        let store =
+            SqliteStore::open_with_ttl(":memory:", Some(std::time::Duration::from_hours(1)))
+                .unwrap();
+        for context in ["old", "new"] {
+            store
+                .append(
+                    context,
+                    vec![new_row(RowRole::User, "hi", RowStatus::Complete)],
+                )
+                .await
+                .unwrap();
+        }
+        assert_eq!(
+            store
+                .expire_idle(std::time::Duration::from_hours(1))
+                .await
+                .unwrap(),
+            0,
+            "both are recent"
+        );
+        store
+            .db
+            .lock()
+            .unwrap()
+            .execute(
+                "UPDATE messages SET created_at = '2000-01-01T00:00:00.000Z' WHERE context = 'old'",
+                [],
+            )
+            .unwrap();
+        assert_eq!(
+            store
+                .expire_idle(std::time::Duration::from_hours(1))
+                .await
+                .unwrap(),
+            1
+        );
+        assert!(store.rows("old", usize::MAX).await.unwrap().is_empty());
+        assert_eq!(store.rows("new", usize::MAX).await.unwrap().len(), 1);
     }
 }
