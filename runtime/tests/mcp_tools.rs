@@ -671,3 +671,39 @@ async fn a_forwarding_server_that_requires_auth_lists_its_tools_with_the_callers
         offered(&fake, 2)
     );
 }
+
+#[tokio::test]
+async fn credentials_in_a_server_url_reach_neither_healthz_nor_the_model() {
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    fake.script([
+        Reply::ToolCalls(vec![("down__add".into(), json!({"a": 1, "b": 2}))]),
+        Reply::Text("could not".into()),
+    ]);
+    let refused = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port");
+    let yaml = format!(
+        "default_model: openai.gpt-fake\nopenai: {{ api_key: {KEY}, base_url: \"{}\" }}\n\
+         mcp:\n  servers:\n    down: {{ url: \"http://user:hunter2@{refused}/mcp?api_key=hunter2\" }}\n\
+         agents:\n  a: {{ instruction: Add., servers: [down] }}\n",
+        fake.openai_base_url
+    );
+    let rt = Runtime::start(&yaml).await;
+    let task = post(&rt.url, None, "m-1").await;
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "could not");
+    let results = tool_results(&fake, 1);
+    assert!(!results.is_empty(), "the model read why the call failed");
+    let healthz = reqwest::get(format!("{}/healthz", rt.url))
+        .await
+        .expect("healthz")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        healthz.contains("down"),
+        "the down server is named: {healthz}"
+    );
+    for shown in results.iter().chain([&healthz]) {
+        assert!(!shown.contains("hunter2"), "a secret leaked: {shown}");
+    }
+}

@@ -359,3 +359,24 @@ fn a_module_with_an_inline_definition_is_accepted() {
         "Help."
     );
 }
+
+#[test]
+fn urls_are_printed_without_userinfo_or_query() {
+    let dir = project(&[(
+        "agents.yaml",
+        "openai: { base_url: \"https://u:pw-secret@llm.example/v1?key=q-secret\" }\n\
+         mcp: { servers: { s: { url: \"https://u:pw-secret@mcp.example/mcp?api_key=q-secret\" } } }\n\
+         agents: { a: { servers: [s] } }",
+    )]);
+    let d = load_in(dir.path(), &[]).unwrap();
+    let json = serde_json::to_string(&d).unwrap();
+    assert!(
+        !json.contains("pw-secret") && !json.contains("q-secret"),
+        "{json}"
+    );
+    assert!(json.contains("https://***@mcp.example/mcp?***"), "{json}");
+    assert_eq!(
+        d.mcp_servers["s"].url, "https://u:pw-secret@mcp.example/mcp?api_key=q-secret",
+        "the real URL is still used"
+    );
+}
