@@ -564,7 +564,87 @@ fn message_size(headers: &HeaderMap, payload: &Bytes) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::header_text;
+    use proptest::prelude::*;
+
+    use super::{Ids, Intake, TraceContext, header_text, intake, result_headers, subjects};
+
+    /// Header values a publisher can send (the NATS wire keeps CR and LF out of them).
+    fn header_value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[ -~]{0,80}",
+            "00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]",
+            "_INBOX\\.[A-Za-z0-9.*>]{0,40}",
+            "(agent|\\$JS|_INBOX)\\.[a-z.>*]{0,20}",
+            "[^\\r\\n]{0,300}",
+        ]
+    }
+
+    /// Bodies: anything, or a request whose ids are anything.
+    fn body() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..256),
+            (
+                ".{0,200}",
+                proptest::option::of(".{0,6000}"),
+                proptest::option::of(".{0,200}")
+            )
+                .prop_map(|(message_id, task_id, context_id)| {
+                    let mut message = serde_json::json!({
+                        "messageId": message_id, "role": "user", "parts": [{"text": "x"}]
+                    });
+                    if let Some(t) = task_id {
+                        message["taskId"] = t.into();
+                    }
+                    if let Some(c) = context_id {
+                        message["contextId"] = c.into();
+                    }
+                    serde_json::to_vec(&serde_json::json!({"message": message})).unwrap_or_default()
+                }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// A raw task message, headers included, always comes to a disposition, and whatever it
+        /// carries, the result's headers are one bounded line each.
+        #[test]
+        fn any_task_message_comes_to_a_disposition_with_safe_headers(
+            body in body(),
+            traceparent in proptest::option::of(header_value()),
+            tracestate in proptest::option::of(header_value()),
+            reply_to in header_value(),
+        ) {
+            let trace = TraceContext::child_of(traceparent.as_deref(), tracestate.as_deref());
+            let prefixes = vec![subjects::REPLY_TO_PREFIXES_DEFAULT.to_owned()];
+            if subjects::check_reply_to(&reply_to, &prefixes).is_ok() {
+                prop_assert!(reply_to.starts_with("_INBOX.") && !reply_to.contains(['*', '>']));
+            }
+            let ids: Option<Ids> = match intake::read_task(&body) {
+                Intake::Task { ids, .. } | Intake::Refused { ids, .. } => Some(ids),
+                Intake::Unaddressable { reason } => {
+                    prop_assert!(!header_text(&reason, 256).contains(['\r', '\n']));
+                    None
+                }
+            };
+            if let Some(ids) = ids {
+                let task = crate::disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), "x");
+                let headers = result_headers("agent-1", &ids, &task, &trace);
+                for (name, values) in headers.iter() {
+                    for value in values {
+                        let value = value.as_str();
+                        prop_assert!(
+                            value.bytes().all(|b| (0x20..0x7f).contains(&b)),
+                            "{}: {value:?}", AsRef::<str>::as_ref(name)
+                        );
+                        prop_assert!(value.len() <= 512, "{}", value.len());
+                    }
+                }
+                let subject = subjects::result("agent-1", &ids.task_id);
+                prop_assert!(subject.len() <= "agent.results.agent-1.".len() + 128);
+            }
+        }
+    }
 
     #[test]
     fn header_text_is_one_bounded_line() {

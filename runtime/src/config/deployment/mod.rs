@@ -263,9 +263,8 @@ impl Deployment {
         let dotenv = load_dotenv(&dir.join(".env"))?;
         let lookup = |k: &str| env(k).or_else(|| dotenv.get(k).cloned());
 
-        let mut merged = serde_json::Value::Object(serde_json::Map::new());
+        let mut texts = Vec::new();
         let mut sources = Vec::new();
-        let mut unset = Vec::new();
         for (path, required) in [
             (dir.join("fastagent.config.yaml"), false),
             (dir.join("fastagent.secrets.yaml"), false),
@@ -279,21 +278,45 @@ impl Deployment {
                 file: shown.clone(),
                 source,
             })?;
+            texts.push((shown, text));
+            sources.push(path);
+        }
+        let mut deployment = Self::from_texts(
+            &agents.display().to_string(),
+            &texts,
+            &lookup,
+            fallback_model,
+        )?;
+        deployment.sources = sources;
+        Ok(deployment)
+    }
+
+    /// Parses, expands, merges (later documents over earlier ones) and validates YAML
+    /// documents, each `(shown name, text)`; errors name `file`'s keys. A pure function: the
+    /// environment comes through `lookup`.
+    pub fn from_texts(
+        file: &str,
+        texts: &[(String, String)],
+        lookup: &dyn Fn(&str) -> Option<String>,
+        fallback_model: &str,
+    ) -> Result<Deployment, DeploymentError> {
+        let mut merged = serde_json::Value::Object(serde_json::Map::new());
+        let mut unset = Vec::new();
+        for (shown, text) in texts {
             let mut value: serde_json::Value = if text.trim().is_empty() {
                 serde_json::Value::Object(serde_json::Map::new())
             } else {
-                serde_saphyr::from_str(&text).map_err(|e| DeploymentError::Yaml {
+                serde_saphyr::from_str(text).map_err(|e| DeploymentError::Yaml {
                     file: shown.clone(),
                     message: e.to_string(),
                 })?
             };
-            expand::expand(&mut value, &lookup, "", &mut |key, var| {
+            expand::expand(&mut value, lookup, "", &mut |key, var| {
                 unset.push(format!("{shown}: {key}: ${{{var}}}"));
             });
             deep_merge(&mut merged, value);
-            sources.push(path);
         }
-        let file = agents.display().to_string();
+        let file = file.to_owned();
         let doc: DeploymentFile = daedalus_schemas::read::from_value(merged).map_err(|e| {
             let (path, message) = match e {
                 daedalus_schemas::ReadError::Shape { path, message } => (path, message),
@@ -318,7 +341,6 @@ impl Deployment {
                 model: default_model.clone(),
             })?;
         let mut deployment = validate::build(&file, doc, &model)?;
-        deployment.sources = sources;
         deployment.unset_variables = unset;
         Ok(deployment)
     }
