@@ -604,7 +604,6 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(128))]
 
         /// A raw task message, headers included, always comes to a disposition, and whatever it
         /// carries, the result's headers are one bounded line each.

@@ -98,7 +98,6 @@ fn names_the_file(e: &DeploymentError) -> bool {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(192))]
 
     #[test]
     fn any_text_gives_a_deployment_or_an_error_naming_the_file(text in "(.|\n){0,400}") {
