@@ -1,122 +1,15 @@
 //! The real `daedalus-runtime` binary as a child process: startup, logs, limits, and the
 //! SIGTERM/SIGINT sequence of the contract.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::process::runtime;
 
-/// A runtime child process, started on an OS-chosen port.
-struct Runtime {
-    child: Child,
-    addr: SocketAddr,
-    logs: mpsc::Receiver<String>,
-}
-
-struct RuntimeBuilder {
-    command: Command,
-}
-
-fn runtime() -> RuntimeBuilder {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_daedalus-runtime"));
-    command
-        .env_clear()
-        .env("A2A_PORT", "0")
-        .env("A2A_HOST", "127.0.0.1")
-        .env("AGENT_NAME", "proc-test")
-        .env("SESSIONS_DB", ":memory:")
-        .env("LOG_LEVEL", "info")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    RuntimeBuilder { command }
-}
-
-impl RuntimeBuilder {
-    fn env(mut self, key: &str, value: &str) -> Self {
-        self.command.env(key, value);
-        self
-    }
-
-    #[expect(
-        clippy::zombie_processes,
-        reason = "Runtime owns the child; its Drop kills and reaps it"
-    )]
-    fn start(mut self) -> Runtime {
-        let mut child = self.command.spawn().expect("the runtime binary starts");
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let (tx, logs) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let line = logs
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                .expect("the runtime logs that it is ready");
-            let entry: Value = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("a log line is not JSON ({e}): {line}"));
-            if entry["message"] == "runtime ready" {
-                let addr = entry["addr"].as_str().expect("ready line has addr");
-                return Runtime {
-                    child,
-                    addr: addr.parse().expect("addr parses"),
-                    logs,
-                };
-            }
-        }
-    }
-}
-
-impl Runtime {
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .args([format!("-{name}"), self.child.id().to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(status.success());
-    }
-
-    fn wait_exit(&mut self, within: Duration) -> ExitStatus {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the runtime did not exit within {within:?}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Every remaining log line, parsed.
-    fn drain_logs(&self) -> Vec<Value> {
-        let mut out = Vec::new();
-        while let Ok(line) = self.logs.recv_timeout(Duration::from_millis(200)) {
-            out.push(serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}")));
-        }
-        out
-    }
-}
-
-impl Drop for Runtime {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+mod support;
 
 fn message(id: &str, text: &str) -> Value {
     json!({"message": {"messageId": id, "role": "user", "parts": [{"text": text}]}})

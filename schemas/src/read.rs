@@ -46,6 +46,18 @@ pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ReadError> {
             Err(e) if e.is_syntax() || e.is_eof() => Err(syntax(&e)),
             _ => read,
         },
+        // serde_json calls an array with more elements than a struct has fields "trailing
+        // characters", a syntax error; in well-formed JSON it is a shape error at that path.
+        Err(ReadError::Syntax { .. }) if serde_json::from_slice::<IgnoredAny>(bytes).is_ok() => {
+            let mut de = serde_json::Deserializer::from_slice(bytes);
+            match serde_path_to_error::deserialize::<_, T>(&mut de) {
+                Err(e) => Err(ReadError::Shape {
+                    path: e.path().to_string(),
+                    message: strip_position(&e.inner().to_string()),
+                }),
+                Ok(_) => read,
+            }
+        }
         other => other,
     }
 }
@@ -95,6 +107,19 @@ mod tests {
     fn syntax_errors_say_where() {
         let err = from_slice::<SendMessageRequest>(b"{\"message\": ").unwrap_err();
         assert!(matches!(err, ReadError::Syntax { line: 1, .. }), "{err:?}");
+    }
+
+    #[test]
+    fn an_array_where_an_object_belongs_is_a_shape_error_not_a_syntax_error() {
+        // Found by the property tests: serde_json reports the extra elements as "trailing
+        // characters".
+        let err =
+            from_slice::<SendMessageRequest>(br#"{"configuration":[null,null,null,null,null]}"#)
+                .unwrap_err();
+        assert!(
+            matches!(&err, ReadError::Shape { path, .. } if path.starts_with("configuration")),
+            "{err:?}"
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@
 )]
 
 pub mod mcp_client;
+pub mod process;
 pub mod runtime;
 
 use std::sync::Mutex;
