@@ -28,11 +28,20 @@ pub use nats_server::NatsServer;
 
 /// Starts the real `daedalus-runtime` in-process; returns its URL and a stop token.
 pub async fn real_runtime(agent: &str) -> (String, CancellationToken) {
+    real_runtime_with(agent, |_| {}).await
+}
+
+/// [`real_runtime`] with its configuration changed by `tweak` first.
+pub async fn real_runtime_with(
+    agent: &str,
+    tweak: impl FnOnce(&mut daedalus_runtime::config::Config),
+) -> (String, CancellationToken) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("binds");
     let addr = listener.local_addr().expect("has an address");
-    let config = daedalus_runtime::config::Config::for_agent(agent, addr);
+    let mut config = daedalus_runtime::config::Config::for_agent(agent, addr);
+    tweak(&mut config);
     let stop = CancellationToken::new();
     let shutdown = stop.clone().cancelled_owned();
     tokio::spawn(async move { daedalus_runtime::run(listener, config, shutdown).await });
