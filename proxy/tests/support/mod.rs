@@ -3,6 +3,7 @@
 
 #![allow(
     dead_code,
+    unused_imports,
     reason = "each test file uses a different part of the support module"
 )]
 #![allow(unreachable_pub, reason = "shared between test files")]
