@@ -319,6 +319,54 @@ async fn startup_refusals_exit_non_zero_and_say_why() {
     assert!(text.contains("implements contract v2"), "{text}");
 }
 
+#[test]
+fn an_overflowing_duration_or_a_secret_url_is_handled_at_startup() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_daedalus-proxy"))
+        .env_clear()
+        .env("AGENT_NAME", "a")
+        .env(
+            "ACK_WAIT",
+            "153722867280912929m1hrs6148914691236517205333ms1281023894007607h",
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "exit 2, not a panic's 101");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ACK_WAIT"));
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_daedalus-proxy"))
+        .env_clear()
+        .env("AGENT_NAME", "a")
+        .env("NATS_URL", "nats://user:hunter2@127.0.0.1:4222")
+        .arg("--check-config")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(!printed.contains("hunter2"), "{printed}");
+    assert!(printed.contains("nats://***@127.0.0.1:4222"), "{printed}");
+
+    // Connect attempts that fail, logged and in the final error: masked too.
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_daedalus-proxy"))
+        .env_clear()
+        .env("AGENT_NAME", "a")
+        .env("NATS_URL", format!("nats://user:hunter2@{free}"))
+        .env("STARTUP_TIMEOUT", "1s")
+        .env("PROXY_PORT", "0")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let logs = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(logs.contains("cannot"), "{logs}");
+    assert!(!logs.contains("hunter2"), "{logs}");
+}
+
 #[tokio::test]
 async fn a_conflicting_consumer_is_a_startup_error() {
     let nats = NatsServer::start();

@@ -342,6 +342,21 @@ fn a_bad_configuration_stops_startup_naming_the_key() {
     assert!(stderr.contains("AGENT_NAME"), "{stderr}");
 }
 
+#[test]
+fn an_overflowing_duration_exits_2_naming_the_key_not_101() {
+    let out = Command::new(env!("CARGO_BIN_EXE_daedalus-runtime"))
+        .env_clear()
+        .env(
+            "REQUEST_TIMEOUT",
+            "153722867280912929m1hrs6148914691236517205333ms1281023894007607h",
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("REQUEST_TIMEOUT"), "{stderr}");
+}
+
 /// Two agents on the strict fake LLM: `coordinator` delegates to `researcher` in-process.
 fn delegating_deployment(dir: &std::path::Path, fake: &daedalus_fake_llm::FakeLlm) -> String {
     let path = dir.join("agents.yaml");
