@@ -7,6 +7,7 @@
 pub mod agent;
 pub mod agents;
 pub mod config;
+pub mod conversations;
 pub mod face;
 pub mod http;
 pub mod lifecycle;

@@ -15,8 +15,8 @@ pub mod progress;
 pub mod registry;
 mod send;
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, Weak};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use axum::Router;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -50,7 +50,6 @@ pub struct Face {
     pub state: AppState,
     /// For `get_health` probes: short timeouts, no pooling surprises.
     pub probe_client: reqwest::Client,
-    locks: ContextLocks,
 }
 
 impl Face {
@@ -84,7 +83,6 @@ impl Face {
             provider,
             state,
             probe_client,
-            locks: ContextLocks::default(),
         })
     }
 
@@ -94,26 +92,6 @@ impl Face {
 
     pub fn scope(&self) -> InstanceScope {
         self.def.instance_scope
-    }
-}
-
-/// One lock per conversation, so two calls never interleave rows in one context.
-#[derive(Debug, Default)]
-struct ContextLocks(Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>);
-
-impl ContextLocks {
-    fn get(&self, context: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut map = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(lock) = map.get(context).and_then(Weak::upgrade) {
-            return lock;
-        }
-        map.retain(|_, w| w.strong_count() > 0);
-        let lock = Arc::new(tokio::sync::Mutex::new(()));
-        map.insert(context.to_owned(), Arc::downgrade(&lock));
-        lock
     }
 }
 

@@ -46,10 +46,11 @@ struct ImageArg {
 /// The conversation a call continues: `None` for the `request` scope (nothing is kept), and
 /// for `connection` when the client has no session.
 pub(super) fn context_of(face: &Face, context: &RequestContext<RoleServer>) -> Option<String> {
+    use crate::conversations::MCP_PREFIX;
     match face.scope() {
-        InstanceScope::Shared => Some(format!("mcp/{}", face.name())),
+        InstanceScope::Shared => Some(format!("{MCP_PREFIX}{}", face.name())),
         InstanceScope::Connection => {
-            session_id(context).map(|session| format!("mcp/{}/{session}", face.name()))
+            session_id(context).map(|session| format!("{MCP_PREFIX}{}/{session}", face.name()))
         }
         InstanceScope::Request => None,
     }
@@ -174,7 +175,9 @@ async fn run(
         None => observe,
     };
     // One turn at a time per conversation.
-    let lock = conversation.as_deref().map(|c| face.locks.get(c));
+    let lock = conversation
+        .as_deref()
+        .map(|c| face.state.conversations().get(c));
     let _turn = match &lock {
         Some(lock) => Some(lock.lock().await),
         None => None,

@@ -47,6 +47,8 @@ struct Shared {
     preflight: Arc<Preflight>,
     lifecycle: Arc<Lifecycle>,
     tasks: TaskRegistry,
+    /// One turn at a time per conversation, for every face.
+    conversations: Arc<crate::conversations::ConversationLocks>,
     /// One permit per running turn (`MAX_CONCURRENT_TASKS`).
     turns: Arc<tokio::sync::Semaphore>,
     limits: Limits,
@@ -87,6 +89,7 @@ impl AppState {
                 usize::try_from(limits.task_memory_bytes).unwrap_or(usize::MAX),
             ),
             turns: Arc::new(tokio::sync::Semaphore::new(limits.max_concurrent_tasks)),
+            conversations: Arc::default(),
             limits,
             inflight: TaskTracker::new(),
             cancel: CancellationToken::new(),
@@ -100,6 +103,11 @@ impl AppState {
 
     pub fn limits(&self) -> &Limits {
         &self.0.limits
+    }
+
+    /// The per-conversation turn locks every face shares.
+    pub fn conversations(&self) -> &crate::conversations::ConversationLocks {
+        &self.0.conversations
     }
 
     /// A permit to run one turn, or `None` when `MAX_CONCURRENT_TASKS` turns are running.

@@ -93,7 +93,11 @@ async fn run_turn(
     let mut message = request.message.clone();
     message.task_id = Some(task_id.clone());
     message.context_id = Some(context_id.clone());
-    let mut agent_request = AgentRequest::new(&task_id, &context_id, message.clone());
+    // The conversation this turn writes to: one turn at a time in it, whichever face asks.
+    let conversation = crate::conversations::a2a_conversation(&context_id).into_owned();
+    let lock = state.conversations().get(&conversation);
+    let _turn = lock.lock().await;
+    let mut agent_request = AgentRequest::new(&task_id, &conversation, message.clone());
     agent_request.history.clone_from(&record.history);
     agent_request.metadata.clone_from(&request.metadata);
     agent_request.bearer = bearer;
@@ -250,7 +254,19 @@ async fn with_history(
     };
     let n = usize::try_from(n).unwrap_or(usize::MAX);
     let stored = match &task.context_id {
-        Some(context) => state.agent().conversation(context).await,
+        Some(context) => {
+            let key = crate::conversations::a2a_conversation(context);
+            state.agent().conversation(&key).await.map(|mut messages| {
+                // Stored under the conversation key; shown under the client's context id.
+                for m in &mut messages {
+                    if let Some(turn) = m.message_id.strip_prefix(key.as_ref()) {
+                        m.message_id = format!("{context}{turn}");
+                    }
+                    m.context_id = Some(context.clone());
+                }
+                messages
+            })
+        }
         None => None,
     };
     let mut history = stored.unwrap_or_else(|| record.history.clone());
