@@ -134,3 +134,39 @@ async fn an_a2a_context_named_mcp_agent_cannot_see_the_mcp_face_s_conversation()
         "the model saw the MCP conversation"
     );
 }
+
+#[tokio::test]
+async fn a_per_call_sampling_value_of_the_wrong_type_never_reaches_the_provider() {
+    let fake = FakeLlm::start(KEY, &["gpt-conv"]).await;
+    fake.script([Reply::Text("cool".into())]);
+    let yaml = support::runtime::on_fake_openai(
+        &fake.openai_base_url,
+        KEY,
+        "gpt-conv",
+        "{}",
+        "  a: { instruction: Answer. }\n",
+    );
+    let rt = Runtime::start(&yaml).await;
+    let mut request = message("m-1", "t-1", "c-1", "hello");
+    request["metadata"] = json!({"request_params": {"temperature": "hot"}});
+    let task = post(&rt.url, request).await;
+    assert_eq!(task["status"]["state"], "failed", "{task}");
+    assert!(
+        task["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("request_params.temperature")),
+        "{task}"
+    );
+    assert!(fake.requests().is_empty(), "nothing reached the provider");
+
+    let (client, _) = connect(&rt.mcp("a"), None).await;
+    let result = call(
+        &client,
+        "send_message",
+        json!({"message": "hi", "temperature": "hot"}),
+    )
+    .await;
+    assert_eq!(result.is_error, Some(true));
+    assert!(support::mcp_client::text(&result).contains("temperature"));
+    assert!(fake.requests().is_empty(), "nothing reached the provider");
+}

@@ -73,10 +73,8 @@ mod tests {
             token("a\nb"),
             format!("b64-{}", URL_SAFE_NO_PAD.encode("a\nb"))
         );
-        assert_eq!(
-            token(&"a".repeat(129)),
-            format!("b64-{}", URL_SAFE_NO_PAD.encode("a".repeat(129)))
-        );
+        // Plain, but longer than 128: too long for base64 too, so hashed.
+        assert!(token(&"a".repeat(129)).starts_with("h-"));
     }
 
     #[test]

@@ -135,11 +135,19 @@ impl LlmAgent {
                 },
             });
         }
-        let call = request
+        let call = match request
             .metadata
             .as_ref()
             .and_then(|m| m.get("request_params"))
-            .and_then(Value::as_object);
+        {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(params)) => {
+                sampling::check_all(params)
+                    .map_err(|(key, why)| format!("metadata.request_params.{key} {why}"))?;
+                Some(params)
+            }
+            Some(_) => return Err("metadata.request_params must be an object".to_owned()),
+        };
         let merged = sampling::merge(&self.defaults, call);
         let (mut params, dropped) = sampling::for_target(&merged, &self.target);
         self.warnings

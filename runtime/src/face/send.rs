@@ -158,6 +158,9 @@ async fn run(
     request.persist = conversation.is_some();
     request.bearer = bearer(context);
     let params = sampling(&args);
+    if let Err((key, why)) = sampling::check_all(&params) {
+        return failure(format!("invalid arguments: {key} {why}"));
+    }
     if !params.is_empty() {
         let mut metadata = Metadata::new();
         metadata.insert("request_params".to_owned(), Value::Object(params));

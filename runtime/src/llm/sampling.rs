@@ -30,6 +30,45 @@ pub const KEYS: [&str; 10] = [
     "tool_choice",
 ];
 
+/// Whether `value` has the type `key` takes; `null` always does (it clears a default). Keys
+/// outside [`KEYS`] are not checked here: the support matrix drops them with a warning.
+pub fn check(key: &str, value: &Value) -> Result<(), &'static str> {
+    let ok = match key {
+        _ if value.is_null() => true,
+        "temperature" | "top_p" | "presence_penalty" | "frequency_penalty" => value.is_number(),
+        "top_k" | "max_tokens" => value.as_u64().is_some(),
+        "seed" => value.is_i64() || value.is_u64(),
+        "stop" => {
+            value.is_string()
+                || value
+                    .as_array()
+                    .is_some_and(|a| a.iter().all(Value::is_string))
+        }
+        "response_format" => value.is_object(),
+        "tool_choice" => value.is_string() || value.is_object(),
+        _ => true,
+    };
+    if ok {
+        return Ok(());
+    }
+    Err(match key {
+        "temperature" | "top_p" | "presence_penalty" | "frequency_penalty" => "must be a number",
+        "top_k" | "max_tokens" => "must be a whole number of at least 0",
+        "seed" => "must be a whole number",
+        "stop" => "must be a string or a list of strings",
+        "response_format" => "must be an object",
+        _ => "must be a string or an object",
+    })
+}
+
+/// [`check`] for every parameter; the first that fails, with why.
+pub fn check_all(params: &Map<String, Value>) -> Result<(), (String, &'static str)> {
+    for (key, value) in params {
+        check(key, value).map_err(|why| (key.clone(), why))?;
+    }
+    Ok(())
+}
+
 /// Which wire the parameters are for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
@@ -155,6 +194,36 @@ impl DropWarnings {
             }
         }
         new
+    }
+}
+
+#[cfg(test)]
+mod typed {
+    use serde_json::json;
+
+    use super::check;
+
+    #[test]
+    fn each_key_takes_its_type() {
+        for (key, good, bad) in [
+            ("temperature", json!(0.2), json!("hot")),
+            ("top_p", json!(1), json!(true)),
+            ("top_k", json!(40), json!(-1)),
+            ("max_tokens", json!(100), json!(1.5)),
+            ("seed", json!(-7), json!("7")),
+            ("stop", json!(["x", "y"]), json!([1])),
+            (
+                "response_format",
+                json!({"type": "json_object"}),
+                json!("json"),
+            ),
+            ("tool_choice", json!("auto"), json!(3)),
+        ] {
+            assert!(check(key, &good).is_ok(), "{key} {good}");
+            assert!(check(key, &bad).is_err(), "{key} {bad}");
+            assert!(check(key, &json!(null)).is_ok(), "null clears {key}");
+        }
+        assert!(check("unknown_key", &json!("anything")).is_ok());
     }
 }
 

@@ -325,6 +325,16 @@ fn every_validation_error_names_the_file_and_key() {
             "anthropic.timeout",
         ),
         (
+            "agents: { a: { request_params: { temperature: hot } } }",
+            "Shape",
+            "agents.a.request_params.temperature",
+        ),
+        (
+            "agents: { a: { request_params: { max_tokens: -5 } } }",
+            "Shape",
+            "agents.a.request_params.max_tokens",
+        ),
+        (
             "agents: { a: { max_iterations: 0 } }",
             "Shape",
             "agents.a.max_iterations",

@@ -127,7 +127,7 @@ pub(super) fn build(
             instruction: def.instruction.clone().unwrap_or_default(),
             model,
             servers,
-            request_params: def.request_params.clone(),
+            request_params: sampling_of(file, name, &def.request_params)?,
             max_iterations: def.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS),
             instance_scope: def.instance_scope.unwrap_or_default(),
         });
@@ -162,6 +162,20 @@ pub(super) fn build(
         agents,
         unset_variables: Vec::new(),
     })
+}
+
+/// An agent's `request_params`, each of the type its key takes.
+fn sampling_of(
+    file: &str,
+    agent: &str,
+    params: &serde_json::Map<String, serde_json::Value>,
+) -> Result<serde_json::Map<String, serde_json::Value>, DeploymentError> {
+    crate::llm::sampling::check_all(params).map_err(|(key, why)| DeploymentError::Shape {
+        file: file.to_owned(),
+        path: format!("agents.{agent}.request_params.{key}"),
+        message: why.to_owned(),
+    })?;
+    Ok(params.clone())
 }
 
 fn provider(file: &str, key: &str, p: ProviderFile) -> Result<ProviderSettings, DeploymentError> {
