@@ -13,8 +13,7 @@ mod support;
 use std::time::Duration;
 
 use async_nats::HeaderMap;
-use daedalus_schemas::{Task, TaskState, read};
-use futures::StreamExt;
+use daedalus_schemas::{Task, TaskState};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
@@ -202,33 +201,8 @@ async fn hostile_task_messages_never_stop_misdirect_or_lose_work() {
         );
     }
 
-    // Nothing went anywhere else: a marker sent last closes the window.
-    client
-        .publish("zz.marker", bytes::Bytes::new())
-        .await
-        .expect("marker");
-    client.flush().await.expect("flush");
-    let mut stray = Vec::new();
-    while let Some(m) = tokio::time::timeout(WAIT, everything.next())
-        .await
-        .expect("the marker arrives")
-    {
-        let subject = m.subject.to_string();
-        if subject == "zz.marker" {
-            break;
-        }
-        let is_task = read::from_slice::<Task>(&m.payload).is_ok();
-        let ours = subject.starts_with(&format!("agent.results.{AGENT}."))
-            || subject == inbox
-            || (subject.starts_with("_INBOX.") && !subject.starts_with(&format!("{inbox}.")));
-        let misdirected = subject.starts_with('$')
-            || subject.starts_with("agent.tasks.")
-            || subject.starts_with("agent.deadletter.")
-            || (subject.starts_with("agent.results.") && !ours);
-        if is_task && (misdirected || !ours) {
-            stray.push(subject);
-        }
-    }
+    // Nothing went anywhere else.
+    let stray = misdirected_results(&client, &mut everything, AGENT).await;
     assert!(
         stray.is_empty(),
         "seed {}: results published outside the allowed subjects: {stray:?}",

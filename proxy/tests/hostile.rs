@@ -270,31 +270,7 @@ async fn hostile_reply_to_values_are_refused_and_the_result_is_still_published()
         "nothing was re-injected as a task"
     );
     assert_eq!(dead_letters(&js).await, 0);
-    // A marker published after everything else: once it arrives, all that came before did.
-    client
-        .publish("zz.marker", Bytes::new())
-        .await
-        .expect("marker");
-    client.flush().await.expect("flush");
-    let mut stray = Vec::new();
-    while let Some(m) = tokio::time::timeout(WAIT, everything.next())
-        .await
-        .expect("the marker arrives")
-    {
-        let subject = m.subject.to_string();
-        if subject == "zz.marker" {
-            break;
-        }
-        // Only results are Tasks: one anywhere but the agent's own result subjects (or the
-        // test's own fetches, which arrive on inboxes) is a misdirected result.
-        let is_task =
-            daedalus_schemas::read::from_slice::<daedalus_schemas::Task>(&m.payload).is_ok();
-        let misdirected = subject.starts_with('$')
-            || (subject.starts_with("agent.") && !subject.starts_with("agent.results.rt."));
-        if is_task && misdirected {
-            stray.push(subject);
-        }
-    }
+    let stray = misdirected_results(&client, &mut everything, "rt").await;
     assert!(
         stray.is_empty(),
         "published outside the allowed subjects: {stray:?}"

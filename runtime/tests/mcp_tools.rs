@@ -580,12 +580,7 @@ async fn the_anthropic_provider_runs_mcp_tools_with_well_formed_tool_blocks() {
 
 /// The tool names the model was offered in request `n`.
 fn offered(fake: &FakeLlm, n: usize) -> Vec<String> {
-    fake.requests()[n].body["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
-        .collect()
+    tool_names(&fake.requests()[n])
 }
 
 #[tokio::test]

@@ -283,6 +283,39 @@ pub async fn wait_pulls_waiting(js: &Context, agent: &str, n: usize) {
     }
 }
 
+/// Publishes a marker and reads `everything` (a `>` subscription) up to it: the subjects of
+/// every Task published on `$` subjects or on `agent.` subjects other than `agent`'s own
+/// results, in between. (Tasks on inboxes are the allowed reply-to and the test's own fetches.)
+pub async fn misdirected_results(
+    client: &async_nats::Client,
+    everything: &mut async_nats::Subscriber,
+    agent: &str,
+) -> Vec<String> {
+    client
+        .publish("zz.marker", bytes::Bytes::new())
+        .await
+        .expect("marker");
+    client.flush().await.expect("flush");
+    let own = format!("agent.results.{agent}.");
+    let mut stray = Vec::new();
+    while let Some(m) = tokio::time::timeout(Duration::from_mins(1), everything.next())
+        .await
+        .expect("the marker arrives")
+    {
+        let subject = m.subject.to_string();
+        if subject == "zz.marker" {
+            break;
+        }
+        let is_task = read::from_slice::<Task>(&m.payload).is_ok();
+        let misdirected = subject.starts_with('$')
+            || (subject.starts_with("agent.") && !subject.starts_with(&own));
+        if is_task && misdirected {
+            stray.push(subject);
+        }
+    }
+    stray
+}
+
 /// Messages still in the task stream.
 pub async fn tasks_left(js: &Context) -> u64 {
     let mut stream = js.get_stream("AGENT_TASKS").await.expect("tasks stream");
