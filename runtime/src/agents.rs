@@ -124,38 +124,24 @@ pub fn build(
     let warnings = Arc::new(DropWarnings::default());
     let mut built: Agents = BTreeMap::new();
     let mut downstream = BTreeMap::new();
-    // Sub-agents first: repeat over the agents whose sub-agents are all built.
-    let mut pending: Vec<&AgentDef> = deployment.agents.iter().collect();
-    while !pending.is_empty() {
-        let before = pending.len();
-        let mut rest = Vec::new();
-        for def in pending {
-            let ready = def.servers.iter().all(|s| match s {
-                ServerRef::Agent(name) => built.contains_key(name),
-                ServerRef::Mcp(_) => true,
-            });
-            if ready {
-                let (agent, servers) = build_one(
-                    deployment,
-                    def,
-                    &built,
-                    &mut providers,
-                    &warnings,
-                    sessions.cloned(),
-                )?;
-                built.insert(def.name.clone(), agent);
-                if let Some(servers) = servers {
-                    downstream.insert(def.name.clone(), servers);
-                }
-            } else {
-                rest.push(def);
-            }
+    // Sub-agents first: validation ordered every agent after the agents it uses.
+    for def in deployment
+        .start_order
+        .iter()
+        .filter_map(|name| deployment.agent(name))
+    {
+        let (agent, servers) = build_one(
+            deployment,
+            def,
+            &built,
+            &mut providers,
+            &warnings,
+            sessions.cloned(),
+        )?;
+        built.insert(def.name.clone(), agent);
+        if let Some(servers) = servers {
+            downstream.insert(def.name.clone(), servers);
         }
-        assert!(
-            rest.len() < before,
-            "sub-agent cycles are refused by the configuration"
-        );
-        pending = rest;
     }
     Ok(Fleet {
         agents: built,

@@ -191,7 +191,7 @@ pub async fn run_with_state(
             face::main_port_path(&def.name)
         ),
     };
-    for face in in_dependency_order(&faces) {
+    for face in in_dependency_order(&faces, &config.deployment.start_order) {
         for dependency in &face.def.depends_on {
             let Some(dep) = config.deployment.agent(dependency) else {
                 continue;
@@ -309,35 +309,15 @@ fn allowed_hosts(config: &Config) -> Vec<String> {
     hosts
 }
 
-/// `faces` with every agent after the agents it depends on (configuration refused cycles).
-fn in_dependency_order(faces: &[Arc<face::Face>]) -> Vec<&Arc<face::Face>> {
-    let mut done: Vec<&str> = Vec::new();
-    let mut ordered = Vec::with_capacity(faces.len());
-    let mut pending: Vec<&Arc<face::Face>> = faces.iter().collect();
-    while !pending.is_empty() {
-        let before = pending.len();
-        pending.retain(|f| {
-            let ready = f
-                .def
-                .depends_on
-                .iter()
-                .all(|d| done.contains(&d.as_str()) || !faces.iter().any(|g| g.name() == d));
-            if ready {
-                ordered.push(*f);
-            }
-            !ready
-        });
-        done.extend(
-            ordered[ordered.len() - (before - pending.len())..]
-                .iter()
-                .map(|f| f.name()),
-        );
-        if pending.len() == before {
-            // A cycle cannot get here (configuration refuses it); start the rest anyway.
-            ordered.append(&mut pending);
-        }
-    }
-    ordered
+/// `faces` in the deployment's start order: every agent after the agents it depends on.
+fn in_dependency_order<'a>(
+    faces: &'a [Arc<face::Face>],
+    start_order: &[String],
+) -> Vec<&'a Arc<face::Face>> {
+    start_order
+        .iter()
+        .filter_map(|name| faces.iter().find(|f| f.name() == name))
+        .collect()
 }
 
 /// Refuses new tasks, gives in-flight ones `grace` to finish, then cancels the rest.

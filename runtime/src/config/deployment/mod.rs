@@ -40,6 +40,9 @@ pub struct Deployment {
     pub mcp_servers: BTreeMap<String, McpServer>,
     pub log_level: Option<String>,
     pub agents: Vec<AgentDef>,
+    /// The agents' names, each after every agent it depends on or uses as a sub-agent: the
+    /// order agents are built and their own ports started in. Computed once, by validation.
+    pub start_order: Vec<String>,
     /// `${VAR}`s that were not set (expanded to ""), with the key that used them.
     pub unset_variables: Vec<String>,
 }

@@ -390,3 +390,16 @@ fn urls_are_printed_without_userinfo_or_query() {
         "the real URL is still used"
     );
 }
+
+#[test]
+fn validation_orders_agents_after_what_they_depend_on_and_use() {
+    let dir = project(&[(
+        "agents.yaml",
+        "agents:\n  web: { depends_on: [db] }\n  lead: { servers: [helper] }\n  db: {}\n  helper: {}\n",
+    )]);
+    let order = load_in(dir.path(), &[]).unwrap().start_order;
+    let at = |name: &str| order.iter().position(|n| n == name).unwrap();
+    assert_eq!(order.len(), 4, "{order:?}");
+    assert!(at("db") < at("web"), "{order:?}");
+    assert!(at("helper") < at("lead"), "{order:?}");
+}

@@ -132,7 +132,7 @@ pub(super) fn build(
             instance_scope: def.instance_scope.unwrap_or_default(),
         });
     }
-    check_cycles(file, &agents)?;
+    let start_order = start_order(file, &agents)?;
     check_ports(file, doc.registry_port, &agents)?;
 
     let caps = doc.model_capabilities.unwrap_or_default();
@@ -160,6 +160,7 @@ pub(super) fn build(
         mcp_servers,
         log_level: doc.logger.and_then(|l| l.level),
         agents,
+        start_order,
         unset_variables: Vec::new(),
     })
 }
@@ -235,8 +236,9 @@ fn default_skill(agent: &str, description: &str) -> AgentSkill {
     }
 }
 
-/// Refuses cycles through `depends_on` and through agents used as servers (sub-agents).
-fn check_cycles(file: &str, agents: &[AgentDef]) -> Result<(), DeploymentError> {
+/// The agents in an order where each comes after every agent it depends on or uses as a
+/// sub-agent; a cycle through `depends_on` or sub-agents is refused, naming it.
+fn start_order(file: &str, agents: &[AgentDef]) -> Result<Vec<String>, DeploymentError> {
     let edges = |a: &AgentDef| -> Vec<String> {
         let subagents = a.servers.iter().filter_map(|s| match s {
             ServerRef::Agent(name) => Some(name.clone()),
@@ -247,16 +249,18 @@ fn check_cycles(file: &str, agents: &[AgentDef]) -> Result<(), DeploymentError> 
     let graph: BTreeMap<&str, Vec<String>> =
         agents.iter().map(|a| (a.name.as_str(), edges(a))).collect();
     let mut done: BTreeSet<&str> = BTreeSet::new();
-    for start in graph.keys() {
+    let mut order: Vec<String> = Vec::with_capacity(agents.len());
+    // In declaration order, so agents with no dependencies between them start as written.
+    for start in agents.iter().map(|a| a.name.as_str()) {
         let mut path: Vec<&str> = Vec::new();
-        if let Some(cycle) = visit(start, &graph, &mut path, &mut done) {
+        if let Some(cycle) = visit(start, &graph, &mut path, &mut done, &mut order) {
             return Err(DeploymentError::DependencyCycle {
                 file: file.to_owned(),
                 cycle,
             });
         }
     }
-    Ok(())
+    Ok(order)
 }
 
 fn visit<'a>(
@@ -264,6 +268,7 @@ fn visit<'a>(
     graph: &'a BTreeMap<&'a str, Vec<String>>,
     path: &mut Vec<&'a str>,
     done: &mut BTreeSet<&'a str>,
+    order: &mut Vec<String>,
 ) -> Option<Vec<String>> {
     if let Some(i) = path.iter().position(|n| *n == node) {
         let mut cycle: Vec<String> = path[i..].iter().map(|s| (*s).to_owned()).collect();
@@ -276,12 +281,14 @@ fn visit<'a>(
     path.push(node);
     for next in graph.get(node).into_iter().flatten() {
         let (key, _) = graph.get_key_value(next.as_str())?;
-        if let Some(cycle) = visit(key, graph, path, done) {
+        if let Some(cycle) = visit(key, graph, path, done, order) {
             return Some(cycle);
         }
     }
     path.pop();
     done.insert(node);
+    // Post-order: everything this agent needs is already in `order`.
+    order.push(node.to_owned());
     None
 }
 
