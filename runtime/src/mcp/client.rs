@@ -38,6 +38,7 @@ use crate::agent::{Bearer, CallContext, ToolResult, ToolSource};
 use crate::config::deployment::McpServer;
 use crate::config::{redact_text, redact_url};
 use crate::llm::ToolSpec;
+use crate::mcp::McpError;
 
 /// How long `initialize` may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -88,7 +89,7 @@ struct LinkState {
     /// The tools it offered when last listed.
     tools: Vec<ToolSpec>,
     /// Why the last connection attempt failed.
-    down: Option<String>,
+    down: Option<McpError>,
     /// No new attempt before this, after a failure.
     retry_at: Option<Instant>,
 }
@@ -102,7 +103,7 @@ impl Link {
 
     /// The answer without connecting: the live connection (unless its tool list is stale), or
     /// the last failure while it is too early to try again.
-    fn settled(&self) -> Option<Result<Arc<Client>, String>> {
+    fn settled(&self) -> Option<Result<Arc<Client>, McpError>> {
         let state = self.state();
         if let Some(client) = &state.client {
             return (!self.stale.load(Ordering::Acquire)).then(|| Ok(Arc::clone(client)));
@@ -143,7 +144,7 @@ impl McpServers {
             .iter()
             .map(|(server, link)| McpStatus {
                 server: server.clone(),
-                problem: link.state().down.clone(),
+                problem: link.state().down.as_ref().map(ToString::to_string),
             })
             .collect()
     }
@@ -175,7 +176,7 @@ impl McpServers {
         server: &McpServer,
         token: Option<String>,
         watcher: Watcher,
-    ) -> Result<Client, String> {
+    ) -> Result<Client, McpError> {
         let mut config = StreamableHttpClientTransportConfig::with_uri(server.url.clone())
             .custom_headers(Self::headers(server));
         if let Some(token) = token {
@@ -184,21 +185,19 @@ impl McpServers {
         let transport = StreamableHttpClientTransport::from_config(config);
         match tokio::time::timeout(CONNECT_TIMEOUT, watcher.serve(transport)).await {
             Ok(Ok(client)) => Ok(client),
-            Ok(Err(e)) => Err(format!(
-                "cannot initialize a session with {}: {}",
-                redact_url(&server.url),
-                redact_text(&e.to_string())
-            )),
-            Err(_) => Err(format!(
-                "{} did not answer initialize within {:?}",
-                redact_url(&server.url),
-                CONNECT_TIMEOUT
-            )),
+            Ok(Err(e)) => Err(McpError::Initialize {
+                url: redact_url(&server.url),
+                reason: redact_text(&e.to_string()),
+            }),
+            Err(_) => Err(McpError::InitializeTimeout {
+                url: redact_url(&server.url),
+                after: CONNECT_TIMEOUT,
+            }),
         }
     }
 
     /// The shared connection to `name`, (re)connecting and listing its tools if needed.
-    async fn shared(&self, name: &str, reconnect: bool) -> Result<Arc<Client>, String> {
+    async fn shared(&self, name: &str, reconnect: bool) -> Result<Arc<Client>, McpError> {
         let server = &self.servers[name];
         let link = &self.links[name];
         if !reconnect && let Some(answer) = link.settled() {
@@ -228,7 +227,7 @@ impl McpServers {
         let attempt = async {
             let client = Self::connect(server, Self::configured_auth(server), watcher).await?;
             let tools = list_tools(&client).await?;
-            Ok::<_, String>((client, tools))
+            Ok::<_, McpError>((client, tools))
         };
         let outcome = attempt.await;
         let mut state = link.state();
@@ -354,11 +353,9 @@ impl ToolSource for McpServers {
         let forwarded = forwarded_token(server, &context.bearer);
         let call = self.call_via(server_name, server, tool, arguments, forwarded);
         let outcome = match server.call_timeout {
-            Some(limit) => tokio::time::timeout(limit, call).await.unwrap_or_else(|_| {
-                Err(format!(
-                    "no answer within {limit:?} (read_timeout_seconds); the call was abandoned"
-                ))
-            }),
+            Some(limit) => tokio::time::timeout(limit, call)
+                .await
+                .unwrap_or(Err(McpError::CallTimeout(limit))),
             None => call.await,
         };
         outcome.unwrap_or_else(|problem| ToolResult {
@@ -378,41 +375,49 @@ impl McpServers {
         tool: &str,
         arguments: &Value,
         forwarded: Option<String>,
-    ) -> Result<ToolResult, String> {
+    ) -> Result<ToolResult, McpError> {
         match forwarded {
             // A connection of this request's own, closed after the call.
             Some(token) => match Self::connect(server, Some(token), Watcher::default()).await {
                 Ok(client) => {
                     let result = Self::call_on(&client, tool, arguments).await;
                     let _ = client.cancel().await;
-                    result.map_err(|e| e.message)
+                    result.map_err(|e| McpError::Call(e.message))
                 }
                 Err(e) => Err(e),
             },
-            None => match self.shared(server_name, false).await {
-                Ok(client) => match Self::call_on(&client, tool, arguments).await {
-                    Ok(result) => Ok(result),
-                    // The session is gone for good (the server restarted and rmcp's own
-                    // re-initialization failed): once more on a new connection.
-                    Err(first) if first.connection_lost => {
-                        match self.shared(server_name, true).await {
-                            Ok(client) => Self::call_on(&client, tool, arguments)
-                                .await
-                                .map_err(|e| format!("{}; retried: {}", first.message, e.message)),
-                            Err(e) => Err(format!("{}; reconnecting: {e}", first.message)),
+            None => {
+                match self.shared(server_name, false).await {
+                    Ok(client) => match Self::call_on(&client, tool, arguments).await {
+                        Ok(result) => Ok(result),
+                        // The session is gone for good (the server restarted and rmcp's own
+                        // re-initialization failed): once more on a new connection.
+                        Err(first) if first.connection_lost => {
+                            match self.shared(server_name, true).await {
+                                Ok(client) => Self::call_on(&client, tool, arguments)
+                                    .await
+                                    .map_err(|e| McpError::Retried {
+                                        first: first.message,
+                                        then: Box::new(McpError::Call(e.message)),
+                                    }),
+                                Err(e) => Err(McpError::Reconnect {
+                                    first: first.message,
+                                    then: Box::new(e),
+                                }),
+                            }
                         }
-                    }
-                    Err(first) => Err(first.message),
-                },
-                Err(e) => Err(e),
-            },
+                        Err(first) => Err(McpError::Call(first.message)),
+                    },
+                    Err(e) => Err(e),
+                }
+            }
         }
     }
 }
 
 /// Every page of a server's tools, within [`LIST_TIMEOUT`], [`MAX_TOOL_PAGES`] and
 /// [`MAX_TOOLS`].
-async fn list_tools(client: &Client) -> Result<Vec<rmcp::model::Tool>, String> {
+async fn list_tools(client: &Client) -> Result<Vec<rmcp::model::Tool>, McpError> {
     let pages = async {
         let mut tools = Vec::new();
         let mut cursor = None;
@@ -422,7 +427,7 @@ async fn list_tools(client: &Client) -> Result<Vec<rmcp::model::Tool>, String> {
                     rmcp::model::PaginatedRequestParams::default().with_cursor(cursor),
                 ))
                 .await
-                .map_err(|e| format!("tools/list failed: {}", redact_text(&e.to_string())))?;
+                .map_err(|e| McpError::ListTools(redact_text(&e.to_string())))?;
             tools.extend(page.tools);
             if tools.len() >= MAX_TOOLS {
                 tracing::warn!(
@@ -445,7 +450,7 @@ async fn list_tools(client: &Client) -> Result<Vec<rmcp::model::Tool>, String> {
     };
     tokio::time::timeout(LIST_TIMEOUT, pages)
         .await
-        .unwrap_or_else(|_| Err(format!("tools/list gave no answer within {LIST_TIMEOUT:?}")))
+        .unwrap_or(Err(McpError::ListTimeout(LIST_TIMEOUT)))
 }
 
 /// Why a `tools/call` failed.
