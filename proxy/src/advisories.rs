@@ -106,62 +106,25 @@ async fn answer(shared: &Shared, advisory: &MaxDeliveries) {
                 bytes::Bytes::from(contract::to_vec(&task)),
             )
         }
-        Intake::Unaddressable { reason } => {
-            let mut headers = stored.headers.clone();
-            headers.insert(
-                subjects::MSG_ID_HEADER,
-                format!(
-                    "deadletter:{}:{}",
-                    config.streams.tasks, advisory.stream_seq
-                )
-                .as_str(),
-            );
-            headers.insert(
-                subjects::DEADLETTER_REASON_HEADER,
-                worker::header_text(&format!("{why}; {reason}"), 256).as_str(),
-            );
-            (
-                subjects::deadletter(&config.agent),
-                headers,
-                stored.payload.clone(),
-            )
-        }
+        Intake::Unaddressable { reason } => (
+            subjects::deadletter(&config.agent),
+            worker::deadletter_headers(
+                stored.headers.clone(),
+                &config.streams.tasks,
+                advisory.stream_seq,
+                &format!("{why}; {reason}"),
+            ),
+            stored.payload.clone(),
+        ),
     };
-    if publish(shared, &subject, &headers, &payload).await {
+    let deadline = Instant::now() + PUBLISH_DEADLINE;
+    let published =
+        worker::publish_acked(shared, None, &subject, &headers, &payload, deadline).await;
+    if published == worker::Published::Yes {
         shared.metrics.given_up_by_server.inc();
         remove(&stream, advisory.stream_seq).await;
-    }
-}
-
-/// Publishes and waits for the ack, retrying until [`PUBLISH_DEADLINE`].
-async fn publish(
-    shared: &Shared,
-    subject: &str,
-    headers: &async_nats::HeaderMap,
-    payload: &bytes::Bytes,
-) -> bool {
-    let deadline = Instant::now() + PUBLISH_DEADLINE;
-    let mut delay = Duration::from_millis(100);
-    loop {
-        let attempt = async {
-            shared
-                .js
-                .publish_with_headers(subject.to_owned(), headers.clone(), payload.clone())
-                .await?
-                .await
-        };
-        match attempt.await {
-            Ok(_) => return true,
-            Err(e) if Instant::now() + delay > deadline => {
-                tracing::error!(subject, error = %e, "cannot publish the answer to a given-up task");
-                return false;
-            }
-            Err(e) => {
-                tracing::warn!(subject, error = %e, retry_in = ?delay, "publish not acknowledged");
-            }
-        }
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_secs(2));
+    } else {
+        tracing::error!(subject, outcome = ?published, "cannot publish the answer to a given-up task; it stays in the stream");
     }
 }
 

@@ -164,7 +164,7 @@ async fn hand_back(shared: &Arc<Shared>, message: Message, why: &str) {
 
 /// How a durable publish ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Published {
+pub(crate) enum Published {
     Yes,
     /// The lease was lost first: publish nothing more.
     LeaseLost,
@@ -438,9 +438,7 @@ impl Job {
         }
     }
 
-    /// Publishes to a stream and waits for its ack, retrying until the lease is lost (when
-    /// there is one) or an ack wait has passed. A message over the server's `max_payload` is
-    /// never retried.
+    /// Publishes to a stream within an ack wait, watching the lease (see [`publish_acked`]).
     async fn publish_durably(
         &self,
         lease: Option<&Lease>,
@@ -449,67 +447,17 @@ impl Job {
         payload: &Bytes,
     ) -> Published {
         let deadline = Instant::now() + self.shared.config.ack_wait;
-        let mut delay = Duration::from_millis(100);
-        loop {
-            if lease.is_some_and(Lease::is_lost) {
-                return Published::LeaseLost;
-            }
-            let attempt = async {
-                self.shared
-                    .js
-                    .publish_with_headers(subject.to_owned(), headers.clone(), payload.clone())
-                    .await?
-                    .await
-            };
-            let problem = match attempt.await {
-                Ok(ack) => {
-                    if ack.duplicate {
-                        tracing::info!(subject, "result already published (duplicate suppressed)");
-                    }
-                    return Published::Yes;
-                }
-                Err(e) if e.kind() == PublishErrorKind::MaxPayloadExceeded => {
-                    return Published::TooLarge {
-                        size: message_size(headers, payload),
-                        max: self.shared.client.server_info().max_payload,
-                    };
-                }
-                Err(e) => e.to_string(),
-            };
-            if Instant::now() + delay > deadline {
-                tracing::warn!(subject, error = %problem, "publish not acknowledged; giving up for now");
-                return Published::GaveUp(problem);
-            }
-            tracing::warn!(subject, error = %problem, retry_in = ?delay, "publish not acknowledged");
-            let lost = async {
-                match lease {
-                    Some(l) => l.lost().await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                () = lost => return Published::LeaseLost,
-                () = tokio::time::sleep(delay) => {}
-            }
-            delay = (delay * 2).min(Duration::from_secs(2));
-        }
+        publish_acked(&self.shared, lease, subject, headers, payload, deadline).await
     }
 
     async fn dead_letter(&self, lease: Option<&Lease>, reason: &str) {
         let config = &self.shared.config;
         tracing::warn!(%reason, "no usable task id; dead-lettering the body");
-        let mut headers = self.message.headers.clone().unwrap_or_default();
-        headers.insert(
-            subjects::MSG_ID_HEADER,
-            format!(
-                "deadletter:{}:{}",
-                config.streams.tasks, self.stream_sequence
-            )
-            .as_str(),
-        );
-        headers.insert(
-            subjects::DEADLETTER_REASON_HEADER,
-            header_text(reason, REASON_HEADER_MAX).as_str(),
+        let headers = deadletter_headers(
+            self.message.headers.clone().unwrap_or_default(),
+            &config.streams.tasks,
+            self.stream_sequence,
+            reason,
         );
         let subject = subjects::deadletter(&config.agent);
         let published = self
@@ -522,6 +470,82 @@ impl Job {
             self.shared.metrics.deadlettered.inc();
         }
     }
+}
+
+/// Publishes to a stream and waits for its ack, retrying with a growing delay until
+/// `deadline`, or until `lease` (when there is one) is lost. A message over the server's
+/// `max_payload` is never retried.
+pub(crate) async fn publish_acked(
+    shared: &Shared,
+    lease: Option<&Lease>,
+    subject: &str,
+    headers: &HeaderMap,
+    payload: &Bytes,
+    deadline: Instant,
+) -> Published {
+    let mut delay = Duration::from_millis(100);
+    loop {
+        if lease.is_some_and(Lease::is_lost) {
+            return Published::LeaseLost;
+        }
+        let attempt = async {
+            shared
+                .js
+                .publish_with_headers(subject.to_owned(), headers.clone(), payload.clone())
+                .await?
+                .await
+        };
+        let problem = match attempt.await {
+            Ok(ack) => {
+                if ack.duplicate {
+                    tracing::info!(subject, "already published (duplicate suppressed)");
+                }
+                return Published::Yes;
+            }
+            Err(e) if e.kind() == PublishErrorKind::MaxPayloadExceeded => {
+                return Published::TooLarge {
+                    size: message_size(headers, payload),
+                    max: shared.client.server_info().max_payload,
+                };
+            }
+            Err(e) => e.to_string(),
+        };
+        if Instant::now() + delay > deadline {
+            tracing::warn!(subject, error = %problem, "publish not acknowledged; giving up for now");
+            return Published::GaveUp(problem);
+        }
+        tracing::warn!(subject, error = %problem, retry_in = ?delay, "publish not acknowledged");
+        let lost = async {
+            match lease {
+                Some(l) => l.lost().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = lost => return Published::LeaseLost,
+            () = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(2));
+    }
+}
+
+/// The headers of a dead letter: the task message's own, a dedupe id naming its place in the
+/// task stream, and why (one bounded line).
+pub(crate) fn deadletter_headers(
+    mut headers: HeaderMap,
+    tasks_stream: &str,
+    sequence: u64,
+    reason: &str,
+) -> HeaderMap {
+    headers.insert(
+        subjects::MSG_ID_HEADER,
+        format!("deadletter:{tasks_stream}:{sequence}").as_str(),
+    );
+    headers.insert(
+        subjects::DEADLETTER_REASON_HEADER,
+        header_text(reason, REASON_HEADER_MAX).as_str(),
+    );
+    headers
 }
 
 /// The headers of a result: tokens and visible ASCII only, whatever the ids hold.

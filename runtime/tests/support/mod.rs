@@ -63,3 +63,41 @@ pub fn two_tools_and_a_sub_agent() -> Vec<daedalus_fake_llm::Reply> {
         Reply::Text("5, 7 and checked".into()),
     ]
 }
+
+/// `POST /` of a task whose text is "add please", with an optional bearer; the Task.
+pub async fn post(url: &str, bearer: Option<&str>, id: &str) -> serde_json::Value {
+    post_text(url, bearer, id, "add please").await
+}
+
+/// `POST /` of a task with `text`, with an optional bearer; the Task (the answer must be 200).
+pub async fn post_text(url: &str, bearer: Option<&str>, id: &str, text: &str) -> serde_json::Value {
+    let body = serde_json::json!({"message": {"messageId": id, "role": "user", "parts": [{"text": text}]}});
+    let mut req = reqwest::Client::new().post(format!("{url}/")).json(&body);
+    if let Some(b) = bearer {
+        req = req.bearer_auth(b);
+    }
+    let r = req.send().await.expect("sent");
+    assert_eq!(r.status(), 200);
+    r.json().await.expect("JSON")
+}
+
+/// The tool names offered to the model in a logged request.
+pub fn tool_names(request: &daedalus_fake_llm::Logged) -> Vec<String> {
+    request.body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The contents of the tool messages in model request `n`.
+pub fn tool_results(fake: &daedalus_fake_llm::FakeLlm, n: usize) -> Vec<String> {
+    fake.requests()[n].body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
