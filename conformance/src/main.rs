@@ -24,7 +24,7 @@ struct Cli {
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
     /// Per-request timeout, e.g. 30s.
-    #[arg(long, default_value = "30s", value_parser = daedalus_schemas::container::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = daedalus_contract::container::parse_duration)]
     timeout: Duration,
     /// Text sent to provoke a failed task.
     #[arg(long)]

@@ -7,20 +7,13 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
 use daedalus_conformance::{CheckId, Outcome, SuiteOptions, run};
-use daedalus_runtime::config::Config;
 use tokio_util::sync::CancellationToken;
 
 /// Starts `daedalus-runtime` in-process on a free port; returns its URL and a stop token.
 async fn start_daedalus_runtime() -> (String, CancellationToken) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+    daedalus_test_kit::Runtime::passthrough("conformance-target")
         .await
-        .expect("binds");
-    let addr = listener.local_addr().expect("has an address");
-    let config = Config::for_agent("conformance-target", addr);
-    let stop = CancellationToken::new();
-    let shutdown = stop.clone().cancelled_owned();
-    tokio::spawn(async move { daedalus_runtime::run(listener, config, shutdown).await });
-    (format!("http://{addr}"), stop)
+        .detach()
 }
 
 /// The `reference-server` binary on a free port.

@@ -12,22 +12,13 @@
 #![allow(clippy::print_stdout, reason = "a benchmark prints its table")]
 #![allow(clippy::cast_precision_loss, reason = "figures for people")]
 
-#[path = "../tests/support/nats_server.rs"]
-#[allow(
-    dead_code,
-    unreachable_pub,
-    reason = "shared with the tests; the bench uses a part"
-)]
-mod nats_server;
-
 use std::time::{Duration, Instant};
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::consumer::{AckPolicy, pull};
 use async_nats::jetstream::{self, Context};
-use daedalus_proxy::config::ProxyConfig;
+use daedalus_test_kit::{NatsServer, Runtime, proxy_config};
 use futures::StreamExt;
-use nats_server::NatsServer;
 use tokio_util::sync::CancellationToken;
 
 const ROUND_TRIPS: usize = 400;
@@ -55,17 +46,8 @@ fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1e3)
 }
 
-async fn start_runtime() -> (String, CancellationToken) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("binds");
-    let addr = listener.local_addr().expect("addr");
-    let mut config = daedalus_runtime::config::Config::for_agent("bench", addr);
-    config.log_level = "warn".into();
-    let stop = CancellationToken::new();
-    let shutdown = stop.clone().cancelled_owned();
-    tokio::spawn(async move { daedalus_runtime::run(listener, config, shutdown).await });
-    (format!("http://{addr}"), stop)
+async fn start_runtime() -> Runtime {
+    Runtime::passthrough_with("bench", |config| config.log_level = "warn".into()).await
 }
 
 /// (a) `POST /` one at a time.
@@ -210,7 +192,7 @@ async fn with_proxy(
     agent: &str,
     concurrency: usize,
 ) -> CancellationToken {
-    let mut config = ProxyConfig::for_agent(agent, &nats.url(), runtime);
+    let mut config = proxy_config(agent, &nats.url(), runtime);
     config.concurrency = concurrency;
     config.log_level = "warn".into();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -237,15 +219,13 @@ async fn with_proxy(
 #[tokio::main]
 async fn main() {
     let nats = NatsServer::start();
-    let (runtime, _rt) = start_runtime().await;
+    let serving = start_runtime().await;
+    let runtime = serving.url.clone();
     let client = async_nats::connect(nats.url()).await.expect("connect");
     let js = jetstream::new(client.clone());
-    daedalus_proxy::nats::ensure_streams(
-        &js,
-        &ProxyConfig::for_agent("x", &nats.url(), &runtime).streams,
-    )
-    .await
-    .expect("streams");
+    daedalus_proxy::nats::ensure_streams(&js, &proxy_config("x", &nats.url(), &runtime).streams)
+        .await
+        .expect("streams");
 
     let a = direct_http(&runtime).await;
     let floor_stop = with_floor_workers(&js, "floor1", 1).await;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::stream::Stream;
-use daedalus_schemas::write::contract;
+use daedalus_contract::write::contract;
 use futures::StreamExt;
 use serde::Deserialize;
 use tokio::time::Instant;

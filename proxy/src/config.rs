@@ -8,10 +8,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use daedalus_schemas::cli;
-pub use daedalus_schemas::cli::ConfigError;
-use daedalus_schemas::container::{self, format_duration, parse_duration};
-pub use daedalus_schemas::service::LogFormat;
+use daedalus_contract::cli;
+pub use daedalus_contract::cli::ConfigError;
+use daedalus_contract::container::{self, format_duration, parse_duration};
+pub use daedalus_contract::service::LogFormat;
 use serde::{Serialize, Serializer};
 
 use crate::subjects;
@@ -218,7 +218,7 @@ pub struct NatsConfig {
 impl fmt::Debug for NatsConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("NatsConfig")
-            .field("url", &daedalus_schemas::redact::redact_url(&self.url))
+            .field("url", &daedalus_contract::redact::redact_url(&self.url))
             .field("user", &self.user)
             .field("password", &self.password)
             .field("token", &self.token)
@@ -493,7 +493,7 @@ fn nats_config(
                 &url_key,
                 format!(
                     "{} is not a NATS server URL",
-                    daedalus_schemas::redact::redact_url(server)
+                    daedalus_contract::redact::redact_url(server)
                 ),
             ));
         }
@@ -522,7 +522,7 @@ fn reply_prefixes(list: &str, key: &str) -> Result<Vec<String>, ConfigError> {
 }
 
 fn masked_url<S: Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&daedalus_schemas::redact::redact_url(url))
+    s.serialize_str(&daedalus_contract::redact::redact_url(url))
 }
 
 fn check_agent(agent: &str, key: &str) -> Result<(), ConfigError> {
@@ -533,24 +533,6 @@ impl ProxyConfig {
     /// The resolved configuration as pretty JSON, secrets masked.
     pub fn to_pretty_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("the configuration serializes")
-    }
-
-    /// A configuration for tests: agent `agent`, NATS at `nats_url`, runtime at `runtime_url`,
-    /// with the contract's defaults.
-    pub fn for_agent(agent: &str, nats_url: &str, runtime_url: &str) -> ProxyConfig {
-        let args = [
-            "daedalus-proxy",
-            "--agent-name",
-            agent,
-            "--nats-url",
-            nats_url,
-            "--runtime-url",
-            runtime_url,
-        ];
-        match Launch::from_sources(args.map(OsString::from), &|_| None) {
-            Ok(Launch::Run(c)) => c,
-            other => panic!("the test configuration is valid: {other:?}"),
-        }
     }
 }
 

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use chrono::{SecondsFormat, Utc};
-use daedalus_schemas::{ErrorBody, Message, Part, Role, Task, TaskState, TaskStatus, read};
+use daedalus_contract::{ErrorBody, Message, Part, Role, Task, TaskState, TaskStatus, read};
 
 use crate::runtime::{ForwardError, Reply};
 
@@ -250,8 +250,8 @@ mod tests {
     #[test]
     fn failed_tasks_keep_the_contract() {
         let task = failed_task("t", Some("c"), "gave up after 5 deliveries: boom");
-        let json = daedalus_schemas::write::contract::to_value(&task);
-        daedalus_schemas::Schema::Task.validate(&json).unwrap();
+        let json = daedalus_contract::write::contract::to_value(&task);
+        daedalus_contract::Schema::Task.validate(&json).unwrap();
         assert_eq!(
             task.status.message.unwrap().text(),
             "gave up after 5 deliveries: boom"

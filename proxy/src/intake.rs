@@ -1,7 +1,7 @@
 //! Reading a task message: a `SendMessageRequest`, or a body that is not one — with a usable
 //! task id (it gets a failed result) or without (it goes to the dead-letter subject).
 
-use daedalus_schemas::{SendMessageRequest, read};
+use daedalus_contract::{SendMessageRequest, read};
 use serde::Deserialize;
 
 /// The ids a task message carries.

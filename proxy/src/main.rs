@@ -4,9 +4,9 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use daedalus_contract::service::{self, LogTarget};
 use daedalus_proxy::config::{ConfigError, Launch, LogFormat, PublishConfig};
 use daedalus_proxy::publish::{self, Published};
-use daedalus_schemas::service::{self, LogTarget};
 
 fn main() -> ExitCode {
     let launch = match Launch::from_sources(std::env::args_os(), &|k| std::env::var(k).ok()) {
@@ -36,7 +36,7 @@ fn main() -> ExitCode {
             runtime.block_on(run_publish(&config))
         }
         Launch::Run(config) => {
-            let crates = ["daedalus_proxy", "daedalus_schemas"];
+            let crates = ["daedalus_proxy", "daedalus_contract"];
             service::init_logging(
                 &config.log_level,
                 config.log_format,

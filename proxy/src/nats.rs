@@ -23,7 +23,7 @@ pub const DUPLICATE_WINDOW: Duration = Duration::from_mins(2);
 /// How long dead letters are kept.
 const DEADLETTER_MAX_AGE: Duration = Duration::from_hours(7 * 24);
 
-use daedalus_schemas::redact::redact_url;
+use daedalus_contract::redact::redact_url;
 
 /// Why NATS could not be set up.
 #[derive(Debug, thiserror::Error)]

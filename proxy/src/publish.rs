@@ -10,8 +10,8 @@ use std::io::{IsTerminal, Read};
 use std::time::Duration;
 
 use async_nats::HeaderMap;
-use daedalus_schemas::write::contract;
-use daedalus_schemas::{Message, Part, Role, SendMessageRequest, Task, TaskState, read};
+use daedalus_contract::write::contract;
+use daedalus_contract::{Message, Part, Role, SendMessageRequest, Task, TaskState, read};
 use futures::StreamExt;
 use tokio::time::Instant;
 

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use daedalus_schemas::container::{AGENT_CARD_PATH, HEALTH_PATH, MANIFEST_PATH, TASK_PATH};
-use daedalus_schemas::{AgentCard, RuntimeContract, Schema, read};
+use daedalus_contract::container::{AGENT_CARD_PATH, HEALTH_PATH, MANIFEST_PATH, TASK_PATH};
+use daedalus_contract::{AgentCard, RuntimeContract, Schema, read};
 
 use crate::trace::TraceContext;
 

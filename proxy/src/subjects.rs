@@ -12,7 +12,7 @@
 
 use std::fmt;
 
-pub use daedalus_schemas::token::{is_token, token};
+pub use daedalus_contract::token::{is_token, token};
 
 /// Header carrying the publisher's own reply address (the NATS reply subject is JetStream's).
 pub const REPLY_TO_HEADER: &str = "reply-to";
@@ -38,7 +38,7 @@ pub const REPLY_TO_PREFIXES_DEFAULT: &str = "_INBOX.";
 
 /// An agent name is a token of at most 64 characters.
 pub fn is_agent_name(s: &str) -> bool {
-    daedalus_schemas::container::validate_agent_name(s).is_ok()
+    daedalus_contract::container::validate_agent_name(s).is_ok()
 }
 
 pub fn tasks(agent: &str) -> String {

@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use async_nats::HeaderMap;
-use daedalus_schemas::TaskState;
+use daedalus_contract::TaskState;
 use futures::StreamExt;
 use support::*;
 
@@ -157,7 +157,7 @@ async fn reply_to_under_a_configured_prefix_gets_the_result_too() {
         .await
         .unwrap()
         .unwrap();
-    let task: daedalus_schemas::Task = daedalus_schemas::read::from_slice(&m.payload).unwrap();
+    let task: daedalus_contract::Task = daedalus_contract::read::from_slice(&m.payload).unwrap();
     assert_eq!(task.id, "t-r");
     assert_eq!(
         wait_results(&js, "replies", 1, WAIT).await.len(),

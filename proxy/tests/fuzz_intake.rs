@@ -13,7 +13,7 @@ mod support;
 use std::time::Duration;
 
 use async_nats::HeaderMap;
-use daedalus_schemas::{Task, TaskState};
+use daedalus_contract::{Task, TaskState};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;

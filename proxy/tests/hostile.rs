@@ -12,9 +12,9 @@ use std::time::Duration;
 use async_nats::HeaderMap;
 use async_trait::async_trait;
 use bytes::Bytes;
+use daedalus_contract::TaskState;
 use daedalus_proxy::runtime::{ForwardError, Forwarder, HttpRuntime, Reply};
 use daedalus_proxy::trace::TraceContext;
-use daedalus_schemas::TaskState;
 use futures::StreamExt;
 use serde_json::json;
 use support::*;
@@ -43,11 +43,11 @@ async fn publish_raw_with(
         .expect("publish acknowledged");
 }
 
-fn status_text(task: &daedalus_schemas::Task) -> String {
+fn status_text(task: &daedalus_contract::Task) -> String {
     task.status
         .message
         .as_ref()
-        .map(daedalus_schemas::Message::text)
+        .map(daedalus_contract::Message::text)
         .unwrap_or_default()
 }
 
@@ -87,7 +87,7 @@ async fn a_crlf_in_message_id_and_task_id_does_not_stop_the_worker() {
     assert_eq!(found.len(), 3, "every task got its result");
     for (subject, headers, task) in &found {
         assert_eq!(task.status.state, TaskState::Completed, "{task:?}");
-        let token = daedalus_schemas::token::token(&task.id);
+        let token = daedalus_contract::token::token(&task.id);
         assert_eq!(subject, &format!("agent.results.crlf.{token}"));
         assert_eq!(header(headers, "Task-Id"), Some(token.as_ref()));
     }

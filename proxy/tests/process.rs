@@ -6,7 +6,7 @@ mod support;
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use daedalus_schemas::TaskState;
+use daedalus_contract::TaskState;
 use serde_json::json;
 use support::*;
 use tokio::io::{AsyncBufReadExt, BufReader};

@@ -23,24 +23,25 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use daedalus_contract::{Message, Part, Role};
 use daedalus_fake_llm::{AutoReply, FakeLlm};
 use daedalus_mcp_fixture::McpFixture;
-use daedalus_runtime::agent::{
+use daedalus_runtime::agent_loop::{
     Agent, AgentOutcome, AgentRequest, Bearer, CallContext, LlmAgent, ToolResult, ToolSource,
 };
-use daedalus_runtime::agents::Fleet;
-use daedalus_runtime::config::Config;
 use daedalus_runtime::config::deployment::{McpServer, ProviderSettings};
+use daedalus_runtime::fleet::Fleet;
 use daedalus_runtime::llm::openai::OpenAiClient;
 use daedalus_runtime::llm::retry::RetryPolicy;
-use daedalus_runtime::llm::sampling::{DropWarnings, Target};
 use daedalus_runtime::llm::{
     ChatMessage, ChatRequest, ChatResponse, LlmError, LlmEvent, LlmProvider, StopReason, ToolCall,
     ToolSpec, Usage,
 };
-use daedalus_runtime::mcp::McpServers;
+use daedalus_runtime::mcp_client::McpServers;
+use daedalus_runtime::sampling::{DropWarnings, SamplingParams, Target};
 use daedalus_runtime::sessions::{SessionStore, SqliteStore};
-use daedalus_schemas::{Message, Part, Role};
+use daedalus_runtime::startup;
+use daedalus_test_kit::runtime_config;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -179,7 +180,7 @@ fn agent(
         provider,
         model: model.into(),
         instruction: "You are a helpful assistant.".into(),
-        defaults: serde_json::Map::new(),
+        defaults: SamplingParams::default(),
         target: Target::OpenAi { native: false },
         vision: false,
         max_output_tokens: 1024,
@@ -406,12 +407,12 @@ async fn memory_per_session() {
             Some(store),
             "m",
         ));
-        let mut config = Config::for_agent("bench", "127.0.0.1:8080".parse().expect("addr"));
+        let mut config = runtime_config("bench", "127.0.0.1:8080".parse().expect("addr"));
         config.max_tasks = SESSIONS * 2;
-        let state = daedalus_runtime::app_state(&config, config.listen, Fleet::single("bench", a))
-            .expect("state");
-        state.lifecycle().set_ready();
-        let router = daedalus_runtime::http::router(state);
+        let core = startup::build_core(&config, Fleet::single("bench", a));
+        core.lifecycle().set_ready();
+        let state = startup::contract_state(&config, core, config.listen).expect("state");
+        let router = daedalus_runtime::faces::contract::router(state);
         let post = |i: usize| {
             let body = json!({"message": {"messageId": format!("m-{name}-{i}"), "contextId": format!("ctx-{i}"),
                 "role": "user", "parts": [{"text": "Please work through this, step by step."}]}});

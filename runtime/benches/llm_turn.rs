@@ -19,15 +19,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use daedalus_contract::{Message, Part, Role};
 use daedalus_fake_llm::{FakeLlm, Reply};
-use daedalus_runtime::agent::{Agent, AgentRequest, LlmAgent, NoTools};
+use daedalus_runtime::agent_loop::{Agent, AgentRequest, LlmAgent, NoTools};
 use daedalus_runtime::config::deployment::ProviderSettings;
 use daedalus_runtime::llm::anthropic::AnthropicClient;
 use daedalus_runtime::llm::openai::OpenAiClient;
 use daedalus_runtime::llm::retry::RetryPolicy;
-use daedalus_runtime::llm::sampling::{DropWarnings, Target};
 use daedalus_runtime::llm::{ChatMessage, ChatRequest, Content, LlmProvider};
-use daedalus_schemas::{Message, Part, Role};
+use daedalus_runtime::sampling::{DropWarnings, SamplingParams, Setting, Target};
 use tokio_util::sync::CancellationToken;
 
 struct Counting;
@@ -101,10 +101,10 @@ fn agent(provider: Arc<dyn LlmProvider>, model: &str, target: Target, stream: bo
         provider,
         model: model.into(),
         instruction: "You are a helpful assistant.".into(),
-        defaults: serde_json::json!({"temperature": 0.2})
-            .as_object()
-            .cloned()
-            .unwrap_or_default(),
+        defaults: SamplingParams {
+            temperature: Setting::Set(0.2),
+            ..SamplingParams::default()
+        },
         target,
         vision: false,
         max_output_tokens: 1024,
@@ -191,7 +191,7 @@ fn main() {
                     let a = &a;
                     async move {
                         let outcome = a.run(request(), CancellationToken::new()).await;
-                        assert!(matches!(outcome, daedalus_runtime::agent::AgentOutcome::Completed { .. }), "{outcome:?}");
+                        assert!(matches!(outcome, daedalus_runtime::agent_loop::AgentOutcome::Completed { .. }), "{outcome:?}");
                     }
                 })
                 .await;

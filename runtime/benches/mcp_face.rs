@@ -10,23 +10,15 @@
 #![allow(clippy::print_stdout, reason = "a benchmark prints its table")]
 #![allow(clippy::cast_precision_loss, reason = "figures for people")]
 
-#[path = "../tests/support/runtime.rs"]
-#[expect(
-    dead_code,
-    unreachable_pub,
-    reason = "the tests' runtime helper, public there; the benchmark uses part of it"
-)]
-mod support;
-
 use std::time::{Duration, Instant};
 
 use daedalus_mcp_fixture::McpFixture;
+use daedalus_test_kit::Runtime;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::json;
-use support::Runtime;
 
 type Client = RunningService<RoleClient, ()>;
 

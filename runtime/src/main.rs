@@ -2,9 +2,9 @@
 
 use std::process::ExitCode;
 
+use daedalus_contract::service::{self, LogTarget};
 use daedalus_runtime::config::{ConfigError, Launch};
 use daedalus_runtime::run;
-use daedalus_schemas::service::{self, LogTarget};
 
 fn main() -> ExitCode {
     return_large_buffers_to_the_os();
@@ -24,7 +24,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let crates = ["daedalus_runtime", "daedalus_schemas"];
+    let crates = ["daedalus_runtime", "daedalus_contract"];
     service::init_logging(
         &config.log_level,
         config.log_format,

@@ -135,6 +135,73 @@ async fn an_a2a_context_named_mcp_agent_cannot_see_the_mcp_face_s_conversation()
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_and_an_mcp_call_at_once_each_keep_their_conversation_whole() {
+    let fx = McpFixture::start().await;
+    let fake = FakeLlm::start(KEY, &["gpt-conv"]).await;
+    // Every turn calls a tool, then answers: two requests per turn, from any conversation.
+    fake.auto(daedalus_fake_llm::AutoReply {
+        tools: vec!["fx__slow".into()],
+        text: "done {n}".into(),
+    });
+    let yaml = support::runtime::on_fake_openai(
+        &fake.openai_base_url,
+        KEY,
+        "gpt-conv",
+        &format!("    fx: {{ url: \"{}\" }}", fx.url()),
+        "  a: { instruction: Work., servers: [fx], instance_scope: shared }\n",
+    );
+    let rt = Runtime::start(&yaml).await;
+    let (client, _) = connect(&rt.mcp("a"), None).await;
+    for round in 1..=2 {
+        let (task, result) = tokio::join!(
+            post(
+                &rt.url,
+                message(
+                    &format!("m-{round}"),
+                    &format!("t-{round}"),
+                    "ctx-1",
+                    &format!("post {round}")
+                )
+            ),
+            call(
+                &client,
+                "send_message",
+                json!({"message": format!("mcp {round}")})
+            ),
+        );
+        assert_eq!(task["status"]["state"], "completed", "{task}");
+        assert_eq!(result.is_error, Some(false), "{result:?}");
+    }
+    let log = fake.requests();
+    assert_eq!(log.len(), 8, "two requests per turn, four turns");
+    let refused: Vec<_> = log.iter().filter_map(|r| r.refused.as_ref()).collect();
+    assert!(refused.is_empty(), "the strict fake refused: {refused:?}");
+    // Each request carries one face's conversation only, every tool call next to its result.
+    for request in &log {
+        let users: Vec<String> = request.body["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .map(|m| m["content"].to_string())
+            .collect();
+        let from_post = users.iter().filter(|u| u.contains("post")).count();
+        assert!(
+            from_post == 0 || from_post == users.len(),
+            "one request mixes both faces' turns: {users:?}"
+        );
+    }
+    // And each conversation went on: its second turn saw its first.
+    for face in ["post", "mcp"] {
+        let continued = log.iter().any(|r| {
+            let text = r.body["messages"].to_string();
+            text.contains(&format!("{face} 1")) && text.contains(&format!("{face} 2"))
+        });
+        assert!(continued, "the {face} conversation went on");
+    }
+}
+
 #[tokio::test]
 async fn a_per_call_sampling_value_of_the_wrong_type_never_reaches_the_provider() {
     let fake = FakeLlm::start(KEY, &["gpt-conv"]).await;

@@ -1,36 +1,14 @@
 //! `POST /` and `/healthz` on the real runtime, configured by an agents.yaml that points at the
 //! strict fake LLM server, for both providers.
 
-#[path = "../../proxy/tests/support/nats_server.rs"]
-#[expect(
-    unreachable_pub,
-    dead_code,
-    reason = "the proxy's nats-server fixture, shared as a file; public there, partly used here"
-)]
-mod nats_server;
-
-use std::net::SocketAddr;
-
 use daedalus_fake_llm::{FakeLlm, Reply};
 use daedalus_runtime::config::{Config, Launch};
+use daedalus_test_kit::{NatsServer, Runtime};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 const KEY: &str = "sk-e2e-secret";
 
 /// A runtime started from `yaml` (with `${FAKE_URL}` and `${KEY}` expanded).
-struct Runtime {
-    url: String,
-    stop: CancellationToken,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Runtime {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
 async fn start(yaml: &str, fake: &FakeLlm, key: &str) -> Runtime {
     start_with(
         yaml,
@@ -74,18 +52,7 @@ async fn start_with(
 }
 
 async fn serve(config: Config, dir: tempfile::TempDir) -> Runtime {
-    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .await
-        .expect("binds");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    let stop = CancellationToken::new();
-    let shutdown = stop.clone().cancelled_owned();
-    tokio::spawn(async move { daedalus_runtime::run(listener, config, shutdown).await });
-    Runtime {
-        url,
-        stop,
-        _dir: dir,
-    }
+    Runtime::with_config(config).await.holding(dir)
 }
 
 const OPENAI: &str = r#"
@@ -116,7 +83,7 @@ async fn post(rt: &Runtime, body: &Value) -> Value {
         .expect("sent");
     assert_eq!(r.status(), 200);
     let task: Value = r.json().await.expect("JSON");
-    daedalus_schemas::Schema::Task
+    daedalus_contract::Schema::Task
         .validate(&task)
         .unwrap_or_else(|e| panic!("{task}: {e}"));
     task
@@ -295,8 +262,7 @@ async fn tasks_in_one_context_share_the_conversation_across_a_restart() {
 
     let first = start_with(OPENAI, &fake, KEY, &db, tempfile::tempdir().expect("dir")).await;
     post(&first, &in_context("m-1", "ctx-ada", "My name is Ada.")).await;
-    drop(first);
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    first.shut_down().await;
 
     let second = start_with(OPENAI, &fake, KEY, &db, tempfile::tempdir().expect("dir")).await;
     let task = post(&second, &in_context("m-2", "ctx-ada", "What is my name?")).await;
@@ -389,8 +355,7 @@ async fn history_length_returns_the_contexts_conversation_across_tasks_and_a_res
     let db = keep.path().join("s.sqlite").to_string_lossy().into_owned();
     let first = start_with(OPENAI, &fake, KEY, &db, tempfile::tempdir().expect("dir")).await;
     post(&first, &in_context("m-1", "ctx-h", "I am Ada.")).await;
-    drop(first);
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    first.shut_down().await;
 
     let second = start_with(OPENAI, &fake, KEY, &db, tempfile::tempdir().expect("dir")).await;
     let mut body = in_context("m-2", "ctx-h", "Who am I?");
@@ -428,7 +393,7 @@ async fn history_length_returns_the_contexts_conversation_across_tasks_and_a_res
 
 #[tokio::test]
 async fn two_replicas_on_a_nats_kv_store_continue_each_others_conversations() {
-    let nats = nats_server::NatsServer::start();
+    let nats = NatsServer::start();
     let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
     fake.script([
         Reply::Text("Hi Ada.".into()),

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use daedalus_fake_llm::{FakeLlm, Reply};
 use daedalus_mcp_fixture::McpFixture;
+use daedalus_test_kit::wait_until;
 use rmcp::model::GetPromptRequestParams;
 use serde_json::json;
 use support::mcp_client::{Client, call, connect, text};
@@ -19,6 +20,19 @@ const KEY: &str = "sk-face";
 fn deployment(fake: &FakeLlm, servers: &str, agents: &str) -> String {
     support::runtime::on_fake_openai(&fake.openai_base_url, KEY, "gpt-face", servers, agents)
 }
+
+/// The progress messages one `harper` call sends, in no particular order.
+const EXPECTED_PROGRESS: [&str; 9] = [
+    "harper step 1 (llm)",
+    "harper step 1 (tool)",
+    "fx/add: started",
+    "fx/add: completed",
+    "fx/echo: completed",
+    "helper/send_message: started",
+    "helper step 1 (llm)",
+    "helper/send_message: completed",
+    "harper step 2 (llm)",
+];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_message_runs_the_loop_with_progress_from_tools_and_a_sub_agent() {
@@ -49,7 +63,22 @@ async fn send_message_runs_the_loop_with_progress_from_tools_and_a_sub_agent() {
     let result = call(&client, "harper", json!({"message": "go"})).await;
     assert_eq!(result.is_error, Some(false));
     assert_eq!(text(&result), "5, 7 and checked");
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let has = |m: &str| {
+        progress
+            .lock()
+            .expect("lock")
+            .iter()
+            .any(|(_, _, _, msg)| msg.as_deref() == Some(m))
+    };
+    wait_until(
+        "every progress notification",
+        Duration::from_secs(5),
+        || {
+            let all = EXPECTED_PROGRESS.iter().all(|m| has(m));
+            async move { all }
+        },
+    )
+    .await;
     let seen = progress.lock().expect("lock").clone();
     // (rmcp's client numbers the tokens itself; one call, one token.)
     assert!(
@@ -79,22 +108,6 @@ async fn send_message_runs_the_loop_with_progress_from_tools_and_a_sub_agent() {
     assert!(at("helper step 1 (llm)") < at("helper/send_message: completed"));
     assert!(at("helper/send_message: completed") < at("harper step 2 (llm)"));
     let messages: Vec<String> = seen.iter().filter_map(|(_, _, _, m)| m.clone()).collect();
-    for expected in [
-        "harper step 1 (llm)",
-        "harper step 1 (tool)",
-        "fx/add: started",
-        "fx/add: completed",
-        "fx/echo: completed",
-        "helper/send_message: started",
-        "helper step 1 (llm)",
-        "helper/send_message: completed",
-        "harper step 2 (llm)",
-    ] {
-        assert!(
-            messages.iter().any(|m| m == expected),
-            "{expected:?} missing from {messages:?}"
-        );
-    }
     let pattern = regex_lite(&messages);
     assert!(pattern, "every message follows a pattern: {messages:?}");
 
@@ -431,13 +444,11 @@ async fn shutdown_ends_open_mcp_sessions_instead_of_waiting_on_them() {
         text(&call(&first, "echo", json!({"message": "hi"})).await),
         "hi"
     );
-    let started = std::time::Instant::now();
     stop.cancel();
     tokio::time::timeout(Duration::from_secs(4), server)
         .await
         .expect("the runtime stopped without waiting out the connections")
         .expect("joined")
         .expect("ran");
-    assert!(started.elapsed() < Duration::from_secs(4));
     drop((first, second));
 }

@@ -4,7 +4,10 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::io::AsyncReadExt;
 
 use daedalus_fake_llm::{FakeLlm, Reply};
 use daedalus_mcp_fixture::McpFixture;
@@ -24,15 +27,38 @@ async fn health(client: &Client) -> Value {
 }
 
 /// A server that accepts connections and never answers; its MCP URL.
-async fn hanging_server() -> String {
+/// A server that accepts connections and never answers; `waiting` counts the `get_health`
+/// probes (their `initialize` names the prober) waiting on every such server at once, and
+/// `most_waiting` the most there ever were.
+/// The `clientInfo.name` of `get_health`'s probes.
+const PROBER: &str = "daedalus-runtime-health";
+
+async fn hanging_server(waiting: &Arc<AtomicUsize>, most_waiting: &Arc<AtomicUsize>) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("binds");
     let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+    let (waiting, most) = (Arc::clone(waiting), Arc::clone(most_waiting));
     tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((socket, _)) = listener.accept().await {
-            held.push(socket);
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let (waiting, most) = (Arc::clone(&waiting), Arc::clone(&most));
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                let mut chunk = [0_u8; 4096];
+                let mut counted = false;
+                // Read until the caller gives up and closes the connection.
+                while let Ok(n @ 1..) = socket.read(&mut chunk).await {
+                    seen.extend_from_slice(&chunk[..n]);
+                    if !counted && String::from_utf8_lossy(&seen).contains(PROBER) {
+                        counted = true;
+                        let now = waiting.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                    }
+                }
+                if counted {
+                    waiting.fetch_sub(1, Ordering::SeqCst);
+                }
+            });
         }
     });
     url
@@ -50,16 +76,13 @@ async fn get_health_probes_downstream_servers_without_the_model() {
         .enumerate()
         .map(|(i, f)| format!("    s{i}: {{ url: \"{}\" }}", f.url()))
         .collect();
-    // Two that accept connections and never answer: probed one after the other they would
-    // take 6 s, so answering within 3.5 s shows the probes run concurrently.
-    servers.push(format!(
-        "    slow: {{ url: \"{}\" }}",
-        hanging_server().await
-    ));
-    servers.push(format!(
-        "    stuck: {{ url: \"{}\" }}",
-        hanging_server().await
-    ));
+    // Two that accept connections and never answer: probed one after the other, only one
+    // probe would ever be waiting on them.
+    let (waiting, most_waiting) = (Arc::default(), Arc::default());
+    for name in ["slow", "stuck"] {
+        let url = hanging_server(&waiting, &most_waiting).await;
+        servers.push(format!("    {name}: {{ url: \"{url}\" }}"));
+    }
     let yaml = deployment(
         &fake,
         &servers.join("\n"),
@@ -68,10 +91,12 @@ async fn get_health_probes_downstream_servers_without_the_model() {
     let rt = Runtime::start(&yaml).await;
     let (client, _) = connect(&rt.mcp("watched"), None).await;
 
-    let started = Instant::now();
     let report = health(&client).await;
-    let took = started.elapsed();
-    assert!(took < Duration::from_millis(3500), "answered in {took:?}");
+    assert_eq!(
+        most_waiting.load(Ordering::SeqCst),
+        2,
+        "both hanging servers were probed at once"
+    );
     assert_eq!(report["status"], "degraded", "{report}");
     let message = report["message"].as_str().unwrap_or_default();
     assert!(
@@ -236,8 +261,10 @@ async fn metrics_count_a_scripted_conversation() {
         ),
         2
     );
-    assert_eq!(m("daedalus_runtime_tasks_total{state=\"completed\"}"), 1);
-    assert_eq!(m("daedalus_runtime_task_duration_seconds_count"), 1);
+    // The turn service counts every turn, whichever face asked: the two MCP calls and the task.
+    assert_eq!(m("daedalus_runtime_tasks_total{state=\"completed\"}"), 2);
+    assert_eq!(m("daedalus_runtime_tasks_total{state=\"failed\"}"), 1);
+    assert_eq!(m("daedalus_runtime_task_duration_seconds_count"), 3);
     assert!(m("process_resident_memory_bytes") > 0);
     for family in [
         "# TYPE pallas_send_message counter",

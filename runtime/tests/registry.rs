@@ -8,9 +8,9 @@ use std::net::TcpListener;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use daedalus_contract::Schema;
 use daedalus_runtime::config::deployment::{Deployment, Sources};
-use daedalus_runtime::face::registry::{Addresses, document};
-use daedalus_schemas::Schema;
+use daedalus_runtime::faces::mcp::registry::{Addresses, document};
 use serde_json::Value;
 use support::runtime::Runtime;
 

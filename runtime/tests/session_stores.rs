@@ -1,13 +1,6 @@
 //! Both session stores keep the same promises: SQLite (one process) and the NATS JetStream KV
 //! bucket (several replicas) against a real `nats-server`.
 
-#[path = "../../proxy/tests/support/nats_server.rs"]
-#[expect(
-    unreachable_pub,
-    reason = "the proxy's nats-server fixture, shared as a file; public there"
-)]
-mod nats_server;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,8 +8,8 @@ use daedalus_runtime::llm::ToolCall;
 use daedalus_runtime::sessions::{
     NatsKvStore, NewRow, RowRole, RowStatus, SessionStore, SqliteStore,
 };
+use daedalus_test_kit::NatsServer;
 use futures::StreamExt;
-use nats_server::NatsServer;
 use serde_json::json;
 
 fn row(role: RowRole, content: &str, status: RowStatus) -> NewRow {

@@ -1,6 +1,19 @@
-//! The Daedalus runtime contract's data model.
+//! The Daedalus runtime contract, as a crate: everything the contract fixes that more than
+//! one part of the system needs.
 //!
-//! This crate owns three things every other part of the system shares:
+//! It is named for what it holds, the contract (it lives in `schemas/` next to the contract's
+//! JSON Schemas). The contract fixes wire shapes and also a container interface, so both are
+//! here; the plumbing that implements the container interface the same way in every binary
+//! stays here too, behind features, rather than in a crate of its own:
+//!
+//! - **The container interface** ([`container`]): the environment variables and their
+//!   defaults, the endpoint paths, the duration format, agent names; ([`token`]) how an id
+//!   becomes a NATS subject token or header; ([`redact`]) what never reaches a log line.
+//! - **Feature `cli`** ([`cli`]): clap parsing with environment fallbacks as a pure function.
+//! - **Feature `service`** ([`service`]): JSON-lines logging and the SIGTERM/SIGINT sequence
+//!   (contract levels 1 and 2).
+//!
+//! And the wire:
 //!
 //! - **The typed model** ([`model`]): Message, Part, Task, AgentCard, SendMessageRequest, the
 //!   stream events and the runtime-contract manifest, as plain Rust structs.

@@ -6,9 +6,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use daedalus_schemas::model::registry::ServerList;
-use daedalus_schemas::write::{a2a_v1, contract};
-use daedalus_schemas::{
+use daedalus_contract::model::registry::ServerList;
+use daedalus_contract::write::{a2a_v1, contract};
+use daedalus_contract::{
     AgentCard, ErrorBody, RuntimeContract, Schema, SendMessageRequest, StreamEvent, Task, read,
 };
 use serde::Deserialize;

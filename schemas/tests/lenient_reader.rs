@@ -1,7 +1,7 @@
 //! The lenient reader, as a table: each accepted spelling in, the contract spelling out.
 
-use daedalus_schemas::write::contract;
-use daedalus_schemas::{AgentCard, Message, Schema, SendMessageRequest, StreamEvent, Task, read};
+use daedalus_contract::write::contract;
+use daedalus_contract::{AgentCard, Message, Schema, SendMessageRequest, StreamEvent, Task, read};
 use serde_json::{Value, json};
 
 /// Which model type a case reads as.

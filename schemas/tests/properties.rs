@@ -2,10 +2,10 @@
 //! URL redaction and the duration parser never panic and always give a typed answer.
 //! `PROPTEST_CASES` raises the case count for a deeper run.
 
-use daedalus_schemas::container::parse_duration;
-use daedalus_schemas::redact::{redact_text, redact_url};
-use daedalus_schemas::token::{MAX_TOKEN_LEN, is_token, token};
-use daedalus_schemas::{ReadError, SendMessageRequest, read};
+use daedalus_contract::container::parse_duration;
+use daedalus_contract::redact::{redact_text, redact_url};
+use daedalus_contract::token::{MAX_TOKEN_LEN, is_token, token};
+use daedalus_contract::{ReadError, SendMessageRequest, read};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -13,7 +13,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use daedalus_schemas::{
+use daedalus_contract::{
     AgentCapabilities, AgentCard, AgentSkill, Artifact, ErrorBody, Message, Part, Role,
     SendMessageRequest, Task, TaskState, TaskStatus,
 };
@@ -74,7 +74,7 @@ async fn send(headers: HeaderMap, body: Bytes) -> Response {
             "Content-Type must be application/json",
         );
     }
-    let request: SendMessageRequest = match daedalus_schemas::read::from_slice(&body) {
+    let request: SendMessageRequest = match daedalus_contract::read::from_slice(&body) {
         Ok(r) => r,
         Err(e) => return error(StatusCode::BAD_REQUEST, &e.to_string()),
     };

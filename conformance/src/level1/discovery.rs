@@ -1,6 +1,6 @@
 //! Checks of `GET /health`, the agent card and the optional manifest.
 
-use daedalus_schemas::Schema;
+use daedalus_contract::Schema;
 use serde::Deserialize;
 use serde_json::Value;
 

@@ -1,6 +1,6 @@
 //! Checks of the response codes for bad requests, and of error bodies.
 
-use daedalus_schemas::{ErrorBody, Schema};
+use daedalus_contract::{ErrorBody, Schema};
 
 use super::{Evidence, Verdict, fail};
 use crate::client::Exchange;

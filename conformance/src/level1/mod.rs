@@ -122,7 +122,7 @@ async fn gather(probe: &Probe, options: &SuiteOptions) -> Evidence {
     )
     .await;
     let input_answer = match tasks::read_task(&input.exchange) {
-        Ok(task) if task.status.state == daedalus_schemas::TaskState::InputRequired => {
+        Ok(task) if task.status.state == daedalus_contract::TaskState::InputRequired => {
             Some(send(probe, input.task_id.clone(), None, "conformance answer").await)
         }
         _ => None,

@@ -1,7 +1,7 @@
 //! Checks of the Tasks `POST /` returns: schema, state, the id rules, and the completed/failed
 //! rules.
 
-use daedalus_schemas::{Schema, Task, TaskRule, TaskState, read};
+use daedalus_contract::{Schema, Task, TaskRule, TaskState, read};
 
 use super::{Evidence, Sent, Verdict, fail, skip};
 use crate::check::Outcome;

@@ -15,7 +15,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use daedalus_schemas::{SendMessageRequest, read};
+use daedalus_contract::{SendMessageRequest, read};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 

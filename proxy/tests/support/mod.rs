@@ -9,7 +9,6 @@
 #![allow(unreachable_pub, reason = "shared between test files")]
 
 pub mod fake_runtime;
-pub mod nats_server;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,17 +16,18 @@ use std::time::Duration;
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, Context};
+use daedalus_contract::{Task, read};
 use daedalus_proxy::ProxyError;
 use daedalus_proxy::config::ProxyConfig;
-use daedalus_schemas::{Task, read};
 use futures::StreamExt;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+pub use daedalus_test_kit::NatsServer;
 pub use fake_runtime::{FakeRuntime, Mode};
-pub use nats_server::NatsServer;
 
-/// Starts the real `daedalus-runtime` in-process; returns its URL and a stop token.
+/// Starts the real `daedalus-runtime` in-process and waits until it is ready; returns its URL
+/// and a stop token.
 pub async fn real_runtime(agent: &str) -> (String, CancellationToken) {
     real_runtime_with(agent, |_| {}).await
 }
@@ -37,16 +37,9 @@ pub async fn real_runtime_with(
     agent: &str,
     tweak: impl FnOnce(&mut daedalus_runtime::config::Config),
 ) -> (String, CancellationToken) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+    daedalus_test_kit::Runtime::passthrough_with(agent, tweak)
         .await
-        .expect("binds");
-    let addr = listener.local_addr().expect("has an address");
-    let mut config = daedalus_runtime::config::Config::for_agent(agent, addr);
-    tweak(&mut config);
-    let stop = CancellationToken::new();
-    let shutdown = stop.clone().cancelled_owned();
-    tokio::spawn(async move { daedalus_runtime::run(listener, config, shutdown).await });
-    (format!("http://{addr}"), stop)
+        .detach()
 }
 
 /// A proxy started in-process.
@@ -58,7 +51,7 @@ pub struct Proxy {
 
 /// A proxy configuration for tests: fast health polls, short pulls and retries.
 pub fn proxy_config(agent: &str, nats_url: &str, runtime_url: &str) -> ProxyConfig {
-    let mut c = ProxyConfig::for_agent(agent, nats_url, runtime_url);
+    let mut c = daedalus_test_kit::proxy_config(agent, nats_url, runtime_url);
     c.health_interval = Duration::from_millis(100);
     c.pull_expires = Duration::from_secs(1);
     c.retry_base_delay = Duration::from_millis(100);

@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Parser;
-use daedalus_schemas::AgentSkill;
-use daedalus_schemas::cli;
-pub use daedalus_schemas::cli::ConfigError;
-use daedalus_schemas::container::{self, format_duration, parse_duration};
-pub use daedalus_schemas::service::LogFormat;
+use daedalus_contract::AgentSkill;
+use daedalus_contract::cli;
+pub use daedalus_contract::cli::ConfigError;
+use daedalus_contract::container::{self, format_duration, parse_duration};
+pub use daedalus_contract::service::LogFormat;
 use serde::Serialize;
 
 pub use size::parse_size;
@@ -217,7 +217,7 @@ fn masked_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> 
     s.serialize_str(&redact_url(url))
 }
 
-pub use daedalus_schemas::redact::{redact_text, redact_url};
+pub use daedalus_contract::redact::{redact_text, redact_url};
 
 /// One agent served by the runtime.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -402,9 +402,10 @@ impl Config {
         })
     }
 
-    /// A configuration for tests and embedding: one passthrough agent named `name`, listening
-    /// on `listen`, with the contract's defaults.
-    pub fn for_agent(name: &str, listen: SocketAddr) -> Config {
+    /// A configuration for unit tests: one passthrough agent named `name`, listening on
+    /// `listen`, with the contract's defaults (integration tests use the test kit's).
+    #[cfg(test)]
+    pub(crate) fn for_agent(name: &str, listen: SocketAddr) -> Config {
         let args = ["daedalus-runtime", "--agent-name", name];
         let nowhere = std::env::temp_dir().join("daedalus-runtime-no-config");
         match Launch::from_sources(args.map(OsString::from), &|_| None, &nowhere) {

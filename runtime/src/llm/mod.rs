@@ -10,7 +10,6 @@ mod endpoint;
 pub mod openai;
 pub mod preflight;
 pub mod retry;
-pub mod sampling;
 pub mod sse;
 
 use std::fmt;

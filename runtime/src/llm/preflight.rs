@@ -118,7 +118,7 @@ impl Preflight {
     }
 
     async fn check(&self, target: &Target) -> ProviderCheck {
-        let verdict = match target.provider {
+        let verdict: Result<(), PreflightError> = match target.provider {
             "openai" => self.check_openai(target).await,
             _ => self.check_anthropic(target).await,
         };
@@ -127,12 +127,12 @@ impl Preflight {
             model: target.model.clone(),
             active: target.active,
             ok: verdict.is_ok(),
-            message: verdict.err().unwrap_or_else(|| "ok".to_owned()),
+            message: verdict.map_or_else(|e| e.to_string(), |()| "ok".to_owned()),
             checked_at: Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true),
         }
     }
 
-    async fn check_openai(&self, target: &Target) -> Result<(), String> {
+    async fn check_openai(&self, target: &Target) -> Result<(), PreflightError> {
         let base = target
             .settings
             .base_url
@@ -142,7 +142,7 @@ impl Preflight {
             .settings
             .api_key
             .as_deref()
-            .ok_or("no API key configured")?;
+            .ok_or(PreflightError::NoApiKey)?;
         let response = self
             .http
             .get(format!("{base}/models"))
@@ -155,16 +155,16 @@ impl Preflight {
         let models: ModelsWire = response
             .json()
             .await
-            .map_err(|e| format!("unexpected /models answer: {e}"))?;
+            .map_err(|_| PreflightError::UnexpectedModels)?;
         match &target.model {
             Some(m) if !models.data.iter().any(|x| &x.id == m) => {
-                Err(format!("model '{m}' not found"))
+                Err(PreflightError::ModelNotFound(m.clone()))
             }
             _ => Ok(()),
         }
     }
 
-    async fn check_anthropic(&self, target: &Target) -> Result<(), String> {
+    async fn check_anthropic(&self, target: &Target) -> Result<(), PreflightError> {
         let base = target
             .settings
             .base_url
@@ -175,7 +175,7 @@ impl Preflight {
             .settings
             .api_key
             .as_deref()
-            .ok_or("no API key configured")?;
+            .ok_or(PreflightError::NoApiKey)?;
         let model = target.model.as_deref().unwrap_or(ANTHROPIC_PROBE_MODEL);
         let response = self
             .http
@@ -187,7 +187,7 @@ impl Preflight {
             .await
             .map_err(|e| unreachable(base, &e))?;
         match response.status().as_u16() {
-            404 => Err(format!("model '{model}' not found")),
+            404 => Err(PreflightError::ModelNotFound(model.to_owned())),
             status => status_problem(status),
         }
     }
@@ -217,18 +217,38 @@ fn extra_headers(settings: &ProviderSettings) -> reqwest::header::HeaderMap {
         .collect()
 }
 
-fn unreachable(base: &str, e: &reqwest::Error) -> String {
+/// Why a provider check failed; its text is what `/healthz` and the logs show.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PreflightError {
+    #[error("no API key configured")]
+    NoApiKey,
+    #[error("{base} did not answer within {}s", CALL_TIMEOUT.as_secs())]
+    Timeout { base: String },
+    #[error("{base} unreachable")]
+    Unreachable { base: String },
+    #[error("API key rejected")]
+    KeyRejected,
+    #[error("answered {0}")]
+    Status(u16),
+    #[error("unexpected /models answer")]
+    UnexpectedModels,
+    #[error("model '{0}' not found")]
+    ModelNotFound(String),
+}
+
+fn unreachable(base: &str, e: &reqwest::Error) -> PreflightError {
+    let base = base.to_owned();
     if e.is_timeout() {
-        format!("{base} did not answer within {}s", CALL_TIMEOUT.as_secs())
+        PreflightError::Timeout { base }
     } else {
-        format!("{base} unreachable")
+        PreflightError::Unreachable { base }
     }
 }
 
-fn status_problem(status: u16) -> Result<(), String> {
+fn status_problem(status: u16) -> Result<(), PreflightError> {
     match status {
         200..=299 => Ok(()),
-        401 | 403 => Err("API key rejected".to_owned()),
-        other => Err(format!("answered {other}")),
+        401 | 403 => Err(PreflightError::KeyRejected),
+        other => Err(PreflightError::Status(other)),
     }
 }

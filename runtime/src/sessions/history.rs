@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use daedalus_schemas::{Message, Part, Role};
+use daedalus_contract::{Message, Part, Role};
 
 use super::{Row, RowRole, RowStatus};
 use crate::llm::{ChatMessage, Content, ToolCall};

@@ -82,7 +82,7 @@ fn now_ms() -> i64 {
 
 /// The key token of `context`: never empty, only `[A-Za-z0-9_-]`, at most 128 characters.
 fn encode(context: &str) -> std::borrow::Cow<'_, str> {
-    daedalus_schemas::token::token(context)
+    daedalus_contract::token::token(context)
 }
 
 fn meta_key(context: &str) -> String {
@@ -328,7 +328,7 @@ impl SessionStore for NatsKvStore {
                 self.unmark(&mark).await;
                 continue;
             }
-            if row.written_ms >= stale_before {
+            if row.written_ms > stale_before {
                 // Young enough to belong to another replica's running turn.
                 continue;
             }

@@ -38,6 +38,19 @@ impl Events {
     }
 
     /// How many retries were reported.
+    /// The delays the client waited before each retry.
+    pub fn retry_delays(&self) -> Vec<std::time::Duration> {
+        self.0
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter_map(|e| match e {
+                LlmEvent::Retrying { delay, .. } => Some(*delay),
+                LlmEvent::TextDelta(_) => None,
+            })
+            .collect()
+    }
+
     pub fn retries(&self) -> usize {
         self.0
             .lock()

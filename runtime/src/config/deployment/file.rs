@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use daedalus_schemas::AgentSkill;
+use daedalus_contract::AgentSkill;
 use serde::Deserialize;
 
 /// The merged document of all configuration files.

@@ -15,7 +15,7 @@ mod validate;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use daedalus_schemas::AgentSkill;
+use daedalus_contract::AgentSkill;
 use serde::{Deserialize, Serialize, Serializer};
 
 use self::file::DeploymentFile;
@@ -131,7 +131,7 @@ pub struct AgentDef {
     pub model: ModelRef,
     pub servers: Vec<ServerRef>,
     /// Sampling parameters as configured (`null` clears a default); resolved per provider later.
-    pub request_params: serde_json::Map<String, serde_json::Value>,
+    pub request_params: crate::sampling::SamplingParams,
     pub max_iterations: u32,
     pub skills: Vec<AgentSkill>,
     pub instance_scope: InstanceScope,
@@ -320,10 +320,10 @@ impl Deployment {
             deep_merge(&mut merged, value);
         }
         let file = file.to_owned();
-        let doc: DeploymentFile = daedalus_schemas::read::from_value(merged).map_err(|e| {
+        let doc: DeploymentFile = daedalus_contract::read::from_value(merged).map_err(|e| {
             let (path, message) = match e {
-                daedalus_schemas::ReadError::Shape { path, message } => (path, message),
-                other @ daedalus_schemas::ReadError::Syntax { .. } => {
+                daedalus_contract::ReadError::Shape { path, message } => (path, message),
+                other @ daedalus_contract::ReadError::Syntax { .. } => {
                     (".".to_owned(), other.to_string())
                 }
             };

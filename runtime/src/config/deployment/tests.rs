@@ -2,6 +2,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::*;
+use crate::sampling::Setting;
 
 /// A project directory with the given files.
 fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
@@ -115,9 +116,10 @@ fn agents_yaml_alone_holds_topology_agents_providers_and_servers() {
     assert_eq!(coder.title, "Coder");
     assert_eq!(coder.max_iterations, 8);
     assert_eq!(coder.instance_scope, InstanceScope::Connection);
-    assert_eq!(coder.request_params["temperature"], 0.2);
-    assert!(
-        coder.request_params["top_p"].is_null(),
+    assert_eq!(coder.request_params.temperature, Setting::Set(0.2));
+    assert_eq!(
+        coder.request_params.top_p,
+        Setting::Clear,
         "null is kept: it clears a default"
     );
     let researcher = d.agent("researcher").unwrap();

@@ -3,14 +3,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use daedalus_schemas::AgentSkill;
-use daedalus_schemas::container::validate_agent_name;
+use daedalus_contract::AgentSkill;
+use daedalus_contract::container::validate_agent_name;
 
 use super::file::{DeploymentFile, ProviderFile};
 use super::{
     AgentDef, DEFAULT_MAX_ITERATIONS, Deployment, DeploymentError, McpServer, ModelCapabilities,
     ModelRef, ProviderSettings, ServerRef, parse_model,
 };
+use crate::sampling::SamplingParams;
 
 pub(super) fn build(
     file: &str,
@@ -170,13 +171,15 @@ fn sampling_of(
     file: &str,
     agent: &str,
     params: &serde_json::Map<String, serde_json::Value>,
-) -> Result<serde_json::Map<String, serde_json::Value>, DeploymentError> {
-    crate::llm::sampling::check_all(params).map_err(|(key, why)| DeploymentError::Shape {
-        file: file.to_owned(),
-        path: format!("agents.{agent}.request_params.{key}"),
-        message: why.to_owned(),
-    })?;
-    Ok(params.clone())
+) -> Result<SamplingParams, DeploymentError> {
+    SamplingParams::from_map(params).map_err(|e| {
+        let e = e.under(&format!("agents.{agent}.request_params"));
+        DeploymentError::Shape {
+            file: file.to_owned(),
+            path: e.key,
+            message: e.why,
+        }
+    })
 }
 
 fn provider(file: &str, key: &str, p: ProviderFile) -> Result<ProviderSettings, DeploymentError> {

@@ -1,0 +1,412 @@
+//! An agent backed by an LLM: the tool loop. System prompt + history + the new user turn go to
+//! the model; its tool calls run concurrently (each under a timeout); their results go back;
+//! repeat until the model answers in text or `max_iterations` is reached. The model may also
+//! end a turn by calling the built-in `request_user_input` tool, which makes the task
+//! `input-required`. Cancellation is honoured between steps and while waiting.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use daedalus_contract::{Artifact, Message, Part, PartContent, Role};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::events::LoopEvent;
+use super::tools::{CallContext, ToolResult, ToolSource, split_name};
+use super::transcript::Transcript;
+use super::{Agent, AgentOutcome, AgentRequest};
+use crate::llm::{ChatMessage, ChatRequest, Content, LlmEvent, LlmProvider, ToolCall, ToolSpec};
+use crate::sampling::{self, DropWarnings, SamplingParams, Target};
+use crate::sessions::SessionStore;
+
+/// The built-in tool that turns a task `input-required`.
+pub const ASK_USER_TOOL: &str = "request_user_input";
+
+/// An agent whose answers come from a model, working through tools.
+#[derive(Debug)]
+pub struct LlmAgent {
+    pub name: String,
+    pub provider: Arc<dyn LlmProvider>,
+    pub model: String,
+    pub instruction: String,
+    /// The agent's `request_params`.
+    pub defaults: SamplingParams,
+    pub target: Target,
+    /// `model_capabilities.vision`.
+    pub vision: bool,
+    /// `model_capabilities.max_output_tokens`: caps `max_tokens`, and is Anthropic's default.
+    pub max_output_tokens: u32,
+    /// `model_capabilities.context_window`: the oldest turns are left out beyond it.
+    pub context_window: u32,
+    pub stream: bool,
+    pub warnings: Arc<DropWarnings>,
+    /// The agent's tools (downstream MCP servers and sub-agents).
+    pub tools: Arc<dyn ToolSource>,
+    /// LLM turns allowed in one task.
+    pub max_iterations: u32,
+    /// Longest a tool call may take.
+    pub tool_timeout: Duration,
+    /// Where conversations persist (per context); without one, the task's history is used.
+    pub sessions: Option<Arc<dyn SessionStore>>,
+}
+
+fn fail(reason: String) -> AgentOutcome {
+    AgentOutcome::Failed { reason }
+}
+
+fn ask_user_spec() -> ToolSpec {
+    ToolSpec {
+        name: ASK_USER_TOOL.to_owned(),
+        description: "Ask the user a question and wait for the answer. Use only when you cannot go on without it.".to_owned(),
+        input_schema: json!({"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]}),
+    }
+}
+
+impl LlmAgent {
+    /// How many stored rows a turn reads: every row costs the model a few tokens at least, so
+    /// a quarter of the context window in rows is more than the window can hold.
+    fn history_rows(&self) -> usize {
+        (usize::try_from(self.context_window).unwrap_or(usize::MAX) / 4)
+            .clamp(64, crate::sessions::MAX_ROWS_READ)
+    }
+
+    /// The model's view of a contract message; `Err` says why it cannot have one.
+    fn content(&self, message: &Message) -> Result<Vec<Content>, String> {
+        let mut out = Vec::with_capacity(message.parts.len());
+        for part in &message.parts {
+            let media = part.media_type.as_deref().unwrap_or("");
+            let is_image = media.starts_with("image/");
+            match &part.content {
+                PartContent::Text(t) => out.push(Content::Text { text: t.clone() }),
+                PartContent::Data(v) => out.push(Content::Text {
+                    text: v.to_string(),
+                }),
+                PartContent::Raw(_) | PartContent::Url(_) if is_image && !self.vision => {
+                    return Err(format!(
+                        "the model {} is text-only and cannot read the attached {media} image; \
+                         use a vision model (model_capabilities.vision: true)",
+                        self.model
+                    ));
+                }
+                PartContent::Raw(data) if is_image => {
+                    out.push(Content::Image {
+                        media_type: media.to_owned(),
+                        data: data.clone(),
+                    });
+                }
+                PartContent::Url(url) if is_image => {
+                    out.push(Content::ImageUrl { url: url.clone() });
+                }
+                PartContent::Raw(_) => {
+                    let kind = if media.is_empty() { "unknown" } else { media };
+                    return Err(format!("attachments of type {kind:?} are not supported"));
+                }
+                PartContent::Url(url) => out.push(Content::Text {
+                    text: format!("(attached: {url})"),
+                }),
+            }
+        }
+        Ok(out)
+    }
+
+    fn first_request(
+        &self,
+        request: &AgentRequest,
+        earlier: Option<Vec<ChatMessage>>,
+        tools: Vec<ToolSpec>,
+    ) -> Result<ChatRequest, String> {
+        // With a session store the conversation comes from it; else from the task's history.
+        let (mut messages, task_history) = match earlier {
+            Some(conversation) => (conversation, &[][..]),
+            None => (
+                Vec::with_capacity(request.history.len() + 1),
+                request.history.as_slice(),
+            ),
+        };
+        for earlier in task_history.iter().chain(std::iter::once(&request.message)) {
+            messages.push(match earlier.role {
+                Role::User => ChatMessage::User {
+                    content: self.content(earlier)?,
+                },
+                Role::Agent => ChatMessage::Assistant {
+                    text: Some(earlier.text()),
+                    tool_calls: Vec::new(),
+                },
+            });
+        }
+        let merged = request.sampling.over(&self.defaults);
+        let (mut params, dropped) = sampling::for_target(&merged, &self.target);
+        self.warnings
+            .warn(&self.name, self.provider.name(), &dropped);
+        // The model's output budget caps max_tokens, and is the default where one is required.
+        let budget = u64::from(self.max_output_tokens);
+        match params.get("max_tokens").and_then(Value::as_u64) {
+            Some(asked) if asked > budget => {
+                params.insert("max_tokens".into(), Value::from(budget));
+            }
+            None if matches!(self.target, Target::Anthropic { .. }) => {
+                params.insert("max_tokens".into(), Value::from(budget));
+            }
+            _ => {}
+        }
+        // Leave room for the answer; the system prompt and tool definitions always go.
+        let fixed = super::window::text_tokens(&self.instruction)
+            + tools
+                .iter()
+                .map(|t| {
+                    super::window::text_tokens(&t.description)
+                        + super::window::text_tokens(&t.input_schema.to_string())
+                })
+                .sum::<u64>();
+        let room = u64::from(self.context_window).saturating_sub(budget);
+        let dropped = super::window::fit(&mut messages, fixed, room);
+        if dropped > 0 {
+            tracing::warn!(
+                agent = %self.name,
+                context = %request.context_id,
+                dropped,
+                context_window = self.context_window,
+                "the conversation is longer than the context window; its oldest turns were left out"
+            );
+        }
+        Ok(ChatRequest {
+            model: self.model.clone(),
+            system: Some(self.instruction.clone()).filter(|s| !s.is_empty()),
+            messages,
+            tools,
+            params,
+            stream: self.stream,
+        })
+    }
+
+    /// Runs one tool call under the timeout, reporting it.
+    async fn call_tool(&self, call: &ToolCall, step: u32, context: &CallContext) -> ToolResult {
+        let (server, tool) = split_name(&call.name);
+        let server = if self.tools.serves(server) {
+            server
+        } else {
+            super::tools::UNKNOWN_SERVER
+        };
+        let (server, tool) = (server.to_owned(), tool.to_owned());
+        let depth = context.depth;
+        context.events.emit(LoopEvent::ToolStarted {
+            agent: self.name.clone(),
+            depth,
+            step,
+            server: server.clone(),
+            tool: tool.clone(),
+            call_id: call.id.clone(),
+        });
+        let started = Instant::now();
+        let result = match tokio::time::timeout(
+            self.tool_timeout,
+            self.tools.call(&call.name, &call.arguments, context),
+        )
+        .await
+        {
+            Ok(result) => result,
+            Err(_) => ToolResult {
+                content: format!(
+                    "the tool {} did not answer within {:?} and was abandoned",
+                    call.name, self.tool_timeout
+                ),
+                is_error: true,
+            },
+        };
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let event = if result.is_error {
+            LoopEvent::ToolFailed {
+                agent: self.name.clone(),
+                depth,
+                step,
+                server,
+                tool,
+                call_id: call.id.clone(),
+                reason: result.content.clone(),
+                elapsed_ms,
+            }
+        } else {
+            LoopEvent::ToolFinished {
+                agent: self.name.clone(),
+                depth,
+                step,
+                server,
+                tool,
+                call_id: call.id.clone(),
+                elapsed_ms,
+            }
+        };
+        context.events.emit(event);
+        result
+    }
+
+    async fn work(
+        &self,
+        request: &AgentRequest,
+        cancel: &CancellationToken,
+        transcript: &mut Transcript,
+    ) -> AgentOutcome {
+        let mut tools = self.tools.tools(&request.bearer).await;
+        tools.push(ask_user_spec());
+        let earlier = transcript.earlier(self.history_rows()).await;
+        let mut chat = match self.first_request(request, earlier, tools) {
+            Ok(chat) => chat,
+            Err(reason) => return fail(reason),
+        };
+        transcript.user(request.message.text()).await;
+        let context = CallContext {
+            bearer: request.bearer.clone(),
+            cancel: cancel.clone(),
+            events: request.events.clone(),
+            depth: request.depth,
+        };
+        let events = &request.events;
+        let (agent, depth) = (self.name.clone(), request.depth);
+        let on_llm = |e: LlmEvent| match e {
+            LlmEvent::TextDelta(text) => events.emit(LoopEvent::TextDelta {
+                agent: agent.clone(),
+                depth,
+                text,
+            }),
+            LlmEvent::Retrying {
+                attempt,
+                delay,
+                reason,
+            } => {
+                tracing::info!(agent = %agent, attempt, ?delay, %reason, "retrying the model");
+            }
+        };
+        for step in 1..=self.max_iterations {
+            if cancel.is_cancelled() {
+                return AgentOutcome::Canceled;
+            }
+            events.emit(LoopEvent::LlmTurnStarted {
+                agent: self.name.clone(),
+                depth,
+                step,
+            });
+            let answer = tokio::select! {
+                answer = self.provider.chat(&chat, &on_llm) => answer,
+                () = cancel.cancelled() => return AgentOutcome::Canceled,
+            };
+            let response = match answer {
+                Ok(r) => r,
+                Err(e) => return fail(format!("the model call failed: {e}")),
+            };
+            events.emit(LoopEvent::LlmTurnFinished {
+                agent: self.name.clone(),
+                depth,
+                step,
+                model: self.model.clone(),
+                usage: response.usage,
+                tool_calls: response.tool_calls.len(),
+            });
+            if response.tool_calls.is_empty() {
+                return match response.text {
+                    Some(text) => {
+                        transcript.assistant(Some(text.clone()), Vec::new()).await;
+                        completed(text)
+                    }
+                    None => fail(format!(
+                        "the model {} answered without any text",
+                        self.model
+                    )),
+                };
+            }
+            if let Some(ask) = response.tool_calls.iter().find(|c| c.name == ASK_USER_TOOL) {
+                let question = ask
+                    .arguments
+                    .get("question")
+                    .and_then(Value::as_str)
+                    .unwrap_or("More input is needed.");
+                transcript
+                    .assistant(Some(question.to_owned()), Vec::new())
+                    .await;
+                return AgentOutcome::InputRequired {
+                    question: vec![Part::text(question)],
+                };
+            }
+            let calls = response.tool_calls.clone();
+            transcript
+                .assistant(response.text.clone(), calls.clone())
+                .await;
+            chat.messages.push(ChatMessage::Assistant {
+                text: response.text,
+                tool_calls: response.tool_calls,
+            });
+            let results =
+                futures::future::join_all(calls.iter().map(|c| self.call_tool(c, step, &context)))
+                    .await;
+            if cancel.is_cancelled() {
+                return AgentOutcome::Canceled;
+            }
+            transcript
+                .tool_results(
+                    calls
+                        .iter()
+                        .zip(&results)
+                        .map(|(c, r)| (c.id.clone(), r.content.clone(), r.is_error))
+                        .collect(),
+                )
+                .await;
+            for (call, result) in calls.iter().zip(results) {
+                chat.messages.push(ChatMessage::Tool {
+                    call_id: call.id.clone(),
+                    content: result.content,
+                    is_error: result.is_error,
+                });
+            }
+        }
+        fail(format!(
+            "stopped after {} LLM turns without a final answer (max_iterations is {})",
+            self.max_iterations, self.max_iterations
+        ))
+    }
+}
+
+fn completed(text: String) -> AgentOutcome {
+    AgentOutcome::Completed {
+        artifacts: vec![Artifact {
+            artifact_id: uuid::Uuid::new_v4().to_string(),
+            name: Some("response".to_owned()),
+            description: None,
+            parts: vec![Part::text(text)],
+            extensions: None,
+            metadata: None,
+        }],
+    }
+}
+
+#[async_trait]
+impl Agent for LlmAgent {
+    async fn run(&self, request: AgentRequest, cancel: CancellationToken) -> AgentOutcome {
+        let store = self.sessions.clone().filter(|_| request.persist);
+        let mut transcript = Transcript::new(store, &request.context_id);
+        let outcome = self.work(&request, &cancel, &mut transcript).await;
+        let settled = matches!(
+            outcome,
+            AgentOutcome::Completed { .. } | AgentOutcome::InputRequired { .. }
+        );
+        transcript.settle(settled).await;
+        let state = match &outcome {
+            AgentOutcome::Completed { .. } => "completed",
+            AgentOutcome::InputRequired { .. } => "input-required",
+            AgentOutcome::Failed { .. } => "failed",
+            AgentOutcome::Canceled => "canceled",
+        };
+        request.events.emit(LoopEvent::Final {
+            agent: self.name.clone(),
+            depth: request.depth,
+            state,
+        });
+        outcome
+    }
+
+    async fn conversation(&self, context_id: &str) -> Option<Vec<Message>> {
+        let rows = Transcript::new(self.sessions.clone(), context_id)
+            .rows(crate::sessions::MAX_ROWS_READ)
+            .await?;
+        Some(crate::sessions::as_messages(context_id, &rows))
+    }
+}

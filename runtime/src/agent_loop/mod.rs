@@ -1,0 +1,95 @@
+//! The agent seam: what the HTTP faces call to run one turn of a task.
+//!
+//! An [`Agent`] gets the new user message and the task's earlier messages, and ends the turn
+//! in one of three ways: completed with output, input-required with a question, or failed with
+//! a reason. The HTTP layer turns that into a contract `Task`. The built-in [`Passthrough`]
+//! model echoes; the LLM agent loop implements the same trait.
+
+pub mod events;
+mod llm;
+mod passthrough;
+mod subagents;
+pub mod tools;
+mod transcript;
+mod window;
+
+use async_trait::async_trait;
+use daedalus_contract::{Artifact, Message, Part};
+use tokio_util::sync::CancellationToken;
+
+use crate::sampling::SamplingParams;
+
+pub use events::{EventSink, LoopEvent};
+pub use llm::{ASK_USER_TOOL, LlmAgent};
+pub use passthrough::Passthrough;
+pub use subagents::{SUBAGENT_TOOL, SubAgents};
+pub use tools::{Bearer, CallContext, NoTools, ToolResult, ToolSource, Toolbox};
+
+/// One turn of a task, as the agent sees it.
+#[derive(Debug, Clone)]
+pub struct AgentRequest {
+    /// The task id (the contract's rule: `message.taskId`, else `message.messageId`).
+    pub task_id: String,
+    /// The conversation the task belongs to.
+    pub context_id: String,
+    /// The new user message, with `taskId` and `contextId` filled in.
+    pub message: Message,
+    /// Earlier messages of this task (user and agent), oldest first.
+    pub history: Vec<Message>,
+    /// Sampling parameters of this turn, over the agent's defaults.
+    pub sampling: SamplingParams,
+    /// The caller's bearer token, for servers that opted into forwarding.
+    pub bearer: Bearer,
+    /// Where the loop reports what it does.
+    pub events: EventSink,
+    /// Sub-agent depth (0 for the served agent).
+    pub depth: u32,
+    /// Whether the turn reads and writes the context's stored conversation (false for
+    /// sub-agent calls and the MCP face's `request` scope: nothing is remembered).
+    pub persist: bool,
+}
+
+impl AgentRequest {
+    /// A request for `message` in a new task with no history, no caller credentials and no
+    /// event listener.
+    pub fn new(task_id: &str, context_id: &str, message: Message) -> Self {
+        Self {
+            task_id: task_id.to_owned(),
+            context_id: context_id.to_owned(),
+            message,
+            history: Vec::new(),
+            sampling: SamplingParams::default(),
+            bearer: Bearer::default(),
+            events: EventSink::default(),
+            depth: 0,
+            persist: true,
+        }
+    }
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentOutcome {
+    /// The agent finished; its output. An empty list is reported as a failure.
+    Completed { artifacts: Vec<Artifact> },
+    /// The agent needs the user to answer `question` before it can go on.
+    InputRequired { question: Vec<Part> },
+    /// The agent could not do the work; `reason` says why, for a person to act on.
+    Failed { reason: String },
+    /// The turn stopped because `cancel` fired (shutdown); nothing was finished.
+    Canceled,
+}
+
+/// Something that can run a turn of a task.
+#[async_trait]
+pub trait Agent: Send + Sync + std::fmt::Debug + 'static {
+    /// Runs one turn. Implementations watch `cancel` and return [`AgentOutcome::Canceled`] at
+    /// the next safe point once it fires.
+    async fn run(&self, request: AgentRequest, cancel: CancellationToken) -> AgentOutcome;
+
+    /// The settled conversation of `context_id` as user and agent messages, oldest first, when
+    /// the agent keeps one in a session store; `None` otherwise.
+    async fn conversation(&self, _context_id: &str) -> Option<Vec<Message>> {
+        None
+    }
+}

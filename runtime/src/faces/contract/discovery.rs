@@ -1,0 +1,159 @@
+//! Discovery documents: the agent card and the runtime-contract manifest.
+//!
+//! Both are built once from configuration, checked against their schemas (the card against
+//! the contract's and A2A v1.0's), serialized once, and served with an `ETag` and
+//! `Cache-Control` so clients can cache them.
+
+use std::net::SocketAddr;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use daedalus_contract::container::{AGENT_CARD_PATH, HEALTH_PATH, TASK_PATH};
+use daedalus_contract::{
+    AgentCapabilities, AgentCard, AgentInterface, CONTRACT_VERSION, ManifestCapabilities,
+    ManifestRuntime, ManifestServer, RuntimeContract, Schema, SchemaErrors,
+};
+use sha2::{Digest, Sha256};
+
+use super::ContractState;
+use crate::config::Config;
+
+/// The contract binding of `POST /`, as the card names it in `supportedInterfaces`.
+pub const CONTRACT_BINDING: &str = "DAEDALUS-RUNTIME-CONTRACT";
+
+/// Serialized discovery documents.
+#[derive(Debug, Clone)]
+pub struct Discovery {
+    card: Document,
+    manifest: Document,
+}
+
+#[derive(Debug, Clone)]
+struct Document {
+    body: Bytes,
+    etag: HeaderValue,
+}
+
+impl Document {
+    fn new(value: &impl serde::Serialize) -> Self {
+        let body = Bytes::from(serde_json::to_vec(value).expect("documents serialize"));
+        let digest = Sha256::digest(&body);
+        let hex: String = digest[..12].iter().flat_map(|b| hex_digits(*b)).collect();
+        let etag = HeaderValue::from_str(&format!("\"{hex}\"")).expect("hex is a valid header");
+        Self { body, etag }
+    }
+
+    fn respond(&self, headers: &HeaderMap) -> Response {
+        let cached = headers
+            .get(IF_NONE_MATCH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| {
+                v.split(',')
+                    .any(|t| t.trim() == self.etag || t.trim() == "*")
+            });
+        let mut response = if cached {
+            StatusCode::NOT_MODIFIED.into_response()
+        } else {
+            let mut r = Body::from(self.body.clone()).into_response();
+            r.headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            r
+        };
+        let h = response.headers_mut();
+        h.insert(ETAG, self.etag.clone());
+        h.insert(
+            CACHE_CONTROL,
+            HeaderValue::from_static("public, max-age=300"),
+        );
+        response
+    }
+}
+
+fn hex_digits(byte: u8) -> [char; 2] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    [
+        char::from(DIGITS[usize::from(byte >> 4)]),
+        char::from(DIGITS[usize::from(byte & 15)]),
+    ]
+}
+
+impl Discovery {
+    /// Builds and checks the documents for `config`.
+    pub fn new(config: &Config, bound: SocketAddr) -> Result<Self, SchemaErrors> {
+        let card = build_card(config, &config.public_url_for(bound));
+        let card_json = serde_json::to_value(&card).expect("the card serializes");
+        Schema::AgentCard.validate(&card_json)?;
+        Schema::A2aV1AgentCard.validate(&card_json)?;
+        let manifest = build_manifest(bound.port());
+        Schema::RuntimeContract.validate(&serde_json::to_value(&manifest).expect("serializes"))?;
+        Ok(Self {
+            card: Document::new(&card),
+            manifest: Document::new(&manifest),
+        })
+    }
+}
+
+fn build_card(config: &Config, public_url: &str) -> AgentCard {
+    let agent = &config.agent;
+    AgentCard {
+        name: agent.name.clone(),
+        description: agent.description.clone(),
+        supported_interfaces: vec![AgentInterface {
+            url: format!("{public_url}{TASK_PATH}"),
+            protocol_binding: CONTRACT_BINDING.to_owned(),
+            protocol_version: "1.0".to_owned(),
+            tenant: None,
+        }],
+        provider: None,
+        version: agent.version.clone(),
+        documentation_url: None,
+        capabilities: AgentCapabilities {
+            streaming: Some(false),
+            push_notifications: Some(false),
+            extended_agent_card: None,
+            extensions: None,
+        },
+        security_schemes: None,
+        security_requirements: None,
+        default_input_modes: vec!["text/plain".to_owned(), "application/json".to_owned()],
+        default_output_modes: vec!["text/plain".to_owned()],
+        skills: agent.skills.clone(),
+        icon_url: None,
+    }
+}
+
+fn build_manifest(port: u16) -> RuntimeContract {
+    RuntimeContract {
+        contract_version: CONTRACT_VERSION.to_owned(),
+        runtime: ManifestRuntime {
+            name: "daedalus-runtime".to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            description: Some("Daedalus agent runtime (Rust reference implementation)".into()),
+        },
+        server: Some(ManifestServer {
+            port: Some(port),
+            health_path: Some(HEALTH_PATH.to_owned()),
+            agent_card_path: Some(AGENT_CARD_PATH.to_owned()),
+            task_path: Some(TASK_PATH.to_owned()),
+        }),
+        capabilities: ManifestCapabilities {
+            streaming: false,
+            trace_context: false,
+            graceful_shutdown: true,
+            context_compaction: false,
+        },
+        conformance_level: 1,
+    }
+}
+
+pub(super) async fn agent_card(State(state): State<ContractState>, headers: HeaderMap) -> Response {
+    state.discovery().card.respond(&headers)
+}
+
+pub(super) async fn manifest(State(state): State<ContractState>, headers: HeaderMap) -> Response {
+    state.discovery().manifest.respond(&headers)
+}

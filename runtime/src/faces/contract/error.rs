@@ -1,0 +1,85 @@
+//! `ApiError`: every error the contract face answers with, and its JSON body
+//! `{"error": {"code": <http>, "message": "..."}}`.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use daedalus_contract::container::format_duration;
+use daedalus_contract::{ErrorBody, ReadError};
+
+/// An error of the HTTP face. The message is written for the caller; it never holds secrets.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("unsupported content type {found}: send application/json")]
+    UnsupportedMediaType { found: String },
+    #[error("request body is larger than the {limit}-byte limit")]
+    PayloadTooLarge { limit: u64 },
+    #[error("request body not received within {}", format_duration(*.0))]
+    BodyTimeout(Duration),
+    #[error("could not read the request body")]
+    BodyRead(#[source] axum::Error),
+    #[error("not a SendMessageRequest: {0}")]
+    Unreadable(#[source] ReadError),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("runtime is starting; not ready for tasks yet")]
+    NotReady,
+    #[error("runtime is shutting down; send the task to another replica")]
+    ShuttingDown,
+    #[error("runtime is shutting down; the task was canceled before it finished")]
+    CanceledByShutdown,
+    #[error("runtime is running as many tasks as it may (MAX_CONCURRENT_TASKS); retry later")]
+    Busy,
+    #[error("no route for {method} {path}")]
+    NotFound { method: String, path: String },
+    #[error("method {method} not allowed on {path}")]
+    MethodNotAllowed { method: String, path: String },
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            ApiError::BodyRead(_) | ApiError::Unreadable(_) | ApiError::BadRequest(_) => {
+                StatusCode::BAD_REQUEST
+            }
+            ApiError::NotReady
+            | ApiError::ShuttingDown
+            | ApiError::CanceledByShutdown
+            | ApiError::Busy => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() && status != StatusCode::SERVICE_UNAVAILABLE {
+            tracing::error!(error = %self, "request failed");
+        } else {
+            tracing::debug!(status = status.as_u16(), error = %self, "request refused");
+        }
+        let busy = matches!(self, ApiError::Busy);
+        let mut response = (
+            status,
+            Json(ErrorBody::new(status.as_u16(), self.to_string())),
+        )
+            .into_response();
+        if busy {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        response
+    }
+}

@@ -1,0 +1,56 @@
+//! `GET /health`: 200 `{"status":"ok"}` when ready; 503 while starting or shutting down.
+//! `GET /healthz`: the LLM provider preflight, per provider (re-probed when stale).
+
+use axum::Json;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use super::ContractState;
+use super::error::ApiError;
+use crate::lifecycle::Phase;
+
+#[derive(Serialize)]
+struct Healthy {
+    status: &'static str,
+}
+
+pub(super) async fn health(State(state): State<ContractState>) -> Response {
+    match state.core().lifecycle().phase() {
+        Phase::Ready => Json(Healthy { status: "ok" }).into_response(),
+        Phase::Starting => ApiError::NotReady.into_response(),
+        Phase::Draining => ApiError::ShuttingDown.into_response(),
+    }
+}
+
+#[derive(Serialize)]
+struct Healthz {
+    status: &'static str,
+    providers: Vec<crate::llm::preflight::ProviderCheck>,
+    downstream: Vec<crate::fleet::DownstreamState>,
+}
+
+/// 200 `{"status":"ok"}` when the active provider passed its last check and every downstream
+/// MCP server was reachable at its last attempt, else 503 `{"status":"degraded"}`; `providers`
+/// lists every provider checked and `downstream` every agent's servers. Not a liveness probe:
+/// a wrong API key makes it 503 without anything a restart would fix.
+pub(super) async fn healthz(State(state): State<ContractState>) -> Response {
+    let providers = state.core().preflight().current().await;
+    let downstream = state.core().fleet().downstream_states();
+    let healthy =
+        providers.iter().filter(|p| p.active).all(|p| p.ok) && downstream.iter().all(|d| d.ok);
+    let code = if healthy {
+        axum::http::StatusCode::OK
+    } else {
+        axum::http::StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        code,
+        Json(Healthz {
+            status: if healthy { "ok" } else { "degraded" },
+            providers,
+            downstream,
+        }),
+    )
+        .into_response()
+}

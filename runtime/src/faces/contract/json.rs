@@ -1,0 +1,176 @@
+//! `ContractJson<T>`: the body extractor of the contract face.
+//!
+//! In order: the content type must be `application/json` or `application/a2a+json` (a UTF-8
+//! `charset` parameter is fine) else 415; a declared or actual body over the limit is 413; a
+//! body that does not arrive within the body timeout is 408; then the lenient reader parses it,
+//! and anything it refuses is 400 with the path of the offending field.
+
+use axum::body::Body;
+use axum::extract::{FromRequest, Request};
+use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::BodyExt;
+use serde::de::DeserializeOwned;
+
+use super::ContractState;
+use super::error::ApiError;
+
+/// The most of a refused body read (and dropped) before the connection is closed instead.
+const DISCARD_CAP: usize = 64 * 1024 * 1024;
+
+/// A JSON body read leniently into `T`, with the contract's error codes.
+#[derive(Debug)]
+pub(super) struct ContractJson<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<ContractState> for ContractJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &ContractState) -> Result<Self, ApiError> {
+        let limits = state.limits();
+        if let Err(refused) = check_content_type(req.headers().get(CONTENT_TYPE)) {
+            // Read and drop the body, as for a 413, so a pipelined request after it is read
+            // from its start.
+            discard(req.into_body(), limits.body_read_timeout).await;
+            return Err(refused);
+        }
+        let declared = req
+            .headers()
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        let body = req.into_body();
+        if declared.is_some_and(|len| len > limits.max_body_bytes) {
+            discard(body, limits.body_read_timeout).await;
+            return Err(ApiError::PayloadTooLarge {
+                limit: limits.max_body_bytes,
+            });
+        }
+        let bytes = read_body(
+            body,
+            declared.unwrap_or(0),
+            limits.max_body_bytes,
+            limits.body_read_timeout,
+        )
+        .await?;
+        daedalus_contract::read::from_slice(&bytes)
+            .map(ContractJson)
+            .map_err(ApiError::Unreadable)
+    }
+}
+
+/// Reads the whole body, refusing it once it passes `limit` bytes. `declared` (the
+/// Content-Length, at most `limit`) sizes the buffer once instead of growing it by copies.
+async fn read_body(
+    body: Body,
+    declared: u64,
+    limit: u64,
+    timeout: Duration,
+) -> Result<Bytes, ApiError> {
+    let limit_usize = usize::try_from(limit).unwrap_or(usize::MAX);
+    let mut body = body;
+    let mut buf = BytesMut::with_capacity(usize::try_from(declared.min(limit)).unwrap_or(0));
+    let read = async {
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(ApiError::BodyRead)?;
+            if let Ok(data) = frame.into_data() {
+                if buf.len() + data.len() > limit_usize {
+                    return Err(ApiError::PayloadTooLarge { limit });
+                }
+                buf.extend_from_slice(&data);
+            }
+        }
+        Ok(())
+    };
+    match tokio::time::timeout(timeout, read).await {
+        Err(_) => Err(ApiError::BodyTimeout(timeout)),
+        Ok(Err(e @ ApiError::PayloadTooLarge { .. })) => {
+            discard(body, timeout).await;
+            Err(e)
+        }
+        Ok(result) => result.map(|()| buf.freeze()),
+    }
+}
+
+/// Reads and drops what is left of a refused body (up to [`DISCARD_CAP`] bytes), so that an
+/// HTTP/1.1 client still sending it reads our 413 or 415 instead of a reset connection, and a
+/// kept-alive connection stays in step. A body past the cap is left unread; the connection is
+/// then closed (see `unread_body`).
+async fn discard(mut body: Body, timeout: Duration) {
+    let drain = async {
+        let mut seen: usize = 0;
+        while let Some(Ok(frame)) = body.frame().await {
+            seen += frame.data_ref().map_or(0, Bytes::len);
+            if seen > DISCARD_CAP {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(timeout, drain).await;
+}
+
+/// Accepts `application/json` and `application/a2a+json`, with an optional UTF-8 charset.
+fn check_content_type(value: Option<&axum::http::HeaderValue>) -> Result<(), ApiError> {
+    let refuse = |found: &str| ApiError::UnsupportedMediaType {
+        found: format!("{found:?}"),
+    };
+    let Some(value) = value else {
+        return Err(refuse("none"));
+    };
+    let text = value.to_str().map_err(|_| refuse("(not ASCII)"))?;
+    let mut params = text.split(';');
+    let essence = params.next().unwrap_or_default().trim();
+    let json = essence.eq_ignore_ascii_case("application/json")
+        || essence.eq_ignore_ascii_case("application/a2a+json");
+    if !json {
+        return Err(refuse(text));
+    }
+    for param in params {
+        let (name, val) = param.split_once('=').unwrap_or((param, ""));
+        let val = val.trim().trim_matches('"');
+        if name.trim().eq_ignore_ascii_case("charset")
+            && !(val.eq_ignore_ascii_case("utf-8") || val.eq_ignore_ascii_case("utf8"))
+        {
+            return Err(refuse(text));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::check_content_type;
+
+    #[test]
+    fn content_types() {
+        let ok = [
+            "application/json",
+            "Application/JSON",
+            "application/json; charset=utf-8",
+            "application/json;charset=\"UTF-8\"",
+            "application/a2a+json",
+        ];
+        for v in ok {
+            assert!(
+                check_content_type(Some(&HeaderValue::from_static(v))).is_ok(),
+                "{v}"
+            );
+        }
+        let bad = [
+            "text/plain",
+            "application/jsonx",
+            "application/json; charset=latin1",
+            "",
+        ];
+        for v in bad {
+            assert!(
+                check_content_type(Some(&HeaderValue::from_static(v))).is_err(),
+                "{v}"
+            );
+        }
+        assert!(check_content_type(None).is_err());
+    }
+}

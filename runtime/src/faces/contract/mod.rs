@@ -1,0 +1,127 @@
+//! The contract face: `POST /`, `GET /health`, `GET /.well-known/agent-card.json` and the
+//! runtime-contract manifest, as an axum router over [`ContractState`]. Handlers translate the
+//! wire into calls of the turn service and back; they decide nothing about turns.
+
+mod discovery;
+mod error;
+mod health;
+mod json;
+pub(crate) mod send;
+mod unread_body;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{Method, Uri};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use daedalus_contract::container::{AGENT_CARD_PATH, HEALTH_PATH, MANIFEST_PATH, TASK_PATH};
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::trace::TraceLayer;
+
+pub use discovery::{CONTRACT_BINDING, Discovery};
+pub use error::ApiError;
+
+use crate::config::Limits;
+use crate::core::Core;
+use crate::lifecycle::Phase;
+
+/// The contract face's state: the runtime's core, the agent it serves, and its discovery
+/// documents.
+#[derive(Debug, Clone)]
+pub struct ContractState(Arc<Shared>);
+
+#[derive(Debug)]
+struct Shared {
+    core: Core,
+    /// The agent `POST /` runs.
+    agent: String,
+    discovery: Discovery,
+    /// Body size and read timeouts of `POST /`.
+    limits: Limits,
+}
+
+impl ContractState {
+    /// The face of `core` serving `agent`.
+    pub fn new(core: Core, agent: &str, discovery: Discovery, limits: Limits) -> Self {
+        Self(Arc::new(Shared {
+            core,
+            agent: agent.to_owned(),
+            discovery,
+            limits,
+        }))
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.0.limits
+    }
+
+    pub fn core(&self) -> &Core {
+        &self.0.core
+    }
+
+    /// The name of the agent the contract face serves.
+    pub fn agent(&self) -> &str {
+        &self.0.agent
+    }
+
+    fn discovery(&self) -> &Discovery {
+        &self.0.discovery
+    }
+}
+
+/// The contract face's routes.
+pub fn router(state: ContractState) -> Router {
+    let tasks = Router::new()
+        .route(TASK_PATH, post(send::send_message))
+        .route_layer(middleware::from_fn_with_state(state.clone(), admit));
+    Router::new()
+        .route(HEALTH_PATH, get(health::health))
+        .route("/healthz", get(health::healthz))
+        .route(AGENT_CARD_PATH, get(discovery::agent_card))
+        .route(MANIFEST_PATH, get(discovery::manifest))
+        .merge(tasks)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+        .layer(middleware::from_fn(unread_body::close_if_body_unread))
+        .layer(TraceLayer::new_for_http())
+        .layer(CatchPanicLayer::custom(
+            |_: Box<dyn std::any::Any + Send>| {
+                ApiError::Internal("the handler panicked".to_owned()).into_response()
+            },
+        ))
+}
+
+/// Admission for task routes: 503 unless ready, before the body is read; otherwise the request
+/// counts as in flight until its response is sent.
+async fn admit(State(state): State<ContractState>, req: Request, next: Next) -> Response {
+    let core = state.core();
+    match core.lifecycle().phase() {
+        Phase::Starting => ApiError::NotReady.into_response(),
+        Phase::Draining => ApiError::ShuttingDown.into_response(),
+        Phase::Ready => {
+            let _inflight = core.turns().hold();
+            next.run(req).await
+        }
+    }
+}
+
+async fn not_found(method: Method, uri: Uri) -> ApiError {
+    ApiError::NotFound {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+    }
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::MethodNotAllowed {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

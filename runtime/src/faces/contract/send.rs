@@ -1,0 +1,68 @@
+//! `POST /`: one turn of an A2A task through the turn service, answered with the `Task`.
+//!
+//! The task, context, continuation and replay rules are the turn service's
+//! ([`crate::turns::Memory::Task`]); this handler reads the request, passes the caller's bearer
+//! token and `metadata.request_params`, and maps refusals to HTTP statuses.
+//!
+//! `history` is returned only when `configuration.historyLength` asks for it, so a result
+//! never grows by the size of its own input.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use daedalus_contract::{Metadata, SendMessageRequest, Task};
+use serde_json::Value;
+
+use super::ContractState;
+use super::error::ApiError;
+use super::json::ContractJson;
+use crate::agent_loop::Bearer;
+use crate::sampling::{SamplingError, SamplingParams};
+use crate::turns::{Memory, TurnError, TurnRequest};
+
+pub(super) async fn send_message(
+    State(state): State<ContractState>,
+    headers: HeaderMap,
+    ContractJson(request): ContractJson<SendMessageRequest>,
+) -> Result<Json<Task>, ApiError> {
+    let history_length = request.history_length();
+    let mut turn = TurnRequest::new(state.agent(), request.message, Memory::Task);
+    turn.sampling = sampling(request.metadata.as_ref());
+    turn.bearer = Bearer::from_headers(&headers);
+    turn.history_length = history_length;
+    state
+        .core()
+        .turns()
+        .run(turn)
+        .await
+        .map(Json)
+        .map_err(|e| refusal(&e))
+}
+
+/// `metadata.request_params`: the caller's sampling parameters for this turn.
+fn sampling(metadata: Option<&Metadata>) -> Result<SamplingParams, SamplingError> {
+    const KEY: &str = "metadata.request_params";
+    match metadata.and_then(|m| m.get("request_params")) {
+        None | Some(Value::Null) => Ok(SamplingParams::default()),
+        Some(Value::Object(params)) => SamplingParams::from_map(params).map_err(|e| e.under(KEY)),
+        Some(_) => Err(SamplingError {
+            key: KEY.to_owned(),
+            why: "must be an object".to_owned(),
+        }),
+    }
+}
+
+fn refusal(error: &TurnError) -> ApiError {
+    match error {
+        TurnError::InvalidMessage { .. } | TurnError::ContextMismatch { .. } => {
+            ApiError::BadRequest(error.to_string())
+        }
+        TurnError::NotReady => ApiError::NotReady,
+        TurnError::ShuttingDown => ApiError::ShuttingDown,
+        TurnError::Busy => ApiError::Busy,
+        TurnError::CanceledByShutdown => ApiError::CanceledByShutdown,
+        TurnError::UnknownAgent(_) | TurnError::WorkerStopped(_) => {
+            ApiError::Internal(error.to_string())
+        }
+    }
+}

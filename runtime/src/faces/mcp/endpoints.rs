@@ -1,0 +1,131 @@
+//! The plain-HTTP companions of the MCP face: the registry document and `/metrics`, served on
+//! the main port, the registry port and each agent's own port; and the readiness wait that
+//! orders startup by `depends_on`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use daedalus_contract::model::registry::ServerList;
+
+use crate::metrics::{self, Metrics};
+
+/// The registry path.
+pub const REGISTRY_PATH: &str = "/.well-known/mcp/server.json";
+/// How long an agent waits for each of its `depends_on` agents to answer.
+pub const DEPENDENCY_WAIT: Duration = Duration::from_mins(1);
+
+async fn registry(State(doc): State<Arc<ServerList>>) -> Response {
+    axum::Json(doc.as_ref().clone()).into_response()
+}
+
+async fn metrics_text(State(m): State<Arc<Metrics>>) -> Response {
+    ([(CONTENT_TYPE, metrics::CONTENT_TYPE)], m.render()).into_response()
+}
+
+/// `GET /.well-known/mcp/server.json`.
+pub fn registry_routes(doc: Arc<ServerList>) -> Router {
+    Router::new()
+        .route(REGISTRY_PATH, get(registry))
+        .with_state(doc)
+}
+
+/// `GET /metrics`.
+pub fn metrics_routes(m: Arc<Metrics>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics_text))
+        .with_state(m)
+}
+
+/// Why an agent could not start.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "agent {agent} depends on {dependency}, whose MCP endpoint {url} did not answer within {waited:?}"
+)]
+pub struct DependencyNotReady {
+    pub agent: String,
+    pub dependency: String,
+    pub url: String,
+    pub waited: Duration,
+}
+
+/// Waits until `url` answers HTTP at all (any status: the MCP endpoint is listening).
+pub async fn wait_ready(
+    client: &reqwest::Client,
+    agent: &str,
+    dependency: &str,
+    url: &str,
+    limit: Duration,
+) -> Result<(), DependencyNotReady> {
+    let started = Instant::now();
+    loop {
+        let attempt = client
+            .get(url)
+            .header("accept", "text/event-stream")
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await;
+        if attempt.is_ok() {
+            return Ok(());
+        }
+        if started.elapsed() >= limit {
+            return Err(DependencyNotReady {
+                agent: agent.to_owned(),
+                dependency: dependency.to_owned(),
+                url: url.to_owned(),
+                waited: limit,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_dependency_that_never_answers_is_a_clear_error() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/mcp", closed.local_addr().unwrap());
+        drop(closed);
+        let e = wait_ready(
+            &reqwest::Client::new(),
+            "coordinator",
+            "researcher",
+            &url,
+            Duration::from_millis(300),
+        )
+        .await
+        .unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("coordinator") && text.contains("researcher") && text.contains(&url),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_listening_endpoint_is_ready_whatever_it_answers() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let app = Router::new().route(
+            "/mcp",
+            get(|| async { (axum::http::StatusCode::METHOD_NOT_ALLOWED, "") }),
+        );
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        wait_ready(
+            &reqwest::Client::new(),
+            "a",
+            "b",
+            &url,
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+    }
+}

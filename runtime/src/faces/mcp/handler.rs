@@ -1,0 +1,271 @@
+//! The MCP methods of one agent's server: `tools/list`, `tools/call`, `prompts/list`,
+//! `prompts/get`.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult, ListToolsResult,
+    PaginatedRequestParams, Prompt, PromptMessage, ProtocolVersion, Role as McpRole,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Map, Value, json};
+
+use super::caller::{bearer, conversation};
+use super::{Face, health, send};
+use crate::config::deployment::InstanceScope;
+use crate::lifecycle::Phase;
+use crate::metrics::{AgentLabel, DownstreamLabel, ProviderLabel};
+use crate::sampling::SamplingParams;
+
+/// The tool that runs the agent.
+pub const SEND_MESSAGE: &str = "send_message";
+/// The tool that reports health without the model.
+pub const GET_HEALTH: &str = "get_health";
+
+/// One MCP session's handler of an agent.
+#[derive(Debug, Clone)]
+pub struct AgentServer {
+    face: Arc<Face>,
+}
+
+impl AgentServer {
+    pub fn new(face: Arc<Face>) -> Self {
+        Self { face }
+    }
+
+    fn history_prompt(&self) -> String {
+        format!("{}_history", self.face.name())
+    }
+
+    /// The alias tool name, unless it would shadow a built-in tool.
+    fn alias(&self) -> Option<&str> {
+        Some(self.face.name()).filter(|n| *n != SEND_MESSAGE && *n != GET_HEALTH)
+    }
+}
+
+fn object(value: &Value) -> Arc<Map<String, Value>> {
+    Arc::new(value.as_object().cloned().unwrap_or_default())
+}
+
+/// The `send_message` arguments, as a JSON schema; the sampling keys come from
+/// [`SamplingParams`], the one list of them.
+fn send_schema() -> Value {
+    let mut schema = json!({
+        "type": "object",
+        "properties": {
+            "message": {"type": "string", "description": "The message to the agent"},
+            "images": {
+                "type": "array",
+                "description": "Images for a vision model, base64-encoded",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "data": {"type": "string", "description": "base64 image bytes"},
+                        "mime_type": {"type": "string", "description": "e.g. image/png"}
+                    },
+                    "required": ["data", "mime_type"]
+                }
+            },
+            "request_params": {
+                "type": "object",
+                "description": "Sampling parameters for this call (null clears the agent's default)"
+            }
+        },
+        "required": ["message"]
+    });
+    if let Some(properties) = schema["properties"].as_object_mut() {
+        properties.extend(SamplingParams::property_schemas());
+    }
+    schema
+}
+
+impl AgentServer {
+    async fn get_health(&self, context: &RequestContext<RoleServer>) -> CallToolResult {
+        let face = &self.face;
+        let bearer = bearer(context);
+        let probes = futures::future::join_all(
+            face.downstream
+                .iter()
+                .map(|(name, server)| health::probe(&face.probe_client, name, server, &bearer)),
+        );
+        // The provider's preflight is cached; when it is due again, it is re-probed while the
+        // downstream servers are, not after them.
+        let provider = async {
+            let provider = face.provider?;
+            let checks = face.core.preflight().current().await;
+            checks
+                .into_iter()
+                .find(|c| c.provider == provider)
+                .map(|c| (c.ok, format!("{provider}: {}", c.message)))
+        };
+        let (probes, provider) = tokio::join!(probes, provider);
+        let metrics = face.core.metrics();
+        if let Some((ok, _)) = &provider {
+            metrics
+                .llm_provider_up
+                .get_or_create(&ProviderLabel {
+                    provider: face.provider.unwrap_or_default().to_owned(),
+                })
+                .set(i64::from(*ok));
+        }
+        for p in &probes {
+            metrics
+                .downstream_up
+                .get_or_create(&DownstreamLabel {
+                    agent: face.name().to_owned(),
+                    server: p.server.clone(),
+                })
+                .set(i64::from(p.problem.is_none()));
+        }
+        let accepting = face.core.lifecycle().phase() == Phase::Ready;
+        let report = health::report(&probes, provider, accepting);
+        let value = match report.status {
+            "ok" => 1.0,
+            "degraded" => 0.5,
+            _ => 0.0,
+        };
+        metrics
+            .agent_health_status
+            .get_or_create(&AgentLabel {
+                agent: face.name().to_owned(),
+            })
+            .set(value);
+        let text = serde_json::to_string(&report).unwrap_or_default();
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    }
+}
+
+impl ServerHandler for AgentServer {
+    fn get_info(&self) -> ServerConfig {
+        let def = &self.face.def;
+        let capabilities = if def.instance_scope == InstanceScope::Request {
+            ServerCapabilities::builder().enable_tools().build()
+        } else {
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_prompts()
+                .build()
+        };
+        ServerConfig::new(capabilities)
+            .with_server_info(
+                Implementation::new(def.name.clone(), env!("CARGO_PKG_VERSION"))
+                    .with_description(def.description.clone()),
+            )
+            .with_instructions(format!(
+                "Call {SEND_MESSAGE} (or {}) with a message to talk to {}. {}",
+                def.name, def.title, def.description
+            ))
+    }
+
+    /// Stop at the last revision with `initialize` and sessions, which per-connection
+    /// history needs; clients fall back to it.
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+    }
+
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let def = &self.face.def;
+        let about = if def.description.is_empty() {
+            format!(
+                "Send a message to the {} agent and get its answer.",
+                def.title
+            )
+        } else {
+            format!(
+                "Send a message to the {} agent and get its answer. {}",
+                def.title, def.description
+            )
+        };
+        let schema = object(&send_schema());
+        let mut tools = vec![Tool::new(SEND_MESSAGE, about.clone(), Arc::clone(&schema))];
+        if let Some(alias) = self.alias() {
+            tools.push(Tool::new(alias.to_owned(), about, schema));
+        }
+        tools.push(Tool::new(
+            GET_HEALTH,
+            "Returns the health status of this agent and its downstream dependencies.",
+            object(&json!({"type": "object", "properties": {}, "additionalProperties": false})),
+        ));
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.as_ref();
+        if name == GET_HEALTH {
+            return Ok(self.get_health(&context).await.into());
+        }
+        if name == SEND_MESSAGE || Some(name) == self.alias() {
+            let arguments = request.arguments.unwrap_or_default();
+            return Ok(send::send_message(&self.face, arguments, &context)
+                .await
+                .into());
+        }
+        Err(ErrorData::invalid_params(
+            format!("no tool named {name}; this agent offers {SEND_MESSAGE} and {GET_HEALTH}"),
+            None,
+        ))
+    }
+
+    async fn list_prompts(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        if self.face.scope() == InstanceScope::Request {
+            return Ok(ListPromptsResult::with_all_items(Vec::new()));
+        }
+        Ok(ListPromptsResult::with_all_items(vec![Prompt::new(
+            self.history_prompt(),
+            Some(format!(
+                "The conversation with {} so far",
+                self.face.def.title
+            )),
+            None,
+        )]))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        if self.face.scope() == InstanceScope::Request || request.name != self.history_prompt() {
+            return Err(ErrorData::invalid_params(
+                format!("no prompt named {}", request.name),
+                None,
+            ));
+        }
+        let messages = match conversation(&self.face, &context) {
+            Some(key) => {
+                let turns = self.face.core.turns();
+                turns.conversation(self.face.name(), &key).await
+            }
+            None => Vec::new(),
+        };
+        let messages = messages
+            .iter()
+            .map(|m| {
+                let role = match m.role {
+                    daedalus_contract::Role::User => McpRole::User,
+                    daedalus_contract::Role::Agent => McpRole::Assistant,
+                };
+                PromptMessage::new_text(role, m.text())
+            })
+            .collect();
+        Ok(GetPromptResult::new(messages)
+            .with_description(format!("The conversation with {}", self.face.def.title))
+            .into())
+    }
+}

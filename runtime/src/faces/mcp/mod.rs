@@ -1,0 +1,163 @@
+//! The MCP face for Daedalus: one Streamable HTTP MCP server (rmcp) per agent, at
+//! `/agents/<name>/mcp` on the main port and at `/mcp` on the agent's own `port`.
+//!
+//! Each offers the tools `send_message` and an alias named after the agent (both
+//! `{message, images?, sampling...}`), `get_health`, and — unless the agent's `instance_scope` is
+//! `request` — the prompt `<agent>_history`. `instance_scope` decides which conversation a call
+//! continues: `shared` (one for everybody), `connection` (one per MCP session), `request`
+//! (none). The protocol versions offered stop at 2025-11-25, so modern clients still
+//! `initialize` and get the session that per-connection history needs.
+
+mod caller;
+pub mod endpoints;
+mod handler;
+pub mod health;
+pub mod progress;
+pub mod registry;
+mod send;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::Router;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
+use crate::config::deployment::{
+    AgentDef, Deployment, InstanceScope, McpServer, ModelRef, ServerRef,
+};
+use crate::core::Core;
+
+pub use handler::{AgentServer, GET_HEALTH, SEND_MESSAGE};
+
+/// The MCP endpoint path on an agent's own port.
+pub const OWN_PORT_PATH: &str = "/mcp";
+
+/// The MCP endpoint path of `agent` on the main port.
+pub fn main_port_path(agent: &str) -> String {
+    format!("/agents/{agent}/mcp")
+}
+
+/// One agent's MCP face: what its handlers share across sessions.
+#[derive(Debug)]
+pub struct Face {
+    pub def: AgentDef,
+    /// The agent's downstream MCP servers, by name (sub-agents are in-process, not probed).
+    pub downstream: BTreeMap<String, McpServer>,
+    /// The provider its model runs on (`None` for passthrough).
+    pub provider: Option<&'static str>,
+    /// The runtime's core: turns run through its turn service.
+    pub core: Core,
+    /// For `get_health` probes: short timeouts, no pooling surprises.
+    pub probe_client: reqwest::Client,
+}
+
+impl Face {
+    /// The face of `def`, when `core`'s fleet has an agent of that name.
+    pub fn new(def: &AgentDef, deployment: &Deployment, core: Core) -> Option<Self> {
+        core.fleet().agents.get(&def.name)?;
+        let downstream = def
+            .servers
+            .iter()
+            .filter_map(|s| match s {
+                ServerRef::Mcp(name) => deployment
+                    .mcp_servers
+                    .get(name)
+                    .map(|server| (name.clone(), server.clone())),
+                ServerRef::Agent(_) => None,
+            })
+            .collect();
+        let provider = match def.model {
+            ModelRef::Passthrough => None,
+            ModelRef::OpenAi(_) => Some("openai"),
+            ModelRef::Anthropic(_) => Some("anthropic"),
+        };
+        let probe_client = reqwest::Client::builder()
+            .connect_timeout(health::PROBE_TIMEOUT)
+            .build()
+            .unwrap_or_default();
+        Some(Self {
+            def: def.clone(),
+            downstream,
+            provider,
+            core,
+            probe_client,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.def.name
+    }
+
+    pub fn scope(&self) -> InstanceScope {
+        self.def.instance_scope
+    }
+}
+
+/// Settings every agent's MCP service shares.
+#[derive(Debug, Clone)]
+pub struct ServiceSettings {
+    /// Accepted `Host` values (`host` from agents.yaml, loopback, and `MCP_ALLOWED_HOSTS`).
+    pub allowed_hosts: Vec<String>,
+    /// Largest request body (images travel base64 in it).
+    pub max_body_bytes: usize,
+    /// Fired at shutdown: ends every MCP session (and its open streams).
+    pub stop: tokio_util::sync::CancellationToken,
+}
+
+/// The Streamable HTTP service of `face`.
+pub fn service(
+    face: &Arc<Face>,
+    settings: &ServiceSettings,
+) -> StreamableHttpService<AgentServer, LocalSessionManager> {
+    let mut config = StreamableHttpServerConfig::default();
+    config.allowed_hosts.clone_from(&settings.allowed_hosts);
+    config.max_request_body_bytes = settings.max_body_bytes;
+    config.cancellation_token = settings.stop.child_token();
+    let face = Arc::clone(face);
+    StreamableHttpService::new(
+        move || Ok(AgentServer::new(Arc::clone(&face))),
+        LocalSessionManager::default().into(),
+        config,
+    )
+}
+
+/// Every agent's MCP endpoint on the main port.
+pub fn main_port_routes(faces: &[Arc<Face>], settings: &ServiceSettings) -> Router {
+    faces
+        .iter()
+        .fold(Router::new(), |router, face| {
+            router.nest_service(&main_port_path(face.name()), service(face, settings))
+        })
+        .layer(axum::middleware::from_fn(delete_answers_200))
+}
+
+/// `face`'s MCP endpoint at `/mcp`, for its own port.
+pub fn own_port_routes(face: &Arc<Face>, settings: &ServiceSettings) -> Router {
+    Router::new()
+        .nest_service(OWN_PORT_PATH, service(face, settings))
+        .layer(axum::middleware::from_fn(delete_answers_200))
+}
+
+/// rmcp answers a session's `DELETE` with 202; both major versions of the Python SDK (and so
+/// Daedalus) log every status but 200 as a failed termination. The session is gone either way.
+async fn delete_answers_200(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let delete = request.method() == http::Method::DELETE;
+    let mut response = next.run(request).await;
+    if delete && response.status() == http::StatusCode::ACCEPTED {
+        *response.status_mut() = http::StatusCode::OK;
+    }
+    response
+}
+
+/// The faces of every agent of `deployment`.
+pub fn faces(deployment: &Deployment, core: &Core) -> Vec<Arc<Face>> {
+    deployment
+        .agents
+        .iter()
+        .filter_map(|def| Face::new(def, deployment, core.clone()).map(Arc::new))
+        .collect()
+}

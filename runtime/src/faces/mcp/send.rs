@@ -1,0 +1,197 @@
+//! `send_message` (and the alias named after the agent): one turn through the turn service,
+//! answered with its text; a failure is `isError: true` with a reason a person can act on.
+//!
+//! Arguments: `message` (required), `images` (`[{data, mime_type}]`, base64), and sampling
+//! parameters — top-level keys (`temperature`, `top_p`, ...) or a `request_params` object; the
+//! top-level keys win, and `null` clears the agent's default. The conversation is chosen by
+//! the agent's `instance_scope` ([`super::caller`]).
+
+use std::time::Instant;
+
+use base64::Engine as _;
+use daedalus_contract::{Message, Part, PartContent, Role, Task, TaskState};
+use rmcp::RoleServer;
+use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::service::RequestContext;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::Face;
+use super::caller;
+use super::progress::Reporter;
+use crate::metrics::{AgentLabel, AgentOutcome as OutcomeLabel};
+use crate::sampling::{SamplingError, SamplingParams};
+use crate::turns::{TurnError, TurnRequest};
+
+#[derive(Debug, Deserialize)]
+struct SendArgs {
+    message: String,
+    #[serde(default)]
+    images: Vec<ImageArg>,
+    #[serde(default)]
+    request_params: Option<Map<String, Value>>,
+    /// The top-level sampling keys (and whatever else the caller sent).
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ImageArg {
+    data: String,
+    mime_type: String,
+}
+
+fn failure(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text)])
+}
+
+/// Runs the call and records it in `pallas_send_message_*`.
+pub(super) async fn send_message(
+    face: &Face,
+    arguments: Map<String, Value>,
+    context: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    let started = Instant::now();
+    let result = run(face, arguments, context).await;
+    let metrics = face.core.metrics();
+    let outcome = if result.is_error == Some(true) {
+        "error"
+    } else {
+        "ok"
+    };
+    metrics
+        .send_message
+        .get_or_create(&OutcomeLabel {
+            agent: face.name().to_owned(),
+            outcome,
+        })
+        .inc();
+    metrics
+        .send_message_duration
+        .get_or_create(&AgentLabel {
+            agent: face.name().to_owned(),
+        })
+        .observe(started.elapsed().as_secs_f64());
+    result
+}
+
+/// The user message for `args`, or why it cannot be made.
+fn user_message(args: &SendArgs) -> Result<Message, String> {
+    if args.message.trim().is_empty() && args.images.is_empty() {
+        return Err("`message` is empty; send the text for the agent".to_owned());
+    }
+    let mut parts = vec![Part::text(args.message.clone())];
+    for (i, image) in args.images.iter().enumerate() {
+        if !image.mime_type.starts_with("image/") {
+            return Err(format!(
+                "images[{i}].mime_type is {:?}; only image/* types are accepted",
+                image.mime_type
+            ));
+        }
+        if base64::engine::general_purpose::STANDARD
+            .decode(image.data.as_bytes())
+            .is_err()
+        {
+            return Err(format!("images[{i}].data is not base64"));
+        }
+        let mut part = Part::from_content(PartContent::Raw(image.data.clone()));
+        part.media_type = Some(image.mime_type.clone());
+        parts.push(part);
+    }
+    Ok(Message::new(
+        uuid::Uuid::new_v4().to_string(),
+        Role::User,
+        parts,
+    ))
+}
+
+/// The call's sampling parameters: `request_params`, then the top-level keys over them.
+/// Top-level keys that are not sampling keys are not this function's business.
+fn sampling(args: &SendArgs) -> Result<SamplingParams, SamplingError> {
+    let nested = match &args.request_params {
+        Some(params) => SamplingParams::from_map(params).map_err(|e| e.under("request_params"))?,
+        None => SamplingParams::default(),
+    };
+    let known = SamplingParams::property_schemas();
+    let mut top = args.rest.clone();
+    top.retain(|key, _| known.contains_key(key));
+    Ok(SamplingParams::from_map(&top)?.over(&nested))
+}
+
+/// The tool result for a turn's task.
+fn answer(task: &Task) -> CallToolResult {
+    let status_text = || {
+        task.status
+            .message
+            .as_ref()
+            .map(Message::text)
+            .unwrap_or_default()
+    };
+    match task.status.state {
+        TaskState::Completed => {
+            let text: Vec<&str> = task
+                .artifacts
+                .iter()
+                .flat_map(|a| &a.parts)
+                .filter_map(Part::as_text)
+                .collect();
+            CallToolResult::success(vec![ContentBlock::text(text.join("\n"))])
+        }
+        TaskState::InputRequired => {
+            CallToolResult::success(vec![ContentBlock::text(status_text())])
+        }
+        TaskState::Canceled => failure("the call was canceled"),
+        _ => failure(status_text()),
+    }
+}
+
+/// Why the turn did not run, for the caller.
+fn refusal(error: &TurnError) -> CallToolResult {
+    match error {
+        TurnError::NotReady | TurnError::ShuttingDown => {
+            failure("the runtime is shutting down and takes no new work; try again shortly")
+        }
+        TurnError::Busy => failure(
+            "the runtime is running as many tasks as it may (MAX_CONCURRENT_TASKS); try again shortly",
+        ),
+        other => failure(other.to_string()),
+    }
+}
+
+async fn run(
+    face: &Face,
+    arguments: Map<String, Value>,
+    context: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    let args: SendArgs = match serde_json::from_value(Value::Object(arguments)) {
+        Ok(a) => a,
+        Err(e) => {
+            return failure(format!(
+                "invalid arguments: {e}; send {{\"message\": \"...\"}}"
+            ));
+        }
+    };
+    let message = match user_message(&args) {
+        Ok(m) => m,
+        Err(why) => return failure(why),
+    };
+    let sampling = match sampling(&args) {
+        Ok(s) => s,
+        Err(e) => return failure(format!("invalid arguments: {e}")),
+    };
+    let mut turn = TurnRequest::new(face.name(), message, caller::memory(face, context));
+    turn.sampling = Ok(sampling);
+    turn.bearer = caller::bearer(context);
+    // Progress only for a caller that asked for it with a token.
+    let reporter = context
+        .meta
+        .get_progress_token()
+        .map(|token| Reporter::start(context.peer.clone(), token));
+    if let Some(reporter) = &reporter {
+        turn.events = reporter.sink(crate::agent_loop::EventSink::default());
+    }
+    match face.core.turns().run(turn).await {
+        Ok(task) => answer(&task),
+        Err(e) => refusal(&e),
+    }
+}

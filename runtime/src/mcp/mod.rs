@@ -1,7 +1,0 @@
-//! Downstream MCP servers (Streamable HTTP, via rmcp) as a [`ToolSource`](crate::agent::ToolSource).
-
-mod client;
-mod error;
-
-pub use client::{McpServers, McpStatus};
-pub use error::McpError;

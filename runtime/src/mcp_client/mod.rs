@@ -1,0 +1,7 @@
+//! Downstream MCP servers (Streamable HTTP, via rmcp) as a [`ToolSource`](crate::agent_loop::ToolSource).
+
+mod client;
+mod error;
+
+pub use client::{McpServers, McpStatus};
+pub use error::McpError;

@@ -1,0 +1,100 @@
+//! Conversations are what turns are serialized on: one turn at a time per conversation,
+//! whichever face it came through (the contract face, the MCP face, later SSE and the A2A
+//! bindings), so no two turns ever interleave their rows in one session.
+//!
+//! Each face names its conversations in its own namespace: the MCP face's are `mcp/<agent>`
+//! (or `mcp/<agent>/<session>`); a context id chosen by an A2A client goes through
+//! [`ConversationKey::a2a`], which never lands in `mcp/`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+/// One async lock per live conversation; entries go when nobody holds them.
+#[derive(Debug, Default)]
+pub struct ConversationLocks(Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>);
+
+impl ConversationLocks {
+    /// The lock of conversation `key` (the same one for every caller while anyone holds it).
+    pub fn get(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(lock) = map.get(key).and_then(Weak::upgrade) {
+            return lock;
+        }
+        map.retain(|_, w| w.strong_count() > 0);
+        let lock = Arc::new(tokio::sync::Mutex::new(()));
+        map.insert(key.to_owned(), Arc::downgrade(&lock));
+        lock
+    }
+}
+
+/// The prefix of the MCP face's conversations.
+const MCP_PREFIX: &str = "mcp/";
+/// The prefix that moves an A2A context id out of other faces' namespaces.
+const A2A_PREFIX: &str = "a2a/";
+
+/// The key a conversation is locked and stored under. Only these constructors make one, so
+/// each face stays in its own namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ConversationKey(String);
+
+impl ConversationKey {
+    /// The conversation of a context id an A2A client chose: the id itself, unless it starts
+    /// with `mcp/` or `a2a/`, which get `a2a/` in front. So no A2A client reaches the MCP
+    /// face's conversations, and two different ids never share a key.
+    pub fn a2a(context_id: &str) -> Self {
+        if context_id.starts_with(MCP_PREFIX) || context_id.starts_with(A2A_PREFIX) {
+            Self(format!("{A2A_PREFIX}{context_id}"))
+        } else {
+            Self(context_id.to_owned())
+        }
+    }
+
+    /// The MCP face's one conversation of `agent` (`instance_scope: shared`).
+    pub fn mcp_shared(agent: &str) -> Self {
+        Self(format!("{MCP_PREFIX}{agent}"))
+    }
+
+    /// The MCP face's conversation of `agent` in one MCP session (`instance_scope: connection`).
+    pub fn mcp_session(agent: &str, session: &str) -> Self {
+        Self(format!("{MCP_PREFIX}{agent}/{session}"))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a2a_ids_never_reach_the_mcp_namespace_and_never_collide() {
+        let a2a = |id: &str| ConversationKey::a2a(id).as_str().to_owned();
+        assert_eq!(a2a("ctx-1"), "ctx-1");
+        assert_eq!(a2a("mcp/agent"), "a2a/mcp/agent");
+        assert_eq!(a2a("a2a/mcp/agent"), "a2a/a2a/mcp/agent");
+        for id in ["mcp/a", "mcp/a/s", "a2a/x", "x", "mcpx", ""] {
+            assert!(!a2a(id).starts_with(MCP_PREFIX), "{id}");
+        }
+        assert_ne!(a2a("mcp/a"), a2a("a2a/mcp/a"));
+        assert_ne!(
+            ConversationKey::mcp_shared("a"),
+            ConversationKey::a2a("mcp/a")
+        );
+    }
+
+    #[tokio::test]
+    async fn one_key_one_lock_while_held() {
+        let locks = ConversationLocks::default();
+        let a = locks.get("c");
+        let b = locks.get("c");
+        assert!(Arc::ptr_eq(&a, &b));
+        let _held = a.lock().await;
+        assert!(b.try_lock().is_err(), "the second caller waits");
+        assert!(locks.get("other").try_lock().is_ok());
+    }
+}

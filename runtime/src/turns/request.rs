@@ -1,0 +1,55 @@
+//! What a face asks the turn service for.
+
+use daedalus_contract::Message;
+
+use super::ConversationKey;
+use crate::agent_loop::{Bearer, EventSink};
+use crate::sampling::{SamplingError, SamplingParams};
+
+/// What a turn remembers, before and after.
+#[derive(Debug, Clone)]
+pub enum Memory {
+    /// An A2A task: its id is `message.taskId`, else `message.messageId`; its context the
+    /// message's `contextId`, else the task's, else a new one. A message for a task left in
+    /// `input-required` continues it; a message already answered gets the stored answer.
+    Task,
+    /// A conversation a face keeps by key (the MCP face's `shared` and `connection` scopes):
+    /// the turn continues it, and nothing is remembered about the turn itself.
+    Conversation(ConversationKey),
+    /// Nothing before or after (the MCP face's `request` scope).
+    None,
+}
+
+/// One turn, as a face asks for it.
+#[derive(Debug)]
+pub struct TurnRequest {
+    /// The agent of the deployment that runs the turn.
+    pub agent: String,
+    /// The new user message.
+    pub message: Message,
+    pub memory: Memory,
+    /// Sampling parameters over the agent's defaults; a face that could not read the caller's
+    /// passes why, and the turn fails with it.
+    pub sampling: Result<SamplingParams, SamplingError>,
+    /// The caller's bearer token, for downstream servers that opted into forwarding.
+    pub bearer: Bearer,
+    /// The face's listener for the loop's events (progress, SSE); metrics see them anyway.
+    pub events: EventSink,
+    /// How many messages of history the answer carries (`configuration.historyLength`).
+    pub history_length: Option<u32>,
+}
+
+impl TurnRequest {
+    /// A turn of `agent` on `message`, with no sampling overrides, credentials or listener.
+    pub fn new(agent: &str, message: Message, memory: Memory) -> Self {
+        Self {
+            agent: agent.to_owned(),
+            message,
+            memory,
+            sampling: Ok(SamplingParams::default()),
+            bearer: Bearer::default(),
+            events: EventSink::default(),
+            history_length: None,
+        }
+    }
+}

