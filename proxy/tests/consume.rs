@@ -81,7 +81,8 @@ async fn a_duplicate_publish_is_processed_once() {
         "the server flags the duplicate"
     );
     wait_results(&js, "dup", 1, WAIT).await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // The one message stored is acked: nothing is left that could run again.
+    wait_tasks_left(&js, 0).await;
     assert_eq!(results(&js, "dup").await.len(), 1);
     assert_eq!(fake.calls_for("t-1"), 1);
     proxy.shutdown().await.unwrap();
@@ -179,10 +180,10 @@ async fn a_400_gives_one_failed_result_and_no_redelivery() {
     assert_eq!(task.status.state, TaskState::Failed);
     let why = task.status.message.as_ref().unwrap().text();
     assert!(why.contains("(400): fake says 400"), "{why}");
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Terminated, not nacked: once it leaves the stream it can never be redelivered.
+    wait_tasks_left(&js, 0).await;
     assert_eq!(fake.calls_for("t-1"), 1, "poison is never retried");
     assert_eq!(results(&js, "bad").await.len(), 1);
-    assert_eq!(tasks_left(&js).await, 0);
     proxy.shutdown().await.unwrap();
 }
 
@@ -235,7 +236,9 @@ async fn a_runtime_that_is_down_then_back_completes_the_task() {
         task_body("m-1", Some("t-1"), "patience"),
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    proxy
+        .wait_healthz("runtime", serde_json::json!("unhealthy"))
+        .await;
     assert!(results(&js, "downup").await.is_empty());
     fake.come_back().await;
     let found = wait_results(&js, "downup", 1, WAIT).await;
@@ -262,12 +265,8 @@ async fn a_runtime_that_never_recovers_gets_a_failed_result_after_max_deliver() 
         "{why}"
     );
     assert_eq!(fake.calls_for("t-1"), 3);
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(
-        tasks_left(&js).await,
-        0,
-        "the task is terminated, not left behind"
-    );
+    // The task is terminated, not left behind.
+    wait_tasks_left(&js, 0).await;
     proxy.shutdown().await.unwrap();
 }
 
@@ -288,7 +287,8 @@ async fn a_task_running_three_ack_waits_completes_without_redelivery() {
     .await;
     let found = wait_results(&js, "long", 1, WAIT).await;
     assert_eq!(found[0].2.status.state, TaskState::Completed);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Acked: it can no longer be redelivered, so one call is the final count.
+    wait_tasks_left(&js, 0).await;
     assert_eq!(fake.calls_for("t-1"), 1, "progress acks kept the lease");
     let metrics = proxy.metrics().await;
     assert_eq!(metric(&metrics, "daedalus_proxy_redeliveries_total"), 0);
@@ -302,9 +302,12 @@ async fn an_unhealthy_runtime_gets_no_pulls_until_it_recovers() {
     let proxy = Proxy::start(proxy_config("sick", &nats.url(), &fake.url)).await;
     let (_client, js) = client(&nats).await;
     fake.set_healthy(false);
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    proxy
+        .wait_healthz("runtime", serde_json::json!("unhealthy"))
+        .await;
     publish(&js, "sick", "m-1", task_body("m-1", Some("t-1"), "x")).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Counted, not timed: five more probes, each answered unhealthy, and still no pull.
+    fake.wait_health_probes(5).await;
     assert_eq!(fake.calls().len(), 0, "nothing was pulled while unhealthy");
     assert_eq!(tasks_left(&js).await, 1);
     let healthz = reqwest::get(format!("http://{}/healthz", proxy.addr))
@@ -333,17 +336,19 @@ async fn poison_bodies_never_loop() {
         br#"{"message":{"messageId":"m-4","taskId":"t-4","role":"robot"}}"#.to_vec(),
     )
     .await;
-    let found = wait_results(&js, "poison", 1, WAIT).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    proxy
+        .wait_metric("daedalus_proxy_tasks_deadlettered_total", 3)
+        .await;
+    wait_results(&js, "poison", 1, WAIT).await;
+    // Every message is resolved now: the counts below are final.
+    wait_tasks_left(&js, 0).await;
+    let found = results(&js, "poison").await;
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].2.id, "t-4");
     assert_eq!(found[0].2.status.state, TaskState::Failed);
     assert_eq!(dead_letters(&js).await, 3);
     assert_eq!(tasks_left(&js).await, 0);
     assert!(fake.calls().is_empty(), "poison never reaches the runtime");
-    proxy
-        .wait_metric("daedalus_proxy_tasks_deadlettered_total", 3)
-        .await;
     let metrics = proxy.metrics().await;
     assert_eq!(metric(&metrics, "daedalus_proxy_redeliveries_total"), 0);
     proxy.shutdown().await.unwrap();
@@ -376,10 +381,17 @@ async fn two_proxies_share_the_work_and_never_run_a_task_twice_at_once() {
         0
     );
     assert_eq!(fake.calls().len(), 40, "each task ran once");
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let ma = metric(&a.metrics().await, "daedalus_proxy_tasks_completed_total");
-    let mb = metric(&b.metrics().await, "daedalus_proxy_tasks_completed_total");
-    assert_eq!(ma + mb, 40);
+    let completed = || async {
+        let ma = metric(&a.metrics().await, "daedalus_proxy_tasks_completed_total");
+        let mb = metric(&b.metrics().await, "daedalus_proxy_tasks_completed_total");
+        (ma, mb)
+    };
+    daedalus_test_kit::wait_until("40 completions counted", WAIT, || async {
+        let (ma, mb) = completed().await;
+        ma + mb == 40
+    })
+    .await;
+    let (ma, mb) = completed().await;
     assert!(ma > 0 && mb > 0, "both proxies worked: {ma} + {mb}");
     a.shutdown().await.unwrap();
     b.shutdown().await.unwrap();

@@ -50,6 +50,8 @@ pub struct Call {
 pub struct FakeState {
     pub mode: Mutex<Mode>,
     pub healthy: AtomicBool,
+    /// `GET /health` requests answered.
+    pub health_probes: AtomicUsize,
     pub card: Mutex<Value>,
     pub manifest: Mutex<Option<Value>>,
     pub calls: Mutex<Vec<Call>>,
@@ -76,6 +78,7 @@ impl FakeRuntime {
         let state = Arc::new(FakeState {
             mode: Mutex::new(mode),
             healthy: AtomicBool::new(true),
+            health_probes: AtomicUsize::new(0),
             card: Mutex::new(json!({
                 "name": "fake", "description": "a fake runtime", "version": "1",
                 "capabilities": {}, "defaultInputModes": ["text"], "defaultOutputModes": ["text"],
@@ -144,6 +147,17 @@ impl FakeRuntime {
         *self.state.mode.lock().expect("lock") = mode;
     }
 
+    /// Waits until the proxy has probed `/health` `n` more times.
+    pub async fn wait_health_probes(&self, n: usize) {
+        let target = self.state.health_probes.load(Ordering::SeqCst) + n;
+        daedalus_test_kit::wait_until(
+            &format!("{n} more health probes"),
+            std::time::Duration::from_secs(10),
+            || async { self.state.health_probes.load(Ordering::SeqCst) >= target },
+        )
+        .await;
+    }
+
     pub fn set_healthy(&self, healthy: bool) {
         self.state.healthy.store(healthy, Ordering::SeqCst);
     }
@@ -158,6 +172,7 @@ impl FakeRuntime {
 }
 
 async fn health(State(s): State<Arc<FakeState>>) -> Response {
+    s.health_probes.fetch_add(1, Ordering::SeqCst);
     if s.healthy.load(Ordering::SeqCst) {
         axum::Json(json!({"status": "ok"})).into_response()
     } else {

@@ -315,6 +315,17 @@ pub async fn tasks_left(js: &Context) -> u64 {
     stream.info().await.expect("stream info").state.messages
 }
 
+/// Waits until the tasks stream holds `n` messages (0: every task was acked or terminated, so
+/// nothing is left to redeliver).
+pub async fn wait_tasks_left(js: &Context, n: u64) {
+    daedalus_test_kit::wait_until(
+        &format!("{n} tasks left in the stream"),
+        Duration::from_secs(10),
+        || async { tasks_left(js).await == n },
+    )
+    .await;
+}
+
 /// Messages in the dead-letter stream.
 pub async fn dead_letters(js: &Context) -> u64 {
     let mut stream = js

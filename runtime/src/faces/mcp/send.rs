@@ -108,6 +108,9 @@ fn user_message(args: &SendArgs) -> Result<Message, String> {
 /// The call's sampling parameters: `request_params`, then the top-level keys over them.
 /// Top-level keys that are not sampling keys are not this function's business.
 fn sampling(args: &SendArgs) -> Result<SamplingParams, SamplingError> {
+    if args.request_params.is_none() && args.rest.is_empty() {
+        return Ok(SamplingParams::default());
+    }
     let nested = match &args.request_params {
         Some(params) => SamplingParams::from_map(params).map_err(|e| e.under("request_params"))?,
         None => SamplingParams::default(),
