@@ -32,7 +32,7 @@ fn main() -> ExitCode {
         }
         Launch::Publish(config) => {
             // publish prints the Task on stdout; its own logs go to stderr, warnings only.
-            service::init_logging("warn", LogFormat::Text, &[], LogTarget::Stderr);
+            service::init_logging("warn", LogFormat::Text, &[], LogTarget::Stderr, Vec::new());
             runtime.block_on(run_publish(&config))
         }
         Launch::Run(config) => {
@@ -42,6 +42,7 @@ fn main() -> ExitCode {
                 config.log_format,
                 &crates,
                 LogTarget::Stdout,
+                Vec::new(),
             );
             runtime.block_on(async {
                 let listener = match tokio::net::TcpListener::bind(config.listen).await {

@@ -35,6 +35,7 @@ pub mod sampling;
 pub mod serve;
 pub mod sessions;
 pub mod startup;
+pub mod telemetry;
 pub mod turns;
 
 use std::future::Future;

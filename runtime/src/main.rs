@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use daedalus_contract::service::{self, LogTarget};
 use daedalus_runtime::config::{ConfigError, Launch};
-use daedalus_runtime::run;
+use daedalus_runtime::{run, telemetry};
 
 fn main() -> ExitCode {
     return_large_buffers_to_the_os();
@@ -25,11 +25,13 @@ fn main() -> ExitCode {
         }
     };
     let crates = ["daedalus_runtime", "daedalus_contract"];
+    let (telemetry, trace_layer) = telemetry::init("daedalus-runtime");
     service::init_logging(
         &config.log_level,
         config.log_format,
         &crates,
         LogTarget::Stdout,
+        vec![trace_layer],
     );
 
     let runtime = match tokio::runtime::Runtime::new() {
@@ -39,7 +41,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(async {
+    let code = runtime.block_on(async {
         let listener = match tokio::net::TcpListener::bind(config.listen).await {
             Ok(l) => l,
             Err(e) => {
@@ -55,7 +57,9 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
-    })
+    });
+    telemetry.shutdown();
+    code
 }
 
 /// glibc serves allocations over its mmap threshold with `mmap`, and gives them back to the OS

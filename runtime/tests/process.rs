@@ -50,6 +50,35 @@ async fn serves_the_contract_and_logs_json_lines() {
 }
 
 #[tokio::test]
+async fn the_log_lines_of_a_turn_carry_the_callers_trace_id() {
+    const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const CALLER_SPAN: &str = "00f067aa0ba902b7";
+    let rt = runtime().start();
+    let response = reqwest::Client::new()
+        .post(rt.url("/"))
+        .header("traceparent", format!("00-{TRACE}-{CALLER_SPAN}-01"))
+        .json(&message("m-traced", "hello"))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status(), 200);
+    let logs = rt.drain_logs();
+    let traced: Vec<&Value> = logs
+        .iter()
+        .filter(|l| l["span"]["trace_id"] == TRACE)
+        .collect();
+    for message in ["task started", "task finished"] {
+        assert!(
+            traced.iter().any(|l| l["message"] == message),
+            "{message:?} carries the trace id: {logs:?}"
+        );
+    }
+    let span_id = traced[0]["span"]["span_id"].as_str().expect("a span id");
+    assert_eq!(span_id.len(), 16);
+    assert_ne!(span_id, CALLER_SPAN, "the turn's own span");
+}
+
+#[tokio::test]
 async fn sigterm_lets_in_flight_tasks_finish_refuses_new_ones_and_exits_zero() {
     let mut rt = runtime().env("TERMINATION_GRACE_PERIOD", "10s").start();
     let client = reqwest::Client::new();

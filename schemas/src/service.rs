@@ -3,7 +3,9 @@
 //! graceful shutdown; a second one exits at once).
 
 use serde::Serialize;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Layer, Registry};
 
 /// Exit status of an immediate exit on a second signal (128 + SIGINT, by convention).
 pub const FORCED_EXIT_CODE: i32 = 130;
@@ -25,34 +27,48 @@ pub enum LogTarget {
     Stderr,
 }
 
+/// A layer of the global subscriber besides the log lines (a binary's trace exporter).
+pub type ExtraLayer = Box<dyn Layer<Registry> + Send + Sync>;
+
 /// Installs the global subscriber. `level` is a level (`info`), applied to `crates` while every
-/// other crate stays at `warn`, or a full directive list (`info,async_nats=debug`).
-pub fn init_logging(level: &str, format: LogFormat, crates: &[&str], target: LogTarget) {
+/// other crate stays at `warn`, or a full directive list (`info,async_nats=debug`). `extra`
+/// layers (a binary's OpenTelemetry layer) see every span with their own filters.
+pub fn init_logging(
+    level: &str,
+    format: LogFormat,
+    crates: &[&str],
+    target: LogTarget,
+    extra: Vec<ExtraLayer>,
+) {
     let filter = if level.contains('=') || level.contains(',') {
         EnvFilter::new(level)
     } else {
         let own: Vec<String> = crates.iter().map(|c| format!("{c}={level}")).collect();
         EnvFilter::new(format!("warn,{}", own.join(",")))
     };
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    let _ = match (format, target) {
-        (LogFormat::Json, LogTarget::Stdout) => builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(true)
-            .with_span_list(false)
-            .with_writer(std::io::stdout)
-            .try_init(),
-        (LogFormat::Json, LogTarget::Stderr) => builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(true)
-            .with_span_list(false)
-            .with_writer(std::io::stderr)
-            .try_init(),
-        (LogFormat::Text, LogTarget::Stdout) => builder.with_writer(std::io::stdout).try_init(),
-        (LogFormat::Text, LogTarget::Stderr) => builder.with_writer(std::io::stderr).try_init(),
+    let writer = move || -> Box<dyn std::io::Write> {
+        match target {
+            LogTarget::Stdout => Box::new(std::io::stdout()),
+            LogTarget::Stderr => Box::new(std::io::stderr()),
+        }
     };
+    let lines: ExtraLayer = match format {
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_writer(writer)
+            .with_filter(filter)
+            .boxed(),
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_writer(writer)
+            .with_filter(filter)
+            .boxed(),
+    };
+    let mut layers = vec![lines];
+    layers.extend(extra);
+    let _ = tracing_subscriber::registry().with(layers).try_init();
 }
 
 /// Resolves on the first SIGTERM or SIGINT, and arms the second-signal exit.

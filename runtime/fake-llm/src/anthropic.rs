@@ -77,7 +77,7 @@ pub(super) async fn messages(
         return invalid("There was an issue with your request body: not JSON");
     };
     if !authorized(&state, &headers) {
-        state.record("/v1/messages", &body, Some("unauthorized".into()));
+        state.record("/v1/messages", &headers, &body, Some("unauthorized".into()));
         return error(
             StatusCode::UNAUTHORIZED,
             "authentication_error",
@@ -90,10 +90,10 @@ pub(super) async fn messages(
         Err("anthropic-version: header is required".to_owned())
     };
     if let Err(message) = checked {
-        state.record("/v1/messages", &body, Some(message.clone()));
+        state.record("/v1/messages", &headers, &body, Some(message.clone()));
         return invalid(&message);
     }
-    state.record("/v1/messages", &body, None);
+    state.record("/v1/messages", &headers, &body, None);
     let Some(mut reply) = state.next_reply(&body) else {
         return error(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -50,6 +50,8 @@ pub struct Logged {
     pub body: Value,
     /// The validation error, if the request was refused.
     pub refused: Option<String>,
+    /// The W3C `traceparent` header the request carried.
+    pub traceparent: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -127,11 +129,22 @@ impl State {
         self.script.lock().expect("lock").pop_front()
     }
 
-    fn record(&self, path: &str, body: &Value, refused: Option<String>) {
+    fn record(
+        &self,
+        path: &str,
+        headers: &axum::http::HeaderMap,
+        body: &Value,
+        refused: Option<String>,
+    ) {
+        let traceparent = headers
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         self.log.lock().expect("lock").push(Logged {
             path: path.to_owned(),
             body: body.clone(),
             refused,
+            traceparent,
         });
     }
 }

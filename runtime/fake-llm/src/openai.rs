@@ -82,7 +82,12 @@ pub(super) async fn chat(
         return invalid("We could not parse the JSON body of your request.", None);
     };
     if !authorized(&state, &headers) {
-        state.record("/v1/chat/completions", &body, Some("unauthorized".into()));
+        state.record(
+            "/v1/chat/completions",
+            &headers,
+            &body,
+            Some("unauthorized".into()),
+        );
         return error(
             StatusCode::UNAUTHORIZED,
             "Incorrect API key provided",
@@ -91,10 +96,15 @@ pub(super) async fn chat(
         );
     }
     if let Err((message, param)) = validate(&body, &state.models) {
-        state.record("/v1/chat/completions", &body, Some(message.clone()));
+        state.record(
+            "/v1/chat/completions",
+            &headers,
+            &body,
+            Some(message.clone()),
+        );
         return invalid(&message, param.as_deref());
     }
-    state.record("/v1/chat/completions", &body, None);
+    state.record("/v1/chat/completions", &headers, &body, None);
     let Some(mut reply) = state.next_reply(&body) else {
         return error(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -180,8 +180,52 @@ impl LlmAgent {
         })
     }
 
+    /// The span of one model call, with the OpenTelemetry GenAI attributes known before it.
+    fn chat_span(&self) -> tracing::Span {
+        let span = tracing::info_span!(
+            "chat",
+            otel.name = %format_args!("chat {}", self.model),
+            otel.kind = "client",
+            gen_ai.operation.name = "chat",
+            gen_ai.provider.name = self.provider.name(),
+            gen_ai.request.model = %self.model,
+            gen_ai.response.model = tracing::field::Empty,
+            gen_ai.response.finish_reasons = tracing::field::Empty,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            gen_ai.usage.cache_read.input_tokens = tracing::field::Empty,
+            gen_ai.usage.cache_creation.input_tokens = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+            trace_id = tracing::field::Empty,
+            span_id = tracing::field::Empty,
+        );
+        crate::telemetry::record_ids(&span);
+        span.record("gen_ai.response.model", self.model.as_str());
+        span
+    }
+
     /// Runs one tool call under the timeout, reporting it.
     async fn call_tool(&self, call: &ToolCall, step: u32, context: &CallContext) -> ToolResult {
+        let (server, tool) = split_name(&call.name);
+        let span = tracing::info_span!(
+            "execute_tool",
+            otel.name = %format_args!("execute_tool {tool}"),
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = tool,
+            gen_ai.tool.call.id = %call.id,
+            mcp.server = server,
+            outcome = tracing::field::Empty,
+            trace_id = tracing::field::Empty,
+            span_id = tracing::field::Empty,
+        );
+        crate::telemetry::record_ids(&span);
+        let result =
+            tracing::Instrument::instrument(self.run_tool(call, step, context), span.clone()).await;
+        span.record("outcome", if result.is_error { "error" } else { "ok" });
+        result
+    }
+
+    async fn run_tool(&self, call: &ToolCall, step: u32, context: &CallContext) -> ToolResult {
         let (server, tool) = split_name(&call.name);
         let server = if self.tools.serves(server) {
             server
@@ -286,14 +330,19 @@ impl LlmAgent {
                 depth,
                 step,
             });
+            let span = self.chat_span();
             let answer = tokio::select! {
-                answer = self.provider.chat(&chat, &on_llm) => answer,
+                answer = tracing::Instrument::instrument(self.provider.chat(&chat, &on_llm), span.clone()) => answer,
                 () = cancel.cancelled() => return AgentOutcome::Canceled,
             };
             let response = match answer {
                 Ok(r) => r,
-                Err(e) => return fail(format!("the model call failed: {e}")),
+                Err(e) => {
+                    span.record("error.type", tracing::field::display(&e));
+                    return fail(format!("the model call failed: {e}"));
+                }
             };
+            record_response(&span, &response);
             events.emit(LoopEvent::LlmTurnFinished {
                 agent: self.name.clone(),
                 depth,
@@ -409,4 +458,22 @@ impl Agent for LlmAgent {
             .await?;
         Some(crate::sessions::as_messages(context_id, &rows))
     }
+}
+
+/// Records what the model answered on its call's span.
+fn record_response(span: &tracing::Span, response: &crate::llm::ChatResponse) {
+    span.record("gen_ai.usage.input_tokens", response.usage.input_tokens);
+    span.record("gen_ai.usage.output_tokens", response.usage.output_tokens);
+    span.record(
+        "gen_ai.usage.cache_read.input_tokens",
+        response.usage.cache_read_tokens,
+    );
+    span.record(
+        "gen_ai.usage.cache_creation.input_tokens",
+        response.usage.cache_write_tokens,
+    );
+    span.record(
+        "gen_ai.response.finish_reasons",
+        tracing::field::debug(response.stop_reason),
+    );
 }

@@ -73,6 +73,7 @@ impl Endpoint {
             .http
             .post(&self.url)
             .headers(self.headers.clone())
+            .headers(crate::telemetry::current_headers())
             .timeout(self.timeout)
             .json(body)
             .send()

@@ -137,8 +137,17 @@ impl TurnService {
         let permit = Arc::clone(&self.0.permits)
             .try_acquire_owned()
             .map_err(|_| TurnError::Busy)?;
+        let span = tracing::info_span!(
+            "invoke_agent",
+            otel.name = %format_args!("invoke_agent {}", request.agent),
+            gen_ai.operation.name = "invoke_agent",
+            gen_ai.agent.name = %request.agent,
+            trace_id = tracing::field::Empty,
+            span_id = tracing::field::Empty,
+        );
+        crate::telemetry::continue_trace(&span, &request.trace);
         let service = self.clone();
-        let turn = self.0.inflight.spawn(async move {
+        let turn = async move {
             let _permit = permit;
             match request.memory.clone() {
                 Memory::Task => service.run_task(&agent, request).await,
@@ -149,7 +158,11 @@ impl TurnService {
                 }
                 Memory::None => service.run_once(&agent, request, None).await,
             }
-        });
+        };
+        let turn = self
+            .0
+            .inflight
+            .spawn(tracing::Instrument::instrument(turn, span));
         turn.await
             .map_err(|join| TurnError::WorkerStopped(join.to_string()))?
     }

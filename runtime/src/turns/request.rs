@@ -5,6 +5,7 @@ use daedalus_contract::Message;
 use super::ConversationKey;
 use crate::agent_loop::{Bearer, EventSink};
 use crate::sampling::{SamplingError, SamplingParams};
+use crate::telemetry::TraceHeaders;
 
 /// What a turn remembers, before and after.
 #[derive(Debug, Clone)]
@@ -37,6 +38,8 @@ pub struct TurnRequest {
     pub events: EventSink,
     /// How many messages of history the answer carries (`configuration.historyLength`).
     pub history_length: Option<u32>,
+    /// The caller's trace: the turn's span continues it.
+    pub trace: TraceHeaders,
 }
 
 impl TurnRequest {
@@ -50,6 +53,7 @@ impl TurnRequest {
             bearer: Bearer::default(),
             events: EventSink::default(),
             history_length: None,
+            trace: TraceHeaders::default(),
         }
     }
 }

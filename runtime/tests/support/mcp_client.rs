@@ -53,6 +53,21 @@ pub async fn connect(url: &str, bearer: Option<&str>) -> (Client, Progress) {
     (client, progress)
 }
 
+/// A session with `url` that sends `headers` on every request.
+pub async fn connect_with_headers(url: &str, headers: &[(&str, &str)]) -> Client {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
+    for (name, value) in headers {
+        config.custom_headers.insert(
+            http::HeaderName::from_bytes(name.as_bytes()).expect("a header name"),
+            http::HeaderValue::from_str(value).expect("a header value"),
+        );
+    }
+    Recorder::default()
+        .serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .expect("an MCP session")
+}
+
 /// `tools/call` (rmcp attaches a progress token to every request).
 pub async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
     let params = CallToolRequestParams::new(tool.to_owned())

@@ -18,6 +18,7 @@ use super::error::ApiError;
 use super::json::ContractJson;
 use crate::agent_loop::Bearer;
 use crate::sampling::{SamplingError, SamplingParams};
+use crate::telemetry::TraceHeaders;
 use crate::turns::{Memory, TurnError, TurnRequest};
 
 pub(super) async fn send_message(
@@ -30,6 +31,7 @@ pub(super) async fn send_message(
     turn.sampling = sampling(request.metadata.as_ref());
     turn.bearer = Bearer::from_headers(&headers);
     turn.history_length = history_length;
+    turn.trace = TraceHeaders::from_headers(&headers);
     state
         .core()
         .turns()

@@ -7,6 +7,7 @@ use rmcp::service::RequestContext;
 use super::Face;
 use crate::agent_loop::Bearer;
 use crate::config::deployment::InstanceScope;
+use crate::telemetry::TraceHeaders;
 use crate::turns::{ConversationKey, Memory};
 
 /// The caller's HTTP request, as rmcp hands it to handlers.
@@ -25,6 +26,13 @@ fn session_id(context: &RequestContext<RoleServer>) -> Option<&str> {
 /// The caller's bearer token, for downstream servers that opted into forwarding.
 pub(super) fn bearer(context: &RequestContext<RoleServer>) -> Bearer {
     parts(context).map_or_else(Bearer::default, |p| Bearer::from_headers(&p.headers))
+}
+
+/// The caller's W3C trace headers.
+pub(super) fn trace(context: &RequestContext<RoleServer>) -> TraceHeaders {
+    parts(context).map_or_else(TraceHeaders::default, |p| {
+        TraceHeaders::from_headers(&p.headers)
+    })
 }
 
 /// The conversation a call continues, by the agent's `instance_scope`: `None` for the

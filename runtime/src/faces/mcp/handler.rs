@@ -14,7 +14,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
-use super::caller::{bearer, conversation};
+use super::caller::{bearer, conversation, trace};
 use super::{Face, health, send};
 use crate::config::deployment::InstanceScope;
 use crate::lifecycle::Phase;
@@ -204,7 +204,15 @@ impl ServerHandler for AgentServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.as_ref();
         if name == GET_HEALTH {
-            return Ok(self.get_health(&context).await.into());
+            let span = tracing::info_span!(
+                "get_health",
+                gen_ai.agent.name = %self.face.name(),
+                trace_id = tracing::field::Empty,
+                span_id = tracing::field::Empty,
+            );
+            crate::telemetry::continue_trace(&span, &trace(&context));
+            let report = tracing::Instrument::instrument(self.get_health(&context), span).await;
+            return Ok(report.into());
         }
         if name == SEND_MESSAGE || Some(name) == self.alias() {
             let arguments = request.arguments.unwrap_or_default();

@@ -77,7 +77,9 @@ fn request(
     server: &McpServer,
     bearer: &Bearer,
 ) -> reqwest::RequestBuilder {
-    let mut req = client.request(method, &server.url);
+    let mut req = client
+        .request(method, &server.url)
+        .headers(crate::telemetry::current_headers());
     let mut has_auth = false;
     for (k, v) in &server.headers {
         has_auth |= k.eq_ignore_ascii_case("authorization");

@@ -185,6 +185,7 @@ async fn run(
     let mut turn = TurnRequest::new(face.name(), message, caller::memory(face, context));
     turn.sampling = Ok(sampling);
     turn.bearer = caller::bearer(context);
+    turn.trace = caller::trace(context);
     // Progress only for a caller that asked for it with a token.
     let reporter = context
         .meta
