@@ -92,6 +92,21 @@ async fn every_model_call_of_a_post_turn_carries_the_callers_trace() {
         spans.push(span);
     }
     assert_ne!(spans[0], spans[1], "one span per model call");
+
+    // The tool call went to the MCP server in the same trace, as a header and in `_meta`.
+    let calls = fx.calls();
+    assert_eq!(calls.len(), 1);
+    let header = calls[0]
+        .traceparent
+        .as_deref()
+        .expect("a traceparent header");
+    assert_eq!(calls[0].meta_traceparent.as_deref(), Some(header));
+    let (trace, tool_span) = ids(header);
+    assert_eq!(trace, TRACE);
+    assert!(
+        !spans.contains(&tool_span) && tool_span != CALLER_SPAN,
+        "the tool call's own span"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -130,4 +145,30 @@ async fn an_mcp_send_message_continues_the_callers_trace() {
     let (trace, span) = ids(log[0].traceparent.as_deref().expect("a traceparent"));
     assert_eq!(trace, TRACE);
     assert_ne!(span, CALLER_SPAN);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_health_probes_carry_the_callers_trace() {
+    install_tracing();
+    let fx = McpFixture::start().await;
+    let fake = FakeLlm::start(KEY, &["gpt-trace"]).await;
+    let rt = runtime(
+        &fake,
+        &format!("    fx: {{ url: \"{}\" }}", fx.url()),
+        "  a: { instruction: Hi., servers: [fx] }\n",
+    )
+    .await;
+    let client =
+        connect_with_headers(&rt.mcp("a"), &[("traceparent", &caller_traceparent())]).await;
+    let before = fx.traceparents("initialize").len();
+    let report = call(&client, "get_health", json!({})).await;
+    assert_eq!(report.is_error, Some(false));
+    // The probe is an `initialize` of its own; the warm-up's came before it, without a trace.
+    let probes = fx.traceparents("initialize");
+    let traced: Vec<String> = probes[before..]
+        .iter()
+        .flatten()
+        .map(|tp| ids(tp).0)
+        .collect();
+    assert_eq!(traced, [TRACE], "{probes:?}");
 }

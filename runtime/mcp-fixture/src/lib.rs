@@ -37,6 +37,10 @@ pub struct Call {
     pub arguments: Value,
     /// The request's `Authorization` header.
     pub authorization: Option<String>,
+    /// The request's `traceparent` header.
+    pub traceparent: Option<String>,
+    /// `params._meta.traceparent`.
+    pub meta_traceparent: Option<String>,
     /// When it arrived.
     pub at: std::time::Instant,
 }
@@ -49,6 +53,8 @@ struct Log {
     calls: Vec<Call>,
     /// JSON-RPC methods, in order.
     methods: Vec<String>,
+    /// `(method, traceparent header)` of every JSON-RPC request, in order.
+    traces: Vec<(String, Option<String>)>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -228,6 +234,11 @@ impl McpFixture {
                         .push(authorization);
                     return axum::http::StatusCode::UNAUTHORIZED.into_response();
                 }
+                let traceparent = req
+                    .headers()
+                    .get("traceparent")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
                 let (parts, body) = req.into_parts();
                 let bytes = axum::body::to_bytes(body, 16 << 20)
                     .await
@@ -238,6 +249,7 @@ impl McpFixture {
                     if let Ok(rpc) = serde_json::from_slice::<Value>(&bytes) {
                         if let Some(method) = rpc["method"].as_str() {
                             log.methods.push(method.to_owned());
+                            log.traces.push((method.to_owned(), traceparent.clone()));
                         }
                         if rpc["method"] == "tools/call" {
                             log.calls.push(Call {
@@ -247,6 +259,10 @@ impl McpFixture {
                                     .to_owned(),
                                 arguments: rpc["params"]["arguments"].clone(),
                                 authorization,
+                                traceparent: traceparent.clone(),
+                                meta_traceparent: rpc["params"]["_meta"]["traceparent"]
+                                    .as_str()
+                                    .map(str::to_owned),
                                 at: std::time::Instant::now(),
                             });
                         }
@@ -313,6 +329,18 @@ impl McpFixture {
             .expect("the log lock")
             .authorizations
             .clone()
+    }
+
+    /// The `traceparent` header of every request of JSON-RPC `method`, in order.
+    pub fn traceparents(&self, method: &str) -> Vec<Option<String>> {
+        self.log
+            .lock()
+            .expect("the log lock")
+            .traces
+            .iter()
+            .filter(|(m, _)| m == method)
+            .map(|(_, t)| t.clone())
+            .collect()
     }
 
     /// How many requests used JSON-RPC `method`.

@@ -24,10 +24,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::{CallToolRequestParams, ClientConfig};
+use rmcp::model::{CallToolRequestParams, ClientConfig, MetaObject, RequestMetaObject};
 use rmcp::service::NotificationContext;
 use rmcp::service::{RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
+
+use super::traced_http::TracedHttp;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
@@ -182,7 +184,7 @@ impl McpServers {
         if let Some(token) = token {
             config = config.auth_header(token);
         }
-        let transport = StreamableHttpClientTransport::from_config(config);
+        let transport = StreamableHttpClientTransport::with_client(TracedHttp::default(), config);
         match tokio::time::timeout(CONNECT_TIMEOUT, watcher.serve(transport)).await {
             Ok(Ok(client)) => Ok(client),
             Ok(Err(e)) => Err(McpError::Initialize {
@@ -287,18 +289,17 @@ impl McpServers {
                 });
             }
         };
-        let result = client
-            .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
-            .await
-            .map_err(|e| CallFailure {
-                // The connection is gone (rmcp has already re-initialized once on a 404):
-                // the server never got the call, so one more on a new session is safe.
-                connection_lost: matches!(
-                    e,
-                    ServiceError::TransportClosed | ServiceError::TransportSend(_)
-                ),
-                message: redact_text(&e.to_string()),
-            })?;
+        let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+        params.meta = trace_meta();
+        let result = client.call_tool(params).await.map_err(|e| CallFailure {
+            // The connection is gone (rmcp has already re-initialized once on a 404):
+            // the server never got the call, so one more on a new session is safe.
+            connection_lost: matches!(
+                e,
+                ServiceError::TransportClosed | ServiceError::TransportSend(_)
+            ),
+            message: redact_text(&e.to_string()),
+        })?;
         let mut texts: Vec<String> = result
             .content
             .iter()
@@ -483,4 +484,19 @@ fn forwarded_token(server: &McpServer, bearer: &Bearer) -> Option<String> {
     } else {
         None
     }
+}
+
+/// The current span's trace context as a tool call's `_meta` (`traceparent`, `tracestate`),
+/// when there is one.
+fn trace_meta() -> Option<RequestMetaObject> {
+    let headers = crate::telemetry::current_headers();
+    let meta = super::traced_http::TRACE_KEYS
+        .iter()
+        .filter_map(|key| {
+            let value = headers.get(*key)?.to_str().ok()?;
+            Some(((*key).to_owned(), Value::String(value.to_owned())))
+        })
+        .collect();
+    let meta: serde_json::Map<String, Value> = meta;
+    (!meta.is_empty()).then_some(RequestMetaObject(MetaObject(meta)))
 }

@@ -2,6 +2,7 @@
 
 mod client;
 mod error;
+mod traced_http;
 
 pub use client::{McpServers, McpStatus};
 pub use error::McpError;

@@ -1,0 +1,133 @@
+//! The HTTP client under every MCP connection: rmcp's reqwest client, plus the caller's trace.
+//!
+//! One connection serves many turns, each in its own trace, and rmcp sends requests from its
+//! own task; so a tool call carries its trace in the request itself, as MCP's `_meta`
+//! (`traceparent`, `tracestate`), and this client also sends those as HTTP headers. A
+//! downstream server sees the trace either way.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::stream::BoxStream;
+use http::{HeaderName, HeaderValue};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage};
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+};
+use sse_stream::Sse;
+
+/// The `_meta` keys (and HTTP headers) of W3C trace context.
+pub(super) const TRACE_KEYS: [&str; 2] = ["traceparent", "tracestate"];
+
+/// rmcp's reqwest client, sending a tool call's `_meta` trace context as HTTP headers.
+#[derive(Debug, Clone, Default)]
+pub(super) struct TracedHttp(reqwest::Client);
+
+/// The trace headers a message carries in its `_meta`.
+fn trace_headers(message: &ClientJsonRpcMessage) -> Vec<(HeaderName, HeaderValue)> {
+    let JsonRpcMessage::Request(request) = message else {
+        return Vec::new();
+    };
+    let ClientRequest::CallToolRequest(call) = &request.request else {
+        return Vec::new();
+    };
+    let Some(meta) = &call.params.meta else {
+        return Vec::new();
+    };
+    TRACE_KEYS
+        .iter()
+        .filter_map(|key| {
+            let value = meta.0.get(*key)?.as_str()?;
+            Some((
+                HeaderName::from_static(key),
+                HeaderValue::from_str(value).ok()?,
+            ))
+        })
+        .collect()
+}
+
+impl StreamableHttpClient for TracedHttp {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        mut custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        custom_headers.extend(trace_headers(&message));
+        self.0
+            .post_message(uri, message, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        mut custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        custom_headers.extend(trace_headers(&message));
+        self.0
+            .post_message_with_max_sse_event_size(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), StreamableHttpError<Self::Error>> {
+        self.0
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
+        self.0
+            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
+        self.0
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await
+    }
+}
