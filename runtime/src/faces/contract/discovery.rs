@@ -142,11 +142,11 @@ fn build_manifest(port: u16) -> RuntimeContract {
         }),
         capabilities: ManifestCapabilities {
             streaming: false,
-            trace_context: false,
+            trace_context: true,
             graceful_shutdown: true,
             context_compaction: false,
         },
-        conformance_level: 1,
+        conformance_level: 2,
     }
 }
 

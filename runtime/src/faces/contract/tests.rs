@@ -147,7 +147,7 @@ async fn agent_card_is_valid_cacheable_and_has_a_skill() {
 }
 
 #[tokio::test]
-async fn manifest_declares_level_one_of_contract_v1() {
+async fn manifest_declares_level_two_of_contract_v1_with_trace_context() {
     let req = Request::get("/.well-known/runtime-contract.json")
         .body(Body::empty())
         .unwrap();
@@ -155,7 +155,8 @@ async fn manifest_declares_level_one_of_contract_v1() {
     assert_eq!(status, StatusCode::OK);
     Schema::RuntimeContract.validate(&manifest).unwrap();
     assert_eq!(manifest["contractVersion"], "v1");
-    assert_eq!(manifest["conformanceLevel"], 1);
+    assert_eq!(manifest["conformanceLevel"], 2);
+    assert_eq!(manifest["capabilities"]["traceContext"], true);
 }
 
 #[tokio::test]
