@@ -28,6 +28,12 @@ pub enum CheckId {
     BodyLimit413,
     ErrorBody,
     Manifest,
+    // Level 2.
+    SigtermDrain,
+    GraceCancel,
+    JsonLogs,
+    TraceContext,
+    ManifestLevel2,
 }
 
 /// Whether a failing check fails the run.
@@ -42,7 +48,7 @@ pub enum Severity {
 
 impl CheckId {
     /// Every check, in report order.
-    pub const ALL: [CheckId; 20] = [
+    pub const ALL: [CheckId; 25] = [
         CheckId::Health,
         CheckId::CardFetch,
         CheckId::CardSchema,
@@ -63,6 +69,11 @@ impl CheckId {
         CheckId::BodyLimit413,
         CheckId::ErrorBody,
         CheckId::Manifest,
+        CheckId::SigtermDrain,
+        CheckId::GraceCancel,
+        CheckId::JsonLogs,
+        CheckId::TraceContext,
+        CheckId::ManifestLevel2,
     ];
 
     pub fn id(self) -> &'static str {
@@ -87,6 +98,11 @@ impl CheckId {
             CheckId::BodyLimit413 => "L1-413-BODY-LIMIT",
             CheckId::ErrorBody => "L1-ERROR-BODY",
             CheckId::Manifest => "L1-MANIFEST",
+            CheckId::SigtermDrain => "L2-SIGTERM-DRAIN",
+            CheckId::GraceCancel => "L2-GRACE-CANCEL",
+            CheckId::JsonLogs => "L2-JSON-LOGS",
+            CheckId::TraceContext => "L2-TRACE-CONTEXT",
+            CheckId::ManifestLevel2 => "L2-MANIFEST",
         }
     }
 
@@ -113,11 +129,32 @@ impl CheckId {
             CheckId::BodyLimit413 => "a 17 MiB body gets 413",
             CheckId::ErrorBody => "error responses carry {\"error\": {code, message}}",
             CheckId::Manifest => "/.well-known/runtime-contract.json, if served, is valid",
+            CheckId::SigtermDrain => {
+                "on SIGTERM an in-flight task completes, new work gets 503, and the process \
+                 exits 0 within TERMINATION_GRACE_PERIOD"
+            }
+            CheckId::GraceCancel => {
+                "past TERMINATION_GRACE_PERIOD remaining work is canceled and the process exits 0"
+            }
+            CheckId::JsonLogs => "every line on stdout is one JSON object",
+            CheckId::TraceContext => {
+                "the trace id of an inbound traceparent appears in the log lines of that request"
+            }
+            CheckId::ManifestLevel2 => {
+                "the manifest, if served, declares level 2 or more and traceContext: true"
+            }
         }
     }
 
     pub fn level(self) -> u8 {
-        1
+        match self {
+            CheckId::SigtermDrain
+            | CheckId::GraceCancel
+            | CheckId::JsonLogs
+            | CheckId::TraceContext
+            | CheckId::ManifestLevel2 => 2,
+            _ => 1,
+        }
     }
 
     pub fn severity(self) -> Severity {

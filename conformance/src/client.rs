@@ -66,7 +66,23 @@ impl Probe {
 
     /// POSTs a JSON value as `application/json`.
     pub async fn post_json(&self, body: &Value) -> Exchange {
-        self.post(body.to_string(), Some("application/json")).await
+        self.post_json_with(body, &[]).await
+    }
+
+    /// [`Probe::post_json`] with extra request headers (`traceparent`).
+    pub async fn post_json_with(&self, body: &Value, headers: &[(&str, &str)]) -> Exchange {
+        let mut req = self
+            .http
+            .post(format!("{}/", self.base))
+            .header(CONTENT_TYPE, "application/json")
+            .body(body.to_string());
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        Exchange {
+            request: "POST / (application/json)".to_owned(),
+            result: Self::answer(req.send().await).await,
+        }
     }
 
     async fn answer(result: Result<reqwest::Response, reqwest::Error>) -> Result<Answer, String> {

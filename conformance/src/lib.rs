@@ -8,6 +8,7 @@
 pub mod check;
 pub mod client;
 pub mod level1;
+pub mod level2;
 pub mod report;
 
 pub use check::{CheckId, CheckResult, Outcome, Severity};
@@ -29,6 +30,16 @@ pub struct SuiteOptions {
     pub failure_probe: String,
     /// Text sent to provoke an input-required task.
     pub input_probe: String,
+    /// Level 2: the command that starts the runtime under test (run with `sh -c "exec CMD"`,
+    /// `A2A_PORT` and `TERMINATION_GRACE_PERIOD` set). Without it, the checks that need the
+    /// process are skipped, and level 2 is not certified.
+    pub exec: Option<String>,
+    /// Level 2: text that makes the runtime work for a while; `{duration}` is replaced by how
+    /// long (`2s`).
+    pub slow_probe: String,
+    /// Level 2: the `TERMINATION_GRACE_PERIOD` the drain check runs the runtime with (the
+    /// grace-period check uses a short one).
+    pub grace: Duration,
 }
 
 impl SuiteOptions {
@@ -40,6 +51,9 @@ impl SuiteOptions {
             timeout: Duration::from_secs(30),
             failure_probe: "***FAIL conformance probe: please fail this task".to_owned(),
             input_probe: "***INPUT conformance probe: what should I do next?".to_owned(),
+            exec: None,
+            slow_probe: "***SLEEP {duration} conformance probe: finished slowly".to_owned(),
+            grace: Duration::from_secs(10),
         }
     }
 }
@@ -51,14 +65,32 @@ pub enum SuiteError {
     LevelNotAvailable(u8),
     #[error("cannot build the HTTP client")]
     Client(#[source] reqwest::Error),
+    #[error("cannot start the runtime under test")]
+    Launch(#[source] level2::LaunchError),
 }
 
-/// Runs every check up to `options.level` and reports.
+/// Runs every check up to `options.level` and reports. With `exec`, the suite launches the
+/// runtime itself and tests that process (its URL replaces `options.url`).
 pub async fn run(options: &SuiteOptions) -> Result<Report, SuiteError> {
-    if options.level != 1 {
+    if !(1..=2).contains(&options.level) {
         return Err(SuiteError::LevelNotAvailable(options.level));
     }
+    if options.level >= 2
+        && let Some(command) = &options.exec
+    {
+        let launched = level2::Launched::start(command, options.grace, options.timeout)
+            .await
+            .map_err(SuiteError::Launch)?;
+        let url = launched.url().to_owned();
+        let client = client::Probe::new(&url, options.timeout).map_err(SuiteError::Client)?;
+        let mut results = level1::run(&client, options).await;
+        results.extend(level2::run_launched(&client, launched, options).await);
+        return Ok(Report::new(&url, options.level, results));
+    }
     let client = client::Probe::new(&options.url, options.timeout).map_err(SuiteError::Client)?;
-    let results = level1::run(&client, options).await;
+    let mut results = level1::run(&client, options).await;
+    if options.level >= 2 {
+        results.extend(level2::run_without_process(&client).await);
+    }
     Ok(Report::new(&options.url, options.level, results))
 }

@@ -32,6 +32,18 @@ struct Cli {
     /// Text sent to provoke an input-required task.
     #[arg(long)]
     input_probe: Option<String>,
+    /// Level 2: the command that starts the runtime under test. The suite runs it with
+    /// `sh -c "exec CMD"` and sets A2A_PORT and TERMINATION_GRACE_PERIOD; it reads its
+    /// stdout and sends it SIGTERM. Without it, level 2 cannot be certified.
+    #[arg(long, value_name = "CMD")]
+    exec: Option<String>,
+    /// Level 2: text that makes the runtime work for a while; `{duration}` becomes how long
+    /// (`2s`). Default: the passthrough directive `***SLEEP {duration} ...`.
+    #[arg(long)]
+    slow_probe: Option<String>,
+    /// Level 2: the TERMINATION_GRACE_PERIOD the drain check starts the runtime with.
+    #[arg(long, default_value = "10s", value_parser = daedalus_contract::container::parse_duration)]
+    grace: Duration,
 }
 
 #[tokio::main]
@@ -46,6 +58,11 @@ async fn main() -> ExitCode {
     if let Some(p) = cli.input_probe {
         options.input_probe = p;
     }
+    if let Some(p) = cli.slow_probe {
+        options.slow_probe = p;
+    }
+    options.exec = cli.exec;
+    options.grace = cli.grace;
     let report = match run(&options).await {
         Ok(report) => report,
         Err(e) => {

@@ -38,10 +38,17 @@ impl Report {
         self.results.iter().find(|r| r.check == check)
     }
 
-    /// Whether every required check at or below the level passed or was skipped.
+    /// Whether the level is certified: no required check at or below it failed, and every
+    /// required level-2 check that needs the process was judged (a level-1 check may be
+    /// skipped when the runtime gave it nothing to inspect; level 2 cannot be taken on trust).
     pub fn passed(&self) -> bool {
         !self.results.iter().any(|r| {
-            r.failed() && r.check.severity() == Severity::Required && r.check.level() <= self.level
+            let required =
+                r.check.severity() == Severity::Required && r.check.level() <= self.level;
+            let unjudged = r.check.level() >= 2
+                && r.check != CheckId::ManifestLevel2
+                && matches!(r.outcome, Outcome::Skip(_));
+            required && (r.failed() || unjudged)
         })
     }
 

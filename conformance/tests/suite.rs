@@ -108,7 +108,7 @@ fn the_command_line_reports_text_json_and_junit_and_exits_by_verdict() {
     assert_eq!(report["passed"], true);
     assert_eq!(
         report["checks"].as_array().unwrap().len(),
-        CheckId::ALL.len()
+        CheckId::ALL.iter().filter(|c| c.level() == 1).count()
     );
     let xml = std::fs::read_to_string(junit.path()).unwrap();
     assert!(xml.contains("name=\"L1-TASK-ID-FROM-TASKID\""), "{xml}");
@@ -125,7 +125,7 @@ fn the_command_line_reports_text_json_and_junit_and_exits_by_verdict() {
     assert!(text.contains("FAIL  L1-COMPLETED-ARTIFACT"), "{text}");
 
     let out = Command::new(env!("CARGO_BIN_EXE_daedalus-conformance"))
-        .args(["--url", &broken, "--level", "2"])
+        .args(["--url", &broken, "--level", "3"])
         .output()
         .unwrap();
     assert_eq!(
@@ -144,4 +144,110 @@ async fn an_unreachable_runtime_fails_with_a_reason() {
     assert!(!report.passed());
     let health = report.result(CheckId::Health).unwrap();
     assert!(health.reason().unwrap().contains("no answer"), "{health:?}");
+}
+
+/// The `daedalus-runtime` binary next to this test's (`cargo test --workspace` builds it);
+/// built here when it is missing.
+fn runtime_binary() -> std::path::PathBuf {
+    let dir = std::env::current_exe()
+        .expect("the test binary's path")
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("target/<profile>")
+        .to_path_buf();
+    let binary = dir.join("daedalus-runtime");
+    if !binary.is_file() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let built = Command::new(cargo)
+            .args([
+                "build",
+                "-p",
+                "daedalus-runtime",
+                "--bin",
+                "daedalus-runtime",
+            ])
+            .status()
+            .expect("cargo runs");
+        assert!(built.success(), "the runtime builds");
+    }
+    binary
+}
+
+fn level_two(exec: Option<String>, url: &str) -> SuiteOptions {
+    let mut options = SuiteOptions::new(url);
+    options.level = 2;
+    options.exec = exec;
+    options
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_runtime_passes_level_two_when_the_suite_starts_it() {
+    let command = format!(
+        "env AGENT_NAME=conformance-target SESSIONS_DB=:memory: {}",
+        runtime_binary().display()
+    );
+    let report = run(&level_two(Some(command), "http://unused"))
+        .await
+        .unwrap();
+    assert!(report.passed(), "{}", report.to_text());
+    assert_eq!(
+        report.failed_ids(),
+        Vec::<&str>::new(),
+        "{}",
+        report.to_text()
+    );
+    for check in CheckId::ALL.into_iter().filter(|c| c.level() == 2) {
+        let result = report.result(check).expect("every level-2 check ran");
+        assert_eq!(result.outcome, Outcome::Pass, "{check}: {result:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_server_fails_level_two_on_the_checks_it_lacks() {
+    let command = env!("CARGO_BIN_EXE_reference-server").to_owned();
+    let report = run(&level_two(Some(command), "http://unused"))
+        .await
+        .unwrap();
+    assert!(!report.passed());
+    let mut failed: Vec<&str> = report
+        .failed_ids()
+        .into_iter()
+        .filter(|id| id.starts_with("L2-"))
+        .collect();
+    failed.sort_unstable();
+    assert_eq!(
+        failed,
+        [
+            "L2-GRACE-CANCEL",
+            "L2-JSON-LOGS",
+            "L2-SIGTERM-DRAIN",
+            "L2-TRACE-CONTEXT"
+        ],
+        "{}",
+        report.to_text()
+    );
+}
+
+#[tokio::test]
+async fn without_exec_level_two_is_skipped_with_the_reason_and_not_certified() {
+    let (url, stop) = start_daedalus_runtime().await;
+    let report = run(&level_two(None, &url)).await.unwrap();
+    assert!(!report.passed(), "{}", report.to_text());
+    for check in [
+        CheckId::SigtermDrain,
+        CheckId::GraceCancel,
+        CheckId::JsonLogs,
+        CheckId::TraceContext,
+    ] {
+        let result = report.result(check).expect("reported");
+        match &result.outcome {
+            Outcome::Skip(why) => assert!(why.contains("--exec"), "{check}: {why}"),
+            other => panic!("{check}: {other:?}"),
+        }
+    }
+    assert_eq!(
+        report.result(CheckId::ManifestLevel2).map(|r| &r.outcome),
+        Some(&Outcome::Pass)
+    );
+    stop.cancel();
 }
