@@ -58,3 +58,50 @@ async fn every_mutant_fails_exactly_the_check_named_for_its_defect() {
         }
     }
 }
+
+/// `reference-server` at level 2, broken by `defect` (`none` for the baseline).
+async fn judge_level_two(defect: &str) -> Report {
+    let mut options = SuiteOptions::new("http://unused");
+    options.level = 2;
+    options.exec = Some(format!(
+        "env REFERENCE_LEVEL=2 DEFECT={defect} {}",
+        env!("CARGO_BIN_EXE_reference-server")
+    ));
+    run(&options).await.expect("the suite runs")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn level_two_mutants_each_fail_exactly_their_check() {
+    let baseline = judge_level_two("none").await;
+    assert!(baseline.passed(), "{}", baseline.to_text());
+    let level_two_failures = |report: &Report| -> Vec<&'static str> {
+        report
+            .failed_ids()
+            .into_iter()
+            .filter(|id| id.starts_with("L2-"))
+            .collect()
+    };
+    assert!(level_two_failures(&baseline).is_empty());
+    for (defect, check, why) in [
+        ("exit-nonzero", CheckId::SigtermDrain, "exited with"),
+        ("drop-in-flight", CheckId::SigtermDrain, "dropped"),
+        (
+            "serve-during-drain",
+            CheckId::SigtermDrain,
+            "instead of 503",
+        ),
+        ("non-json-line", CheckId::JsonLogs, "not a JSON object"),
+        ("ignore-traceparent", CheckId::TraceContext, "trace id"),
+    ] {
+        let report = judge_level_two(defect).await;
+        assert_eq!(
+            level_two_failures(&report),
+            [check.id()],
+            "{defect} should fail only {check}:\n{}",
+            report.to_text()
+        );
+        assert!(!report.passed(), "{defect} must fail the run");
+        let reason = report.result(check).and_then(|r| r.reason()).unwrap_or("");
+        assert!(reason.contains(why), "{defect}: {reason}");
+    }
+}
