@@ -24,16 +24,6 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let crates = ["daedalus_runtime", "daedalus_contract"];
-    let (telemetry, trace_layer) = telemetry::init("daedalus-runtime");
-    service::init_logging(
-        &config.log_level,
-        config.log_format,
-        &crates,
-        LogTarget::Stdout,
-        vec![trace_layer],
-    );
-
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -41,6 +31,25 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // The gRPC trace exporter starts its connection on the runtime.
+    let entered = runtime.enter();
+    let (telemetry, trace_layer) = match telemetry::init("daedalus-runtime") {
+        Ok(t) => t,
+        Err(e) => {
+            let cause = std::error::Error::source(&e).map(ToString::to_string);
+            eprintln!("daedalus-runtime: {e}: {}", cause.unwrap_or_default());
+            return ExitCode::from(2);
+        }
+    };
+    service::init_logging(
+        &config.log_level,
+        config.log_format,
+        &["daedalus_runtime", "daedalus_contract"],
+        LogTarget::Stdout,
+        vec![trace_layer],
+    );
+    drop(entered);
+
     let code = runtime.block_on(async {
         let listener = match tokio::net::TcpListener::bind(config.listen).await {
             Ok(l) => l,

@@ -10,6 +10,15 @@
 //!
 //! Without [`init`] (a library user's own subscriber, most tests) spans have no ids and nothing
 //! is propagated.
+//!
+//! Export: when `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set,
+//! spans go to it over OTLP through a batch processor (its queue is bounded and its thread is
+//! its own, so a collector that is down never slows a turn; what is queued is flushed at
+//! shutdown). The standard variables apply: `OTEL_EXPORTER_OTLP_PROTOCOL` (`http/protobuf`, the
+//! default, or `grpc`), `..._HEADERS`, `..._TIMEOUT`, `OTEL_SERVICE_NAME`,
+//! `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG`,
+//! `OTEL_BSP_*`. `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none` turn export off. With
+//! no endpoint nothing is exported, and nothing is paid for it but the span ids.
 
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator as _};
 use opentelemetry::trace::{TraceContextExt as _, TracerProvider as _};
@@ -63,39 +72,127 @@ impl Extractor for TraceHeaders {
     }
 }
 
+/// How long the last export may take at shutdown.
+const FLUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// The runtime's tracer provider; [`Telemetry::shutdown`] flushes what it holds.
 #[derive(Debug)]
 pub struct Telemetry {
     provider: SdkTracerProvider,
+    /// Set while exports fail (the failure was logged already).
+    failing: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Telemetry {
-    /// Flushes and stops the provider (at the end of `main`).
+    /// Flushes and stops the provider (at the end of `main`), within a few seconds.
     pub fn shutdown(self) {
-        if let Err(e) = self.provider.shutdown() {
-            tracing::warn!(error = %e, "the tracer provider did not shut down cleanly");
+        if let Err(e) = self.provider.shutdown_with_timeout(FLUSH_TIMEOUT) {
+            if self.failing.load(std::sync::atomic::Ordering::Acquire) {
+                tracing::debug!(error = %e, "the last spans could not be exported");
+            } else {
+                tracing::warn!(error = %e, "the tracer provider did not shut down cleanly");
+            }
         }
     }
 }
 
+/// Why trace export could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot set up the OTLP trace exporter")]
+pub struct TelemetryError(#[source] opentelemetry_otlp::ExporterBuildError);
+
+/// Whether spans are exported, by the standard variables (`env` reads one).
+pub fn exports(env: &dyn Fn(&str) -> Option<String>) -> bool {
+    let set = |key: &str| env(key).is_some_and(|v| !v.trim().is_empty());
+    let disabled = env("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+        || env("OTEL_TRACES_EXPORTER").is_some_and(|v| v.trim().eq_ignore_ascii_case("none"));
+    !disabled && (set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+}
+
+/// The layer the global subscriber gets.
+pub type TraceLayer =
+    Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync>;
+
 /// The OpenTelemetry layer for the global subscriber, over the runtime's own spans, and the
-/// provider behind it.
-pub fn init(
-    service_name: &str,
-) -> (
-    Telemetry,
-    Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync>,
-) {
-    let resource = opentelemetry_sdk::Resource::builder()
-        .with_service_name(service_name.to_owned())
-        .build();
-    let provider = SdkTracerProvider::builder().with_resource(resource).build();
+/// provider behind it; exporting over OTLP when the environment asks for it. Call it inside a
+/// Tokio runtime (the gRPC exporter needs one).
+pub fn init(service_name: &str) -> Result<(Telemetry, TraceLayer), TelemetryError> {
+    let env = |key: &str| std::env::var(key).ok();
+    let named = env("OTEL_SERVICE_NAME").is_some()
+        || env("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|a| a.contains("service.name="));
+    let mut resource = opentelemetry_sdk::Resource::builder();
+    if !named {
+        resource = resource.with_service_name(service_name.to_owned());
+    }
+    let mut provider = SdkTracerProvider::builder().with_resource(resource.build());
+    let failing = std::sync::Arc::default();
+    if exports(&env) {
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .build()
+            .map_err(TelemetryError)?;
+        provider = provider.with_batch_exporter(WarnOnce {
+            inner: exporter,
+            failing: std::sync::Arc::clone(&failing),
+        });
+    }
+    let provider = provider.build();
     let tracer = provider.tracer("daedalus-runtime");
     let layer = tracing_opentelemetry::layer()
         .with_tracer(tracer)
         .with_filter(Targets::new().with_target("daedalus_runtime", tracing::Level::INFO))
         .boxed();
-    (Telemetry { provider }, layer)
+    Ok((Telemetry { provider, failing }, layer))
+}
+
+/// A span exporter that logs its first failure once, not every batch: a collector that is down
+/// costs one warning (and one line when it is back), never a line per span.
+#[derive(Debug)]
+struct WarnOnce<E> {
+    inner: E,
+    failing: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl<E: opentelemetry_sdk::trace::SpanExporter> opentelemetry_sdk::trace::SpanExporter
+    for WarnOnce<E>
+{
+    async fn export(
+        &self,
+        batch: Vec<opentelemetry_sdk::trace::SpanData>,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        use std::sync::atomic::Ordering;
+        let spans = batch.len();
+        let result = self.inner.export(batch).await;
+        match &result {
+            Err(e) if !self.failing.swap(true, Ordering::AcqRel) => {
+                let error = daedalus_contract::redact::redact_text(&e.to_string());
+                tracing::warn!(
+                    spans,
+                    %error,
+                    "cannot export traces over OTLP; spans are dropped until the collector answers (logged once)"
+                );
+            }
+            Ok(()) if self.failing.swap(false, Ordering::AcqRel) => {
+                tracing::info!("exporting traces over OTLP again");
+            }
+            _ => {}
+        }
+        result
+    }
+
+    fn shutdown_with_timeout(
+        &self,
+        timeout: std::time::Duration,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
+        self.inner.set_resource(resource);
+    }
 }
 
 /// Makes `span` a child of the trace in `headers` (or the root of a new trace when there is
@@ -143,5 +240,40 @@ impl Injector for HeaderInjector<'_> {
         ) {
             self.0.insert(name, value);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exports;
+
+    #[test]
+    fn export_follows_the_standard_variables() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |key: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == key)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        };
+        assert!(!exports(&env(&[])));
+        assert!(exports(&env(&[(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "http://c:4318"
+        )])));
+        assert!(exports(&env(&[(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "http://c/v1/traces"
+        )])));
+        assert!(!exports(&env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", " ")])));
+        assert!(!exports(&env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
+            ("OTEL_SDK_DISABLED", "TRUE"),
+        ])));
+        assert!(!exports(&env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
+            ("OTEL_TRACES_EXPORTER", "none"),
+        ])));
     }
 }

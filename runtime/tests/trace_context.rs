@@ -27,7 +27,8 @@ fn caller_traceparent() -> String {
 fn install_tracing() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        let (telemetry, layer) = daedalus_runtime::telemetry::init("trace-context-test");
+        let (telemetry, layer) =
+            daedalus_runtime::telemetry::init("trace-context-test").expect("no exporter to set up");
         // The provider lives as long as the test binary.
         std::mem::forget(telemetry);
         service::init_logging("warn", LogFormat::Json, &[], LogTarget::Stderr, vec![layer]);
