@@ -178,6 +178,10 @@ struct PublishArgs {
     /// Print the Task as JSON.
     #[arg(long)]
     json: bool,
+    /// Continue this W3C trace (`00-<trace id>-<span id>-<flags>`); without it, publish starts
+    /// a new trace. Either way the trace id is printed to stderr.
+    #[arg(long, value_name = "TRACEPARENT")]
+    traceparent: Option<String>,
 }
 
 /// A secret value: never printed, never logged.
@@ -295,6 +299,8 @@ pub struct PublishConfig {
     #[serde(serialize_with = "as_duration")]
     pub timeout: Duration,
     pub json: bool,
+    /// The trace to continue (`--traceparent`), already checked.
+    pub traceparent: Option<String>,
     pub log_level: String,
 }
 
@@ -349,6 +355,14 @@ impl Launch {
                 ConfigError::invalid("--agent", "name the agent with --agent or AGENT_NAME")
             })?;
             check_agent(&agent, "--agent")?;
+            if let Some(tp) = &p.traceparent
+                && crate::trace::TraceParent::parse(tp).is_none()
+            {
+                return Err(ConfigError::invalid(
+                    "--traceparent",
+                    format!("{tp:?} is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)"),
+                ));
+            }
             return Ok(Launch::Publish(PublishConfig {
                 nats,
                 streams,
@@ -360,6 +374,7 @@ impl Launch {
                 wait: !p.no_wait,
                 timeout: p.timeout,
                 json: p.json,
+                traceparent: p.traceparent,
                 log_level: cli.log_level,
             }));
         }

@@ -85,7 +85,10 @@ async fn run_publish(config: &PublishConfig) -> ExitCode {
             );
         }
     };
-    let outcome = publish::publish(config, &request, progress).await;
+    let trace = publish::trace(config);
+    // On stderr, so `--json` output stays one document: the id to look the task up by.
+    eprintln!("trace {}", trace.span.trace_id_hex());
+    let outcome = publish::publish(config, &request, &trace, progress).await;
     if spinner {
         eprint!("\r\x1b[2K");
     }

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use crate::config::PublishConfig;
 use crate::nats::{self, NatsError};
 use crate::subjects;
+use crate::trace::TraceContext;
 
 /// Why publishing or waiting failed.
 #[derive(Debug, thiserror::Error)]
@@ -109,10 +110,17 @@ pub fn build_request(
     Ok(request)
 }
 
-/// Publishes `request` for `config.agent` and (unless `--no-wait`) waits for its result.
+/// The publisher's span: a child of `--traceparent`, or the root of a new trace.
+pub fn trace(config: &PublishConfig) -> TraceContext {
+    TraceContext::child_of(config.traceparent.as_deref(), None)
+}
+
+/// Publishes `request` for `config.agent` in `trace` (its `traceparent` rides on the task's
+/// headers) and (unless `--no-wait`) waits for its result.
 pub async fn publish(
     config: &PublishConfig,
     request: &SendMessageRequest,
+    trace: &TraceContext,
     progress: impl Fn(),
 ) -> Result<Published, PublishError> {
     let deadline = Instant::now() + config.timeout;
@@ -149,6 +157,7 @@ pub async fn publish(
         subjects::MSG_ID_HEADER,
         subjects::token(&message_id).as_ref(),
     );
+    headers.insert("traceparent", trace.traceparent().as_str());
     let payload = contract::to_vec(request);
     let ack = async {
         js.publish_with_headers(subject.clone(), headers, payload.into())

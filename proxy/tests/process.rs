@@ -509,6 +509,80 @@ async fn publish_waits_for_the_result_and_exits_by_its_state() {
     proxy.shutdown().await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_starts_or_continues_a_trace_that_reaches_the_runtime() {
+    let nats = NatsServer::start();
+    let fake = FakeRuntime::start(Mode::Echo).await;
+    let proxy = Proxy::start(proxy_config("traced", &nats.url(), &fake.url)).await;
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let given = format!("00-{trace}-00f067aa0ba902b7-01");
+
+    let (code, _, err) = publish_command(
+        &nats,
+        &[
+            "--agent",
+            "traced",
+            "--task-id",
+            "t-given",
+            "--traceparent",
+            &given,
+            "hi",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains(&format!("trace {trace}")),
+        "the trace id is printed: {err}"
+    );
+    let (code, _, err) = publish_command(
+        &nats,
+        &["--agent", "traced", "--task-id", "t-new", "hi"],
+        None,
+    )
+    .await;
+    assert_eq!(code, Some(0), "{err}");
+    let started = err
+        .lines()
+        .find_map(|l| l.strip_prefix("trace "))
+        .expect("a trace id is printed")
+        .to_owned();
+    assert_eq!(started.len(), 32);
+    assert_ne!(started, trace, "a new trace");
+
+    // The runtime sees each task in its publisher's trace (through the proxy's span).
+    let trace_of = |task: &str| {
+        let call = fake
+            .calls()
+            .into_iter()
+            .find(|c| c.task_id == task)
+            .expect("the task reached the runtime");
+        let traceparent = call.traceparent.expect("with a traceparent");
+        traceparent
+            .split('-')
+            .nth(1)
+            .expect("a trace id")
+            .to_owned()
+    };
+    assert_eq!(trace_of("t-given"), trace);
+    assert_eq!(trace_of("t-new"), started);
+
+    let (code, _, err) = publish_command(
+        &nats,
+        &["--agent", "traced", "--traceparent", "00-nope-01", "hi"],
+        None,
+    )
+    .await;
+    assert_eq!(
+        code,
+        Some(2),
+        "a malformed --traceparent is a usage error: {err}"
+    );
+    assert!(err.contains("--traceparent"), "{err}");
+    proxy.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn publish_times_out_with_exit_one_when_nobody_answers() {
     let nats = NatsServer::start();
