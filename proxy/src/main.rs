@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use daedalus_contract::service::{self, LogTarget};
+use daedalus_contract::telemetry;
 use daedalus_proxy::config::{ConfigError, Launch, LogFormat, PublishConfig};
 use daedalus_proxy::publish::{self, Published};
 
@@ -37,14 +38,26 @@ fn main() -> ExitCode {
         }
         Launch::Run(config) => {
             let crates = ["daedalus_proxy", "daedalus_contract"];
+            // The gRPC trace exporter starts its connection on the runtime.
+            let entered = runtime.enter();
+            let (telemetry, trace_layer) = match telemetry::init("daedalus-proxy", "daedalus_proxy")
+            {
+                Ok(t) => t,
+                Err(e) => {
+                    let cause = std::error::Error::source(&e).map(ToString::to_string);
+                    eprintln!("daedalus-proxy: {e}: {}", cause.unwrap_or_default());
+                    return ExitCode::from(2);
+                }
+            };
             service::init_logging(
                 &config.log_level,
                 config.log_format,
                 &crates,
                 LogTarget::Stdout,
-                Vec::new(),
+                vec![trace_layer],
             );
-            runtime.block_on(async {
+            drop(entered);
+            let code = runtime.block_on(async {
                 let listener = match tokio::net::TcpListener::bind(config.listen).await {
                     Ok(l) => l,
                     Err(e) => {
@@ -59,7 +72,9 @@ fn main() -> ExitCode {
                         ExitCode::FAILURE
                     }
                 }
-            })
+            });
+            telemetry.shutdown();
+            code
         }
     }
 }

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use crate::config::PublishConfig;
 use crate::nats::{self, NatsError};
 use crate::subjects;
-use crate::trace::TraceContext;
+use crate::trace::{TraceContext, TraceParent};
 
 /// Why publishing or waiting failed.
 #[derive(Debug, thiserror::Error)]
@@ -110,9 +110,17 @@ pub fn build_request(
     Ok(request)
 }
 
-/// The publisher's span: a child of `--traceparent`, or the root of a new trace.
+/// The trace the task is sent in: `--traceparent` as given (the proxy's span becomes a child
+/// of the caller's), or a new trace whose root is this publish (not exported itself).
 pub fn trace(config: &PublishConfig) -> TraceContext {
-    TraceContext::child_of(config.traceparent.as_deref(), None)
+    match config.traceparent.as_deref().and_then(TraceParent::parse) {
+        Some(span) => TraceContext {
+            span,
+            parent_span_id: None,
+            tracestate: None,
+        },
+        None => TraceContext::child_of(None, None),
+    }
 }
 
 /// Publishes `request` for `config.agent` in `trace` (its `traceparent` rides on the task's

@@ -196,10 +196,17 @@ impl Forwarder for HttpRuntime {
             .http
             .post(self.url(TASK_PATH))
             .timeout(timeout)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header("traceparent", trace.traceparent());
-        if let Some(state) = &trace.tracestate {
-            request = request.header("tracestate", state);
+            .header(reqwest::header::CONTENT_TYPE, "application/json");
+        // The runtime-call span's context when telemetry is on (the turn is its child), else
+        // the task's.
+        let current = daedalus_contract::telemetry::current_headers();
+        if current.contains_key("traceparent") {
+            request = request.headers(current);
+        } else {
+            request = request.header("traceparent", trace.traceparent());
+            if let Some(state) = &trace.tracestate {
+                request = request.header("tracestate", state);
+            }
         }
         let response = request
             .body(body)

@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use daedalus_contract::telemetry::TraceHeaders;
 use rand::Rng;
 
 /// A parsed `traceparent` (version 00).
@@ -68,6 +69,34 @@ impl fmt::Display for TraceParent {
 }
 
 impl TraceContext {
+    /// The trace context of an OpenTelemetry-backed `span` that continued `incoming`; `None`
+    /// when spans have no ids (telemetry is not installed).
+    pub fn of_span(span: &tracing::Span, incoming: &TraceHeaders) -> Option<Self> {
+        use opentelemetry::trace::TraceContextExt as _;
+        use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+        let context = span.context();
+        let own = context.span().span_context().clone();
+        if !own.is_valid() {
+            return None;
+        }
+        let parent = incoming.traceparent.as_deref().and_then(TraceParent::parse);
+        Some(Self {
+            span: TraceParent {
+                trace_id: own.trace_id().to_bytes(),
+                span_id: own.span_id().to_bytes(),
+                flags: own.trace_flags().to_u8(),
+            },
+            parent_span_id: parent
+                .filter(|p| p.trace_id == own.trace_id().to_bytes())
+                .map(|p| p.span_id),
+            tracestate: incoming
+                .tracestate
+                .as_deref()
+                .filter(|s| parent.is_some() && is_tracestate(s))
+                .map(str::to_owned),
+        })
+    }
+
     /// The proxy span for a task whose headers carried `traceparent`/`tracestate` (either may
     /// be absent or invalid: then a new sampled trace starts).
     pub fn child_of(traceparent: Option<&str>, tracestate: Option<&str>) -> Self {

@@ -30,6 +30,7 @@ use crate::metrics::Metrics;
 use crate::runtime::Forwarder;
 use crate::subjects;
 use crate::trace::TraceContext;
+use daedalus_contract::telemetry::{self, TraceHeaders};
 
 /// What every worker shares.
 #[derive(Debug)]
@@ -203,18 +204,34 @@ impl Job {
             shared.metrics.redeliveries.inc();
         }
         let headers = message.headers.as_ref();
-        let trace = TraceContext::child_of(
-            header(headers, "traceparent"),
-            header(headers, "tracestate"),
-        );
+        let incoming = TraceHeaders {
+            traceparent: header(headers, "traceparent").map(str::to_owned),
+            tracestate: header(headers, "tracestate").map(str::to_owned),
+        };
         let span = tracing::info_span!(
             "task",
+            otel.name = %format_args!("process {}", message.subject),
+            otel.kind = "consumer",
+            messaging.system = "nats",
+            messaging.destination.name = %message.subject,
             task_id = tracing::field::Empty,
             stream_sequence,
             delivered,
-            trace_id = %trace.span.trace_id_hex(),
-            span_id = %trace.span.span_id_hex(),
+            trace_id = tracing::field::Empty,
+            span_id = tracing::field::Empty,
         );
+        // The task's span: a child of the publisher's, exported when telemetry is on; without
+        // it (a library user's own subscriber), the same ids are made here.
+        telemetry::continue_trace(&span, &incoming);
+        let trace = TraceContext::of_span(&span, &incoming).unwrap_or_else(|| {
+            let trace = TraceContext::child_of(
+                incoming.traceparent.as_deref(),
+                incoming.tracestate.as_deref(),
+            );
+            span.record("trace_id", trace.span.trace_id_hex());
+            span.record("span_id", trace.span.span_id_hex());
+            trace
+        });
         let job = Job {
             shared: Arc::clone(shared),
             message: Arc::new(message),
@@ -257,8 +274,18 @@ impl Job {
         let config = &self.shared.config;
         tracing::info!(message_id = %ids.message_id, "task started");
         let body = self.message.payload.clone();
+        let call = tracing::info_span!(
+            "runtime_call",
+            otel.name = "POST /",
+            otel.kind = "client",
+            http.request.method = "POST",
+        );
+        let send = self
+            .shared
+            .forwarder
+            .send(body, &self.trace, config.task_timeout);
         let reply = tokio::select! {
-            reply = self.shared.forwarder.send(body, &self.trace, config.task_timeout) => reply,
+            reply = send.instrument(call) => reply,
             () = lease.lost() => {
                 self.shared.metrics.leases_lost.inc();
                 if self.is_last_delivery() {
@@ -356,8 +383,16 @@ impl Job {
         let mut payload = Bytes::from(contract::to_vec(&task));
         let mut headers = self.result_headers(ids, &task);
         let subject = subjects::result(&self.shared.config.agent, &ids.task_id);
+        let publishing = tracing::info_span!(
+            "publish_result",
+            otel.name = %format_args!("publish {subject}"),
+            otel.kind = "producer",
+            messaging.system = "nats",
+            messaging.destination.name = %subject,
+        );
         let mut outcome = self
             .publish_durably(lease, &subject, &headers, &payload)
+            .instrument(publishing)
             .await;
         if let Published::TooLarge { size, max } = outcome {
             let why = format!(

@@ -583,6 +583,70 @@ async fn publish_starts_or_continues_a_trace_that_reaches_the_runtime() {
     proxy.shutdown().await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_exports_its_spans_in_the_publishers_trace() {
+    let nats = NatsServer::start();
+    let fake = FakeRuntime::start(Mode::Echo).await;
+    let receiver = daedalus_test_kit::OtlpReceiver::start().await;
+    let mut command = proxy_command("spans", &nats, &fake.url);
+    command
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url())
+        .env("OTEL_SERVICE_NAME", "proxy-under-test")
+        .env("OTEL_BSP_SCHEDULE_DELAY", "600000");
+    let mut proxy = spawn_consuming(command).await;
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let publisher_span = "00f067aa0ba902b7";
+    let (code, _, err) = publish_command(
+        &nats,
+        &[
+            "--agent",
+            "spans",
+            "--task-id",
+            "t-spans",
+            "--traceparent",
+            &format!("00-{trace}-{publisher_span}-01"),
+            "hi",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(code, Some(0), "{err}");
+    signal(&proxy, "TERM");
+    assert!(exit_within(&mut proxy, WAIT).await.success());
+
+    // Flushed at shutdown: the task span under the publisher's, its two children under it.
+    let spans = receiver.spans();
+    let named = |prefix: &str| {
+        spans
+            .iter()
+            .find(|s| s.name.starts_with(prefix))
+            .unwrap_or_else(|| panic!("a {prefix:?} span in {spans:?}"))
+            .clone()
+    };
+    let task = named("process agent.tasks.spans");
+    let call = named("POST /");
+    let result = named("publish agent.results.spans");
+    for span in [&task, &call, &result] {
+        assert_eq!(span.trace_id, trace, "{span:?}");
+        assert_eq!(span.service, "proxy-under-test");
+    }
+    assert_eq!(
+        task.parent_span_id, publisher_span,
+        "a child of the publisher's span"
+    );
+    assert_eq!(call.parent_span_id, task.span_id);
+    assert_eq!(result.parent_span_id, task.span_id);
+    assert_eq!(task.attribute("messaging.system"), Some("nats"));
+    // The runtime got the runtime call's span as its parent.
+    let seen = fake
+        .calls()
+        .into_iter()
+        .find(|c| c.task_id == "t-spans")
+        .and_then(|c| c.traceparent)
+        .expect("the runtime got a traceparent");
+    assert_eq!(seen, format!("00-{trace}-{}-01", call.span_id));
+}
+
 #[tokio::test]
 async fn publish_times_out_with_exit_one_when_nobody_answers() {
     let nats = NatsServer::start();

@@ -33,7 +33,7 @@ fn main() -> ExitCode {
     };
     // The gRPC trace exporter starts its connection on the runtime.
     let entered = runtime.enter();
-    let (telemetry, trace_layer) = match telemetry::init("daedalus-runtime") {
+    let (telemetry, trace_layer) = match telemetry::init("daedalus-runtime", "daedalus_runtime") {
         Ok(t) => t,
         Err(e) => {
             let cause = std::error::Error::source(&e).map(ToString::to_string);

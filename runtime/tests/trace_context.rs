@@ -28,7 +28,8 @@ fn install_tracing() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let (telemetry, layer) =
-            daedalus_runtime::telemetry::init("trace-context-test").expect("no exporter to set up");
+            daedalus_runtime::telemetry::init("trace-context-test", "daedalus_runtime")
+                .expect("no exporter to set up");
         // The provider lives as long as the test binary.
         std::mem::forget(telemetry);
         service::init_logging("warn", LogFormat::Json, &[], LogTarget::Stderr, vec![layer]);

@@ -12,6 +12,8 @@
 //! - **Feature `cli`** ([`cli`]): clap parsing with environment fallbacks as a pure function.
 //! - **Feature `service`** ([`service`]): JSON-lines logging and the SIGTERM/SIGINT sequence
 //!   (contract levels 1 and 2).
+//! - **Feature `telemetry`** ([`telemetry`]): W3C trace context over `tracing` spans and OTLP
+//!   export (contract level 2).
 //!
 //! And the wire:
 //!
@@ -34,6 +36,8 @@ pub mod read;
 pub mod redact;
 #[cfg(feature = "service")]
 pub mod service;
+#[cfg(feature = "telemetry")]
+pub mod telemetry;
 pub mod token;
 pub mod validate;
 pub mod write;

@@ -5,6 +5,7 @@
 //!   goes on, stopped when dropped;
 //! - [`AgentsYaml`]: an `agents.yaml` fixture, built up key by key;
 //! - [`wait_until`]: polling for a positive signal under a deadline, instead of sleeping;
+//! - [`OtlpReceiver`]: an OTLP/HTTP trace receiver that decodes what it is sent;
 //! - [`runtime_config`] and [`proxy_config`]: each binary's configuration as its pure
 //!   parser builds it from arguments.
 //!
@@ -13,11 +14,13 @@
 mod config;
 mod fixture;
 mod nats;
+mod otlp;
 mod runtime;
 mod wait;
 
 pub use config::{proxy_config, runtime_config};
 pub use fixture::AgentsYaml;
 pub use nats::{NatsServer, binary as nats_server_binary};
+pub use otlp::{OtlpReceiver, ReceivedSpan};
 pub use runtime::Runtime;
 pub use wait::{wait_until, wait_until_some};
