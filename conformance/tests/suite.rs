@@ -146,33 +146,6 @@ async fn an_unreachable_runtime_fails_with_a_reason() {
     assert!(health.reason().unwrap().contains("no answer"), "{health:?}");
 }
 
-/// The `daedalus-runtime` binary next to this test's (`cargo test --workspace` builds it);
-/// built here when it is missing.
-fn runtime_binary() -> std::path::PathBuf {
-    let dir = std::env::current_exe()
-        .expect("the test binary's path")
-        .parent()
-        .and_then(std::path::Path::parent)
-        .expect("target/<profile>")
-        .to_path_buf();
-    let binary = dir.join("daedalus-runtime");
-    if !binary.is_file() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let built = Command::new(cargo)
-            .args([
-                "build",
-                "-p",
-                "daedalus-runtime",
-                "--bin",
-                "daedalus-runtime",
-            ])
-            .status()
-            .expect("cargo runs");
-        assert!(built.success(), "the runtime builds");
-    }
-    binary
-}
-
 fn level_two(exec: Option<String>, url: &str) -> SuiteOptions {
     let mut options = SuiteOptions::new(url);
     options.level = 2;
@@ -184,7 +157,7 @@ fn level_two(exec: Option<String>, url: &str) -> SuiteOptions {
 async fn our_runtime_passes_level_two_when_the_suite_starts_it() {
     let command = format!(
         "env AGENT_NAME=conformance-target SESSIONS_DB=:memory: {}",
-        runtime_binary().display()
+        daedalus_test_kit::runtime_binary().display()
     );
     let report = run(&level_two(Some(command), "http://unused"))
         .await

@@ -11,6 +11,7 @@
 //!
 //! Only integration tests and benchmarks use it: it links the runtime and proxy libraries.
 
+mod binaries;
 mod config;
 mod fixture;
 mod nats;
@@ -18,6 +19,7 @@ mod otlp;
 mod runtime;
 mod wait;
 
+pub use binaries::runtime_binary;
 pub use config::{proxy_config, runtime_config};
 pub use fixture::AgentsYaml;
 pub use nats::{NatsServer, binary as nats_server_binary};

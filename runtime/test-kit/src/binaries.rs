@@ -1,0 +1,32 @@
+//! The workspace's binaries for tests of another crate (Cargo sets `CARGO_BIN_EXE_*` only for
+//! a crate's own).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The `daedalus-runtime` binary of this build (`cargo test --workspace` builds it next to the
+/// test binaries); built here when it is missing.
+pub fn runtime_binary() -> PathBuf {
+    let dir = std::env::current_exe()
+        .expect("the test binary's path")
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("target/<profile>")
+        .to_path_buf();
+    let binary = dir.join("daedalus-runtime");
+    if !binary.is_file() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let built = Command::new(cargo)
+            .args([
+                "build",
+                "-p",
+                "daedalus-runtime",
+                "--bin",
+                "daedalus-runtime",
+            ])
+            .status()
+            .expect("cargo runs");
+        assert!(built.success(), "the runtime builds");
+    }
+    binary
+}
