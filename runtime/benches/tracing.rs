@@ -70,6 +70,10 @@ async fn start(otlp: Option<&str>) -> Runtime {
         .stderr(Stdio::null());
     if let Some(endpoint) = otlp {
         command.env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint);
+        // Batch settings to compare (`OTEL_BSP_MAX_QUEUE_SIZE=8192 cargo bench ...`).
+        for (key, value) in std::env::vars().filter(|(k, _)| k.starts_with("OTEL_BSP_")) {
+            command.env(key, value);
+        }
     }
     let runtime = Runtime {
         child: command.spawn().expect("the runtime starts"),
