@@ -43,6 +43,14 @@ pub struct SuiteOptions {
 }
 
 impl SuiteOptions {
+    /// Level-2 options that start the runtime with `command` (see [`SuiteOptions::exec`]).
+    pub fn launching(command: impl Into<String>) -> Self {
+        let mut options = Self::new("http://launched-by-the-suite");
+        options.level = 2;
+        options.exec = Some(command.into());
+        options
+    }
+
     /// Level-1 options for `url` with the defaults of the command line.
     pub fn new(url: impl Into<String>) -> Self {
         Self {

@@ -61,13 +61,13 @@ async fn every_mutant_fails_exactly_the_check_named_for_its_defect() {
 
 /// `reference-server` at level 2, broken by `defect` (`none` for the baseline).
 async fn judge_level_two(defect: &str) -> Report {
-    let mut options = SuiteOptions::new("http://unused");
-    options.level = 2;
-    options.exec = Some(format!(
+    let command = format!(
         "env REFERENCE_LEVEL=2 DEFECT={defect} {}",
         env!("CARGO_BIN_EXE_reference-server")
-    ));
-    run(&options).await.expect("the suite runs")
+    );
+    run(&SuiteOptions::launching(command))
+        .await
+        .expect("the suite runs")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -146,22 +146,13 @@ async fn an_unreachable_runtime_fails_with_a_reason() {
     assert!(health.reason().unwrap().contains("no answer"), "{health:?}");
 }
 
-fn level_two(exec: Option<String>, url: &str) -> SuiteOptions {
-    let mut options = SuiteOptions::new(url);
-    options.level = 2;
-    options.exec = exec;
-    options
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_runtime_passes_level_two_when_the_suite_starts_it() {
     let command = format!(
         "env AGENT_NAME=conformance-target SESSIONS_DB=:memory: {}",
         daedalus_test_kit::runtime_binary().display()
     );
-    let report = run(&level_two(Some(command), "http://unused"))
-        .await
-        .unwrap();
+    let report = run(&SuiteOptions::launching(command)).await.unwrap();
     assert!(report.passed(), "{}", report.to_text());
     assert_eq!(
         report.failed_ids(),
@@ -178,9 +169,7 @@ async fn our_runtime_passes_level_two_when_the_suite_starts_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reference_server_fails_level_two_on_the_checks_it_lacks() {
     let command = env!("CARGO_BIN_EXE_reference-server").to_owned();
-    let report = run(&level_two(Some(command), "http://unused"))
-        .await
-        .unwrap();
+    let report = run(&SuiteOptions::launching(command)).await.unwrap();
     assert!(!report.passed());
     let mut failed: Vec<&str> = report
         .failed_ids()
@@ -204,7 +193,9 @@ async fn the_reference_server_fails_level_two_on_the_checks_it_lacks() {
 #[tokio::test]
 async fn without_exec_level_two_is_skipped_with_the_reason_and_not_certified() {
     let (url, stop) = start_daedalus_runtime().await;
-    let report = run(&level_two(None, &url)).await.unwrap();
+    let mut options = SuiteOptions::new(&url);
+    options.level = 2;
+    let report = run(&options).await.unwrap();
     assert!(!report.passed(), "{}", report.to_text());
     for check in [
         CheckId::SigtermDrain,

@@ -46,13 +46,22 @@ pub fn init_logging(
         let own: Vec<String> = crates.iter().map(|c| format!("{c}={level}")).collect();
         EnvFilter::new(format!("warn,{}", own.join(",")))
     };
-    let writer = move || -> Box<dyn std::io::Write> {
-        match target {
-            LogTarget::Stdout => Box::new(std::io::stdout()),
-            LogTarget::Stderr => Box::new(std::io::stderr()),
-        }
+    let lines = match target {
+        LogTarget::Stdout => log_lines(format, std::io::stdout, filter),
+        LogTarget::Stderr => log_lines(format, std::io::stderr, filter),
     };
-    let lines: ExtraLayer = match format {
+    let mut layers = vec![lines];
+    layers.extend(extra);
+    let _ = tracing_subscriber::registry().with(layers).try_init();
+}
+
+/// The layer that writes log lines in `format` to `writer` (a function, so no line pays for a
+/// boxed writer).
+fn log_lines<W>(format: LogFormat, writer: W, filter: EnvFilter) -> ExtraLayer
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    match format {
         LogFormat::Json => tracing_subscriber::fmt::layer()
             .json()
             .flatten_event(true)
@@ -65,10 +74,7 @@ pub fn init_logging(
             .with_writer(writer)
             .with_filter(filter)
             .boxed(),
-    };
-    let mut layers = vec![lines];
-    layers.extend(extra);
-    let _ = tracing_subscriber::registry().with(layers).try_init();
+    }
 }
 
 /// Resolves on the first SIGTERM or SIGINT, and arms the second-signal exit.

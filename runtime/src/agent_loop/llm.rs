@@ -207,6 +207,11 @@ impl LlmAgent {
     /// Runs one tool call under the timeout, reporting it.
     async fn call_tool(&self, call: &ToolCall, step: u32, context: &CallContext) -> ToolResult {
         let (server, tool) = split_name(&call.name);
+        let server = if self.tools.serves(server) {
+            server
+        } else {
+            super::tools::UNKNOWN_SERVER
+        };
         let span = tracing::info_span!(
             "execute_tool",
             otel.name = %format_args!("execute_tool {tool}"),
@@ -219,19 +224,23 @@ impl LlmAgent {
             span_id = tracing::field::Empty,
         );
         crate::telemetry::record_ids(&span);
-        let result =
-            tracing::Instrument::instrument(self.run_tool(call, step, context), span.clone()).await;
+        let result = tracing::Instrument::instrument(
+            self.run_tool(call, (server, tool), step, context),
+            span.clone(),
+        )
+        .await;
         span.record("outcome", if result.is_error { "error" } else { "ok" });
         result
     }
 
-    async fn run_tool(&self, call: &ToolCall, step: u32, context: &CallContext) -> ToolResult {
-        let (server, tool) = split_name(&call.name);
-        let server = if self.tools.serves(server) {
-            server
-        } else {
-            super::tools::UNKNOWN_SERVER
-        };
+    /// Runs `call` of `tool` on `server` (as [`Self::call_tool`] resolved them), reporting it.
+    async fn run_tool(
+        &self,
+        call: &ToolCall,
+        (server, tool): (&str, &str),
+        step: u32,
+        context: &CallContext,
+    ) -> ToolResult {
         let (server, tool) = (server.to_owned(), tool.to_owned());
         let depth = context.depth;
         context.events.emit(LoopEvent::ToolStarted {
