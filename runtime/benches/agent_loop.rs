@@ -409,7 +409,7 @@ async fn memory_per_session() {
         ));
         let mut config = runtime_config("bench", "127.0.0.1:8080".parse().expect("addr"));
         config.max_tasks = SESSIONS * 2;
-        let core = startup::build_core(&config, Fleet::single("bench", a));
+        let core = startup::build_core(&config, Fleet::single("bench", a), None);
         core.lifecycle().set_ready();
         let state = startup::contract_state(&config, core, config.listen).expect("state");
         let router = daedalus_runtime::faces::contract::router(state);

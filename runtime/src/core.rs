@@ -1,14 +1,20 @@
 //! The runtime-wide core every face shares: the deployment's agents, the turn service that
-//! runs them, the metrics, the LLM provider checks, and where the runtime is in its life.
-//! Per-face state (the contract face's discovery documents, an MCP face's agent definition)
-//! lives with its face and holds a [`Core`].
+//! runs them, the session store they keep conversations in, the metrics, the LLM provider
+//! checks, and where the runtime is in its life. Per-face state (the contract face's discovery
+//! documents, an MCP face's agent definition) lives with its face and holds a [`Core`].
+//!
+//! A reload ([`Core::redeploy`]) swaps the fleet and the provider checks; everything else lives
+//! as long as the process.
 
 use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 
 use crate::fleet::Fleet;
 use crate::lifecycle::Lifecycle;
 use crate::llm::preflight::Preflight;
 use crate::metrics::Metrics;
+use crate::sessions::SessionStore;
 use crate::turns::{TurnLimits, TurnService};
 
 /// What every face shares. Cheap to clone.
@@ -17,37 +23,41 @@ pub struct Core(Arc<Shared>);
 
 #[derive(Debug)]
 struct Shared {
-    fleet: Arc<Fleet>,
     turns: TurnService,
+    sessions: Option<Arc<dyn SessionStore>>,
     metrics: Arc<Metrics>,
-    preflight: Arc<Preflight>,
+    preflight: ArcSwap<Preflight>,
     lifecycle: Arc<Lifecycle>,
 }
 
 impl Core {
     /// The core over `fleet`, starting (not yet ready).
-    pub fn new(fleet: Fleet, preflight: Arc<Preflight>, limits: TurnLimits) -> Self {
-        let fleet = Arc::new(fleet);
+    pub fn new(
+        fleet: Fleet,
+        sessions: Option<Arc<dyn SessionStore>>,
+        preflight: Preflight,
+        limits: TurnLimits,
+    ) -> Self {
         let metrics = Arc::new(Metrics::new());
         let lifecycle = Arc::new(Lifecycle::default());
         let turns = TurnService::new(
-            Arc::clone(&fleet),
+            Arc::new(fleet),
             Arc::clone(&metrics),
             Arc::clone(&lifecycle),
             limits,
         );
         Self(Arc::new(Shared {
-            fleet,
             turns,
+            sessions,
             metrics,
-            preflight,
+            preflight: ArcSwap::from_pointee(preflight),
             lifecycle,
         }))
     }
 
-    /// Every agent of the deployment, with its downstream servers.
-    pub fn fleet(&self) -> &Arc<Fleet> {
-        &self.0.fleet
+    /// Every agent of the deployment, with its downstream servers, as of now.
+    pub fn fleet(&self) -> Arc<Fleet> {
+        self.0.turns.fleet()
     }
 
     /// The one way a turn runs.
@@ -55,16 +65,28 @@ impl Core {
         &self.0.turns
     }
 
+    /// Where agents keep conversations (`None` when turned off).
+    pub fn sessions(&self) -> Option<&Arc<dyn SessionStore>> {
+        self.0.sessions.as_ref()
+    }
+
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.0.metrics
     }
 
-    /// The LLM provider checks behind `/healthz` and `get_health`.
-    pub fn preflight(&self) -> &Arc<Preflight> {
-        &self.0.preflight
+    /// The LLM provider checks behind `/healthz` and `get_health`, as of now.
+    pub fn preflight(&self) -> Arc<Preflight> {
+        self.0.preflight.load_full()
     }
 
     pub fn lifecycle(&self) -> &Lifecycle {
         &self.0.lifecycle
+    }
+
+    /// New turns run on `fleet`, and health checks `preflight`'s providers; turns already
+    /// running finish on the agents they began with.
+    pub fn redeploy(&self, fleet: Fleet, preflight: Preflight) {
+        self.0.preflight.store(Arc::new(preflight));
+        self.0.turns.replace_fleet(Arc::new(fleet));
     }
 }

@@ -20,7 +20,8 @@
 //! - [`llm`]: the OpenAI and Anthropic providers; [`sampling`]: typed sampling parameters and
 //!   what each provider takes; [`sessions`]: the conversation stores; [`config`]: the typed,
 //!   validated configuration.
-//! - [`startup`]: the named steps [`run`] takes, and shutdown.
+//! - [`startup`]: the named steps [`run`] takes, and shutdown; [`reload`]: a new deployment
+//!   swapped in whole on SIGHUP, or refused.
 
 pub mod agent_loop;
 pub mod config;
@@ -31,6 +32,7 @@ pub mod lifecycle;
 pub mod llm;
 pub mod mcp_client;
 pub mod metrics;
+pub mod reload;
 pub mod sampling;
 pub mod serve;
 pub mod sessions;
@@ -40,9 +42,10 @@ pub mod turns;
 
 use std::future::Future;
 
+use futures::{Stream, StreamExt};
 use tokio::net::TcpListener;
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::core::Core;
 
 pub use startup::PREFLIGHT_TTL;
@@ -58,13 +61,8 @@ pub enum RunError {
     Provider(#[source] llm::LlmError),
     #[error("cannot read the listener's address")]
     Listener(#[source] std::io::Error),
-    #[error("{key}: cannot listen on port {port}")]
-    Bind {
-        key: String,
-        port: u16,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Bind(startup::BindError),
     #[error("an agent could not start")]
     Dependency(#[source] faces::mcp::endpoints::DependencyNotReady),
 }
@@ -75,30 +73,51 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), RunError> {
-    let sessions = startup::open_sessions(&config).await?;
-    let fleet = startup::build_fleet(&config, sessions.as_ref())?;
-    let core = startup::build_core(&config, fleet);
-    run_core(listener, &config, core, shutdown).await
+    run_reloading(listener, config, shutdown, futures::stream::pending()).await
 }
 
-/// [`run`] over a prepared core (the seam tests swap the fleet at).
+/// [`run`], applying each configuration `reloads` yields (as read again on SIGHUP) while it
+/// serves; one that cannot be applied is logged and the running deployment kept.
+pub async fn run_reloading(
+    listener: TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send,
+    reloads: impl Stream<Item = Result<Config, ConfigError>> + Send,
+) -> Result<(), RunError> {
+    let sessions = startup::open_sessions(&config).await?;
+    let fleet = startup::build_fleet(&config, sessions.as_ref())?;
+    let core = startup::build_core(&config, fleet, sessions);
+    run_core(listener, config, core, shutdown, reloads).await
+}
+
+/// [`run_reloading`] over a prepared core (the seam tests swap the fleet at).
 pub async fn run_core(
     listener: TcpListener,
-    config: &Config,
+    config: Config,
     core: Core,
     shutdown: impl Future<Output = ()> + Send,
+    reloads: impl Stream<Item = Result<Config, ConfigError>> + Send,
 ) -> Result<(), RunError> {
     let bound = listener.local_addr().map_err(RunError::Listener)?;
-    let contract = startup::contract_state(config, core.clone(), bound)?;
-    let mcp = startup::plan_mcp(config, &core, bound);
-    let mut servers = startup::serve_main_port(listener, config, contract, &mcp);
-    startup::serve_own_ports(&mut servers, config, &mcp, bound.port()).await?;
-    startup::serve_registry_port(&mut servers, config, &mcp).await?;
+    let contract = startup::contract_state(&config, core.clone(), bound)?;
+    let mcp = startup::plan_mcp(&config, &core, bound);
+    let mut servers = startup::serve_main_port(listener, &config, contract.clone(), &mcp);
+    startup::serve_own_ports(&mut servers, &config, &mcp).await?;
+    startup::serve_registry_port(&mut servers, &config).await?;
     startup::go_live(&core);
     tracing::info!(addr = %bound, agent = %config.agent.name, "runtime ready");
 
-    shutdown.await;
-    servers.stop(config.termination_grace_period).await;
+    let grace = config.termination_grace_period;
+    let mut live = reload::Live::new(config, contract, mcp);
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut reloads = std::pin::pin!(reloads);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            Some(next) = reloads.next() => live.reload(next, &mut servers).await,
+        }
+    }
+    servers.stop(grace).await;
     tracing::info!("runtime stopped");
     Ok(())
 }

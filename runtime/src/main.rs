@@ -1,15 +1,16 @@
-//! `daedalus-runtime`: parse the configuration, set up logging, serve until a signal.
+//! `daedalus-runtime`: parse the configuration, set up logging, serve until a signal (and read
+//! the configuration again on SIGHUP).
 
 use std::process::ExitCode;
 
 use daedalus_contract::service::{self, LogTarget};
 use daedalus_runtime::config::{ConfigError, Launch};
-use daedalus_runtime::{run, telemetry};
+use daedalus_runtime::{reload, run_reloading, telemetry};
 
 fn main() -> ExitCode {
     return_large_buffers_to_the_os();
     let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("."));
-    let config = match Launch::from_sources(std::env::args_os(), &|k| std::env::var(k).ok(), &cwd) {
+    let config = match read_config(&cwd) {
         Ok(Launch::Run(config)) => config,
         Ok(Launch::CheckConfig(config)) => {
             #[expect(clippy::print_stdout, reason = "--check-config prints to stdout")]
@@ -51,6 +52,9 @@ fn main() -> ExitCode {
     drop(entered);
 
     let code = runtime.block_on(async {
+        let reloads = reload::on_hangup(move || match read_config(&cwd)? {
+            Launch::Run(config) | Launch::CheckConfig(config) => Ok(config),
+        });
         let listener = match tokio::net::TcpListener::bind(config.listen).await {
             Ok(l) => l,
             Err(e) => {
@@ -58,7 +62,7 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        match run(listener, config, service::shutdown_signal()).await {
+        match run_reloading(listener, config, service::shutdown_signal(), reloads).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 let cause = std::error::Error::source(&e).map(ToString::to_string);
@@ -69,6 +73,11 @@ fn main() -> ExitCode {
     });
     telemetry.shutdown();
     code
+}
+
+/// The configuration from the command line, the environment and the files they name.
+fn read_config(cwd: &std::path::Path) -> Result<Launch, ConfigError> {
+    Launch::from_sources(std::env::args_os(), &|k| std::env::var(k).ok(), cwd)
 }
 
 /// glibc serves allocations over its mmap threshold with `mmap`, and gives them back to the OS

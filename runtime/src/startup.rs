@@ -8,9 +8,12 @@
 //!    once the agents it depends on answer;
 //! 5. [`serve_registry_port`];
 //! 6. [`go_live`]: ready, then the provider preflight and downstream warm-up in the background;
-//! 7. after the shutdown signal, [`Servers::stop`]: the turn service drains under the grace
+//! 7. on each reload request (SIGHUP), [`crate::reload::redeploy`]: the new deployment whole,
+//!    or none of it;
+//! 8. after the shutdown signal, [`Servers::stop`]: the turn service drains under the grace
 //!    period, then the servers close.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
@@ -23,7 +26,7 @@ use crate::config::deployment::AgentDef;
 use crate::config::{Config, SessionsDb};
 use crate::core::Core;
 use crate::faces::contract::{self, ContractState, Discovery};
-use crate::faces::mcp::{self, Face, ServiceSettings, endpoints, registry};
+use crate::faces::mcp::{self, Routes, ServiceSettings, endpoints, registry, routes};
 use crate::fleet::{self, Fleet};
 use crate::llm::preflight::Preflight;
 use crate::metrics;
@@ -72,15 +75,15 @@ pub fn build_fleet(
 }
 
 /// The runtime-wide core over `fleet` (the seam tests and benchmarks swap the fleet at).
-pub fn build_core(config: &Config, fleet: Fleet) -> Core {
-    let preflight = Arc::new(Preflight::new(&config.deployment, PREFLIGHT_TTL));
+pub fn build_core(config: &Config, fleet: Fleet, sessions: Option<Arc<dyn SessionStore>>) -> Core {
+    let preflight = Preflight::new(&config.deployment, PREFLIGHT_TTL);
     let limits = TurnLimits {
         request_timeout: config.limits.request_timeout,
         max_concurrent: config.limits.max_concurrent_tasks,
         max_tasks: config.max_tasks,
         task_memory_bytes: usize::try_from(config.limits.task_memory_bytes).unwrap_or(usize::MAX),
     };
-    Core::new(fleet, preflight, limits)
+    Core::new(fleet, sessions, preflight, limits)
 }
 
 /// The contract face's state for a server bound at `bound`.
@@ -98,24 +101,55 @@ pub fn contract_state(
     ))
 }
 
-/// The running servers, and the token that closes them.
+/// The running servers: the main port, and the side ports (agents' own ports and the registry
+/// port) by number, which a reload opens and closes.
 #[derive(Debug)]
 pub struct Servers {
     core: Core,
+    routes: Arc<Routes>,
+    /// Ends every MCP session: fired at shutdown, once turns have drained.
     mcp_sessions: CancellationToken,
+    /// Closes every port.
     stop: CancellationToken,
-    tasks: Vec<JoinHandle<()>>,
+    main: JoinHandle<()>,
+    side: BTreeMap<u16, SidePort>,
     connection_limits: ConnectionLimits,
 }
 
+/// A side port's server, and the token that closes it alone.
+#[derive(Debug)]
+struct SidePort {
+    close: CancellationToken,
+    server: JoinHandle<()>,
+}
+
 impl Servers {
-    fn spawn(&mut self, listener: TcpListener, router: axum::Router) {
-        self.tasks.push(tokio::spawn(serve::serve(
+    /// Serves a side port: the MCP endpoint of whichever agent owns `port`, the registry and
+    /// `/metrics`.
+    pub(crate) fn open_side_port(&mut self, listener: TcpListener, port: u16) {
+        let router = mcp::own_port_routes(Arc::clone(&self.routes), port)
+            .merge(endpoints::registry_routes(Arc::clone(&self.routes)))
+            .merge(endpoints::metrics_routes(Arc::clone(self.core.metrics())));
+        let close = self.stop.child_token();
+        let server = tokio::spawn(serve::serve(
             listener,
             router,
             self.connection_limits,
-            self.stop.clone(),
-        )));
+            close.clone(),
+        ));
+        self.side.insert(port, SidePort { close, server });
+    }
+
+    /// Stops accepting on `port`; its open exchanges get a few seconds to finish.
+    pub(crate) fn close_side_port(&mut self, port: u16) {
+        if let Some(side) = self.side.remove(&port) {
+            side.close.cancel();
+        }
+    }
+
+    /// The side ports open now.
+    pub(crate) fn side_ports(&self) -> impl Iterator<Item = u16> + '_ {
+        self.side.keys().copied()
     }
 
     /// Drains the turn service under `grace`, then ends MCP sessions and closes every port.
@@ -123,7 +157,8 @@ impl Servers {
         self.core.turns().drain(grace).await;
         self.mcp_sessions.cancel();
         self.stop.cancel();
-        for server in self.tasks {
+        let servers = std::iter::once(self.main).chain(self.side.into_values().map(|s| s.server));
+        for server in servers {
             if let Err(e) = server.await {
                 tracing::error!(error = %e, "a server task failed");
             }
@@ -131,63 +166,75 @@ impl Servers {
     }
 }
 
-/// What the MCP side of startup needs: each agent's face, the shared service settings, and
-/// the registry document.
+/// The MCP side of the runtime: the routing table every MCP port reads, and the main port's
+/// address (agents without their own port are listed under it).
 #[derive(Debug)]
 pub struct McpPlan {
-    faces: Vec<Arc<Face>>,
-    settings: ServiceSettings,
-    registry: Arc<daedalus_contract::model::registry::ServerList>,
+    routes: Arc<Routes>,
+    bound: SocketAddr,
 }
 
 /// The MCP faces of every agent, and the registry that lists them, for a main port at `bound`.
 pub fn plan_mcp(config: &Config, core: &Core, bound: SocketAddr) -> McpPlan {
-    let settings = ServiceSettings {
-        allowed_hosts: allowed_hosts(config),
-        max_body_bytes: usize::try_from(config.limits.max_body_bytes).unwrap_or(usize::MAX),
-        stop: CancellationToken::new(),
+    let plan = McpPlan {
+        routes: Arc::new(Routes::new(CancellationToken::new())),
+        bound,
     };
-    let faces = mcp::faces(&config.deployment, core);
-    let addresses = registry::Addresses {
-        main_base: config.public_url.clone().map_or_else(
-            || format!("http://{}:{}", config.deployment.host, bound.port()),
-            |u| u.trim_end_matches('/').to_owned(),
-        ),
-        host: config.deployment.host.clone(),
-    };
-    let served: Vec<&AgentDef> = faces.iter().map(|f| &f.def).collect();
-    let updated_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let registry = Arc::new(registry::document(
-        &config.deployment,
-        &served,
-        &addresses,
-        &updated_at,
-    ));
-    for def in &served {
-        core.metrics()
-            .agent_info
-            .get_or_create(&metrics::AgentInfo {
-                agent: def.name.clone(),
-                port: def.port.unwrap_or(bound.port()).to_string(),
-            })
-            .set(1);
-    }
-    McpPlan {
-        faces,
-        settings,
-        registry,
-    }
+    let table = plan.table(config, &core.fleet(), core);
+    plan.routes.install(table, std::time::Duration::ZERO);
+    record_agents(core, &plan.routes.table(), bound);
+    plan
 }
 
 impl McpPlan {
-    /// The registry and `/metrics`, served on every port the runtime opens.
-    fn companions(&self, core: &Core) -> axum::Router {
-        endpoints::registry_routes(Arc::clone(&self.registry))
-            .merge(endpoints::metrics_routes(Arc::clone(core.metrics())))
+    /// The routing table for `config`'s deployment, run by `fleet`.
+    pub(crate) fn table(&self, config: &Config, fleet: &Fleet, core: &Core) -> routes::Table {
+        let settings = ServiceSettings {
+            allowed_hosts: allowed_hosts(config),
+            max_body_bytes: usize::try_from(config.limits.max_body_bytes).unwrap_or(usize::MAX),
+        };
+        let faces = mcp::faces(&config.deployment, fleet, core);
+        let addresses = registry::Addresses {
+            main_base: config.public_url.clone().map_or_else(
+                || format!("http://{}:{}", config.deployment.host, self.bound.port()),
+                |u| u.trim_end_matches('/').to_owned(),
+            ),
+            host: config.deployment.host.clone(),
+        };
+        let served: Vec<&AgentDef> = faces.iter().map(|f| &f.def).collect();
+        let updated_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let document = registry::document(&config.deployment, &served, &addresses, &updated_at);
+        self.routes.plan(faces, document, settings)
+    }
+
+    pub(crate) fn routes(&self) -> &Arc<Routes> {
+        &self.routes
+    }
+
+    pub(crate) fn bound(&self) -> SocketAddr {
+        self.bound
     }
 }
 
-/// Serves the contract face, every agent's MCP endpoint and the companions on `listener`.
+/// `daedalus_runtime_agent_info`: one series per agent served, with the port it answers on.
+pub(crate) fn record_agents(core: &Core, table: &routes::Table, main: SocketAddr) {
+    let info = &core.metrics().agent_info;
+    info.clear();
+    for name in table.names() {
+        let port = table
+            .agent(name)
+            .and_then(|e| e.face().def.port)
+            .unwrap_or(main.port());
+        info.get_or_create(&metrics::AgentInfo {
+            agent: name.to_owned(),
+            port: port.to_string(),
+        })
+        .set(1);
+    }
+}
+
+/// Serves the contract face, every agent's MCP endpoint, the registry and `/metrics` on
+/// `listener`.
 pub fn serve_main_port(
     listener: TcpListener,
     config: &Config,
@@ -196,17 +243,26 @@ pub fn serve_main_port(
 ) -> Servers {
     let core = contract.core().clone();
     let main = contract::router(contract)
-        .merge(mcp::main_port_routes(&plan.faces, &plan.settings))
-        .merge(plan.companions(&core));
-    let mut servers = Servers {
+        .merge(mcp::main_port_routes(Arc::clone(&plan.routes)))
+        .merge(endpoints::registry_routes(Arc::clone(&plan.routes)))
+        .merge(endpoints::metrics_routes(Arc::clone(core.metrics())));
+    let stop = CancellationToken::new();
+    let connection_limits = ConnectionLimits::from(&config.limits);
+    let main = tokio::spawn(serve::serve(
+        listener,
+        main,
+        connection_limits,
+        stop.clone(),
+    ));
+    Servers {
         core,
-        mcp_sessions: plan.settings.stop.clone(),
-        stop: CancellationToken::new(),
-        tasks: Vec::new(),
-        connection_limits: ConnectionLimits::from(&config.limits),
-    };
-    servers.spawn(listener, main);
-    servers
+        routes: Arc::clone(&plan.routes),
+        mcp_sessions: plan.routes.stop_token().clone(),
+        stop,
+        main,
+        side: BTreeMap::new(),
+        connection_limits,
+    }
 }
 
 /// Starts the agents that have their own `port`, in the validated start order: each once the
@@ -215,9 +271,9 @@ pub async fn serve_own_ports(
     servers: &mut Servers,
     config: &Config,
     plan: &McpPlan,
-    main_port: u16,
 ) -> Result<(), RunError> {
     let probe = reqwest::Client::new();
+    let main_port = plan.bound.port();
     let local = |def: &AgentDef| match def.port {
         Some(port) => format!("http://127.0.0.1:{port}{}", mcp::OWN_PORT_PATH),
         None => format!(
@@ -225,12 +281,14 @@ pub async fn serve_own_ports(
             mcp::main_port_path(&def.name)
         ),
     };
+    let table = plan.routes.table();
     let in_order = config
         .deployment
         .start_order
         .iter()
-        .filter_map(|name| plan.faces.iter().find(|f| f.name() == name));
-    for face in in_order {
+        .filter_map(|name| table.agent(name));
+    for endpoint in in_order {
+        let face = endpoint.face();
         for dependency in &face.def.depends_on {
             let Some(dep) = config.deployment.agent(dependency) else {
                 continue;
@@ -246,12 +304,10 @@ pub async fn serve_own_ports(
             .map_err(RunError::Dependency)?;
         }
         if let Some(port) = face.def.port {
-            let key = format!("agents.{}.port", face.name());
-            let listener = bind(config.listen.ip(), port, &key).await?;
-            let own = mcp::own_port_routes(face, &plan.settings).merge(endpoints::metrics_routes(
-                Arc::clone(servers.core.metrics()),
-            ));
-            servers.spawn(listener, own);
+            let listener = bind(config.listen.ip(), port, &own_port_key(face.name()))
+                .await
+                .map_err(RunError::Bind)?;
+            servers.open_side_port(listener, port);
             tracing::info!(agent = face.name(), port, "agent MCP endpoint ready");
         }
     }
@@ -259,25 +315,36 @@ pub async fn serve_own_ports(
 }
 
 /// The registry and `/metrics` on `registry_port`, when one is configured.
-pub async fn serve_registry_port(
-    servers: &mut Servers,
-    config: &Config,
-    plan: &McpPlan,
-) -> Result<(), RunError> {
+pub async fn serve_registry_port(servers: &mut Servers, config: &Config) -> Result<(), RunError> {
     if let Some(port) = config.deployment.registry_port {
-        let listener = bind(config.listen.ip(), port, "registry_port").await?;
-        let companions = plan.companions(&servers.core);
-        servers.spawn(listener, companions);
+        let listener = bind(config.listen.ip(), port, REGISTRY_PORT_KEY)
+            .await
+            .map_err(RunError::Bind)?;
+        servers.open_side_port(listener, port);
     }
     Ok(())
+}
+
+/// The setting that names the registry's port.
+pub(crate) const REGISTRY_PORT_KEY: &str = "registry_port";
+
+/// The setting that names `agent`'s own port.
+pub(crate) fn own_port_key(agent: &str) -> String {
+    format!("agents.{agent}.port")
 }
 
 /// Marks the runtime ready, then checks the LLM providers and connects the downstream MCP
 /// servers in the background: never blocking startup; logs and `/healthz` show the result.
 pub fn go_live(core: &Core) {
     core.lifecycle().set_ready();
-    if !core.preflight().is_empty() {
-        let preflight = Arc::clone(core.preflight());
+    check_in_background(core);
+}
+
+/// Checks the deployment's LLM providers and connects its agents' downstream MCP servers, in
+/// the background (at startup and after a reload).
+pub(crate) fn check_in_background(core: &Core) {
+    let preflight = core.preflight();
+    if !preflight.is_empty() {
         let metrics = Arc::clone(core.metrics());
         tokio::spawn(async move {
             for check in preflight.current().await {
@@ -290,15 +357,26 @@ pub fn go_live(core: &Core) {
             }
         });
     }
-    let fleet = Arc::clone(core.fleet());
+    let fleet = core.fleet();
     tokio::spawn(async move { fleet.warm_up().await });
 }
 
+/// A side port that could not be bound.
+#[derive(Debug, thiserror::Error)]
+#[error("{key}: cannot listen on port {port}")]
+pub struct BindError {
+    /// The setting that asked for the port.
+    pub key: String,
+    pub port: u16,
+    #[source]
+    pub source: std::io::Error,
+}
+
 /// Binds an agent's or the registry's port; `key` names the setting in errors.
-async fn bind(ip: IpAddr, port: u16, key: &str) -> Result<TcpListener, RunError> {
+pub(crate) async fn bind(ip: IpAddr, port: u16, key: &str) -> Result<TcpListener, BindError> {
     TcpListener::bind(SocketAddr::new(ip, port))
         .await
-        .map_err(|source| RunError::Bind {
+        .map_err(|source| BindError {
             key: key.to_owned(),
             port,
             source,
@@ -307,7 +385,7 @@ async fn bind(ip: IpAddr, port: u16, key: &str) -> Result<TcpListener, RunError>
 
 /// The `Host` values MCP endpoints accept: loopback, the deployment's `host`, PUBLIC_URL's
 /// host, and MCP_ALLOWED_HOSTS (`*` turns the check off).
-fn allowed_hosts(config: &Config) -> Vec<String> {
+pub(crate) fn allowed_hosts(config: &Config) -> Vec<String> {
     if config.mcp_allowed_hosts.iter().any(|h| h == "*") {
         return Vec::new();
     }

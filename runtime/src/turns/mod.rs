@@ -25,6 +25,7 @@ pub mod tasks;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use daedalus_contract::{Message, Task};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -89,7 +90,9 @@ pub struct TurnService(Arc<Inner>);
 
 #[derive(Debug)]
 struct Inner {
-    fleet: Arc<Fleet>,
+    /// The deployment's agents; a reload swaps in a new fleet while turns that already
+    /// started keep the agent they began with.
+    fleet: ArcSwap<Fleet>,
     metrics: Arc<Metrics>,
     lifecycle: Arc<Lifecycle>,
     limits: TurnLimits,
@@ -110,7 +113,7 @@ impl TurnService {
         limits: TurnLimits,
     ) -> Self {
         Self(Arc::new(Inner {
-            fleet,
+            fleet: ArcSwap::new(fleet),
             metrics,
             lifecycle,
             tasks: TaskRegistry::new(limits.max_tasks, limits.task_memory_bytes),
@@ -169,10 +172,21 @@ impl TurnService {
 
     /// The stored conversation `key` of `agent`, oldest first (empty when it keeps none).
     pub async fn conversation(&self, agent: &str, key: &ConversationKey) -> Vec<Message> {
-        match self.0.fleet.agents.get(agent) {
+        let agent = self.0.fleet.load().agents.get(agent).cloned();
+        match agent {
             Some(agent) => agent.conversation(key.as_str()).await.unwrap_or_default(),
             None => Vec::new(),
         }
+    }
+
+    /// The deployment's agents, as of now.
+    pub fn fleet(&self) -> Arc<Fleet> {
+        self.0.fleet.load_full()
+    }
+
+    /// Runs new turns on `fleet`; turns already running finish on the agents they began with.
+    pub fn replace_fleet(&self, fleet: Arc<Fleet>) {
+        self.0.fleet.store(fleet);
     }
 
     /// Refuses new turns, gives running ones `grace` to finish, then cancels the rest.
@@ -224,6 +238,7 @@ impl TurnService {
     fn agent(&self, name: &str) -> Result<Arc<dyn Agent>, TurnError> {
         self.0
             .fleet
+            .load()
             .agents
             .get(name)
             .cloned()

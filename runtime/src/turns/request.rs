@@ -44,9 +44,9 @@ pub struct TurnRequest {
 
 impl TurnRequest {
     /// A turn of `agent` on `message`, with no sampling overrides, credentials or listener.
-    pub fn new(agent: &str, message: Message, memory: Memory) -> Self {
+    pub fn new(agent: impl Into<String>, message: Message, memory: Memory) -> Self {
         Self {
-            agent: agent.to_owned(),
+            agent: agent.into(),
             message,
             memory,
             sampling: Ok(SamplingParams::default()),

@@ -101,6 +101,22 @@ impl Runtime {
         }
     }
 
+    /// The first log line from now on that `matches`; panics after `within`.
+    pub fn wait_for_log(&self, within: Duration, matches: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let line = self
+                .logs
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("the awaited log line within the time");
+            let entry: Value =
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            if matches(&entry) {
+                return entry;
+            }
+        }
+    }
+
     /// Every remaining log line, parsed.
     pub fn drain_logs(&self) -> Vec<Value> {
         let mut out = Vec::new();

@@ -151,9 +151,9 @@ fn build_manifest(port: u16) -> RuntimeContract {
 }
 
 pub(super) async fn agent_card(State(state): State<ContractState>, headers: HeaderMap) -> Response {
-    state.discovery().card.respond(&headers)
+    state.served().discovery.card.respond(&headers)
 }
 
 pub(super) async fn manifest(State(state): State<ContractState>, headers: HeaderMap) -> Response {
-    state.discovery().manifest.respond(&headers)
+    state.served().discovery.manifest.respond(&headers)
 }

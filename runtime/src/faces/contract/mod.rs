@@ -11,6 +11,7 @@ mod unread_body;
 
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{Method, Uri};
@@ -29,18 +30,23 @@ use crate::core::Core;
 use crate::lifecycle::Phase;
 
 /// The contract face's state: the runtime's core, the agent it serves, and its discovery
-/// documents.
+/// documents (both replaced when the deployment is reloaded).
 #[derive(Debug, Clone)]
 pub struct ContractState(Arc<Shared>);
 
 #[derive(Debug)]
 struct Shared {
     core: Core,
-    /// The agent `POST /` runs.
-    agent: String,
-    discovery: Discovery,
+    served: ArcSwap<Served>,
     /// Body size and read timeouts of `POST /`.
     limits: Limits,
+}
+
+/// The agent `POST /` runs, and the documents that describe it.
+#[derive(Debug)]
+struct Served {
+    agent: String,
+    discovery: Discovery,
 }
 
 impl ContractState {
@@ -48,8 +54,10 @@ impl ContractState {
     pub fn new(core: Core, agent: &str, discovery: Discovery, limits: Limits) -> Self {
         Self(Arc::new(Shared {
             core,
-            agent: agent.to_owned(),
-            discovery,
+            served: ArcSwap::from_pointee(Served {
+                agent: agent.to_owned(),
+                discovery,
+            }),
             limits,
         }))
     }
@@ -63,12 +71,20 @@ impl ContractState {
     }
 
     /// The name of the agent the contract face serves.
-    pub fn agent(&self) -> &str {
-        &self.0.agent
+    pub fn agent(&self) -> String {
+        self.0.served.load().agent.clone()
     }
 
-    fn discovery(&self) -> &Discovery {
-        &self.0.discovery
+    /// From the next request on, `POST /` runs `agent`, described by `discovery`.
+    pub fn redeploy(&self, agent: &str, discovery: Discovery) {
+        self.0.served.store(Arc::new(Served {
+            agent: agent.to_owned(),
+            discovery,
+        }));
+    }
+
+    fn served(&self) -> Arc<Served> {
+        self.0.served.load_full()
     }
 }
 

@@ -33,7 +33,7 @@ fn state_with(agent: Arc<dyn Agent>, tweak: impl FnOnce(&mut Config)) -> Contrac
 /// The contract face of `agent`, its runtime still starting.
 fn starting(config: &Config, agent: Arc<dyn Agent>) -> ContractState {
     let fleet = crate::fleet::Fleet::single(&config.agent.name, agent);
-    let core = crate::startup::build_core(config, fleet);
+    let core = crate::startup::build_core(config, fleet, None);
     crate::startup::contract_state(config, core, config.listen).unwrap()
 }
 

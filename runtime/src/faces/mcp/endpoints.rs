@@ -5,33 +5,33 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::Routes;
+use crate::metrics::{self, Metrics};
 use axum::Router;
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use daedalus_contract::model::registry::ServerList;
-
-use crate::metrics::{self, Metrics};
 
 /// The registry path.
 pub const REGISTRY_PATH: &str = "/.well-known/mcp/server.json";
 /// How long an agent waits for each of its `depends_on` agents to answer.
 pub const DEPENDENCY_WAIT: Duration = Duration::from_mins(1);
 
-async fn registry(State(doc): State<Arc<ServerList>>) -> Response {
-    axum::Json(doc.as_ref().clone()).into_response()
+async fn registry(State(routes): State<Arc<Routes>>) -> Response {
+    let table = routes.table();
+    axum::Json(table.registry().as_ref()).into_response()
 }
 
 async fn metrics_text(State(m): State<Arc<Metrics>>) -> Response {
     ([(CONTENT_TYPE, metrics::CONTENT_TYPE)], m.render()).into_response()
 }
 
-/// `GET /.well-known/mcp/server.json`.
-pub fn registry_routes(doc: Arc<ServerList>) -> Router {
+/// `GET /.well-known/mcp/server.json`: the agents served as of this request.
+pub fn registry_routes(routes: Arc<Routes>) -> Router {
     Router::new()
         .route(REGISTRY_PATH, get(registry))
-        .with_state(doc)
+        .with_state(routes)
 }
 
 /// `GET /metrics`.

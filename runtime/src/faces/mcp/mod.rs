@@ -14,12 +14,12 @@ mod handler;
 pub mod health;
 pub mod progress;
 pub mod registry;
+pub mod routes;
 mod send;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::Router;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
@@ -27,8 +27,10 @@ use crate::config::deployment::{
     AgentDef, Deployment, InstanceScope, McpServer, ModelRef, ServerRef,
 };
 use crate::core::Core;
+use crate::fleet::Fleet;
 
 pub use handler::{AgentServer, GET_HEALTH, SEND_MESSAGE};
+pub use routes::{Routes, main_port_routes, own_port_routes};
 
 /// The MCP endpoint path on an agent's own port.
 pub const OWN_PORT_PATH: &str = "/mcp";
@@ -53,9 +55,9 @@ pub struct Face {
 }
 
 impl Face {
-    /// The face of `def`, when `core`'s fleet has an agent of that name.
-    pub fn new(def: &AgentDef, deployment: &Deployment, core: Core) -> Option<Self> {
-        core.fleet().agents.get(&def.name)?;
+    /// The face of `def`, when `fleet` has an agent of that name.
+    pub fn new(def: &AgentDef, deployment: &Deployment, fleet: &Fleet, core: Core) -> Option<Self> {
+        fleet.agents.get(&def.name)?;
         let downstream = def
             .servers
             .iter()
@@ -92,28 +94,34 @@ impl Face {
     pub fn scope(&self) -> InstanceScope {
         self.def.instance_scope
     }
+
+    /// Whether `other` shows MCP clients the same server (definition and downstream servers):
+    /// a reload then keeps this face's endpoint and sessions.
+    pub fn serves_as(&self, other: &Face) -> bool {
+        self.def == other.def && self.downstream == other.downstream
+    }
 }
 
 /// Settings every agent's MCP service shares.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ServiceSettings {
-    /// Accepted `Host` values (`host` from agents.yaml, loopback, and `MCP_ALLOWED_HOSTS`).
+    /// Accepted `Host` values (`host` from agents.yaml, loopback, and `MCP_ALLOWED_HOSTS`);
+    /// empty accepts any.
     pub allowed_hosts: Vec<String>,
     /// Largest request body (images travel base64 in it).
     pub max_body_bytes: usize,
-    /// Fired at shutdown: ends every MCP session (and its open streams).
-    pub stop: tokio_util::sync::CancellationToken,
 }
 
-/// The Streamable HTTP service of `face`.
+/// The Streamable HTTP service of `face`, its sessions ended by `sessions`.
 pub fn service(
     face: &Arc<Face>,
     settings: &ServiceSettings,
+    sessions: tokio_util::sync::CancellationToken,
 ) -> StreamableHttpService<AgentServer, LocalSessionManager> {
     let mut config = StreamableHttpServerConfig::default();
     config.allowed_hosts.clone_from(&settings.allowed_hosts);
     config.max_request_body_bytes = settings.max_body_bytes;
-    config.cancellation_token = settings.stop.child_token();
+    config.cancellation_token = sessions;
     let face = Arc::clone(face);
     StreamableHttpService::new(
         move || Ok(AgentServer::new(Arc::clone(&face))),
@@ -122,26 +130,9 @@ pub fn service(
     )
 }
 
-/// Every agent's MCP endpoint on the main port.
-pub fn main_port_routes(faces: &[Arc<Face>], settings: &ServiceSettings) -> Router {
-    faces
-        .iter()
-        .fold(Router::new(), |router, face| {
-            router.nest_service(&main_port_path(face.name()), service(face, settings))
-        })
-        .layer(axum::middleware::from_fn(delete_answers_200))
-}
-
-/// `face`'s MCP endpoint at `/mcp`, for its own port.
-pub fn own_port_routes(face: &Arc<Face>, settings: &ServiceSettings) -> Router {
-    Router::new()
-        .nest_service(OWN_PORT_PATH, service(face, settings))
-        .layer(axum::middleware::from_fn(delete_answers_200))
-}
-
 /// rmcp answers a session's `DELETE` with 202; both major versions of the Python SDK (and so
 /// Daedalus) log every status but 200 as a failed termination. The session is gone either way.
-async fn delete_answers_200(
+pub(crate) async fn delete_answers_200(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
@@ -153,11 +144,11 @@ async fn delete_answers_200(
     response
 }
 
-/// The faces of every agent of `deployment`.
-pub fn faces(deployment: &Deployment, core: &Core) -> Vec<Arc<Face>> {
+/// The faces of every agent of `deployment` that `fleet` runs.
+pub fn faces(deployment: &Deployment, fleet: &Fleet, core: &Core) -> Vec<Arc<Face>> {
     deployment
         .agents
         .iter()
-        .filter_map(|def| Face::new(def, deployment, core.clone()).map(Arc::new))
+        .filter_map(|def| Face::new(def, deployment, fleet, core.clone()).map(Arc::new))
         .collect()
 }

@@ -1,0 +1,267 @@
+//! Which MCP endpoint answers a request. The endpoints of a deployment, the ports they own and
+//! the registry document form one [`Table`], read on every request and swapped whole when the
+//! deployment is reloaded: "If an agent is added or removed … subsequent requests must reflect
+//! the change" (`pallas-mcp-interface.txt`).
+//!
+//! An agent whose face is unchanged by a reload keeps its endpoint, and so its MCP sessions. A
+//! changed or removed agent's endpoint is retired: new requests no longer reach it (a changed
+//! agent's clients get 404 for their old session and open a new one, as Streamable HTTP
+//! prescribes), and its sessions end once every turn they could have started is over.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use axum::Router;
+use axum::extract::{Path, Request, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use daedalus_contract::model::registry::ServerList;
+use http::StatusCode;
+use rmcp::transport::streamable_http_server::StreamableHttpService;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+use super::{AgentServer, Face, OWN_PORT_PATH, ServiceSettings};
+
+/// One agent's MCP server: its face, the Streamable HTTP service over it, and the token that
+/// ends its sessions.
+pub struct Endpoint {
+    face: Arc<Face>,
+    service: StreamableHttpService<AgentServer, LocalSessionManager>,
+    sessions: CancellationToken,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("agent", &self.face.name())
+            .field("sessions_ended", &self.sessions.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Endpoint {
+    fn new(face: Arc<Face>, settings: &ServiceSettings, stop: &CancellationToken) -> Self {
+        let sessions = stop.child_token();
+        let service = super::service(&face, settings, sessions.clone());
+        Self {
+            face,
+            service,
+            sessions,
+        }
+    }
+
+    pub fn face(&self) -> &Arc<Face> {
+        &self.face
+    }
+
+    async fn answer(&self, request: Request) -> Response {
+        match self.service.clone().oneshot(request).await {
+            Ok(response) => response.map(axum::body::Body::new),
+            Err(never) => match never {},
+        }
+    }
+}
+
+/// The endpoints of one deployment: by agent name, and by the own port an agent has; the
+/// registry document that lists them; the settings they were made with.
+#[derive(Debug)]
+pub struct Table {
+    agents: BTreeMap<String, Arc<Endpoint>>,
+    ports: BTreeMap<u16, Arc<Endpoint>>,
+    registry: Arc<ServerList>,
+    settings: ServiceSettings,
+}
+
+impl Default for Table {
+    fn default() -> Self {
+        Self {
+            agents: BTreeMap::new(),
+            ports: BTreeMap::new(),
+            registry: Arc::new(ServerList {
+                servers: Vec::new(),
+            }),
+            settings: ServiceSettings::default(),
+        }
+    }
+}
+
+impl Table {
+    /// The endpoint of `agent`.
+    pub fn agent(&self, agent: &str) -> Option<&Arc<Endpoint>> {
+        self.agents.get(agent)
+    }
+
+    /// The endpoint of the agent that owns `port`.
+    pub fn on_port(&self, port: u16) -> Option<&Arc<Endpoint>> {
+        self.ports.get(&port)
+    }
+
+    /// The agents' own ports.
+    pub fn own_ports(&self) -> impl Iterator<Item = u16> + '_ {
+        self.ports.keys().copied()
+    }
+
+    pub fn registry(&self) -> &Arc<ServerList> {
+        &self.registry
+    }
+
+    /// The agents served, by name.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.agents.keys().map(String::as_str)
+    }
+}
+
+/// What a reload changed, by agent name.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    pub added: Vec<String>,
+    pub changed: Vec<String>,
+    pub removed: Vec<String>,
+}
+
+/// The live table, and the token whose firing (at shutdown) ends every MCP session.
+#[derive(Debug)]
+pub struct Routes {
+    table: ArcSwap<Table>,
+    stop: CancellationToken,
+}
+
+impl Routes {
+    /// Routes with no endpoint yet; `stop` ends every session, now or future.
+    pub fn new(stop: CancellationToken) -> Self {
+        Self {
+            table: ArcSwap::from_pointee(Table::default()),
+            stop,
+        }
+    }
+
+    /// The token that ends every session.
+    pub fn stop_token(&self) -> &CancellationToken {
+        &self.stop
+    }
+
+    /// The table as of now.
+    pub fn table(&self) -> Arc<Table> {
+        self.table.load_full()
+    }
+
+    /// A table serving `faces` with `settings`, listing `registry`. A face that shows its
+    /// clients the same server as one served now, with the same settings, keeps that endpoint
+    /// (and its sessions).
+    pub fn plan(
+        &self,
+        faces: Vec<Arc<Face>>,
+        registry: ServerList,
+        settings: ServiceSettings,
+    ) -> Table {
+        let current = self.table.load();
+        let same_settings = current.settings == settings;
+        let mut table = Table {
+            registry: Arc::new(registry),
+            settings,
+            ..Table::default()
+        };
+        for face in faces {
+            let endpoint = match current.agent(face.name()) {
+                Some(kept) if same_settings && kept.face.serves_as(&face) => Arc::clone(kept),
+                _ => Arc::new(Endpoint::new(face, &table.settings, &self.stop)),
+            };
+            if let Some(port) = endpoint.face.def.port {
+                table.ports.insert(port, Arc::clone(&endpoint));
+            }
+            table
+                .agents
+                .insert(endpoint.face.name().to_owned(), endpoint);
+        }
+        table
+    }
+
+    /// Serves `table` from the next request on. The endpoints it no longer serves end their
+    /// sessions after `linger` (the longest a turn they started may still run), or at
+    /// shutdown, whichever comes first.
+    pub fn install(&self, table: Table, linger: Duration) -> Changes {
+        let old = self.table.swap(Arc::new(table));
+        let new = self.table.load();
+        let mut changes = Changes::default();
+        for (name, endpoint) in &new.agents {
+            match old.agent(name) {
+                None => changes.added.push(name.clone()),
+                Some(before) if !Arc::ptr_eq(before, endpoint) => {
+                    changes.changed.push(name.clone());
+                }
+                Some(_) => {}
+            }
+        }
+        for (name, endpoint) in &old.agents {
+            let kept = new
+                .agent(name)
+                .is_some_and(|now| Arc::ptr_eq(now, endpoint));
+            if !kept {
+                if new.agent(name).is_none() {
+                    changes.removed.push(name.clone());
+                }
+                retire(endpoint.sessions.clone(), linger);
+            }
+        }
+        changes
+    }
+}
+
+/// Ends a retired endpoint's sessions after `linger`; its token is a child of the runtime's
+/// stop token, so shutdown ends them earlier.
+fn retire(sessions: CancellationToken, linger: Duration) {
+    tokio::spawn(async move {
+        tokio::select! {
+            () = tokio::time::sleep(linger) => sessions.cancel(),
+            () = sessions.cancelled() => {}
+        }
+    });
+}
+
+/// Every agent's MCP endpoint on the main port, at `/agents/{agent}/mcp`.
+pub fn main_port_routes(routes: Arc<Routes>) -> Router {
+    Router::new()
+        .route("/agents/{agent}/mcp", any(by_agent))
+        .with_state(routes)
+        .layer(axum::middleware::from_fn(super::delete_answers_200))
+}
+
+/// The MCP endpoint of whichever agent owns `port`, at `/mcp`.
+pub fn own_port_routes(routes: Arc<Routes>, port: u16) -> Router {
+    Router::new()
+        .route(OWN_PORT_PATH, any(by_port))
+        .with_state((routes, port))
+        .layer(axum::middleware::from_fn(super::delete_answers_200))
+}
+
+async fn by_agent(
+    State(routes): State<Arc<Routes>>,
+    Path(agent): Path<String>,
+    request: Request,
+) -> Response {
+    let endpoint = routes.table.load().agent(&agent).cloned();
+    match endpoint {
+        Some(endpoint) => endpoint.answer(request).await,
+        None => no_such_agent(),
+    }
+}
+
+async fn by_port(State((routes, port)): State<(Arc<Routes>, u16)>, request: Request) -> Response {
+    let endpoint = routes.table.load().on_port(port).cloned();
+    match endpoint {
+        Some(endpoint) => endpoint.answer(request).await,
+        None => no_such_agent(),
+    }
+}
+
+fn no_such_agent() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        "no agent of this deployment is served here\n",
+    )
+        .into_response()
+}

@@ -1,0 +1,205 @@
+//! Reloading the deployment (SIGHUP). The new configuration is built whole before anything is
+//! swapped: its agents and their provider clients, the contract face's card, the MCP routing
+//! table and registry, and the listeners of ports it adds. A file that does not validate, a
+//! provider that cannot be set up or a port that cannot be bound refuses the reload, with a
+//! log line naming the key, and the running deployment keeps serving.
+//!
+//! Once built, it is swapped in at once. Turns already running finish on the agents they
+//! began with; agents whose MCP face is unchanged keep their sessions; removed agents'
+//! endpoints answer 404 from the next request on, and their ports close.
+//!
+//! Settings from flags and the environment (ports, limits, the session store) cannot change in
+//! a running process, so only the deployment and what derives from it are reloaded;
+//! `logger.level` takes effect at the next start.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+
+use crate::PREFLIGHT_TTL;
+use crate::config::{Config, ConfigError};
+use crate::core::Core;
+use crate::faces::contract::{ContractState, Discovery};
+use crate::faces::mcp::routes::Changes;
+use crate::fleet;
+use crate::llm::LlmError;
+use crate::llm::preflight::Preflight;
+use crate::startup::{self, BindError, McpPlan, Servers};
+
+/// Why a reload was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The file (or what the environment makes of it) does not validate.
+    #[error(transparent)]
+    Config(ConfigError),
+    #[error("cannot set up the LLM provider of the new deployment")]
+    Provider(#[source] LlmError),
+    #[error("the agent card or manifest of the new deployment is invalid")]
+    Discovery(#[source] daedalus_contract::SchemaErrors),
+    #[error(transparent)]
+    Bind(BindError),
+}
+
+/// What a reload did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Reloaded {
+    /// The configuration read is the one running.
+    Unchanged,
+    /// The new deployment serves; these agents changed.
+    Applied(Changes),
+}
+
+/// The deployment being served, and what a reload replaces in it.
+#[derive(Debug)]
+pub struct Live {
+    config: Config,
+    contract: ContractState,
+    mcp: McpPlan,
+}
+
+impl Live {
+    pub fn new(config: Config, contract: ContractState, mcp: McpPlan) -> Self {
+        Self {
+            config,
+            contract,
+            mcp,
+        }
+    }
+
+    /// Applies `next` (the configuration as read again), or logs why not.
+    pub async fn reload(&mut self, next: Result<Config, ConfigError>, servers: &mut Servers) {
+        match self.try_reload(next, servers).await {
+            Ok(Reloaded::Unchanged) => {
+                tracing::info!("reload: the configuration is unchanged");
+            }
+            Ok(Reloaded::Applied(changes)) => {
+                tracing::info!(
+                    added = ?changes.added,
+                    changed = ?changes.changed,
+                    removed = ?changes.removed,
+                    "reload: the new deployment is serving"
+                );
+            }
+            Err(e) => {
+                let cause = std::error::Error::source(&e).map(ToString::to_string);
+                tracing::error!(
+                    error = %e,
+                    cause,
+                    "reload refused; the running deployment keeps serving"
+                );
+            }
+        }
+    }
+
+    /// [`Live::reload`], with its outcome returned.
+    pub async fn try_reload(
+        &mut self,
+        next: Result<Config, ConfigError>,
+        servers: &mut Servers,
+    ) -> Result<Reloaded, ReloadError> {
+        let next = next.map_err(ReloadError::Config)?;
+        if next == self.config {
+            return Ok(Reloaded::Unchanged);
+        }
+        let core = self.contract.core().clone();
+        let fleet =
+            fleet::build(&next.deployment, core.sessions()).map_err(ReloadError::Provider)?;
+        let discovery = Discovery::new(&next, self.mcp.bound()).map_err(ReloadError::Discovery)?;
+        let table = self.mcp.table(&next, &fleet, &core);
+
+        let wanted: BTreeSet<u16> = table
+            .own_ports()
+            .chain(next.deployment.registry_port)
+            .collect();
+        let open: BTreeSet<u16> = servers.side_ports().collect();
+        let mut opened = Vec::new();
+        for &port in wanted.difference(&open) {
+            let key = side_port_key(&next, port);
+            let listener = startup::bind(next.listen.ip(), port, &key)
+                .await
+                .map_err(ReloadError::Bind)?;
+            opened.push((listener, port));
+        }
+
+        // Everything is built: swap.
+        core.redeploy(fleet, Preflight::new(&next.deployment, PREFLIGHT_TTL));
+        self.contract.redeploy(&next.agent.name, discovery);
+        let changes = self
+            .mcp
+            .routes()
+            .install(table, next.limits.request_timeout);
+        startup::record_agents(&core, &self.mcp.routes().table(), self.mcp.bound());
+        for (listener, port) in opened {
+            servers.open_side_port(listener, port);
+        }
+        for &port in open.difference(&wanted) {
+            servers.close_side_port(port);
+        }
+        warn_about_restart_only_settings(&self.config, &next);
+        startup::check_in_background(&core);
+        self.config = next;
+        Ok(Reloaded::Applied(changes))
+    }
+
+    /// The main port's address.
+    pub fn bound(&self) -> SocketAddr {
+        self.mcp.bound()
+    }
+
+    /// The core the deployment runs on.
+    pub fn core(&self) -> &Core {
+        self.contract.core()
+    }
+}
+
+/// The setting that asks for side port `port` in `config`.
+fn side_port_key(config: &Config, port: u16) -> String {
+    config
+        .deployment
+        .agents
+        .iter()
+        .find(|a| a.port == Some(port))
+        .map_or_else(
+            || startup::REGISTRY_PORT_KEY.to_owned(),
+            |a| startup::own_port_key(&a.name),
+        )
+}
+
+/// A configuration read by `load` on every SIGHUP, for [`crate::run_reloading`]. The handler
+/// is installed at once, so from then on SIGHUP no longer ends the process (its default).
+/// `tokio::signal` serves here rather than `signal-hook-tokio`: tokio already handles TERM and
+/// INT for the shutdown, and one signal driver is enough.
+pub fn on_hangup(
+    load: impl Fn() -> Result<Config, ConfigError> + Send + Sync + 'static,
+) -> impl futures::Stream<Item = Result<Config, ConfigError>> + Send {
+    use tokio::signal::unix::{SignalKind, signal};
+    let hangups = match signal(SignalKind::hangup()) {
+        Ok(hangups) => Some(hangups),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot handle SIGHUP; the deployment will not reload");
+            None
+        }
+    };
+    let load = std::sync::Arc::new(load);
+    futures::stream::unfold(hangups, move |hangups| {
+        let load = std::sync::Arc::clone(&load);
+        async move {
+            let mut hangups = hangups?;
+            hangups.recv().await?;
+            tracing::info!("SIGHUP: reading the configuration again");
+            let read = tokio::task::spawn_blocking(move || load())
+                .await
+                .unwrap_or_else(|e| Err(ConfigError::invalid("reload", e.to_string())));
+            Some((read, Some(hangups)))
+        }
+    })
+}
+
+fn warn_about_restart_only_settings(old: &Config, new: &Config) {
+    if old.log_level != new.log_level {
+        tracing::warn!(
+            running = %old.log_level,
+            read = %new.log_level,
+            "reload: logger.level takes effect at the next start"
+        );
+    }
+}
