@@ -1,4 +1,4 @@
-//! Spans leave the runtime over OTLP (http/protobuf) when `OTEL_EXPORTER_OTLP_ENDPOINT` is set:
+//! Spans leave the runtime over OTLP (http/protobuf, or gRPC) when `OTEL_EXPORTER_OTLP_ENDPOINT` is set:
 //! an in-test receiver decodes what the real binary sends. The batch delay is set far beyond
 //! the test, so the spans arriving at all proves the flush at shutdown.
 
@@ -85,5 +85,40 @@ async fn a_collector_that_is_down_costs_one_warning_and_no_task() {
     assert!(
         !warnings[0].to_string().contains(&closed),
         "the endpoint stays out of the log line"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_are_exported_over_grpc_when_the_protocol_says_so() {
+    let receiver = OtlpReceiver::start().await;
+    let mut rt = runtime()
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url())
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .env("OTEL_SERVICE_NAME", "otlp-grpc-test")
+        .start();
+    let response = reqwest::Client::new()
+        .post(rt.url("/"))
+        .header("traceparent", format!("00-{TRACE}-{CALLER_SPAN}-01"))
+        .json(
+            &json!({"message": {"messageId": "m-grpc", "role": "user", "parts": [{"text": "hi"}]}}),
+        )
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status(), 200);
+    rt.signal("TERM");
+    assert_eq!(rt.wait_exit(Duration::from_secs(10)).code(), Some(0));
+
+    let exported = receiver.spans();
+    let turn = exported
+        .iter()
+        .find(|s| s.name == "invoke_agent proc-test")
+        .unwrap_or_else(|| panic!("the turn's span came over gRPC: {exported:?}"));
+    assert_eq!(turn.trace_id, TRACE);
+    assert_eq!(turn.service, "otlp-grpc-test");
+    let logs = rt.drain_logs();
+    assert!(
+        !logs.iter().any(|l| l["level"] == "WARN"),
+        "the gRPC export succeeded without a warning: {logs:?}"
     );
 }

@@ -1,4 +1,6 @@
-//! An OTLP/HTTP trace receiver: `POST /v1/traces` with a protobuf body, decoded and kept.
+//! An OTLP trace receiver on one port, for both protocols: OTLP/HTTP (`POST /v1/traces`, a
+//! protobuf body) and OTLP/gRPC (the `TraceService/Export` call over HTTP/2, answered with a
+//! gRPC frame and `grpc-status` trailers). What arrives is decoded and kept.
 
 use std::sync::{Arc, Mutex};
 
@@ -84,21 +86,64 @@ fn decode(body: &Bytes) -> Vec<ReceivedSpan> {
     out
 }
 
+/// The gRPC method an OTLP/gRPC exporter calls.
+const GRPC_EXPORT: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+
+/// A gRPC message frame's header: a compression flag byte, then the length (big endian).
+const GRPC_FRAME_HEADER: usize = 5;
+
+/// The message of one uncompressed gRPC frame.
+fn grpc_message(body: &Bytes) -> Bytes {
+    assert!(body.len() >= GRPC_FRAME_HEADER, "a gRPC frame");
+    assert_eq!(body[0], 0, "an uncompressed gRPC message");
+    let len = u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize;
+    body.slice(GRPC_FRAME_HEADER..GRPC_FRAME_HEADER + len)
+}
+
+/// An OK gRPC answer: one empty `ExportTraceServiceResponse`, then `grpc-status: 0`.
+fn grpc_ok() -> axum::response::Response {
+    use http_body_util::StreamBody;
+    use hyper::body::Frame;
+    let mut trailers = axum::http::HeaderMap::new();
+    trailers.insert("grpc-status", axum::http::HeaderValue::from_static("0"));
+    let frames = futures::stream::iter([
+        Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from_static(&[0, 0, 0, 0, 0]))),
+        Ok(Frame::trailers(trailers)),
+    ]);
+    axum::response::Response::builder()
+        .header("content-type", "application/grpc")
+        .body(axum::body::Body::new(StreamBody::new(frames)))
+        .expect("a gRPC response")
+}
+
 impl OtlpReceiver {
     pub async fn start() -> Self {
         let spans: Arc<Mutex<Vec<ReceivedSpan>>> = Arc::default();
-        let store = Arc::clone(&spans);
-        let app = axum::Router::new().route(
-            "/v1/traces",
-            axum::routing::post(move |body: Bytes| {
-                let store = Arc::clone(&store);
-                async move {
-                    let decoded = decode(&body);
-                    store.lock().expect("lock").extend(decoded);
-                    axum::http::StatusCode::OK
-                }
-            }),
-        );
+        let http = Arc::clone(&spans);
+        let grpc = Arc::clone(&spans);
+        let app = axum::Router::new()
+            .route(
+                "/v1/traces",
+                axum::routing::post(move |body: Bytes| {
+                    let store = Arc::clone(&http);
+                    async move {
+                        let decoded = decode(&body);
+                        store.lock().expect("lock").extend(decoded);
+                        axum::http::StatusCode::OK
+                    }
+                }),
+            )
+            .route(
+                GRPC_EXPORT,
+                axum::routing::post(move |body: Bytes| {
+                    let store = Arc::clone(&grpc);
+                    async move {
+                        let decoded = decode(&grpc_message(&body));
+                        store.lock().expect("lock").extend(decoded);
+                        grpc_ok()
+                    }
+                }),
+            );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("binds");
@@ -107,7 +152,8 @@ impl OtlpReceiver {
         Self { url, spans }
     }
 
-    /// `http://127.0.0.1:<port>` (the exporter appends `/v1/traces`).
+    /// `http://127.0.0.1:<port>` (an HTTP exporter appends `/v1/traces`; a gRPC one calls
+    /// `TraceService/Export` there).
     pub fn url(&self) -> &str {
         &self.url
     }
