@@ -151,6 +151,9 @@ struct StreamArgs {
 enum Command {
     /// Put a task on NATS and wait for its result.
     Publish(PublishArgs),
+    /// Exit 0 when this proxy's `GET /healthz` (at PROXY_HOST:PROXY_PORT, loopback for
+    /// 0.0.0.0) answers 200, else 1: a container HEALTHCHECK that needs no curl.
+    Healthcheck,
 }
 
 #[derive(Debug, Args)]
@@ -310,6 +313,8 @@ pub enum Launch {
     Run(ProxyConfig),
     CheckConfig(ProxyConfig),
     Publish(PublishConfig),
+    /// Probe the `/healthz` of the proxy at this address (`healthcheck`).
+    Healthcheck(SocketAddr),
 }
 
 impl Launch {
@@ -319,6 +324,11 @@ impl Launch {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Launch, ConfigError> {
         let (cli, sourced) = cli::parse_naming_env::<Cli>(args, env)?;
+        if let Some(Command::Healthcheck) = cli.command {
+            return Ok(Launch::Healthcheck(
+                daedalus_contract::healthcheck::local_address(cli.proxy_host, cli.proxy_port),
+            ));
+        }
         let key = |id: &str, flag: &str| cli::key_for(&sourced, id, flag);
         let nats = nats_config(&cli.nats, &key)?;
         let streams = StreamsConfig {

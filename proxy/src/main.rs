@@ -26,6 +26,15 @@ fn main() -> ExitCode {
         }
     };
     match launch {
+        Launch::Healthcheck(addr) => {
+            match daedalus_contract::healthcheck::probe(addr, "/healthz") {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("daedalus-proxy healthcheck: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Launch::CheckConfig(config) => {
             let mut out = std::io::stdout();
             let _ = writeln!(out, "{}", config.to_pretty_json());

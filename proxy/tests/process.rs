@@ -659,3 +659,38 @@ async fn publish_times_out_with_exit_one_when_nobody_answers() {
     assert_eq!(code, Some(1));
     assert!(err.contains("no result for task"), "{err}");
 }
+
+/// `daedalus-proxy healthcheck` against `PROXY_PORT=port`.
+fn healthcheck(port: u16) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_daedalus-proxy"))
+        .env_clear()
+        .env("PROXY_PORT", port.to_string())
+        .arg("healthcheck")
+        .output()
+        .expect("the healthcheck runs")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthcheck_exits_zero_while_the_proxy_is_healthy_and_one_once_it_is_gone() {
+    let nats = NatsServer::start();
+    let fake = FakeRuntime::start(Mode::Echo).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut proxy = spawn_consuming({
+        let mut c = proxy_command("hc", &nats, &fake.url);
+        c.env("PROXY_PORT", port.to_string());
+        c
+    })
+    .await;
+    let healthy = healthcheck(port);
+    assert!(healthy.status.success(), "{healthy:?}");
+
+    signal(&proxy, "TERM");
+    assert_eq!(exit_within(&mut proxy, WAIT).await.code(), Some(0));
+    let gone = healthcheck(port);
+    assert_eq!(gone.status.code(), Some(1), "{gone:?}");
+    let said = String::from_utf8_lossy(&gone.stderr);
+    assert!(said.contains("cannot connect"), "{said}");
+}

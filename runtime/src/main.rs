@@ -12,6 +12,7 @@ fn main() -> ExitCode {
     let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("."));
     let config = match read_config(&cwd) {
         Ok(Launch::Run(config)) => config,
+        Ok(Launch::Healthcheck(addr)) => return healthcheck(addr),
         Ok(Launch::CheckConfig(config)) => {
             #[expect(clippy::print_stdout, reason = "--check-config prints to stdout")]
             {
@@ -54,6 +55,10 @@ fn main() -> ExitCode {
     let code = runtime.block_on(async {
         let reloads = reload::on_hangup(move || match read_config(&cwd)? {
             Launch::Run(config) | Launch::CheckConfig(config) => Ok(config),
+            Launch::Healthcheck(_) => Err(ConfigError::invalid(
+                "healthcheck",
+                "the arguments now ask for a health check",
+            )),
         });
         let listener = match tokio::net::TcpListener::bind(config.listen).await {
             Ok(l) => l,
@@ -73,6 +78,17 @@ fn main() -> ExitCode {
     });
     telemetry.shutdown();
     code
+}
+
+/// `daedalus-runtime healthcheck`: 0 when `/health` answers 200, else 1 with the reason.
+fn healthcheck(addr: std::net::SocketAddr) -> ExitCode {
+    match daedalus_contract::healthcheck::probe(addr, daedalus_contract::container::HEALTH_PATH) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("daedalus-runtime healthcheck: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// The configuration from the command line, the environment and the files they name.

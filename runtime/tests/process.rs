@@ -495,3 +495,47 @@ async fn a_runtime_killed_mid_loop_restarts_with_the_half_turn_marked_error_and_
         "the interrupted turn is left out; no tool call without its result"
     );
 }
+
+/// `daedalus-runtime healthcheck` against `A2A_PORT=port`.
+fn healthcheck(port: u16) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_daedalus-runtime"))
+        .env_clear()
+        .env("A2A_PORT", port.to_string())
+        .arg("healthcheck")
+        .output()
+        .expect("the healthcheck runs")
+}
+
+#[tokio::test]
+async fn healthcheck_exits_zero_while_ready_and_one_when_draining_or_gone() {
+    let mut rt = runtime().env("TERMINATION_GRACE_PERIOD", "10s").start();
+    let port = rt.addr.port();
+    let healthy = healthcheck(port);
+    assert!(healthy.status.success(), "{healthy:?}");
+
+    let client = reqwest::Client::new();
+    let url = rt.url("/");
+    let slow =
+        tokio::spawn(
+            async move { post(&client, &url, &message("slow-hc", "***SLEEP 2s done")).await },
+        );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    rt.signal("TERM");
+    let draining = daedalus_test_kit::wait_until_some(
+        "the healthcheck fails while draining",
+        Duration::from_secs(5),
+        || async move {
+            let out = healthcheck(port);
+            (out.status.code() == Some(1)).then_some(out)
+        },
+    )
+    .await;
+    assert!(
+        String::from_utf8_lossy(&draining.stderr).contains("503"),
+        "{draining:?}"
+    );
+    assert_eq!(slow.await.expect("the client ran").0, 200);
+    assert_eq!(rt.wait_exit(Duration::from_secs(10)).code(), Some(0));
+    let gone = healthcheck(port);
+    assert_eq!(gone.status.code(), Some(1), "{gone:?}");
+}

@@ -31,6 +31,8 @@
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod container;
+#[cfg(feature = "service")]
+pub mod healthcheck;
 pub mod model;
 pub mod read;
 pub mod redact;

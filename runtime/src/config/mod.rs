@@ -31,86 +31,107 @@ use self::deployment::{AgentDef, Deployment, DeploymentError, ModelRef, ServerRe
 )]
 struct Cli {
     /// Port of the A2A HTTP server.
-    #[arg(long, env = "A2A_PORT", default_value_t = container::A2A_PORT_DEFAULT)]
+    #[arg(long, env = "A2A_PORT", global = true, default_value_t = container::A2A_PORT_DEFAULT)]
     port: u16,
     /// Address to bind.
-    #[arg(long, env = "A2A_HOST", default_value = "0.0.0.0")]
+    #[arg(long, env = "A2A_HOST", global = true, default_value = "0.0.0.0")]
     host: IpAddr,
     /// The agent the contract face serves (with no agents.yaml: the one agent's name);
     /// a NATS subject token ([A-Za-z0-9_-]{1,64}).
-    #[arg(long, env = "AGENT_NAME")]
+    #[arg(long, env = "AGENT_NAME", global = true)]
     agent_name: Option<String>,
     /// One-line description for the agent card.
-    #[arg(long, env = "AGENT_DESCRIPTION")]
+    #[arg(long, env = "AGENT_DESCRIPTION", global = true)]
     agent_description: Option<String>,
     /// Version for the agent card (default: the runtime's version).
-    #[arg(long, env = "AGENT_VERSION")]
+    #[arg(long, env = "AGENT_VERSION", global = true)]
     agent_version: Option<String>,
     /// Skills for the agent card, as a JSON array of {id, name, description, tags}.
-    #[arg(long, env = "AGENT_SKILLS")]
+    #[arg(long, env = "AGENT_SKILLS", global = true)]
     agent_skills: Option<String>,
     /// Base URL under which clients reach this runtime (default: http://127.0.0.1:<port>).
-    #[arg(long, env = "PUBLIC_URL")]
+    #[arg(long, env = "PUBLIC_URL", global = true)]
     public_url: Option<String>,
     /// Model of the agent, as `provider.model`; `passthrough` echoes.
-    #[arg(long, env = "DEFAULT_MODEL", default_value = "passthrough")]
+    #[arg(
+        long,
+        env = "DEFAULT_MODEL",
+        global = true,
+        default_value = "passthrough"
+    )]
     default_model: String,
     /// Writable workspace (default: /workspace, or the current directory if that is absent).
-    #[arg(long, env = "WORK_DIR")]
+    #[arg(long, env = "WORK_DIR", global = true)]
     work_dir: Option<PathBuf>,
     /// The session store: a SQLite file (default: <WORK_DIR>/daedalus-sessions.sqlite),
     /// `:memory:`, `nats://host:4222[/bucket]` (a JetStream KV bucket shared by replicas), or
     /// `off`.
-    #[arg(long, env = "SESSIONS_DB")]
+    #[arg(long, env = "SESSIONS_DB", global = true)]
     sessions_db: Option<String>,
     /// How long a conversation idle for longer is kept in the session store (`720h` = 30
     /// days); `0` keeps them forever.
-    #[arg(long, env = "SESSION_TTL", default_value = "720h", value_parser = parse_duration)]
+    #[arg(long, env = "SESSION_TTL", global = true, default_value = "720h", value_parser = parse_duration)]
     session_ttl: Duration,
     /// Extra `Host` values the MCP endpoints accept, comma-separated (besides loopback, the
     /// deployment's `host` and PUBLIC_URL's host); `*` accepts any.
-    #[arg(long, env = "MCP_ALLOWED_HOSTS", value_delimiter = ',')]
+    #[arg(long, env = "MCP_ALLOWED_HOSTS", global = true, value_delimiter = ',')]
     mcp_allowed_hosts: Vec<String>,
     /// Largest accepted request body (bytes, or with a unit: 16MiB, 512KiB, 10MB).
-    #[arg(long, env = "MAX_BODY_SIZE", default_value = "16MiB", value_parser = parse_size)]
+    #[arg(long, env = "MAX_BODY_SIZE", global = true, default_value = "16MiB", value_parser = parse_size)]
     max_body_size: u64,
     /// Time allowed for a client to send the request headers.
-    #[arg(long, env = "HEADER_READ_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, env = "HEADER_READ_TIMEOUT", global = true, default_value = "10s", value_parser = parse_duration)]
     header_read_timeout: Duration,
     /// Most client connections open at once on each port; past it new connections wait in the
     /// listen backlog.
-    #[arg(long, env = "MAX_CONNECTIONS", default_value_t = 1024)]
+    #[arg(long, env = "MAX_CONNECTIONS", global = true, default_value_t = 1024)]
     max_connections: usize,
     /// Time allowed for a client to send the request body.
-    #[arg(long, env = "BODY_READ_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, env = "BODY_READ_TIMEOUT", global = true, default_value = "30s", value_parser = parse_duration)]
     body_read_timeout: Duration,
     /// Longest a task may run before it is canceled and reported failed.
-    #[arg(long, env = "REQUEST_TIMEOUT", default_value = "15m", value_parser = parse_duration)]
+    #[arg(long, env = "REQUEST_TIMEOUT", global = true, default_value = "15m", value_parser = parse_duration)]
     request_timeout: Duration,
     /// Time in-flight requests get to finish after SIGTERM/SIGINT.
-    #[arg(long, env = "TERMINATION_GRACE_PERIOD", default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, env = "TERMINATION_GRACE_PERIOD", global = true, default_value = "30s", value_parser = parse_duration)]
     termination_grace_period: Duration,
     /// How many tasks are remembered (for input-required continuation and idempotent replay).
-    #[arg(long, env = "MAX_TASKS", default_value_t = 10_000)]
+    #[arg(long, env = "MAX_TASKS", global = true, default_value_t = 10_000)]
     max_tasks: usize,
     /// How many bytes the remembered tasks may hold (bytes, or with a unit: 64MiB); the oldest
     /// idle ones are forgotten first.
-    #[arg(long, env = "TASK_MEMORY", default_value = "64MiB", value_parser = parse_size)]
+    #[arg(long, env = "TASK_MEMORY", global = true, default_value = "64MiB", value_parser = parse_size)]
     task_memory: u64,
     /// Turns run at once; past it `POST /` answers 503 with `Retry-After` (the proxy retries
     /// later) and the MCP face answers with an error to retry.
-    #[arg(long, env = "MAX_CONCURRENT_TASKS", default_value_t = 256)]
+    #[arg(
+        long,
+        env = "MAX_CONCURRENT_TASKS",
+        global = true,
+        default_value_t = 256
+    )]
     max_concurrent_tasks: usize,
     /// Log filter: a level (info, debug, ...) or a tracing directive list (default: the
     /// deployment's logger.level, else info).
-    #[arg(long, env = "LOG_LEVEL")]
+    #[arg(long, env = "LOG_LEVEL", global = true)]
     log_level: Option<String>,
     /// Log format: json (one object a line) or text.
-    #[arg(long, env = "LOG_FORMAT", default_value = "json")]
+    #[arg(long, env = "LOG_FORMAT", global = true, default_value = "json")]
     log_format: LogFormat,
     /// Print the resolved configuration and exit.
-    #[arg(long)]
+    #[arg(long, global = true)]
     check_config: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+/// Every flag is `global`, so the values the environment supplies (appended as flags) are
+/// accepted after a subcommand too.
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Exit 0 when this runtime's `GET /health` (at A2A_HOST:A2A_PORT, loopback for 0.0.0.0)
+    /// answers 200, else 1: a container HEALTHCHECK that needs no curl.
+    Healthcheck,
 }
 
 /// What the process was asked to do.
@@ -120,6 +141,9 @@ pub enum Launch {
     Run(Config),
     /// Print the resolved configuration and exit (`--check-config`).
     CheckConfig(Config),
+    /// Probe the `/health` of the runtime at this address (`healthcheck`), without reading
+    /// the deployment.
+    Healthcheck(SocketAddr),
 }
 
 /// The validated configuration.
@@ -256,6 +280,11 @@ impl Launch {
         cwd: &Path,
     ) -> Result<Launch, ConfigError> {
         let (cli, sourced) = cli::parse_naming_env::<Cli>(args, env)?;
+        if let Some(Command::Healthcheck) = cli.command {
+            return Ok(Launch::Healthcheck(
+                daedalus_contract::healthcheck::local_address(cli.host, cli.port),
+            ));
+        }
         let key_of = |id: &str, flag: &str| cli::key_for(&sourced, id, flag);
         let check = cli.check_config;
         if let Some(name) = &cli.agent_name {
