@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::agent_loop::{Agent, LlmAgent, Passthrough, SubAgents, ToolSource, Toolbox};
+use crate::agent_loop::{
+    Agent, LlmAgent, Passthrough, SubAgents, ToolPassthrough, ToolSource, Toolbox,
+};
 use crate::config::deployment::{AgentDef, Deployment, ModelRef, ProviderSettings, ServerRef};
 use crate::llm::anthropic::AnthropicClient;
 use crate::llm::openai::OpenAiClient;
@@ -160,8 +162,14 @@ fn build_one(
     warnings: &Arc<DropWarnings>,
     sessions: Option<Arc<dyn SessionStore>>,
 ) -> Result<BuiltAgent, LlmError> {
+    let (tools, servers) = toolbox(deployment, def, built);
     let (provider, model, target) = match &def.model {
-        ModelRef::Passthrough => return Ok((Arc::new(Passthrough), None)),
+        ModelRef::Passthrough if def.servers.is_empty() => {
+            return Ok((Arc::new(Passthrough), None));
+        }
+        ModelRef::Passthrough => {
+            return Ok((Arc::new(ToolPassthrough::new(tools)), Some(servers)));
+        }
         ModelRef::OpenAi(model) => {
             let (client, native) = providers.openai()?;
             (client, model.clone(), Target::OpenAi { native })
@@ -174,6 +182,33 @@ fn build_one(
             },
         ),
     };
+    let agent = Arc::new(LlmAgent {
+        name: def.name.clone(),
+        provider,
+        model,
+        instruction: def.instruction.clone(),
+        defaults: def.request_params.clone(),
+        target,
+        vision: deployment.model_capabilities.vision,
+        max_output_tokens: deployment.model_capabilities.max_output_tokens,
+        context_window: deployment.model_capabilities.context_window,
+        stream: false,
+        warnings: Arc::clone(warnings),
+        tools,
+        max_iterations: def.max_iterations,
+        tool_timeout: TOOL_TIMEOUT,
+        sessions,
+    });
+    Ok((agent, Some(servers)))
+}
+
+/// `def`'s tools: its sub-agents (already `built`), offered in-process, and its downstream MCP
+/// servers, which are also returned for health and warm-up.
+fn toolbox(
+    deployment: &Deployment,
+    def: &AgentDef,
+    built: &Agents,
+) -> (Arc<dyn ToolSource>, Arc<McpServers>) {
     let mut subagents = SubAgents::new();
     let mut prefixes = Vec::new();
     let mut mcp = BTreeMap::new();
@@ -197,22 +232,5 @@ fn build_one(
     let tools = Toolbox::new()
         .with(prefixes, Arc::new(subagents))
         .with(mcp_prefixes, Arc::clone(&servers) as Arc<dyn ToolSource>);
-    let agent = Arc::new(LlmAgent {
-        name: def.name.clone(),
-        provider,
-        model,
-        instruction: def.instruction.clone(),
-        defaults: def.request_params.clone(),
-        target,
-        vision: deployment.model_capabilities.vision,
-        max_output_tokens: deployment.model_capabilities.max_output_tokens,
-        context_window: deployment.model_capabilities.context_window,
-        stream: false,
-        warnings: Arc::clone(warnings),
-        tools: Arc::new(tools),
-        max_iterations: def.max_iterations,
-        tool_timeout: TOOL_TIMEOUT,
-        sessions,
-    });
-    Ok((agent, Some(servers)))
+    (Arc::new(tools), servers)
 }

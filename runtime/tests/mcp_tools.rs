@@ -544,3 +544,113 @@ async fn the_anthropic_provider_runs_mcp_tools_with_well_formed_tool_blocks() {
     assert!(result.to_string().contains("42"), "{result}");
     assert_eq!(server.calls()[0].arguments, json!({"a": 20, "b": 22}));
 }
+
+#[tokio::test]
+async fn a_passthrough_agent_calls_its_servers_tools_with_the_tool_directive() {
+    let server = fixture().await;
+    let yaml = format!(
+        "mcp:\n  servers:\n    fix: {{ url: \"{}\" }}\n\
+         agents:\n  a: {{ model: passthrough, servers: [fix] }}\n",
+        server.url()
+    );
+    let rt = Runtime::start(&yaml).await;
+    let task = post_text(
+        &rt.url,
+        None,
+        "m-add",
+        "***TOOL fix__add {\"a\": 2, \"b\": 3}",
+    )
+    .await;
+    assert_eq!(task["status"]["state"], "completed", "{task}");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "5", "{task}");
+    let calls = server.calls();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].tool, "add");
+    assert_eq!(calls[0].arguments, json!({"a": 2, "b": 3}));
+
+    let failed = post_text(
+        &rt.url,
+        None,
+        "m-fail",
+        "***TOOL fix__fail {\"reason\": \"no\"}",
+    )
+    .await;
+    assert_eq!(failed["status"]["state"], "failed", "{failed}");
+    let unknown = post_text(&rt.url, None, "m-nope", "***TOOL nope__x").await;
+    assert_eq!(unknown["status"]["state"], "failed", "{unknown}");
+    let bad = post_text(&rt.url, None, "m-bad", "***TOOL fix__add [1]").await;
+    assert_eq!(bad["status"]["state"], "failed", "{bad}");
+    assert_eq!(
+        server.calls().len(),
+        2,
+        "only well-formed calls reach the server"
+    );
+    let echoed = post_text(&rt.url, None, "m-echo", "hello").await;
+    assert_eq!(
+        echoed["artifacts"][0]["parts"][0]["text"], "hello",
+        "{echoed}"
+    );
+}
+
+/// Kills the demo tools server when the test ends.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn the_demo_tools_server_answers_an_agent_over_mcp() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let _server = Killed(
+        std::process::Command::new(env!("CARGO_BIN_EXE_daedalus-demo-tools"))
+            .env_clear()
+            .env("DEMO_TOOLS_PORT", port.to_string())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("the demo tools server starts"),
+    );
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    daedalus_test_kit::wait_until(
+        "the demo tools server listens",
+        std::time::Duration::from_secs(10),
+        || {
+            let url = url.clone();
+            async move { reqwest::get(&url).await.is_ok() }
+        },
+    )
+    .await;
+    let yaml = format!(
+        "mcp:\n  servers:\n    tools: {{ url: \"{url}\" }}\n\
+         agents:\n  a: {{ model: passthrough, servers: [tools] }}\n"
+    );
+    let rt = Runtime::start(&yaml).await;
+    let sum = post_text(
+        &rt.url,
+        None,
+        "m-sum",
+        "***TOOL tools__add {\"a\": 40, \"b\": 2}",
+    )
+    .await;
+    assert_eq!(sum["artifacts"][0]["parts"][0]["text"], "42", "{sum}");
+    let counted = post_text(
+        &rt.url,
+        None,
+        "m-count",
+        "***TOOL tools__word_count {\"text\": \"one two three\"}",
+    )
+    .await;
+    let counted: Value = serde_json::from_str(
+        counted["artifacts"][0]["parts"][0]["text"]
+            .as_str()
+            .expect("a text answer"),
+    )
+    .expect("JSON counts");
+    assert_eq!(counted["words"], 3);
+}

@@ -21,7 +21,7 @@ use crate::sampling::SamplingParams;
 
 pub use events::{EventSink, LoopEvent};
 pub use llm::{ASK_USER_TOOL, LlmAgent};
-pub use passthrough::Passthrough;
+pub use passthrough::{Passthrough, ToolPassthrough};
 pub use subagents::{SUBAGENT_TOOL, SubAgents};
 pub use tools::{Bearer, CallContext, NoTools, ToolResult, ToolSource, Toolbox};
 

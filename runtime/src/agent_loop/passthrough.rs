@@ -8,8 +8,11 @@
 //! | `***FAIL <reason>`          | a `failed` task whose `status.message` is the reason      |
 //! | `***INPUT <question>`       | an `input-required` task asking the question              |
 //! | `***SLEEP <duration> <text>`| waits (e.g. `2s`, `500ms`), then echoes `<text>`          |
+//! | `***TOOL <server>__<tool> <json>` | calls that tool of the agent's `servers` with the JSON arguments (default `{}`): its text is the artifact; a tool error fails the task |
 //!
-//! Anything else is echoed part by part: text, files and data come back unchanged.
+//! Anything else is echoed part by part: text, files and data come back unchanged. `***TOOL`
+//! needs an agent with `servers` ([`ToolPassthrough`]); it lets an offline deployment (no LLM)
+//! still exercise its downstream MCP servers, as the compose quick start does.
 
 use std::time::Duration;
 
@@ -18,7 +21,7 @@ use daedalus_contract::container::parse_duration;
 use daedalus_contract::{Artifact, Part, PartContent};
 use tokio_util::sync::CancellationToken;
 
-use super::{Agent, AgentOutcome, AgentRequest};
+use super::{Agent, AgentOutcome, AgentRequest, CallContext, ToolSource};
 
 /// The echoing model.
 #[derive(Debug, Default, Clone, Copy)]
@@ -30,6 +33,7 @@ enum Directive<'a> {
     Fail(&'a str),
     Input(&'a str),
     Sleep(Duration, &'a str),
+    Tool(&'a str, &'a str),
     Echo,
 }
 
@@ -40,6 +44,13 @@ fn directive(text: &str) -> Directive<'_> {
     }
     if let Some(rest) = text.strip_prefix("***INPUT") {
         return Directive::Input(rest.trim());
+    }
+    if let Some(rest) = text.strip_prefix("***TOOL") {
+        let rest = rest.trim();
+        let (name, arguments) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        if !name.is_empty() {
+            return Directive::Tool(name, arguments.trim());
+        }
     }
     if let Some(rest) = text.strip_prefix("***SLEEP") {
         let rest = rest.trim_start();
@@ -96,6 +107,9 @@ impl Agent for Passthrough {
                 let text = if text.is_empty() { "slept" } else { text };
                 echo(vec![Part::text(text)])
             }
+            Directive::Tool(name, _) => AgentOutcome::Failed {
+                reason: format!("***TOOL {name}: this agent has no servers to call tools on"),
+            },
             Directive::Echo => {
                 let mut parts = request.message.parts;
                 if parts.is_empty() {
@@ -103,6 +117,61 @@ impl Agent for Passthrough {
                 }
                 echo(parts)
             }
+        }
+    }
+}
+
+/// The passthrough model of an agent with `servers`: `***TOOL` calls one of its tools; every
+/// other message is [`Passthrough`]'s.
+#[derive(Debug, Clone)]
+pub struct ToolPassthrough {
+    tools: std::sync::Arc<dyn ToolSource>,
+}
+
+impl ToolPassthrough {
+    pub fn new(tools: std::sync::Arc<dyn ToolSource>) -> Self {
+        Self { tools }
+    }
+}
+
+#[async_trait]
+impl Agent for ToolPassthrough {
+    async fn run(&self, request: AgentRequest, cancel: CancellationToken) -> AgentOutcome {
+        let first_text = request
+            .message
+            .parts
+            .iter()
+            .find_map(Part::as_text)
+            .unwrap_or("");
+        let Directive::Tool(name, arguments) = directive(first_text) else {
+            return Passthrough.run(request, cancel).await;
+        };
+        let arguments = if arguments.is_empty() {
+            Ok(serde_json::Value::Object(serde_json::Map::new()))
+        } else {
+            serde_json::from_str::<serde_json::Value>(arguments)
+        };
+        let Ok(arguments @ serde_json::Value::Object(_)) = arguments else {
+            return AgentOutcome::Failed {
+                reason: format!("***TOOL {name}: the arguments are not a JSON object"),
+            };
+        };
+        let context = CallContext {
+            bearer: request.bearer.clone(),
+            cancel: cancel.clone(),
+            events: request.events.clone(),
+            depth: request.depth,
+        };
+        let result = tokio::select! {
+            result = self.tools.call(name, &arguments, &context) => result,
+            () = cancel.cancelled() => return AgentOutcome::Canceled,
+        };
+        if result.is_error {
+            AgentOutcome::Failed {
+                reason: format!("***TOOL {name}: {}", result.content),
+            }
+        } else {
+            echo(vec![Part::text(result.content)])
         }
     }
 }
@@ -161,6 +230,11 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        // ***TOOL needs servers: a plain passthrough agent says so.
+        assert!(matches!(
+            run("***TOOL fix__add {}").await,
+            AgentOutcome::Failed { reason } if reason.contains("no servers")
+        ));
         // Not a directive: a typo is echoed, not obeyed.
         assert!(matches!(
             run("**FAIL x").await,
