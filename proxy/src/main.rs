@@ -74,7 +74,9 @@ fn main() -> ExitCode {
                         return ExitCode::FAILURE;
                     }
                 };
-                match daedalus_proxy::run(listener, config, service::shutdown_signal()).await {
+                match Box::pin(daedalus_proxy::run(listener, config, service::shutdown_signal()))
+                    .await
+                {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(e) => {
                         tracing::error!(error = %e, "proxy failed");

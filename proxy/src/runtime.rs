@@ -1,5 +1,7 @@
 //! The runtime behind the proxy, over the contract's HTTP endpoints. [`Forwarder`] is the seam:
-//! the worker only needs "send this task" and "are you healthy".
+//! the worker only needs "send this task" and "are you healthy". Tasks to an `http://` runtime
+//! take a lean path (hyper's pooled client, the URI parsed once, no redirect or retry layers);
+//! the rest, and `https://` runtimes, go through reqwest.
 
 use std::time::Duration;
 
@@ -7,6 +9,10 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use daedalus_contract::container::{AGENT_CARD_PATH, HEALTH_PATH, MANIFEST_PATH, TASK_PATH};
 use daedalus_contract::{AgentCard, RuntimeContract, Schema, read};
+use http_body_util::{BodyExt as _, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 
 use crate::trace::TraceContext;
 
@@ -46,7 +52,18 @@ pub trait Forwarder: Send + Sync + std::fmt::Debug + 'static {
 #[derive(Debug, Clone)]
 pub struct HttpRuntime {
     base: String,
+    /// Health, card and manifest reads (rare; any scheme), and tasks to an `https://` runtime.
     http: reqwest::Client,
+    /// Tasks to an `http://` runtime (the pod's loopback, the usual case).
+    tasks: Option<PlainTasks>,
+}
+
+/// The task path to an `http://` runtime: `POST /` over hyper's pooled HTTP/1 client to a URI
+/// parsed once, with no redirect or retry layers (the worker's disposition decides retries).
+#[derive(Debug, Clone)]
+struct PlainTasks {
+    client: Client<HttpConnector, Full<Bytes>>,
+    uri: http::Uri,
 }
 
 /// Why the runtime cannot be served.
@@ -68,6 +85,9 @@ pub enum RuntimeCheckError {
     ManifestIncompatible { found: String, supported: u32 },
 }
 
+/// Longest wait for a TCP connection to the runtime.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The contract major version this proxy speaks.
 pub const SUPPORTED_MAJOR: u32 = 1;
 
@@ -76,13 +96,24 @@ impl HttpRuntime {
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(64)
             .tcp_nodelay(true)
-            .connect_timeout(Duration::from_secs(5))
+            .connect_timeout(CONNECT_TIMEOUT)
             .build()
             .expect("the HTTP client builds");
-        Self {
-            base: base.trim_end_matches('/').to_owned(),
-            http,
-        }
+        let base = base.trim_end_matches('/').to_owned();
+        let tasks = format!("{base}{TASK_PATH}")
+            .parse::<http::Uri>()
+            .ok()
+            .filter(|uri| uri.scheme() == Some(&http::uri::Scheme::HTTP))
+            .map(|uri| {
+                let mut connector = HttpConnector::new();
+                connector.set_nodelay(true);
+                connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+                let client = Client::builder(TokioExecutor::new())
+                    .pool_max_idle_per_host(64)
+                    .build(connector);
+                PlainTasks { client, uri }
+            });
+        Self { base, http, tasks }
     }
 
     fn url(&self, path: &str) -> String {
@@ -192,30 +223,10 @@ impl Forwarder for HttpRuntime {
         trace: &TraceContext,
         timeout: Duration,
     ) -> Result<Reply, ForwardError> {
-        let mut request = self
-            .http
-            .post(self.url(TASK_PATH))
-            .timeout(timeout)
-            .header(reqwest::header::CONTENT_TYPE, "application/json");
-        // The runtime-call span's context when telemetry is on (the turn is its child), else
-        // the task's.
-        let current = daedalus_contract::telemetry::current_headers();
-        if current.contains_key("traceparent") {
-            request = request.headers(current);
-        } else {
-            request = request.header("traceparent", trace.traceparent());
-            if let Some(state) = &trace.tracestate {
-                request = request.header("tracestate", state);
-            }
+        match &self.tasks {
+            Some(plain) => plain.send(body, trace, timeout).await,
+            None => self.send_with_reqwest(body, trace, timeout).await,
         }
-        let response = request
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| classify(&e, timeout))?;
-        let status = response.status().as_u16();
-        let body = response.bytes().await.map_err(|e| classify(&e, timeout))?;
-        Ok(Reply { status, body })
     }
 
     async fn healthy(&self) -> bool {
@@ -226,6 +237,87 @@ impl Forwarder for HttpRuntime {
             .send()
             .await;
         response.is_ok_and(|r| r.status() == reqwest::StatusCode::OK)
+    }
+}
+
+/// The trace headers of a runtime call: the runtime-call span's context when telemetry is on
+/// (the turn is its child), else the task's.
+fn trace_headers(trace: &TraceContext) -> http::HeaderMap {
+    let mut headers = daedalus_contract::telemetry::current_headers();
+    if !headers.contains_key("traceparent") {
+        if let Ok(value) = http::HeaderValue::from_str(&trace.traceparent()) {
+            headers.insert("traceparent", value);
+        }
+        if let Some(state) = trace
+            .tracestate
+            .as_deref()
+            .and_then(|s| http::HeaderValue::from_str(s).ok())
+        {
+            headers.insert("tracestate", state);
+        }
+    }
+    headers
+}
+
+impl PlainTasks {
+    async fn send(
+        &self,
+        body: Bytes,
+        trace: &TraceContext,
+        timeout: Duration,
+    ) -> Result<Reply, ForwardError> {
+        let mut request = http::Request::new(Full::new(body));
+        *request.method_mut() = http::Method::POST;
+        *request.uri_mut() = self.uri.clone();
+        let headers = request.headers_mut();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        headers.extend(trace_headers(trace));
+        let exchange = async {
+            let response = self.client.request(request).await.map_err(|e| {
+                if e.is_connect() {
+                    ForwardError::Connect(chain(&e))
+                } else {
+                    ForwardError::Io(chain(&e))
+                }
+            })?;
+            let status = response.status().as_u16();
+            let body = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| ForwardError::Io(chain(&e)))?
+                .to_bytes();
+            Ok(Reply { status, body })
+        };
+        tokio::time::timeout(timeout, exchange)
+            .await
+            .map_err(|_| ForwardError::Timeout(timeout))?
+    }
+}
+
+impl HttpRuntime {
+    async fn send_with_reqwest(
+        &self,
+        body: Bytes,
+        trace: &TraceContext,
+        timeout: Duration,
+    ) -> Result<Reply, ForwardError> {
+        let response = self
+            .http
+            .post(self.url(TASK_PATH))
+            .timeout(timeout)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .headers(trace_headers(trace))
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| classify(&e, timeout))?;
+        let status = response.status().as_u16();
+        let body = response.bytes().await.map_err(|e| classify(&e, timeout))?;
+        Ok(Reply { status, body })
     }
 }
 

@@ -272,7 +272,7 @@ impl Job {
 
     async fn forward(&self, lease: &Lease, ids: &Ids, started: Instant) {
         let config = &self.shared.config;
-        tracing::info!(message_id = %ids.message_id, "task started");
+        tracing::debug!(message_id = %ids.message_id, "task started");
         let body = self.message.payload.clone();
         let call = tracing::info_span!(
             "runtime_call",
@@ -533,7 +533,7 @@ pub(crate) async fn publish_acked(
         let problem = match attempt.await {
             Ok(ack) => {
                 if ack.duplicate {
-                    tracing::info!(subject, "already published (duplicate suppressed)");
+                    tracing::debug!(subject, "already published (duplicate suppressed)");
                 }
                 return Published::Yes;
             }
