@@ -1,6 +1,7 @@
 //! A 3-node JetStream cluster with R3 streams: 1,000 tasks flow through two proxies while the
 //! tasks stream's leader node is killed (SIGKILL) and later brought back. Every task gets
-//! exactly one stored result; none is lost, none is left in the work queue.
+//! exactly one stored result; none is lost, none is left in the work queue (a task whose ack
+//! was lost in the election comes back after ACK_WAIT, and its second result is deduplicated).
 
 mod support;
 
@@ -14,6 +15,9 @@ use support::*;
 
 const AGENT: &str = "clustered";
 const TASKS: usize = 1_000;
+/// Short, so that a task whose ack the cluster lost during the election is delivered again
+/// (and its result deduplicated) within the test.
+const ACK_WAIT: Duration = Duration::from_secs(3);
 /// How long one publish may keep retrying through a leader election.
 const PUBLISH_DEADLINE: Duration = Duration::from_mins(1);
 
@@ -89,12 +93,14 @@ async fn a_thousand_tasks_survive_the_stream_leader_being_killed_and_brought_bac
         Proxy::start({
             let mut c = proxy_config(AGENT, &urls, &runtime.url);
             c.streams.replicas = 3;
+            c.ack_wait = ACK_WAIT;
             c
         })
         .await,
         Proxy::start({
             let mut c = proxy_config(AGENT, &urls, &runtime.url);
             c.streams.replicas = 3;
+            c.ack_wait = ACK_WAIT;
             c
         })
         .await,
@@ -144,7 +150,19 @@ async fn a_thousand_tasks_survive_the_stream_leader_being_killed_and_brought_bac
         doubled.is_empty(),
         "exactly one stored result each: {doubled:?}"
     );
-    wait_tasks_left(&js, 0).await;
+    // An ack lost in the election leaves its task in the work queue until ACK_WAIT passes and
+    // it is delivered again: its result is a duplicate (same Nats-Msg-Id), and this ack lands.
+    daedalus_test_kit::wait_until(
+        "the work queue is empty",
+        Duration::from_mins(1),
+        || async { tasks_left(&js).await == 0 },
+    )
+    .await;
+    let by_task = results_by_task(&js, TASKS).await;
+    assert!(
+        by_task.values().all(|n| *n == 1),
+        "redeliveries stored no second result"
+    );
     assert_eq!(dead_letters(&js).await, 0);
     for proxy in proxies {
         proxy.shutdown().await.expect("the proxy stops cleanly");

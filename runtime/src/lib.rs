@@ -42,10 +42,9 @@ pub mod turns;
 
 use std::future::Future;
 
-use futures::{Stream, StreamExt};
 use tokio::net::TcpListener;
 
-use crate::config::{Config, ConfigError};
+use crate::config::Config;
 use crate::core::Core;
 
 pub use startup::PREFLIGHT_TTL;
@@ -73,16 +72,16 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), RunError> {
-    run_reloading(listener, config, shutdown, futures::stream::pending()).await
+    run_reloading(listener, config, shutdown, reload::Reloader::never()).await
 }
 
-/// [`run`], applying each configuration `reloads` yields (as read again on SIGHUP) while it
-/// serves; one that cannot be applied is logged and the running deployment kept.
+/// [`run`], applying the configuration `reloader` reads on each of its requests (SIGHUP) while
+/// it serves; one that cannot be applied is logged and the running deployment kept.
 pub async fn run_reloading(
     listener: TcpListener,
     config: Config,
     shutdown: impl Future<Output = ()> + Send,
-    reloads: impl Stream<Item = Result<Config, ConfigError>> + Send,
+    reloads: reload::Reloader,
 ) -> Result<(), RunError> {
     let sessions = startup::open_sessions(&config).await?;
     let fleet = startup::build_fleet(&config, sessions.as_ref())?;
@@ -96,7 +95,7 @@ pub async fn run_core(
     config: Config,
     core: Core,
     shutdown: impl Future<Output = ()> + Send,
-    reloads: impl Stream<Item = Result<Config, ConfigError>> + Send,
+    mut reloads: reload::Reloader,
 ) -> Result<(), RunError> {
     let bound = listener.local_addr().map_err(RunError::Listener)?;
     let contract = startup::contract_state(&config, core.clone(), bound)?;
@@ -110,11 +109,10 @@ pub async fn run_core(
     let grace = config.termination_grace_period;
     let mut live = reload::Live::new(config, contract, mcp);
     let mut shutdown = std::pin::pin!(shutdown);
-    let mut reloads = std::pin::pin!(reloads);
     loop {
         tokio::select! {
             () = &mut shutdown => break,
-            Some(next) = reloads.next() => live.reload(next, &mut servers).await,
+            Some(next) = reloads.next(live.serving()) => live.reload(next, &mut servers).await,
         }
     }
     servers.stop(grace).await;

@@ -53,12 +53,9 @@ fn main() -> ExitCode {
     drop(entered);
 
     let code = runtime.block_on(async {
-        let reloads = reload::on_hangup(move || match read_config(&cwd)? {
-            Launch::Run(config) | Launch::CheckConfig(config) => Ok(config),
-            Launch::Healthcheck(_) => Err(ConfigError::invalid(
-                "healthcheck",
-                "the arguments now ask for a health check",
-            )),
+        let reloads = reload::Reloader::on_hangup(move |serving| {
+            let args: Vec<_> = std::env::args_os().collect();
+            Launch::reread(args, &|k| std::env::var(k).ok(), &cwd, serving)
         });
         let listener = match tokio::net::TcpListener::bind(config.listen).await {
             Ok(l) => l,

@@ -14,6 +14,9 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
+use std::sync::Arc;
+
+use futures::StreamExt as _;
 
 use crate::PREFLIGHT_TTL;
 use crate::config::{Config, ConfigError};
@@ -140,6 +143,11 @@ impl Live {
         Ok(Reloaded::Applied(changes))
     }
 
+    /// The agent the contract face serves now.
+    pub fn serving(&self) -> String {
+        self.contract.agent()
+    }
+
     /// The main port's address.
     pub fn bound(&self) -> SocketAddr {
         self.mcp.bound()
@@ -164,34 +172,77 @@ fn side_port_key(config: &Config, port: u16) -> String {
         )
 }
 
-/// A configuration read by `load` on every SIGHUP, for [`crate::run_reloading`]. The handler
-/// is installed at once, so from then on SIGHUP no longer ends the process (its default).
-/// `tokio::signal` serves here rather than `signal-hook-tokio`: tokio already handles TERM and
-/// INT for the shutdown, and one signal driver is enough.
-pub fn on_hangup(
-    load: impl Fn() -> Result<Config, ConfigError> + Send + Sync + 'static,
-) -> impl futures::Stream<Item = Result<Config, ConfigError>> + Send {
-    use tokio::signal::unix::{SignalKind, signal};
-    let hangups = match signal(SignalKind::hangup()) {
-        Ok(hangups) => Some(hangups),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot handle SIGHUP; the deployment will not reload");
-            None
+/// How the configuration is read again, given the agent the contract face serves now.
+type Load = dyn Fn(&str) -> Result<Config, ConfigError> + Send + Sync;
+
+/// Where reloads come from: requests (SIGHUP), and how the configuration is read again.
+pub struct Reloader {
+    requests: futures::stream::BoxStream<'static, ()>,
+    load: Arc<Load>,
+}
+
+impl std::fmt::Debug for Reloader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reloader").finish_non_exhaustive()
+    }
+}
+
+impl Reloader {
+    /// Reads the configuration with `load` on each of `requests`.
+    pub fn new(
+        requests: impl futures::Stream<Item = ()> + Send + 'static,
+        load: impl Fn(&str) -> Result<Config, ConfigError> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            requests: requests.boxed(),
+            load: Arc::new(load),
         }
-    };
-    let load = std::sync::Arc::new(load);
-    futures::stream::unfold(hangups, move |hangups| {
-        let load = std::sync::Arc::clone(&load);
-        async move {
+    }
+
+    /// No reloads, ever.
+    pub fn never() -> Self {
+        Self::new(futures::stream::pending(), |_| {
+            Err(ConfigError::invalid(
+                "reload",
+                "this runtime does not reload",
+            ))
+        })
+    }
+
+    /// Reloads on every SIGHUP. The handler is installed at once, so from then on SIGHUP no
+    /// longer ends the process (its default). `tokio::signal` serves here rather than
+    /// `signal-hook-tokio`: tokio already handles TERM and INT for the shutdown, and one
+    /// signal driver is enough.
+    pub fn on_hangup(
+        load: impl Fn(&str) -> Result<Config, ConfigError> + Send + Sync + 'static,
+    ) -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        let hangups = match signal(SignalKind::hangup()) {
+            Ok(hangups) => Some(hangups),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot handle SIGHUP; the deployment will not reload");
+                None
+            }
+        };
+        let requests = futures::stream::unfold(hangups, |hangups| async move {
             let mut hangups = hangups?;
             hangups.recv().await?;
             tracing::info!("SIGHUP: reading the configuration again");
-            let read = tokio::task::spawn_blocking(move || load())
-                .await
-                .unwrap_or_else(|e| Err(ConfigError::invalid("reload", e.to_string())));
-            Some((read, Some(hangups)))
-        }
-    })
+            Some(((), Some(hangups)))
+        });
+        Self::new(requests, load)
+    }
+
+    /// Waits for the next request, then reads the configuration (off the async threads);
+    /// `None` once no more requests can come.
+    pub async fn next(&mut self, serving: String) -> Option<Result<Config, ConfigError>> {
+        self.requests.next().await?;
+        let load = Arc::clone(&self.load);
+        let read = tokio::task::spawn_blocking(move || load(&serving))
+            .await
+            .unwrap_or_else(|e| Err(ConfigError::invalid("reload", e.to_string())));
+        Some(read)
+    }
 }
 
 fn warn_about_restart_only_settings(old: &Config, new: &Config) {

@@ -323,6 +323,34 @@ async fn an_agents_own_port_opens_with_it_and_closes_when_it_goes() {
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_agent_name_an_added_top_level_agent_leaves_the_contract_face_where_it_was() {
+    let file = DeploymentFile::new(&agents(&[("alpha", "")]));
+    let rt = process::runtime()
+        .env("AGENTS_CONFIG", &file.path().display().to_string())
+        .env_remove("AGENT_NAME")
+        .start();
+    wait_for_registry(&rt, &["alpha"]).await;
+
+    file.write(&agents(&[("alpha", ""), ("beta", "")]));
+    rt.signal("HUP");
+    wait_for_registry(&rt, &["alpha", "beta"]).await;
+    let card: Value = reqwest::get(rt.url("/.well-known/agent-card.json"))
+        .await
+        .expect("the card answers")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(card["name"], "alpha", "{card}");
+
+    // Its agent gone and one top-level agent left, the contract face serves that one.
+    file.write(&agents(&[("beta", "")]));
+    rt.signal("HUP");
+    wait_for_registry(&rt, &["beta"]).await;
+    let task = post_task(rt.url("/"), "to-beta", "hello beta").await;
+    assert_eq!(task["status"]["state"], "completed", "{task}");
+}
+
 #[tokio::test]
 async fn a_runtime_whose_reload_requests_end_keeps_serving() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -330,9 +358,10 @@ async fn a_runtime_whose_reload_requests_end_keeps_serving() {
         .expect("binds");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
     let config = runtime_config("alpha", listener.local_addr().expect("addr"));
-    // One refused reload, then no more: the runtime serves on until it is shut down.
-    let reloads = futures::stream::unfold(true, |first| async move {
-        first.then(|| (Err(ConfigError::invalid("agents.yaml", "broken")), false))
+    // One request, whose reading fails, then no more: the runtime serves on until it is shut
+    // down.
+    let reloads = daedalus_runtime::reload::Reloader::new(futures::stream::iter([()]), |_| {
+        Err(ConfigError::invalid("agents.yaml", "broken"))
     });
     let stop = tokio_util::sync::CancellationToken::new();
     let serving = tokio::spawn(daedalus_runtime::run_reloading(

@@ -315,6 +315,41 @@ impl Launch {
     }
 }
 
+impl Launch {
+    /// The configuration read again for a reload, by the same rules as at startup, except
+    /// that with no AGENT_NAME the contract face keeps `serving` (the agent it serves now)
+    /// while the new deployment still has it: adding a second top-level agent does not make
+    /// the choice ambiguous. When `serving` is gone, the startup rules choose.
+    pub fn reread(
+        args: impl IntoIterator<Item = OsString> + Clone,
+        env: &dyn Fn(&str) -> Option<String>,
+        cwd: &Path,
+        serving: &str,
+    ) -> Result<Config, ConfigError> {
+        if env("AGENT_NAME").is_none() {
+            let keeping = |key: &str| {
+                if key == "AGENT_NAME" {
+                    Some(serving.to_owned())
+                } else {
+                    env(key)
+                }
+            };
+            if let Ok(Launch::Run(config) | Launch::CheckConfig(config)) =
+                Launch::from_sources(args.clone(), &keeping, cwd)
+            {
+                return Ok(config);
+            }
+        }
+        match Launch::from_sources(args, env, cwd)? {
+            Launch::Run(config) | Launch::CheckConfig(config) => Ok(config),
+            Launch::Healthcheck(_) => Err(ConfigError::invalid(
+                "healthcheck",
+                "the arguments ask for a health check, not a deployment",
+            )),
+        }
+    }
+}
+
 impl Config {
     fn from_cli(
         cli: Cli,

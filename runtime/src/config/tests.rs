@@ -323,3 +323,60 @@ fn session_ttl_defaults_to_thirty_days_and_zero_keeps_forever() {
     assert_eq!(config(&[], &[("SESSION_TTL", "0")]).session_ttl, None);
     assert_eq!(invalid_key(&[], &[("SESSION_TTL", "soon")]), "SESSION_TTL");
 }
+
+/// [`Launch::reread`] in `dir` with `env`, the contract face serving `serving` now.
+fn reread_in(
+    dir: &std::path::Path,
+    env: &[(&str, &str)],
+    serving: &str,
+) -> Result<Config, ConfigError> {
+    let env: HashMap<String, String> = env
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let args = vec![OsString::from("daedalus-runtime")];
+    Launch::reread(args, &|k| env.get(k).cloned(), dir, serving)
+}
+
+#[test]
+fn a_reload_keeps_the_served_agent_when_another_top_level_agent_is_added() {
+    let dir = project("agents:\n  alpha: {}\n  beta: {}\n");
+    // At startup, two top-level agents without AGENT_NAME are ambiguous...
+    assert!(matches!(
+        launch_in(dir.path(), &[], &[]),
+        Err(ConfigError::Invalid { .. })
+    ));
+    // ...but a reload keeps the agent already served.
+    let config = reread_in(dir.path(), &[], "alpha").unwrap();
+    assert_eq!(config.agent.name, "alpha");
+}
+
+#[test]
+fn a_reload_whose_served_agent_is_gone_chooses_by_the_startup_rules() {
+    let dir = project("agents:\n  gamma: {}\n");
+    assert_eq!(
+        reread_in(dir.path(), &[], "alpha").unwrap().agent.name,
+        "gamma"
+    );
+    let ambiguous = project("agents:\n  gamma: {}\n  delta: {}\n");
+    assert!(matches!(
+        reread_in(ambiguous.path(), &[], "alpha"),
+        Err(ConfigError::Invalid { .. })
+    ));
+}
+
+#[test]
+fn agent_name_from_the_environment_wins_over_the_served_agent() {
+    let dir = project("agents:\n  alpha: {}\n  beta: {}\n");
+    let config = reread_in(dir.path(), &[("AGENT_NAME", "beta")], "alpha").unwrap();
+    assert_eq!(config.agent.name, "beta");
+}
+
+#[test]
+fn a_bad_file_on_reload_names_its_key() {
+    let dir = project("agents:\n  alpha: { model: nope.x }\n");
+    match reread_in(dir.path(), &[], "alpha") {
+        Err(e) => assert!(e.to_string().contains("agents.alpha.model"), "{e}"),
+        Ok(c) => panic!("a bad file was accepted: {c:?}"),
+    }
+}

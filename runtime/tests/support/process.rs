@@ -40,6 +40,11 @@ impl RuntimeBuilder {
         self
     }
 
+    pub fn env_remove(mut self, key: &str) -> Self {
+        self.command.env_remove(key);
+        self
+    }
+
     #[expect(
         clippy::zombie_processes,
         reason = "Runtime owns the child; its Drop kills and reaps it"
