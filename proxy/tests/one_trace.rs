@@ -91,10 +91,7 @@ async fn one_trace_from_the_publisher_to_the_model_and_its_tools() {
         ),
     )
     .expect("agents.yaml");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = daedalus_test_kit::free_port();
     let mut runtime = Command::new(runtime_binary());
     runtime
         .current_dir(dir.path())

@@ -674,10 +674,7 @@ fn healthcheck(port: u16) -> std::process::Output {
 async fn healthcheck_exits_zero_while_the_proxy_is_healthy_and_one_once_it_is_gone() {
     let nats = NatsServer::start();
     let fake = FakeRuntime::start(Mode::Echo).await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = daedalus_test_kit::free_port();
     let mut proxy = spawn_consuming({
         let mut c = proxy_command("hc", &nats, &fake.url);
         c.env("PROXY_PORT", port.to_string());

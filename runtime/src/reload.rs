@@ -13,14 +13,12 @@
 //! `logger.level` takes effect at the next start.
 
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use futures::StreamExt as _;
 
 use crate::PREFLIGHT_TTL;
 use crate::config::{Config, ConfigError};
-use crate::core::Core;
 use crate::faces::contract::{ContractState, Discovery};
 use crate::faces::mcp::routes::Changes;
 use crate::fleet;
@@ -146,16 +144,6 @@ impl Live {
     /// The agent the contract face serves now.
     pub fn serving(&self) -> String {
         self.contract.agent()
-    }
-
-    /// The main port's address.
-    pub fn bound(&self) -> SocketAddr {
-        self.mcp.bound()
-    }
-
-    /// The core the deployment runs on.
-    pub fn core(&self) -> &Core {
-        self.contract.core()
     }
 }
 

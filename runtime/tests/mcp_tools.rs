@@ -604,10 +604,7 @@ impl Drop for Killed {
 
 #[tokio::test]
 async fn the_demo_tools_server_answers_an_agent_over_mcp() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = daedalus_test_kit::free_port();
     let _server = Killed(
         std::process::Command::new(env!("CARGO_BIN_EXE_daedalus-demo-tools"))
             .env_clear()

@@ -6,12 +6,34 @@ mod support;
 
 use std::time::Duration;
 
-use daedalus_test_kit::OtlpReceiver;
+use daedalus_test_kit::{OtlpReceiver, ReceivedSpan};
 use serde_json::json;
-use support::process::runtime;
+use support::process::{Runtime, runtime};
 
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CALLER_SPAN: &str = "00f067aa0ba902b7";
+
+/// POSTs a task with the caller's `traceparent`; the answer's status.
+async fn post_in_the_callers_trace(rt: &Runtime, message_id: &str) -> u16 {
+    reqwest::Client::new()
+        .post(rt.url("/"))
+        .header("traceparent", format!("00-{TRACE}-{CALLER_SPAN}-01"))
+        .json(&json!({"message": {"messageId": message_id, "role": "user", "parts": [{"text": "hi"}]}}))
+        .send()
+        .await
+        .expect("sent")
+        .status()
+        .as_u16()
+}
+
+/// The exported span of the runtime's turn.
+fn turn_span(receiver: &OtlpReceiver) -> ReceivedSpan {
+    let exported = receiver.spans();
+    exported
+        .into_iter()
+        .find(|s| s.name == "invoke_agent proc-test")
+        .unwrap_or_else(|| panic!("the turn's span was exported: {:?}", receiver.spans()))
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_s_span_is_exported_in_the_callers_trace_and_flushed_at_shutdown() {
@@ -21,25 +43,12 @@ async fn a_turn_s_span_is_exported_in_the_callers_trace_and_flushed_at_shutdown(
         .env("OTEL_SERVICE_NAME", "otlp-test")
         .env("OTEL_BSP_SCHEDULE_DELAY", "600000")
         .start();
-    let response = reqwest::Client::new()
-        .post(rt.url("/"))
-        .header("traceparent", format!("00-{TRACE}-{CALLER_SPAN}-01"))
-        .json(
-            &json!({"message": {"messageId": "m-otlp", "role": "user", "parts": [{"text": "hi"}]}}),
-        )
-        .send()
-        .await
-        .expect("sent");
-    assert_eq!(response.status(), 200);
+    assert_eq!(post_in_the_callers_trace(&rt, "m-otlp").await, 200);
     assert!(receiver.spans().is_empty(), "nothing before the flush");
     rt.signal("TERM");
     assert_eq!(rt.wait_exit(Duration::from_secs(10)).code(), Some(0));
 
-    let exported = receiver.spans();
-    let turn = exported
-        .iter()
-        .find(|s| s.name == "invoke_agent proc-test")
-        .unwrap_or_else(|| panic!("the turn's span was exported: {exported:?}"));
+    let turn = turn_span(&receiver);
     assert_eq!(turn.trace_id, TRACE);
     assert_eq!(
         turn.parent_span_id, CALLER_SPAN,
@@ -96,24 +105,11 @@ async fn spans_are_exported_over_grpc_when_the_protocol_says_so() {
         .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
         .env("OTEL_SERVICE_NAME", "otlp-grpc-test")
         .start();
-    let response = reqwest::Client::new()
-        .post(rt.url("/"))
-        .header("traceparent", format!("00-{TRACE}-{CALLER_SPAN}-01"))
-        .json(
-            &json!({"message": {"messageId": "m-grpc", "role": "user", "parts": [{"text": "hi"}]}}),
-        )
-        .send()
-        .await
-        .expect("sent");
-    assert_eq!(response.status(), 200);
+    assert_eq!(post_in_the_callers_trace(&rt, "m-grpc").await, 200);
     rt.signal("TERM");
     assert_eq!(rt.wait_exit(Duration::from_secs(10)).code(), Some(0));
 
-    let exported = receiver.spans();
-    let turn = exported
-        .iter()
-        .find(|s| s.name == "invoke_agent proc-test")
-        .unwrap_or_else(|| panic!("the turn's span came over gRPC: {exported:?}"));
+    let turn = turn_span(&receiver);
     assert_eq!(turn.trace_id, TRACE);
     assert_eq!(turn.service, "otlp-grpc-test");
     let logs = rt.drain_logs();

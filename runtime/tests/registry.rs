@@ -4,13 +4,13 @@
 
 mod support;
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use daedalus_contract::Schema;
 use daedalus_runtime::config::deployment::{Deployment, Sources};
 use daedalus_runtime::faces::mcp::registry::{Addresses, document};
+use daedalus_test_kit::free_port;
 use serde_json::Value;
 use support::runtime::Runtime;
 
@@ -49,13 +49,6 @@ fn the_example_deployments_registry_matches_its_golden_file() {
     )
     .expect("golden JSON");
     assert_eq!(value, golden, "{value:#}");
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use daedalus_runtime::config::ConfigError;
-use daedalus_test_kit::{runtime_config, wait_until};
+use daedalus_test_kit::{free_port, runtime_config, wait_until};
 use serde_json::{Value, json};
 use support::mcp_client::{call, connect, text};
 use support::process::{self, Runtime};
@@ -92,8 +92,8 @@ async fn wait_for_registry(rt: &Runtime, want: &[&str]) {
     .await;
 }
 
-/// The status of an MCP `initialize` POSTed to `url`.
-async fn initialize_status(url: &str) -> u16 {
+/// POSTs an MCP `initialize` to `url`.
+async fn initialize(url: &str) -> reqwest::Result<reqwest::Response> {
     reqwest::Client::new()
         .post(url)
         .header("accept", "application/json, text/event-stream")
@@ -107,33 +107,23 @@ async fn initialize_status(url: &str) -> u16 {
         }))
         .send()
         .await
-        .map_or(0, |r| r.status().as_u16())
+}
+
+/// The status `initialize` gets at `url` (0 when nothing answers).
+async fn initialize_status(url: &str) -> u16 {
+    initialize(url).await.map_or(0, |r| r.status().as_u16())
 }
 
 /// Opens an MCP session on `url` by hand: its `mcp-session-id`.
 async fn open_session(url: &str) -> String {
-    let client = reqwest::Client::new();
-    let init = client
-        .post(url)
-        .header("accept", "application/json, text/event-stream")
-        .json(&json!({
-            "jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "reload-test", "version": "1"}
-            }
-        }))
-        .send()
-        .await
-        .expect("initialize answered");
+    let init = initialize(url).await.expect("initialize answered");
     let session = init
         .headers()
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
         .expect("a session id")
         .to_owned();
-    let initialized = client
+    let initialized = reqwest::Client::new()
         .post(url)
         .header("accept", "application/json, text/event-stream")
         .header("mcp-session-id", &session)
@@ -169,13 +159,6 @@ async fn post_task(url: String, id: &str, text: &str) -> Value {
         .json()
         .await
         .expect("a task")
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

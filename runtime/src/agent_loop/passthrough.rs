@@ -62,6 +62,16 @@ fn directive(text: &str) -> Directive<'_> {
     Directive::Echo
 }
 
+/// The message's first text, where a directive would be.
+fn first_text(request: &AgentRequest) -> &str {
+    request
+        .message
+        .parts
+        .iter()
+        .find_map(Part::as_text)
+        .unwrap_or("")
+}
+
 fn echo(parts: Vec<Part>) -> AgentOutcome {
     AgentOutcome::Completed {
         artifacts: vec![Artifact {
@@ -78,13 +88,7 @@ fn echo(parts: Vec<Part>) -> AgentOutcome {
 #[async_trait]
 impl Agent for Passthrough {
     async fn run(&self, request: AgentRequest, cancel: CancellationToken) -> AgentOutcome {
-        let first_text = request
-            .message
-            .parts
-            .iter()
-            .find_map(Part::as_text)
-            .unwrap_or("");
-        match directive(first_text) {
+        match directive(first_text(&request)) {
             Directive::Fail(reason) => AgentOutcome::Failed {
                 reason: if reason.is_empty() {
                     "failure requested with ***FAIL".to_owned()
@@ -137,13 +141,7 @@ impl ToolPassthrough {
 #[async_trait]
 impl Agent for ToolPassthrough {
     async fn run(&self, request: AgentRequest, cancel: CancellationToken) -> AgentOutcome {
-        let first_text = request
-            .message
-            .parts
-            .iter()
-            .find_map(Part::as_text)
-            .unwrap_or("");
-        let Directive::Tool(name, arguments) = directive(first_text) else {
+        let Directive::Tool(name, arguments) = directive(first_text(&request)) else {
             return Passthrough.run(request, cancel).await;
         };
         let arguments = if arguments.is_empty() {

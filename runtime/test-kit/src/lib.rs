@@ -22,7 +22,7 @@ mod wait;
 pub use binaries::runtime_binary;
 pub use config::{proxy_config, runtime_config};
 pub use fixture::AgentsYaml;
-pub use nats::{NatsCluster, NatsServer, binary as nats_server_binary};
+pub use nats::{NatsCluster, NatsServer, binary as nats_server_binary, free_port};
 pub use otlp::{OtlpReceiver, ReceivedSpan};
 pub use runtime::Runtime;
 pub use wait::{wait_until, wait_until_some};

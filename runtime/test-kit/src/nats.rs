@@ -19,7 +19,8 @@ pub struct NatsServer {
     dir: tempfile::TempDir,
 }
 
-fn free_port() -> u16 {
+/// A loopback port nothing listens on right now.
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .expect("binds")
         .local_addr()

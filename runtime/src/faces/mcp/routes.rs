@@ -184,8 +184,8 @@ impl Routes {
     /// sessions after `linger` (the longest a turn they started may still run), or at
     /// shutdown, whichever comes first.
     pub fn install(&self, table: Table, linger: Duration) -> Changes {
-        let old = self.table.swap(Arc::new(table));
-        let new = self.table.load();
+        let new = Arc::new(table);
+        let old = self.table.swap(Arc::clone(&new));
         let mut changes = Changes::default();
         for (name, endpoint) in &new.agents {
             match old.agent(name) {
@@ -197,14 +197,14 @@ impl Routes {
             }
         }
         for (name, endpoint) in &old.agents {
-            let kept = new
-                .agent(name)
-                .is_some_and(|now| Arc::ptr_eq(now, endpoint));
-            if !kept {
-                if new.agent(name).is_none() {
-                    changes.removed.push(name.clone());
+            match new.agent(name) {
+                Some(now) if Arc::ptr_eq(now, endpoint) => {}
+                now => {
+                    if now.is_none() {
+                        changes.removed.push(name.clone());
+                    }
+                    retire(endpoint.sessions.clone(), linger);
                 }
-                retire(endpoint.sessions.clone(), linger);
             }
         }
         changes
