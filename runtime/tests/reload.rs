@@ -77,6 +77,16 @@ async fn registry_names(url: &str) -> Vec<String> {
         .collect()
 }
 
+/// The agent card the contract face serves now.
+async fn agent_card(rt: &Runtime) -> Value {
+    reqwest::get(rt.url("/.well-known/agent-card.json"))
+        .await
+        .expect("the card answers")
+        .json()
+        .await
+        .expect("JSON")
+}
+
 async fn wait_for_registry(rt: &Runtime, want: &[&str]) {
     let url = rt.url("/.well-known/mcp/server.json");
     let want: Vec<String> = want.iter().map(|s| (*s).to_owned()).collect();
@@ -204,12 +214,7 @@ async fn sighup_adds_and_removes_agents_while_a_turn_and_a_session_carry_on() {
     let (status, tools) = list_tools(&alpha, &renewed).await;
     assert_eq!(status, 200);
     assert!(tools.contains("agent alpha renewed"), "{tools}");
-    let card: Value = reqwest::get(rt.url("/.well-known/agent-card.json"))
-        .await
-        .expect("the card answers")
-        .json()
-        .await
-        .expect("JSON");
+    let card = agent_card(&rt).await;
     assert_eq!(card["description"], "agent alpha renewed", "{card}");
 
     file.write(&agents(&[("alpha", "")]));
@@ -318,12 +323,7 @@ async fn without_agent_name_an_added_top_level_agent_leaves_the_contract_face_wh
     file.write(&agents(&[("alpha", ""), ("beta", "")]));
     rt.signal("HUP");
     wait_for_registry(&rt, &["alpha", "beta"]).await;
-    let card: Value = reqwest::get(rt.url("/.well-known/agent-card.json"))
-        .await
-        .expect("the card answers")
-        .json()
-        .await
-        .expect("JSON");
+    let card = agent_card(&rt).await;
     assert_eq!(card["name"], "alpha", "{card}");
 
     // Its agent gone and one top-level agent left, the contract face serves that one.
