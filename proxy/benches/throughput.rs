@@ -12,10 +12,11 @@
 #![allow(clippy::print_stdout, reason = "a benchmark prints its table")]
 #![allow(clippy::cast_precision_loss, reason = "figures for people")]
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use async_nats::HeaderMap;
-use async_nats::jetstream::consumer::{AckPolicy, pull};
 use async_nats::jetstream::{self, Context};
 use daedalus_test_kit::{NatsServer, Runtime, proxy_config};
 use futures::StreamExt;
@@ -23,10 +24,6 @@ use tokio_util::sync::CancellationToken;
 
 const ROUND_TRIPS: usize = 400;
 const BATCH: usize = 2000;
-
-fn body(i: usize, agent: &str) -> Vec<u8> {
-    format!(r#"{{"message":{{"messageId":"{agent}-m{i}","taskId":"{agent}-t{i}","role":"user","parts":[{{"text":"benchmark payload {i}"}}]}}}}"#).into_bytes()
-}
 
 struct Stats {
     p50: Duration,
@@ -59,7 +56,7 @@ async fn direct_http(url: &str) -> Stats {
         let r = client
             .post(format!("{url}/"))
             .header("content-type", "application/json")
-            .body(body(i, "direct"))
+            .body(common::body(i, "direct"))
             .send()
             .await
             .expect("sent");
@@ -70,46 +67,6 @@ async fn direct_http(url: &str) -> Stats {
         }
     }
     stats(samples)
-}
-
-/// A floor worker: pull one, publish a result (ack awaited), confirmed ack; forever.
-async fn floor_worker(js: Context, agent: String, stop: CancellationToken) {
-    let stream = js.get_stream("AGENT_TASKS").await.expect("stream");
-    let consumer = stream
-        .get_or_create_consumer::<pull::Config>(
-            &format!("floor-{agent}"),
-            pull::Config {
-                durable_name: Some(format!("floor-{agent}")),
-                filter_subject: format!("agent.tasks.{agent}"),
-                ack_policy: AckPolicy::Explicit,
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("consumer");
-    while !stop.is_cancelled() {
-        let mut batch = consumer
-            .batch()
-            .max_messages(1)
-            .expires(Duration::from_secs(1))
-            .messages()
-            .await
-            .expect("pull");
-        if let Some(Ok(m)) = batch.next().await {
-            let subject = m.subject.replace("agent.tasks.", "agent.results.") + ".r";
-            let mut headers = HeaderMap::new();
-            headers.insert(
-                "Nats-Msg-Id",
-                format!("result:{}", m.info().expect("info").stream_sequence).as_str(),
-            );
-            js.publish_with_headers(subject, headers, m.payload.clone())
-                .await
-                .expect("publish")
-                .await
-                .expect("ack");
-            m.double_ack().await.expect("confirmed ack");
-        }
-    }
 }
 
 /// One-at-a-time round trips: publish a task, wait for its result.
@@ -126,7 +83,7 @@ async fn round_trips(client: &async_nats::Client, js: &Context, agent: &str) -> 
         js.publish_with_headers(
             format!("agent.tasks.{agent}"),
             headers,
-            body(i, agent).into(),
+            common::body(i, agent).into(),
         )
         .await
         .expect("publish")
@@ -145,42 +102,20 @@ async fn round_trips(client: &async_nats::Client, js: &Context, agent: &str) -> 
 
 /// Publishes `BATCH` tasks pipelined and waits for all results; tasks per second.
 async fn throughput(client: &async_nats::Client, js: &Context, agent: &str) -> f64 {
-    let mut results = client
-        .subscribe(format!("agent.results.{agent}.>"))
-        .await
-        .expect("subscribe");
-    client.flush().await.expect("flush");
-    let started = Instant::now();
-    let mut acks = Vec::with_capacity(BATCH);
-    for i in 0..BATCH {
-        let mut headers = HeaderMap::new();
-        headers.insert("Nats-Msg-Id", format!("{agent}-m{i}").as_str());
-        acks.push(
-            js.publish_with_headers(
-                format!("agent.tasks.{agent}"),
-                headers,
-                body(i, agent).into(),
-            )
+    BATCH as f64
+        / common::run_batch(client, js, agent, BATCH)
             .await
-            .expect("publish"),
-        );
-    }
-    for ack in acks {
-        ack.await.expect("ack");
-    }
-    for _ in 0..BATCH {
-        tokio::time::timeout(Duration::from_mins(1), results.next())
-            .await
-            .expect("a result")
-            .expect("open");
-    }
-    BATCH as f64 / started.elapsed().as_secs_f64()
+            .as_secs_f64()
 }
 
 async fn with_floor_workers(js: &Context, agent: &str, n: usize) -> CancellationToken {
     let stop = CancellationToken::new();
     for _ in 0..n {
-        tokio::spawn(floor_worker(js.clone(), agent.to_owned(), stop.clone()));
+        tokio::spawn(common::floor_worker(
+            js.clone(),
+            agent.to_owned(),
+            stop.clone(),
+        ));
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     stop
@@ -201,17 +136,8 @@ async fn with_proxy(
     let stop = CancellationToken::new();
     let shutdown = stop.clone().cancelled_owned();
     tokio::spawn(daedalus_proxy::run(listener, config, shutdown));
-    // Wait for the consumer to exist.
     let client = async_nats::connect(nats.url()).await.expect("connect");
-    let js = jetstream::new(client);
-    for _ in 0..200 {
-        if let Ok(s) = js.get_stream("AGENT_TASKS").await
-            && s.consumer_info(format!("agent-{agent}")).await.is_ok()
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    common::wait_for_consumer(&jetstream::new(client), &format!("agent-{agent}")).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop
 }

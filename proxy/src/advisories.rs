@@ -16,10 +16,12 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::disposition;
+use crate::durable::{JetStreamPublish, Published, publish_acked};
+use crate::headers::{deadletter_headers, header, result_headers};
 use crate::intake::{self, Intake};
 use crate::subjects;
 use crate::trace::TraceContext;
-use crate::worker::{self, Shared};
+use crate::worker::Shared;
 
 /// How long one answer may keep trying to publish.
 const PUBLISH_DEADLINE: Duration = Duration::from_secs(10);
@@ -97,18 +99,18 @@ async fn answer(shared: &Shared, advisory: &MaxDeliveries) {
         Intake::Task { ids, .. } | Intake::Refused { ids, .. } => {
             let task = disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &why);
             let trace = TraceContext::child_of(
-                worker::header(Some(&stored.headers), "traceparent"),
-                worker::header(Some(&stored.headers), "tracestate"),
+                header(Some(&stored.headers), "traceparent"),
+                header(Some(&stored.headers), "tracestate"),
             );
             (
                 subjects::result(&config.agent, &ids.task_id),
-                worker::result_headers(&config.agent, &ids, &task, &trace),
+                result_headers(&config.agent, &ids, &task, &trace),
                 bytes::Bytes::from(contract::to_vec(&task)),
             )
         }
         Intake::Unaddressable { reason } => (
             subjects::deadletter(&config.agent),
-            worker::deadletter_headers(
+            deadletter_headers(
                 stored.headers.clone(),
                 &config.streams.tasks,
                 advisory.stream_seq,
@@ -118,9 +120,18 @@ async fn answer(shared: &Shared, advisory: &MaxDeliveries) {
         ),
     };
     let deadline = Instant::now() + PUBLISH_DEADLINE;
-    let published =
-        worker::publish_acked(shared, None, &subject, &headers, &payload, deadline).await;
-    if published == worker::Published::Yes {
+    let mut jetstream = JetStreamPublish(&shared.js);
+    let published = publish_acked(
+        &mut jetstream,
+        shared,
+        None,
+        &subject,
+        &|| headers.clone(),
+        &payload,
+        deadline,
+    )
+    .await;
+    if published == Published::Yes {
         shared.metrics.given_up_by_server.inc();
         remove(&stream, advisory.stream_seq).await;
     } else {

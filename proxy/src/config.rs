@@ -292,6 +292,9 @@ pub struct ProxyConfig {
     pub listen: SocketAddr,
     pub log_level: String,
     pub log_format: LogFormat,
+    /// Spans are exported over OTLP (the standard `OTEL_*` variables ask for it). Without it
+    /// the proxy makes no per-step spans and its trace ids without OpenTelemetry.
+    pub export_spans: bool,
 }
 
 /// What `daedalus-proxy publish` was asked to do.
@@ -466,6 +469,7 @@ impl Launch {
             listen: SocketAddr::new(cli.proxy_host, cli.proxy_port),
             log_level: cli.log_level,
             log_format: cli.log_format,
+            export_spans: daedalus_contract::telemetry::exports(env),
         };
         Ok(if cli.check_config {
             Launch::CheckConfig(config)

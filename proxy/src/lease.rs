@@ -3,32 +3,85 @@
 //! hand the message to another replica: the lease is lost, and the worker must stop and publish
 //! nothing (the server would accept our late ack anyway, nats-server #4786). Dropping a lease
 //! always stops its heartbeat.
+//!
+//! The heartbeat starts lazily (see [`Lease::covering`]): most tasks end before their first
+//! progress ack is due.
 
-use std::sync::Arc;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_nats::jetstream::{AckKind, Message};
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
-/// The heartbeat of one in-flight task.
+/// The lease of one in-flight task. Its heartbeat starts lazily: only work that is still
+/// running when the first progress ack is due (a third of the ack wait after delivery) starts
+/// it, so a task that finishes sooner costs no task and no timer beyond its own.
 #[derive(Debug)]
 pub struct Lease {
+    message: Arc<Message>,
+    ack_wait: Duration,
+    delivered: Instant,
     lost: CancellationToken,
+    heartbeat: Mutex<Option<Heartbeat>>,
+}
+
+#[derive(Debug)]
+struct Heartbeat {
     stop: CancellationToken,
-    heartbeat: tokio::task::JoinHandle<()>,
+    task: tokio::task::JoinHandle<()>,
 }
 
 impl Lease {
-    /// Starts renewing the lease of `message`, delivered `ack_wait` ago at most.
-    pub fn start(message: Arc<Message>, ack_wait: Duration) -> Self {
-        let lost = CancellationToken::new();
-        let stop = CancellationToken::new();
-        let heartbeat = tokio::spawn(beat(message, ack_wait, lost.clone(), stop.clone()));
+    /// The lease of `message`, delivered just now (its ack wait is `ack_wait`).
+    pub fn new(message: Arc<Message>, ack_wait: Duration) -> Self {
         Self {
-            lost,
-            stop,
-            heartbeat,
+            message,
+            ack_wait,
+            delivered: Instant::now(),
+            lost: CancellationToken::new(),
+            heartbeat: Mutex::new(None),
+        }
+    }
+
+    /// Runs `work`, starting the heartbeat if `work` is still running when the first progress
+    /// ack is due.
+    pub async fn covering<F: Future>(&self, work: F) -> F::Output {
+        let mut work = std::pin::pin!(work);
+        if !self.beating() {
+            let first_beat = self.delivered + self.ack_wait / 3;
+            tokio::select! {
+                biased;
+                out = &mut work => return out,
+                () = tokio::time::sleep_until(first_beat) => self.start_heartbeat(),
+            }
+        }
+        work.await
+    }
+
+    fn beating(&self) -> bool {
+        self.heartbeat
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+
+    fn start_heartbeat(&self) {
+        let mut heartbeat = self
+            .heartbeat
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if heartbeat.is_none() {
+            let stop = CancellationToken::new();
+            let task = tokio::spawn(beat(
+                Arc::clone(&self.message),
+                self.ack_wait,
+                self.delivered,
+                self.lost.clone(),
+                stop.clone(),
+            ));
+            *heartbeat = Some(Heartbeat { stop, task });
         }
     }
 
@@ -41,10 +94,30 @@ impl Lease {
         self.lost.is_cancelled()
     }
 
-    /// Stops the heartbeat and waits for it to end.
-    pub async fn release(mut self) {
-        self.stop.cancel();
-        let _ = (&mut self.heartbeat).await;
+    /// Stops the heartbeat, if it started, and waits for it to end.
+    pub async fn release(self) {
+        if let Some(task) = self.stop_heartbeat() {
+            let _ = task.await;
+        }
+    }
+
+    /// Tells the heartbeat, if it started, to stop; its task, to await or abort.
+    fn stop_heartbeat(&self) -> Option<tokio::task::JoinHandle<()>> {
+        let heartbeat = self
+            .heartbeat
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()?;
+        heartbeat.stop.cancel();
+        Some(heartbeat.task)
+    }
+}
+
+/// Runs `work` under `lease` when there is one.
+pub async fn covered<F: Future>(lease: Option<&Lease>, work: F) -> F::Output {
+    match lease {
+        Some(lease) => lease.covering(work).await,
+        None => work.await,
     }
 }
 
@@ -52,25 +125,24 @@ impl Drop for Lease {
     /// A lease dropped without [`Lease::release`] (its worker panicked or was cancelled) stops
     /// its heartbeat too: nothing keeps progress-acking a task nobody works on.
     fn drop(&mut self) {
-        self.stop.cancel();
-        self.heartbeat.abort();
+        if let Some(task) = self.stop_heartbeat() {
+            task.abort();
+        }
     }
 }
 
+/// Progress-acks from the first beat on (due now), every third of the ack wait.
 async fn beat(
     message: Arc<Message>,
     ack_wait: Duration,
+    delivered: Instant,
     lost: CancellationToken,
     stop: CancellationToken,
 ) {
     let period = ack_wait / 3;
     let deadline_after_confirm = ack_wait.mul_f32(0.9);
-    let mut last_confirmed = Instant::now();
+    let mut last_confirmed = delivered;
     loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(period) => {}
-        }
         // Wait for the confirmation as long as the lease can still be saved, not just a period:
         // on a loaded machine a confirmation may take longer than a third of the ack wait.
         let budget = deadline_after_confirm
@@ -89,6 +161,10 @@ async fn beat(
             );
             lost.cancel();
             return;
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(period) => {}
         }
     }
 }

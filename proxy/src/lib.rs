@@ -8,8 +8,12 @@
 pub mod advisories;
 pub mod config;
 pub mod disposition;
+mod durable;
 pub mod endpoints;
+mod headers;
+pub mod inbox;
 pub mod intake;
+mod job;
 pub mod lease;
 pub mod metrics;
 pub mod nats;
@@ -113,6 +117,7 @@ pub async fn run_with(
         runtime_healthy: status.runtime_healthy.clone(),
         stop_pulling: CancellationToken::new(),
         abandon: CancellationToken::new(),
+        traced: config.export_spans,
     });
     let watcher = tokio::spawn(watch_runtime(
         runtime,

@@ -63,7 +63,13 @@ fn main() -> ExitCode {
                 config.log_format,
                 &crates,
                 LogTarget::Stdout,
-                vec![trace_layer],
+                // Without export, no span is handed to OpenTelemetry: it would cost every task
+                // its span bookkeeping for nothing (the proxy makes its trace ids itself).
+                if config.export_spans {
+                    vec![trace_layer]
+                } else {
+                    Vec::new()
+                },
             );
             drop(entered);
             let code = runtime.block_on(async {

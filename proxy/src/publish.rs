@@ -114,11 +114,7 @@ pub fn build_request(
 /// of the caller's), or a new trace whose root is this publish (not exported itself).
 pub fn trace(config: &PublishConfig) -> TraceContext {
     match config.traceparent.as_deref().and_then(TraceParent::parse) {
-        Some(span) => TraceContext {
-            span,
-            parent_span_id: None,
-            tracestate: None,
-        },
+        Some(span) => TraceContext::new(span, None, None),
         None => TraceContext::child_of(None, None),
     }
 }
@@ -165,7 +161,7 @@ pub async fn publish(
         subjects::MSG_ID_HEADER,
         subjects::token(&message_id).as_ref(),
     );
-    headers.insert("traceparent", trace.traceparent().as_str());
+    headers.insert("traceparent", trace.traceparent());
     let payload = contract::to_vec(request);
     let ack = async {
         js.publish_with_headers(subject.clone(), headers, payload.into())

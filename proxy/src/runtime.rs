@@ -245,7 +245,7 @@ impl Forwarder for HttpRuntime {
 fn trace_headers(trace: &TraceContext) -> http::HeaderMap {
     let mut headers = daedalus_contract::telemetry::current_headers();
     if !headers.contains_key("traceparent") {
-        if let Ok(value) = http::HeaderValue::from_str(&trace.traceparent()) {
+        if let Ok(value) = http::HeaderValue::from_str(trace.traceparent()) {
             headers.insert("traceparent", value);
         }
         if let Some(state) = trace

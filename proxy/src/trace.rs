@@ -22,6 +22,9 @@ pub struct TraceContext {
     /// The incoming parent span, if there was one.
     pub parent_span_id: Option<[u8; 8]>,
     pub tracestate: Option<String>,
+    /// `span` as a `traceparent` header, formatted once: it goes to the runtime and on the
+    /// result.
+    traceparent: String,
 }
 
 impl TraceParent {
@@ -56,15 +59,24 @@ impl TraceParent {
     }
 }
 
+impl TraceParent {
+    /// `00-<trace id>-<span id>-<flags>`, written byte by byte (no formatting machinery: it is
+    /// made for every task).
+    pub fn header(&self) -> String {
+        let mut s = String::with_capacity(55);
+        s.push_str("00-");
+        push_hex(&mut s, &self.trace_id);
+        s.push('-');
+        push_hex(&mut s, &self.span_id);
+        s.push('-');
+        push_hex(&mut s, &[self.flags]);
+        s
+    }
+}
+
 impl fmt::Display for TraceParent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "00-{}-{}-{:02x}",
-            to_hex(&self.trace_id),
-            to_hex(&self.span_id),
-            self.flags
-        )
+        f.write_str(&self.header())
     }
 }
 
@@ -80,21 +92,21 @@ impl TraceContext {
             return None;
         }
         let parent = incoming.traceparent.as_deref().and_then(TraceParent::parse);
-        Some(Self {
-            span: TraceParent {
+        Some(Self::new(
+            TraceParent {
                 trace_id: own.trace_id().to_bytes(),
                 span_id: own.span_id().to_bytes(),
                 flags: own.trace_flags().to_u8(),
             },
-            parent_span_id: parent
+            parent
                 .filter(|p| p.trace_id == own.trace_id().to_bytes())
                 .map(|p| p.span_id),
-            tracestate: incoming
+            incoming
                 .tracestate
                 .as_deref()
                 .filter(|s| parent.is_some() && is_tracestate(s))
                 .map(str::to_owned),
-        })
+        ))
     }
 
     /// The proxy span for a task whose headers carried `traceparent`/`tracestate` (either may
@@ -103,30 +115,44 @@ impl TraceContext {
         let mut rng = rand::rng();
         let span_id = nonzero(|| rng.random::<[u8; 8]>());
         match traceparent.and_then(TraceParent::parse) {
-            Some(parent) => Self {
-                span: TraceParent {
+            Some(parent) => Self::new(
+                TraceParent {
                     trace_id: parent.trace_id,
                     span_id,
                     flags: parent.flags,
                 },
-                parent_span_id: Some(parent.span_id),
-                tracestate: tracestate.filter(|s| is_tracestate(s)).map(str::to_owned),
-            },
-            None => Self {
-                span: TraceParent {
+                Some(parent.span_id),
+                tracestate.filter(|s| is_tracestate(s)).map(str::to_owned),
+            ),
+            None => Self::new(
+                TraceParent {
                     trace_id: nonzero(|| rand::rng().random::<[u8; 16]>()),
                     span_id,
                     flags: 1,
                 },
-                parent_span_id: None,
-                tracestate: None,
-            },
+                None,
+                None,
+            ),
+        }
+    }
+
+    /// The context of `span`, under `parent_span_id` when it continues a trace.
+    pub fn new(
+        span: TraceParent,
+        parent_span_id: Option<[u8; 8]>,
+        tracestate: Option<String>,
+    ) -> Self {
+        Self {
+            span,
+            parent_span_id,
+            tracestate,
+            traceparent: span.header(),
         }
     }
 
     /// The `traceparent` to send downstream: the proxy span.
-    pub fn traceparent(&self) -> String {
-        self.span.to_string()
+    pub fn traceparent(&self) -> &str {
+        &self.traceparent
     }
 }
 
@@ -161,13 +187,17 @@ fn hex<const N: usize>(s: &str) -> Option<[u8; N]> {
 }
 
 fn to_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
+    push_hex(&mut s, bytes);
+    s
+}
+
+fn push_hex(s: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     for b in bytes {
         s.push(char::from(DIGITS[usize::from(b >> 4)]));
         s.push(char::from(DIGITS[usize::from(b & 15)]));
     }
-    s
 }
 
 #[cfg(test)]
@@ -207,7 +237,7 @@ mod tests {
         assert_eq!(ctx.parent_span_id, Some(parent.span_id));
         assert_eq!(ctx.span.flags, 1);
         assert_eq!(ctx.tracestate.as_deref(), Some("vendor=1"));
-        assert!(TraceParent::parse(&ctx.traceparent()).is_some());
+        assert!(TraceParent::parse(ctx.traceparent()).is_some());
     }
 
     #[test]

@@ -100,6 +100,11 @@ impl NatsServer {
         format!("nats://127.0.0.1:{}", self.port)
     }
 
+    /// The server's process id while it runs (benchmarks read its CPU time from `/proc`).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// SIGKILL: no clean shutdown.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

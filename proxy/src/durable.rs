@@ -1,0 +1,124 @@
+//! Publishing to a stream until the server acknowledges it: retried with a growing delay up to
+//! a deadline, given up at once when the task's lease is lost, never retried when the message
+//! is over the server's `max_payload`. Workers store through their inbox
+//! ([`crate::inbox::Inbox`]); the rest through async-nats's JetStream publish
+//! ([`JetStreamPublish`]).
+
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::Context;
+use async_nats::jetstream::context::PublishErrorKind;
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use crate::headers::message_size;
+use crate::lease::Lease;
+use crate::worker::Shared;
+
+/// How a durable publish ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Published {
+    Yes,
+    /// The lease was lost first: publish nothing more.
+    LeaseLost,
+    /// The message can never fit the server's `max_payload`.
+    TooLarge {
+        size: usize,
+        max: usize,
+    },
+    /// Not acknowledged before the deadline.
+    GaveUp(String),
+}
+
+/// One attempt to store a message in a stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    /// The stream acknowledged it (`duplicate`: it already held a message with this
+    /// `Nats-Msg-Id`).
+    Stored { duplicate: bool },
+    /// The message is over the server's `max_payload`.
+    TooLarge,
+    /// Not stored, for a reason that may pass.
+    Failed(String),
+}
+
+/// A way to publish to a stream and wait for its acknowledgement.
+pub(crate) trait StreamPublisher {
+    async fn store(&mut self, subject: &str, headers: HeaderMap, payload: Bytes) -> Attempt;
+}
+
+/// async-nats's JetStream publish (a reply subscription shared by the connection).
+#[derive(Debug)]
+pub(crate) struct JetStreamPublish<'a>(pub &'a Context);
+
+impl StreamPublisher for JetStreamPublish<'_> {
+    async fn store(&mut self, subject: &str, headers: HeaderMap, payload: Bytes) -> Attempt {
+        let attempt = async {
+            self.0
+                .publish_with_headers(subject.to_owned(), headers, payload)
+                .await?
+                .await
+        };
+        match attempt.await {
+            Ok(ack) => Attempt::Stored {
+                duplicate: ack.duplicate,
+            },
+            Err(e) if e.kind() == PublishErrorKind::MaxPayloadExceeded => Attempt::TooLarge,
+            Err(e) => Attempt::Failed(e.to_string()),
+        }
+    }
+}
+
+/// Publishes to a stream and waits for its ack, retrying with a growing delay until
+/// `deadline`, or until `lease` (when there is one) is lost. A message over the server's
+/// `max_payload` is never retried. `headers` builds the message's headers, once per attempt (a
+/// publish takes them by value; building them again on a rare retry is cheaper than cloning
+/// them for every first attempt).
+pub(crate) async fn publish_acked(
+    publisher: &mut impl StreamPublisher,
+    shared: &Shared,
+    lease: Option<&Lease>,
+    subject: &str,
+    headers: &(dyn Fn() -> HeaderMap + Sync),
+    payload: &Bytes,
+    deadline: Instant,
+) -> Published {
+    let mut delay = Duration::from_millis(100);
+    loop {
+        if lease.is_some_and(Lease::is_lost) {
+            return Published::LeaseLost;
+        }
+        let problem = match publisher.store(subject, headers(), payload.clone()).await {
+            Attempt::Stored { duplicate } => {
+                if duplicate {
+                    tracing::debug!(subject, "already published (duplicate suppressed)");
+                }
+                return Published::Yes;
+            }
+            Attempt::TooLarge => {
+                return Published::TooLarge {
+                    size: message_size(&headers(), payload),
+                    max: shared.client.server_info().max_payload,
+                };
+            }
+            Attempt::Failed(problem) => problem,
+        };
+        if Instant::now() + delay > deadline {
+            tracing::warn!(subject, error = %problem, "publish not acknowledged; giving up for now");
+            return Published::GaveUp(problem);
+        }
+        tracing::warn!(subject, error = %problem, retry_in = ?delay, "publish not acknowledged");
+        let lost = async {
+            match lease {
+                Some(l) => l.lost().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = lost => return Published::LeaseLost,
+            () = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(2));
+    }
+}

@@ -1,0 +1,437 @@
+//! One delivery of one task message, worked to its end: the runtime's answer published and
+//! acked, a failed result published and termed, a delayed nak, or a dead letter.
+//!
+//! No path hands a task back on its last delivery: there it gets a failed result that says
+//! why ("gave up after N deliveries: ...") and is termed, so the server never drops a task
+//! without an answer. A result is always published (and acknowledged by the stream) before
+//! the task is acked, and every ack is confirmed by the server (DESIGN §5).
+
+use std::sync::Arc;
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::{AckKind, Message};
+use bytes::Bytes;
+use daedalus_contract::telemetry::{self, TraceHeaders};
+use daedalus_contract::write::contract;
+use daedalus_contract::{Task, TaskState};
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::disposition::{self, Disposition};
+use crate::durable::{Published, publish_acked};
+use crate::headers::{deadletter_headers, header, header_text, result_headers};
+use crate::inbox::Inbox;
+use crate::intake::{self, Ids, Intake};
+use crate::lease::{Lease, covered};
+use crate::subjects;
+use crate::trace::TraceContext;
+use crate::worker::Shared;
+
+/// One delivery of one task message, worked by one worker.
+pub(crate) struct Job<'w> {
+    shared: &'w Shared,
+    inbox: &'w mut Inbox,
+    message: Arc<Message>,
+    trace: TraceContext,
+    delivered: u32,
+    stream_sequence: u64,
+}
+
+impl<'w> Job<'w> {
+    /// Reads a delivery: its place in the stream, its body and its trace. `None` for a message
+    /// without JetStream metadata (not a delivery; nothing to answer).
+    pub(crate) fn new(
+        shared: &'w Shared,
+        inbox: &'w mut Inbox,
+        message: Message,
+    ) -> Option<(Self, Intake, tracing::Span)> {
+        let (delivered, stream_sequence) = match message.info() {
+            Ok(info) => (
+                u32::try_from(info.delivered).unwrap_or(u32::MAX),
+                info.stream_sequence,
+            ),
+            Err(e) => {
+                tracing::error!(error = %e, "pulled a message without JetStream metadata; ignoring it");
+                return None;
+            }
+        };
+        shared.metrics.received.inc();
+        if delivered > 1 {
+            shared.metrics.redeliveries.inc();
+        }
+        let intake = intake::read_task(&message.payload);
+        let task_id = match &intake {
+            Intake::Task { ids, .. } | Intake::Refused { ids, .. } => Some(ids.task_id.as_str()),
+            Intake::Unaddressable { .. } => None,
+        };
+        let headers = message.headers.as_ref();
+        let (traceparent, tracestate) = (
+            header(headers, "traceparent"),
+            header(headers, "tracestate"),
+        );
+        let (span, trace) = if shared.traced {
+            // The task's span: a child of the publisher's, exported.
+            let span = tracing::info_span!(
+                "task",
+                otel.name = %format_args!("process {}", message.subject),
+                otel.kind = "consumer",
+                messaging.system = "nats",
+                messaging.destination.name = %message.subject,
+                task_id,
+                stream_sequence,
+                delivered,
+                trace_id = tracing::field::Empty,
+                span_id = tracing::field::Empty,
+            );
+            let incoming = TraceHeaders {
+                traceparent: traceparent.map(str::to_owned),
+                tracestate: tracestate.map(str::to_owned),
+            };
+            telemetry::continue_trace(&span, &incoming);
+            let trace = TraceContext::of_span(&span, &incoming)
+                .unwrap_or_else(|| TraceContext::child_of(traceparent, tracestate));
+            (span, trace)
+        } else {
+            // No spans are exported: the ids are made here, and the span (only log lines see
+            // it) gets every field once, when it opens.
+            let trace = TraceContext::child_of(traceparent, tracestate);
+            let span = tracing::info_span!(
+                "task",
+                task_id,
+                stream_sequence,
+                delivered,
+                trace_id = %trace.span.trace_id_hex(),
+                span_id = %trace.span.span_id_hex(),
+            );
+            (span, trace)
+        };
+        let job = Job {
+            shared,
+            inbox,
+            message: Arc::new(message),
+            trace,
+            delivered,
+            stream_sequence,
+        };
+        Some((job, intake, span))
+    }
+
+    fn is_last_delivery(&self) -> bool {
+        self.delivered >= self.shared.config.max_deliver
+    }
+
+    /// A span for a step of the task, when spans are exported.
+    fn step_span(&self, span: impl FnOnce() -> tracing::Span) -> tracing::Span {
+        if self.shared.traced {
+            span()
+        } else {
+            tracing::Span::none()
+        }
+    }
+
+    /// Works the task to its end.
+    pub(crate) async fn run(mut self, intake: Intake) {
+        let started = Instant::now();
+        let lease = Lease::new(Arc::clone(&self.message), self.shared.config.ack_wait);
+        self.shared.metrics.in_flight.inc();
+        match intake {
+            Intake::Unaddressable { reason } => self.dead_letter(Some(&lease), &reason).await,
+            Intake::Refused { ids, reason } => {
+                tracing::warn!(%reason, "poison task body");
+                let task =
+                    disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &reason);
+                self.finish(Some(&lease), &ids, task, AckKind::Term, started)
+                    .await;
+            }
+            Intake::Task { ids, .. } => self.forward(&lease, &ids, started).await,
+        }
+        self.shared.metrics.in_flight.dec();
+        lease.release().await;
+    }
+
+    async fn forward(&mut self, lease: &Lease, ids: &Ids, started: Instant) {
+        let config = &self.shared.config;
+        tracing::debug!(message_id = %ids.message_id, "task started");
+        let call = self.step_span(|| {
+            tracing::info_span!(
+                "runtime_call",
+                otel.name = "POST /",
+                otel.kind = "client",
+                http.request.method = "POST",
+            )
+        });
+        let send = self.shared.forwarder.send(
+            self.message.payload.clone(),
+            &self.trace,
+            config.task_timeout,
+        );
+        let reply = tokio::select! {
+            reply = lease.covering(send.instrument(call)) => reply,
+            () = lease.lost() => {
+                self.shared.metrics.leases_lost.inc();
+                if self.is_last_delivery() {
+                    // Nobody else will get it: answer it here, lease or not.
+                    self.give_up(None, "the lease was lost (progress acks went unconfirmed)").await;
+                }
+                return;
+            }
+            () = self.shared.abandon.cancelled() => {
+                tracing::warn!("grace period over; handing the task back to another replica");
+                self.hand_back(Some(lease), "the grace period ran out at shutdown").await;
+                return;
+            }
+        };
+        match disposition::classify(&ids.task_id, reply) {
+            Disposition::Result(task) => {
+                self.finish(Some(lease), ids, *task, AckKind::Ack, started)
+                    .await;
+            }
+            Disposition::Poison(reason) => {
+                tracing::warn!(%reason, "the task cannot succeed");
+                let task =
+                    disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &reason);
+                self.finish(Some(lease), ids, task, AckKind::Term, started)
+                    .await;
+            }
+            Disposition::Unavailable(reason) => {
+                // The runtime says it is not ready: stop pulling until /health says otherwise.
+                self.shared.runtime_healthy.send_replace(false);
+                self.retry(lease, &reason).await;
+            }
+            Disposition::Transient(reason) => self.retry(lease, &reason).await,
+        }
+    }
+
+    /// Sends an ack of `kind` and waits for the server to confirm it.
+    async fn confirm(&mut self, lease: Option<&Lease>, kind: AckKind, what: &str) -> bool {
+        match covered(lease, self.inbox.confirm(&self.message, kind)).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, "{what} not confirmed; the server will redeliver");
+                false
+            }
+        }
+    }
+
+    /// A transient failure: nak with a growing delay, or give up on the last delivery.
+    async fn retry(&mut self, lease: &Lease, reason: &str) {
+        let config = &self.shared.config;
+        if self.is_last_delivery() {
+            self.give_up(Some(lease), reason).await;
+            return;
+        }
+        let delay = disposition::retry_delay(
+            self.delivered,
+            config.retry_base_delay,
+            config.retry_max_delay,
+        );
+        tracing::warn!(%reason, retry_in = ?delay, attempt = self.delivered, "transient failure; retrying later");
+        if !lease.is_lost()
+            && self
+                .confirm(Some(lease), AckKind::Nak(Some(delay)), "nak")
+                .await
+        {
+            self.shared.metrics.retried.inc();
+        }
+    }
+
+    /// Hands the task back for another replica at once, unless this was its last delivery.
+    pub(crate) async fn hand_back(&mut self, lease: Option<&Lease>, why: &str) {
+        if self.is_last_delivery() {
+            self.give_up(lease, why).await;
+            return;
+        }
+        tracing::info!(reason = why, "handing the task back");
+        self.shared.metrics.handed_back.inc();
+        self.confirm(lease, AckKind::Nak(None), "hand back").await;
+    }
+
+    /// The last delivery failed: publish a failed Task saying why and term the message. With
+    /// no lease (lost, or never taken) the publish does not wait on one: no replica will get
+    /// this message again.
+    async fn give_up(&mut self, lease: Option<&Lease>, why: &str) {
+        let why = format!("gave up after {} deliveries: {why}", self.delivered);
+        tracing::warn!(reason = %why, "last delivery failed");
+        match intake::read_task(&self.message.payload) {
+            Intake::Unaddressable { reason } => {
+                self.dead_letter(lease, &format!("{why}; {reason}")).await;
+            }
+            Intake::Refused { ids, .. } | Intake::Task { ids, .. } => {
+                let task = disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &why);
+                self.finish(lease, &ids, task, AckKind::Term, Instant::now())
+                    .await;
+            }
+        }
+    }
+
+    /// Publishes `task` as the result (and to an allowed `reply-to`), then acks with `ack`.
+    /// A result too large for the server becomes a small failed Task that says so.
+    async fn finish(
+        &mut self,
+        lease: Option<&Lease>,
+        ids: &Ids,
+        task: Task,
+        ack: AckKind,
+        started: Instant,
+    ) {
+        let mut task = task;
+        let mut ack = ack;
+        let mut payload = Bytes::from(contract::to_vec(&task));
+        let subject = subjects::result(&self.shared.config.agent, &ids.task_id);
+        let publishing = self.step_span(|| {
+            tracing::info_span!(
+                "publish_result",
+                otel.name = %format_args!("publish {subject}"),
+                otel.kind = "producer",
+                messaging.system = "nats",
+                messaging.destination.name = %subject,
+            )
+        });
+        let (shared, trace) = (self.shared, &self.trace);
+        let headers = |task: &Task| result_headers(&shared.config.agent, ids, task, trace);
+        let mut outcome = publish_durably(
+            self.inbox,
+            shared,
+            lease,
+            &subject,
+            &|| headers(&task),
+            &payload,
+        )
+        .instrument(publishing)
+        .await;
+        if let Published::TooLarge { size, max } = outcome {
+            let why = format!(
+                "the result ({size} bytes with headers) is larger than the NATS server's max_payload ({max} bytes)"
+            );
+            tracing::warn!(reason = %why, "result too large; publishing a failed result instead");
+            task = disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &why);
+            ack = AckKind::Term;
+            payload = Bytes::from(contract::to_vec(&task));
+            outcome = publish_durably(
+                self.inbox,
+                shared,
+                lease,
+                &subject,
+                &|| headers(&task),
+                &payload,
+            )
+            .await;
+            if let Published::TooLarge { .. } = outcome {
+                // Even the failure does not fit (the ids alone are too large): keep the body.
+                self.dead_letter(lease, &why).await;
+                return;
+            }
+        }
+        match outcome {
+            Published::Yes => {}
+            Published::LeaseLost => return,
+            Published::TooLarge { .. } | Published::GaveUp(_) => {
+                // The result cannot be stored now: let the server redeliver the task later.
+                if lease.is_none_or(|l| !l.is_lost()) {
+                    let delay = self.shared.config.retry_max_delay;
+                    self.confirm(lease, AckKind::Nak(Some(delay)), "nak").await;
+                }
+                return;
+            }
+        }
+        self.send_reply_to(ids, &task, &payload).await;
+        if lease.is_some_and(Lease::is_lost) {
+            return;
+        }
+        if self.confirm(lease, ack, "ack").await {
+            let metrics = &self.shared.metrics;
+            if task.status.state == TaskState::Failed {
+                metrics.failed.inc();
+            } else {
+                metrics.completed.inc();
+            }
+            metrics
+                .task_duration
+                .observe(started.elapsed().as_secs_f64());
+            tracing::info!(state = %task.status.state, elapsed = ?started.elapsed(), "task finished");
+        }
+    }
+
+    fn result_headers(&self, ids: &Ids, task: &Task) -> HeaderMap {
+        result_headers(&self.shared.config.agent, ids, task, &self.trace)
+    }
+
+    /// Also sends the result to the publisher's `reply-to`, if it names an allowed subject.
+    async fn send_reply_to(&self, ids: &Ids, task: &Task, payload: &Bytes) {
+        let Some(reply_to) = header(self.message.headers.as_ref(), subjects::REPLY_TO_HEADER)
+        else {
+            return;
+        };
+        if let Err(why) = subjects::check_reply_to(reply_to, &self.shared.config.reply_to_prefixes)
+        {
+            self.shared.metrics.reply_to_refused.inc();
+            tracing::warn!(
+                reply_to = %header_text(reply_to, 80),
+                length = reply_to.len(),
+                reason = %why,
+                "reply-to refused; the result is published on its own subject only"
+            );
+            return;
+        }
+        if let Err(e) = self
+            .shared
+            .client
+            .publish_with_headers(
+                reply_to.to_owned(),
+                self.result_headers(ids, task),
+                payload.clone(),
+            )
+            .await
+        {
+            tracing::warn!(reply_to, error = %e, "could not send the result to reply-to");
+        }
+    }
+
+    async fn dead_letter(&mut self, lease: Option<&Lease>, reason: &str) {
+        let config = &self.shared.config;
+        tracing::warn!(%reason, "no usable task id; dead-lettering the body");
+        let (message, sequence) = (&self.message, self.stream_sequence);
+        let headers = || {
+            deadletter_headers(
+                message.headers.clone().unwrap_or_default(),
+                &config.streams.tasks,
+                sequence,
+                reason,
+            )
+        };
+        let subject = subjects::deadletter(&config.agent);
+        let published = publish_durably(
+            self.inbox,
+            self.shared,
+            lease,
+            &subject,
+            &headers,
+            &message.payload,
+        )
+        .await;
+        if published == Published::Yes
+            && lease.is_none_or(|l| !l.is_lost())
+            && self.confirm(lease, AckKind::Term, "term").await
+        {
+            self.shared.metrics.deadlettered.inc();
+        }
+    }
+}
+
+/// Publishes to a stream through the worker's inbox within an ack wait, watching the lease (see
+/// [`publish_acked`]).
+async fn publish_durably(
+    inbox: &mut Inbox,
+    shared: &Shared,
+    lease: Option<&Lease>,
+    subject: &str,
+    headers: &(dyn Fn() -> HeaderMap + Sync),
+    payload: &Bytes,
+) -> Published {
+    let deadline = Instant::now() + shared.config.ack_wait;
+    covered(
+        lease,
+        publish_acked(inbox, shared, lease, subject, headers, payload, deadline),
+    )
+    .await
+}
