@@ -374,6 +374,88 @@ async fn a_hundred_sessions_with_their_own_bearers_never_cross() {
     }
 }
 
+/// The JSON-RPC messages of one `tools/call` answered as a Server-Sent Events stream, in the
+/// order they were written.
+fn sse_messages(body: &str) -> Vec<serde_json::Value> {
+    body.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter(|data| !data.trim().is_empty())
+        .map(|data| serde_json::from_str(data.trim()).expect("each event is JSON"))
+        .collect()
+}
+
+// A call's progress used to be sent by a task of its own, so the answer could overtake the
+// last notifications: a client reading the stream in order (as the Python SDK does) then
+// missed them. Several calls in a row, each read off the wire in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_progress_notification_is_on_the_wire_before_the_calls_answer() {
+    const CALLS: usize = 12;
+    let fx = McpFixture::start().await;
+    let fake = FakeLlm::start(KEY, &["gpt-face"]).await;
+    fake.script((0..CALLS).flat_map(|_| support::two_tools_and_a_sub_agent()));
+    let yaml = deployment(
+        &fake,
+        &format!("    fx: {{ url: \"{}\" }}", fx.url()),
+        "  harper: { instruction: Work., servers: [fx, helper] }\n  helper: { instruction: Help. }\n",
+    );
+    let rt = Runtime::start(&yaml).await;
+    let http = reqwest::Client::new();
+    let post = |session: Option<&reqwest::header::HeaderValue>, body: serde_json::Value| {
+        let mut request = http
+            .post(rt.mcp("harper"))
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session.clone());
+        }
+        request.send()
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}});
+    let response = post(None, init).await.expect("initialize");
+    let session = response.headers()["mcp-session-id"].clone();
+    let _ = response.text().await;
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let _ = post(Some(&session), initialized)
+        .await
+        .expect("initialized");
+
+    for id in 1..=CALLS {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "harper", "arguments": {"message": "go"},
+            "_meta": {"progressToken": format!("call-{id}")}}});
+        let body = post(Some(&session), call)
+            .await
+            .expect("tools/call")
+            .text()
+            .await
+            .expect("the stream");
+        let messages = sse_messages(&body);
+        let answer = messages
+            .iter()
+            .position(|m| m["id"] == json!(id))
+            .unwrap_or_else(|| panic!("call {id} answered: {messages:?}"));
+        assert_eq!(
+            answer,
+            messages.len() - 1,
+            "the answer comes last: {messages:?}"
+        );
+        let before: Vec<&str> = messages[..answer]
+            .iter()
+            .filter(|m| m["method"] == "notifications/progress")
+            .filter(|m| m["params"]["progressToken"] == json!(format!("call-{id}")))
+            .filter_map(|m| m["params"]["message"].as_str())
+            .collect();
+        for expected in EXPECTED_PROGRESS {
+            assert!(
+                before.contains(&expected),
+                "call {id}: {expected:?} is not before the answer in {before:?}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn closing_a_session_answers_200_as_the_python_sdks_expect() {
     let rt = Runtime::start("agents:\n  echo: {}\n").await;

@@ -5,11 +5,28 @@
 //!
 //! Events go through an unbounded channel to one task that sends them in order, so the loop
 //! never waits on the client, and a notification that cannot be sent is dropped without
-//! disturbing anything.
+//! disturbing anything. Before the call answers, [`Reporter::flush`] waits (briefly) until
+//! every notification queued so far has been handed to the transport, so no progress arrives
+//! after its call's result.
+
+use std::time::Duration;
 
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::{Peer, RoleServer};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
+
+/// How long an answer waits for its progress notifications to be sent: a client that stops
+/// reading delays its own answer by this much at most.
+const FLUSH_WAIT: Duration = Duration::from_secs(5);
+
+/// What the sender task is asked to do, in order.
+#[derive(Debug)]
+enum Item {
+    /// Send this message as the next notification.
+    Note(String),
+    /// Everything before this has been sent: say so.
+    Flushed(oneshot::Sender<()>),
+}
 
 use crate::agent_loop::{EventSink, LoopEvent};
 
@@ -35,16 +52,23 @@ pub fn message(event: &LoopEvent) -> Option<String> {
 /// Sends progress for one call.
 #[derive(Debug)]
 pub struct Reporter {
-    tx: mpsc::UnboundedSender<String>,
+    tx: mpsc::UnboundedSender<Item>,
 }
 
 impl Reporter {
     /// Starts the sender task for `token` on `peer`.
     pub fn start(peer: Peer<RoleServer>, token: ProgressToken) -> Self {
-        let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+        let (tx, mut rx) = mpsc::unbounded_channel::<Item>();
         tokio::spawn(async move {
             let mut progress = 0.0_f64;
-            while let Some(text) = rx.recv().await {
+            while let Some(item) = rx.recv().await {
+                let text = match item {
+                    Item::Note(text) => text,
+                    Item::Flushed(done) => {
+                        let _ = done.send(());
+                        continue;
+                    }
+                };
                 let note =
                     ProgressNotificationParam::new(token.clone(), progress).with_message(text);
                 progress += 1.0;
@@ -56,12 +80,23 @@ impl Reporter {
         Self { tx }
     }
 
+    /// Waits until every notification queued before this call has been sent, or
+    /// [`FLUSH_WAIT`] has passed.
+    pub async fn flush(&self) {
+        let (done, sent) = oneshot::channel();
+        if self.tx.send(Item::Flushed(done)).is_ok()
+            && tokio::time::timeout(FLUSH_WAIT, sent).await.is_err()
+        {
+            tracing::debug!("progress notifications still unsent when the call answered");
+        }
+    }
+
     /// A sink passing each event's message on, then to `next`.
     pub fn sink(&self, next: EventSink) -> EventSink {
         let tx = self.tx.clone();
         EventSink::new(move |event| {
             if let Some(text) = message(&event) {
-                let _ = tx.send(text);
+                let _ = tx.send(Item::Note(text));
             }
             next.emit(event);
         })

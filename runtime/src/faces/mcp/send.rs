@@ -194,7 +194,11 @@ async fn run(
     if let Some(reporter) = &reporter {
         turn.events = reporter.sink(crate::agent_loop::EventSink::default());
     }
-    match face.core.turns().run(turn).await {
+    let outcome = face.core.turns().run(turn).await;
+    if let Some(reporter) = &reporter {
+        reporter.flush().await;
+    }
+    match outcome {
         Ok(task) => answer(&task),
         Err(e) => refusal(&e),
     }
