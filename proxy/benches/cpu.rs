@@ -11,7 +11,8 @@
 //!
 //! Run: `cargo bench -p daedalus-proxy --bench cpu` (needs `bash .ci/setup` once; the
 //! callgrind part runs when `valgrind` is on `PATH`). `CPU_BENCH_ONLY=callgrind` runs only the
-//! instruction counts (about a minute, and repeatable on a busy machine);
+//! instruction counts (about a minute, and repeatable on a busy machine), `CPU_BENCH_ONLY=proc`
+//! only the `/proc` table;
 //! `CALLGRIND_OUT_DIR=<dir>` keeps the profiles for `callgrind_annotate`.
 
 #![allow(clippy::print_stdout, reason = "a benchmark prints its table")]
@@ -257,9 +258,12 @@ async fn bench() {
         ticks: clock_ticks_per_second(),
     };
 
-    let only_callgrind = std::env::var("CPU_BENCH_ONLY").is_ok_and(|v| v == "callgrind");
-    if !only_callgrind {
+    let only = std::env::var("CPU_BENCH_ONLY").unwrap_or_default();
+    if only != "callgrind" {
         proc_table(&bench).await;
+    }
+    if only == "proc" {
+        return;
     }
     if !valgrind_present() {
         println!("\n(valgrind is not on PATH: no instruction counts)");

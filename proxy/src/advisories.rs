@@ -104,7 +104,7 @@ async fn answer(shared: &Shared, advisory: &MaxDeliveries) {
             );
             (
                 subjects::result(&config.agent, &ids.task_id),
-                result_headers(&config.agent, &ids, &task, &trace),
+                result_headers(&config.agent, &ids, task.status.state, &trace),
                 bytes::Bytes::from(contract::to_vec(&task)),
             )
         }

@@ -1,9 +1,16 @@
 //! What to do with a task once the runtime has answered (or not): publish its result, give it
 //! up as poison, or retry it later. Pure functions, tested as tables.
+//!
+//! A Task the runtime wrote exactly in the contract dialect is read only for what decides
+//! ([`TaskOutline`]) and published byte for byte; any other spelling is read by the lenient
+//! reader and written again in the contract dialect.
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use chrono::{SecondsFormat, Utc};
+use daedalus_contract::outline::TaskOutline;
+use daedalus_contract::write::contract;
 use daedalus_contract::{ErrorBody, Message, Part, Role, Task, TaskState, TaskStatus, read};
 
 use crate::runtime::{ForwardError, Reply};
@@ -12,7 +19,7 @@ use crate::runtime::{ForwardError, Reply};
 #[derive(Debug, Clone, PartialEq)]
 pub enum Disposition {
     /// The runtime answered with a Task: publish it, then ack.
-    Result(Box<Task>),
+    Result(Answer),
     /// The task can never succeed: publish a failed Task saying why, then term.
     Poison(String),
     /// The attempt failed for a reason that may pass: nak with a delay, or give up after the
@@ -23,6 +30,23 @@ pub enum Disposition {
     Unavailable(String),
 }
 
+/// A result ready to publish: its state and its body in the contract dialect.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub state: TaskState,
+    pub body: Bytes,
+}
+
+impl Answer {
+    /// `task`, written in the contract dialect.
+    pub fn of(task: &Task) -> Self {
+        Self {
+            state: task.status.state,
+            body: Bytes::from(contract::to_vec(task)),
+        }
+    }
+}
+
 /// Classifies the runtime's answer to task `task_id`.
 pub fn classify(task_id: &str, reply: Result<Reply, ForwardError>) -> Disposition {
     let reply = match reply {
@@ -30,12 +54,7 @@ pub fn classify(task_id: &str, reply: Result<Reply, ForwardError>) -> Dispositio
         Err(e) => return Disposition::Transient(e.to_string()),
     };
     match reply.status {
-        200 => match read::from_slice::<Task>(&reply.body) {
-            Err(e) => Disposition::Poison(format!(
-                "the runtime answered 200 without a valid Task: {e}"
-            )),
-            Ok(task) => check_task(task_id, task),
-        },
+        200 => read_result(task_id, reply.body),
         503 => Disposition::Unavailable(format!(
             "runtime answered 503: {}",
             error_message(&reply.body)
@@ -52,41 +71,63 @@ pub fn classify(task_id: &str, reply: Result<Reply, ForwardError>) -> Dispositio
     }
 }
 
-/// A Task from the runtime is published only if it keeps the contract's rules.
-fn check_task(task_id: &str, task: Task) -> Disposition {
+/// A 200's body: passed on unchanged if it is already exactly in the contract dialect, else
+/// read in any dialect and written again.
+fn read_result(task_id: &str, body: Bytes) -> Disposition {
+    if let Some(outline) = TaskOutline::read(&body) {
+        return match check_task(task_id, &outline) {
+            Ok(()) => Disposition::Result(Answer {
+                state: outline.state,
+                body,
+            }),
+            Err(reason) => Disposition::Poison(reason),
+        };
+    }
+    match read::from_slice::<Task>(&body) {
+        Err(e) => Disposition::Poison(format!(
+            "the runtime answered 200 without a valid Task: {e}"
+        )),
+        Ok(task) => {
+            let has_output =
+                !task.artifacts.is_empty() && task.artifacts.iter().all(|a| !a.parts.is_empty());
+            let explained = task
+                .status
+                .message
+                .as_ref()
+                .is_some_and(|m| !m.parts.is_empty());
+            let outline = TaskOutline {
+                id: task.id.as_str().into(),
+                state: task.status.state,
+                has_output,
+                explained,
+            };
+            match check_task(task_id, &outline) {
+                Ok(()) => Disposition::Result(Answer::of(&task)),
+                Err(reason) => Disposition::Poison(reason),
+            }
+        }
+    }
+}
+
+/// A Task from the runtime is published only if it keeps the contract's rules; else why not.
+fn check_task(task_id: &str, task: &TaskOutline<'_>) -> Result<(), String> {
     if task.id != task_id {
-        return Disposition::Poison(format!(
+        return Err(format!(
             "the runtime answered with task id {:?} for task {task_id:?}",
             task.id
         ));
     }
-    if !(task.status.state.is_terminal() || task.status.state.is_interrupted()) {
-        return Disposition::Poison(format!(
-            "the runtime answered with a task still {}",
-            task.status.state
-        ));
+    let state = task.state;
+    if !(state.is_terminal() || state.is_interrupted()) {
+        return Err(format!("the runtime answered with a task still {state}"));
     }
-    // The contract's rules, checked on the typed Task (the reader already refused shapes that
-    // are not a Task).
-    let state = task.status.state;
-    let has_output =
-        !task.artifacts.is_empty() && task.artifacts.iter().all(|a| !a.parts.is_empty());
-    if state == TaskState::Completed && !has_output {
-        return Disposition::Poison(
-            "the runtime answered completed without an artifact".to_owned(),
-        );
+    if state == TaskState::Completed && !task.has_output {
+        return Err("the runtime answered completed without an artifact".to_owned());
     }
-    let explained = task
-        .status
-        .message
-        .as_ref()
-        .is_some_and(|m| !m.parts.is_empty());
-    if state == TaskState::Failed && !explained {
-        return Disposition::Poison(
-            "the runtime answered failed without status.message".to_owned(),
-        );
+    if state == TaskState::Failed && !task.explained {
+        return Err("the runtime answered failed without status.message".to_owned());
     }
-    Disposition::Result(Box::new(task))
+    Ok(())
 }
 
 /// The `error.message` of a contract error body, else the start of the body.
@@ -237,6 +278,30 @@ mod tests {
             .collect();
         assert_eq!(delays, [1, 2, 4, 8, 10, 10]);
         assert_eq!(retry_delay(200, base, max), max);
+    }
+
+    #[test]
+    fn contract_bodies_pass_unchanged_and_others_are_rewritten() {
+        // Whitespace and key order are the runtime's own: kept as they came.
+        let contract = "{ \"status\": {\"state\": \"completed\"}, \"id\": \"t\",\n  \"artifacts\": [{\"parts\": [{\"text\": \"x\"}], \"artifactId\": \"a\"}] }";
+        match classify("t", reply(200, contract)) {
+            Disposition::Result(answer) => {
+                assert_eq!(answer.body, contract.as_bytes());
+                assert_eq!(answer.state, TaskState::Completed);
+            }
+            other => panic!("{other:?}"),
+        }
+        let v1 = r#"{"id":"t","status":{"state":"TASK_STATE_FAILED","message":{"messageId":"q","role":"ROLE_AGENT","parts":[{"text":"no"}]}},"kind":"task"}"#;
+        match classify("t", reply(200, v1)) {
+            Disposition::Result(answer) => {
+                assert_eq!(answer.state, TaskState::Failed);
+                assert_eq!(
+                    answer.body,
+                    r#"{"id":"t","status":{"state":"failed","message":{"messageId":"q","role":"agent","parts":[{"text":"no"}]}}}"#.as_bytes()
+                );
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ use daedalus_contract::Dialect;
 use crate::intake::Ids;
 use crate::subjects;
 use crate::trace::TraceContext;
-use daedalus_contract::Task;
+use daedalus_contract::TaskState;
 
 /// The longest a `Deadletter-Reason` header gets.
 const REASON_HEADER_MAX: usize = 256;
@@ -54,11 +54,12 @@ pub(crate) fn deadletter_headers(
     headers
 }
 
-/// The headers of a result: tokens and visible ASCII only, whatever the ids hold.
+/// The headers of a result in `state` for the task `ids` names (a runtime's Task is published
+/// only if its id is the task's): tokens and visible ASCII only, whatever the ids hold.
 pub(crate) fn result_headers(
     agent: &str,
     ids: &Ids,
-    task: &Task,
+    state: TaskState,
     trace: &TraceContext,
 ) -> HeaderMap {
     // Names made at compile time and values moved in: every result pays for these.
@@ -72,8 +73,8 @@ pub(crate) fn result_headers(
         MSG_ID,
         subjects::result_msg_id(agent, &ids.task_id, &ids.message_id),
     );
-    headers.insert(TASK_ID, subjects::token(&task.id).into_owned());
-    headers.insert(TASK_STATE, task.status.state.as_str(Dialect::Contract));
+    headers.insert(TASK_ID, subjects::token(&ids.task_id).into_owned());
+    headers.insert(TASK_STATE, state.as_str(Dialect::Contract));
     headers.insert(TRACEPARENT, trace.traceparent());
     if let Some(state) = &trace.tracestate {
         headers.insert(TRACESTATE, header_text(state, 512));
@@ -161,8 +162,7 @@ mod tests {
                 }
             };
             if let Some(ids) = ids {
-                let task = crate::disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), "x");
-                let headers = result_headers("agent-1", &ids, &task, &trace);
+                let headers = result_headers("agent-1", &ids, daedalus_contract::TaskState::Failed, &trace);
                 for (name, values) in headers.iter() {
                     for value in values {
                         let value = value.as_str();

@@ -97,6 +97,8 @@ pub struct Inbox {
     pull_grace: Duration,
     /// The token of the last request sent.
     token: u64,
+    /// The body of a pull request for the `expires` it was made for (the same every time).
+    pull_body: (Duration, Bytes),
     /// Tasks that arrived for pulls already given up.
     late: VecDeque<async_nats::Message>,
 }
@@ -121,6 +123,7 @@ impl Inbox {
             subscription,
             pull_grace,
             token: 0,
+            pull_body: (Duration::ZERO, Bytes::new()),
             late: VecDeque::new(),
         })
     }
@@ -131,10 +134,13 @@ impl Inbox {
         if let Some(late) = self.late.pop_front() {
             return Ok(Pulled::Late(self.delivery(late)));
         }
+        if self.pull_body.0 != expires || self.pull_body.1.is_empty() {
+            let body = format!(r#"{{"batch":1,"expires":{}}}"#, expires.as_nanos());
+            self.pull_body = (expires, body.into());
+        }
         let reply = self.next_reply();
-        let request = format!(r#"{{"batch":1,"expires":{}}}"#, expires.as_nanos());
         self.client
-            .publish_with_reply(self.pull_subject.clone(), reply, request.into())
+            .publish_with_reply(self.pull_subject.clone(), reply, self.pull_body.1.clone())
             .await?;
         let answer = self
             .answer(Awaited::Pull, expires + self.pull_grace)
@@ -173,7 +179,7 @@ impl Inbox {
 
     fn next_reply(&mut self) -> String {
         self.token += 1;
-        format!("{}{}", self.prefix, self.token)
+        [self.prefix.as_str(), itoa::Buffer::new().format(self.token)].concat()
     }
 
     /// Reads the inbox until the answer to the last request comes. A task is delivered on its

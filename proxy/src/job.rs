@@ -11,13 +11,12 @@ use std::sync::Arc;
 use async_nats::HeaderMap;
 use async_nats::jetstream::{AckKind, Message};
 use bytes::Bytes;
+use daedalus_contract::TaskState;
 use daedalus_contract::telemetry::{self, TraceHeaders};
-use daedalus_contract::write::contract;
-use daedalus_contract::{Task, TaskState};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::disposition::{self, Disposition};
+use crate::disposition::{self, Answer, Disposition};
 use crate::durable::{Published, publish_acked};
 use crate::headers::{deadletter_headers, header, header_text, result_headers};
 use crate::inbox::Inbox;
@@ -140,8 +139,14 @@ impl<'w> Job<'w> {
                 tracing::warn!(%reason, "poison task body");
                 let task =
                     disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &reason);
-                self.finish(Some(&lease), &ids, task, AckKind::Term, started)
-                    .await;
+                self.finish(
+                    Some(&lease),
+                    &ids,
+                    Answer::of(&task),
+                    AckKind::Term,
+                    started,
+                )
+                .await;
             }
             Intake::Task { ids, .. } => self.forward(&lease, &ids, started).await,
         }
@@ -182,15 +187,15 @@ impl<'w> Job<'w> {
             }
         };
         match disposition::classify(&ids.task_id, reply) {
-            Disposition::Result(task) => {
-                self.finish(Some(lease), ids, *task, AckKind::Ack, started)
+            Disposition::Result(answer) => {
+                self.finish(Some(lease), ids, answer, AckKind::Ack, started)
                     .await;
             }
             Disposition::Poison(reason) => {
                 tracing::warn!(%reason, "the task cannot succeed");
                 let task =
                     disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &reason);
-                self.finish(Some(lease), ids, task, AckKind::Term, started)
+                self.finish(Some(lease), ids, Answer::of(&task), AckKind::Term, started)
                     .await;
             }
             Disposition::Unavailable(reason) => {
@@ -258,8 +263,14 @@ impl<'w> Job<'w> {
             }
             Intake::Refused { ids, .. } | Intake::Task { ids, .. } => {
                 let task = disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &why);
-                self.finish(lease, &ids, task, AckKind::Term, Instant::now())
-                    .await;
+                self.finish(
+                    lease,
+                    &ids,
+                    Answer::of(&task),
+                    AckKind::Term,
+                    Instant::now(),
+                )
+                .await;
             }
         }
     }
@@ -270,13 +281,15 @@ impl<'w> Job<'w> {
         &mut self,
         lease: Option<&Lease>,
         ids: &Ids,
-        task: Task,
+        answer: Answer,
         ack: AckKind,
         started: Instant,
     ) {
-        let mut task = task;
+        let Answer {
+            mut state,
+            body: mut payload,
+        } = answer;
         let mut ack = ack;
-        let mut payload = Bytes::from(contract::to_vec(&task));
         let subject = subjects::result(&self.shared.config.agent, &ids.task_id);
         let publishing = self.step_span(|| {
             tracing::info_span!(
@@ -288,13 +301,13 @@ impl<'w> Job<'w> {
             )
         });
         let (shared, trace) = (self.shared, &self.trace);
-        let headers = |task: &Task| result_headers(&shared.config.agent, ids, task, trace);
+        let headers = |state| result_headers(&shared.config.agent, ids, state, trace);
         let mut outcome = publish_durably(
             self.inbox,
             shared,
             lease,
             &subject,
-            &|| headers(&task),
+            &|| headers(state),
             &payload,
         )
         .instrument(publishing)
@@ -304,15 +317,18 @@ impl<'w> Job<'w> {
                 "the result ({size} bytes with headers) is larger than the NATS server's max_payload ({max} bytes)"
             );
             tracing::warn!(reason = %why, "result too large; publishing a failed result instead");
-            task = disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &why);
+            let task = disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &why);
             ack = AckKind::Term;
-            payload = Bytes::from(contract::to_vec(&task));
+            Answer {
+                state,
+                body: payload,
+            } = Answer::of(&task);
             outcome = publish_durably(
                 self.inbox,
                 shared,
                 lease,
                 &subject,
-                &|| headers(&task),
+                &|| headers(state),
                 &payload,
             )
             .await;
@@ -334,13 +350,13 @@ impl<'w> Job<'w> {
                 return;
             }
         }
-        self.send_reply_to(ids, &task, &payload).await;
+        self.send_reply_to(ids, state, &payload).await;
         if lease.is_some_and(Lease::is_lost) {
             return;
         }
         if self.confirm(lease, ack, "ack").await {
             let metrics = &self.shared.metrics;
-            if task.status.state == TaskState::Failed {
+            if state == TaskState::Failed {
                 metrics.failed.inc();
             } else {
                 metrics.completed.inc();
@@ -348,16 +364,16 @@ impl<'w> Job<'w> {
             metrics
                 .task_duration
                 .observe(started.elapsed().as_secs_f64());
-            tracing::info!(state = %task.status.state, elapsed = ?started.elapsed(), "task finished");
+            tracing::info!(%state, elapsed = ?started.elapsed(), "task finished");
         }
     }
 
-    fn result_headers(&self, ids: &Ids, task: &Task) -> HeaderMap {
-        result_headers(&self.shared.config.agent, ids, task, &self.trace)
+    fn result_headers(&self, ids: &Ids, state: TaskState) -> HeaderMap {
+        result_headers(&self.shared.config.agent, ids, state, &self.trace)
     }
 
     /// Also sends the result to the publisher's `reply-to`, if it names an allowed subject.
-    async fn send_reply_to(&self, ids: &Ids, task: &Task, payload: &Bytes) {
+    async fn send_reply_to(&self, ids: &Ids, state: TaskState, payload: &Bytes) {
         let Some(reply_to) = header(self.message.headers.as_ref(), subjects::REPLY_TO_HEADER)
         else {
             return;
@@ -378,7 +394,7 @@ impl<'w> Job<'w> {
             .client
             .publish_with_headers(
                 reply_to.to_owned(),
-                self.result_headers(ids, task),
+                self.result_headers(ids, state),
                 payload.clone(),
             )
             .await

@@ -46,7 +46,7 @@ pub fn tasks(agent: &str) -> String {
 }
 
 pub fn result(agent: &str, task_id: &str) -> String {
-    format!("agent.results.{agent}.{}", token(task_id))
+    ["agent.results.", agent, ".", &token(task_id)].concat()
 }
 
 pub fn events(agent: &str, task_id: &str) -> String {
@@ -60,7 +60,15 @@ pub fn deadletter(agent: &str) -> String {
 /// The dedupe id of a result: scoped to the agent and the task, so two agents or two tasks
 /// whose publishers reuse a messageId never dedupe each other's results.
 pub fn result_msg_id(agent: &str, task_id: &str, message_id: &str) -> String {
-    format!("result:{agent}:{}:{}", token(task_id), token(message_id))
+    [
+        "result:",
+        agent,
+        ":",
+        &token(task_id),
+        ":",
+        &token(message_id),
+    ]
+    .concat()
 }
 
 /// The durable consumer of an agent's tasks.

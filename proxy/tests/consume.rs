@@ -396,3 +396,55 @@ async fn two_proxies_share_the_work_and_never_run_a_task_twice_at_once() {
     a.shutdown().await.unwrap();
     b.shutdown().await.unwrap();
 }
+
+/// A runtime's Task in the contract dialect, spaced and ordered its own way.
+const CONTRACT_TASK: &str = r#"{ "status": {"state": "completed"},
+  "id": "{task_id}", "artifacts": [{"parts": [{"text": "caf\u00e9"}], "artifactId": "a"}] }"#;
+/// The same kind of answer in A2A v1 spellings, with a v0.3 `kind`.
+const V1_TASK: &str = r#"{"id": "{task_id}", "kind": "task", "status": {"state": "TASK_STATE_FAILED",
+  "message": {"message_id": "m", "role": "ROLE_AGENT", "parts": [{"text": "no"}]}}}"#;
+
+#[tokio::test]
+async fn a_contract_task_is_stored_byte_for_byte_and_other_spellings_are_rewritten() {
+    let nats = NatsServer::start();
+    let fake = FakeRuntime::start(Mode::Body(CONTRACT_TASK)).await;
+    let _proxy = Proxy::start(proxy_config("dialects", &nats.url(), &fake.url)).await;
+    let (_client, js) = client(&nats).await;
+    publish(&js, "dialects", "m-1", task_body("m-1", Some("t-1"), "hi")).await;
+    wait_results(&js, "dialects", 1, WAIT).await;
+    fake.set_mode(Mode::Body(V1_TASK));
+    publish(&js, "dialects", "m-2", task_body("m-2", Some("t-2"), "hi")).await;
+    wait_results(&js, "dialects", 2, WAIT).await;
+
+    let stored = stored_results(&js, "dialects").await;
+    let payload = |task: &str| {
+        stored
+            .iter()
+            .find(|(subject, _, _)| subject.ends_with(&format!(".{task}")))
+            .map_or_else(
+                || panic!("{task} has a result"),
+                |(_, headers, payload)| (headers.clone(), payload.clone()),
+            )
+    };
+    let (headers, as_sent) = payload("t-1");
+    assert_eq!(
+        as_sent,
+        CONTRACT_TASK.replace("{task_id}", "t-1").as_bytes()
+    );
+    assert_eq!(header_of(&headers, "Task-State"), Some("completed"));
+    let (headers, rewritten) = payload("t-2");
+    let rewritten: serde_json::Value = serde_json::from_slice(&rewritten).expect("JSON");
+    assert_eq!(
+        rewritten,
+        serde_json::json!({"id": "t-2", "status": {"state": "failed",
+            "message": {"messageId": "m", "role": "agent", "parts": [{"text": "no"}]}}})
+    );
+    assert_eq!(header_of(&headers, "Task-State"), Some("failed"));
+    daedalus_contract::Schema::Task
+        .validate(&rewritten)
+        .expect("the contract's Task");
+}
+
+fn header_of<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).map(async_nats::HeaderValue::as_str)
+}

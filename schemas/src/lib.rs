@@ -34,6 +34,7 @@ pub mod container;
 #[cfg(feature = "service")]
 pub mod healthcheck;
 pub mod model;
+pub mod outline;
 pub mod read;
 pub mod redact;
 #[cfg(feature = "service")]

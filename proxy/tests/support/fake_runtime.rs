@@ -33,6 +33,8 @@ pub enum Mode {
     Slow(Duration),
     /// The first `n` calls get `status`, then `Echo`.
     FailFirst(usize, u16),
+    /// Every task gets 200 with this body, `{task_id}` replaced by the task's id.
+    Body(&'static str),
 }
 
 /// One `POST /` as the fake saw it.
@@ -249,6 +251,13 @@ async fn answer(s: &FakeState, request: &SendMessageRequest, task_id: &str) -> R
                 s.failures_left.store(left - 1, Ordering::SeqCst);
                 return error(code);
             }
+        }
+        Mode::Body(template) => {
+            return (
+                [(header::CONTENT_TYPE, "application/json")],
+                template.replace("{task_id}", task_id),
+            )
+                .into_response();
         }
         Mode::Echo => {}
     }

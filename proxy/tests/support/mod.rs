@@ -205,8 +205,9 @@ pub async fn publish_with(
     ack.duplicate
 }
 
-/// Every result message for `agent` now in the result stream, in order: (subject, headers, Task).
-pub async fn results(js: &Context, agent: &str) -> Vec<(String, HeaderMap, Task)> {
+/// Every result message for `agent` now in the result stream, in order, as stored: (subject,
+/// headers, payload).
+pub async fn stored_results(js: &Context, agent: &str) -> Vec<(String, HeaderMap, bytes::Bytes)> {
     let stream = js
         .get_stream("AGENT_RESULTS")
         .await
@@ -229,14 +230,25 @@ pub async fn results(js: &Context, agent: &str) -> Vec<(String, HeaderMap, Task)
         .await
         .expect("fetch");
     while let Some(Ok(m)) = batch.next().await {
-        let task: Task = read::from_slice(&m.payload).expect("results are Tasks");
         out.push((
             m.subject.to_string(),
             m.headers.clone().unwrap_or_default(),
-            task,
+            m.payload.clone(),
         ));
     }
     out
+}
+
+/// Every stored result of `agent`, read as Tasks.
+pub async fn results(js: &Context, agent: &str) -> Vec<(String, HeaderMap, Task)> {
+    stored_results(js, agent)
+        .await
+        .into_iter()
+        .map(|(subject, headers, payload)| {
+            let task: Task = read::from_slice(&payload).expect("results are Tasks");
+            (subject, headers, task)
+        })
+        .collect()
 }
 
 /// Waits until at least `n` results exist for `agent`, then returns them all.
