@@ -275,7 +275,7 @@ impl<'w> Job<'w> {
         }
     }
 
-    /// Publishes `task` as the result (and to an allowed `reply-to`), then acks with `ack`.
+    /// Publishes `answer` as the result (and to an allowed `reply-to`), then acks with `ack`.
     /// A result too large for the server becomes a small failed Task that says so.
     async fn finish(
         &mut self,
