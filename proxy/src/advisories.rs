@@ -9,13 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::stream::Stream;
-use daedalus_contract::write::contract;
 use futures::StreamExt;
 use serde::Deserialize;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::disposition;
+use crate::disposition::Answer;
 use crate::durable::{JetStreamPublish, Published, publish_acked};
 use crate::headers::{deadletter_headers, header, result_headers};
 use crate::intake::{self, Intake};
@@ -97,15 +96,15 @@ async fn answer(shared: &Shared, advisory: &MaxDeliveries) {
     tracing::warn!(stream_sequence = advisory.stream_seq, reason = %why, "task given up by the server");
     let (subject, headers, payload) = match intake::read_task(&stored.payload) {
         Intake::Task { ids, .. } | Intake::Refused { ids, .. } => {
-            let task = disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &why);
+            let answer = Answer::failed(&ids, &why);
             let trace = TraceContext::child_of(
                 header(Some(&stored.headers), "traceparent"),
                 header(Some(&stored.headers), "tracestate"),
             );
             (
                 subjects::result(&config.agent, &ids.task_id),
-                result_headers(&config.agent, &ids, task.status.state, &trace),
-                bytes::Bytes::from(contract::to_vec(&task)),
+                result_headers(&config.agent, &ids, answer.state, &trace),
+                answer.body,
             )
         }
         Intake::Unaddressable { reason } => (

@@ -13,6 +13,7 @@ use daedalus_contract::outline::TaskOutline;
 use daedalus_contract::write::contract;
 use daedalus_contract::{ErrorBody, Message, Part, Role, Task, TaskState, TaskStatus, read};
 
+use crate::intake::Ids;
 use crate::runtime::{ForwardError, Reply};
 
 /// The fate of a task after one attempt.
@@ -44,6 +45,15 @@ impl Answer {
             state: task.status.state,
             body: Bytes::from(contract::to_vec(task)),
         }
+    }
+
+    /// A failed Task for the task `ids` names, whose `status.message` says `reason`.
+    pub fn failed(ids: &Ids, reason: &str) -> Self {
+        Self::of(&failed_task(
+            &ids.task_id,
+            ids.context_id.as_deref(),
+            reason,
+        ))
     }
 }
 

@@ -137,16 +137,9 @@ impl<'w> Job<'w> {
             Intake::Unaddressable { reason } => self.dead_letter(Some(&lease), &reason).await,
             Intake::Refused { ids, reason } => {
                 tracing::warn!(%reason, "poison task body");
-                let task =
-                    disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &reason);
-                self.finish(
-                    Some(&lease),
-                    &ids,
-                    Answer::of(&task),
-                    AckKind::Term,
-                    started,
-                )
-                .await;
+                let answer = Answer::failed(&ids, &reason);
+                self.finish(Some(&lease), &ids, answer, AckKind::Term, started)
+                    .await;
             }
             Intake::Task { ids, .. } => self.forward(&lease, &ids, started).await,
         }
@@ -193,9 +186,8 @@ impl<'w> Job<'w> {
             }
             Disposition::Poison(reason) => {
                 tracing::warn!(%reason, "the task cannot succeed");
-                let task =
-                    disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &reason);
-                self.finish(Some(lease), ids, Answer::of(&task), AckKind::Term, started)
+                let answer = Answer::failed(ids, &reason);
+                self.finish(Some(lease), ids, answer, AckKind::Term, started)
                     .await;
             }
             Disposition::Unavailable(reason) => {
@@ -262,15 +254,9 @@ impl<'w> Job<'w> {
                 self.dead_letter(lease, &format!("{why}; {reason}")).await;
             }
             Intake::Refused { ids, .. } | Intake::Task { ids, .. } => {
-                let task = disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &why);
-                self.finish(
-                    lease,
-                    &ids,
-                    Answer::of(&task),
-                    AckKind::Term,
-                    Instant::now(),
-                )
-                .await;
+                let answer = Answer::failed(&ids, &why);
+                self.finish(lease, &ids, answer, AckKind::Term, Instant::now())
+                    .await;
             }
         }
     }
@@ -317,12 +303,11 @@ impl<'w> Job<'w> {
                 "the result ({size} bytes with headers) is larger than the NATS server's max_payload ({max} bytes)"
             );
             tracing::warn!(reason = %why, "result too large; publishing a failed result instead");
-            let task = disposition::failed_task(&ids.task_id, ids.context_id.as_deref(), &why);
             ack = AckKind::Term;
             Answer {
                 state,
                 body: payload,
-            } = Answer::of(&task);
+            } = Answer::failed(ids, &why);
             outcome = publish_durably(
                 self.inbox,
                 shared,

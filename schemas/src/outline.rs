@@ -11,6 +11,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::marker::PhantomData;
 
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
@@ -63,7 +64,7 @@ struct TaskIn<'a> {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StatusIn {
-    state: ContractState,
+    state: Contract<TaskState>,
     #[serde(default, deserialize_with = "present")]
     message: Option<MessageIn>,
     #[serde(default, deserialize_with = "present")]
@@ -75,7 +76,7 @@ struct StatusIn {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct MessageIn {
     message_id: Text,
-    role: ContractRole,
+    role: Contract<Role>,
     parts: Vec<PartIn>,
     #[serde(default, deserialize_with = "present")]
     task_id: Option<Text>,
@@ -206,49 +207,49 @@ impl<'de> Deserialize<'de> for Object {
     }
 }
 
-/// A task state spelled as the contract writes it.
-struct ContractState(TaskState);
+/// A value of an enum the dialects spell differently, spelled as the contract writes it.
+struct Contract<T>(T);
 
-impl<'de> Deserialize<'de> for ContractState {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = ContractState;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a task state in the contract's spelling")
-            }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<ContractState, E> {
-                TaskState::ALL
-                    .into_iter()
-                    .find(|state| state.as_str(Dialect::Contract) == s)
-                    .map(ContractState)
-                    .ok_or_else(|| E::invalid_value(de::Unexpected::Str(s), &self))
-            }
-        }
-        d.deserialize_str(V)
+/// An enum with a contract spelling.
+trait Spelled: Copy + 'static {
+    const ALL: &'static [Self];
+    const EXPECTING: &'static str;
+    fn contract_spelling(self) -> &'static str;
+}
+
+impl Spelled for TaskState {
+    const ALL: &'static [Self] = &TaskState::ALL;
+    const EXPECTING: &'static str = "a task state in the contract's spelling";
+    fn contract_spelling(self) -> &'static str {
+        self.as_str(Dialect::Contract)
     }
 }
 
-/// A role spelled as the contract writes it.
-struct ContractRole;
+impl Spelled for Role {
+    const ALL: &'static [Self] = &[Role::User, Role::Agent];
+    const EXPECTING: &'static str = "a role in the contract's spelling";
+    fn contract_spelling(self) -> &'static str {
+        self.as_str(Dialect::Contract)
+    }
+}
 
-impl<'de> Deserialize<'de> for ContractRole {
+impl<'de, T: Spelled> Deserialize<'de> for Contract<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = ContractRole;
+        struct V<T>(PhantomData<T>);
+        impl<T: Spelled> Visitor<'_> for V<T> {
+            type Value = Contract<T>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a role in the contract's spelling")
+                f.write_str(T::EXPECTING)
             }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<ContractRole, E> {
-                [Role::User, Role::Agent]
-                    .into_iter()
-                    .any(|role| role.as_str(Dialect::Contract) == s)
-                    .then_some(ContractRole)
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Contract<T>, E> {
+                T::ALL
+                    .iter()
+                    .find(|value| value.contract_spelling() == s)
+                    .map(|value| Contract(*value))
                     .ok_or_else(|| E::invalid_value(de::Unexpected::Str(s), &self))
             }
         }
-        d.deserialize_str(V)
+        d.deserialize_str(V(PhantomData))
     }
 }
 
