@@ -60,9 +60,18 @@ struct Cli {
     /// Cap of the retry delay.
     #[arg(long, env = "RETRY_MAX_DELAY", global = true, default_value = "1m", value_parser = parse_duration)]
     retry_max_delay: Duration,
-    /// How often the runtime's /health is polled.
+    /// How often the runtime's /health is polled (every 250 ms at most while it is down).
     #[arg(long, env = "HEALTH_INTERVAL", global = true, default_value = "2s", value_parser = parse_duration)]
     health_interval: Duration,
+    /// How long the runtime may be down (unreachable, or /health not 200) before /healthz says
+    /// the proxy is not ready and held tasks are handed back for another pod. Shorter outages
+    /// (a restart, a crash loop) cost no task a delivery.
+    #[arg(long, env = "RUNTIME_DOWN_LIMIT", global = true, default_value = "30s", value_parser = parse_duration)]
+    runtime_down_limit: Duration,
+    /// How long storing a result may keep retrying (through a stream leader election, say)
+    /// while the task's lease is kept; past it the task is naked for a later delivery.
+    #[arg(long, env = "RESULT_STORE_TIMEOUT", global = true, default_value = "2m", value_parser = parse_duration)]
+    result_store_timeout: Duration,
     /// How long one pull request waits for a task.
     #[arg(long, env = "PULL_EXPIRES", global = true, default_value = "5s", value_parser = parse_duration)]
     pull_expires: Duration,
@@ -285,6 +294,13 @@ pub struct ProxyConfig {
     pub retry_max_delay: Duration,
     #[serde(serialize_with = "as_duration")]
     pub health_interval: Duration,
+    /// How long the runtime may be down before the proxy reports not ready and hands its
+    /// held tasks back.
+    #[serde(serialize_with = "as_duration")]
+    pub runtime_down_limit: Duration,
+    /// How long storing a result may keep retrying while the lease is kept.
+    #[serde(serialize_with = "as_duration")]
+    pub result_store_timeout: Duration,
     #[serde(serialize_with = "as_duration")]
     pub pull_expires: Duration,
     /// Prefixes a `reply-to` must start with to be honoured.
@@ -464,6 +480,12 @@ impl Launch {
             retry_base_delay: cli.retry_base_delay,
             retry_max_delay: cli.retry_max_delay.max(cli.retry_base_delay),
             health_interval: positive(cli.health_interval, "health_interval", "--health-interval")?,
+            runtime_down_limit: cli.runtime_down_limit,
+            result_store_timeout: positive(
+                cli.result_store_timeout,
+                "result_store_timeout",
+                "--result-store-timeout",
+            )?,
             pull_expires: positive(cli.pull_expires, "pull_expires", "--pull-expires")?,
             reply_to_prefixes,
             listen: SocketAddr::new(cli.proxy_host, cli.proxy_port),

@@ -248,7 +248,7 @@ mod tests {
             ("503", reply(503, err), "unavailable"),
             (
                 "connection refused",
-                Err(ForwardError::Connect("refused".into())),
+                Err(ForwardError::Unreached("refused".into())),
                 "transient",
             ),
             (

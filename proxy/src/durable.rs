@@ -1,6 +1,9 @@
-//! Publishing to a stream until the server acknowledges it: retried with a growing delay up to
-//! a deadline, given up at once when the task's lease is lost, never retried when the message
-//! is over the server's `max_payload`. Workers store through their inbox
+//! Publishing to a stream until the server acknowledges it: retried with a growing delay (at
+//! most a second) up to a deadline (`RESULT_STORE_TIMEOUT` for a worker), given up at once when
+//! the task's lease is lost, never retried when the message is over the server's
+//! `max_payload`. A stream whose leader is being elected answers "no responders" or nothing
+//! for a few seconds; the retries ride that out, and the `Nats-Msg-Id` makes a retry of a
+//! publish that did land a duplicate, not a second message. Workers store through their inbox
 //! ([`crate::inbox::Inbox`]); the rest through async-nats's JetStream publish
 //! ([`JetStreamPublish`]).
 
@@ -84,7 +87,7 @@ pub(crate) async fn publish_acked(
     payload: &Bytes,
     deadline: Instant,
 ) -> Published {
-    let mut delay = Duration::from_millis(100);
+    let mut delay = FIRST_RETRY;
     loop {
         if lease.is_some_and(Lease::is_lost) {
             return Published::LeaseLost;
@@ -108,7 +111,12 @@ pub(crate) async fn publish_acked(
             tracing::warn!(subject, error = %problem, "publish not acknowledged; giving up for now");
             return Published::GaveUp(problem);
         }
-        tracing::warn!(subject, error = %problem, retry_in = ?delay, "publish not acknowledged");
+        shared.metrics.publish_retries.inc();
+        if delay == FIRST_RETRY {
+            tracing::warn!(subject, error = %problem, "publish not acknowledged; retrying");
+        } else {
+            tracing::debug!(subject, error = %problem, retry_in = ?delay, "publish not acknowledged");
+        }
         let lost = async {
             match lease {
                 Some(l) => l.lost().await,
@@ -119,6 +127,11 @@ pub(crate) async fn publish_acked(
             () = lost => return Published::LeaseLost,
             () = tokio::time::sleep(delay) => {}
         }
-        delay = (delay * 2).min(Duration::from_secs(2));
+        delay = (delay * 2).min(MAX_RETRY);
     }
 }
+
+/// The first delay before a publish is tried again; it doubles up to [`MAX_RETRY`], short
+/// enough that a result is stored within a second of a stream's new leader being elected.
+const FIRST_RETRY: Duration = Duration::from_millis(100);
+const MAX_RETRY: Duration = Duration::from_secs(1);

@@ -1,19 +1,22 @@
-//! `PROXY_PORT` endpoints: `/healthz` (NATS connected, runtime healthy, consuming with every
-//! worker alive) and
-//! `/metrics` (Prometheus text).
+//! `PROXY_PORT` endpoints: `/healthz` and `/metrics` (Prometheus text).
+//!
+//! `/healthz` is 200 while NATS is connected, the agent's consumer is in place, every worker is
+//! alive and consuming, and the runtime is up or has been down for less than
+//! `RUNTIME_DOWN_LIMIT` (a restart or a crash loop is not a reason to take the pod out). Else
+//! 503, with `reason` saying why.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use crate::availability::RuntimeAvailability;
+use crate::keeper::ConsumerState;
+use crate::metrics::Metrics;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
-use tokio::sync::watch;
-
-use crate::metrics::Metrics;
 
 /// What `/healthz` reports on.
 #[derive(Debug)]
@@ -21,7 +24,8 @@ pub struct Status {
     pub metrics: Arc<Metrics>,
     /// Set once connected.
     pub client: OnceLock<async_nats::Client>,
-    pub runtime_healthy: watch::Sender<bool>,
+    pub runtime: Arc<RuntimeAvailability>,
+    pub consumer: Arc<ConsumerState>,
     pub consuming: AtomicBool,
     /// Workers running now, and how many there should be: a dead worker is never "consuming".
     pub workers_alive: AtomicUsize,
@@ -46,11 +50,16 @@ impl Drop for Alive {
 }
 
 impl Status {
-    pub fn new(metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        metrics: Arc<Metrics>,
+        runtime: Arc<RuntimeAvailability>,
+        consumer: Arc<ConsumerState>,
+    ) -> Self {
         Self {
             metrics,
             client: OnceLock::new(),
-            runtime_healthy: watch::Sender::new(false),
+            runtime,
+            consumer,
             consuming: AtomicBool::new(false),
             workers_alive: AtomicUsize::new(0),
             workers_wanted: AtomicUsize::new(0),
@@ -62,8 +71,14 @@ impl Status {
 struct Healthz {
     status: &'static str,
     nats: &'static str,
+    /// `healthy` or `unhealthy` (down: unreachable, or `/health` not 200).
     runtime: &'static str,
+    /// `ready`, or `missing` while the consumer is being created again.
+    consumer: &'static str,
     consuming: bool,
+    /// Why the status is not `ok`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
 }
 
 pub fn router(status: Arc<Status>) -> Router {
@@ -83,20 +98,38 @@ async fn healthz(State(status): State<Arc<Status>>) -> Response {
         Some(_) => "disconnected",
         None => "connecting",
     };
-    let runtime = if *status.runtime_healthy.borrow() {
+    let runtime = if status.runtime.is_up() {
         "healthy"
     } else {
         "unhealthy"
     };
+    let consumer = if status.consumer.is_missing() {
+        "missing"
+    } else {
+        "ready"
+    };
     let consuming = status.consuming.load(Ordering::Acquire)
         && status.workers_alive.load(Ordering::Acquire)
             >= status.workers_wanted.load(Ordering::Acquire);
-    let ok = nats == "connected" && runtime == "healthy" && consuming;
+    let reason = if nats != "connected" {
+        Some(format!("NATS is {nats}"))
+    } else if consumer == "missing" {
+        Some("the agent's consumer is missing; it is being created again".to_owned())
+    } else if let Some(why) = status.runtime.not_ready_because() {
+        Some(why)
+    } else if !consuming {
+        Some("not consuming: starting, stopping, or a worker is being restarted".to_owned())
+    } else {
+        None
+    };
+    let ok = reason.is_none();
     let body = Healthz {
         status: if ok { "ok" } else { "unavailable" },
         nats,
         runtime,
+        consumer,
         consuming,
+        reason,
     };
     let code = if ok {
         StatusCode::OK

@@ -166,9 +166,17 @@ impl Inbox {
         self.client
             .publish_with_reply(ack_subject, reply, kind.into())
             .await?;
-        self.answer(Awaited::Confirmation, ANSWER_TIMEOUT)
-            .await
-            .map(drop)
+        let answer = self.answer(Awaited::Confirmation, ANSWER_TIMEOUT).await?;
+        match answer.status {
+            // "No responders": nobody took the ack (the consumer's leader is being elected).
+            Some(status) if status == StatusCode::NO_RESPONDERS || status.is_server_error() => {
+                Err(InboxError::Status {
+                    status: status.as_u16(),
+                    description: answer.description.unwrap_or_default(),
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The subject a request with `token` is answered on (the first request's token is 1):

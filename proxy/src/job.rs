@@ -22,9 +22,16 @@ use crate::headers::{deadletter_headers, header, header_text, result_headers};
 use crate::inbox::Inbox;
 use crate::intake::{self, Ids, Intake};
 use crate::lease::{Lease, covered};
+use crate::runtime::ForwardError;
 use crate::subjects;
 use crate::trace::TraceContext;
 use crate::worker::Shared;
+
+/// How holding a task while the runtime was down ended.
+enum Held {
+    Up,
+    PastLimit,
+}
 
 /// One delivery of one task message, worked by one worker.
 pub(crate) struct Job<'w> {
@@ -148,35 +155,25 @@ impl<'w> Job<'w> {
     }
 
     async fn forward(&mut self, lease: &Lease, ids: &Ids, started: Instant) {
-        let config = &self.shared.config;
         tracing::debug!(message_id = %ids.message_id, "task started");
-        let call = self.step_span(|| {
-            tracing::info_span!(
-                "runtime_call",
-                otel.name = "POST /",
-                otel.kind = "client",
-                http.request.method = "POST",
-            )
-        });
-        let send = self.shared.forwarder.send(
-            self.message.payload.clone(),
-            &self.trace,
-            config.task_timeout,
-        );
-        let reply = tokio::select! {
-            reply = lease.covering(send.instrument(call)) => reply,
-            () = lease.lost() => {
-                self.shared.metrics.leases_lost.inc();
-                if self.is_last_delivery() {
-                    // Nobody else will get it: answer it here, lease or not.
-                    self.give_up(None, "the lease was lost (progress acks went unconfirmed)").await;
-                }
+        let reply = loop {
+            if !self.hold_while_down(lease).await {
                 return;
             }
-            () = self.shared.abandon.cancelled() => {
-                tracing::warn!("grace period over; handing the task back to another replica");
-                self.hand_back(Some(lease), "the grace period ran out at shutdown").await;
+            let Some(reply) = self.send(lease).await else {
                 return;
+            };
+            match reply {
+                Err(ForwardError::Unreached(reason)) => {
+                    // The runtime never saw the task: it is down. Stop every worker's pulls
+                    // now, hold this task, and send it again once the runtime is back; its
+                    // deliveries are not spent on the outage.
+                    self.shared.metrics.runtime_unreached.inc();
+                    self.shared
+                        .runtime
+                        .report_down(&format!("cannot reach the runtime: {reason}"));
+                }
+                reply => break reply,
             }
         };
         match disposition::classify(&ids.task_id, reply) {
@@ -192,21 +189,120 @@ impl<'w> Job<'w> {
             }
             Disposition::Unavailable(reason) => {
                 // The runtime says it is not ready: stop pulling until /health says otherwise.
-                self.shared.runtime_healthy.send_replace(false);
+                self.shared.runtime.report_down(&reason);
                 self.retry(lease, &reason).await;
             }
             Disposition::Transient(reason) => self.retry(lease, &reason).await,
         }
     }
 
-    /// Sends an ack of `kind` and waits for the server to confirm it.
-    async fn confirm(&mut self, lease: Option<&Lease>, kind: AckKind, what: &str) -> bool {
-        match covered(lease, self.inbox.confirm(&self.message, kind)).await {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::warn!(error = %e, "{what} not confirmed; the server will redeliver");
+    /// One `POST /` of the task, under its lease. `None` when the task was let go meanwhile
+    /// (lease lost, or handed back at the end of the grace period).
+    async fn send(&mut self, lease: &Lease) -> Option<Result<crate::runtime::Reply, ForwardError>> {
+        let config = &self.shared.config;
+        let call = self.step_span(|| {
+            tracing::info_span!(
+                "runtime_call",
+                otel.name = "POST /",
+                otel.kind = "client",
+                http.request.method = "POST",
+            )
+        });
+        let send = self.shared.forwarder.send(
+            self.message.payload.clone(),
+            &self.trace,
+            config.task_timeout,
+        );
+        tokio::select! {
+            reply = lease.covering(send.instrument(call)) => Some(reply),
+            () = lease.lost() => {
+                self.lease_lost().await;
+                None
+            }
+            () = self.shared.abandon.cancelled() => {
+                tracing::warn!("grace period over; handing the task back to another replica");
+                self.hand_back(Some(lease), "the grace period ran out at shutdown").await;
+                None
+            }
+        }
+    }
+
+    async fn lease_lost(&mut self) {
+        self.shared.metrics.leases_lost.inc();
+        if self.is_last_delivery() {
+            // Nobody else will get it: answer it here, lease or not.
+            self.give_up(None, "the lease was lost (progress acks went unconfirmed)")
+                .await;
+        }
+    }
+
+    /// Holds the task while the runtime is down: its lease kept by progress acks, its
+    /// deliveries untouched. Returns whether to send it now. A task is let go instead when its
+    /// lease is lost, at the end of the grace period, or, unless this is its last delivery,
+    /// once the runtime has been down for `RUNTIME_DOWN_LIMIT`: it is then handed back for
+    /// another pod (or for this one once its runtime is back). On its last delivery it is held
+    /// on: an outage never fails a task the runtime did not see.
+    async fn hold_while_down(&mut self, lease: &Lease) -> bool {
+        let runtime = &self.shared.runtime;
+        if runtime.is_up() {
+            return true;
+        }
+        self.shared.metrics.tasks_held.inc();
+        tracing::debug!("the runtime is down; holding the task until it is back");
+        let limit = async {
+            match runtime.limit_reached_at() {
+                Some(at) if !self.is_last_delivery() => tokio::time::sleep_until(at).await,
+                _ => std::future::pending().await,
+            }
+        };
+        let waited = async {
+            tokio::select! {
+                () = runtime.up() => Held::Up,
+                () = limit => Held::PastLimit,
+            }
+        };
+        let outcome = tokio::select! {
+            outcome = lease.covering(waited) => outcome,
+            () = lease.lost() => {
+                self.lease_lost().await;
+                return false;
+            }
+            () = self.shared.abandon.cancelled() => {
+                self.hand_back(Some(lease), "the grace period ran out at shutdown").await;
+                return false;
+            }
+        };
+        match outcome {
+            Held::Up => true,
+            Held::PastLimit => {
+                self.hand_back(
+                    Some(lease),
+                    "the runtime was down for longer than RUNTIME_DOWN_LIMIT",
+                )
+                .await;
                 false
             }
+        }
+    }
+
+    /// Sends an ack of `kind` and waits for the server to confirm it, trying again (an ack is
+    /// idempotent) for up to an ack wait while the lease holds: a consumer whose leader is
+    /// being elected confirms nothing for a few seconds.
+    async fn confirm(&mut self, lease: Option<&Lease>, kind: AckKind, what: &str) -> bool {
+        let deadline = Instant::now() + self.shared.config.ack_wait;
+        let mut delay = std::time::Duration::from_millis(100);
+        loop {
+            let error = match covered(lease, self.inbox.confirm(&self.message, kind)).await {
+                Ok(()) => return true,
+                Err(e) => e,
+            };
+            if lease.is_some_and(Lease::is_lost) || Instant::now() + delay > deadline {
+                tracing::warn!(error = %error, "{what} not confirmed; the server will redeliver");
+                return false;
+            }
+            tracing::debug!(error = %error, "{what} not confirmed yet; trying again");
+            covered(lease, tokio::time::sleep(delay)).await;
+            delay = (delay * 2).min(std::time::Duration::from_secs(1));
         }
     }
 
@@ -327,9 +423,15 @@ impl<'w> Job<'w> {
             Published::Yes => {}
             Published::LeaseLost => return,
             Published::TooLarge { .. } | Published::GaveUp(_) => {
-                // The result cannot be stored now: let the server redeliver the task later.
+                // The result could not be stored within RESULT_STORE_TIMEOUT: let the server
+                // redeliver the task later (the runtime replays its answer by messageId).
                 if lease.is_none_or(|l| !l.is_lost()) {
-                    let delay = self.shared.config.retry_max_delay;
+                    let config = &self.shared.config;
+                    let delay = disposition::retry_delay(
+                        self.delivered,
+                        config.retry_base_delay,
+                        config.retry_max_delay,
+                    );
                     self.confirm(lease, AckKind::Nak(Some(delay)), "nak").await;
                 }
                 return;
@@ -419,8 +521,8 @@ impl<'w> Job<'w> {
     }
 }
 
-/// Publishes to a stream through the worker's inbox within an ack wait, watching the lease (see
-/// [`publish_acked`]).
+/// Publishes to a stream through the worker's inbox within `RESULT_STORE_TIMEOUT`, keeping
+/// and watching the lease (see [`publish_acked`]).
 async fn publish_durably(
     inbox: &mut Inbox,
     shared: &Shared,
@@ -429,7 +531,7 @@ async fn publish_durably(
     headers: &(dyn Fn() -> HeaderMap + Sync),
     payload: &Bytes,
 ) -> Published {
-    let deadline = Instant::now() + shared.config.ack_wait;
+    let deadline = Instant::now() + shared.config.result_store_timeout;
     covered(
         lease,
         publish_acked(inbox, shared, lease, subject, headers, payload, deadline),

@@ -1,11 +1,13 @@
 //! `daedalus-proxy`: the NATS JetStream sidecar of the Daedalus runtime contract.
 //!
-//! [`run`] starts the `/healthz` and `/metrics` endpoints on a bound listener, connects to NATS,
-//! makes sure the streams and the agent's durable consumer exist, waits for the runtime to be
-//! healthy and checks its card and manifest, then consumes tasks until the shutdown future
-//! resolves. See DESIGN §5 for the wire protocol.
+//! [`run`] starts the `/healthz` and `/metrics` endpoints on a bound listener, then runs
+//! [`startup`]'s steps (connect to NATS, make sure the streams and the agent's durable consumer
+//! exist, wait for the runtime to be healthy, check its card and manifest), each retried until
+//! `STARTUP_TIMEOUT`, then consumes tasks until the shutdown future resolves. See DESIGN §5
+//! for the wire protocol.
 
 pub mod advisories;
+pub mod availability;
 pub mod config;
 pub mod disposition;
 mod durable;
@@ -14,11 +16,13 @@ mod headers;
 pub mod inbox;
 pub mod intake;
 mod job;
+pub mod keeper;
 pub mod lease;
 pub mod metrics;
 pub mod nats;
 pub mod publish;
 pub mod runtime;
+pub mod startup;
 pub mod subjects;
 pub mod trace;
 pub mod worker;
@@ -29,15 +33,17 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::availability::RuntimeAvailability;
 use crate::config::ProxyConfig;
 use crate::endpoints::{Alive, Status};
+use crate::keeper::ConsumerState;
 use crate::metrics::Metrics;
-use crate::nats::{ConsumerSettings, NatsError};
+use crate::nats::NatsError;
 use crate::runtime::{Forwarder, HttpRuntime, RuntimeCheckError};
+use crate::startup::{Ready, StartupError};
 use crate::worker::Shared;
 
 /// Why the proxy stopped with an error.
@@ -47,6 +53,8 @@ pub enum ProxyError {
     Nats(#[from] NatsError),
     #[error(transparent)]
     Runtime(#[from] RuntimeCheckError),
+    #[error(transparent)]
+    Startup(#[from] StartupError),
 }
 
 /// Runs the sidecar until `shutdown` resolves; the endpoints listen on `listener`.
@@ -75,7 +83,16 @@ pub async fn run_with(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ProxyError> {
     let metrics = Arc::new(Metrics::new());
-    let status = Arc::new(Status::new(Arc::clone(&metrics)));
+    let availability = Arc::new(RuntimeAvailability::new(
+        config.runtime_down_limit,
+        Arc::clone(&metrics),
+    ));
+    let consumer_state = Arc::new(ConsumerState::default());
+    let status = Arc::new(Status::new(
+        Arc::clone(&metrics),
+        Arc::clone(&availability),
+        Arc::clone(&consumer_state),
+    ));
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(addr = %addr, "healthz and metrics listening");
     }
@@ -93,14 +110,16 @@ pub async fn run_with(
     tokio::pin!(shutdown);
 
     let setup = tokio::select! {
-        setup = start(&config, &runtime, &status) => setup,
+        setup = startup::start(&config, &runtime, |client| {
+            let _ = status.client.set(client.clone());
+        }) => setup,
         () = &mut shutdown => {
             tracing::info!("shutdown requested during startup");
             stop_http.cancel();
             return Ok(());
         }
     };
-    let (client, consumer) = match setup {
+    let Ready { client, consumer } = match setup {
         Ok(ready) => ready,
         Err(e) => {
             stop_http.cancel();
@@ -114,17 +133,20 @@ pub async fn run_with(
         js,
         forwarder,
         metrics: Arc::clone(&metrics),
-        runtime_healthy: status.runtime_healthy.clone(),
+        runtime: Arc::clone(&availability),
+        consumer_state: Arc::clone(&consumer_state),
         stop_pulling: CancellationToken::new(),
         abandon: CancellationToken::new(),
         traced: config.export_spans,
     });
+    availability.report_up();
     let watcher = tokio::spawn(watch_runtime(
         runtime,
-        Arc::clone(&status),
+        Arc::clone(&availability),
         config.health_interval,
         shared.stop_pulling.clone(),
     ));
+    let keeper = tokio::spawn(supervise_keeper(Arc::clone(&shared)));
     let workers = TaskTracker::new();
     status
         .workers_wanted
@@ -163,6 +185,7 @@ pub async fn run_with(
         }
     }
     let _ = watcher.await;
+    let _ = keeper.await;
     stop_advisories.cancel();
     let _ = advisories.await;
     if let Err(e) = tokio::time::timeout(Duration::from_secs(5), client.flush()).await {
@@ -172,49 +195,6 @@ pub async fn run_with(
     let _ = http.await;
     tracing::info!("proxy stopped");
     Ok(())
-}
-
-/// Startup: NATS, streams, consumer, runtime health, card, manifest.
-async fn start(
-    config: &ProxyConfig,
-    runtime: &HttpRuntime,
-    status: &Status,
-) -> Result<
-    (
-        async_nats::Client,
-        async_nats::jetstream::consumer::Consumer<async_nats::jetstream::consumer::pull::Config>,
-    ),
-    ProxyError,
-> {
-    let deadline = Instant::now() + config.startup_timeout;
-    let name = format!("daedalus-proxy-{}", config.agent);
-    let client = nats::connect(&config.nats, &name, deadline).await?;
-    let _ = status.client.set(client.clone());
-    let js = async_nats::jetstream::new(client.clone());
-    nats::ensure_streams(&js, &config.streams).await?;
-    let settings = ConsumerSettings {
-        ack_wait: config.ack_wait,
-        max_deliver: config.max_deliver,
-    };
-    let consumer = nats::ensure_consumer(&js, &config.streams, &config.agent, &settings).await?;
-
-    let remaining = deadline.saturating_duration_since(Instant::now());
-    runtime
-        .wait_healthy(
-            remaining,
-            config.health_interval.min(Duration::from_millis(500)),
-        )
-        .await?;
-    status.runtime_healthy.send_replace(true);
-    status.metrics.runtime_healthy.set(1);
-    let card = runtime.agent_card().await?;
-    tracing::info!(agent_card = %card.name, skills = card.skills.len(), "agent card checked");
-    if let Some(m) = runtime.check_manifest().await? {
-        tracing::info!(contract = %m.contract_version, level = m.conformance_level, "runtime manifest checked");
-    } else {
-        tracing::info!("runtime serves no manifest; assuming contract v1");
-    }
-    Ok((client, consumer))
 }
 
 /// How long a dead worker or watcher waits before it is started again.
@@ -276,26 +256,56 @@ async fn supervise_advisories(shared: Arc<Shared>, stop: CancellationToken) {
     }
 }
 
-/// Polls the runtime's health while consuming; workers pull only while it is healthy.
+/// Keeps the agent's consumer in place until shutdown, starting the keeper again if it dies.
+async fn supervise_keeper(shared: Arc<Shared>) {
+    let stop = shared.stop_pulling.clone();
+    loop {
+        let run = tokio::spawn(keeper::keep_consumer(
+            shared.js.clone(),
+            shared.config.clone(),
+            Arc::clone(&shared.consumer_state),
+            Arc::clone(&shared.metrics),
+            stop.clone(),
+        ));
+        if run.await.is_ok() || stop.is_cancelled() {
+            return;
+        }
+        tracing::error!("the consumer keeper panicked; starting it again");
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(RESTART_BACKOFF) => {}
+        }
+    }
+}
+
+/// How often a runtime that is down is polled, whatever `HEALTH_INTERVAL` says: held tasks go
+/// out soon after it is back.
+const DOWN_POLL: Duration = Duration::from_millis(250);
+
+/// Polls the runtime's health while consuming; workers pull only while it is up. While it is
+/// down, it is polled every [`DOWN_POLL`] at most.
 async fn watch_runtime(
     runtime: HttpRuntime,
-    status: Arc<Status>,
+    availability: Arc<RuntimeAvailability>,
     interval: Duration,
     stop: CancellationToken,
 ) {
     loop {
+        let wait = if availability.is_up() {
+            interval
+        } else {
+            interval.min(DOWN_POLL)
+        };
         tokio::select! {
             () = stop.cancelled() => return,
-            () = tokio::time::sleep(interval) => {}
+            () = tokio::time::sleep(wait) => {}
         }
-        let healthy = runtime.healthy().await;
-        let was = status.runtime_healthy.send_replace(healthy);
-        status.metrics.runtime_healthy.set(i64::from(healthy));
-        if was != healthy {
-            if healthy {
-                tracing::info!("runtime healthy again; pulling resumes");
-            } else {
-                tracing::warn!("runtime unhealthy; pulling paused");
+        match runtime.health().await {
+            Ok(()) => {
+                availability.report_up();
+            }
+            Err(e) => {
+                availability.report_down(&e.to_string());
             }
         }
     }

@@ -24,7 +24,7 @@ pub struct Metrics {
     pub redeliveries: Counter,
     /// Tasks whose lease was lost (progress acks unconfirmed for an ack wait).
     pub leases_lost: Counter,
-    /// Tasks handed back unfinished at shutdown.
+    /// Tasks handed back unfinished (at shutdown, or after the runtime was down past its limit).
     pub handed_back: Counter,
     /// Workers restarted after they died (a panic, or an end other than shutdown).
     pub worker_restarts: Counter,
@@ -32,6 +32,17 @@ pub struct Metrics {
     pub given_up_by_server: Counter,
     /// `reply-to` headers refused (outside the allowed prefixes, too long, wildcards).
     pub reply_to_refused: Counter,
+    /// Outages of the runtime: it went from up to down (unreachable, or /health not 200).
+    pub runtime_outages: Counter,
+    /// Task requests that never reached the runtime (connection refused, reset or timed out
+    /// before sending); the task is held and sent again, at no cost to its deliveries.
+    pub runtime_unreached: Counter,
+    /// Times a task in hand was held because the runtime was down.
+    pub tasks_held: Counter,
+    /// Publishes to a stream (results, dead letters) not acknowledged, and retried.
+    pub publish_retries: Counter,
+    /// Times the agent's consumer (or the task stream) was found missing and created again.
+    pub consumer_recreated: Counter,
     /// Tasks being worked on.
     pub in_flight: Gauge,
     /// 1 while the runtime's /health answers 200.
@@ -61,6 +72,11 @@ impl Metrics {
             worker_restarts: Counter::default(),
             given_up_by_server: Counter::default(),
             reply_to_refused: Counter::default(),
+            runtime_outages: Counter::default(),
+            runtime_unreached: Counter::default(),
+            tasks_held: Counter::default(),
+            publish_retries: Counter::default(),
+            consumer_recreated: Counter::default(),
             in_flight: Gauge::default(),
             runtime_healthy: Gauge::default(),
             task_duration: Histogram::new(exponential_buckets(0.001, 2.0, 20)),
@@ -99,7 +115,7 @@ impl Metrics {
         );
         registry.register(
             "tasks_handed_back",
-            "Tasks handed back unfinished at shutdown",
+            "Tasks handed back unfinished (at shutdown, or after the runtime was down past its limit)",
             m.handed_back.clone(),
         );
         registry.register(
@@ -116,6 +132,31 @@ impl Metrics {
             "reply_to_refused",
             "reply-to headers refused and ignored",
             m.reply_to_refused.clone(),
+        );
+        registry.register(
+            "runtime_outages",
+            "Times the runtime went from up to down (unreachable, or /health not 200)",
+            m.runtime_outages.clone(),
+        );
+        registry.register(
+            "runtime_unreached",
+            "Task requests that never reached the runtime (held and sent again, no delivery spent)",
+            m.runtime_unreached.clone(),
+        );
+        registry.register(
+            "tasks_held",
+            "Times a task in hand was held because the runtime was down",
+            m.tasks_held.clone(),
+        );
+        registry.register(
+            "publish_retries",
+            "Publishes to a stream (results, dead letters) not acknowledged, and retried",
+            m.publish_retries.clone(),
+        );
+        registry.register(
+            "consumer_recreated",
+            "Times the agent's consumer or the task stream was missing and created again",
+            m.consumer_recreated.clone(),
         );
         registry.register(
             "tasks_in_flight",

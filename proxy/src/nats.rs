@@ -28,12 +28,8 @@ use daedalus_contract::redact::redact_url;
 /// Why NATS could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum NatsError {
-    #[error("cannot reach NATS at {url} within {waited:?} (last error: {last})")]
-    Connect {
-        url: String,
-        waited: Duration,
-        last: String,
-    },
+    #[error("cannot reach NATS at {url}: {last}")]
+    Connect { url: String, last: String },
     #[error("cannot read the NATS credentials file {path}")]
     Credentials {
         path: String,
@@ -86,35 +82,36 @@ async fn options(config: &NatsConfig, name: &str) -> Result<ConnectOptions, Nats
     Ok(options)
 }
 
+/// One attempt to connect to any of the configured servers.
+pub async fn connect_once(config: &NatsConfig, name: &str) -> Result<Client, NatsError> {
+    match options(config, name).await?.connect(config.servers()).await {
+        Ok(client) => {
+            tracing::info!(url = %redact_url(&config.url), "connected to NATS");
+            Ok(client)
+        }
+        Err(e) => Err(NatsError::Connect {
+            url: redact_url(&config.url),
+            last: redact_url(&e.to_string()),
+        }),
+    }
+}
+
 /// Connects, retrying with exponential backoff (250 ms doubling to 5 s) until `deadline`.
 pub async fn connect(
     config: &NatsConfig,
     name: &str,
     deadline: Instant,
 ) -> Result<Client, NatsError> {
-    let started = Instant::now();
     let mut delay = Duration::from_millis(250);
-    let mut attempt = 1u32;
     loop {
-        match options(config, name).await?.connect(config.servers()).await {
-            Ok(client) => {
-                tracing::info!(url = %redact_url(&config.url), attempt, "connected to NATS");
-                return Ok(client);
-            }
-            Err(e) => {
-                let now = Instant::now();
-                if now + delay > deadline {
-                    return Err(NatsError::Connect {
-                        url: redact_url(&config.url),
-                        waited: now - started,
-                        last: redact_url(&e.to_string()),
-                    });
-                }
-                tracing::warn!(url = %redact_url(&config.url), attempt, error = %redact_url(&e.to_string()), retry_in = ?delay, "cannot connect to NATS yet");
+        match connect_once(config, name).await {
+            Ok(client) => return Ok(client),
+            Err(e @ NatsError::Connect { .. }) if Instant::now() + delay <= deadline => {
+                tracing::warn!(error = %e, retry_in = ?delay, "cannot connect to NATS yet");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(5));
-                attempt += 1;
             }
+            Err(e) => return Err(e),
         }
     }
 }

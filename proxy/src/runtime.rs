@@ -28,8 +28,12 @@ pub struct Reply {
 pub enum ForwardError {
     #[error("runtime did not answer within {0:?}")]
     Timeout(Duration),
+    /// The request never reached the runtime: the connection was refused, timed out, or
+    /// closed before the request was sent. The runtime is down; the task was not seen.
     #[error("cannot reach the runtime: {0}")]
-    Connect(String),
+    Unreached(String),
+    /// The connection failed after the request may have been sent: the runtime may have
+    /// received the task.
     #[error("runtime connection failed: {0}")]
     Io(String),
 }
@@ -44,8 +48,6 @@ pub trait Forwarder: Send + Sync + std::fmt::Debug + 'static {
         trace: &TraceContext,
         timeout: Duration,
     ) -> Result<Reply, ForwardError>;
-    /// `GET /health` answered 200.
-    async fn healthy(&self) -> bool;
 }
 
 /// The runtime over HTTP.
@@ -69,8 +71,8 @@ struct PlainTasks {
 /// Why the runtime cannot be served.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeCheckError {
-    #[error("runtime at {url} was not healthy within {waited:?}")]
-    NeverHealthy { url: String, waited: Duration },
+    #[error("the runtime is not healthy: {0}")]
+    Unhealthy(String),
     #[error("cannot read the agent card at {url}: {reason}")]
     CardUnreadable { url: String, reason: String },
     #[error("the agent card is invalid: {0}")]
@@ -120,30 +122,24 @@ impl HttpRuntime {
         format!("{}{path}", self.base)
     }
 
-    /// Waits for `GET /health` = 200, polling every `interval`, up to `timeout`.
-    pub async fn wait_healthy(
-        &self,
-        timeout: Duration,
-        interval: Duration,
-    ) -> Result<(), RuntimeCheckError> {
-        let started = tokio::time::Instant::now();
-        let mut logged = false;
-        loop {
-            if self.healthy().await {
-                tracing::info!(url = %self.base, "runtime is healthy");
-                return Ok(());
-            }
-            if started.elapsed() >= timeout {
-                return Err(RuntimeCheckError::NeverHealthy {
-                    url: self.base.clone(),
-                    waited: started.elapsed(),
-                });
-            }
-            if !logged {
-                tracing::info!(url = %self.base, timeout = ?timeout, "waiting for the runtime to become healthy");
-                logged = true;
-            }
-            tokio::time::sleep(interval.min(timeout.saturating_sub(started.elapsed()))).await;
+    /// `GET /health`: `Ok` for 200, else why not (no URL in it: it may hold credentials).
+    pub async fn health(&self) -> Result<(), RuntimeCheckError> {
+        let response = self
+            .http
+            .get(self.url(HEALTH_PATH))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await;
+        match response {
+            Ok(r) if r.status() == reqwest::StatusCode::OK => Ok(()),
+            Ok(r) => Err(RuntimeCheckError::Unhealthy(format!(
+                "GET /health answered {}",
+                r.status().as_u16()
+            ))),
+            Err(e) => Err(RuntimeCheckError::Unhealthy(format!(
+                "GET /health: {}",
+                chain(&e.without_url())
+            ))),
         }
     }
 
@@ -228,16 +224,6 @@ impl Forwarder for HttpRuntime {
             None => self.send_with_reqwest(body, trace, timeout).await,
         }
     }
-
-    async fn healthy(&self) -> bool {
-        let response = self
-            .http
-            .get(self.url(HEALTH_PATH))
-            .timeout(Duration::from_secs(5))
-            .send()
-            .await;
-        response.is_ok_and(|r| r.status() == reqwest::StatusCode::OK)
-    }
 }
 
 /// The trace headers of a runtime call: the runtime-call span's context when telemetry is on
@@ -277,8 +263,8 @@ impl PlainTasks {
         headers.extend(trace_headers(trace));
         let exchange = async {
             let response = self.client.request(request).await.map_err(|e| {
-                if e.is_connect() {
-                    ForwardError::Connect(chain(&e))
+                if e.is_connect() || never_sent(&e) {
+                    ForwardError::Unreached(chain(&e))
                 } else {
                     ForwardError::Io(chain(&e))
                 }
@@ -324,11 +310,26 @@ impl HttpRuntime {
 fn classify(e: &reqwest::Error, timeout: Duration) -> ForwardError {
     if e.is_timeout() {
         ForwardError::Timeout(timeout)
-    } else if e.is_connect() {
-        ForwardError::Connect(chain(e))
+    } else if e.is_connect() || never_sent(e) {
+        ForwardError::Unreached(chain(e))
     } else {
         ForwardError::Io(chain(e))
     }
+}
+
+/// Whether hyper says the request was canceled before it was sent (its connection closed
+/// first): the runtime cannot have seen it.
+fn never_sent(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = Some(e);
+    while let Some(s) = source {
+        if s.downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_canceled)
+        {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }
 
 fn chain(e: &dyn std::error::Error) -> String {

@@ -1,19 +1,21 @@
 //! The consume loop: each worker holds one slot, pulls one task only when idle and the runtime
-//! is healthy, works it to the end ([`Job`]), and pulls again. Its pulls and acks are answered
-//! on one long-lived inbox ([`Inbox`]).
+//! is up, works it to the end ([`Job`]), and pulls again. Its pulls and acks are answered on
+//! one long-lived inbox ([`Inbox`]). A task that arrives while the runtime is down (a pull
+//! that was already waiting) is held by its job until the runtime is back, like any other.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::{Consumer, pull};
 use async_nats::jetstream::{Context, Message};
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::availability::RuntimeAvailability;
 use crate::config::ProxyConfig;
 use crate::inbox::{Inbox, InboxError, PULL_GRACE, Pulled};
 use crate::job::Job;
+use crate::keeper::ConsumerState;
 use crate::metrics::Metrics;
 use crate::runtime::Forwarder;
 
@@ -25,8 +27,10 @@ pub struct Shared {
     pub js: Context,
     pub forwarder: Arc<dyn Forwarder>,
     pub metrics: Arc<Metrics>,
-    /// The runtime's health, as last seen.
-    pub runtime_healthy: watch::Sender<bool>,
+    /// Whether the runtime can take tasks now.
+    pub runtime: Arc<RuntimeAvailability>,
+    /// Whether the agent's consumer is in place (workers ask for a check when in doubt).
+    pub consumer_state: Arc<ConsumerState>,
     /// Fired at the first shutdown signal: no new pulls.
     pub stop_pulling: CancellationToken,
     /// Fired when the grace period is over: hand in-flight tasks back.
@@ -55,12 +59,11 @@ pub async fn work(shared: Arc<Shared>, consumer: Consumer<pull::Config>) {
             return;
         }
     };
-    let mut health = shared.runtime_healthy.subscribe();
     loop {
-        // Pull nothing while the runtime is unhealthy.
+        // Pull nothing while the runtime is down.
         tokio::select! {
             () = shared.stop_pulling.cancelled() => return,
-            healthy = health.wait_for(|h| *h) => if healthy.is_err() { return },
+            () = shared.runtime.up() => {}
         }
         // Do not wait the pull out at shutdown: a task that lands after the worker stops
         // listening is redelivered after the ack wait.
@@ -74,12 +77,6 @@ pub async fn work(shared: Arc<Shared>, consumer: Consumer<pull::Config>) {
                     // Pulled as shutdown began: hand it straight to another replica.
                     hand_back(&shared, &mut inbox, message, "the proxy was shutting down").await;
                     return;
-                }
-                if !*health.borrow() {
-                    // The runtime went unhealthy while the pull was waiting: hand the task
-                    // to a replica whose runtime can take it.
-                    hand_back(&shared, &mut inbox, message, "the runtime was unhealthy").await;
-                    continue;
                 }
                 if let Some((job, intake, span)) = Job::new(&shared, &mut inbox, message) {
                     job.run(intake).instrument(span).await;
@@ -96,6 +93,16 @@ pub async fn work(shared: Arc<Shared>, consumer: Consumer<pull::Config>) {
             }
             Err(e @ InboxError::Send(_)) => {
                 tracing::warn!(error = %e, "pull request failed");
+                pause(&shared.stop_pulling, PULL_ERROR_BACKOFF).await;
+            }
+            Err(
+                e @ InboxError::Status {
+                    status: 503 | 409, ..
+                },
+            ) => {
+                // No responders, or "consumer deleted": the consumer may be gone.
+                tracing::debug!(error = %e, "pull refused; asking for a consumer check");
+                shared.consumer_state.suspect();
                 pause(&shared.stop_pulling, PULL_ERROR_BACKOFF).await;
             }
             Err(e) => {

@@ -299,7 +299,10 @@ async fn a_task_running_three_ack_waits_completes_without_redelivery() {
 async fn an_unhealthy_runtime_gets_no_pulls_until_it_recovers() {
     let nats = NatsServer::start();
     let fake = FakeRuntime::start(Mode::Echo).await;
-    let proxy = Proxy::start(proxy_config("sick", &nats.url(), &fake.url)).await;
+    let mut config = proxy_config("sick", &nats.url(), &fake.url);
+    // Not ready as soon as the runtime is down.
+    config.runtime_down_limit = Duration::ZERO;
+    let proxy = Proxy::start(config).await;
     let (_client, js) = client(&nats).await;
     fake.set_healthy(false);
     proxy

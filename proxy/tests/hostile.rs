@@ -301,10 +301,6 @@ impl Forwarder for PanicsOnce {
         }
         self.inner.send(body, trace, timeout).await
     }
-
-    async fn healthy(&self) -> bool {
-        self.inner.healthy().await
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -380,12 +376,13 @@ async fn a_crash_on_the_last_delivery_still_gets_a_failed_result_from_the_adviso
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_task_handed_back_while_the_runtime_flaps_gets_a_failed_result_at_max_deliver() {
+async fn a_task_that_arrives_while_the_runtime_is_down_is_held_and_never_failed() {
     let nats = NatsServer::start();
     let fake = FakeRuntime::start(Mode::Echo).await;
     let mut config = proxy_config("flap", &nats.url(), &fake.url);
     config.max_deliver = 2;
     config.concurrency = 2;
+    config.runtime_down_limit = Duration::from_mins(10);
     // Pulls stay open while the runtime turns unhealthy, so the task arrives on them.
     config.pull_expires = Duration::from_secs(30);
     let proxy = Proxy::start(config).await;
@@ -394,19 +391,26 @@ async fn a_task_handed_back_while_the_runtime_flaps_gets_a_failed_result_at_max_
     fake.set_healthy(false);
     proxy.wait_healthz("runtime", json!("unhealthy")).await;
     publish(&js, "flap", "m-1", task_body("m-1", Some("t-1"), "x")).await;
+    proxy
+        .wait_metric("daedalus_proxy_tasks_held_total", 1)
+        .await;
+    // Counted, not timed: more health probes than deliveries allowed, each answered unhealthy.
+    fake.wait_health_probes(5).await;
+    assert!(results(&js, "flap").await.is_empty(), "nothing was failed");
+    assert_eq!(fake.calls().len(), 0, "nothing was sent to a down runtime");
 
+    fake.set_healthy(true);
     let found = wait_results(&js, "flap", 1, WAIT).await;
     assert_eq!(found.len(), 1);
-    let task = &found[0].2;
-    assert_eq!(task.status.state, TaskState::Failed);
-    let why = status_text(task);
-    assert!(
-        why.contains("gave up after 2 deliveries: the runtime was unhealthy"),
-        "{why}"
+    assert_eq!(found[0].2.status.state, TaskState::Completed);
+    assert_eq!(fake.calls_for("t-1"), 1);
+    let metrics = proxy.metrics().await;
+    assert_eq!(
+        metric(&metrics, "daedalus_proxy_redeliveries_total"),
+        0,
+        "held, not handed back"
     );
-    assert_eq!(fake.calls().len(), 0, "the runtime never got it");
-    assert_eq!(tasks_left(&js).await, 0);
-    fake.set_healthy(true);
+    wait_tasks_left(&js, 0).await;
     proxy.shutdown().await.unwrap();
 }
 

@@ -300,7 +300,11 @@ async fn startup_refusals_exit_non_zero_and_say_why() {
     fake.set_healthy(false);
     let (code, text) = startup_failure(&fake, &nats).await;
     assert_eq!(code, Some(1), "{text}");
-    assert!(text.contains("was not healthy within"), "{text}");
+    assert!(
+        text.contains("did not finish waiting for the runtime's /health to answer 200"),
+        "the deadline names the step: {text}"
+    );
+    assert!(text.contains("answered 503"), "and the last error: {text}");
     fake.set_healthy(true);
 
     *fake.state.card.lock().unwrap() =

@@ -110,6 +110,13 @@ async fn sigterm_lets_in_flight_tasks_finish_refuses_new_ones_and_exits_zero() {
         "drained in {:?}",
         started.elapsed()
     );
+    // The 503s it sent on purpose while draining are not errors.
+    let errors: Vec<_> = rt
+        .drain_logs()
+        .into_iter()
+        .filter(|l| l["level"] == "ERROR")
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
 }
 
 #[tokio::test]

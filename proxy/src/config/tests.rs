@@ -41,6 +41,30 @@ fn defaults_follow_the_design() {
     assert_eq!(c.streams.tasks, "AGENT_TASKS");
     assert_eq!(c.streams.results, "AGENT_RESULTS");
     assert_eq!(c.nats.url, "nats://127.0.0.1:4222");
+    assert_eq!(c.runtime_down_limit, Duration::from_secs(30));
+    assert_eq!(c.result_store_timeout, Duration::from_mins(2));
+}
+
+#[test]
+fn fault_bounds_come_from_the_environment() {
+    let c = run_config(
+        &[],
+        &[
+            ("AGENT_NAME", "a"),
+            ("RUNTIME_DOWN_LIMIT", "0s"),
+            ("RESULT_STORE_TIMEOUT", "10s"),
+        ],
+    );
+    assert_eq!(
+        c.runtime_down_limit,
+        Duration::ZERO,
+        "0: not ready once down"
+    );
+    assert_eq!(c.result_store_timeout, Duration::from_secs(10));
+    assert_eq!(
+        invalid_key(&[], &[("AGENT_NAME", "a"), ("RESULT_STORE_TIMEOUT", "0s")]),
+        "RESULT_STORE_TIMEOUT"
+    );
 }
 
 #[test]

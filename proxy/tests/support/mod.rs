@@ -208,19 +208,30 @@ pub async fn publish_with(
 /// Every result message for `agent` now in the result stream, in order, as stored: (subject,
 /// headers, payload).
 pub async fn stored_results(js: &Context, agent: &str) -> Vec<(String, HeaderMap, bytes::Bytes)> {
-    let stream = js
-        .get_stream("AGENT_RESULTS")
+    try_stored_results(js, agent)
         .await
-        .expect("results stream");
+        .expect("the results stream can be read")
+}
+
+/// [`stored_results`], or `None` while the stream cannot be read (no leader, say).
+pub async fn try_stored_results(
+    js: &Context,
+    agent: &str,
+) -> Option<Vec<(String, HeaderMap, bytes::Bytes)>> {
+    let stream = js.get_stream("AGENT_RESULTS").await.ok()?;
     let consumer = stream
         .create_consumer(jetstream::consumer::pull::Config {
             filter_subject: format!("agent.results.{agent}.>"),
             ack_policy: jetstream::consumer::AckPolicy::None,
             inactive_threshold: Duration::from_secs(5),
+            // One replica in memory: on a cluster with a node down, a reader needs no
+            // consumer election of its own.
+            num_replicas: 1,
+            memory_storage: true,
             ..Default::default()
         })
         .await
-        .expect("ordered consumer");
+        .ok()?;
     let mut out = Vec::new();
     let mut batch = consumer
         .fetch()
@@ -228,7 +239,7 @@ pub async fn stored_results(js: &Context, agent: &str) -> Vec<(String, HeaderMap
         .expires(Duration::from_millis(500))
         .messages()
         .await
-        .expect("fetch");
+        .ok()?;
     while let Some(Ok(m)) = batch.next().await {
         out.push((
             m.subject.to_string(),
@@ -236,13 +247,16 @@ pub async fn stored_results(js: &Context, agent: &str) -> Vec<(String, HeaderMap
             m.payload.clone(),
         ));
     }
-    out
+    Some(out)
 }
 
 /// Every stored result of `agent`, read as Tasks.
 pub async fn results(js: &Context, agent: &str) -> Vec<(String, HeaderMap, Task)> {
-    stored_results(js, agent)
-        .await
+    as_tasks(stored_results(js, agent).await)
+}
+
+fn as_tasks(stored: Vec<(String, HeaderMap, bytes::Bytes)>) -> Vec<(String, HeaderMap, Task)> {
+    stored
         .into_iter()
         .map(|(subject, headers, payload)| {
             let task: Task = read::from_slice(&payload).expect("results are Tasks");
@@ -260,11 +274,13 @@ pub async fn wait_results(
 ) -> Vec<(String, HeaderMap, Task)> {
     let deadline = tokio::time::Instant::now() + within;
     loop {
-        let found = results(js, agent).await;
-        if found.len() >= n || tokio::time::Instant::now() > deadline {
-            return found;
+        let found = try_stored_results(js, agent).await.map(as_tasks);
+        let past = tokio::time::Instant::now() > deadline;
+        match found {
+            Some(found) if found.len() >= n || past => return found,
+            None if past => return Vec::new(),
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -4,6 +4,7 @@
 //! - [`Runtime`]: the real runtime in-process on port 0, ready (`/health` 200) before the test
 //!   goes on, stopped when dropped;
 //! - [`AgentsYaml`]: an `agents.yaml` fixture, built up key by key;
+//! - [`RuntimeProcess`]: the runtime binary as a child process, to SIGKILL and start again;
 //! - [`wait_until`]: polling for a positive signal under a deadline, instead of sleeping;
 //! - [`OtlpReceiver`]: an OTLP/HTTP trace receiver that decodes what it is sent;
 //! - [`runtime_config`] and [`proxy_config`]: each binary's configuration as its pure
@@ -17,6 +18,7 @@ mod fixture;
 mod nats;
 mod otlp;
 mod runtime;
+mod runtime_process;
 mod wait;
 
 pub use binaries::runtime_binary;
@@ -25,4 +27,5 @@ pub use fixture::AgentsYaml;
 pub use nats::{NatsCluster, NatsServer, binary as nats_server_binary, free_port};
 pub use otlp::{OtlpReceiver, ReceivedSpan};
 pub use runtime::Runtime;
+pub use runtime_process::RuntimeProcess;
 pub use wait::{wait_until, wait_until_some};

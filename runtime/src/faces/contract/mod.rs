@@ -14,7 +14,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::{Method, Uri};
+use axum::http::{Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -103,12 +103,28 @@ pub fn router(state: ContractState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
         .layer(middleware::from_fn(unread_body::close_if_body_unread))
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().on_failure(log_failure))
         .layer(CatchPanicLayer::custom(
             |_: Box<dyn std::any::Any + Send>| {
                 ApiError::Internal("the handler panicked".to_owned()).into_response()
             },
         ))
+}
+
+/// A 5xx is an error worth a line at ERROR, except the 503s the runtime sends on purpose (not
+/// ready yet, draining, busy): those are its normal answers while starting and stopping.
+fn log_failure(
+    failure: tower_http::classify::ServerErrorsFailureClass,
+    latency: std::time::Duration,
+    _span: &tracing::Span,
+) {
+    use tower_http::classify::ServerErrorsFailureClass;
+    match failure {
+        ServerErrorsFailureClass::StatusCode(StatusCode::SERVICE_UNAVAILABLE) => {
+            tracing::debug!(?latency, "answered 503");
+        }
+        failure => tracing::error!(%failure, ?latency, "response failed"),
+    }
 }
 
 /// Admission for task routes: 503 unless ready, before the body is read; otherwise the request

@@ -1,0 +1,81 @@
+//! The `daedalus-runtime` binary as a child process on a fixed loopback port: started, SIGKILLed
+//! and started again on the same port, as a crash-looping container would be.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::{free_port, runtime_binary, wait_until};
+
+/// A zero-config runtime (passthrough model) serving one agent, killed when dropped.
+#[derive(Debug)]
+pub struct RuntimeProcess {
+    agent: String,
+    port: u16,
+    work_dir: tempfile::TempDir,
+    binary: PathBuf,
+    child: Option<Child>,
+}
+
+impl RuntimeProcess {
+    /// Starts the runtime for `agent` on a free port and waits until `/health` answers 200.
+    pub async fn start(agent: &str) -> Self {
+        let mut runtime = Self {
+            agent: agent.to_owned(),
+            port: free_port(),
+            work_dir: tempfile::tempdir().expect("a work dir"),
+            binary: runtime_binary(),
+            child: None,
+        };
+        runtime.launch().await;
+        runtime
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// SIGKILL: no drain, no goodbye; connections to it are refused until it starts again.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port and waits until it is healthy.
+    pub async fn launch(&mut self) {
+        self.kill();
+        let child = Command::new(&self.binary)
+            .current_dir(self.work_dir.path())
+            .env_clear()
+            .env("A2A_PORT", self.port.to_string())
+            .env("A2A_HOST", "127.0.0.1")
+            .env("AGENT_NAME", &self.agent)
+            .env("WORK_DIR", self.work_dir.path())
+            .env("LOG_LEVEL", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the runtime binary starts");
+        self.child = Some(child);
+        let health = format!("{}/health", self.url());
+        let client = reqwest::Client::new();
+        wait_until(
+            "the runtime answers /health",
+            Duration::from_secs(30),
+            || {
+                let probe = client.get(&health).send();
+                async move { probe.await.is_ok_and(|r| r.status() == 200) }
+            },
+        )
+        .await;
+    }
+}
+
+impl Drop for RuntimeProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
