@@ -22,6 +22,10 @@ use daedalus_test_kit::{NatsCluster, RuntimeProcess, wait_until, wait_until_some
 use support::*;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+/// One JetStream cluster at a time: three nodes each, two at once on a 2-core machine would make
+/// elections slow for reasons of their own.
+static ONE_CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn knob(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
@@ -252,6 +256,7 @@ async fn publish_surely(js: &Context, agent: &str, id: &str, text: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_proxy_started_while_the_tasks_stream_has_no_leader_becomes_healthy() {
+    let _one = ONE_CLUSTER.lock().await;
     let mut cluster = NatsCluster::start(3);
     let runtime = FakeRuntime::start(Mode::Echo).await;
     let (_client, js) = connect_cluster(&cluster).await;
@@ -327,6 +332,7 @@ async fn a_proxy_started_while_the_tasks_stream_has_no_leader_becomes_healthy() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_published_while_the_results_stream_has_no_leader_is_stored_once() {
     const AGENT: &str = "reselected";
+    let _one = ONE_CLUSTER.lock().await;
     let mut cluster = NatsCluster::start(3);
     let runtime = FakeRuntime::start(Mode::Echo).await;
     let mut config = proxy_config(AGENT, &cluster.urls(), &runtime.url);

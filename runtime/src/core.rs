@@ -1,6 +1,6 @@
 //! The runtime-wide core every face shares: the deployment's agents, the turn service that
 //! runs them, the session store they keep conversations in, the metrics, the LLM provider
-//! checks, and where the runtime is in its life. Per-face state (the contract face's discovery
+//! checks, the bounded book of live MCP sessions, and where the runtime is in its life. Per-face state (the contract face's discovery
 //! documents, an MCP face's agent definition) lives with its face and holds a [`Core`].
 //!
 //! A reload ([`Core::redeploy`]) swaps the fleet and the provider checks; everything else lives
@@ -13,6 +13,7 @@ use arc_swap::ArcSwap;
 use crate::fleet::Fleet;
 use crate::lifecycle::Lifecycle;
 use crate::llm::preflight::Preflight;
+use crate::mcp_sessions::{SessionBook, SessionLimits};
 use crate::metrics::Metrics;
 use crate::sessions::SessionStore;
 use crate::turns::{TurnLimits, TurnService};
@@ -28,6 +29,7 @@ struct Shared {
     metrics: Arc<Metrics>,
     preflight: ArcSwap<Preflight>,
     lifecycle: Arc<Lifecycle>,
+    mcp_sessions: Arc<SessionBook>,
 }
 
 impl Core {
@@ -37,6 +39,7 @@ impl Core {
         sessions: Option<Arc<dyn SessionStore>>,
         preflight: Preflight,
         limits: TurnLimits,
+        mcp_sessions: SessionLimits,
     ) -> Self {
         let metrics = Arc::new(Metrics::new());
         let lifecycle = Arc::new(Lifecycle::default());
@@ -46,12 +49,14 @@ impl Core {
             Arc::clone(&lifecycle),
             limits,
         );
+        let mcp_sessions = Arc::new(SessionBook::new(mcp_sessions, Arc::clone(&metrics)));
         Self(Arc::new(Shared {
             turns,
             sessions,
             metrics,
             preflight: ArcSwap::from_pointee(preflight),
             lifecycle,
+            mcp_sessions,
         }))
     }
 
@@ -72,6 +77,11 @@ impl Core {
 
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.0.metrics
+    }
+
+    /// Every live MCP session of the runtime, and their bounds.
+    pub fn mcp_sessions(&self) -> &Arc<SessionBook> {
+        &self.0.mcp_sessions
     }
 
     /// The LLM provider checks behind `/healthz` and `get_health`, as of now.

@@ -17,6 +17,8 @@
 //!   passthrough model, sub-agents and the toolbox; [`fleet`] builds every agent of the
 //!   deployment.
 //! - [`mcp_client`]: the client of downstream MCP servers the agent loop calls tools on.
+//! - [`mcp_sessions`]: the MCP sessions every agent's MCP face holds, runtime-wide, bounded in
+//!   count and bytes, with their handshake and idle timeouts.
 //! - [`llm`]: the OpenAI and Anthropic providers; [`sampling`]: typed sampling parameters and
 //!   what each provider takes; [`sessions`]: the conversation stores; [`config`]: the typed,
 //!   validated configuration.
@@ -31,6 +33,8 @@ pub mod fleet;
 pub mod lifecycle;
 pub mod llm;
 pub mod mcp_client;
+pub mod mcp_sessions;
+pub mod memory;
 pub mod metrics;
 pub mod reload;
 pub mod sampling;

@@ -25,6 +25,12 @@ pub struct AgentLabel {
     pub agent: String,
 }
 
+/// Why an MCP session expired: `handshake` (never finished it) or `idle`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ExpiryLabel {
+    pub reason: &'static str,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct AgentInfo {
     pub agent: String,
@@ -115,6 +121,14 @@ pub struct Metrics {
     pub tasks: Family<StateLabel, Counter>,
     /// Contract task duration.
     pub task_duration: Histogram,
+    /// Live MCP sessions, by agent.
+    pub mcp_sessions: Family<AgentLabel, Gauge>,
+    /// New MCP sessions refused at the bound (every session had a call in flight).
+    pub mcp_sessions_refused: Counter,
+    /// Idle MCP sessions ended to make room for a new one.
+    pub mcp_sessions_evicted: Counter,
+    /// MCP sessions ended by their handshake or idle timeout.
+    pub mcp_sessions_expired: Family<ExpiryLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -142,6 +156,10 @@ impl Metrics {
             agent_health_status: Family::default(),
             tasks: Family::default(),
             task_duration: loop_buckets(),
+            mcp_sessions: Family::default(),
+            mcp_sessions_refused: Counter::default(),
+            mcp_sessions_evicted: Counter::default(),
+            mcp_sessions_expired: Family::default(),
             registry,
         };
         let mut m = m;
@@ -205,6 +223,26 @@ impl Metrics {
             "daedalus_runtime_task_duration_seconds",
             "Contract task duration (POST /)",
             m.task_duration.clone(),
+        );
+        r.register(
+            "daedalus_runtime_mcp_sessions",
+            "Live MCP sessions, by agent",
+            m.mcp_sessions.clone(),
+        );
+        r.register(
+            "daedalus_runtime_mcp_sessions_refused",
+            "New MCP sessions refused at MAX_MCP_SESSIONS (every session had a call in flight)",
+            m.mcp_sessions_refused.clone(),
+        );
+        r.register(
+            "daedalus_runtime_mcp_sessions_evicted",
+            "Idle MCP sessions ended to make room for a new one",
+            m.mcp_sessions_evicted.clone(),
+        );
+        r.register(
+            "daedalus_runtime_mcp_sessions_expired",
+            "MCP sessions ended by MCP_HANDSHAKE_TIMEOUT (reason=handshake) or MCP_SESSION_IDLE (reason=idle)",
+            m.mcp_sessions_expired.clone(),
         );
         r.register_collector(Box::new(ProcessCollector));
         m

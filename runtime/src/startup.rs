@@ -83,7 +83,7 @@ pub fn build_core(config: &Config, fleet: Fleet, sessions: Option<Arc<dyn Sessio
         max_tasks: config.max_tasks,
         task_memory_bytes: usize::try_from(config.limits.task_memory_bytes).unwrap_or(usize::MAX),
     };
-    Core::new(fleet, sessions, preflight, limits)
+    Core::new(fleet, sessions, preflight, limits, config.mcp_sessions)
 }
 
 /// The contract face's state for a server bound at `bound`.
@@ -254,6 +254,10 @@ pub fn serve_main_port(
         connection_limits,
         stop.clone(),
     ));
+    tokio::spawn(sweep_mcp_sessions(
+        Arc::clone(core.mcp_sessions()),
+        plan.routes.stop_token().clone(),
+    ));
     Servers {
         core,
         routes: Arc::clone(&plan.routes),
@@ -331,6 +335,18 @@ pub(crate) const REGISTRY_PORT_KEY: &str = "registry_port";
 /// The setting that names `agent`'s own port.
 pub(crate) fn own_port_key(agent: &str) -> String {
     format!("agents.{agent}.port")
+}
+
+/// Ends MCP sessions whose handshake or idle time ran out, until `stop` (when every session
+/// ends); started again if it ever dies.
+async fn sweep_mcp_sessions(book: Arc<crate::mcp_sessions::SessionBook>, stop: CancellationToken) {
+    loop {
+        let sweep = tokio::spawn(Arc::clone(&book).sweep(stop.clone()));
+        if sweep.await.is_ok() || stop.is_cancelled() {
+            return;
+        }
+        tracing::error!("the MCP session sweeper panicked; starting it again");
+    }
 }
 
 /// Marks the runtime ready, then checks the LLM providers and connects the downstream MCP

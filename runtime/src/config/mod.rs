@@ -18,6 +18,8 @@ use daedalus_contract::container::{self, format_duration, parse_duration};
 pub use daedalus_contract::service::LogFormat;
 use serde::Serialize;
 
+use crate::mcp_sessions::SessionLimits;
+
 pub use size::parse_size;
 
 use self::deployment::{AgentDef, Deployment, DeploymentError, ModelRef, ServerRef, Sources};
@@ -111,6 +113,21 @@ struct Cli {
         default_value_t = 256
     )]
     max_concurrent_tasks: usize,
+    /// Live MCP sessions at most, across every agent. At the bound a new session ends the
+    /// idle session first in line (an unfinished handshake, else the least recently used); when
+    /// every session has a call in flight, a new `initialize` gets 503 with `Retry-After`.
+    #[arg(long, env = "MAX_MCP_SESSIONS", global = true, default_value_t = 1_000)]
+    max_mcp_sessions: usize,
+    /// Bytes the live MCP sessions may hold (each is charged the measured cost of an idle
+    /// session); with a unit: 64MiB.
+    #[arg(long, env = "MCP_SESSIONS_MEMORY", global = true, default_value = "64MiB", value_parser = parse_size)]
+    mcp_sessions_memory: u64,
+    /// An MCP session whose client has not sent `notifications/initialized` by then is ended.
+    #[arg(long, env = "MCP_HANDSHAKE_TIMEOUT", global = true, default_value = "10s", value_parser = parse_duration)]
+    mcp_handshake_timeout: Duration,
+    /// An MCP session unused for this long (and with no call in flight) is ended.
+    #[arg(long, env = "MCP_SESSION_IDLE", global = true, default_value = "5m", value_parser = parse_duration)]
+    mcp_session_idle: Duration,
     /// Log filter: a level (info, debug, ...) or a tracing directive list (default: the
     /// deployment's logger.level, else info).
     #[arg(long, env = "LOG_LEVEL", global = true)]
@@ -164,6 +181,8 @@ pub struct Config {
     pub session_ttl: Option<Duration>,
     /// `Host` values the MCP endpoints accept (empty list entries dropped).
     pub mcp_allowed_hosts: Vec<String>,
+    /// The bounds on live MCP sessions.
+    pub mcp_sessions: SessionLimits,
     pub limits: Limits,
     #[serde(serialize_with = "as_duration")]
     pub termination_grace_period: Duration,
@@ -386,6 +405,35 @@ impl Config {
                 "must be at least 1",
             ));
         }
+        for (zero, id, flag) in [
+            (
+                cli.max_mcp_sessions == 0,
+                "max_mcp_sessions",
+                "--max-mcp-sessions",
+            ),
+            (
+                cli.mcp_sessions_memory < crate::mcp_sessions::SESSION_COST,
+                "mcp_sessions_memory",
+                "--mcp-sessions-memory",
+            ),
+            (
+                cli.mcp_handshake_timeout.is_zero(),
+                "mcp_handshake_timeout",
+                "--mcp-handshake-timeout",
+            ),
+            (
+                cli.mcp_session_idle.is_zero(),
+                "mcp_session_idle",
+                "--mcp-session-idle",
+            ),
+        ] {
+            if zero {
+                return Err(ConfigError::invalid(
+                    &key_of(id, flag),
+                    "must leave room for at least one session (more than zero)",
+                ));
+            }
+        }
         if cli.max_body_size == 0 {
             return Err(ConfigError::invalid(
                 &key_of("max_body_size", "--max-body-size"),
@@ -450,6 +498,12 @@ impl Config {
                 .map(|h| h.trim().to_owned())
                 .filter(|h| !h.is_empty())
                 .collect(),
+            mcp_sessions: SessionLimits {
+                max_sessions: cli.max_mcp_sessions,
+                max_bytes: cli.mcp_sessions_memory,
+                handshake_timeout: cli.mcp_handshake_timeout,
+                idle: cli.mcp_session_idle,
+            },
             limits: Limits {
                 max_body_bytes: cli.max_body_size,
                 header_read_timeout: cli.header_read_timeout,
@@ -579,7 +633,7 @@ fn default_work_dir() -> PathBuf {
     }
 }
 
-fn as_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn as_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&format_duration(*d))
 }
 

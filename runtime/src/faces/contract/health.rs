@@ -28,17 +28,22 @@ struct Healthz {
     status: &'static str,
     providers: Vec<crate::llm::preflight::ProviderCheck>,
     downstream: Vec<crate::fleet::DownstreamState>,
+    /// Live MCP sessions against their bound; `full` while a new one ends an idle one.
+    mcp_sessions: crate::mcp_sessions::SessionsStatus,
 }
 
-/// 200 `{"status":"ok"}` when the active provider passed its last check and every downstream
-/// MCP server was reachable at its last attempt, else 503 `{"status":"degraded"}`; `providers`
+/// 200 `{"status":"ok"}` when the active provider passed its last check, every downstream
+/// MCP server was reachable at its last attempt and the MCP sessions are below their bound,
+/// else 503 `{"status":"degraded"}`; `providers`
 /// lists every provider checked and `downstream` every agent's servers. Not a liveness probe:
 /// a wrong API key makes it 503 without anything a restart would fix.
 pub(super) async fn healthz(State(state): State<ContractState>) -> Response {
     let providers = state.core().preflight().current().await;
     let downstream = state.core().fleet().downstream_states();
-    let healthy =
-        providers.iter().filter(|p| p.active).all(|p| p.ok) && downstream.iter().all(|d| d.ok);
+    let mcp_sessions = state.core().mcp_sessions().status();
+    let healthy = providers.iter().filter(|p| p.active).all(|p| p.ok)
+        && downstream.iter().all(|d| d.ok)
+        && !mcp_sessions.full;
     let code = if healthy {
         axum::http::StatusCode::OK
     } else {
@@ -50,6 +55,7 @@ pub(super) async fn healthz(State(state): State<ContractState>) -> Response {
             status: if healthy { "ok" } else { "degraded" },
             providers,
             downstream,
+            mcp_sessions,
         }),
     )
         .into_response()

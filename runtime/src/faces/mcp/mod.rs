@@ -16,11 +16,11 @@ pub mod progress;
 pub mod registry;
 pub mod routes;
 mod send;
+pub mod sessions;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use crate::config::deployment::{
@@ -28,6 +28,7 @@ use crate::config::deployment::{
 };
 use crate::core::Core;
 use crate::fleet::Fleet;
+use sessions::BoundedSessions;
 
 pub use handler::{AgentServer, GET_HEALTH, SEND_MESSAGE};
 pub use routes::{Routes, main_port_routes, own_port_routes};
@@ -112,20 +113,22 @@ pub struct ServiceSettings {
     pub max_body_bytes: usize,
 }
 
-/// The Streamable HTTP service of `face`, its sessions ended by `sessions`.
+/// The Streamable HTTP service of `face`, its sessions entered in the runtime's session book
+/// and ended by `sessions`.
 pub fn service(
     face: &Arc<Face>,
     settings: &ServiceSettings,
     sessions: tokio_util::sync::CancellationToken,
-) -> StreamableHttpService<AgentServer, LocalSessionManager> {
+) -> StreamableHttpService<AgentServer, BoundedSessions> {
     let mut config = StreamableHttpServerConfig::default();
     config.allowed_hosts.clone_from(&settings.allowed_hosts);
     config.max_request_body_bytes = settings.max_body_bytes;
     config.cancellation_token = sessions;
+    let manager = BoundedSessions::new(face.name(), Arc::clone(face.core.mcp_sessions()));
     let face = Arc::clone(face);
     StreamableHttpService::new(
         move || Ok(AgentServer::new(Arc::clone(&face))),
-        LocalSessionManager::default().into(),
+        Arc::new(manager),
         config,
     )
 }

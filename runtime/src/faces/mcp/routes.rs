@@ -20,17 +20,18 @@ use axum::routing::any;
 use daedalus_contract::model::registry::ServerList;
 use http::StatusCode;
 use rmcp::transport::streamable_http_server::StreamableHttpService;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
+use super::sessions::BoundedSessions;
 use super::{AgentServer, Face, OWN_PORT_PATH, ServiceSettings};
+use crate::mcp_sessions::SessionsFull;
 
 /// One agent's MCP server: its face, the Streamable HTTP service over it, and the token that
 /// ends its sessions.
 pub struct Endpoint {
     face: Arc<Face>,
-    service: StreamableHttpService<AgentServer, LocalSessionManager>,
+    service: StreamableHttpService<AgentServer, BoundedSessions>,
     sessions: CancellationToken,
 }
 
@@ -59,6 +60,16 @@ impl Endpoint {
     }
 
     async fn answer(&self, request: Request) -> Response {
+        // A POST without a session id opens a session: it needs a place in the runtime's
+        // session book, held until its `initialize` is answered (and the session entered).
+        let _admission = if opens_session(&request) {
+            match self.face.core.mcp_sessions().admit() {
+                Ok(admission) => Some(admission),
+                Err(full) => return sessions_full(&full),
+            }
+        } else {
+            None
+        };
         match self.service.clone().oneshot(request).await {
             Ok(response) => response.map(axum::body::Body::new),
             Err(never) => match never {},
@@ -256,6 +267,27 @@ async fn by_port(State((routes, port)): State<(Arc<Routes>, u16)>, request: Requ
         Some(endpoint) => endpoint.answer(request).await,
         None => no_such_agent(),
     }
+}
+
+/// Whether `request` would open a new session: a POST without `Mcp-Session-Id` (rmcp answers
+/// any such POST but an `initialize` with 400, opening nothing; the place is then released).
+fn opens_session(request: &Request) -> bool {
+    request.method() == http::Method::POST && !request.headers().contains_key("mcp-session-id")
+}
+
+/// 503 with `Retry-After` and a JSON-RPC error saying why: every session has a call in flight.
+fn sessions_full(full: &SessionsFull) -> Response {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32000, "message": full.to_string()},
+    });
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(http::header::RETRY_AFTER, "1")],
+        axum::Json(body),
+    )
+        .into_response()
 }
 
 fn no_such_agent() -> Response {

@@ -1,0 +1,331 @@
+//! The MCP face's sessions are bounded (`MAX_MCP_SESSIONS`): a flood of abandoned sessions never
+//! holds more than the bound, ends idle sessions first in line (unfinished handshakes, then the
+//! least recently used) and never one with a call in flight; when every session is busy a new
+//! one is refused with 503 and `Retry-After`. Unfinished handshakes and idle sessions expire
+//! (counted, not timed). Daedalus' client (the Python SDK) whose session was ended reconnects.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use daedalus_test_kit::{Runtime, wait_until};
+use serde_json::{Value, json};
+use support::mcp_client::{call, connect, text};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+const AGENT: &str = "bounded";
+
+/// A passthrough runtime whose MCP sessions are bounded at `max` (and expire after
+/// `handshake` and `idle`).
+async fn runtime(max: usize, handshake: Duration, idle: Duration) -> Runtime {
+    Runtime::passthrough_with(AGENT, |c| {
+        c.mcp_sessions.max_sessions = max;
+        c.mcp_sessions.handshake_timeout = handshake;
+        c.mcp_sessions.idle = idle;
+    })
+    .await
+}
+
+/// What a raw `initialize` got: its status, session id and body.
+struct Opened {
+    status: u16,
+    session: Option<String>,
+    retry_after: Option<String>,
+    body: String,
+}
+
+const ACCEPT: &str = "application/json, text/event-stream";
+
+/// Opens a session by hand: `initialize`, and, when `finish`, `notifications/initialized`.
+async fn open(http: &reqwest::Client, url: &str, finish: bool) -> Opened {
+    let response = http
+        .post(url)
+        .header("accept", ACCEPT)
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "flood", "version": "1"}}}),
+        )
+        .send()
+        .await
+        .expect("initialize answered");
+    let status = response.status().as_u16();
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let (session, retry_after) = (header("mcp-session-id"), header("retry-after"));
+    let body = response.text().await.expect("a body");
+    if let (true, Some(id)) = (finish, &session) {
+        let done = http
+            .post(url)
+            .header("accept", ACCEPT)
+            .header("mcp-session-id", id)
+            .header("mcp-protocol-version", "2025-06-18")
+            .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .send()
+            .await
+            .expect("initialized answered");
+        assert_eq!(done.status(), 202);
+    }
+    Opened {
+        status,
+        session,
+        retry_after,
+        body,
+    }
+}
+
+/// The status a `tools/list` in session `id` gets (404 once the session is gone).
+async fn list_status(http: &reqwest::Client, url: &str, id: &str) -> u16 {
+    http.post(url)
+        .header("accept", ACCEPT)
+        .header("mcp-session-id", id)
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+        .send()
+        .await
+        .expect("answered")
+        .status()
+        .as_u16()
+}
+
+async fn metrics(http: &reqwest::Client, rt: &Runtime) -> String {
+    http.get(format!("{}/metrics", rt.url))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text")
+}
+
+/// The value of the metric line starting with `series ` (0 when absent).
+fn value(text: &str, series: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|r| r.strip_prefix(' ')))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
+const LIVE: &str = "daedalus_runtime_mcp_sessions{agent=\"bounded\"}";
+const EVICTED: &str = "daedalus_runtime_mcp_sessions_evicted_total";
+const REFUSED: &str = "daedalus_runtime_mcp_sessions_refused_total";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_abandoned_sessions_stays_within_the_bound_and_spares_a_busy_session() {
+    const MAX: usize = 4;
+    let rt = runtime(MAX, Duration::from_mins(1), Duration::from_mins(5)).await;
+    let url = rt.mcp(AGENT);
+    let http = reqwest::Client::new();
+    let client = std::sync::Arc::new(connect(&url, None).await.0);
+    let busy = tokio::spawn({
+        let client = std::sync::Arc::clone(&client);
+        async move {
+            call(
+                &client,
+                "send_message",
+                json!({"message": "***SLEEP 2s busy"}),
+            )
+            .await
+        }
+    });
+    wait_until(
+        "the busy call is in flight",
+        Duration::from_secs(10),
+        || {
+            let http = http.clone();
+            let rt_url = rt.url.clone();
+            async move {
+                let text = http.get(format!("{rt_url}/metrics")).send().await.ok();
+                match text {
+                    Some(r) => r.text().await.is_ok_and(|t| value(&t, LIVE) == 1),
+                    None => false,
+                }
+            }
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let mut flood = Vec::new();
+    for _ in 0..2 * MAX {
+        let opened = open(&http, &url, false).await;
+        assert_eq!(opened.status, 200, "{}", opened.body);
+        flood.push(opened.session.expect("a session id"));
+        let live = value(&metrics(&http, &rt).await, LIVE);
+        assert!(live <= MAX as u64, "{live} sessions live, bound {MAX}");
+    }
+    let text = metrics(&http, &rt).await;
+    assert_eq!(value(&text, LIVE), MAX as u64);
+    assert_eq!(value(&text, EVICTED), MAX as u64 + 1, "{text}");
+    assert_eq!(value(&text, REFUSED), 0);
+    // The oldest flood sessions were ended (404, as Streamable HTTP prescribes), the newest
+    // live on.
+    for id in &flood[..=MAX] {
+        assert_eq!(list_status(&http, &url, id).await, 404, "{id} was ended");
+    }
+    for id in &flood[MAX + 1..] {
+        assert_eq!(list_status(&http, &url, id).await, 200, "{id} lives");
+    }
+
+    let busy = busy.await.expect("the busy call ends");
+    assert_eq!(
+        text_of(&busy),
+        "busy",
+        "the busy session's call was answered"
+    );
+    let again = call(&client, "send_message", json!({"message": "still here"})).await;
+    assert_eq!(text_of(&again), "still here");
+}
+
+fn text_of(result: &rmcp::model::CallToolResult) -> String {
+    text(result)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_every_session_has_a_call_in_flight_a_new_one_is_refused_with_retry_after() {
+    let rt = runtime(2, Duration::from_mins(1), Duration::from_mins(5)).await;
+    let url = rt.mcp(AGENT);
+    let http = reqwest::Client::new();
+    let mut calls = Vec::new();
+    for i in 0..2 {
+        let (client, _) = connect(&url, None).await;
+        calls.push(tokio::spawn(async move {
+            let answer = call(
+                &client,
+                "send_message",
+                json!({"message": format!("***SLEEP 2s call {i}")}),
+            )
+            .await;
+            (client, answer)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let refused = open(&http, &url, false).await;
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert_eq!(refused.retry_after.as_deref(), Some("1"));
+    assert_eq!(refused.session, None);
+    let body: Value = serde_json::from_str(&refused.body).expect("a JSON-RPC error");
+    assert_eq!(body["jsonrpc"], "2.0");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("every one has a call in flight")),
+        "{body}"
+    );
+    assert_eq!(value(&metrics(&http, &rt).await, REFUSED), 1);
+    let healthz: Value = http
+        .get(format!("{}/healthz", rt.url))
+        .send()
+        .await
+        .expect("healthz")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(healthz["mcp_sessions"]["full"], true, "{healthz}");
+    for (i, call) in calls.into_iter().enumerate() {
+        let (_client, answer) = call.await.expect("the call ends");
+        assert_eq!(
+            text(&answer),
+            format!("call {i}"),
+            "neither busy session was ended"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unfinished_handshakes_and_idle_sessions_expire() {
+    let rt = runtime(100, Duration::from_secs(1), Duration::from_secs(2)).await;
+    let url = rt.mcp(AGENT);
+    let http = reqwest::Client::new();
+    let half_open = open(&http, &url, false).await.session.expect("a session");
+    let idle = open(&http, &url, true).await.session.expect("a session");
+    let expired = |reason: &'static str| {
+        let (http, rt_url) = (http.clone(), rt.url.clone());
+        move || {
+            let (http, rt_url) = (http.clone(), rt_url.clone());
+            async move {
+                let Ok(r) = http.get(format!("{rt_url}/metrics")).send().await else {
+                    return false;
+                };
+                let series =
+                    format!("daedalus_runtime_mcp_sessions_expired_total{{reason=\"{reason}\"}}");
+                r.text().await.is_ok_and(|t| value(&t, &series) == 1)
+            }
+        }
+    };
+    wait_until(
+        "the unfinished handshake expires",
+        Duration::from_secs(30),
+        expired("handshake"),
+    )
+    .await;
+    assert_eq!(list_status(&http, &url, &half_open).await, 404);
+    wait_until(
+        "the idle session expires",
+        Duration::from_secs(30),
+        expired("idle"),
+    )
+    .await;
+    assert_eq!(list_status(&http, &url, &idle).await, 404);
+    assert_eq!(value(&metrics(&http, &rt).await, LIVE), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daedalus_whose_session_was_ended_for_room_reconnects_and_gets_its_answer() {
+    let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
+    assert!(
+        python.is_file(),
+        "{} is missing: run .ci/setup",
+        python.display()
+    );
+    let rt = runtime(2, Duration::from_mins(1), Duration::from_mins(5)).await;
+    let url = rt.mcp(AGENT);
+    let http = reqwest::Client::new();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py/evicted_client.py");
+    let mut child = tokio::process::Command::new(&python)
+        .arg(&script)
+        .arg(&url)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python starts");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let result = tokio::time::timeout(Duration::from_mins(1), async {
+        while let Some(line) = lines.next_line().await.expect("reads") {
+            if line == "CALLED" {
+                // Two newer sessions that finish their handshake: the Python client's is
+                // the least recently used, and is ended for the second.
+                open(&http, &url, true).await;
+                open(&http, &url, true).await;
+                stdin.write_all(b"ok\n").await.expect("answers");
+                stdin.flush().await.expect("flushes");
+            } else if let Some(json) = line.strip_prefix("RESULT ") {
+                return serde_json::from_str::<Value>(json).expect("JSON");
+            } else if line.starts_with("FAILED ") {
+                panic!("the Python client: {line}");
+            }
+        }
+        panic!("the Python client ended without a result");
+    })
+    .await
+    .expect("the Python client finished in time");
+    assert!(child.wait().await.expect("exits").success());
+    assert_eq!(result["answer"], "after", "{result}");
+    assert!(
+        result["ended"]
+            .as_str()
+            .is_some_and(|e| e.contains("Session terminated")),
+        "{result}"
+    );
+    assert!(value(&metrics(&http, &rt).await, EVICTED) >= 1);
+}
