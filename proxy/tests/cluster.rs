@@ -65,24 +65,6 @@ async fn tasks_leader(js: &Context) -> String {
     .await
 }
 
-/// Whether the agent's consumer has nothing left to deliver, nothing awaiting an ack, and its
-/// ack floor at `last` (the tasks stream's last sequence).
-async fn consumer_owes_nothing_up_to(js: &Context, last: u64) -> bool {
-    let Ok(mut consumer) = js
-        .get_consumer_from_stream::<jetstream::consumer::pull::Config, _, _>(
-            format!("agent-{AGENT}"),
-            "AGENT_TASKS",
-        )
-        .await
-    else {
-        return false;
-    };
-    let Ok(info) = consumer.info().await else {
-        return false;
-    };
-    info.num_pending == 0 && info.num_ack_pending == 0 && info.ack_floor.stream_sequence >= last
-}
-
 /// Results stored for each task id, read until `expected` distinct tasks have one.
 async fn results_by_task(js: &Context, expected: usize) -> BTreeMap<String, usize> {
     daedalus_test_kit::wait_until_some(
@@ -179,7 +161,7 @@ async fn a_thousand_tasks_survive_the_stream_leader_being_killed_and_brought_bac
     daedalus_test_kit::wait_until(
         "every task is acked or terminated",
         Duration::from_mins(1),
-        || async { consumer_owes_nothing_up_to(&js, last_task).await },
+        || async { consumer_owes_nothing_up_to(&js, AGENT, last_task).await },
     )
     .await;
     let by_task = results_by_task(&js, TASKS).await;

@@ -19,22 +19,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use daedalus_test_kit::{open_mcp_session, rss_bytes};
 use futures::StreamExt;
-use serde_json::json;
-
-const ACCEPT: &str = "application/json, text/event-stream";
 /// Idle time after which the sessions expire, in the runs that wait for it.
 const IDLE: Duration = Duration::from_secs(5);
-
-fn rss_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .expect("VmRSS")
-        * 1024
-}
 
 struct Served {
     child: Child,
@@ -88,34 +76,7 @@ async fn serve(binary: &Path, sessions: usize) -> Served {
 }
 
 async fn open(http: &reqwest::Client, url: &str) -> bool {
-    let Ok(response) = http
-        .post(url)
-        .header("accept", ACCEPT)
-        .json(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "1"}}}),
-        )
-        .send()
-        .await
-    else {
-        return false;
-    };
-    let id = response
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let _ = response.bytes().await;
-    let Some(id) = id else { return false };
-    http.post(url)
-        .header("accept", ACCEPT)
-        .header("mcp-session-id", id)
-        .header("mcp-protocol-version", "2025-06-18")
-        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .send()
-        .await
-        .is_ok_and(|r| r.status().is_success())
+    open_mcp_session(http, url, true).await.session.is_some()
 }
 
 struct Figures {

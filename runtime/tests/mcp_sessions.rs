@@ -10,7 +10,11 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use daedalus_test_kit::{Runtime, wait_until};
+use daedalus_runtime::mcp_sessions::SESSION_COST;
+use daedalus_test_kit::{
+    McpOpened, Runtime, RuntimeProcess, open_mcp_session, rss_bytes, wait_until,
+};
+use futures::StreamExt;
 use serde_json::{Value, json};
 use support::mcp_client::{call, connect, text};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -28,57 +32,10 @@ async fn runtime(max: usize, handshake: Duration, idle: Duration) -> Runtime {
     .await
 }
 
-/// What a raw `initialize` got: its status, session id and body.
-struct Opened {
-    status: u16,
-    session: Option<String>,
-    retry_after: Option<String>,
-    body: String,
-}
-
 const ACCEPT: &str = "application/json, text/event-stream";
 
-/// Opens a session by hand: `initialize`, and, when `finish`, `notifications/initialized`.
-async fn open(http: &reqwest::Client, url: &str, finish: bool) -> Opened {
-    let response = http
-        .post(url)
-        .header("accept", ACCEPT)
-        .json(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "flood", "version": "1"}}}),
-        )
-        .send()
-        .await
-        .expect("initialize answered");
-    let status = response.status().as_u16();
-    let header = |name: &str| {
-        response
-            .headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    };
-    let (session, retry_after) = (header("mcp-session-id"), header("retry-after"));
-    let body = response.text().await.expect("a body");
-    if let (true, Some(id)) = (finish, &session) {
-        let done = http
-            .post(url)
-            .header("accept", ACCEPT)
-            .header("mcp-session-id", id)
-            .header("mcp-protocol-version", "2025-06-18")
-            .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .send()
-            .await
-            .expect("initialized answered");
-        assert_eq!(done.status(), 202);
-    }
-    Opened {
-        status,
-        session,
-        retry_after,
-        body,
-    }
+async fn open(http: &reqwest::Client, url: &str, finish: bool) -> McpOpened {
+    open_mcp_session(http, url, finish).await
 }
 
 /// The status a `tools/list` in session `id` gets (404 once the session is gone).
@@ -328,4 +285,44 @@ async fn daedalus_whose_session_was_ended_for_room_reconnects_and_gets_its_answe
         "{result}"
     );
     assert!(value(&metrics(&http, &rt).await, EVICTED) >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_twice_the_bound_keeps_the_process_within_its_session_budget() {
+    const MAX: usize = 300;
+    let rt = RuntimeProcess::start_with("flooded", &[("MAX_MCP_SESSIONS", "300")]).await;
+    let url = format!("{}/agents/flooded/mcp", rt.url());
+    let pid = rt.pid().expect("running");
+    let http = reqwest::Client::new();
+    for _ in 0..16 {
+        open(&http, &url, true).await;
+    }
+    let before = rss_bytes(pid);
+    let opened = futures::stream::iter(0..2 * MAX)
+        .map(|_| open(&http, &url, false))
+        .buffer_unordered(32)
+        .filter(|o| std::future::ready(o.status == 200))
+        .count()
+        .await;
+    assert_eq!(opened, 2 * MAX, "every new session got a place");
+    let grown = rss_bytes(pid).saturating_sub(before);
+    // The documented budget: MAX sessions at their measured cost, and half again for the
+    // allocator's slack. Twice as many unbounded sessions would take about twice the budget.
+    let budget = MAX as u64 * SESSION_COST;
+    assert!(
+        grown <= budget + budget / 2,
+        "RSS grew {grown} bytes for {MAX} sessions at most (budget {budget})"
+    );
+    let text = http
+        .get(format!("{}/metrics", rt.url()))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert_eq!(
+        value(&text, "daedalus_runtime_mcp_sessions{agent=\"flooded\"}"),
+        MAX as u64
+    );
 }

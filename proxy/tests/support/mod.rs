@@ -213,6 +213,18 @@ pub async fn stored_results(js: &Context, agent: &str) -> Vec<(String, HeaderMap
         .expect("the results stream can be read")
 }
 
+/// Every stored result of `agent`, read as Tasks, retrying while the stream cannot be read (on
+/// a cluster with a node down, a reader's consumer can fail to be made for a moment).
+pub async fn results_surely(js: &Context, agent: &str) -> Vec<(String, HeaderMap, Task)> {
+    let stored = daedalus_test_kit::wait_until_some(
+        "the results stream can be read",
+        Duration::from_secs(30),
+        || try_stored_results(js, agent),
+    )
+    .await;
+    as_tasks(stored)
+}
+
 /// [`stored_results`], or `None` while the stream cannot be read (no leader, say).
 pub async fn try_stored_results(
     js: &Context,
@@ -335,6 +347,26 @@ pub async fn misdirected_results(
         }
     }
     stray
+}
+
+/// Whether `agent`'s consumer has nothing left to deliver, nothing awaiting an ack, and its
+/// ack floor at `last` (the tasks stream's last sequence): every task up to `last` was acked
+/// or terminated. (On a cluster, wait on this, not on an empty work queue: an election can
+/// strand an acked task's copy until the server's interest check, nats-server #5270, #6673.)
+pub async fn consumer_owes_nothing_up_to(js: &Context, agent: &str, last: u64) -> bool {
+    let Ok(mut consumer) = js
+        .get_consumer_from_stream::<jetstream::consumer::pull::Config, _, _>(
+            format!("agent-{agent}"),
+            "AGENT_TASKS",
+        )
+        .await
+    else {
+        return false;
+    };
+    let Ok(info) = consumer.info().await else {
+        return false;
+    };
+    info.num_pending == 0 && info.num_ack_pending == 0 && info.ack_floor.stream_sequence >= last
 }
 
 /// Messages still in the task stream.

@@ -5,6 +5,7 @@
 //!   goes on, stopped when dropped;
 //! - [`AgentsYaml`]: an `agents.yaml` fixture, built up key by key;
 //! - [`RuntimeProcess`]: the runtime binary as a child process, to SIGKILL and start again;
+//! - [`open_mcp_session`]: an MCP session opened by hand (a flood's); [`rss_bytes`];
 //! - [`wait_until`]: polling for a positive signal under a deadline, instead of sleeping;
 //! - [`OtlpReceiver`]: an OTLP/HTTP trace receiver that decodes what it is sent;
 //! - [`runtime_config`] and [`proxy_config`]: each binary's configuration as its pure
@@ -15,6 +16,7 @@
 mod binaries;
 mod config;
 mod fixture;
+mod mcp;
 mod nats;
 mod otlp;
 mod runtime;
@@ -24,6 +26,7 @@ mod wait;
 pub use binaries::runtime_binary;
 pub use config::{proxy_config, runtime_config};
 pub use fixture::AgentsYaml;
+pub use mcp::{McpOpened, open_mcp_session, rss_bytes};
 pub use nats::{NatsCluster, NatsServer, binary as nats_server_binary, free_port};
 pub use otlp::{OtlpReceiver, ReceivedSpan};
 pub use runtime::Runtime;

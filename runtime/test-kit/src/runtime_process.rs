@@ -11,6 +11,8 @@ use crate::{free_port, runtime_binary, wait_until};
 #[derive(Debug)]
 pub struct RuntimeProcess {
     agent: String,
+    /// Extra environment variables (name, value).
+    env: Vec<(String, String)>,
     port: u16,
     work_dir: tempfile::TempDir,
     binary: PathBuf,
@@ -20,8 +22,17 @@ pub struct RuntimeProcess {
 impl RuntimeProcess {
     /// Starts the runtime for `agent` on a free port and waits until `/health` answers 200.
     pub async fn start(agent: &str) -> Self {
+        Self::start_with(agent, &[]).await
+    }
+
+    /// [`RuntimeProcess::start`] with extra environment variables.
+    pub async fn start_with(agent: &str, env: &[(&str, &str)]) -> Self {
         let mut runtime = Self {
             agent: agent.to_owned(),
+            env: env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
             port: free_port(),
             work_dir: tempfile::tempdir().expect("a work dir"),
             binary: runtime_binary(),
@@ -34,6 +45,11 @@ impl RuntimeProcess {
     /// `http://127.0.0.1:<port>`.
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// SIGKILL: no drain, no goodbye; connections to it are refused until it starts again.
@@ -55,6 +71,7 @@ impl RuntimeProcess {
             .env("AGENT_NAME", &self.agent)
             .env("WORK_DIR", self.work_dir.path())
             .env("LOG_LEVEL", "warn")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
