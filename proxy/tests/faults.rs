@@ -352,13 +352,24 @@ async fn a_result_published_while_the_results_stream_has_no_leader_is_stored_onc
         || async { runtime.calls_for("t-1") == 1 },
     )
     .await;
-    cluster.kill(cluster.index_of(&results_leader).expect("a node"));
+    let killed = cluster.index_of(&results_leader).expect("a node");
+    cluster.kill(killed);
 
     // Elections take seconds; the old proxy gave up after ACK_WAIT and naked the task,
-    // which ran it again. Counted: one call, at least one publish retried, one result.
-    let found = wait_results(&js, AGENT, 1, Duration::from_secs(45)).await;
-    assert_eq!(found.len(), 1, "the result is stored");
-    assert_eq!(found[0].2.status.state, TaskState::Completed);
+    // which ran it again. Counted: one call, at least one publish retried, one result. The
+    // result is read by a direct get (any replica answers it): a reader's consumer could be
+    // placed on the dead node.
+    let stored = wait_until_some("the result is stored", Duration::from_secs(45), || async {
+        let stream = js.get_stream("AGENT_RESULTS").await.ok()?;
+        stream
+            .direct_get_last_for_subject(format!("agent.results.{AGENT}.t-1"))
+            .await
+            .ok()
+    })
+    .await;
+    let task: daedalus_contract::Task =
+        daedalus_contract::read::from_slice(&stored.payload).expect("a Task");
+    assert_eq!(task.status.state, TaskState::Completed);
     let metrics = proxy.metrics().await;
     assert!(
         metric(&metrics, "daedalus_proxy_publish_retries_total") >= 1,
@@ -369,11 +380,19 @@ async fn a_result_published_while_the_results_stream_has_no_leader_is_stored_onc
     })
     .await;
     assert_eq!(runtime.calls_for("t-1"), 1, "no nak, no second run");
-    assert_eq!(
-        results_surely(&js, AGENT).await.len(),
-        1,
-        "exactly one result"
-    );
+    // Counting every stored result takes a reading consumer: with the node back (a reader
+    // placed on its replica may see nothing until it has caught up, never more).
+    cluster.restart(killed);
+    let count = wait_until_some(
+        "the results can be counted",
+        Duration::from_secs(30),
+        || async {
+            let n = try_stored_results(&js, AGENT).await?.len();
+            (n >= 1).then_some(n)
+        },
+    )
+    .await;
+    assert_eq!(count, 1, "exactly one result");
     assert_eq!(metric(&metrics, "daedalus_proxy_tasks_retried_total"), 0);
     proxy.shutdown().await.expect("the proxy stops cleanly");
 }

@@ -213,18 +213,6 @@ pub async fn stored_results(js: &Context, agent: &str) -> Vec<(String, HeaderMap
         .expect("the results stream can be read")
 }
 
-/// Every stored result of `agent`, read as Tasks, retrying while the stream cannot be read (on
-/// a cluster with a node down, a reader's consumer can fail to be made for a moment).
-pub async fn results_surely(js: &Context, agent: &str) -> Vec<(String, HeaderMap, Task)> {
-    let stored = daedalus_test_kit::wait_until_some(
-        "the results stream can be read",
-        Duration::from_secs(30),
-        || try_stored_results(js, agent),
-    )
-    .await;
-    as_tasks(stored)
-}
-
 /// [`stored_results`], or `None` while the stream cannot be read (no leader, say).
 pub async fn try_stored_results(
     js: &Context,
