@@ -25,7 +25,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, Context};
-use daedalus_test_kit::{NatsServer, Runtime, proxy_config};
+use common::proxy_config;
+use daedalus_test_kit::{NatsServer, Runtime};
 use tokio_util::sync::CancellationToken;
 
 /// Set in the child that runs the floor workers: the agent whose tasks they take.

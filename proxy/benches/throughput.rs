@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, Context};
-use daedalus_test_kit::{NatsServer, Runtime, proxy_config};
+use common::proxy_config;
+use daedalus_test_kit::{NatsServer, Runtime};
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 

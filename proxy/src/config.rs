@@ -10,11 +10,11 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use daedalus_contract::cli;
 pub use daedalus_contract::cli::ConfigError;
-use daedalus_contract::container::{self, format_duration, parse_duration};
+use daedalus_contract::container::{self, parse_duration};
 pub use daedalus_contract::service::LogFormat;
 use serde::{Serialize, Serializer};
 
-use crate::subjects;
+use crate::wire::subjects;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -265,7 +265,7 @@ pub struct StreamsConfig {
     pub tasks: String,
     pub results: String,
     pub deadletter: String,
-    #[serde(serialize_with = "as_duration")]
+    #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub results_max_age: Duration,
     /// Replicas of the streams the proxy creates.
     pub replicas: u8,
@@ -278,30 +278,30 @@ pub struct ProxyConfig {
     pub streams: StreamsConfig,
     pub agent: String,
     pub runtime_url: String,
-    #[serde(serialize_with = "as_duration")]
+    #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub startup_timeout: Duration,
-    #[serde(serialize_with = "as_duration")]
+    #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub termination_grace_period: Duration,
-    #[serde(serialize_with = "as_duration")]
+    #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub task_timeout: Duration,
-    #[serde(serialize_with = "as_duration")]
+    #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub ack_wait: Duration,
     pub max_deliver: u32,
     pub concurrency: usize,
-    #[serde(serialize_with = "as_duration")]
+    #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub retry_base_delay: Duration,
-    #[serde(serialize_with = "as_duration")]
+    #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub retry_max_delay: Duration,
-    #[serde(serialize_with = "as_duration")]
+    #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub health_interval: Duration,
     /// How long the runtime may be down before the proxy reports not ready and hands its
     /// held tasks back.
-    #[serde(serialize_with = "as_duration")]
+    #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub runtime_down_limit: Duration,
     /// How long storing a result may keep retrying while the lease is kept.
-    #[serde(serialize_with = "as_duration")]
+    #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub result_store_timeout: Duration,
-    #[serde(serialize_with = "as_duration")]
+    #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub pull_expires: Duration,
     /// Prefixes a `reply-to` must start with to be honoured.
     pub reply_to_prefixes: Vec<String>,
@@ -324,7 +324,7 @@ pub struct PublishConfig {
     pub task_id: Option<String>,
     pub json_file: Option<PathBuf>,
     pub wait: bool,
-    #[serde(serialize_with = "as_duration")]
+    #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub timeout: Duration,
     pub json: bool,
     /// The trace to continue (`--traceparent`), already checked.
@@ -392,7 +392,7 @@ impl Launch {
             })?;
             check_agent(&agent, "--agent")?;
             if let Some(tp) = &p.traceparent
-                && crate::trace::TraceParent::parse(tp).is_none()
+                && crate::wire::trace::TraceParent::parse(tp).is_none()
             {
                 return Err(ConfigError::invalid(
                     "--traceparent",
@@ -588,14 +588,30 @@ fn check_agent(agent: &str, key: &str) -> Result<(), ConfigError> {
 }
 
 impl ProxyConfig {
+    /// The configuration of a proxy for `agent`, with NATS at `nats_url` and the runtime at
+    /// `runtime_url`, every other setting at its default: what `daedalus-proxy --agent-name …
+    /// --nats-url … --runtime-url …` runs with in an empty environment. For embedding the proxy.
+    pub fn for_agent(agent: &str, nats_url: &str, runtime_url: &str) -> Result<Self, ConfigError> {
+        let args = [
+            "daedalus-proxy",
+            "--agent-name",
+            agent,
+            "--nats-url",
+            nats_url,
+            "--runtime-url",
+            runtime_url,
+        ]
+        .map(OsString::from);
+        match Launch::from_sources(args, &|_| None)? {
+            Launch::Run(config) => Ok(config),
+            other => unreachable!("no subcommand was given, yet it parsed as {other:?}"),
+        }
+    }
+
     /// The resolved configuration as pretty JSON, secrets masked.
     pub fn to_pretty_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("the configuration serializes")
     }
-}
-
-fn as_duration<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&format_duration(*d))
 }
 
 #[cfg(test)]

@@ -8,8 +8,8 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use crate::availability::RuntimeAvailability;
-use crate::keeper::ConsumerState;
+use crate::consume::keeper::ConsumerState;
+use crate::forward::availability::RuntimeAvailability;
 use crate::metrics::Metrics;
 use axum::Router;
 use axum::extract::State;

@@ -4,94 +4,47 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use daedalus_contract::launch::{Binary, Serving};
 use daedalus_contract::service::{self, LogTarget};
-use daedalus_contract::telemetry;
 use daedalus_proxy::config::{ConfigError, Launch, LogFormat, PublishConfig};
 use daedalus_proxy::publish::{self, Published};
+
+const PROXY: Binary = Binary {
+    name: "daedalus-proxy",
+    crate_name: "daedalus_proxy",
+    log_crates: &["daedalus_proxy", "daedalus_contract"],
+};
 
 fn main() -> ExitCode {
     let launch = match Launch::from_sources(std::env::args_os(), &|k| std::env::var(k).ok()) {
         Ok(launch) => launch,
         Err(ConfigError::Cli(e)) => e.exit(),
-        Err(e) => {
-            eprintln!("daedalus-proxy: configuration error: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return PROXY.config_error(&e),
     };
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match PROXY.async_runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("daedalus-proxy: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     match launch {
-        Launch::Healthcheck(addr) => {
-            match daedalus_contract::healthcheck::probe(addr, "/healthz") {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("daedalus-proxy healthcheck: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
-        Launch::CheckConfig(config) => {
-            let mut out = std::io::stdout();
-            let _ = writeln!(out, "{}", config.to_pretty_json());
-            ExitCode::SUCCESS
-        }
+        Launch::Healthcheck(addr) => PROXY.healthcheck(addr, "/healthz"),
+        Launch::CheckConfig(config) => PROXY.print_config(&config.to_pretty_json()),
         Launch::Publish(config) => {
             // publish prints the Task on stdout; its own logs go to stderr, warnings only.
             service::init_logging("warn", LogFormat::Text, &[], LogTarget::Stderr, Vec::new());
             runtime.block_on(run_publish(&config))
         }
         Launch::Run(config) => {
-            let crates = ["daedalus_proxy", "daedalus_contract"];
-            // The gRPC trace exporter starts its connection on the runtime.
-            let entered = runtime.enter();
-            let (telemetry, trace_layer) = match telemetry::init("daedalus-proxy", "daedalus_proxy")
-            {
-                Ok(t) => t,
-                Err(e) => {
-                    let cause = std::error::Error::source(&e).map(ToString::to_string);
-                    eprintln!("daedalus-proxy: {e}: {}", cause.unwrap_or_default());
-                    return ExitCode::from(2);
-                }
+            let serving = Serving {
+                log_level: config.log_level.clone(),
+                log_format: config.log_format,
+                // Without export, no span is handed to OpenTelemetry: it would cost every
+                // task its span bookkeeping for nothing (the proxy makes its trace ids itself).
+                export_spans: config.export_spans,
+                listen: config.listen,
             };
-            service::init_logging(
-                &config.log_level,
-                config.log_format,
-                &crates,
-                LogTarget::Stdout,
-                // Without export, no span is handed to OpenTelemetry: it would cost every task
-                // its span bookkeeping for nothing (the proxy makes its trace ids itself).
-                if config.export_spans {
-                    vec![trace_layer]
-                } else {
-                    Vec::new()
-                },
-            );
-            drop(entered);
-            let code = runtime.block_on(async {
-                let listener = match tokio::net::TcpListener::bind(config.listen).await {
-                    Ok(l) => l,
-                    Err(e) => {
-                        tracing::error!(addr = %config.listen, error = %e, "cannot bind PROXY_PORT");
-                        return ExitCode::FAILURE;
-                    }
-                };
-                match Box::pin(daedalus_proxy::run(listener, config, service::shutdown_signal()))
-                    .await
-                {
-                    Ok(()) => ExitCode::SUCCESS,
-                    Err(e) => {
-                        tracing::error!(error = %e, "proxy failed");
-                        ExitCode::FAILURE
-                    }
-                }
-            });
-            telemetry.shutdown();
-            code
+            PROXY.serve(&runtime, &serving, |listener, shutdown| {
+                daedalus_proxy::run(listener, config, shutdown)
+            })
         }
     }
 }

@@ -14,8 +14,8 @@ use async_nats::jetstream::{self, Context};
 use async_nats::{Client, ConnectOptions};
 use tokio::time::Instant;
 
-use crate::config::{NatsConfig, StreamsConfig};
-use crate::subjects;
+use crate::config::{NatsConfig, ProxyConfig, StreamsConfig};
+use crate::wire::subjects;
 
 /// Duplicate window of the task stream: a re-publish with the same `Nats-Msg-Id` inside it is
 /// dropped.
@@ -277,4 +277,11 @@ pub async fn ensure_consumer(
             consumer: name,
             reason: e.to_string(),
         })
+}
+/// The consumer settings `config` asks for.
+pub fn consumer_settings(config: &ProxyConfig) -> ConsumerSettings {
+    ConsumerSettings {
+        ack_wait: config.ack_wait,
+        max_deliver: config.max_deliver,
+    }
 }

@@ -17,8 +17,8 @@ use tokio::time::Instant;
 
 use crate::config::PublishConfig;
 use crate::nats::{self, NatsError};
-use crate::subjects;
-use crate::trace::{TraceContext, TraceParent};
+use crate::wire::subjects;
+use crate::wire::trace::{TraceContext, TraceParent};
 
 /// Why publishing or waiting failed.
 #[derive(Debug, thiserror::Error)]

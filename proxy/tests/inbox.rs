@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::consumer::{AckPolicy, pull};
 use async_nats::jetstream::{self, AckKind, stream};
-use daedalus_proxy::inbox::{Inbox, Pulled};
+use daedalus_proxy::consume::inbox::{Inbox, Pulled};
 use support::NatsServer;
 
 const STREAM: &str = "INBOX_TEST";

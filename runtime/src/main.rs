@@ -3,94 +3,50 @@
 
 use std::process::ExitCode;
 
-use daedalus_contract::service::{self, LogTarget};
+use daedalus_contract::container::HEALTH_PATH;
+use daedalus_contract::launch::{Binary, Serving};
 use daedalus_runtime::config::{ConfigError, Launch};
-use daedalus_runtime::{reload, run_reloading, telemetry};
+use daedalus_runtime::{reload, run_reloading};
+
+const RUNTIME: Binary = Binary {
+    name: "daedalus-runtime",
+    crate_name: "daedalus_runtime",
+    log_crates: &["daedalus_runtime", "daedalus_contract"],
+};
 
 fn main() -> ExitCode {
     return_large_buffers_to_the_os();
     let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("."));
-    let config = match read_config(&cwd) {
+    let args = || std::env::args_os();
+    let config = match Launch::from_sources(args(), &|k| std::env::var(k).ok(), &cwd) {
         Ok(Launch::Run(config)) => config,
-        Ok(Launch::Healthcheck(addr)) => return healthcheck(addr),
-        Ok(Launch::CheckConfig(config)) => {
-            #[expect(clippy::print_stdout, reason = "--check-config prints to stdout")]
-            {
-                println!("{}", config.to_pretty_json());
-            }
-            return ExitCode::SUCCESS;
-        }
+        Ok(Launch::Healthcheck(addr)) => return RUNTIME.healthcheck(addr, HEALTH_PATH),
+        Ok(Launch::CheckConfig(config)) => return RUNTIME.print_config(&config.to_pretty_json()),
         Err(ConfigError::Cli(e)) => e.exit(),
-        Err(e) => {
-            eprintln!("daedalus-runtime: configuration error: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return RUNTIME.config_error(&e),
     };
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match RUNTIME.async_runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("daedalus-runtime: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
-    // The gRPC trace exporter starts its connection on the runtime.
-    let entered = runtime.enter();
-    let (telemetry, trace_layer) = match telemetry::init("daedalus-runtime", "daedalus_runtime") {
-        Ok(t) => t,
-        Err(e) => {
-            let cause = std::error::Error::source(&e).map(ToString::to_string);
-            eprintln!("daedalus-runtime: {e}: {}", cause.unwrap_or_default());
-            return ExitCode::from(2);
-        }
+    let serving = Serving {
+        log_level: config.log_level.clone(),
+        log_format: config.log_format,
+        export_spans: true,
+        listen: config.listen,
     };
-    service::init_logging(
-        &config.log_level,
-        config.log_format,
-        &["daedalus_runtime", "daedalus_contract"],
-        LogTarget::Stdout,
-        vec![trace_layer],
-    );
-    drop(entered);
-
-    let code = runtime.block_on(async {
+    RUNTIME.serve(&runtime, &serving, |listener, shutdown| {
+        // SIGHUP reads the configuration again, from the same sources.
         let reloads = reload::Reloader::on_hangup(move |serving| {
-            let args: Vec<_> = std::env::args_os().collect();
-            Launch::reread(args, &|k| std::env::var(k).ok(), &cwd, serving)
+            Launch::reread(
+                args().collect::<Vec<_>>(),
+                &|k| std::env::var(k).ok(),
+                &cwd,
+                serving,
+            )
         });
-        let listener = match tokio::net::TcpListener::bind(config.listen).await {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::error!(addr = %config.listen, error = %e, "cannot bind");
-                return ExitCode::FAILURE;
-            }
-        };
-        match run_reloading(listener, config, service::shutdown_signal(), reloads).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                let cause = std::error::Error::source(&e).map(ToString::to_string);
-                tracing::error!(error = %e, cause, "runtime failed");
-                ExitCode::FAILURE
-            }
-        }
-    });
-    telemetry.shutdown();
-    code
-}
-
-/// `daedalus-runtime healthcheck`: 0 when `/health` answers 200, else 1 with the reason.
-fn healthcheck(addr: std::net::SocketAddr) -> ExitCode {
-    match daedalus_contract::healthcheck::probe(addr, daedalus_contract::container::HEALTH_PATH) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("daedalus-runtime healthcheck: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// The configuration from the command line, the environment and the files they name.
-fn read_config(cwd: &std::path::Path) -> Result<Launch, ConfigError> {
-    Launch::from_sources(std::env::args_os(), &|k| std::env::var(k).ok(), cwd)
+        run_reloading(listener, config, shutdown, reloads)
+    })
 }
 
 /// glibc serves allocations over its mmap threshold with `mmap`, and gives them back to the OS

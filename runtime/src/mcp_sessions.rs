@@ -42,10 +42,10 @@ pub struct SessionLimits {
     /// Bytes the sessions may hold (`MCP_SESSIONS_MEMORY`).
     pub max_bytes: u64,
     /// A session without `notifications/initialized` by then is ended.
-    #[serde(serialize_with = "crate::config::as_duration")]
+    #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub handshake_timeout: Duration,
     /// A session unused (and without a call in flight) for this long is ended.
-    #[serde(serialize_with = "crate::config::as_duration")]
+    #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub idle: Duration,
 }
 

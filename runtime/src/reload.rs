@@ -17,13 +17,13 @@ use std::sync::Arc;
 
 use futures::StreamExt as _;
 
-use crate::PREFLIGHT_TTL;
 use crate::config::{Config, ConfigError};
 use crate::faces::contract::{ContractState, Discovery};
 use crate::faces::mcp::routes::Changes;
 use crate::fleet;
 use crate::llm::LlmError;
 use crate::llm::preflight::Preflight;
+use crate::startup::PREFLIGHT_TTL;
 use crate::startup::{self, BindError, McpPlan, Servers};
 
 /// Why a reload was refused.

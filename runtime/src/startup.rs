@@ -1,4 +1,4 @@
-//! Startup, as named steps, and shutdown. [`crate::run`] calls them in order:
+//! Startup, as named steps, and shutdown. [`crate::run::run`] calls them in order:
 //!
 //! 1. [`open_sessions`]: the session store, with rows a crash left `pending` marked `error`;
 //! 2. [`build_core`]: the fleet of agents over it, the turn service, metrics and preflight;
@@ -21,7 +21,6 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::RunError;
 use crate::config::deployment::AgentDef;
 use crate::config::{Config, SessionsDb};
 use crate::core::Core;
@@ -33,6 +32,23 @@ use crate::metrics;
 use crate::serve::{self, ConnectionLimits};
 use crate::sessions::{self, SessionStore};
 use crate::turns::TurnLimits;
+
+/// Why the runtime could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("the agent card or manifest built from the configuration is invalid")]
+    Discovery(#[source] daedalus_contract::SchemaErrors),
+    #[error("cannot open the session store")]
+    Sessions(#[source] crate::sessions::StoreError),
+    #[error("cannot set up the LLM provider")]
+    Provider(#[source] crate::llm::LlmError),
+    #[error("cannot read the listener's address")]
+    Listener(#[source] std::io::Error),
+    #[error(transparent)]
+    Bind(BindError),
+    #[error("an agent could not start")]
+    Dependency(#[source] crate::faces::mcp::endpoints::DependencyNotReady),
+}
 
 /// How long a provider preflight result is trusted before `/healthz` probes again.
 pub const PREFLIGHT_TTL: std::time::Duration = std::time::Duration::from_mins(5);

@@ -85,6 +85,11 @@ pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
     Ok(total)
 }
 
+/// Serializes a duration as [`format_duration`] writes it (`#[serde(serialize_with = ...)]`).
+pub fn serialize_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format_duration(*d))
+}
+
 /// Formats a duration the way [`parse_duration`] reads it back (`1m30s`, `250ms`).
 pub fn format_duration(d: Duration) -> String {
     let ms = d.as_millis();

@@ -31,8 +31,11 @@
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod container;
+pub mod error_chain;
 #[cfg(feature = "service")]
 pub mod healthcheck;
+#[cfg(feature = "telemetry")]
+pub mod launch;
 pub mod model;
 pub mod outline;
 pub mod read;

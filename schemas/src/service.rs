@@ -7,6 +7,9 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer, Registry};
 
+/// The shutdown future every binary runs until: the first SIGTERM or SIGINT.
+pub type Shutdown = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
 /// Exit status of an immediate exit on a second signal (128 + SIGINT, by convention).
 pub const FORCED_EXIT_CODE: i32 = 130;
 

@@ -8,8 +8,14 @@ use async_nats::HeaderMap;
 use async_nats::jetstream::Context;
 use async_nats::jetstream::consumer::{AckPolicy, pull};
 use async_nats::jetstream::context::PublishAckFuture;
+use daedalus_proxy::config::ProxyConfig;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
+
+/// The proxy's configuration for `agent`, every setting but the addresses at its default.
+pub(crate) fn proxy_config(agent: &str, nats_url: &str, runtime_url: &str) -> ProxyConfig {
+    ProxyConfig::for_agent(agent, nats_url, runtime_url).expect("a valid benchmark configuration")
+}
 
 /// Task `i` for `agent`: a small `SendMessageRequest`.
 pub(crate) fn body(i: usize, agent: &str) -> Vec<u8> {

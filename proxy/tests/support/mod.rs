@@ -51,7 +51,8 @@ pub struct Proxy {
 
 /// A proxy configuration for tests: fast health polls, short pulls and retries.
 pub fn proxy_config(agent: &str, nats_url: &str, runtime_url: &str) -> ProxyConfig {
-    let mut c = daedalus_test_kit::proxy_config(agent, nats_url, runtime_url);
+    let mut c =
+        ProxyConfig::for_agent(agent, nats_url, runtime_url).expect("a valid test configuration");
     c.health_interval = Duration::from_millis(100);
     c.pull_expires = Duration::from_secs(1);
     c.retry_base_delay = Duration::from_millis(100);
@@ -63,7 +64,7 @@ pub fn proxy_config(agent: &str, nats_url: &str, runtime_url: &str) -> ProxyConf
 
 impl Proxy {
     pub async fn start(config: ProxyConfig) -> Proxy {
-        let runtime = daedalus_proxy::runtime::HttpRuntime::new(&config.runtime_url);
+        let runtime = daedalus_proxy::forward::HttpRuntime::new(&config.runtime_url);
         Self::start_with(config, Arc::new(runtime)).await
     }
 
@@ -71,7 +72,7 @@ impl Proxy {
     /// from the configured runtime URL).
     pub async fn start_with(
         config: ProxyConfig,
-        forwarder: Arc<dyn daedalus_proxy::runtime::Forwarder>,
+        forwarder: Arc<dyn daedalus_proxy::forward::Forwarder>,
     ) -> Proxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -79,7 +80,7 @@ impl Proxy {
         let addr = listener.local_addr().expect("has an address");
         let stop = CancellationToken::new();
         let shutdown = stop.clone().cancelled_owned();
-        let runtime = daedalus_proxy::runtime::HttpRuntime::new(&config.runtime_url);
+        let runtime = daedalus_proxy::forward::HttpRuntime::new(&config.runtime_url);
         let task = tokio::spawn(daedalus_proxy::run_with(
             listener, config, forwarder, runtime, shutdown,
         ));

@@ -184,7 +184,7 @@ pub struct Config {
     /// The bounds on live MCP sessions.
     pub mcp_sessions: SessionLimits,
     pub limits: Limits,
-    #[serde(serialize_with = "as_duration")]
+    #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub termination_grace_period: Duration,
     pub max_tasks: usize,
     pub log_level: String,
@@ -276,11 +276,11 @@ pub struct AgentConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Limits {
     pub max_body_bytes: u64,
-    #[serde(serialize_with = "as_duration")]
+    #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub header_read_timeout: Duration,
-    #[serde(serialize_with = "as_duration")]
+    #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub body_read_timeout: Duration,
-    #[serde(serialize_with = "as_duration")]
+    #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub request_timeout: Duration,
     /// Client connections open at once, per listening port.
     pub max_connections: usize,
@@ -631,10 +631,6 @@ fn default_work_dir() -> PathBuf {
     } else {
         std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
     }
-}
-
-pub(crate) fn as_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&format_duration(*d))
 }
 
 #[cfg(test)]

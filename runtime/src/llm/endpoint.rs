@@ -3,6 +3,7 @@
 //! a POST that turns a non-200 answer into an [`LlmError`] carrying the server's
 //! `Retry-After`.
 
+use daedalus_contract::error_chain::error_chain;
 use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
@@ -108,21 +109,9 @@ impl Endpoint {
             LlmError::Transport {
                 provider: self.provider,
                 url: crate::config::redact_url(&self.url),
-                message: crate::config::redact_text(&chain(e)),
+                message: crate::config::redact_text(&error_chain(e)),
             }
         };
         Failure::from(error)
     }
-}
-
-/// An error and its sources, one line.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }

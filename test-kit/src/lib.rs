@@ -8,11 +8,14 @@
 //! - [`open_mcp_session`]: an MCP session opened by hand (a flood's); [`rss_bytes`];
 //! - [`wait_until`]: polling for a positive signal under a deadline, instead of sleeping;
 //! - [`OtlpReceiver`]: an OTLP/HTTP trace receiver that decodes what it is sent;
-//! - [`runtime_config`] and [`proxy_config`]: each binary's configuration as its pure
-//!   parser builds it from arguments.
+//! - [`runtime_config`]: the runtime's configuration as its pure parser builds it;
+//! - the architecture checks ([`architecture`]): the module graph read from `use` lines.
 //!
-//! Only integration tests and benchmarks use it: it links the runtime and proxy libraries.
+//! Only integration tests and benchmarks use it. It links the runtime's public library (to
+//! serve it in-process) and no other workspace crate: the proxy's tests build the proxy's
+//! configuration through its own public `ProxyConfig::for_agent`.
 
+pub mod architecture;
 mod binaries;
 mod config;
 mod fixture;
@@ -24,7 +27,7 @@ mod runtime_process;
 mod wait;
 
 pub use binaries::runtime_binary;
-pub use config::{proxy_config, runtime_config};
+pub use config::runtime_config;
 pub use fixture::AgentsYaml;
 pub use mcp::{McpOpened, open_mcp_session, rss_bytes};
 pub use nats::{NatsCluster, NatsServer, binary as nats_server_binary, free_port};

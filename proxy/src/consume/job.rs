@@ -16,16 +16,17 @@ use daedalus_contract::telemetry::{self, TraceHeaders};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::disposition::{self, Answer, Disposition};
-use crate::durable::{Published, publish_acked};
-use crate::headers::{deadletter_headers, header, header_text, result_headers};
-use crate::inbox::Inbox;
-use crate::intake::{self, Ids, Intake};
-use crate::lease::{Lease, covered};
-use crate::runtime::ForwardError;
-use crate::subjects;
-use crate::trace::TraceContext;
-use crate::worker::Shared;
+use crate::consume::disposition::{self, Answer, Disposition};
+use crate::consume::durable::{Published, publish_acked};
+use crate::consume::give_up::{GivenUp, give_up};
+use crate::consume::inbox::Inbox;
+use crate::consume::intake::{self, Ids, Intake};
+use crate::consume::lease::{Lease, covered};
+use crate::consume::shared::Shared;
+use crate::forward::forwarder::{ForwardError, Reply};
+use crate::wire::headers::{deadletter_headers, header, header_text, result_headers};
+use crate::wire::subjects;
+use crate::wire::trace::TraceContext;
 
 /// How holding a task while the runtime was down ended.
 enum Held {
@@ -198,7 +199,7 @@ impl<'w> Job<'w> {
 
     /// One `POST /` of the task, under its lease. `None` when the task was let go meanwhile
     /// (lease lost, or handed back at the end of the grace period).
-    async fn send(&mut self, lease: &Lease) -> Option<Result<crate::runtime::Reply, ForwardError>> {
+    async fn send(&mut self, lease: &Lease) -> Option<Result<Reply, ForwardError>> {
         let config = &self.shared.config;
         let call = self.step_span(|| {
             tracing::info_span!(
@@ -343,17 +344,13 @@ impl<'w> Job<'w> {
     /// no lease (lost, or never taken) the publish does not wait on one: no replica will get
     /// this message again.
     async fn give_up(&mut self, lease: Option<&Lease>, why: &str) {
-        let why = format!("gave up after {} deliveries: {why}", self.delivered);
-        tracing::warn!(reason = %why, "last delivery failed");
-        match intake::read_task(&self.message.payload) {
-            Intake::Unaddressable { reason } => {
-                self.dead_letter(lease, &format!("{why}; {reason}")).await;
-            }
-            Intake::Refused { ids, .. } | Intake::Task { ids, .. } => {
-                let answer = Answer::failed(&ids, &why);
+        match give_up(&self.message.payload, self.delivered.into(), why) {
+            GivenUp::Failed { ids, answer } => {
+                tracing::warn!(reason = %why, deliveries = self.delivered, "last delivery failed; answering with a failed result");
                 self.finish(lease, &ids, answer, AckKind::Term, Instant::now())
                     .await;
             }
+            GivenUp::DeadLetter { reason } => self.dead_letter(lease, &reason).await,
         }
     }
 
@@ -534,7 +531,15 @@ async fn publish_durably(
     let deadline = Instant::now() + shared.config.result_store_timeout;
     covered(
         lease,
-        publish_acked(inbox, shared, lease, subject, headers, payload, deadline),
+        publish_acked(
+            inbox,
+            &shared.metrics.publish_retries,
+            lease,
+            subject,
+            headers,
+            payload,
+            deadline,
+        ),
     )
     .await
 }

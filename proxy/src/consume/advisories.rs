@@ -14,13 +14,12 @@ use serde::Deserialize;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::disposition::Answer;
-use crate::durable::{JetStreamPublish, Published, publish_acked};
-use crate::headers::{deadletter_headers, header, result_headers};
-use crate::intake::{self, Intake};
-use crate::subjects;
-use crate::trace::TraceContext;
-use crate::worker::Shared;
+use crate::consume::durable::{JetStreamPublish, Published, publish_acked};
+use crate::consume::give_up::{GivenUp, give_up};
+use crate::consume::shared::Shared;
+use crate::wire::headers::{deadletter_headers, header, result_headers};
+use crate::wire::subjects;
+use crate::wire::trace::TraceContext;
 
 /// How long one answer may keep trying to publish.
 const PUBLISH_DEADLINE: Duration = Duration::from_secs(10);
@@ -89,14 +88,15 @@ async fn answer(shared: &Shared, advisory: &MaxDeliveries) {
         // Already answered and removed (by us or another replica), or acked after all.
         return;
     };
-    let why = format!(
-        "gave up after {} deliveries: the server stopped delivering it (the proxy working on it stopped or failed on its last delivery)",
-        advisory.deliveries
+    let why = "the server stopped delivering it (the proxy working on it stopped or failed on its last delivery)";
+    tracing::warn!(
+        stream_sequence = advisory.stream_seq,
+        deliveries = advisory.deliveries,
+        reason = why,
+        "task given up by the server"
     );
-    tracing::warn!(stream_sequence = advisory.stream_seq, reason = %why, "task given up by the server");
-    let (subject, headers, payload) = match intake::read_task(&stored.payload) {
-        Intake::Task { ids, .. } | Intake::Refused { ids, .. } => {
-            let answer = Answer::failed(&ids, &why);
+    let (subject, headers, payload) = match give_up(&stored.payload, advisory.deliveries, why) {
+        GivenUp::Failed { ids, answer } => {
             let trace = TraceContext::child_of(
                 header(Some(&stored.headers), "traceparent"),
                 header(Some(&stored.headers), "tracestate"),
@@ -107,13 +107,13 @@ async fn answer(shared: &Shared, advisory: &MaxDeliveries) {
                 answer.body,
             )
         }
-        Intake::Unaddressable { reason } => (
+        GivenUp::DeadLetter { reason } => (
             subjects::deadletter(&config.agent),
             deadletter_headers(
                 stored.headers.clone(),
                 &config.streams.tasks,
                 advisory.stream_seq,
-                &format!("{why}; {reason}"),
+                &reason,
             ),
             stored.payload.clone(),
         ),
@@ -122,7 +122,7 @@ async fn answer(shared: &Shared, advisory: &MaxDeliveries) {
     let mut jetstream = JetStreamPublish(&shared.js);
     let published = publish_acked(
         &mut jetstream,
-        shared,
+        &shared.metrics.publish_retries,
         None,
         &subject,
         &|| headers.clone(),

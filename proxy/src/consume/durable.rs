@@ -4,7 +4,7 @@
 //! `max_payload`. A stream whose leader is being elected answers "no responders" or nothing
 //! for a few seconds; the retries ride that out, and the `Nats-Msg-Id` makes a retry of a
 //! publish that did land a duplicate, not a second message. Workers store through their inbox
-//! ([`crate::inbox::Inbox`]); the rest through async-nats's JetStream publish
+//! ([`crate::consume::inbox::Inbox`]); the rest through async-nats's JetStream publish
 //! ([`JetStreamPublish`]).
 
 use std::time::Duration;
@@ -13,11 +13,11 @@ use async_nats::HeaderMap;
 use async_nats::jetstream::Context;
 use async_nats::jetstream::context::PublishErrorKind;
 use bytes::Bytes;
+use prometheus_client::metrics::counter::Counter;
 use tokio::time::Instant;
 
-use crate::headers::message_size;
-use crate::lease::Lease;
-use crate::worker::Shared;
+use crate::consume::lease::Lease;
+use crate::wire::headers::message_size;
 
 /// How a durable publish ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +49,8 @@ pub(crate) enum Attempt {
 /// A way to publish to a stream and wait for its acknowledgement.
 pub(crate) trait StreamPublisher {
     async fn store(&mut self, subject: &str, headers: HeaderMap, payload: Bytes) -> Attempt;
+    /// The largest message the server takes, headers included.
+    fn max_payload(&self) -> usize;
 }
 
 /// async-nats's JetStream publish (a reply subscription shared by the connection).
@@ -71,16 +73,20 @@ impl StreamPublisher for JetStreamPublish<'_> {
             Err(e) => Attempt::Failed(e.to_string()),
         }
     }
+
+    fn max_payload(&self) -> usize {
+        self.0.client().server_info().max_payload
+    }
 }
 
 /// Publishes to a stream and waits for its ack, retrying with a growing delay until
 /// `deadline`, or until `lease` (when there is one) is lost. A message over the server's
 /// `max_payload` is never retried. `headers` builds the message's headers, once per attempt (a
 /// publish takes them by value; building them again on a rare retry is cheaper than cloning
-/// them for every first attempt).
+/// them for every first attempt). Each retry counts in `retries`.
 pub(crate) async fn publish_acked(
     publisher: &mut impl StreamPublisher,
-    shared: &Shared,
+    retries: &Counter,
     lease: Option<&Lease>,
     subject: &str,
     headers: &(dyn Fn() -> HeaderMap + Sync),
@@ -102,7 +108,7 @@ pub(crate) async fn publish_acked(
             Attempt::TooLarge => {
                 return Published::TooLarge {
                     size: message_size(&headers(), payload),
-                    max: shared.client.server_info().max_payload,
+                    max: publisher.max_payload(),
                 };
             }
             Attempt::Failed(problem) => problem,
@@ -111,7 +117,7 @@ pub(crate) async fn publish_acked(
             tracing::warn!(subject, error = %problem, "publish not acknowledged; giving up for now");
             return Published::GaveUp(problem);
         }
-        shared.metrics.publish_retries.inc();
+        retries.inc();
         if delay == FIRST_RETRY {
             tracing::warn!(subject, error = %problem, "publish not acknowledged; retrying");
         } else {

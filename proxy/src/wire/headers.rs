@@ -5,9 +5,9 @@ use async_nats::{HeaderMap, HeaderName};
 use bytes::Bytes;
 use daedalus_contract::Dialect;
 
-use crate::intake::Ids;
-use crate::subjects;
-use crate::trace::TraceContext;
+use crate::consume::intake::Ids;
+use crate::wire::subjects;
+use crate::wire::trace::TraceContext;
 use daedalus_contract::TaskState;
 
 /// The longest a `Deadletter-Reason` header gets.
@@ -101,7 +101,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::{Ids, TraceContext, header_text, result_headers, subjects};
-    use crate::intake::{self, Intake};
+    use crate::consume::intake::{self, Intake};
 
     /// Header values a publisher can send (the NATS wire keeps CR and LF out of them).
     fn header_value() -> impl Strategy<Value = String> {

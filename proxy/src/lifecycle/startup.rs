@@ -5,54 +5,16 @@
 //! conflicting stream or consumer, a card without skills, another contract major) stops
 //! startup at once. At the deadline the error names the step that did not finish.
 
-use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::{Consumer, pull};
 use tokio::time::Instant;
 
-use crate::ProxyError;
 use crate::config::ProxyConfig;
-use crate::nats::{self, ConsumerSettings, NatsError};
-use crate::runtime::{HttpRuntime, RuntimeCheckError};
-
-/// A step of startup.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
-    ConnectNats,
-    EnsureStreams,
-    EnsureConsumer,
-    RuntimeHealthy,
-    AgentCard,
-    Manifest,
-}
-
-impl fmt::Display for Step {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Step::ConnectNats => "connecting to NATS",
-            Step::EnsureStreams => "creating or checking the streams",
-            Step::EnsureConsumer => "creating or updating the agent's consumer",
-            Step::RuntimeHealthy => "waiting for the runtime's /health to answer 200",
-            Step::AgentCard => "reading the runtime's agent card",
-            Step::Manifest => "reading the runtime's contract manifest",
-        })
-    }
-}
-
-/// Why startup did not finish.
-#[derive(Debug, thiserror::Error)]
-pub enum StartupError {
-    #[error(
-        "startup did not finish {step} within STARTUP_TIMEOUT ({waited:?}); last error: {last}"
-    )]
-    Deadline {
-        step: Step,
-        waited: Duration,
-        last: String,
-    },
-}
+use crate::error::{ProxyError, StartupError, Step};
+use crate::forward::http::{HttpRuntime, RuntimeCheckError};
+use crate::nats::{self, NatsError, consumer_settings};
 
 /// Whether an error of a step may pass if the step is tried again.
 pub trait Transience {
@@ -193,16 +155,10 @@ async fn connect_nats(
     .await
 }
 
-/// The consumer settings `config` asks for.
-pub fn consumer_settings(config: &ProxyConfig) -> ConsumerSettings {
-    ConsumerSettings {
-        ack_wait: config.ack_wait,
-        max_deliver: config.max_deliver,
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::fmt;
+
     use super::*;
 
     #[derive(Debug)]

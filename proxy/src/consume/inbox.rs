@@ -29,7 +29,7 @@ use futures::StreamExt;
 use serde::Deserialize;
 use tokio::time::Instant;
 
-use crate::durable::{Attempt, StreamPublisher};
+use crate::consume::durable::{Attempt, StreamPublisher};
 
 /// How long an ack confirmation or a stream's publish ack is waited for (async-nats's default
 /// for both).
@@ -260,6 +260,10 @@ impl StreamPublisher for Inbox {
             Ok(answer) => read_publish_ack(&answer),
             Err(e) => Attempt::Failed(format!("publish ack: {e}")),
         }
+    }
+
+    fn max_payload(&self) -> usize {
+        self.client.server_info().max_payload
     }
 }
 

@@ -1,54 +1,21 @@
-//! The runtime behind the proxy, over the contract's HTTP endpoints. [`Forwarder`] is the seam:
-//! the worker only needs "send this task" and "are you healthy". Tasks to an `http://` runtime
-//! take a lean path (hyper's pooled client, the URI parsed once, no redirect or retry layers);
-//! the rest, and `https://` runtimes, go through reqwest.
+//! The runtime behind the proxy, over the contract's HTTP endpoints: its health, card and
+//! manifest, and the [`Forwarder`] that sends it tasks. Tasks to an `http://` runtime take a
+//! lean path ([`PlainHttp`]: HTTP/1 connections driven inline by the sending worker, the URI
+//! parsed once, no pool task, no redirect or retry layers); the rest, and `https://` runtimes,
+//! go through reqwest.
 
+use daedalus_contract::error_chain::error_chain;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use daedalus_contract::container::{AGENT_CARD_PATH, HEALTH_PATH, MANIFEST_PATH, TASK_PATH};
 use daedalus_contract::{AgentCard, RuntimeContract, Schema, read};
-use http_body_util::{BodyExt as _, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 
-use crate::trace::TraceContext;
-
-/// What the runtime answered to a task.
-#[derive(Debug, Clone)]
-pub struct Reply {
-    pub status: u16,
-    pub body: Bytes,
-}
-
-/// Why a task never got an HTTP answer.
-#[derive(Debug, thiserror::Error)]
-pub enum ForwardError {
-    #[error("runtime did not answer within {0:?}")]
-    Timeout(Duration),
-    /// The request never reached the runtime: the connection was refused, timed out, or
-    /// closed before the request was sent. The runtime is down; the task was not seen.
-    #[error("cannot reach the runtime: {0}")]
-    Unreached(String),
-    /// The connection failed after the request may have been sent: the runtime may have
-    /// received the task.
-    #[error("runtime connection failed: {0}")]
-    Io(String),
-}
-
-/// Sends tasks to a runtime.
-#[async_trait]
-pub trait Forwarder: Send + Sync + std::fmt::Debug + 'static {
-    /// `POST /` with the task body and the proxy span's trace headers.
-    async fn send(
-        &self,
-        body: Bytes,
-        trace: &TraceContext,
-        timeout: Duration,
-    ) -> Result<Reply, ForwardError>;
-}
+use crate::forward::forwarder::{ForwardError, Forwarder, Reply};
+use crate::forward::plain_http::PlainHttp;
+use crate::wire::trace::TraceContext;
 
 /// The runtime over HTTP.
 #[derive(Debug, Clone)]
@@ -57,15 +24,7 @@ pub struct HttpRuntime {
     /// Health, card and manifest reads (rare; any scheme), and tasks to an `https://` runtime.
     http: reqwest::Client,
     /// Tasks to an `http://` runtime (the pod's loopback, the usual case).
-    tasks: Option<PlainTasks>,
-}
-
-/// The task path to an `http://` runtime: `POST /` over hyper's pooled HTTP/1 client to a URI
-/// parsed once, with no redirect or retry layers (the worker's disposition decides retries).
-#[derive(Debug, Clone)]
-struct PlainTasks {
-    client: Client<HttpConnector, Full<Bytes>>,
-    uri: http::Uri,
+    tasks: Option<Arc<PlainHttp>>,
 }
 
 /// Why the runtime cannot be served.
@@ -105,16 +64,8 @@ impl HttpRuntime {
         let tasks = format!("{base}{TASK_PATH}")
             .parse::<http::Uri>()
             .ok()
-            .filter(|uri| uri.scheme() == Some(&http::uri::Scheme::HTTP))
-            .map(|uri| {
-                let mut connector = HttpConnector::new();
-                connector.set_nodelay(true);
-                connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
-                let client = Client::builder(TokioExecutor::new())
-                    .pool_max_idle_per_host(64)
-                    .build(connector);
-                PlainTasks { client, uri }
-            });
+            .and_then(|uri| PlainHttp::new(&uri))
+            .map(Arc::new);
         Self { base, http, tasks }
     }
 
@@ -138,7 +89,7 @@ impl HttpRuntime {
             ))),
             Err(e) => Err(RuntimeCheckError::Unhealthy(format!(
                 "GET /health: {}",
-                chain(&e.without_url())
+                error_chain(&e.without_url())
             ))),
         }
     }
@@ -220,7 +171,16 @@ impl Forwarder for HttpRuntime {
         timeout: Duration,
     ) -> Result<Reply, ForwardError> {
         match &self.tasks {
-            Some(plain) => plain.send(body, trace, timeout).await,
+            Some(plain) => {
+                let mut headers = trace_headers(trace);
+                headers.insert(
+                    http::header::CONTENT_TYPE,
+                    http::HeaderValue::from_static("application/json"),
+                );
+                tokio::time::timeout(timeout, plain.send(body, headers))
+                    .await
+                    .map_err(|_| ForwardError::Timeout(timeout))?
+            }
             None => self.send_with_reqwest(body, trace, timeout).await,
         }
     }
@@ -243,45 +203,6 @@ fn trace_headers(trace: &TraceContext) -> http::HeaderMap {
         }
     }
     headers
-}
-
-impl PlainTasks {
-    async fn send(
-        &self,
-        body: Bytes,
-        trace: &TraceContext,
-        timeout: Duration,
-    ) -> Result<Reply, ForwardError> {
-        let mut request = http::Request::new(Full::new(body));
-        *request.method_mut() = http::Method::POST;
-        *request.uri_mut() = self.uri.clone();
-        let headers = request.headers_mut();
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            http::HeaderValue::from_static("application/json"),
-        );
-        headers.extend(trace_headers(trace));
-        let exchange = async {
-            let response = self.client.request(request).await.map_err(|e| {
-                if e.is_connect() || never_sent(&e) {
-                    ForwardError::Unreached(chain(&e))
-                } else {
-                    ForwardError::Io(chain(&e))
-                }
-            })?;
-            let status = response.status().as_u16();
-            let body = response
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| ForwardError::Io(chain(&e)))?
-                .to_bytes();
-            Ok(Reply { status, body })
-        };
-        tokio::time::timeout(timeout, exchange)
-            .await
-            .map_err(|_| ForwardError::Timeout(timeout))?
-    }
 }
 
 impl HttpRuntime {
@@ -311,9 +232,9 @@ fn classify(e: &reqwest::Error, timeout: Duration) -> ForwardError {
     if e.is_timeout() {
         ForwardError::Timeout(timeout)
     } else if e.is_connect() || never_sent(e) {
-        ForwardError::Unreached(chain(e))
+        ForwardError::Unreached(error_chain(e))
     } else {
-        ForwardError::Io(chain(e))
+        ForwardError::Io(error_chain(e))
     }
 }
 
@@ -330,15 +251,4 @@ fn never_sent(e: &(dyn std::error::Error + 'static)) -> bool {
         source = s.source();
     }
     false
-}
-
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }

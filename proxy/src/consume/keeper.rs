@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::ProxyConfig;
 use crate::metrics::Metrics;
 use crate::nats;
-use crate::subjects;
+use crate::wire::subjects;
 
 /// How often the keeper checks the consumer unasked.
 pub const CHECK_EVERY: Duration = Duration::from_secs(30);
@@ -94,7 +94,7 @@ pub async fn keep_consumer(
         }
         state.missing.store(true, Ordering::Release);
         tracing::warn!(consumer = %subjects::consumer(&config.agent), "the agent's consumer or the task stream is gone; creating it again");
-        let settings = crate::startup::consumer_settings(&config);
+        let settings = crate::nats::consumer_settings(&config);
         let mut delay = RECREATE_RETRY;
         loop {
             let made = async {

@@ -6,38 +6,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_nats::jetstream::Message;
 use async_nats::jetstream::consumer::{Consumer, pull};
-use async_nats::jetstream::{Context, Message};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::availability::RuntimeAvailability;
-use crate::config::ProxyConfig;
-use crate::inbox::{Inbox, InboxError, PULL_GRACE, Pulled};
-use crate::job::Job;
-use crate::keeper::ConsumerState;
-use crate::metrics::Metrics;
-use crate::runtime::Forwarder;
-
-/// What every worker shares.
-#[derive(Debug)]
-pub struct Shared {
-    pub config: ProxyConfig,
-    pub client: async_nats::Client,
-    pub js: Context,
-    pub forwarder: Arc<dyn Forwarder>,
-    pub metrics: Arc<Metrics>,
-    /// Whether the runtime can take tasks now.
-    pub runtime: Arc<RuntimeAvailability>,
-    /// Whether the agent's consumer is in place (workers ask for a check when in doubt).
-    pub consumer_state: Arc<ConsumerState>,
-    /// Fired at the first shutdown signal: no new pulls.
-    pub stop_pulling: CancellationToken,
-    /// Fired when the grace period is over: hand in-flight tasks back.
-    pub abandon: CancellationToken,
-    /// Each task and step gets an exported span (`config.export_spans`).
-    pub traced: bool,
-}
+use crate::consume::inbox::{Inbox, InboxError, PULL_GRACE, Pulled};
+use crate::consume::job::Job;
+use crate::consume::shared::Shared;
 
 /// How long to back off after a failed pull request.
 const PULL_ERROR_BACKOFF: Duration = Duration::from_millis(500);

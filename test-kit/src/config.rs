@@ -1,9 +1,8 @@
-//! Each binary's configuration, as its pure parser builds it from arguments.
+//! The runtime's configuration, as its pure parser builds it from arguments.
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
 
-use daedalus_proxy::config::{Launch as ProxyLaunch, ProxyConfig};
 use daedalus_runtime::config::{Config, Launch, SessionsDb};
 
 /// The runtime's configuration for one passthrough agent named `agent`, listening on `listen`,
@@ -18,24 +17,5 @@ pub fn runtime_config(agent: &str, listen: SocketAddr) -> Config {
             config
         }
         other => panic!("the default configuration is valid: {other:?}"),
-    }
-}
-
-/// The proxy's configuration for `agent`, NATS at `nats_url` and the runtime at
-/// `runtime_url`, with the contract's defaults.
-pub fn proxy_config(agent: &str, nats_url: &str, runtime_url: &str) -> ProxyConfig {
-    let args = [
-        "daedalus-proxy",
-        "--agent-name",
-        agent,
-        "--nats-url",
-        nats_url,
-        "--runtime-url",
-        runtime_url,
-    ]
-    .map(OsString::from);
-    match ProxyLaunch::from_sources(args, &|_| None) {
-        Ok(ProxyLaunch::Run(config)) => config,
-        other => panic!("the test configuration is valid: {other:?}"),
     }
 }

@@ -1,0 +1,65 @@
+//! [`run`]: serve the configured agents until a shutdown future resolves, applying each reload
+//! in between, then drain. Every step is one of [`crate::startup`]'s.
+
+use std::future::Future;
+
+use tokio::net::TcpListener;
+
+use crate::config::Config;
+use crate::core::Core;
+use crate::reload;
+use crate::startup::{self, RunError};
+
+/// Serves the configured agents on `listener` until `shutdown` resolves, then drains.
+pub async fn run(
+    listener: TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), RunError> {
+    run_reloading(listener, config, shutdown, reload::Reloader::never()).await
+}
+
+/// [`run`], applying the configuration `reloader` reads on each of its requests (SIGHUP) while
+/// it serves; one that cannot be applied is logged and the running deployment kept.
+pub async fn run_reloading(
+    listener: TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send,
+    reloads: reload::Reloader,
+) -> Result<(), RunError> {
+    let sessions = startup::open_sessions(&config).await?;
+    let fleet = startup::build_fleet(&config, sessions.as_ref())?;
+    let core = startup::build_core(&config, fleet, sessions);
+    run_core(listener, config, core, shutdown, reloads).await
+}
+
+/// [`run_reloading`] over a prepared core (the seam tests swap the fleet at).
+pub async fn run_core(
+    listener: TcpListener,
+    config: Config,
+    core: Core,
+    shutdown: impl Future<Output = ()> + Send,
+    mut reloads: reload::Reloader,
+) -> Result<(), RunError> {
+    let bound = listener.local_addr().map_err(RunError::Listener)?;
+    let contract = startup::contract_state(&config, core.clone(), bound)?;
+    let mcp = startup::plan_mcp(&config, &core, bound);
+    let mut servers = startup::serve_main_port(listener, &config, contract.clone(), &mcp);
+    startup::serve_own_ports(&mut servers, &config, &mcp).await?;
+    startup::serve_registry_port(&mut servers, &config).await?;
+    startup::go_live(&core);
+    tracing::info!(addr = %bound, agent = %config.agent.name, "runtime ready");
+
+    let grace = config.termination_grace_period;
+    let mut live = reload::Live::new(config, contract, mcp);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            Some(next) = reloads.next(live.serving()) => live.reload(next, &mut servers).await,
+        }
+    }
+    servers.stop(grace).await;
+    tracing::info!("runtime stopped");
+    Ok(())
+}

@@ -1,0 +1,57 @@
+//! The workspace's shape, checked on every run (`.ci/test` runs this first):
+//!
+//! - no module circle in the proxy or the runtime (the crate root included: it only declares
+//!   and re-exports);
+//! - no face of the runtime (`runtime/src/faces/<face>`) names another face: faces translate,
+//!   the turn service decides.
+
+use std::path::{Path, PathBuf};
+
+use daedalus_test_kit::architecture::ModuleGraph;
+
+fn crate_src(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace")
+        .join(name)
+        .join("src")
+}
+
+fn graph_of(name: &str) -> ModuleGraph {
+    let graph = ModuleGraph::read(&crate_src(name)).expect("the sources read");
+    assert!(graph.modules().count() > 10, "{name}'s modules were found");
+    graph
+}
+
+#[test]
+fn the_proxy_has_no_module_circle() {
+    let circles = graph_of("proxy").circles();
+    assert!(
+        circles.is_empty(),
+        "module circles in the proxy: {circles:?}"
+    );
+}
+
+#[test]
+fn the_runtime_has_no_module_circle() {
+    let circles = graph_of("runtime").circles();
+    assert!(
+        circles.is_empty(),
+        "module circles in the runtime: {circles:?}"
+    );
+}
+
+#[test]
+fn no_face_of_the_runtime_imports_another_face() {
+    let graph = graph_of("runtime");
+    let faces: Vec<_> = graph
+        .modules()
+        .filter(|m| m.len() == 2 && m[0] == "faces")
+        .collect();
+    assert!(
+        faces.len() >= 2,
+        "the runtime's faces were found: {faces:?}"
+    );
+    let found = graph.face_imports("faces");
+    assert!(found.is_empty(), "a face imports another: {found:#?}");
+}
