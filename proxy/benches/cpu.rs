@@ -9,6 +9,11 @@
 //!    difference in tasks leaves out startup and shutdown. Counts repeat run to run, whatever
 //!    else the machine does, so this is the figure to compare changes by.
 //!
+//! 3. Syscalls and context switches per task at 32 in flight, for the floor worker and the
+//!    proxy (`LOG_LEVEL=warn`), in runs of their own: syscalls counted by `perf stat -e
+//!    raw_syscalls:sys_enter -p <pid>` (when `perf` is on `PATH` and allowed), context
+//!    switches (every wakeup of a thread that slept) summed over `/proc/<pid>/task/*/status`.
+//!
 //! Run: `cargo bench -p daedalus-proxy --bench cpu` (needs `bash .ci/setup` once; the
 //! callgrind part runs when `valgrind` is on `PATH`). `CPU_BENCH_ONLY=callgrind` runs only the
 //! instruction counts (about a minute, and repeatable on a busy machine), `CPU_BENCH_ONLY=proc`
@@ -87,12 +92,21 @@ fn clock_ticks_per_second() -> f64 {
 /// One batch measured: CPU µs per task of the worker process and of nats-server, and the rate.
 #[derive(Debug, Clone, Copy)]
 struct Sample {
+    /// Syscalls and context switches of the worker process per task (kernel-side counts).
+    syscalls: Option<f64>,
+    switches: f64,
     worker_us: f64,
     nats_us: f64,
     tasks_per_second: f64,
 }
 
 struct Bench {
+    /// Count syscalls with `perf` during samples (only in the kernel-side table: counting
+    /// costs the process a little CPU).
+    count_syscalls: bool,
+    /// Added to the agent names of a table's runs (each table publishes its own tasks: the
+    /// stream drops a message id it saw within its duplicate window).
+    table: &'static str,
     nats: NatsServer,
     runtime_url: String,
     client: async_nats::Client,
@@ -104,12 +118,20 @@ impl Bench {
     /// Runs `count` tasks for `agent` and reads the CPU `worker` and nats-server used meanwhile.
     async fn sample(&self, worker: u32, agent: &str, count: usize) -> Sample {
         let nats = self.nats.pid().expect("nats-server runs");
+        let counting = self.count_syscalls.then(|| SyscallCount::attach(worker));
+        let switches_before = context_switches(worker);
         let (worker_before, nats_before) =
             (cpu_time(worker, self.ticks), cpu_time(nats, self.ticks));
         let took = common::run_batch(&self.client, &self.js, agent, count).await;
         let (worker_after, nats_after) = (cpu_time(worker, self.ticks), cpu_time(nats, self.ticks));
+        let switches = context_switches(worker).saturating_sub(switches_before);
         let per_task = |d: Duration| d.as_secs_f64() * 1e6 / count as f64;
         Sample {
+            syscalls: counting
+                .flatten()
+                .and_then(SyscallCount::finish)
+                .map(|n| n as f64 / count as f64),
+            switches: switches as f64 / count as f64,
             worker_us: per_task(worker_after.saturating_sub(worker_before)),
             nats_us: per_task(nats_after.saturating_sub(nats_before)),
             tasks_per_second: count as f64 / took.as_secs_f64(),
@@ -137,7 +159,7 @@ impl Bench {
     }
 
     async fn floor(&self, in_flight: usize, count: usize) -> Sample {
-        let agent = format!("floor{in_flight}");
+        let agent = format!("floor{in_flight}{}", self.table);
         let mut child = Killed(
             Command::new(std::env::current_exe().expect("this bench"))
                 .env(FLOOR_AGENT_VAR, &agent)
@@ -155,7 +177,7 @@ impl Bench {
     }
 
     async fn proxy(&self, in_flight: usize, count: usize, log_level: &str) -> Sample {
-        let agent = format!("proxy{in_flight}{log_level}");
+        let agent = format!("proxy{in_flight}{log_level}{}", self.table);
         let mut command = Command::new(env!("CARGO_BIN_EXE_daedalus-proxy"));
         self.proxy_command(&mut command, &agent, in_flight, log_level);
         let mut child = Killed(command.spawn().expect("the proxy starts"));
@@ -251,7 +273,9 @@ async fn bench() {
     )
     .await
     .expect("streams");
-    let bench = Bench {
+    let mut bench = Bench {
+        count_syscalls: false,
+        table: "",
         nats,
         runtime_url,
         client,
@@ -262,6 +286,10 @@ async fn bench() {
     let only = std::env::var("CPU_BENCH_ONLY").unwrap_or_default();
     if only != "callgrind" {
         proc_table(&bench).await;
+        bench.count_syscalls = perf_present();
+        bench.table = "k";
+        kernel_table(&bench).await;
+        bench.count_syscalls = false;
     }
     if only == "proc" {
         return;
@@ -296,6 +324,88 @@ async fn proc_table(bench: &Bench) {
             quiet.tasks_per_second / floor.tasks_per_second,
         );
     }
+}
+
+/// Syscalls and context switches per task at 32 in flight, floor worker and proxy.
+async fn kernel_table(bench: &Bench) {
+    let (in_flight, count) = CPU_TASKS[1];
+    println!("\nkernel side per task ({count} tasks, {in_flight} in flight, LOG_LEVEL warn)\n");
+    println!("| process | syscalls per task | context switches per task |");
+    println!("|---|---|---|");
+    let floor = bench.floor(in_flight, count).await;
+    let proxy = bench.proxy(in_flight, count, "warn").await;
+    for (name, sample) in [("floor worker", floor), ("proxy", proxy)] {
+        let syscalls = sample
+            .syscalls
+            .map_or_else(|| "n/a (no perf)".to_owned(), |n| format!("{n:.1}"));
+        println!("| {name} | {syscalls} | {:.1} |", sample.switches);
+    }
+}
+
+/// Context switches so far of every thread of `pid` (voluntary: it slept and was woken;
+/// involuntary: preempted).
+fn context_switches(pid: u32) -> u64 {
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    threads
+        .filter_map(Result::ok)
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .flat_map(|status| {
+            status
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
+/// `perf stat` counting one process's syscalls until [`SyscallCount::finish`].
+struct SyscallCount {
+    perf: Child,
+    out: tempfile::NamedTempFile,
+}
+
+impl SyscallCount {
+    fn attach(pid: u32) -> Option<Self> {
+        let out = tempfile::NamedTempFile::new().ok()?;
+        let perf = Command::new("perf")
+            .args(["stat", "-x", ",", "-e", "raw_syscalls:sys_enter", "-o"])
+            .arg(out.path())
+            .args(["-p", &pid.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        // perf attaches asynchronously; give it a moment before the batch starts.
+        std::thread::sleep(Duration::from_millis(200));
+        Some(Self { perf, out })
+    }
+
+    fn finish(mut self) -> Option<u64> {
+        let interrupted = Command::new("kill")
+            .args(["-INT", &self.perf.id().to_string()])
+            .status()
+            .ok()?;
+        if !interrupted.success() {
+            return None;
+        }
+        self.perf.wait().ok()?;
+        let text = std::fs::read_to_string(self.out.path()).ok()?;
+        text.lines()
+            .find(|l| l.contains("raw_syscalls:sys_enter"))
+            .and_then(|l| l.split(',').next()?.trim().parse().ok())
+    }
+}
+
+fn perf_present() -> bool {
+    Command::new("perf")
+        .args(["stat", "-e", "raw_syscalls:sys_enter", "--", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// Instructions per task under callgrind, at `LOG_LEVEL` warn and info.
