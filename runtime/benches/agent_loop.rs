@@ -185,7 +185,6 @@ fn agent(
         vision: false,
         max_output_tokens: 1024,
         context_window: 131_072,
-        stream: false,
         warnings: Arc::new(DropWarnings::default()),
         tools,
         max_iterations: ITERATIONS + 2,

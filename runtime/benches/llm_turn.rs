@@ -90,12 +90,14 @@ where
     }
 }
 
-fn request() -> AgentRequest {
+fn request(stream: bool) -> AgentRequest {
     let question = vec![Part::text("What is two plus two? Answer briefly.")];
-    AgentRequest::new("t", "c", Message::new("m", Role::User, question))
+    let mut request = AgentRequest::new("t", "c", Message::new("m", Role::User, question));
+    request.stream = stream;
+    request
 }
 
-fn agent(provider: Arc<dyn LlmProvider>, model: &str, target: Target, stream: bool) -> LlmAgent {
+fn agent(provider: Arc<dyn LlmProvider>, model: &str, target: Target) -> LlmAgent {
     LlmAgent {
         name: "bench".into(),
         provider,
@@ -109,7 +111,6 @@ fn agent(provider: Arc<dyn LlmProvider>, model: &str, target: Target, stream: bo
         vision: false,
         max_output_tokens: 1024,
         context_window: 131_072,
-        stream,
         warnings: Arc::new(DropWarnings::default()),
         tools: Arc::new(NoTools),
         max_iterations: 12,
@@ -186,11 +187,11 @@ fn main() {
                     }
                 })
                 .await;
-                let a = agent(Arc::clone(provider), model, target.clone(), stream);
+                let a = agent(Arc::clone(provider), model, target.clone());
                 let turn = measure(|| {
                     let a = &a;
                     async move {
-                        let outcome = a.run(request(), CancellationToken::new()).await;
+                        let outcome = a.run(request(stream), CancellationToken::new()).await;
                         assert!(matches!(outcome, daedalus_runtime::agent_loop::AgentOutcome::Completed { .. }), "{outcome:?}");
                     }
                 })

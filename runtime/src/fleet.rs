@@ -192,7 +192,6 @@ fn build_one(
         vision: deployment.model_capabilities.vision,
         max_output_tokens: deployment.model_capabilities.max_output_tokens,
         context_window: deployment.model_capabilities.context_window,
-        stream: false,
         warnings: Arc::clone(warnings),
         tools,
         max_iterations: def.max_iterations,

@@ -293,6 +293,7 @@ impl Metrics {
             } => self.tool_call(agent, server, "error", *elapsed_ms),
             LoopEvent::LlmTurnStarted { .. }
             | LoopEvent::TextDelta { .. }
+            | LoopEvent::LlmRetrying { .. }
             | LoopEvent::ToolStarted { .. }
             | LoopEvent::Final { .. } => {}
         }

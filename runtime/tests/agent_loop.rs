@@ -128,7 +128,6 @@ fn agent(
         vision: false,
         max_output_tokens: 1000,
         context_window: 131_072,
-        stream: true,
         warnings: Arc::new(DropWarnings::default()),
         tools,
         max_iterations,
@@ -144,6 +143,7 @@ fn ask(text: &str, events: EventSink) -> AgentRequest {
         Message::new("m", Role::User, vec![Part::text(text)]),
     );
     r.events = events;
+    r.stream = true;
     r
 }
 
@@ -211,7 +211,7 @@ async fn the_model_calls_a_tool_reads_the_result_and_answers_on_both_providers()
                 LoopEvent::ToolFinished { .. } => Some("tool-end"),
                 LoopEvent::ToolFailed { .. } => Some("tool-failed"),
                 LoopEvent::Final { .. } => Some("final"),
-                LoopEvent::TextDelta { .. } => None,
+                LoopEvent::TextDelta { .. } | LoopEvent::LlmRetrying { .. } => None,
             })
             .collect();
         assert_eq!(

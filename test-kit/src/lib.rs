@@ -8,6 +8,7 @@
 //! - [`open_mcp_session`]: an MCP session opened by hand (a flood's); [`rss_bytes`];
 //! - [`wait_until`]: polling for a positive signal under a deadline, instead of sleeping;
 //! - [`OtlpReceiver`]: an OTLP/HTTP trace receiver that decodes what it is sent;
+//! - [`SseEvents`]: an SSE response read event by event as it arrives;
 //! - [`runtime_config`]: the runtime's configuration as its pure parser builds it;
 //! - the architecture checks ([`architecture`]): the module graph read from `use` lines.
 //!
@@ -24,6 +25,7 @@ mod nats;
 mod otlp;
 mod runtime;
 mod runtime_process;
+mod sse;
 mod wait;
 
 pub use binaries::runtime_binary;
@@ -34,4 +36,5 @@ pub use nats::{NatsCluster, NatsServer, binary as nats_server_binary, free_port}
 pub use otlp::{OtlpReceiver, ReceivedSpan};
 pub use runtime::Runtime;
 pub use runtime_process::RuntimeProcess;
+pub use sse::SseEvents;
 pub use wait::{wait_until, wait_until_some};

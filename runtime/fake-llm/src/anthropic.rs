@@ -105,6 +105,15 @@ pub(super) async fn messages(
         tokio::time::sleep(d).await;
         reply = *inner;
     }
+    if let Reply::Paused {
+        before,
+        after,
+        gate,
+    } = reply
+    {
+        gate.passed().await;
+        reply = Reply::Text(before + &after);
+    }
     let input = tokens(&body["messages"].to_string());
     let stream = body["stream"].as_bool().unwrap_or(false);
     let (content, stop, output) = match reply {
@@ -139,7 +148,9 @@ pub(super) async fn messages(
                 .collect();
             (blocks, "tool_use", 5)
         }
-        Reply::Delayed(..) => unreachable!("delays are unwrapped above"),
+        Reply::Delayed(..) | Reply::Paused { .. } => {
+            unreachable!("delays and pauses are unwrapped above")
+        }
     };
     let usage = json!({"input_tokens": input, "output_tokens": output, "cache_creation_input_tokens": 2, "cache_read_input_tokens": 7});
     if stream {

@@ -31,6 +31,47 @@ pub enum Reply {
     },
     /// The inner reply, after a delay.
     Delayed(Duration, Box<Reply>),
+    /// A text answer that stops after `before` until the test opens `gate`, then sends
+    /// `after`. Streamed (OpenAI), `before` goes out as chunks first, so a test can tell what
+    /// arrived before the model finished; otherwise (and on Anthropic) the whole answer waits.
+    Paused {
+        before: String,
+        after: String,
+        gate: Gate,
+    },
+}
+
+/// A gate a scripted reply waits at until the test opens it.
+#[derive(Debug, Clone, Default)]
+pub struct Gate(Arc<(tokio::sync::Notify, std::sync::atomic::AtomicBool)>);
+
+impl Gate {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Lets every reply waiting at this gate go on (and any that reaches it later).
+    pub fn open(&self) {
+        self.0.1.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.0.0.notify_waiters();
+    }
+
+    /// Waits until the gate is open.
+    pub async fn passed(&self) {
+        loop {
+            let notified = self.0.0.notified();
+            if self.0.1.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+impl PartialEq for Gate {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// Replies decided by the conversation itself, for concurrent conversations whose requests

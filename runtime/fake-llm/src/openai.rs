@@ -134,6 +134,26 @@ pub(super) async fn chat(
             }
             response
         }
+        Reply::Paused {
+            before,
+            after,
+            gate,
+        } if stream => paused_sse(&before, &after, gate, prompt),
+        Reply::Paused {
+            before,
+            after,
+            gate,
+        } => {
+            gate.passed().await;
+            let text = before + &after;
+            Json(completion(
+                &json!({"role": "assistant", "content": text}),
+                "stop",
+                prompt,
+                tokens(&text),
+            ))
+            .into_response()
+        }
         Reply::Text(text) if stream => sse(text_chunks(&text, prompt)),
         Reply::Text(text) => Json(completion(
             &json!({"role": "assistant", "content": text}),
@@ -204,6 +224,52 @@ fn tool_chunks(calls: &[(String, Value)], prompt: u64) -> Vec<Value> {
     out.push(chunk(&json!({}), Some("tool_calls")));
     out.push(usage_chunk(prompt, 5));
     out
+}
+
+/// `before` streamed at once, then, once `gate` opens, `after` and the end of the stream.
+fn paused_sse(before: &str, after: &str, gate: crate::Gate, prompt: u64) -> Response {
+    let whole = format!("{before}{after}");
+    let mut first = text_chunks(before, prompt);
+    // Keep the role chunk and the text; the end goes after the pause.
+    first.truncate(first.len() - 2);
+    let mut rest = text_chunks(after, prompt);
+    rest.remove(0);
+    if let Some(usage) = rest.last_mut() {
+        *usage = usage_chunk(prompt, tokens(&whole));
+    }
+    let frame = |chunks: Vec<Value>| {
+        let mut body = String::new();
+        for c in chunks {
+            body.push_str("data: ");
+            body.push_str(&c.to_string());
+            body.push_str("\n\n");
+        }
+        body
+    };
+    let (head, tail) = (frame(first), frame(rest) + "data: [DONE]\n\n");
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::convert::Infallible>>(2);
+    tokio::spawn(async move {
+        if tx.send(Ok(head)).await.is_ok() {
+            gate.passed().await;
+            let _ = tx.send(Ok(tail)).await;
+        }
+    });
+    let body = axum::body::Body::from_stream(ReceiverStream(rx));
+    ([(header::CONTENT_TYPE, "text/event-stream")], body).into_response()
+}
+
+/// A channel receiver as a body stream.
+struct ReceiverStream<T>(tokio::sync::mpsc::Receiver<T>);
+
+impl<T> futures::Stream for ReceiverStream<T> {
+    type Item = T;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<T>> {
+        self.0.poll_recv(cx)
+    }
 }
 
 fn sse(chunks: Vec<Value>) -> Response {

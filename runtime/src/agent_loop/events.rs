@@ -26,6 +26,13 @@ pub enum LoopEvent {
         usage: Usage,
         tool_calls: usize,
     },
+    /// The model's request failed and is sent again: text it streamed in this step is void,
+    /// and the retry streams the step's text from its start.
+    LlmRetrying {
+        agent: String,
+        depth: u32,
+        attempt: u32,
+    },
     /// A piece of streamed text.
     TextDelta {
         agent: String,

@@ -39,7 +39,6 @@ pub struct LlmAgent {
     pub max_output_tokens: u32,
     /// `model_capabilities.context_window`: the oldest turns are left out beyond it.
     pub context_window: u32,
-    pub stream: bool,
     pub warnings: Arc<DropWarnings>,
     /// The agent's tools (downstream MCP servers and sub-agents).
     pub tools: Arc<dyn ToolSource>,
@@ -176,7 +175,7 @@ impl LlmAgent {
             messages,
             tools,
             params,
-            stream: self.stream,
+            stream: request.stream,
         })
     }
 
@@ -328,6 +327,11 @@ impl LlmAgent {
                 reason,
             } => {
                 tracing::info!(agent = %agent, attempt, ?delay, %reason, "retrying the model");
+                events.emit(LoopEvent::LlmRetrying {
+                    agent: agent.clone(),
+                    depth,
+                    attempt,
+                });
             }
         };
         for step in 1..=self.max_iterations {

@@ -44,6 +44,8 @@ pub struct AgentRequest {
     pub events: EventSink,
     /// Sub-agent depth (0 for the served agent).
     pub depth: u32,
+    /// Whether the model streams its answer (someone shows it as it arrives).
+    pub stream: bool,
     /// Whether the turn reads and writes the context's stored conversation (false for
     /// sub-agent calls and the MCP face's `request` scope: nothing is remembered).
     pub persist: bool,
@@ -62,6 +64,7 @@ impl AgentRequest {
             bearer: Bearer::default(),
             events: EventSink::default(),
             depth: 0,
+            stream: false,
             persist: true,
         }
     }

@@ -3,7 +3,7 @@
 use daedalus_contract::Message;
 
 use super::ConversationKey;
-use crate::agent_loop::{Bearer, EventSink};
+use crate::agent_loop::Bearer;
 use crate::sampling::{SamplingError, SamplingParams};
 use crate::telemetry::TraceHeaders;
 
@@ -34,8 +34,9 @@ pub struct TurnRequest {
     pub sampling: Result<SamplingParams, SamplingError>,
     /// The caller's bearer token, for downstream servers that opted into forwarding.
     pub bearer: Bearer,
-    /// The face's listener for the loop's events (progress, SSE); metrics see them anyway.
-    pub events: EventSink,
+    /// Whether the model streams its answer (a face that shows text as it arrives, SSE, sets
+    /// it; the turn's events are there for a face that takes them either way).
+    pub stream: bool,
     /// How many messages of history the answer carries (`configuration.historyLength`).
     pub history_length: Option<u32>,
     /// The caller's trace: the turn's span continues it.
@@ -51,7 +52,7 @@ impl TurnRequest {
             memory,
             sampling: Ok(SamplingParams::default()),
             bearer: Bearer::default(),
-            events: EventSink::default(),
+            stream: false,
             history_length: None,
             trace: TraceHeaders::default(),
         }

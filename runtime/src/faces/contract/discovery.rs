@@ -112,7 +112,7 @@ fn build_card(config: &Config, public_url: &str) -> AgentCard {
         version: agent.version.clone(),
         documentation_url: None,
         capabilities: AgentCapabilities {
-            streaming: Some(false),
+            streaming: Some(true),
             push_notifications: Some(false),
             extended_agent_card: None,
             extensions: None,
@@ -141,7 +141,7 @@ fn build_manifest(port: u16) -> RuntimeContract {
             task_path: Some(TASK_PATH.to_owned()),
         }),
         capabilities: ManifestCapabilities {
-            streaming: false,
+            streaming: true,
             trace_context: true,
             graceful_shutdown: true,
             context_compaction: false,

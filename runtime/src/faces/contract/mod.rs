@@ -7,6 +7,7 @@ mod error;
 mod health;
 mod json;
 pub(crate) mod send;
+mod sse;
 mod unread_body;
 
 use std::sync::Arc;

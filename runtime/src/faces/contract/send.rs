@@ -1,4 +1,5 @@
-//! `POST /`: one turn of an A2A task through the turn service, answered with the `Task`.
+//! `POST /`: one turn of an A2A task through the turn service, answered with the `Task`, or,
+//! with `Accept: text/event-stream`, with its stream ([`super::sse`]).
 //!
 //! The task, context, continuation and replay rules are the turn service's
 //! ([`crate::turns::Memory::Task`]); this handler reads the request, passes the caller's bearer
@@ -10,12 +11,14 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
 use daedalus_contract::{Metadata, SendMessageRequest, Task};
 use serde_json::Value;
 
 use super::ContractState;
 use super::error::ApiError;
 use super::json::ContractJson;
+use super::sse;
 use crate::agent_loop::Bearer;
 use crate::sampling::{SamplingError, SamplingParams};
 use crate::telemetry::TraceHeaders;
@@ -25,20 +28,22 @@ pub(super) async fn send_message(
     State(state): State<ContractState>,
     headers: HeaderMap,
     ContractJson(request): ContractJson<SendMessageRequest>,
-) -> Result<Json<Task>, ApiError> {
+) -> Result<Response, ApiError> {
+    let streaming = sse::wants_stream(&headers);
     let history_length = request.history_length();
     let mut turn = TurnRequest::new(state.agent(), request.message, Memory::Task);
     turn.sampling = sampling(request.metadata.as_ref());
     turn.bearer = Bearer::from_headers(&headers);
     turn.history_length = history_length;
     turn.trace = TraceHeaders::from_headers(&headers);
-    state
-        .core()
-        .turns()
-        .run(turn)
-        .await
-        .map(Json)
-        .map_err(|e| refusal(&e))
+    turn.stream = streaming;
+    let turns = state.core().turns();
+    if streaming {
+        let handle = turns.start(turn).await.map_err(|e| refusal(&e))?;
+        return Ok(sse::respond(handle, turns.hold()));
+    }
+    let task: Task = turns.run(turn).await.map_err(|e| refusal(&e))?;
+    Ok(Json(task).into_response())
 }
 
 /// `metadata.request_params`: the caller's sampling parameters for this turn.

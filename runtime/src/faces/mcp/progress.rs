@@ -1,7 +1,8 @@
-//! MCP progress notifications from the agent loop's events, for a call that sent
-//! `_meta.progressToken`: one strictly increasing counter per call, `total` left out, and the
-//! message patterns Daedalus renders — `"{server}/{tool}: started|completed|failed"` and
-//! `"{agent} step N (llm|tool)"`, sub-agents alike.
+//! MCP progress notifications from a turn's stream events, for a call that sent
+//! `_meta.progressToken`: one strictly increasing counter per call, `total` left out, one
+//! notification per step of the turn, in the words the turn service gives each step (the
+//! patterns Daedalus renders: `"{server}/{tool}: started|completed|failed"` and
+//! `"{agent} step N (llm|tool)"`, sub-agents alike).
 //!
 //! Events go through an unbounded channel to one task that sends them in order, so the loop
 //! never waits on the client, and a notification that cannot be sent is dropped without
@@ -28,24 +29,18 @@ enum Item {
     Flushed(oneshot::Sender<()>),
 }
 
-use crate::agent_loop::{EventSink, LoopEvent};
+use daedalus_contract::{Message, StreamEvent, TaskState};
 
-/// The progress message for `event`, if it has one.
-pub fn message(event: &LoopEvent) -> Option<String> {
+/// The progress message of a stream event: what a step of the turn says (the turn service
+/// words it; see [`crate::turns::stream::step_text`]).
+pub fn message(event: &StreamEvent) -> Option<String> {
     match event {
-        LoopEvent::LlmTurnStarted { agent, step, .. } => Some(format!("{agent} step {step} (llm)")),
-        LoopEvent::LlmTurnFinished {
-            agent,
-            step,
-            tool_calls,
-            ..
-        } if *tool_calls > 0 => Some(format!("{agent} step {step} (tool)")),
-        LoopEvent::ToolStarted { server, tool, .. } => Some(format!("{server}/{tool}: started")),
-        LoopEvent::ToolFinished { server, tool, .. } => Some(format!("{server}/{tool}: completed")),
-        LoopEvent::ToolFailed { server, tool, .. } => Some(format!("{server}/{tool}: failed")),
-        LoopEvent::LlmTurnFinished { .. }
-        | LoopEvent::TextDelta { .. }
-        | LoopEvent::Final { .. } => None,
+        StreamEvent::StatusUpdate(update)
+            if !update.r#final && update.status.state == TaskState::Working =>
+        {
+            update.status.message.as_ref().map(Message::text)
+        }
+        _ => None,
     }
 }
 
@@ -91,83 +86,38 @@ impl Reporter {
         }
     }
 
-    /// A sink passing each event's message on, then to `next`.
-    pub fn sink(&self, next: EventSink) -> EventSink {
-        let tx = self.tx.clone();
-        EventSink::new(move |event| {
-            if let Some(text) = message(&event) {
-                let _ = tx.send(Item::Note(text));
-            }
-            next.emit(event);
-        })
+    /// Queues `text` as the next notification.
+    pub fn note(&self, text: String) {
+        let _ = self.tx.send(Item::Note(text));
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use daedalus_contract::{Part, Role, TaskStatus, TaskStatusUpdateEvent};
+
     use super::*;
-    use crate::llm::Usage;
+
+    fn update(state: TaskState, text: Option<&str>, last: bool) -> StreamEvent {
+        StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: "t".into(),
+            context_id: "c".into(),
+            status: TaskStatus {
+                state,
+                message: text.map(|t| Message::new("m", Role::Agent, vec![Part::text(t)])),
+                timestamp: None,
+            },
+            r#final: last,
+            metadata: None,
+        })
+    }
 
     #[test]
-    fn events_read_as_daedalus_expects() {
-        let cases = [
-            (
-                LoopEvent::LlmTurnStarted {
-                    agent: "harper".into(),
-                    depth: 0,
-                    step: 2,
-                },
-                Some("harper step 2 (llm)"),
-            ),
-            (
-                LoopEvent::LlmTurnFinished {
-                    agent: "harper".into(),
-                    depth: 0,
-                    step: 3,
-                    model: "m".into(),
-                    usage: Usage::default(),
-                    tool_calls: 2,
-                },
-                Some("harper step 3 (tool)"),
-            ),
-            (
-                LoopEvent::LlmTurnFinished {
-                    agent: "harper".into(),
-                    depth: 0,
-                    step: 4,
-                    model: "m".into(),
-                    usage: Usage::default(),
-                    tool_calls: 0,
-                },
-                None,
-            ),
-            (
-                LoopEvent::ToolStarted {
-                    agent: "harper".into(),
-                    depth: 0,
-                    step: 1,
-                    server: "argos".into(),
-                    tool: "search_web".into(),
-                    call_id: "c".into(),
-                },
-                Some("argos/search_web: started"),
-            ),
-            (
-                LoopEvent::ToolFailed {
-                    agent: "harper".into(),
-                    depth: 1,
-                    step: 1,
-                    server: "argos".into(),
-                    tool: "search_web".into(),
-                    call_id: "c".into(),
-                    reason: "down".into(),
-                    elapsed_ms: 3,
-                },
-                Some("argos/search_web: failed"),
-            ),
-        ];
-        for (event, expected) in cases {
-            assert_eq!(message(&event).as_deref(), expected, "{event:?}");
-        }
+    fn only_the_steps_of_a_working_turn_are_progress() {
+        let step = update(TaskState::Working, Some("argos/search_web: started"), false);
+        assert_eq!(message(&step).as_deref(), Some("argos/search_web: started"));
+        assert_eq!(message(&update(TaskState::Working, None, false)), None);
+        let end = update(TaskState::Failed, Some("the model call failed"), true);
+        assert_eq!(message(&end), None);
     }
 }

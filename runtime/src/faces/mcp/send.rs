@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 
 use super::Face;
 use super::caller;
-use super::progress::Reporter;
+use super::progress::{self, Reporter};
 use crate::metrics::{AgentLabel, AgentOutcome as OutcomeLabel};
 use crate::sampling::{SamplingError, SamplingParams};
 use crate::turns::{TurnError, TurnRequest};
@@ -161,6 +161,23 @@ fn refusal(error: &TurnError) -> CallToolResult {
     }
 }
 
+/// Runs `turn`, reporting each of its steps as a progress notification.
+async fn with_progress(
+    face: &Face,
+    turn: TurnRequest,
+    reporter: &Reporter,
+) -> Result<Task, TurnError> {
+    let mut handle = face.core.turns().start(turn).await?;
+    if let Some(mut events) = handle.take_events() {
+        while let Some(event) = events.recv().await {
+            if let Some(text) = progress::message(&event) {
+                reporter.note(text);
+            }
+        }
+    }
+    handle.finish().await
+}
+
 async fn run(
     face: &Face,
     arguments: Map<String, Value>,
@@ -191,13 +208,14 @@ async fn run(
         .meta
         .get_progress_token()
         .map(|token| Reporter::start(context.peer.clone(), token));
-    if let Some(reporter) = &reporter {
-        turn.events = reporter.sink(crate::agent_loop::EventSink::default());
-    }
-    let outcome = face.core.turns().run(turn).await;
-    if let Some(reporter) = &reporter {
-        reporter.flush().await;
-    }
+    let outcome = match &reporter {
+        None => face.core.turns().run(turn).await,
+        Some(reporter) => {
+            let outcome = with_progress(face, turn, reporter).await;
+            reporter.flush().await;
+            outcome
+        }
+    };
     match outcome {
         Ok(task) => answer(&task),
         Err(e) => refusal(&e),

@@ -1,0 +1,67 @@
+//! `POST /` with `Accept: text/event-stream` (contract level 3): the task's stream events as
+//! SSE, each `data:` line one event in the contract dialect, `task` first and the final
+//! status update last; then the stream closes.
+//!
+//! The events are the turn service's ([`crate::turns::stream`]); this module only writes them.
+//! The response holds its place among in-flight requests until the stream closes, so a
+//! SIGTERM drain waits for it. A client that goes away stops nothing: the turn finishes and
+//! is stored (a replay of its `messageId` answers with it). An idle stream gets an SSE
+//! comment every [`KEEP_ALIVE`].
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use daedalus_contract::StreamEvent;
+use daedalus_contract::write::contract;
+use futures::Stream;
+use tokio_util::task::task_tracker::TaskTrackerToken;
+
+use crate::turns::{EventReceiver, TaskHandle};
+
+/// How often an idle stream sends a comment, so proxies and clients keep it open.
+pub(super) const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// Whether the client asked for the stream (`Accept` names `text/event-stream`).
+pub(super) fn wants_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(axum::http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|media| {
+            media
+                .split(';')
+                .next()
+                .is_some_and(|m| m.trim().eq_ignore_ascii_case("text/event-stream"))
+        })
+}
+
+/// The SSE response of a started turn.
+pub(super) fn respond(mut handle: TaskHandle, inflight: TaskTrackerToken) -> Response {
+    let Some(events) = handle.take_events() else {
+        // Started with events by the caller; nothing else can have taken them.
+        return super::error::ApiError::Internal("the turn's events were taken".to_owned())
+            .into_response();
+    };
+    Sse::new(sse_events(events, inflight))
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response()
+}
+
+/// The events as SSE, until the final one.
+fn sse_events(
+    events: EventReceiver,
+    inflight: TaskTrackerToken,
+) -> impl Stream<Item = Result<Event, Infallible>> + Send {
+    futures::stream::unfold(Some((events, inflight)), |state| async move {
+        let (mut events, inflight) = state?;
+        let event = events.recv().await?;
+        let last = matches!(&event, StreamEvent::StatusUpdate(u) if u.r#final);
+        let data = String::from_utf8(contract::to_vec(&event)).unwrap_or_default();
+        let next = (!last).then_some((events, inflight));
+        Some((Ok(Event::default().data(data)), next))
+    })
+}

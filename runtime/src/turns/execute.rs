@@ -1,0 +1,227 @@
+//! A turn's run: replay of an answered message, the task and context rules, the agent under
+//! the request timeout and the shutdown token, the metrics of the turn, and its stream.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use daedalus_contract::Task;
+
+use super::conversations::ConversationKey;
+use super::request::TurnRequest;
+use super::service::{Started, TurnService};
+use super::stream::{self, EventSender, Translator};
+use super::tasks::TaskRecord;
+use super::{CANCEL_SETTLE, TurnError, task};
+use crate::agent_loop::{Agent, AgentOutcome, AgentRequest, EventSink};
+use crate::metrics::StateLabel;
+
+impl TurnService {
+    /// An A2A task's turn: replay, continuation, the context rules, then the agent.
+    pub(super) async fn run_task(
+        &self,
+        agent: &Arc<dyn Agent>,
+        request: TurnRequest,
+        started: Started,
+    ) -> Result<Task, TurnError> {
+        let task_id = request.message.effective_task_id().to_owned();
+        let slot = self.0.tasks.slot(&task_id);
+        let mut record = slot.lock().await;
+        if let Some((answered, task)) = &record.last
+            && *answered == request.message.message_id
+        {
+            tracing::info!(
+                task_id,
+                "message already answered; replaying the stored task"
+            );
+            let task = task.clone();
+            let context_id = task.context_id.clone().unwrap_or_default();
+            stream::replay(&task, &started.name(&task_id, &context_id));
+            return Ok(self
+                .with_history(agent, task, &record, request.history_length)
+                .await);
+        }
+        let context_id = task::resolve_context(&record, &request.message, &task_id)?;
+        let out = started.name(&task_id, &context_id);
+        let mut message = request.message.clone();
+        message.task_id = Some(task_id.clone());
+        message.context_id = Some(context_id.clone());
+        let key = ConversationKey::a2a(&context_id);
+        let lock = self.0.conversations.get(key.as_str());
+        let _turn = lock.lock().await;
+        let mut agent_request = AgentRequest::new(&task_id, key.as_str(), message.clone());
+        agent_request.history.clone_from(&record.history);
+        let history_length = request.history_length;
+        let answered_id = request.message.message_id.clone();
+        let task = self
+            .execute(agent, request, agent_request, &task_id, &context_id, out)
+            .await?;
+        record.context_id = Some(context_id);
+        record.history.push(message);
+        record.history.extend(task.status.message.clone());
+        record.last = Some((answered_id, task.clone()));
+        let answer = self
+            .with_history(agent, task, &record, history_length)
+            .await;
+        record.trim();
+        self.0.tasks.account(&task_id, record.approx_bytes());
+        Ok(answer)
+    }
+
+    /// A turn without task memory: in `conversation` (already locked), or alone.
+    pub(super) async fn run_once(
+        &self,
+        agent: &Arc<dyn Agent>,
+        request: TurnRequest,
+        conversation: Option<&str>,
+        started: Started,
+    ) -> Result<Task, TurnError> {
+        let task_id = uuid::Uuid::new_v4().to_string();
+        let context = conversation.unwrap_or(&task_id);
+        let out = started.name(&task_id, context);
+        let mut agent_request = AgentRequest::new(&task_id, context, request.message.clone());
+        agent_request.persist = conversation.is_some();
+        self.execute(agent, request, agent_request, &task_id, context, out)
+            .await
+    }
+
+    /// Runs the agent on `agent_request` with the face's credentials, sampling and stream
+    /// flag, translates its events to `out` while anyone listens, and records the turn's
+    /// metrics. The Task returned agrees with the stream.
+    async fn execute(
+        &self,
+        agent: &Arc<dyn Agent>,
+        request: TurnRequest,
+        mut agent_request: AgentRequest,
+        task_id: &str,
+        context_id: &str,
+        out: EventSender,
+    ) -> Result<Task, TurnError> {
+        agent_request.bearer = request.bearer;
+        agent_request.stream = request.stream;
+        let translator = out
+            .is_listening()
+            .then(|| Arc::new(Mutex::new(Some(Translator::open(task_id, context_id, out)))));
+        let metrics = Arc::clone(&self.0.metrics);
+        let live = translator.clone();
+        agent_request.events = EventSink::new(move |event| {
+            metrics.observe(&event);
+            if let Some(live) = &live
+                && let Some(translator) = live
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .as_mut()
+                    .filter(|t| t.is_listening())
+            {
+                translator.on_event(&event);
+            }
+        });
+        tracing::info!(task_id, context_id, "task started");
+        let started = Instant::now();
+        let outcome = match request.sampling {
+            Ok(sampling) => {
+                agent_request.sampling = sampling;
+                self.run_agent(agent, agent_request).await
+            }
+            Err(e) => Ok(AgentOutcome::Failed {
+                reason: e.to_string(),
+            }),
+        };
+        // Events that come after the end (a straggling sub-task) find no translator.
+        let translator =
+            translator.and_then(|t| t.lock().unwrap_or_else(PoisonError::into_inner).take());
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(refused) => {
+                if let Some(translator) = translator {
+                    translator.abort(&refused);
+                }
+                return Err(refused);
+            }
+        };
+        let mut task = task::finish(task_id, context_id, outcome);
+        if let Some(translator) = translator {
+            translator.close(&mut task);
+        }
+        tracing::info!(task_id, state = %task.status.state, "task finished");
+        self.0
+            .metrics
+            .tasks
+            .get_or_create(&StateLabel {
+                state: task.status.state.to_string(),
+            })
+            .inc();
+        self.0
+            .metrics
+            .task_duration
+            .observe(started.elapsed().as_secs_f64());
+        Ok(task)
+    }
+
+    /// Runs `agent` under the request timeout and the shutdown token; `Err` when shutdown
+    /// canceled it (the caller should retry elsewhere).
+    pub(super) async fn run_agent(
+        &self,
+        agent: &Arc<dyn Agent>,
+        request: AgentRequest,
+    ) -> Result<AgentOutcome, TurnError> {
+        let cancel = self.0.cancel.child_token();
+        let run = agent.run(request, cancel.clone());
+        tokio::pin!(run);
+        let timed_out = tokio::select! {
+            outcome = &mut run => return settle(outcome, false),
+            () = tokio::time::sleep(self.0.limits.request_timeout) => true,
+        };
+        cancel.cancel();
+        let outcome = tokio::time::timeout(CANCEL_SETTLE, run)
+            .await
+            .unwrap_or(AgentOutcome::Canceled);
+        settle(outcome, timed_out)
+    }
+
+    /// Adds the last `history_length` messages, when asked for: from the context's stored
+    /// conversation when the agent keeps one (so it spans tasks and restarts), else the
+    /// messages of this task the runtime remembers.
+    async fn with_history(
+        &self,
+        agent: &Arc<dyn Agent>,
+        mut task: Task,
+        record: &TaskRecord,
+        history_length: Option<u32>,
+    ) -> Task {
+        let Some(n) = history_length else {
+            return task;
+        };
+        let n = usize::try_from(n).unwrap_or(usize::MAX);
+        let stored = match &task.context_id {
+            Some(context) => {
+                let key = ConversationKey::a2a(context);
+                agent.conversation(key.as_str()).await.map(|mut messages| {
+                    // Stored under the conversation key; shown under the client's context id.
+                    for m in &mut messages {
+                        if let Some(turn) = m.message_id.strip_prefix(key.as_str()) {
+                            m.message_id = format!("{context}{turn}");
+                        }
+                        m.context_id = Some(context.clone());
+                    }
+                    messages
+                })
+            }
+            None => None,
+        };
+        let mut history = stored.unwrap_or_else(|| record.history.clone());
+        history.drain(..history.len().saturating_sub(n));
+        task.history = Some(history);
+        task
+    }
+}
+
+fn settle(outcome: AgentOutcome, timed_out: bool) -> Result<AgentOutcome, TurnError> {
+    match outcome {
+        AgentOutcome::Canceled if timed_out => Ok(AgentOutcome::Failed {
+            reason: "the task ran longer than the runtime's REQUEST_TIMEOUT and was canceled"
+                .to_owned(),
+        }),
+        AgentOutcome::Canceled => Err(TurnError::CanceledByShutdown),
+        other => Ok(other),
+    }
+}

@@ -1,0 +1,624 @@
+//! A turn's live events: the one translator from the agent loop's events to the A2A stream
+//! events every face serializes (SSE, MCP progress, later the A2A bindings), and the
+//! byte-bounded queue they wait in for their listener.
+//!
+//! What a stream says, in order:
+//!
+//! - the `task` as it stands (`submitted`), then a `statusUpdate` `working`;
+//! - the model's text as it arrives, as chunks of one artifact (the **answer artifact**, its
+//!   id fixed by its first chunk): the first chunk with `append: false`, the rest with
+//!   `append: true`. Text the model writes in a step that ends in tool calls is streamed too,
+//!   and the next step's first chunk replaces it (`append: false`): the answer artifact holds
+//!   the model's last step, as the finished Task does. A provider retry after a partial
+//!   answer starts over the same way, so no listener shows the same text twice;
+//! - each step as a `statusUpdate` `working` whose message says what happens, in the words
+//!   MCP progress uses: `"{agent} step N (llm)"`, `"{agent} step N (tool)"`,
+//!   `"{server}/{tool}: started|completed|failed"`;
+//! - at the end the artifacts as the finished Task holds them (the answer artifact closed with
+//!   `lastChunk: true`, or sent whole if what was streamed differs), then a `statusUpdate` with
+//!   the final status and `final: true`, carrying the Task's `metadata`.
+//!
+//! The Task the turn returns agrees with its stream: its answer artifact has the streamed id,
+//! and text streamed before a turn that ends without artifacts (failed, input-required) stays
+//! in the Task as the artifact it was. A listener that falls behind by more than
+//! [`QUEUE_BYTES`] misses chunks and steps, never the end: the artifacts then go out whole.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use chrono::{SecondsFormat, Utc};
+use daedalus_contract::{
+    Artifact, Message, Part, PartContent, Role, StreamEvent, Task, TaskArtifactUpdateEvent,
+    TaskState, TaskStatus, TaskStatusUpdateEvent,
+};
+use tokio::sync::mpsc;
+
+use crate::agent_loop::LoopEvent;
+
+/// Bytes of events that may wait for a listener before chunks and steps are dropped.
+pub const QUEUE_BYTES: usize = 1 << 20;
+
+/// The sending side of a task's event queue.
+#[derive(Debug, Clone)]
+pub(crate) struct EventSender {
+    tx: mpsc::UnboundedSender<(StreamEvent, usize)>,
+    queued: Arc<AtomicUsize>,
+}
+
+/// A task's live events, in order; `None` once the stream is over.
+#[derive(Debug)]
+pub struct EventReceiver {
+    rx: mpsc::UnboundedReceiver<(StreamEvent, usize)>,
+    queued: Arc<AtomicUsize>,
+}
+
+/// A new event queue.
+pub(crate) fn queue() -> (EventSender, EventReceiver) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let queued = Arc::new(AtomicUsize::new(0));
+    (
+        EventSender {
+            tx,
+            queued: Arc::clone(&queued),
+        },
+        EventReceiver { rx, queued },
+    )
+}
+
+impl EventSender {
+    /// Whether anyone still listens.
+    pub(crate) fn is_listening(&self) -> bool {
+        !self.tx.is_closed()
+    }
+
+    /// Queues `event` unless the queue is over [`QUEUE_BYTES`] and `droppable`; `false` when
+    /// it was dropped (or nobody listens).
+    fn send(&self, event: StreamEvent, droppable: bool) -> bool {
+        let size = approximate_size(&event);
+        if droppable && self.queued.load(Ordering::Relaxed) + size > QUEUE_BYTES {
+            return false;
+        }
+        self.queued.fetch_add(size, Ordering::Relaxed);
+        if self.tx.send((event, size)).is_err() {
+            self.queued.fetch_sub(size, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+}
+
+impl EventReceiver {
+    /// The next event; `None` when the stream is over.
+    pub async fn recv(&mut self) -> Option<StreamEvent> {
+        let (event, size) = self.rx.recv().await?;
+        self.queued.fetch_sub(size, Ordering::Relaxed);
+        Some(event)
+    }
+}
+
+/// What an event holds, roughly, in bytes: its text, plus a fixed cost for the rest.
+fn approximate_size(event: &StreamEvent) -> usize {
+    const FIXED: usize = 256;
+    let parts_text = |parts: &[Part]| -> usize {
+        parts
+            .iter()
+            .map(|p| match &p.content {
+                PartContent::Text(t) | PartContent::Raw(t) | PartContent::Url(t) => t.len(),
+                PartContent::Data(v) => v.to_string().len(),
+            })
+            .sum()
+    };
+    FIXED
+        + match event {
+            StreamEvent::Task(task) => task
+                .artifacts
+                .iter()
+                .map(|a| parts_text(&a.parts))
+                .sum::<usize>(),
+            StreamEvent::ArtifactUpdate(u) => parts_text(&u.artifact.parts),
+            StreamEvent::StatusUpdate(u) => u
+                .status
+                .message
+                .as_ref()
+                .map_or(0, |m| parts_text(&m.parts)),
+        }
+}
+
+/// The answer artifact as streamed so far.
+#[derive(Debug)]
+struct Answer {
+    artifact_id: String,
+    text: String,
+}
+
+/// Turns one task's loop events into its stream, and closes it with its finished Task.
+#[derive(Debug)]
+pub(crate) struct Translator {
+    task_id: String,
+    context_id: String,
+    out: EventSender,
+    answer: Option<Answer>,
+    /// The next chunk starts the answer artifact over (a new step, or a provider retry).
+    start_over: bool,
+    /// A chunk was dropped: the answer goes out whole at the end.
+    dropped: bool,
+}
+
+impl Translator {
+    /// Opens the stream of task `task_id`: the task, `submitted`, then `working`.
+    pub(crate) fn open(task_id: &str, context_id: &str, out: EventSender) -> Self {
+        let translator = Self {
+            task_id: task_id.to_owned(),
+            context_id: context_id.to_owned(),
+            out,
+            answer: None,
+            start_over: false,
+            dropped: false,
+        };
+        let submitted = Task {
+            id: task_id.to_owned(),
+            context_id: Some(context_id.to_owned()),
+            status: status(TaskState::Submitted, None),
+            artifacts: Vec::new(),
+            history: None,
+            metadata: None,
+        };
+        translator.out.send(StreamEvent::Task(submitted), false);
+        translator.out.send(
+            translator.status_update(status(TaskState::Working, None), false, None),
+            false,
+        );
+        translator
+    }
+
+    /// Whether anyone still listens (nothing is translated for nobody).
+    pub(crate) fn is_listening(&self) -> bool {
+        self.out.is_listening()
+    }
+
+    /// Translates one loop event.
+    pub(crate) fn on_event(&mut self, event: &LoopEvent) {
+        match event {
+            LoopEvent::TextDelta { depth: 0, text, .. } => self.chunk(text),
+            LoopEvent::LlmRetrying { depth: 0, .. } => self.start_over = self.answer.is_some(),
+            LoopEvent::LlmTurnStarted { depth, .. } => {
+                if *depth == 0 {
+                    self.start_over = self.answer.is_some();
+                }
+                self.step(event);
+            }
+            _ => self.step(event),
+        }
+    }
+
+    /// Closes the stream with `task`, the turn's finished Task, which this makes agree with
+    /// what was streamed (the answer artifact's id; a streamed answer the Task would lack).
+    pub(crate) fn close(mut self, task: &mut Task) {
+        if let Some(answer) = self.answer.take() {
+            match task.artifacts.first_mut() {
+                Some(first) => first.artifact_id.clone_from(&answer.artifact_id),
+                None if !answer.text.is_empty() => task.artifacts.push(Artifact {
+                    artifact_id: answer.artifact_id.clone(),
+                    name: None,
+                    description: None,
+                    parts: vec![Part::text(answer.text.clone())],
+                    extensions: None,
+                    metadata: None,
+                }),
+                None => {}
+            }
+            for (i, artifact) in task.artifacts.iter().enumerate() {
+                let streamed_whole = i == 0
+                    && !self.dropped
+                    && artifact.parts.len() == 1
+                    && artifact.parts[0].as_text() == Some(answer.text.as_str());
+                if streamed_whole {
+                    // Everything is out: close the artifact with an empty last chunk.
+                    let mut close = artifact.clone();
+                    close.parts = vec![Part::text("")];
+                    self.send_artifact(close, true, true, false);
+                } else {
+                    self.send_artifact(artifact.clone(), false, true, false);
+                }
+            }
+        } else {
+            for artifact in &task.artifacts {
+                self.send_artifact(artifact.clone(), false, true, false);
+            }
+        }
+        let last = self.status_update(task.status.clone(), true, task.metadata.clone());
+        self.out.send(last, false);
+    }
+
+    /// Ends the stream of a turn that was refused or canceled before it finished (shutdown):
+    /// a final `failed` status saying why.
+    pub(crate) fn abort(self, why: &super::TurnError) {
+        let mut message = Message::new(
+            uuid::Uuid::new_v4().to_string(),
+            Role::Agent,
+            vec![Part::text(why.to_string())],
+        );
+        message.task_id = Some(self.task_id.clone());
+        message.context_id = Some(self.context_id.clone());
+        let last = self.status_update(status(TaskState::Failed, Some(message)), true, None);
+        self.out.send(last, false);
+    }
+
+    fn chunk(&mut self, text: &str) {
+        let append = match &mut self.answer {
+            Some(answer) if !self.start_over => {
+                answer.text.push_str(text);
+                true
+            }
+            Some(answer) => {
+                text.clone_into(&mut answer.text);
+                false
+            }
+            None => {
+                self.answer = Some(Answer {
+                    artifact_id: uuid::Uuid::new_v4().to_string(),
+                    text: text.to_owned(),
+                });
+                false
+            }
+        };
+        self.start_over = false;
+        let Some(answer) = &self.answer else { return };
+        let artifact = Artifact {
+            artifact_id: answer.artifact_id.clone(),
+            name: None,
+            description: None,
+            parts: vec![Part::text(text)],
+            extensions: None,
+            metadata: None,
+        };
+        if !self.send_artifact(artifact, append, false, true) {
+            self.dropped = true;
+        }
+    }
+
+    /// A step of the turn, as a `working` status update whose message says what happens.
+    fn step(&self, event: &LoopEvent) {
+        if let Some(text) = step_text(event) {
+            let mut message = Message::new(
+                uuid::Uuid::new_v4().to_string(),
+                Role::Agent,
+                vec![Part::text(text)],
+            );
+            message.task_id = Some(self.task_id.clone());
+            message.context_id = Some(self.context_id.clone());
+            let update = self.status_update(status(TaskState::Working, Some(message)), false, None);
+            self.out.send(update, true);
+        }
+    }
+
+    fn send_artifact(
+        &self,
+        artifact: Artifact,
+        append: bool,
+        last_chunk: bool,
+        droppable: bool,
+    ) -> bool {
+        let update = TaskArtifactUpdateEvent {
+            task_id: self.task_id.clone(),
+            context_id: self.context_id.clone(),
+            artifact,
+            append,
+            last_chunk,
+            metadata: None,
+        };
+        self.out
+            .send(StreamEvent::ArtifactUpdate(update), droppable)
+    }
+
+    fn status_update(
+        &self,
+        status: TaskStatus,
+        last: bool,
+        metadata: Option<daedalus_contract::Metadata>,
+    ) -> StreamEvent {
+        StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: self.task_id.clone(),
+            context_id: self.context_id.clone(),
+            status,
+            r#final: last,
+            metadata,
+        })
+    }
+}
+
+/// The stream of a message answered before (a replay): the finished Task, then its status as
+/// the final update.
+pub(crate) fn replay(task: &Task, out: &EventSender) {
+    if !out.is_listening() {
+        return;
+    }
+    let context_id = task.context_id.clone().unwrap_or_default();
+    out.send(StreamEvent::Task(task.clone()), false);
+    out.send(
+        StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: task.id.clone(),
+            context_id,
+            status: task.status.clone(),
+            r#final: true,
+            metadata: task.metadata.clone(),
+        }),
+        false,
+    );
+}
+
+fn status(state: TaskState, message: Option<Message>) -> TaskStatus {
+    TaskStatus {
+        state,
+        message,
+        timestamp: Some(Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)),
+    }
+}
+
+/// What a step says, for the stream and for MCP progress (the words Daedalus renders).
+pub fn step_text(event: &LoopEvent) -> Option<String> {
+    match event {
+        LoopEvent::LlmTurnStarted { agent, step, .. } => Some(format!("{agent} step {step} (llm)")),
+        LoopEvent::LlmTurnFinished {
+            agent,
+            step,
+            tool_calls,
+            ..
+        } if *tool_calls > 0 => Some(format!("{agent} step {step} (tool)")),
+        LoopEvent::ToolStarted { server, tool, .. } => Some(format!("{server}/{tool}: started")),
+        LoopEvent::ToolFinished { server, tool, .. } => Some(format!("{server}/{tool}: completed")),
+        LoopEvent::ToolFailed { server, tool, .. } => Some(format!("{server}/{tool}: failed")),
+        LoopEvent::LlmTurnFinished { .. }
+        | LoopEvent::LlmRetrying { .. }
+        | LoopEvent::TextDelta { .. }
+        | LoopEvent::Final { .. } => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use daedalus_contract::TaskRebuilder;
+
+    use super::*;
+    use crate::agent_loop::AgentOutcome;
+    use crate::llm::Usage;
+
+    fn delta(text: &str) -> LoopEvent {
+        LoopEvent::TextDelta {
+            agent: "a".into(),
+            depth: 0,
+            text: text.into(),
+        }
+    }
+
+    fn step_started(step: u32) -> LoopEvent {
+        LoopEvent::LlmTurnStarted {
+            agent: "a".into(),
+            depth: 0,
+            step,
+        }
+    }
+
+    fn drain(events: &mut EventReceiver) -> Vec<StreamEvent> {
+        let mut out = Vec::new();
+        while let Ok((event, size)) = events.rx.try_recv() {
+            events.queued.fetch_sub(size, Ordering::Relaxed);
+            out.push(event);
+        }
+        out
+    }
+
+    /// Runs `loop_events` through a translator, closes it with `outcome`'s Task, and checks
+    /// the stream rebuilds to exactly that Task; returns the stream and the Task.
+    fn translate(loop_events: &[LoopEvent], outcome: AgentOutcome) -> (Vec<StreamEvent>, Task) {
+        let (out, mut events) = queue();
+        let mut translator = Translator::open("t", "c", out);
+        for event in loop_events {
+            translator.on_event(event);
+        }
+        let mut task = crate::turns::task::finish("t", "c", outcome);
+        translator.close(&mut task);
+        let stream = drain(&mut events);
+        let mut rebuilt = TaskRebuilder::new();
+        for event in &stream {
+            rebuilt.apply(event).expect("a valid stream");
+        }
+        assert!(rebuilt.is_final());
+        let rebuilt = rebuilt.into_task().expect("a task");
+        assert_eq!(
+            rebuilt.artifacts, task.artifacts,
+            "the stream agrees with the Task"
+        );
+        assert_eq!(rebuilt.status, task.status);
+        (stream, task)
+    }
+
+    fn completed(text: &str) -> AgentOutcome {
+        AgentOutcome::Completed {
+            artifacts: vec![Artifact {
+                artifact_id: "made-by-the-loop".into(),
+                name: Some("response".into()),
+                description: None,
+                parts: vec![Part::text(text)],
+                extensions: None,
+                metadata: None,
+            }],
+        }
+    }
+
+    fn chunks(stream: &[StreamEvent]) -> Vec<(String, bool, bool)> {
+        stream
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::ArtifactUpdate(u) => Some((
+                    u.artifact.parts[0].as_text().unwrap_or_default().to_owned(),
+                    u.append,
+                    u.last_chunk,
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn text_streams_as_chunks_of_one_artifact_and_the_task_keeps_its_id() {
+        let (stream, task) = translate(
+            &[step_started(1), delta("The answer"), delta(" is 4.")],
+            completed("The answer is 4."),
+        );
+        assert!(
+            matches!(stream.first(), Some(StreamEvent::Task(t)) if t.status.state == TaskState::Submitted)
+        );
+        assert!(
+            matches!(&stream[1], StreamEvent::StatusUpdate(u) if u.status.state == TaskState::Working && !u.r#final)
+        );
+        assert!(
+            matches!(stream.last(), Some(StreamEvent::StatusUpdate(u)) if u.r#final && u.status.state == TaskState::Completed)
+        );
+        assert_eq!(
+            chunks(&stream),
+            [
+                ("The answer".to_owned(), false, false),
+                (" is 4.".to_owned(), true, false),
+                (String::new(), true, true),
+            ]
+        );
+        let StreamEvent::ArtifactUpdate(first) = &stream[3] else {
+            panic!("the first chunk follows the step's status: {stream:?}");
+        };
+        assert_eq!(task.artifacts[0].artifact_id, first.artifact.artifact_id);
+    }
+
+    #[test]
+    fn text_before_a_tool_call_is_replaced_by_the_next_step_and_a_retry_starts_over() {
+        let tool_step = LoopEvent::LlmTurnFinished {
+            agent: "a".into(),
+            depth: 0,
+            step: 1,
+            model: "m".into(),
+            usage: Usage::default(),
+            tool_calls: 1,
+        };
+        let retry = LoopEvent::LlmRetrying {
+            agent: "a".into(),
+            depth: 0,
+            attempt: 1,
+        };
+        let (stream, _) = translate(
+            &[
+                step_started(1),
+                delta("Let me look."),
+                tool_step,
+                step_started(2),
+                delta("It is"),
+                retry,
+                delta("It is 4."),
+            ],
+            completed("It is 4."),
+        );
+        assert_eq!(
+            chunks(&stream),
+            [
+                ("Let me look.".to_owned(), false, false),
+                ("It is".to_owned(), false, false),
+                ("It is 4.".to_owned(), false, false),
+                (String::new(), true, true),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_listener_far_behind_misses_chunks_but_gets_the_answer_whole() {
+        let big = "x".repeat(64 * 1024);
+        let deltas: Vec<LoopEvent> = (0..40).map(|_| delta(&big)).collect();
+        let whole = big.repeat(40);
+        let (stream, _) = translate(&deltas, completed(&whole));
+        let sent = chunks(&stream);
+        assert!(sent.len() < 41, "some chunks were dropped: {}", sent.len());
+        let last = sent.last().expect("the answer");
+        assert_eq!((last.0.len(), last.1, last.2), (whole.len(), false, true));
+    }
+
+    #[test]
+    fn text_streamed_before_a_failure_stays_in_the_task() {
+        let (_, task) = translate(
+            &[step_started(1), delta("Partial")],
+            AgentOutcome::Failed {
+                reason: "the model call failed".into(),
+            },
+        );
+        assert_eq!(task.status.state, TaskState::Failed);
+        assert_eq!(task.artifacts[0].parts, vec![Part::text("Partial")]);
+    }
+
+    #[test]
+    fn nothing_is_translated_for_nobody() {
+        let (out, events) = queue();
+        drop(events);
+        let translator = Translator::open("t", "c", out);
+        assert!(!translator.is_listening());
+    }
+
+    #[test]
+    fn steps_read_as_daedalus_expects() {
+        let cases = [
+            (
+                LoopEvent::LlmTurnStarted {
+                    agent: "harper".into(),
+                    depth: 0,
+                    step: 2,
+                },
+                Some("harper step 2 (llm)"),
+            ),
+            (
+                LoopEvent::LlmTurnFinished {
+                    agent: "harper".into(),
+                    depth: 0,
+                    step: 3,
+                    model: "m".into(),
+                    usage: Usage::default(),
+                    tool_calls: 2,
+                },
+                Some("harper step 3 (tool)"),
+            ),
+            (
+                LoopEvent::LlmTurnFinished {
+                    agent: "harper".into(),
+                    depth: 0,
+                    step: 4,
+                    model: "m".into(),
+                    usage: Usage::default(),
+                    tool_calls: 0,
+                },
+                None,
+            ),
+            (
+                LoopEvent::ToolStarted {
+                    agent: "harper".into(),
+                    depth: 0,
+                    step: 1,
+                    server: "argos".into(),
+                    tool: "search_web".into(),
+                    call_id: "c".into(),
+                },
+                Some("argos/search_web: started"),
+            ),
+            (
+                LoopEvent::ToolFailed {
+                    agent: "harper".into(),
+                    depth: 1,
+                    step: 1,
+                    server: "argos".into(),
+                    tool: "search_web".into(),
+                    call_id: "c".into(),
+                    reason: "down".into(),
+                    elapsed_ms: 3,
+                },
+                Some("argos/search_web: failed"),
+            ),
+        ];
+        for (event, expected) in cases {
+            assert_eq!(step_text(&event).as_deref(), expected, "{event:?}");
+        }
+    }
+}
