@@ -194,6 +194,10 @@ struct PublishArgs {
     /// Print the Task as JSON.
     #[arg(long)]
     json: bool,
+    /// Print the answer as it streams (when the agent's runtime streams), tool steps as dim
+    /// lines on a terminal's stderr; still exit by the final state.
+    #[arg(long, conflicts_with_all = ["no_wait", "json"])]
+    follow: bool,
     /// Continue this W3C trace (`00-<trace id>-<span id>-<flags>`); without it, publish starts
     /// a new trace. Either way the trace id is printed to stderr.
     #[arg(long, value_name = "TRACEPARENT")]
@@ -327,6 +331,8 @@ pub struct PublishConfig {
     #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub timeout: Duration,
     pub json: bool,
+    /// Print the task's stream events as they are relayed (`--follow`).
+    pub follow: bool,
     /// The trace to continue (`--traceparent`), already checked.
     pub traceparent: Option<String>,
     pub log_level: String,
@@ -410,6 +416,7 @@ impl Launch {
                 wait: !p.no_wait,
                 timeout: p.timeout,
                 json: p.json,
+                follow: p.follow,
                 traceparent: p.traceparent,
                 log_level: cli.log_level,
             }));

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use daedalus_contract::launch::{Binary, Serving};
 use daedalus_contract::service::{self, LogTarget};
 use daedalus_proxy::config::{ConfigError, Launch, LogFormat, PublishConfig};
-use daedalus_proxy::publish::{self, Published};
+use daedalus_proxy::publish::{self, Follower, Published};
 
 const PROXY: Binary = Binary {
     name: "daedalus-proxy",
@@ -57,7 +57,13 @@ async fn run_publish(config: &PublishConfig) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let spinner = publish::stderr_is_tty() && config.wait && !config.json;
+    let spinner = publish::stderr_is_tty() && config.wait && !config.json && !config.follow;
+    let follower = std::cell::RefCell::new(Follower::new(publish::stderr_is_tty()));
+    let on_event = |event: &daedalus_contract::StreamEvent| {
+        follower
+            .borrow_mut()
+            .show(event, &mut std::io::stdout(), &mut std::io::stderr());
+    };
     let ticks = AtomicUsize::new(0);
     let progress = || {
         if spinner {
@@ -73,7 +79,8 @@ async fn run_publish(config: &PublishConfig) -> ExitCode {
     let trace = publish::trace(config);
     // On stderr, so `--json` output stays one document: the id to look the task up by.
     eprintln!("trace {}", trace.span.trace_id_hex());
-    let outcome = publish::publish(config, &request, &trace, progress).await;
+    let outcome = publish::publish(config, &request, &trace, progress, on_event).await;
+    let follower = follower.into_inner();
     if spinner {
         eprint!("\r\x1b[2K");
     }
@@ -102,6 +109,12 @@ async fn run_publish(config: &PublishConfig) -> ExitCode {
                     "{}",
                     serde_json::to_string_pretty(task.as_ref()).unwrap_or_default()
                 );
+            } else if follower.printed_text() {
+                // The answer is on screen already: end its line, then say how it ended.
+                if follower.mid_line() {
+                    let _ = writeln!(out);
+                }
+                let _ = writeln!(out, "task {}  {}", task.id, task.status.state);
             } else {
                 let _ = write!(out, "{}", publish::describe(task));
             }

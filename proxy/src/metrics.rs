@@ -41,6 +41,8 @@ pub struct Metrics {
     pub tasks_held: Counter,
     /// Publishes to a stream (results, dead letters) not acknowledged, and retried.
     pub publish_retries: Counter,
+    /// Stream events of a streaming runtime relayed to `agent.events.<agent>.<task-token>`.
+    pub events_relayed: Counter,
     /// Times the agent's consumer (or the task stream) was found missing and created again.
     pub consumer_recreated: Counter,
     /// Tasks being worked on.
@@ -76,6 +78,7 @@ impl Metrics {
             runtime_unreached: Counter::default(),
             tasks_held: Counter::default(),
             publish_retries: Counter::default(),
+            events_relayed: Counter::default(),
             consumer_recreated: Counter::default(),
             in_flight: Gauge::default(),
             runtime_healthy: Gauge::default(),
@@ -152,6 +155,11 @@ impl Metrics {
             "publish_retries",
             "Publishes to a stream (results, dead letters) not acknowledged, and retried",
             m.publish_retries.clone(),
+        );
+        registry.register(
+            "events_relayed",
+            "Stream events of a streaming runtime relayed to agent.events.<agent>.<task-token>",
+            m.events_relayed.clone(),
         );
         registry.register(
             "consumer_recreated",

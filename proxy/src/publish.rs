@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use async_nats::HeaderMap;
 use daedalus_contract::write::contract;
-use daedalus_contract::{Message, Part, Role, SendMessageRequest, Task, TaskState, read};
+use daedalus_contract::{
+    Message, Part, Role, SendMessageRequest, StreamEvent, Task, TaskState, read,
+};
 use futures::StreamExt;
 use tokio::time::Instant;
 
@@ -120,12 +122,15 @@ pub fn trace(config: &PublishConfig) -> TraceContext {
 }
 
 /// Publishes `request` for `config.agent` in `trace` (its `traceparent` rides on the task's
-/// headers) and (unless `--no-wait`) waits for its result.
+/// headers) and (unless `--no-wait`) waits for its result. With `--follow`, each event the
+/// proxy relays from a streaming runtime (`agent.events.<agent>.<task-token>`) is handed to
+/// `on_event` as it arrives.
 pub async fn publish(
     config: &PublishConfig,
     request: &SendMessageRequest,
     trace: &TraceContext,
     progress: impl Fn(),
+    mut on_event: impl FnMut(&StreamEvent),
 ) -> Result<Published, PublishError> {
     let deadline = Instant::now() + config.timeout;
     let client = nats::connect(
@@ -148,6 +153,20 @@ pub async fn publish(
                 .await
                 .map_err(|e| PublishError::Subscribe {
                     subject: result_subject.clone(),
+                    reason: e.to_string(),
+                })?,
+        )
+    } else {
+        None
+    };
+    let events_subject = subjects::events(&config.agent, &task_id);
+    let mut events = if config.follow {
+        Some(
+            client
+                .subscribe(events_subject.clone())
+                .await
+                .map_err(|e| PublishError::Subscribe {
+                    subject: events_subject.clone(),
                     reason: e.to_string(),
                 })?,
         )
@@ -190,8 +209,17 @@ pub async fn publish(
     let stream = js.get_stream(&config.streams.results).await.ok();
     let mut poll = tokio::time::interval(Duration::from_secs(2));
     poll.tick().await;
+    let next_event = async |events: &mut Option<async_nats::Subscriber>| match events {
+        Some(events) => events.next().await,
+        None => std::future::pending().await,
+    };
     loop {
         tokio::select! {
+            Some(message) = next_event(&mut events) => {
+                if let Ok(event) = read::from_slice::<StreamEvent>(&message.payload) {
+                    on_event(&event);
+                }
+            }
             received = results.next() => {
                 if let Some(task) = received.and_then(|m| matching_task(m.headers.as_ref(), &m.payload, &expected_id)) {
                     return Ok(Published::Result(Box::new(task)));
@@ -240,6 +268,83 @@ pub fn stderr_is_tty() -> bool {
     std::io::stderr().is_terminal()
 }
 
+/// Prints a followed stream (`--follow`): the answer's text as it arrives, each step of the
+/// turn on a line of its own (dim on a terminal).
+#[derive(Debug, Default)]
+pub struct Follower {
+    /// Step lines are dimmed (stderr is a terminal).
+    dim: bool,
+    /// Answer text has been printed (the result then prints only its state).
+    printed_text: bool,
+    /// The answer's line is open (a step line starts a new one first).
+    mid_line: bool,
+}
+
+impl Follower {
+    pub fn new(dim: bool) -> Self {
+        Self {
+            dim,
+            ..Self::default()
+        }
+    }
+
+    /// Shows one event: answer text on `out`, steps on `steps`.
+    pub fn show(
+        &mut self,
+        event: &StreamEvent,
+        out: &mut impl std::io::Write,
+        steps: &mut impl std::io::Write,
+    ) {
+        match event {
+            StreamEvent::ArtifactUpdate(update) => {
+                let text: String = update
+                    .artifact
+                    .parts
+                    .iter()
+                    .filter_map(Part::as_text)
+                    .collect();
+                if text.is_empty() {
+                    return;
+                }
+                if !update.append && self.mid_line {
+                    // The answer starts over (a new step, or a retry): on a new line.
+                    let _ = writeln!(out);
+                }
+                let _ = write!(out, "{text}");
+                let _ = out.flush();
+                self.printed_text = true;
+                self.mid_line = !text.ends_with('\n');
+            }
+            StreamEvent::StatusUpdate(update) if !update.r#final => {
+                let Some(step) = update.status.message.as_ref().map(Message::text) else {
+                    return;
+                };
+                if self.mid_line {
+                    let _ = writeln!(out);
+                    let _ = out.flush();
+                    self.mid_line = false;
+                }
+                let _ = if self.dim {
+                    writeln!(steps, "\x1b[2m{step}\x1b[0m")
+                } else {
+                    writeln!(steps, "{step}")
+                };
+            }
+            StreamEvent::StatusUpdate(_) | StreamEvent::Task(_) => {}
+        }
+    }
+
+    /// Whether any answer text was printed.
+    pub fn printed_text(&self) -> bool {
+        self.printed_text
+    }
+
+    /// Whether the answer's last line is still open.
+    pub fn mid_line(&self) -> bool {
+        self.mid_line
+    }
+}
+
 /// The Task for people: id, state, and the text of its message and artifacts.
 pub fn describe(task: &Task) -> String {
     use std::fmt::Write as _;
@@ -266,4 +371,64 @@ pub fn describe(task: &Task) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use daedalus_contract::{Artifact, TaskArtifactUpdateEvent, TaskStatus, TaskStatusUpdateEvent};
+
+    use super::*;
+
+    fn chunk(text: &str, append: bool) -> StreamEvent {
+        StreamEvent::ArtifactUpdate(TaskArtifactUpdateEvent {
+            task_id: "t".into(),
+            context_id: "c".into(),
+            artifact: Artifact {
+                artifact_id: "a".into(),
+                name: None,
+                description: None,
+                parts: vec![Part::text(text)],
+                extensions: None,
+                metadata: None,
+            },
+            append,
+            last_chunk: false,
+            metadata: None,
+        })
+    }
+
+    fn step(text: &str) -> StreamEvent {
+        StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: "t".into(),
+            context_id: "c".into(),
+            status: TaskStatus {
+                state: TaskState::Working,
+                message: Some(Message::new("m", Role::Agent, vec![Part::text(text)])),
+                timestamp: None,
+            },
+            r#final: false,
+            metadata: None,
+        })
+    }
+
+    #[test]
+    fn a_followed_stream_prints_text_as_it_comes_and_steps_on_lines_of_their_own() {
+        let (mut out, mut steps) = (Vec::new(), Vec::new());
+        let mut follower = Follower::new(true);
+        for event in [
+            chunk("Let me", false),
+            chunk(" look.", true),
+            step("f/search: started"),
+            chunk("It is", false),
+            chunk(" 4.", true),
+        ] {
+            follower.show(&event, &mut out, &mut steps);
+        }
+        assert_eq!(String::from_utf8(out).unwrap(), "Let me look.\nIt is 4.");
+        assert_eq!(
+            String::from_utf8(steps).unwrap(),
+            "\x1b[2mf/search: started\x1b[0m\n"
+        );
+        assert!(follower.printed_text() && follower.mid_line());
+    }
 }

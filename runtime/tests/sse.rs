@@ -237,6 +237,7 @@ async fn a_stream_cut_by_shutdown_still_ends_with_its_final_event() {
     let last = rest.last().expect("a final event");
     assert_eq!(last["statusUpdate"]["final"], true, "{rest:#?}");
     assert_eq!(last["statusUpdate"]["status"]["state"], "failed");
+    assert_eq!(last["statusUpdate"]["metadata"]["retryElsewhere"], true);
     Schema::StreamEvent.validate(last).expect("valid");
 }
 

@@ -149,19 +149,23 @@ impl<'w> Job<'w> {
                 self.finish(Some(&lease), &ids, answer, AckKind::Term, started)
                     .await;
             }
-            Intake::Task { ids, .. } => self.forward(&lease, &ids, started).await,
+            Intake::Task { ids, request } => {
+                // A stream carries no `history`: a task that asks for it is not streamed.
+                let stream = self.shared.runtime_streams && request.history_length().is_none();
+                self.forward(&lease, &ids, started, stream).await;
+            }
         }
         self.shared.metrics.in_flight.dec();
         lease.release().await;
     }
 
-    async fn forward(&mut self, lease: &Lease, ids: &Ids, started: Instant) {
+    async fn forward(&mut self, lease: &Lease, ids: &Ids, started: Instant, stream: bool) {
         tracing::debug!(message_id = %ids.message_id, "task started");
         let reply = loop {
             if !self.hold_while_down(lease).await {
                 return;
             }
-            let Some(reply) = self.send(lease).await else {
+            let Some(reply) = self.send(lease, &ids.task_id, stream).await else {
                 return;
             };
             match reply {
@@ -197,10 +201,15 @@ impl<'w> Job<'w> {
         }
     }
 
-    /// One `POST /` of the task, under its lease. `None` when the task was let go meanwhile
-    /// (lease lost, or handed back at the end of the grace period).
-    async fn send(&mut self, lease: &Lease) -> Option<Result<Reply, ForwardError>> {
-        let config = &self.shared.config;
+    /// One `POST /` of the task, under its lease (streamed and relayed when the runtime
+    /// streams). `None` when the task was let go meanwhile (lease lost, or handed back at the
+    /// end of the grace period).
+    async fn send(
+        &mut self,
+        lease: &Lease,
+        task_id: &str,
+        stream: bool,
+    ) -> Option<Result<Reply, ForwardError>> {
         let call = self.step_span(|| {
             tracing::info_span!(
                 "runtime_call",
@@ -209,10 +218,11 @@ impl<'w> Job<'w> {
                 http.request.method = "POST",
             )
         });
-        let send = self.shared.forwarder.send(
-            self.message.payload.clone(),
+        let send = relayed(
+            self.shared,
+            &self.message.payload,
             &self.trace,
-            config.task_timeout,
+            stream.then_some(task_id),
         );
         tokio::select! {
             reply = lease.covering(send.instrument(call)) => Some(reply),
@@ -543,3 +553,37 @@ async fn publish_durably(
     )
     .await
 }
+
+/// Sends the task to the runtime. To stream task `streamed` (the runtime streams, and the
+/// task asks for no history), asks for its events and publishes each to
+/// `agent.events.<agent>.<task-token>` (core NATS, best effort) as it arrives, while the
+/// answer is the Task they rebuild.
+async fn relayed(
+    shared: &Shared,
+    payload: &Bytes,
+    trace: &TraceContext,
+    streamed: Option<&str>,
+) -> Result<Reply, ForwardError> {
+    let timeout = shared.config.task_timeout;
+    let Some(task_id) = streamed else {
+        return shared.forwarder.send(payload.clone(), trace, timeout).await;
+    };
+    let events_subject = subjects::events(&shared.config.agent, task_id);
+    let (events, mut arriving) = tokio::sync::mpsc::channel::<Bytes>(RELAY_QUEUE);
+    let forward = shared
+        .forwarder
+        .stream(payload.clone(), trace, timeout, events);
+    let relay = async {
+        while let Some(event) = arriving.recv().await {
+            shared.metrics.events_relayed.inc();
+            if let Err(e) = shared.client.publish(events_subject.clone(), event).await {
+                tracing::debug!(error = %e, "a stream event could not be relayed");
+            }
+        }
+    };
+    let (reply, ()) = tokio::join!(forward, relay);
+    reply
+}
+
+/// Events that may wait for the relay before the runtime's stream is read more slowly.
+const RELAY_QUEUE: usize = 64;

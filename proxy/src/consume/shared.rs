@@ -19,6 +19,9 @@ pub struct Shared {
     pub client: async_nats::Client,
     pub js: Context,
     pub forwarder: Arc<dyn Forwarder>,
+    /// The runtime streams (its card says so): each task's events are relayed, as they
+    /// arrive, to `agent.events.<agent>.<task-token>`.
+    pub runtime_streams: bool,
     pub metrics: Arc<Metrics>,
     /// Whether the runtime can take tasks now.
     pub runtime: Arc<RuntimeAvailability>,

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use tokio::sync::mpsc;
 
 use crate::wire::trace::TraceContext;
 
@@ -40,4 +41,22 @@ pub trait Forwarder: Send + Sync + std::fmt::Debug + 'static {
         trace: &TraceContext,
         timeout: Duration,
     ) -> Result<Reply, ForwardError>;
+
+    /// `POST /` asking for the task's event stream (`Accept: text/event-stream`, contract
+    /// level 3): each event's data, as the runtime wrote it, goes to `events` as it arrives,
+    /// and the answer is the Task the stream rebuilds (status 200, contract dialect). An
+    /// answer that is not a stream (an error, plain JSON) is the answer as [`send`] reads it.
+    /// A forwarder that cannot stream sends the task as [`send`] does.
+    ///
+    /// [`send`]: Forwarder::send
+    async fn stream(
+        &self,
+        body: Bytes,
+        trace: &TraceContext,
+        timeout: Duration,
+        events: mpsc::Sender<Bytes>,
+    ) -> Result<Reply, ForwardError> {
+        drop(events);
+        self.send(body, trace, timeout).await
+    }
 }

@@ -4,17 +4,19 @@
 //! parsed once, no pool task, no redirect or retry layers); the rest, and `https://` runtimes,
 //! go through reqwest.
 
-use daedalus_contract::error_chain::error_chain;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use daedalus_contract::container::{AGENT_CARD_PATH, HEALTH_PATH, MANIFEST_PATH, TASK_PATH};
+use daedalus_contract::error_chain::error_chain;
 use daedalus_contract::{AgentCard, RuntimeContract, Schema, read};
+use tokio::sync::mpsc;
 
+use crate::forward::event_stream::EventStreamReader;
 use crate::forward::forwarder::{ForwardError, Forwarder, Reply};
-use crate::forward::plain_http::PlainHttp;
+use crate::forward::plain_http::{PlainHttp, Reading};
 use crate::wire::trace::TraceContext;
 
 /// The runtime over HTTP.
@@ -170,19 +172,52 @@ impl Forwarder for HttpRuntime {
         trace: &TraceContext,
         timeout: Duration,
     ) -> Result<Reply, ForwardError> {
-        match &self.tasks {
-            Some(plain) => {
-                let mut headers = trace_headers(trace);
-                headers.insert(
-                    http::header::CONTENT_TYPE,
-                    http::HeaderValue::from_static("application/json"),
-                );
-                tokio::time::timeout(timeout, plain.send(body, headers))
-                    .await
-                    .map_err(|_| ForwardError::Timeout(timeout))?
-            }
-            None => self.send_with_reqwest(body, trace, timeout).await,
+        self.post(body, trace, timeout, None).await
+    }
+
+    async fn stream(
+        &self,
+        body: Bytes,
+        trace: &TraceContext,
+        timeout: Duration,
+        events: mpsc::Sender<Bytes>,
+    ) -> Result<Reply, ForwardError> {
+        self.post(body, trace, timeout, Some(&events)).await
+    }
+}
+
+impl HttpRuntime {
+    /// `POST /` of a task under `timeout`; with `events`, asking for its stream.
+    async fn post(
+        &self,
+        body: Bytes,
+        trace: &TraceContext,
+        timeout: Duration,
+        events: Option<&mpsc::Sender<Bytes>>,
+    ) -> Result<Reply, ForwardError> {
+        let mut headers = trace_headers(trace);
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        if events.is_some() {
+            headers.insert(
+                http::header::ACCEPT,
+                http::HeaderValue::from_static("text/event-stream"),
+            );
         }
+        let exchange = async {
+            match (&self.tasks, events) {
+                (Some(plain), None) => plain.send(body, headers, Reading::Whole).await,
+                (Some(plain), Some(events)) => {
+                    plain.send(body, headers, Reading::Events(events)).await
+                }
+                (None, events) => self.post_with_reqwest(body, headers, timeout, events).await,
+            }
+        };
+        tokio::time::timeout(timeout, exchange)
+            .await
+            .map_err(|_| ForwardError::Timeout(timeout))?
     }
 }
 
@@ -206,25 +241,47 @@ fn trace_headers(trace: &TraceContext) -> http::HeaderMap {
 }
 
 impl HttpRuntime {
-    async fn send_with_reqwest(
+    /// `POST /` through reqwest (an `https://` runtime); an event stream is read as it
+    /// arrives when `events` asks for it.
+    async fn post_with_reqwest(
         &self,
         body: Bytes,
-        trace: &TraceContext,
+        headers: http::HeaderMap,
         timeout: Duration,
+        events: Option<&mpsc::Sender<Bytes>>,
     ) -> Result<Reply, ForwardError> {
-        let response = self
+        let mut response = self
             .http
             .post(self.url(TASK_PATH))
             .timeout(timeout)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .headers(trace_headers(trace))
+            .headers(headers)
             .body(body)
             .send()
             .await
             .map_err(|e| classify(&e, timeout))?;
         let status = response.status().as_u16();
-        let body = response.bytes().await.map_err(|e| classify(&e, timeout))?;
-        Ok(Reply { status, body })
+        let is_event_stream = status == 200
+            && response
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.starts_with("text/event-stream"));
+        let Some(events) = events.filter(|_| is_event_stream) else {
+            let body = response.bytes().await.map_err(|e| classify(&e, timeout))?;
+            return Ok(Reply { status, body });
+        };
+        let mut reader = EventStreamReader::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| classify(&e, timeout))? {
+            let complete = reader
+                .push(&chunk)
+                .map_err(|e| ForwardError::Io(e.to_string()))?;
+            for event in complete {
+                let _ = events.send(event).await;
+            }
+        }
+        reader
+            .into_reply()
+            .map_err(|e| ForwardError::Io(e.to_string()))
     }
 }
 

@@ -22,7 +22,9 @@ use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
+use tokio::sync::mpsc;
 
+use crate::forward::event_stream::EventStreamReader;
 use crate::forward::forwarder::{ForwardError, Reply};
 
 /// Longest wait for a TCP connection to the runtime.
@@ -51,6 +53,16 @@ impl std::fmt::Debug for PlainHttp {
             .field("authority", &self.authority)
             .finish_non_exhaustive()
     }
+}
+
+/// How an answer is read.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Reading<'a> {
+    /// The whole body, whatever it is.
+    Whole,
+    /// A `text/event-stream` answer event by event, each event's data sent to the channel as it
+    /// arrives, the answer being the Task the stream rebuilds; any other answer whole.
+    Events(&'a mpsc::Sender<Bytes>),
 }
 
 /// How one exchange on one connection ended.
@@ -86,12 +98,13 @@ impl PlainHttp {
         })
     }
 
-    /// Sends one task and reads the whole answer. A connection the runtime closed while idle
-    /// is replaced and the request sent again on a new one.
+    /// Sends one task and reads its answer as `reading` says. A connection the runtime closed
+    /// while idle is replaced and the request sent again on a new one.
     pub(crate) async fn send(
         &self,
         body: Bytes,
         headers: http::HeaderMap,
+        reading: Reading<'_>,
     ) -> Result<Reply, ForwardError> {
         loop {
             let (connection, reused) = match self.take_idle() {
@@ -99,7 +112,7 @@ impl PlainHttp {
                 None => (self.connect().await?, false),
             };
             match self
-                .exchange(connection, body.clone(), headers.clone())
+                .exchange(connection, body.clone(), headers.clone(), reading)
                 .await
             {
                 Exchange::Answered(reply) => return Ok(reply),
@@ -144,7 +157,13 @@ impl PlainHttp {
 
     /// One request and its whole answer on `connection`, the connection polled alongside in
     /// this task. The connection goes back to the idle list if it can carry another request.
-    async fn exchange(&self, connection: Http1, body: Bytes, headers: http::HeaderMap) -> Exchange {
+    async fn exchange(
+        &self,
+        connection: Http1,
+        body: Bytes,
+        headers: http::HeaderMap,
+        reading: Reading<'_>,
+    ) -> Exchange {
         let mut request = http::Request::new(Full::new(body));
         *request.method_mut() = http::Method::POST;
         *request.uri_mut() = self.uri.clone();
@@ -161,7 +180,7 @@ impl PlainHttp {
                 return Exchange::NotSent(error_chain(&e));
             }
             match sender.send_request(request).await {
-                Ok(response) => read_answer(response).await,
+                Ok(response) => read_answer(response, reading).await,
                 Err(e) if e.is_canceled() => Exchange::NotSent(error_chain(&e)),
                 Err(e) => Exchange::Failed(error_chain(&e)),
             }
@@ -186,15 +205,52 @@ impl PlainHttp {
     }
 }
 
-/// Reads the status and the whole body.
-async fn read_answer(response: http::Response<Incoming>) -> Exchange {
+/// Reads the status and the body: the whole of it, or, for an event stream read as one, its
+/// events as they arrive and the Task they rebuild.
+async fn read_answer(response: http::Response<Incoming>, reading: Reading<'_>) -> Exchange {
     let status = response.status().as_u16();
+    let is_event_stream = status == 200
+        && response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+    if let (Reading::Events(events), true) = (reading, is_event_stream) {
+        return read_events(response.into_body(), events).await;
+    }
     match response.into_body().collect().await {
         Ok(body) => Exchange::Answered(Reply {
             status,
             body: body.to_bytes(),
         }),
         Err(e) => Exchange::Failed(error_chain(&e)),
+    }
+}
+
+/// Reads an event stream to its end, handing each event's data on as it arrives.
+async fn read_events(mut body: Incoming, events: &mpsc::Sender<Bytes>) -> Exchange {
+    let mut reader = EventStreamReader::new();
+    while let Some(frame) = body.frame().await {
+        let data = match frame {
+            Ok(frame) => match frame.into_data() {
+                Ok(data) => data,
+                Err(_) => continue,
+            },
+            Err(e) => return Exchange::Failed(error_chain(&e)),
+        };
+        match reader.push(&data) {
+            Ok(complete) => {
+                for event in complete {
+                    // Best effort: a relay that has stopped listening loses nothing here.
+                    let _ = events.send(event).await;
+                }
+            }
+            Err(e) => return Exchange::Failed(e.to_string()),
+        }
+    }
+    match reader.into_reply() {
+        Ok(reply) => Exchange::Answered(reply),
+        Err(e) => Exchange::Failed(e.to_string()),
     }
 }
 
@@ -256,7 +312,11 @@ mod tests {
         let plain = PlainHttp::new(&uri).expect("an http URI");
         for _ in 0..3 {
             let reply = plain
-                .send(Bytes::from_static(b"{}"), http::HeaderMap::new())
+                .send(
+                    Bytes::from_static(b"{}"),
+                    http::HeaderMap::new(),
+                    Reading::Whole,
+                )
                 .await
                 .expect("answered");
             assert_eq!((reply.status, reply.body.as_ref()), (200, b"ok".as_ref()));
@@ -272,7 +332,11 @@ mod tests {
             // Let the close reach this side first: the idle connection is then stale.
             tokio::time::sleep(Duration::from_millis(20)).await;
             let reply = plain
-                .send(Bytes::from_static(b"{}"), http::HeaderMap::new())
+                .send(
+                    Bytes::from_static(b"{}"),
+                    http::HeaderMap::new(),
+                    Reading::Whole,
+                )
                 .await
                 .expect("answered on a new connection");
             assert_eq!(reply.status, 200);
@@ -289,7 +353,11 @@ mod tests {
         drop(listener);
         let plain = PlainHttp::new(&uri).expect("an http URI");
         let sent = plain
-            .send(Bytes::from_static(b"{}"), http::HeaderMap::new())
+            .send(
+                Bytes::from_static(b"{}"),
+                http::HeaderMap::new(),
+                Reading::Whole,
+            )
             .await;
         assert!(matches!(sent, Err(ForwardError::Unreached(_))), "{sent:?}");
     }

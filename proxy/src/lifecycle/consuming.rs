@@ -48,8 +48,12 @@ impl Consuming {
         runtime: HttpRuntime,
         status: Arc<Status>,
     ) -> Self {
-        let Ready { client, consumer } = ready;
-        let shared = share(config, client, forwarder, &status);
+        let Ready {
+            client,
+            consumer,
+            streams,
+        } = ready;
+        let shared = share(config, client, forwarder, streams, &status);
         shared.runtime.report_up();
         let health_watch = tokio::spawn(supervise::health_watch(
             runtime,
@@ -128,6 +132,7 @@ fn share(
     config: ProxyConfig,
     client: async_nats::Client,
     forwarder: Arc<dyn Forwarder>,
+    runtime_streams: bool,
     status: &Status,
 ) -> Arc<Shared> {
     Arc::new(Shared {
@@ -136,6 +141,7 @@ fn share(
         js: async_nats::jetstream::new(client.clone()),
         client,
         forwarder,
+        runtime_streams,
         metrics: Arc::clone(&status.metrics),
         runtime: Arc::clone(&status.runtime),
         consumer_state: Arc::clone(&status.consumer),

@@ -104,6 +104,9 @@ where
 pub struct Ready {
     pub client: async_nats::Client,
     pub consumer: Consumer<pull::Config>,
+    /// The runtime's card says it streams (`capabilities.streaming`): tasks are sent asking
+    /// for their event stream, relayed to NATS as it arrives.
+    pub streams: bool,
 }
 
 /// Every step of startup, in order, under one deadline.
@@ -129,7 +132,8 @@ pub async fn start(
     retry(Step::RuntimeHealthy, deadline, started, || runtime.health()).await?;
     tracing::info!("the runtime is healthy");
     let card = retry(Step::AgentCard, deadline, started, || runtime.agent_card()).await?;
-    tracing::info!(agent_card = %card.name, skills = card.skills.len(), "agent card checked");
+    let streams = card.capabilities.streaming == Some(true);
+    tracing::info!(agent_card = %card.name, skills = card.skills.len(), streams, "agent card checked");
     let manifest = retry(Step::Manifest, deadline, started, || {
         runtime.check_manifest()
     })
@@ -139,7 +143,11 @@ pub async fn start(
     } else {
         tracing::info!("runtime serves no manifest; assuming contract v1");
     }
-    Ok(Ready { client, consumer })
+    Ok(Ready {
+        client,
+        consumer,
+        streams,
+    })
 }
 
 /// Connects to NATS (its own retry loop: the connect options are built once per attempt).

@@ -28,8 +28,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chrono::{SecondsFormat, Utc};
 use daedalus_contract::{
-    Artifact, Message, Part, PartContent, Role, StreamEvent, Task, TaskArtifactUpdateEvent,
-    TaskState, TaskStatus, TaskStatusUpdateEvent,
+    Artifact, Message, Part, PartContent, RETRY_ELSEWHERE, Role, StreamEvent, Task,
+    TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent,
 };
 use tokio::sync::mpsc;
 
@@ -231,7 +231,8 @@ impl Translator {
     }
 
     /// Ends the stream of a turn that was refused or canceled before it finished (shutdown):
-    /// a final `failed` status saying why.
+    /// a final `failed` status saying why, marked [`RETRY_ELSEWHERE`] (the stream's 503: the
+    /// task was not done, and a proxy sends it to another replica).
     pub(crate) fn abort(self, why: &super::TurnError) {
         let mut message = Message::new(
             uuid::Uuid::new_v4().to_string(),
@@ -240,7 +241,9 @@ impl Translator {
         );
         message.task_id = Some(self.task_id.clone());
         message.context_id = Some(self.context_id.clone());
-        let last = self.status_update(status(TaskState::Failed, Some(message)), true, None);
+        let mut marker = daedalus_contract::Metadata::new();
+        marker.insert(RETRY_ELSEWHERE.to_owned(), true.into());
+        let last = self.status_update(status(TaskState::Failed, Some(message)), true, Some(marker));
         self.out.send(last, false);
     }
 

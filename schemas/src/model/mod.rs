@@ -23,7 +23,7 @@ pub use message::Message;
 pub use part::{Part, PartContent};
 pub use rebuild::{RebuildError, TaskRebuilder};
 pub use request::{SendMessageConfiguration, SendMessageRequest};
-pub use stream::{StreamEvent, TaskArtifactUpdateEvent, TaskStatusUpdateEvent};
+pub use stream::{RETRY_ELSEWHERE, StreamEvent, TaskArtifactUpdateEvent, TaskStatusUpdateEvent};
 pub use task::{Artifact, Task, TaskStatus};
 
 /// Free-form metadata: a JSON object, carried through untouched.

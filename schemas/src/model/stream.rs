@@ -10,6 +10,11 @@ use serde::{Deserialize, Serialize, Serializer};
 use super::{Artifact, Metadata, Task, TaskStatus};
 use crate::write::{Dialect, DialectSerialize, InDialect};
 
+/// The key, in the `metadata` of a stream's final status update, of a turn the runtime cut
+/// before it finished (it is shutting down): the task was not done and belongs on another
+/// replica, as a `503` says without streaming. Its value is `true`.
+pub const RETRY_ELSEWHERE: &str = "retryElsewhere";
+
 /// A change of a task's status.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(from = "StatusUpdateIn")]
