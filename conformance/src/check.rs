@@ -34,6 +34,14 @@ pub enum CheckId {
     JsonLogs,
     TraceContext,
     ManifestLevel2,
+    // Level 3.
+    SseContentType,
+    SseOrder,
+    SseSchema,
+    SseRebuild,
+    CardStreaming,
+    SessionResume,
+    CompactionMetadata,
 }
 
 /// Whether a failing check fails the run.
@@ -48,7 +56,7 @@ pub enum Severity {
 
 impl CheckId {
     /// Every check, in report order.
-    pub const ALL: [CheckId; 25] = [
+    pub const ALL: [CheckId; 32] = [
         CheckId::Health,
         CheckId::CardFetch,
         CheckId::CardSchema,
@@ -74,6 +82,13 @@ impl CheckId {
         CheckId::JsonLogs,
         CheckId::TraceContext,
         CheckId::ManifestLevel2,
+        CheckId::SseContentType,
+        CheckId::SseOrder,
+        CheckId::SseSchema,
+        CheckId::SseRebuild,
+        CheckId::CardStreaming,
+        CheckId::SessionResume,
+        CheckId::CompactionMetadata,
     ];
 
     pub fn id(self) -> &'static str {
@@ -103,6 +118,13 @@ impl CheckId {
             CheckId::JsonLogs => "L2-JSON-LOGS",
             CheckId::TraceContext => "L2-TRACE-CONTEXT",
             CheckId::ManifestLevel2 => "L2-MANIFEST",
+            CheckId::SseContentType => "L3-SSE-CONTENT-TYPE",
+            CheckId::SseOrder => "L3-SSE-ORDER",
+            CheckId::SseSchema => "L3-SSE-SCHEMA",
+            CheckId::SseRebuild => "L3-SSE-REBUILD",
+            CheckId::CardStreaming => "L3-CARD-STREAMING",
+            CheckId::SessionResume => "L3-SESSION-RESUME",
+            CheckId::CompactionMetadata => "L3-COMPACTION-METADATA",
         }
     }
 
@@ -143,6 +165,26 @@ impl CheckId {
             CheckId::ManifestLevel2 => {
                 "the manifest, if served, declares level 2 or more and traceContext: true"
             }
+            CheckId::SseContentType => {
+                "POST / with Accept: text/event-stream answers 200 text/event-stream"
+            }
+            CheckId::SseOrder => {
+                "the stream starts with a task event and ends with the one final statusUpdate"
+            }
+            CheckId::SseSchema => "every stream event validates against stream-event.schema.json",
+            CheckId::SseRebuild => {
+                "the stream rebuilds to the Task the same request answers without streaming"
+            }
+            CheckId::CardStreaming => {
+                "the card says capabilities.streaming: true exactly when SSE works"
+            }
+            CheckId::SessionResume => {
+                "a second task of a context has the first task's message in its history"
+            }
+            CheckId::CompactionMetadata => {
+                "metadata.compaction, wherever it appears, is {strategy, messagesBefore, \
+                 messagesAfter, tokensBefore, tokensAfter}"
+            }
         }
     }
 
@@ -153,6 +195,13 @@ impl CheckId {
             | CheckId::JsonLogs
             | CheckId::TraceContext
             | CheckId::ManifestLevel2 => 2,
+            CheckId::SseContentType
+            | CheckId::SseOrder
+            | CheckId::SseSchema
+            | CheckId::SseRebuild
+            | CheckId::CardStreaming
+            | CheckId::SessionResume
+            | CheckId::CompactionMetadata => 3,
             _ => 1,
         }
     }

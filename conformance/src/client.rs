@@ -85,6 +85,21 @@ impl Probe {
         }
     }
 
+    /// POSTs a JSON value asking for its event stream (`Accept: text/event-stream`); the whole
+    /// stream is read (under the timeout) and kept.
+    pub async fn post_stream(&self, body: &Value) -> Exchange {
+        let req = self
+            .http
+            .post(format!("{}/", self.base))
+            .header(CONTENT_TYPE, "application/json")
+            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .body(body.to_string());
+        Exchange {
+            request: "POST / (Accept: text/event-stream)".to_owned(),
+            result: Self::answer(req.send().await).await,
+        }
+    }
+
     async fn answer(result: Result<reqwest::Response, reqwest::Error>) -> Result<Answer, String> {
         let response = result.map_err(|e| describe(&e))?;
         let status = response.status().as_u16();
@@ -114,6 +129,33 @@ fn describe(e: &reqwest::Error) -> String {
 }
 
 impl Answer {
+    /// Whether the Content-Type is `text/event-stream`.
+    pub fn is_event_stream(&self) -> bool {
+        self.content_type.as_deref().is_some_and(|ct| {
+            ct.split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .eq_ignore_ascii_case("text/event-stream")
+        })
+    }
+
+    /// The `data` of each SSE event of the body, in order (comments and events without data
+    /// left out).
+    pub fn sse_data(&self) -> Vec<String> {
+        let text = String::from_utf8_lossy(&self.body).replace("\r\n", "\n");
+        text.split("\n\n")
+            .filter_map(|frame| {
+                let data: Vec<&str> = frame
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                    .collect();
+                (!data.is_empty()).then(|| data.join("\n"))
+            })
+            .collect()
+    }
+
     /// Whether the Content-Type is JSON (`application/json` or any `+json` type).
     pub fn is_json_type(&self) -> bool {
         self.content_type.as_deref().is_some_and(|ct| {

@@ -9,6 +9,7 @@ pub mod check;
 pub mod client;
 pub mod level1;
 pub mod level2;
+pub mod level3;
 pub mod report;
 
 pub use check::{CheckId, CheckResult, Outcome, Severity};
@@ -69,7 +70,7 @@ impl SuiteOptions {
 /// Why the suite could not run at all (distinct from checks failing).
 #[derive(Debug, thiserror::Error)]
 pub enum SuiteError {
-    #[error("level {0} checks are not part of this build; use --level 1")]
+    #[error("there is no level {0}: the contract has levels 1, 2 and 3")]
     LevelNotAvailable(u8),
     #[error("cannot build the HTTP client")]
     Client(#[source] reqwest::Error),
@@ -80,7 +81,7 @@ pub enum SuiteError {
 /// Runs every check up to `options.level` and reports. With `exec`, the suite launches the
 /// runtime itself and tests that process (its URL replaces `options.url`).
 pub async fn run(options: &SuiteOptions) -> Result<Report, SuiteError> {
-    if !(1..=2).contains(&options.level) {
+    if !(1..=3).contains(&options.level) {
         return Err(SuiteError::LevelNotAvailable(options.level));
     }
     if options.level >= 2
@@ -92,6 +93,10 @@ pub async fn run(options: &SuiteOptions) -> Result<Report, SuiteError> {
         let url = launched.url().to_owned();
         let client = client::Probe::new(&url, options.timeout).map_err(SuiteError::Client)?;
         let mut results = level1::run(&client, options).await;
+        if options.level >= 3 {
+            // Before level 2's checks, which stop the process.
+            results.extend(level3::run(&client).await);
+        }
         results.extend(level2::run_launched(&client, launched, options).await);
         return Ok(Report::new(&url, options.level, results));
     }
@@ -99,6 +104,9 @@ pub async fn run(options: &SuiteOptions) -> Result<Report, SuiteError> {
     let mut results = level1::run(&client, options).await;
     if options.level >= 2 {
         results.extend(level2::run_without_process(&client).await);
+    }
+    if options.level >= 3 {
+        results.extend(level3::run(&client).await);
     }
     Ok(Report::new(&options.url, options.level, results))
 }

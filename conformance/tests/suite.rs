@@ -125,13 +125,13 @@ fn the_command_line_reports_text_json_and_junit_and_exits_by_verdict() {
     assert!(text.contains("FAIL  L1-COMPLETED-ARTIFACT"), "{text}");
 
     let out = Command::new(env!("CARGO_BIN_EXE_daedalus-conformance"))
-        .args(["--url", &broken, "--level", "3"])
+        .args(["--url", &broken, "--level", "4"])
         .output()
         .unwrap();
     assert_eq!(
         out.status.code(),
         Some(2),
-        "levels not built yet are a usage error"
+        "a level the contract does not have is a usage error"
     );
 }
 
@@ -185,6 +185,55 @@ async fn the_reference_server_fails_level_two_on_the_checks_it_lacks() {
             "L2-SIGTERM-DRAIN",
             "L2-TRACE-CONTEXT"
         ],
+        "{}",
+        report.to_text()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_runtime_passes_level_three_when_the_suite_starts_it() {
+    let command = format!(
+        "env AGENT_NAME=conformance-target SESSIONS_DB=:memory: {}",
+        daedalus_test_kit::runtime_binary().display()
+    );
+    let mut options = SuiteOptions::launching(command);
+    options.level = 3;
+    let report = run(&options).await.unwrap();
+    assert!(report.passed(), "{}", report.to_text());
+    assert_eq!(
+        report.failed_ids(),
+        Vec::<&str>::new(),
+        "{}",
+        report.to_text()
+    );
+    for check in CheckId::ALL.into_iter().filter(|c| c.level() == 3) {
+        let result = report.result(check).expect("every level-3 check ran");
+        let expected = if check == CheckId::CompactionMetadata {
+            // A passthrough runtime never compacts: the report says what was not checked.
+            matches!(result.outcome, Outcome::Skip(_))
+        } else {
+            result.outcome == Outcome::Pass
+        };
+        assert!(expected, "{check}: {result:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_reference_server_fails_level_three_on_the_checks_it_lacks() {
+    let server = ReferenceServer::start();
+    let mut options = SuiteOptions::new(&server.url);
+    options.level = 3;
+    let report = run(&options).await.unwrap();
+    assert!(!report.passed());
+    let mut failed: Vec<&str> = report
+        .failed_ids()
+        .into_iter()
+        .filter(|id| id.starts_with("L3-"))
+        .collect();
+    failed.sort_unstable();
+    assert_eq!(
+        failed,
+        ["L3-SESSION-RESUME", "L3-SSE-CONTENT-TYPE"],
         "{}",
         report.to_text()
     );

@@ -136,8 +136,9 @@ async fn a_result_over_max_payload_becomes_a_failed_result_that_says_why() {
     let (runtime, _stop) = real_runtime("big").await;
     let proxy = Proxy::start(proxy_config("big", &nats.url(), &runtime)).await;
     let (_client, js) = client(&nats).await;
-    // ~600 KiB in; with historyLength the result carries the text twice: over 1 MiB.
-    let text = "x".repeat(600 * 1024);
+    // ~1000 KiB in (under the server's 1 MiB); with historyLength the result carries the echo
+    // and the history (the conversation keeps 64 KiB of the message): over 1 MiB.
+    let text = "x".repeat(1000 * 1024);
     let body = serde_json::to_vec(&json!({
         "message": {"messageId": "m-big", "taskId": "t-big", "role": "user", "parts": [{"text": text}]},
         "configuration": {"historyLength": 10}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::agent_loop::{
-    Agent, LlmAgent, Passthrough, SubAgents, ToolPassthrough, ToolSource, Toolbox,
+    Agent, LlmAgent, Passthrough, Remembering, SubAgents, ToolPassthrough, ToolSource, Toolbox,
 };
 use crate::config::deployment::{AgentDef, Deployment, ModelRef, ProviderSettings, ServerRef};
 use crate::llm::anthropic::AnthropicClient;
@@ -165,10 +165,11 @@ fn build_one(
     let (tools, servers) = toolbox(deployment, def, built);
     let (provider, model, target) = match &def.model {
         ModelRef::Passthrough if def.servers.is_empty() => {
-            return Ok((Arc::new(Passthrough), None));
+            return Ok((Arc::new(Remembering::new(Passthrough, sessions)), None));
         }
         ModelRef::Passthrough => {
-            return Ok((Arc::new(ToolPassthrough::new(tools)), Some(servers)));
+            let agent = Remembering::new(ToolPassthrough::new(tools), sessions);
+            return Ok((Arc::new(agent), Some(servers)));
         }
         ModelRef::OpenAi(model) => {
             let (client, native) = providers.openai()?;

@@ -198,6 +198,13 @@ fn judge(check: CheckId, e: &Evidence, earlier: &[CheckResult]) -> Outcome {
         | CheckId::JsonLogs
         | CheckId::TraceContext
         | CheckId::ManifestLevel2 => Err(skip("a level-2 check; level 2 judges it")),
+        CheckId::SseContentType
+        | CheckId::SseOrder
+        | CheckId::SseSchema
+        | CheckId::SseRebuild
+        | CheckId::CardStreaming
+        | CheckId::SessionResume
+        | CheckId::CompactionMetadata => Err(skip("a level-3 check; level 3 judges it")),
     };
     match verdict {
         Ok(()) => Outcome::Pass,

@@ -8,6 +8,7 @@
 pub mod events;
 mod llm;
 mod passthrough;
+mod remembering;
 mod subagents;
 pub mod tools;
 mod transcript;
@@ -22,6 +23,7 @@ use crate::sampling::SamplingParams;
 pub use events::{EventSink, LoopEvent};
 pub use llm::{ASK_USER_TOOL, LlmAgent};
 pub use passthrough::{Passthrough, ToolPassthrough};
+pub use remembering::Remembering;
 pub use subagents::{SUBAGENT_TOOL, SubAgents};
 pub use tools::{Bearer, CallContext, NoTools, ToolResult, ToolSource, Toolbox};
 

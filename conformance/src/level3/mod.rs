@@ -1,0 +1,361 @@
+//! Level 3 of the contract: SSE streaming (`Accept: text/event-stream`), a card that says so,
+//! session resume, and compaction reported in `metadata.compaction`.
+//!
+//! How each is triggered black-box:
+//!
+//! - **SSE**: one plain message sent with `Accept: text/event-stream`; the whole stream is kept
+//!   and judged for its content type ([`CheckId::SseContentType`]), its order (`task` first,
+//!   one `statusUpdate` with `final: true`, last: [`CheckId::SseOrder`]) and every event's
+//!   schema ([`CheckId::SseSchema`]). The same request (a fresh `messageId`) is then sent
+//!   without streaming, and the stream, rebuilt with the contract's rules
+//!   ([`daedalus_contract::TaskRebuilder`]), must give its state and artifacts' parts
+//!   ([`CheckId::SseRebuild`]; ids are the runtime's own and are not compared).
+//! - **The card** says `capabilities.streaming: true` exactly when the SSE answer was one
+//!   ([`CheckId::CardStreaming`]).
+//! - **Session resume**: two tasks in one new context, the second asking for
+//!   `configuration.historyLength: 10`; its `history` must hold the first task's message (by
+//!   `messageId`, or by its text) ([`CheckId::SessionResume`]).
+//! - **Compaction** cannot be forced on a foreign runtime: every Task and final status update
+//!   the level-3 probes brought back is looked at, and a `metadata.compaction` found must
+//!   have its five fields right; none found is a skip that says so, and does not keep the level
+//!   from being certified ([`CheckId::CompactionMetadata`]).
+
+use daedalus_contract::{Schema, StreamEvent, Task, TaskRebuilder, read};
+use serde_json::{Value, json};
+
+use crate::check::{CheckId, CheckResult, Outcome};
+use crate::client::{Exchange, Probe};
+
+const PROBE_TEXT: &str = "conformance stream probe: reply with anything";
+
+fn result(check: CheckId, outcome: Outcome) -> CheckResult {
+    CheckResult { check, outcome }
+}
+
+fn new_id(prefix: &str) -> String {
+    format!("{prefix}-{}", uuid::Uuid::new_v4())
+}
+
+fn message(message_id: &str, context_id: Option<&str>, text: &str) -> Value {
+    let mut message = json!({"messageId": message_id, "role": "user", "parts": [{"text": text}]});
+    if let Some(context) = context_id {
+        message["contextId"] = json!(context);
+    }
+    message
+}
+
+/// Sends the level-3 probes and judges them.
+pub async fn run(probe: &Probe) -> Vec<CheckResult> {
+    let streamed = probe
+        .post_stream(&json!({"message": message(&new_id("conformance-sse"), None, PROBE_TEXT)}))
+        .await;
+    let plain = probe
+        .post_json(&json!({"message": message(&new_id("conformance-sse"), None, PROBE_TEXT)}))
+        .await;
+    let card = probe.get("/.well-known/agent-card.json").await;
+    let context = new_id("conformance-resume");
+    let first_id = new_id("conformance-first");
+    let first_text = format!("conformance resume: remember {first_id}");
+    let first = probe
+        .post_json(&json!({"message": message(&first_id, Some(&context), &first_text)}))
+        .await;
+    let second = probe
+        .post_json(&json!({
+            "message": message(&new_id("conformance-second"), Some(&context), "what did I say?"),
+            "configuration": {"historyLength": 10},
+        }))
+        .await;
+
+    let content_type = sse_content_type(&streamed);
+    let streams = matches!(content_type, Outcome::Pass);
+    let events = parsed_events(&streamed);
+    let mut results = vec![result(CheckId::SseContentType, content_type)];
+    results.push(result(CheckId::SseOrder, order(streams, &events)));
+    results.push(result(CheckId::SseSchema, schema(streams, &events)));
+    results.push(result(
+        CheckId::SseRebuild,
+        rebuild(streams, &events, &plain),
+    ));
+    results.push(result(
+        CheckId::CardStreaming,
+        card_streaming(&card, streams),
+    ));
+    results.push(result(
+        CheckId::SessionResume,
+        session_resume(&first, &second, &first_id, &first_text),
+    ));
+    let mut seen = events
+        .iter()
+        .filter_map(|e| e.as_ref().ok())
+        .cloned()
+        .collect::<Vec<_>>();
+    seen.extend(
+        [&plain, &first, &second]
+            .iter()
+            .filter_map(|e| e.json_200().ok()),
+    );
+    results.push(result(CheckId::CompactionMetadata, compaction(&seen)));
+    results
+}
+
+fn sse_content_type(streamed: &Exchange) -> Outcome {
+    let answer = match streamed.answer() {
+        Ok(a) => a,
+        Err(e) => return Outcome::Fail(e),
+    };
+    if answer.status != 200 {
+        return Outcome::Fail(format!("{} answered {}", streamed.request, answer.status));
+    }
+    if !answer.is_event_stream() {
+        return Outcome::Fail(format!(
+            "{} answered Content-Type {:?}",
+            streamed.request,
+            answer.content_type.as_deref().unwrap_or("(none)")
+        ));
+    }
+    Outcome::Pass
+}
+
+/// Each event's data, parsed as JSON (or why not).
+fn parsed_events(streamed: &Exchange) -> Vec<Result<Value, String>> {
+    let Ok(answer) = streamed.answer() else {
+        return Vec::new();
+    };
+    if !answer.is_event_stream() {
+        return Vec::new();
+    }
+    answer
+        .sse_data()
+        .into_iter()
+        .map(|data| serde_json::from_str(&data).map_err(|e| format!("{e}: {data:.60}")))
+        .collect()
+}
+
+const NO_STREAM: &str = "no stream to judge (L3-SSE-CONTENT-TYPE failed)";
+
+fn order(streams: bool, events: &[Result<Value, String>]) -> Outcome {
+    if !streams {
+        return Outcome::Skip(NO_STREAM.to_owned());
+    }
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| match e {
+            Ok(v) if v.get("task").is_some() => "task",
+            Ok(v) if v["statusUpdate"]["final"] == true => "final",
+            Ok(v) if v.get("statusUpdate").is_some() => "status",
+            Ok(v) if v.get("artifactUpdate").is_some() => "artifact",
+            _ => "other",
+        })
+        .collect();
+    if kinds.first() != Some(&"task") {
+        return Outcome::Fail(format!(
+            "the first event is {:?}, not a task",
+            kinds.first()
+        ));
+    }
+    let finals = kinds.iter().filter(|k| **k == "final").count();
+    if finals != 1 {
+        return Outcome::Fail(format!(
+            "{finals} statusUpdate events with final: true, not 1"
+        ));
+    }
+    if kinds.last() != Some(&"final") {
+        return Outcome::Fail(format!(
+            "events came after the final statusUpdate: {:?}",
+            &kinds[kinds.iter().position(|k| *k == "final").unwrap_or(0) + 1..]
+        ));
+    }
+    Outcome::Pass
+}
+
+fn schema(streams: bool, events: &[Result<Value, String>]) -> Outcome {
+    if !streams {
+        return Outcome::Skip(NO_STREAM.to_owned());
+    }
+    if events.is_empty() {
+        return Outcome::Fail("the stream held no event".to_owned());
+    }
+    for (i, event) in events.iter().enumerate() {
+        let event = match event {
+            Ok(v) => v,
+            Err(e) => return Outcome::Fail(format!("event {i} is not JSON: {e}")),
+        };
+        if let Err(e) = Schema::StreamEvent.validate(event) {
+            return Outcome::Fail(format!("event {i} is not a valid stream event: {e}"));
+        }
+    }
+    Outcome::Pass
+}
+
+fn rebuild(streams: bool, events: &[Result<Value, String>], plain: &Exchange) -> Outcome {
+    if !streams {
+        return Outcome::Skip(NO_STREAM.to_owned());
+    }
+    let mut rebuilder = TaskRebuilder::new();
+    for event in events.iter().filter_map(|e| e.as_ref().ok()) {
+        let Ok(event) = read::from_value::<StreamEvent>(event.clone()) else {
+            return Outcome::Skip("an event is not a stream event (L3-SSE-SCHEMA)".to_owned());
+        };
+        if let Err(e) = rebuilder.apply(&event) {
+            return Outcome::Fail(format!("the stream does not rebuild to one task: {e}"));
+        }
+    }
+    let Some(rebuilt) = rebuilder.into_task() else {
+        return Outcome::Skip("the stream held no task (L3-SSE-ORDER)".to_owned());
+    };
+    let plain: Task = match plain.json_200().map(read::from_value::<Task>) {
+        Ok(Ok(task)) => task,
+        Ok(Err(e)) => return Outcome::Skip(format!("the plain answer is not a Task: {e}")),
+        Err(e) => return Outcome::Skip(format!("no plain answer to compare: {e}")),
+    };
+    if rebuilt.status.state != plain.status.state {
+        return Outcome::Fail(format!(
+            "the stream ends {} but the same request without streaming ends {}",
+            rebuilt.status.state, plain.status.state
+        ));
+    }
+    let parts = |task: &Task| -> Vec<Vec<daedalus_contract::Part>> {
+        task.artifacts.iter().map(|a| a.parts.clone()).collect()
+    };
+    if parts(&rebuilt) != parts(&plain) {
+        return Outcome::Fail(format!(
+            "the stream rebuilds to artifacts {:?}, the plain answer has {:?}",
+            parts(&rebuilt),
+            parts(&plain)
+        ));
+    }
+    Outcome::Pass
+}
+
+fn card_streaming(card: &Exchange, streams: bool) -> Outcome {
+    let card = match card.json_200() {
+        Ok(c) => c,
+        Err(e) => return Outcome::Skip(format!("no card to read (L1-CARD-FETCH): {e}")),
+    };
+    let says = card["capabilities"]["streaming"] == true;
+    match (says, streams) {
+        (true, true) | (false, false) => Outcome::Pass,
+        (true, false) => {
+            Outcome::Fail("the card says streaming: true, but POST / did not stream".to_owned())
+        }
+        (false, true) => Outcome::Fail(
+            "POST / streams, but the card does not say capabilities.streaming: true".to_owned(),
+        ),
+    }
+}
+
+fn session_resume(
+    first: &Exchange,
+    second: &Exchange,
+    first_id: &str,
+    first_text: &str,
+) -> Outcome {
+    if let Err(e) = first.json_200() {
+        return Outcome::Skip(format!("the first task of the context got no Task: {e}"));
+    }
+    let second = match second.json_200() {
+        Ok(t) => t,
+        Err(e) => return Outcome::Fail(format!("the second task of the context: {e}")),
+    };
+    let Some(history) = second["history"].as_array() else {
+        return Outcome::Fail(
+            "the second task of a context carries no history (configuration.historyLength: 10)"
+                .to_owned(),
+        );
+    };
+    let has_first = history.iter().any(|m| {
+        m["messageId"] == first_id
+            || m["parts"]
+                .as_array()
+                .is_some_and(|parts| parts.iter().any(|p| p["text"] == first_text))
+    });
+    if has_first {
+        Outcome::Pass
+    } else {
+        Outcome::Fail(format!(
+            "the second task's history ({} messages) does not hold the first task's message",
+            history.len()
+        ))
+    }
+}
+
+fn compaction(seen: &[Value]) -> Outcome {
+    let found: Vec<&Value> = seen
+        .iter()
+        .filter_map(|v| {
+            let metadata = v
+                .get("task")
+                .map(|t| &t["metadata"])
+                .or_else(|| v.get("statusUpdate").map(|u| &u["metadata"]))
+                .unwrap_or(&v["metadata"]);
+            metadata.get("compaction")
+        })
+        .collect();
+    if found.is_empty() {
+        return Outcome::Skip(
+            "no metadata.compaction was seen: a black-box suite cannot make a foreign runtime \
+             compact; what would be checked is its five fields wherever it appears"
+                .to_owned(),
+        );
+    }
+    for compaction in found {
+        let strategy_ok = matches!(
+            compaction["strategy"].as_str(),
+            Some("summarize" | "truncate")
+        );
+        let counts_ok = [
+            "messagesBefore",
+            "messagesAfter",
+            "tokensBefore",
+            "tokensAfter",
+        ]
+        .iter()
+        .all(|k| compaction[*k].as_u64().is_some());
+        if !strategy_ok || !counts_ok {
+            return Outcome::Fail(format!(
+                "metadata.compaction is not {{strategy: summarize|truncate, messagesBefore, \
+                 messagesAfter, tokensBefore, tokensAfter (integers)}}: {compaction}"
+            ));
+        }
+    }
+    Outcome::Pass
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(values: &[&Value]) -> Vec<Result<Value, String>> {
+        values.iter().map(|v| Ok((*v).clone())).collect()
+    }
+
+    #[test]
+    fn the_order_check_wants_the_task_first_and_one_final_last() {
+        let task = json!({"task": {"id": "t", "contextId": "c", "status": {"state": "submitted"}}});
+        let last = json!({"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": "completed"}, "final": true}});
+        let working = json!({"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": "working"}, "final": false}});
+        assert_eq!(order(true, &events(&[&task, &last])), Outcome::Pass);
+        assert!(matches!(
+            order(true, &events(&[&working, &last])),
+            Outcome::Fail(_)
+        ));
+        assert!(matches!(
+            order(true, &events(&[&task, &last, &working])),
+            Outcome::Fail(_)
+        ));
+        assert!(matches!(order(true, &events(&[&task])), Outcome::Fail(_)));
+        assert!(matches!(order(false, &[]), Outcome::Skip(_)));
+    }
+
+    #[test]
+    fn compaction_metadata_is_judged_where_it_appears_and_skipped_when_absent() {
+        let good = json!({"metadata": {"compaction": {"strategy": "truncate", "messagesBefore": 9, "messagesAfter": 4, "tokensBefore": 900, "tokensAfter": 400}}});
+        let bad = json!({"metadata": {"compaction": {"strategy": "forget", "messagesBefore": 9}}});
+        assert_eq!(compaction(&[good]), Outcome::Pass);
+        assert!(matches!(compaction(&[bad]), Outcome::Fail(_)));
+        assert!(matches!(
+            compaction(&[json!({"id": "t"})]),
+            Outcome::Skip(_)
+        ));
+    }
+}
