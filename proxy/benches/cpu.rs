@@ -14,6 +14,9 @@
 //!    raw_syscalls:sys_enter -p <pid>` (when `perf` is on `PATH` and allowed), context
 //!    switches (every wakeup of a thread that slept) summed over `/proc/<pid>/task/*/status`.
 //!
+//! 4. The proxy streaming every task (`STREAM_TASKS=auto`; the tables above run it with
+//!    `never`, so that it relays nothing, like the floor worker).
+//!
 //! Run: `cargo bench -p daedalus-proxy --bench cpu` (needs `bash .ci/setup` once; the
 //! callgrind part runs when `valgrind` is on `PATH`). `CPU_BENCH_ONLY=callgrind` runs only the
 //! instruction counts (about a minute, and repeatable on a busy machine), `CPU_BENCH_ONLY=proc`
@@ -107,6 +110,9 @@ struct Bench {
     /// Added to the agent names of a table's runs (each table publishes its own tasks: the
     /// stream drops a message id it saw within its duplicate window).
     table: &'static str,
+    /// `STREAM_TASKS` of the proxy under test: `never` for the comparison with the floor
+    /// worker (which relays nothing), `auto` for the streaming row.
+    stream_tasks: &'static str,
     nats: NatsServer,
     runtime_url: String,
     client: async_nats::Client,
@@ -154,6 +160,7 @@ impl Bench {
             .env("PROXY_HOST", "127.0.0.1")
             .env("HEALTH_INTERVAL", "10m")
             .env("LOG_LEVEL", log_level)
+            .env("STREAM_TASKS", self.stream_tasks)
             .stdout(Stdio::null())
             .stderr(Stdio::null());
     }
@@ -276,6 +283,7 @@ async fn bench() {
     let mut bench = Bench {
         count_syscalls: false,
         table: "",
+        stream_tasks: "never",
         nats,
         runtime_url,
         client,
@@ -290,6 +298,10 @@ async fn bench() {
         bench.table = "k";
         kernel_table(&bench).await;
         bench.count_syscalls = false;
+        bench.stream_tasks = "auto";
+        bench.table = "s";
+        streaming_row(&bench).await;
+        bench.stream_tasks = "never";
     }
     if only == "proc" {
         return;
@@ -324,6 +336,17 @@ async fn proc_table(bench: &Bench) {
             quiet.tasks_per_second / floor.tasks_per_second,
         );
     }
+}
+
+/// The proxy streaming every task (the runtime's card says it streams; `STREAM_TASKS=auto`):
+/// each task's events read as SSE, relayed to NATS, and rebuilt into its result.
+async fn streaming_row(bench: &Bench) {
+    let (in_flight, count) = CPU_TASKS[1];
+    let sample = bench.proxy(in_flight, count, "warn").await;
+    println!(
+        "\nstreamed (STREAM_TASKS=auto, {count} tasks, {in_flight} in flight, LOG_LEVEL warn): proxy {:.1} µs/task, nats-server {:.1} µs/task, {:.0} tasks/s, {:.1} context switches/task",
+        sample.worker_us, sample.nats_us, sample.tasks_per_second, sample.switches
+    );
 }
 
 /// Syscalls and context switches per task at 32 in flight, floor worker and proxy.

@@ -12,6 +12,16 @@ use daedalus_contract::cli;
 pub use daedalus_contract::cli::ConfigError;
 use daedalus_contract::container::{self, parse_duration};
 pub use daedalus_contract::service::LogFormat;
+
+/// Whether the proxy streams tasks from a runtime that can (`STREAM_TASKS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamTasks {
+    /// When the runtime's card says `capabilities.streaming: true`.
+    Auto,
+    /// Never: every task waits for the whole Task, and no event is relayed.
+    Never,
+}
 use serde::{Serialize, Serializer};
 
 use crate::wire::subjects;
@@ -68,6 +78,11 @@ struct Cli {
     /// (a restart, a crash loop) cost no task a delivery.
     #[arg(long, env = "RUNTIME_DOWN_LIMIT", global = true, default_value = "30s", value_parser = parse_duration)]
     runtime_down_limit: Duration,
+    /// auto: stream tasks from a runtime whose card says it streams, relaying each event to
+    /// agent.events.<agent>.<task-token>; never: always wait for the whole Task (cheaper, no
+    /// live events).
+    #[arg(long, env = "STREAM_TASKS", global = true, value_enum, default_value_t = StreamTasks::Auto)]
+    stream_tasks: StreamTasks,
     /// How long storing a result may keep retrying (through a stream leader election, say)
     /// while the task's lease is kept; past it the task is naked for a later delivery.
     #[arg(long, env = "RESULT_STORE_TIMEOUT", global = true, default_value = "2m", value_parser = parse_duration)]
@@ -302,6 +317,8 @@ pub struct ProxyConfig {
     /// held tasks back.
     #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub runtime_down_limit: Duration,
+    /// Whether tasks are streamed from a runtime that can (`STREAM_TASKS`).
+    pub stream_tasks: StreamTasks,
     /// How long storing a result may keep retrying while the lease is kept.
     #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub result_store_timeout: Duration,
@@ -488,6 +505,7 @@ impl Launch {
             retry_max_delay: cli.retry_max_delay.max(cli.retry_base_delay),
             health_interval: positive(cli.health_interval, "health_interval", "--health-interval")?,
             runtime_down_limit: cli.runtime_down_limit,
+            stream_tasks: cli.stream_tasks,
             result_store_timeout: positive(
                 cli.result_store_timeout,
                 "result_store_timeout",

@@ -145,3 +145,26 @@ async fn a_subscriber_sees_the_answer_stream_before_the_result_which_equals_the_
     assert!(proxy.metrics().await.contains("events_relayed_total"));
     proxy.shutdown().await.expect("clean stop");
 }
+
+#[tokio::test]
+async fn with_stream_tasks_never_nothing_is_relayed_and_the_result_is_the_same() {
+    let nats = NatsServer::start();
+    let (runtime, _stop) = support::real_runtime("quiet").await;
+    let mut config = proxy_config("quiet", &nats.url(), &runtime);
+    config.stream_tasks = daedalus_proxy::config::StreamTasks::Never;
+    let proxy = Proxy::start(config).await;
+    let (_client, js) = client(&nats).await;
+    publish(&js, "quiet", "m-q1", task_body("m-q1", None, "no stream")).await;
+    let found = support::wait_results(&js, "quiet", 1, Duration::from_secs(20)).await;
+    let (_, _, task) = &found[0];
+    assert_eq!(task.status.state, TaskState::Completed);
+    assert_eq!(task.artifacts[0].parts[0].as_text(), Some("no stream"));
+    let metrics = proxy.metrics().await;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("daedalus_proxy_events_relayed_total 0")),
+        "{metrics}"
+    );
+    proxy.shutdown().await.expect("clean stop");
+}

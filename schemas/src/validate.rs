@@ -295,6 +295,22 @@ mod tests {
     }
 
     #[test]
+    fn compaction_metadata_is_typed_on_the_task_and_on_the_final_status_update() {
+        let compaction = json!({"strategy": "summarize", "messagesBefore": 12, "messagesAfter": 5, "tokensBefore": 9000, "tokensAfter": 3100});
+        let task = |compaction: serde_json::Value| json!({"id": "t", "status": {"state": "working"}, "metadata": {"compaction": compaction, "other": 1}});
+        assert!(Schema::Task.validate(&task(compaction.clone())).is_ok());
+        assert!(Schema::Task.validate(&task(json!({"strategy": "forget", "messagesBefore": 1, "messagesAfter": 1, "tokensBefore": 1, "tokensAfter": 1}))).is_err());
+        assert!(
+            Schema::Task
+                .validate(&task(json!({"strategy": "truncate", "messagesBefore": 3})))
+                .is_err()
+        );
+        let update = json!({"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": "completed"}, "final": true, "metadata": {"compaction": {"strategy": "truncate", "messagesBefore": -1, "messagesAfter": 1, "tokensBefore": 1, "tokensAfter": 1}}}});
+        assert!(Schema::StreamEvent.validate(&update).is_err());
+        assert!(Schema::Task.validate(&json!({"id": "t", "status": {"state": "working"}, "metadata": {"anything": true}})).is_ok());
+    }
+
+    #[test]
     fn file_names_map_back() {
         assert_eq!(
             Schema::from_file_name("task.schema.json"),

@@ -43,6 +43,14 @@ fn defaults_follow_the_design() {
     assert_eq!(c.nats.url, "nats://127.0.0.1:4222");
     assert_eq!(c.runtime_down_limit, Duration::from_secs(30));
     assert_eq!(c.result_store_timeout, Duration::from_mins(2));
+    assert_eq!(c.stream_tasks, StreamTasks::Auto);
+}
+
+#[test]
+fn streaming_can_be_turned_off() {
+    let c = run_config(&[], &[("AGENT_NAME", "a"), ("STREAM_TASKS", "never")]);
+    assert_eq!(c.stream_tasks, StreamTasks::Never);
+    assert!(c.to_pretty_json().contains("\"stream_tasks\": \"never\""));
 }
 
 #[test]

@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::ProxyConfig;
+use crate::config::{ProxyConfig, StreamTasks};
 use crate::consume::shared::Shared;
 use crate::endpoints::Status;
 use crate::forward::forwarder::Forwarder;
@@ -53,6 +53,7 @@ impl Consuming {
             consumer,
             streams,
         } = ready;
+        let streams = streams && config.stream_tasks == StreamTasks::Auto;
         let shared = share(config, client, forwarder, streams, &status);
         shared.runtime.report_up();
         let health_watch = tokio::spawn(supervise::health_watch(
