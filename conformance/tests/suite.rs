@@ -146,12 +146,17 @@ async fn an_unreachable_runtime_fails_with_a_reason() {
     assert!(health.reason().unwrap().contains("no answer"), "{health:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn our_runtime_passes_level_two_when_the_suite_starts_it() {
-    let command = format!(
+/// The command that starts `daedalus-runtime` for the suite (`--exec`).
+fn our_runtime_command() -> String {
+    format!(
         "env AGENT_NAME=conformance-target SESSIONS_DB=:memory: {}",
         daedalus_test_kit::runtime_binary().display()
-    );
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_runtime_passes_level_two_when_the_suite_starts_it() {
+    let command = our_runtime_command();
     let report = run(&SuiteOptions::launching(command)).await.unwrap();
     assert!(report.passed(), "{}", report.to_text());
     assert_eq!(
@@ -192,10 +197,7 @@ async fn the_reference_server_fails_level_two_on_the_checks_it_lacks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_runtime_passes_level_three_when_the_suite_starts_it() {
-    let command = format!(
-        "env AGENT_NAME=conformance-target SESSIONS_DB=:memory: {}",
-        daedalus_test_kit::runtime_binary().display()
-    );
+    let command = our_runtime_command();
     let mut options = SuiteOptions::launching(command);
     options.level = 3;
     let report = run(&options).await.unwrap();

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use daedalus_contract::{StreamEvent, TaskRebuilder, TaskState, read};
 use daedalus_fake_llm::{FakeLlm, Gate, Reply};
-use daedalus_runtime::config::Launch;
 use daedalus_test_kit::Runtime;
 use futures::StreamExt;
 use support::{NatsServer, Proxy, client, proxy_config, publish, results, task_body};
@@ -20,25 +19,12 @@ const KEY: &str = "sk-proxy-stream";
 
 /// The real runtime serving agent `agent` on the fake LLM.
 async fn streaming_runtime(agent: &str, fake: &FakeLlm) -> Runtime {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let yaml = format!(
+    Runtime::start(&format!(
         "default_model: openai.gpt-fake\nopenai: {{ api_key: {KEY}, base_url: \"{}\" }}\n\
          agents:\n  {agent}: {{ instruction: Answer. }}\n",
         fake.openai_base_url
-    );
-    std::fs::write(dir.path().join("agents.yaml"), yaml).expect("written");
-    let args = [
-        "daedalus-runtime",
-        "--port",
-        "0",
-        "--sessions-db",
-        ":memory:",
-    ]
-    .map(std::ffi::OsString::from);
-    let Ok(Launch::Run(config)) = Launch::from_sources(args, &|_| None, dir.path()) else {
-        panic!("the configuration loads");
-    };
-    Runtime::with_config(config).await.holding(dir)
+    ))
+    .await
 }
 
 #[tokio::test]

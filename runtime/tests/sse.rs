@@ -11,7 +11,6 @@ use std::time::Duration;
 use daedalus_contract::{Schema, StreamEvent, Task, TaskRebuilder, read};
 use daedalus_fake_llm::{FakeLlm, Gate, Reply};
 use daedalus_mcp_fixture::McpFixture;
-use daedalus_runtime::config::Launch;
 use daedalus_test_kit::SseEvents;
 use serde_json::{Value, json};
 use support::runtime::Runtime;
@@ -65,6 +64,16 @@ async fn plain(url: &str, id: &str) -> Task {
         .expect("sent");
     assert_eq!(response.status(), 200);
     read::from_slice(&response.bytes().await.expect("body")).expect("a Task")
+}
+
+/// Reads the stream up to its first artifact chunk (the model has started answering).
+async fn read_to_first_chunk(events: &mut SseEvents) {
+    while let Some(event) = events.next_json().await {
+        if kind(&event) == "artifact" {
+            return;
+        }
+    }
+    panic!("the stream ended before any chunk");
 }
 
 fn kind(event: &Value) -> &'static str {
@@ -185,11 +194,7 @@ async fn a_client_that_goes_away_mid_stream_does_not_stop_the_task() {
     }]);
     let rt = Runtime::start(&deployment(&fake, &tools)).await;
     let mut events = stream(&rt.url, "m-gone").await;
-    while let Some(event) = events.next_json().await {
-        if kind(&event) == "artifact" {
-            break;
-        }
-    }
+    read_to_first_chunk(&mut events).await;
     drop(events);
     gate.open();
     // The replay waits for the turn, then answers with what it stored.
@@ -211,27 +216,12 @@ async fn a_stream_cut_by_shutdown_still_ends_with_its_final_event() {
         after: "finished.".into(),
         gate,
     }]);
-    let dir = tempfile::tempdir().expect("temp dir");
-    std::fs::write(dir.path().join("agents.yaml"), deployment(&fake, &tools)).expect("written");
-    let args = [
-        "daedalus-runtime",
-        "--port",
-        "0",
-        "--sessions-db",
-        ":memory:",
-    ]
-    .map(std::ffi::OsString::from);
-    let Ok(Launch::Run(mut config)) = Launch::from_sources(args, &|_| None, dir.path()) else {
-        panic!("the configuration loads");
-    };
-    config.termination_grace_period = Duration::from_millis(300);
-    let rt = Runtime::with_config(config).await.holding(dir);
+    let rt = Runtime::serving_with(&deployment(&fake, &tools), None, |config| {
+        config.termination_grace_period = Duration::from_millis(300);
+    })
+    .await;
     let mut events = stream(&rt.url, "m-cut").await;
-    while let Some(event) = events.next_json().await {
-        if kind(&event) == "artifact" {
-            break;
-        }
-    }
+    read_to_first_chunk(&mut events).await;
     rt.stop();
     let rest = events.rest().await;
     let last = rest.last().expect("a final event");

@@ -38,6 +38,16 @@ impl Runtime {
 
     /// [`Runtime::start`], with `agent` on the contract face (needed when several could be).
     pub async fn serving(yaml: &str, agent: Option<&str>) -> Self {
+        Self::serving_with(yaml, agent, |_| {}).await
+    }
+
+    /// [`Runtime::serving`], its configuration changed by `tweak` first (a short grace
+    /// period, say).
+    pub async fn serving_with(
+        yaml: &str,
+        agent: Option<&str>,
+        tweak: impl FnOnce(&mut Config),
+    ) -> Self {
         let dir = tempfile::tempdir().expect("a temp dir");
         std::fs::write(dir.path().join("agents.yaml"), yaml).expect("agents.yaml written");
         let args = [
@@ -55,10 +65,11 @@ impl Runtime {
                 .then(|| agent.map(str::to_owned))
                 .flatten()
         };
-        let config = match Launch::from_sources(args, &env, dir.path()) {
+        let mut config = match Launch::from_sources(args, &env, dir.path()) {
             Ok(Launch::Run(c)) => c,
             other => panic!("the configuration loads: {other:?}"),
         };
+        tweak(&mut config);
         Self::with_config(config).await.holding(dir)
     }
 
