@@ -509,16 +509,27 @@ async fn shutdown_ends_open_mcp_sessions_instead_of_waiting_on_them() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("binds");
-    let url = format!(
-        "http://{}/agents/echo/mcp",
-        listener.local_addr().expect("addr")
-    );
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let url = format!("{base}/agents/echo/mcp");
     let stop = tokio_util::sync::CancellationToken::new();
     let server = tokio::spawn(daedalus_runtime::run(
         listener,
         config,
         stop.clone().cancelled_owned(),
     ));
+    // The runtime takes turns once it is ready; sessions open before that.
+    let http = reqwest::Client::new();
+    wait_until(
+        "the runtime to be ready",
+        Duration::from_secs(10),
+        || async {
+            http.get(format!("{base}/health"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success())
+        },
+    )
+    .await;
     // Two clients with open sessions (and their server-to-client streams).
     let (first, _) = connect(&url, None).await;
     let (second, _) = connect(&url, None).await;

@@ -151,7 +151,10 @@ fn answer(task: &Task) -> CallToolResult {
 /// Why the turn did not run, for the caller.
 fn refusal(error: &TurnError) -> CallToolResult {
     match error {
-        TurnError::NotReady | TurnError::ShuttingDown => {
+        TurnError::NotReady => failure(
+            "the runtime is still starting (its MCP servers are not all up); try again shortly",
+        ),
+        TurnError::ShuttingDown => {
             failure("the runtime is shutting down and takes no new work; try again shortly")
         }
         TurnError::Busy => failure(
@@ -219,5 +222,26 @@ async fn run(
     match outcome {
         Ok(task) => answer(&task),
         Err(e) => refusal(&e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn first_text(result: &CallToolResult) -> String {
+        result.content[0]
+            .as_text()
+            .map(|t| t.text.clone())
+            .expect("a text block")
+    }
+
+    #[test]
+    fn a_turn_refused_while_starting_does_not_say_the_runtime_is_stopping() {
+        let starting = refusal(&TurnError::NotReady);
+        let stopping = refusal(&TurnError::ShuttingDown);
+        assert_eq!(starting.is_error, Some(true));
+        assert!(first_text(&starting).contains("still starting"));
+        assert!(first_text(&stopping).contains("shutting down"));
     }
 }
