@@ -185,6 +185,7 @@ fn agent(
         vision: false,
         max_output_tokens: 1024,
         context_window: 131_072,
+        compaction: daedalus_runtime::config::deployment::CompactionPolicy::default(),
         warnings: Arc::new(DropWarnings::default()),
         tools,
         max_iterations: ITERATIONS + 2,

@@ -111,6 +111,7 @@ fn agent(provider: Arc<dyn LlmProvider>, model: &str, target: Target) -> LlmAgen
         vision: false,
         max_output_tokens: 1024,
         context_window: 131_072,
+        compaction: daedalus_runtime::config::deployment::CompactionPolicy::default(),
         warnings: Arc::new(DropWarnings::default()),
         tools: Arc::new(NoTools),
         max_iterations: 12,

@@ -193,6 +193,7 @@ fn build_one(
         vision: deployment.model_capabilities.vision,
         max_output_tokens: deployment.model_capabilities.max_output_tokens,
         context_window: deployment.model_capabilities.context_window,
+        compaction: def.compaction,
         warnings: Arc::clone(warnings),
         tools,
         max_iterations: def.max_iterations,

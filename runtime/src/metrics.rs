@@ -57,6 +57,12 @@ pub struct TokenLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct CompactionLabels {
+    pub agent: String,
+    pub strategy: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ToolCallLabels {
     pub agent: String,
     pub server: String,
@@ -129,6 +135,8 @@ pub struct Metrics {
     pub mcp_sessions_evicted: Counter,
     /// MCP sessions ended by their handshake or idle timeout.
     pub mcp_sessions_expired: Family<ExpiryLabel, Counter>,
+    /// Conversations compacted, by agent and the strategy that was carried out.
+    pub compactions: Family<CompactionLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -160,6 +168,7 @@ impl Metrics {
             mcp_sessions_refused: Counter::default(),
             mcp_sessions_evicted: Counter::default(),
             mcp_sessions_expired: Family::default(),
+            compactions: Family::default(),
             registry,
         };
         let mut m = m;
@@ -244,6 +253,11 @@ impl Metrics {
             "MCP sessions ended by MCP_HANDSHAKE_TIMEOUT (reason=handshake) or MCP_SESSION_IDLE (reason=idle)",
             m.mcp_sessions_expired.clone(),
         );
+        r.register(
+            "daedalus_runtime_compactions",
+            "Conversations compacted to fit the model's budget, by agent and strategy (a summary that failed counts as truncate)",
+            m.compactions.clone(),
+        );
         r.register_collector(Box::new(ProcessCollector));
         m
     }
@@ -262,21 +276,23 @@ impl Metrics {
                     model: model.clone(),
                 };
                 self.llm_turns.get_or_create(&labels).inc();
-                for (kind, n) in [
-                    ("input", usage.input_tokens),
-                    ("output", usage.output_tokens),
-                    ("cache_read", usage.cache_read_tokens),
-                    ("cache_write", usage.cache_write_tokens),
-                ] {
-                    if n > 0 {
-                        self.llm_tokens
-                            .get_or_create(&TokenLabels {
-                                agent: agent.clone(),
-                                model: model.clone(),
-                                kind,
-                            })
-                            .inc_by(n);
-                    }
+                self.tokens(agent, model, usage);
+            }
+            LoopEvent::Compacted {
+                agent,
+                model,
+                report,
+                summary_usage,
+                ..
+            } => {
+                self.compactions
+                    .get_or_create(&CompactionLabels {
+                        agent: agent.clone(),
+                        strategy: report.strategy.as_str(),
+                    })
+                    .inc();
+                if let Some(usage) = summary_usage {
+                    self.tokens(agent, model, usage);
                 }
             }
             LoopEvent::ToolFinished {
@@ -296,6 +312,26 @@ impl Metrics {
             | LoopEvent::LlmRetrying { .. }
             | LoopEvent::ToolStarted { .. }
             | LoopEvent::Final { .. } => {}
+        }
+    }
+
+    /// Counts the tokens of one model call.
+    fn tokens(&self, agent: &str, model: &str, usage: &crate::llm::Usage) {
+        for (kind, n) in [
+            ("input", usage.input_tokens),
+            ("output", usage.output_tokens),
+            ("cache_read", usage.cache_read_tokens),
+            ("cache_write", usage.cache_write_tokens),
+        ] {
+            if n > 0 {
+                self.llm_tokens
+                    .get_or_create(&TokenLabels {
+                        agent: agent.to_owned(),
+                        model: model.to_owned(),
+                        kind,
+                    })
+                    .inc_by(n);
+            }
         }
     }
 

@@ -12,7 +12,7 @@ use daedalus_runtime::agent_loop::{
     Agent, AgentOutcome, AgentRequest, Bearer, CallContext, EventSink, LlmAgent, LoopEvent,
     ToolResult, ToolSource,
 };
-use daedalus_runtime::config::deployment::ProviderSettings;
+use daedalus_runtime::config::deployment::{CompactionPolicy, ProviderSettings};
 use daedalus_runtime::llm::anthropic::AnthropicClient;
 use daedalus_runtime::llm::openai::OpenAiClient;
 use daedalus_runtime::llm::retry::RetryPolicy;
@@ -128,6 +128,7 @@ fn agent(
         vision: false,
         max_output_tokens: 1000,
         context_window: 131_072,
+        compaction: CompactionPolicy::default(),
         warnings: Arc::new(DropWarnings::default()),
         tools,
         max_iterations,
@@ -211,7 +212,9 @@ async fn the_model_calls_a_tool_reads_the_result_and_answers_on_both_providers()
                 LoopEvent::ToolFinished { .. } => Some("tool-end"),
                 LoopEvent::ToolFailed { .. } => Some("tool-failed"),
                 LoopEvent::Final { .. } => Some("final"),
-                LoopEvent::TextDelta { .. } | LoopEvent::LlmRetrying { .. } => None,
+                LoopEvent::TextDelta { .. }
+                | LoopEvent::LlmRetrying { .. }
+                | LoopEvent::Compacted { .. } => None,
             })
             .collect();
         assert_eq!(

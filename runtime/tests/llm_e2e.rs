@@ -433,10 +433,11 @@ async fn a_conversation_longer_than_the_context_window_leaves_its_oldest_turns_o
         tools: Vec::new(),
         text: "ok".into(),
     });
-    // 300 tokens of window, 100 kept for the answer: room for about three 60-token turns.
+    // 400 tokens of window, 100 kept for the answer, compaction (truncate) past 240: the
+    // instruction and tools (about 50), the new message and one earlier turn (about 70 each).
     let yaml = OPENAI.replace(
         "default_model: openai.gpt-fake\n",
-        "default_model: openai.gpt-fake\nmodel_capabilities: { context_window: 300, max_output_tokens: 100 }\n",
+        "default_model: openai.gpt-fake\nmodel_capabilities: { context_window: 400, max_output_tokens: 100 }\n",
     );
     let rt = start(&yaml, &fake, KEY).await;
     for turn in 1..=6 {

@@ -13,14 +13,84 @@ use futures::StreamExt;
 use serde_json::json;
 
 fn row(role: RowRole, content: &str, status: RowStatus) -> NewRow {
-    NewRow {
-        role,
-        content: content.into(),
-        tool_calls: vec![],
-        tool_call_id: None,
-        is_error: false,
-        status,
-    }
+    NewRow::new(role, content, status)
+}
+
+/// Compaction on every store: the rows through a turn go, a summary takes the last one's
+/// place and sorts first, rows after it stay as they were, a user row keeps its message id,
+/// and a second compaction replaces the first summary.
+async fn compacts(store: &dyn SessionStore) {
+    let context = "compact me";
+    let mut rows: Vec<NewRow> = (0..6)
+        .flat_map(|i| {
+            let mut question = row(RowRole::User, &format!("q{i}"), RowStatus::Complete);
+            question.message_id = Some(format!("client-{i}"));
+            [
+                question,
+                row(RowRole::Assistant, &format!("a{i}"), RowStatus::Complete),
+            ]
+        })
+        .collect();
+    rows.push(row(RowRole::User, "unsettled", RowStatus::Pending));
+    store
+        .append(context, rows)
+        .await
+        .expect("the store answers");
+
+    let removed = store
+        .compact(context, 3, Some("q0 to q1, summarized".into()))
+        .await
+        .expect("the store answers");
+    assert_eq!(removed, 4, "turns 0 to 3");
+    let after = store
+        .rows(context, usize::MAX)
+        .await
+        .expect("the store answers");
+    assert_eq!(after[0].role, RowRole::Summary);
+    assert_eq!(after[0].content, "q0 to q1, summarized");
+    assert_eq!(after[0].status, RowStatus::Complete);
+    let turns: Vec<i64> = after.iter().map(|r| r.turn).collect();
+    assert_eq!(turns, [3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+    assert_eq!(after[1].content, "q2");
+    assert_eq!(after[1].message_id.as_deref(), Some("client-2"));
+    assert_eq!(
+        after[9].status,
+        RowStatus::Pending,
+        "later rows are untouched"
+    );
+
+    // Again, past the summary, without one (truncate): the old summary goes too.
+    let removed = store
+        .compact(context, 7, None)
+        .await
+        .expect("the store answers");
+    assert_eq!(removed, 5, "the summary and turns 4 to 7");
+    let after = store
+        .rows(context, usize::MAX)
+        .await
+        .expect("the store answers");
+    assert_eq!(after[0].content, "q4");
+    assert!(after.iter().all(|r| r.role != RowRole::Summary));
+    // New rows still get new turns.
+    let ids = store
+        .append(
+            context,
+            vec![row(RowRole::User, "next", RowStatus::Complete)],
+        )
+        .await
+        .expect("the store answers");
+    let last = store.rows(context, 1).await.expect("the store answers");
+    assert_eq!(last[0].content, "next");
+    assert_eq!(last[0].turn, 13);
+    assert_eq!(ids.len(), 1);
+    // A context that does not exist compacts to nothing.
+    assert_eq!(
+        store
+            .compact("nobody", 5, None)
+            .await
+            .expect("the store answers"),
+        0
+    );
 }
 
 /// The promises every store keeps: ordered monotonic turns per context, tool calls and the
@@ -123,19 +193,21 @@ async fn never_reuses_a_turn(store: Arc<dyn SessionStore>) {
 }
 
 #[tokio::test]
-async fn sqlite_keeps_conversations_and_never_reuses_a_turn() {
+async fn sqlite_keeps_and_compacts_conversations_and_never_reuses_a_turn() {
     let store = SqliteStore::open(":memory:").expect("the store answers");
     keeps_conversations(&store).await;
+    compacts(&store).await;
     never_reuses_a_turn(Arc::new(store)).await;
 }
 
 #[tokio::test]
-async fn nats_kv_keeps_conversations_and_never_reuses_a_turn() {
+async fn nats_kv_keeps_and_compacts_conversations_and_never_reuses_a_turn() {
     let nats = NatsServer::start();
     let store = NatsKvStore::open(&nats.url(), "sessions", Duration::from_mins(1))
         .await
         .expect("the store answers");
     keeps_conversations(&store).await;
+    compacts(&store).await;
     // Two replicas: two stores on one bucket.
     let replica = NatsKvStore::open(&nats.url(), "sessions", Duration::from_mins(1))
         .await

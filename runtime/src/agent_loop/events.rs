@@ -69,6 +69,15 @@ pub enum LoopEvent {
         reason: String,
         elapsed_ms: u64,
     },
+    /// The conversation outgrew the model's budget and was compacted before the model was
+    /// asked; `summary_usage` is what the summary request cost, if one was made.
+    Compacted {
+        agent: String,
+        depth: u32,
+        model: String,
+        report: daedalus_contract::Compaction,
+        summary_usage: Option<Usage>,
+    },
     /// The turn ended.
     Final {
         agent: String,

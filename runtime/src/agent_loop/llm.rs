@@ -12,13 +12,16 @@ use daedalus_contract::{Artifact, Message, Part, PartContent, Role};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::compaction::{self, Budget, SUMMARY_HEADING};
 use super::events::LoopEvent;
 use super::tools::{CallContext, ToolResult, ToolSource, split_name};
 use super::transcript::Transcript;
 use super::{Agent, AgentOutcome, AgentRequest};
+use crate::config::deployment::CompactionPolicy;
 use crate::llm::{ChatMessage, ChatRequest, Content, LlmEvent, LlmProvider, ToolCall, ToolSpec};
 use crate::sampling::{self, DropWarnings, SamplingParams, Target};
 use crate::sessions::SessionStore;
+use crate::sessions::{Conversation, StoredTurn};
 
 /// The built-in tool that turns a task `input-required`.
 pub const ASK_USER_TOOL: &str = "request_user_input";
@@ -37,8 +40,10 @@ pub struct LlmAgent {
     pub vision: bool,
     /// `model_capabilities.max_output_tokens`: caps `max_tokens`, and is Anthropic's default.
     pub max_output_tokens: u32,
-    /// `model_capabilities.context_window`: the oldest turns are left out beyond it.
+    /// `model_capabilities.context_window`: the conversation is compacted to stay inside it.
     pub context_window: u32,
+    /// How the conversation is compacted when it outgrows the window.
+    pub compaction: CompactionPolicy,
     pub warnings: Arc<DropWarnings>,
     /// The agent's tools (downstream MCP servers and sub-agents).
     pub tools: Arc<dyn ToolSource>,
@@ -109,22 +114,11 @@ impl LlmAgent {
         Ok(out)
     }
 
-    fn first_request(
-        &self,
-        request: &AgentRequest,
-        earlier: Option<Vec<ChatMessage>>,
-        tools: Vec<ToolSpec>,
-    ) -> Result<ChatRequest, String> {
-        // With a session store the conversation comes from it; else from the task's history.
-        let (mut messages, task_history) = match earlier {
-            Some(conversation) => (conversation, &[][..]),
-            None => (
-                Vec::with_capacity(request.history.len() + 1),
-                request.history.as_slice(),
-            ),
-        };
-        for earlier in task_history.iter().chain(std::iter::once(&request.message)) {
-            messages.push(match earlier.role {
+    /// The task's own earlier messages as a conversation, for a turn with no session store.
+    fn task_conversation(&self, history: &[Message]) -> Result<Conversation, String> {
+        let mut conversation = Conversation::default();
+        for earlier in history {
+            let message = match earlier.role {
                 Role::User => ChatMessage::User {
                     content: self.content(earlier)?,
                 },
@@ -132,13 +126,24 @@ impl LlmAgent {
                     text: Some(earlier.text()),
                     tool_calls: Vec::new(),
                 },
-            });
+            };
+            match conversation.turns.last_mut() {
+                Some(turn) if earlier.role == Role::Agent => turn.messages.push(message),
+                _ => conversation.turns.push(StoredTurn {
+                    first_row: -1,
+                    messages: vec![message],
+                }),
+            }
         }
+        Ok(conversation)
+    }
+
+    /// The model's output budget: caps `max_tokens`, and is the default where one is required.
+    fn params(&self, request: &AgentRequest) -> serde_json::Map<String, Value> {
         let merged = request.sampling.over(&self.defaults);
         let (mut params, dropped) = sampling::for_target(&merged, &self.target);
         self.warnings
             .warn(&self.name, self.provider.name(), &dropped);
-        // The model's output budget caps max_tokens, and is the default where one is required.
         let budget = u64::from(self.max_output_tokens);
         match params.get("max_tokens").and_then(Value::as_u64) {
             Some(asked) if asked > budget => {
@@ -149,16 +154,50 @@ impl LlmAgent {
             }
             _ => {}
         }
-        // Leave room for the answer; the system prompt and tool definitions always go.
-        let fixed = super::window::text_tokens(&self.instruction)
+        params
+    }
+
+    /// What the turn's request costs before the conversation: the system prompt and the tools.
+    fn fixed_tokens(&self, tools: &[ToolSpec]) -> u64 {
+        super::window::text_tokens(&self.instruction)
             + tools
                 .iter()
                 .map(|t| {
                     super::window::text_tokens(&t.description)
                         + super::window::text_tokens(&t.input_schema.to_string())
                 })
-                .sum::<u64>();
-        let room = u64::from(self.context_window).saturating_sub(budget);
+                .sum::<u64>()
+    }
+
+    /// The first request of the turn: the instruction (and the summary compaction left), the
+    /// conversation, the new message.
+    fn first_request(
+        &self,
+        request: &AgentRequest,
+        conversation: Conversation,
+        new: ChatMessage,
+        tools: Vec<ToolSpec>,
+    ) -> ChatRequest {
+        let fixed =
+            self.fixed_tokens(&tools) + compaction::summary_tokens(conversation.summary.as_deref());
+        let system = match &conversation.summary {
+            Some(summary) if self.instruction.is_empty() => {
+                Some(format!("{SUMMARY_HEADING}\n{summary}"))
+            }
+            Some(summary) => Some(format!(
+                "{}\n\n{SUMMARY_HEADING}\n{summary}",
+                self.instruction
+            )),
+            None => Some(self.instruction.clone()).filter(|s| !s.is_empty()),
+        };
+        let mut messages: Vec<ChatMessage> = conversation
+            .turns
+            .into_iter()
+            .flat_map(|t| t.messages)
+            .collect();
+        messages.push(new);
+        // Compaction made the conversation fit; this is the last resort when it could not.
+        let room = u64::from(self.context_window).saturating_sub(u64::from(self.max_output_tokens));
         let dropped = super::window::fit(&mut messages, fixed, room);
         if dropped > 0 {
             tracing::warn!(
@@ -169,14 +208,57 @@ impl LlmAgent {
                 "the conversation is longer than the context window; its oldest turns were left out"
             );
         }
-        Ok(ChatRequest {
+        ChatRequest {
             model: self.model.clone(),
-            system: Some(self.instruction.clone()).filter(|s| !s.is_empty()),
+            system,
             messages,
             tools,
-            params,
+            params: self.params(request),
             stream: request.stream,
-        })
+        }
+    }
+
+    /// Compacts `conversation` when it outgrows the budget, stores the result, and reports it.
+    async fn fit_conversation(
+        &self,
+        request: &AgentRequest,
+        conversation: &mut Conversation,
+        budget: Budget,
+        transcript: &Transcript,
+        cancel: &CancellationToken,
+    ) {
+        let Some(cut) = compaction::plan(conversation, budget, &self.compaction) else {
+            return;
+        };
+        // The rows up to the first turn that stays (all of them when none stays).
+        let through = conversation
+            .turns
+            .get(cut.take)
+            .map(|t| t.first_row - 1)
+            .or(conversation.last_row);
+        let done = self.compact(conversation, cut, budget, cancel).await;
+        if let Some(through) = through {
+            transcript
+                .compact(through, conversation.summary.clone())
+                .await;
+        }
+        tracing::info!(
+            agent = %self.name,
+            context = %request.context_id,
+            strategy = done.report.strategy.as_str(),
+            messages_before = done.report.messages_before,
+            messages_after = done.report.messages_after,
+            tokens_before = done.report.tokens_before,
+            tokens_after = done.report.tokens_after,
+            "compacted the conversation"
+        );
+        request.events.emit(LoopEvent::Compacted {
+            agent: self.name.clone(),
+            depth: request.depth,
+            model: self.model.clone(),
+            report: done.report,
+            summary_usage: done.usage,
+        });
     }
 
     /// The span of one model call, with the OpenTelemetry GenAI attributes known before it.
@@ -301,12 +383,28 @@ impl LlmAgent {
     ) -> AgentOutcome {
         let mut tools = self.tools.tools(&request.bearer).await;
         tools.push(ask_user_spec());
-        let earlier = transcript.earlier(self.history_rows()).await;
-        let mut chat = match self.first_request(request, earlier, tools) {
-            Ok(chat) => chat,
+        let new = match self.content(&request.message) {
+            Ok(content) => ChatMessage::User { content },
             Err(reason) => return fail(reason),
         };
-        transcript.user(request.message.text()).await;
+        let mut conversation = match transcript.earlier(self.history_rows()).await {
+            Some(stored) => stored,
+            None => match self.task_conversation(&request.history) {
+                Ok(conversation) => conversation,
+                Err(reason) => return fail(reason),
+            },
+        };
+        let budget = Budget {
+            fixed: self.fixed_tokens(&tools),
+            new: super::window::message_tokens(&new),
+            room: u64::from(self.context_window).saturating_sub(u64::from(self.max_output_tokens)),
+        };
+        self.fit_conversation(request, &mut conversation, budget, transcript, cancel)
+            .await;
+        let mut chat = self.first_request(request, conversation, new, tools);
+        transcript
+            .user(request.message.text(), &request.message.message_id)
+            .await;
         let context = CallContext {
             bearer: request.bearer.clone(),
             cancel: cancel.clone(),

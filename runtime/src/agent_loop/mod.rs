@@ -5,6 +5,7 @@
 //! a reason. The HTTP layer turns that into a contract `Task`. The built-in [`Passthrough`]
 //! model echoes; the LLM agent loop implements the same trait.
 
+mod compaction;
 pub mod events;
 mod llm;
 mod passthrough;
@@ -20,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::sampling::SamplingParams;
 
+pub use compaction::{SUMMARY_HEADING, SUMMARY_PROMPT};
 pub use events::{EventSink, LoopEvent};
 pub use llm::{ASK_USER_TOOL, LlmAgent};
 pub use passthrough::{Passthrough, ToolPassthrough};

@@ -76,7 +76,9 @@ impl<A: Agent> Agent for Remembering<A> {
             return self.inner.run(request, cancel).await;
         }
         let mut transcript = Transcript::new(self.sessions.clone(), &request.context_id);
-        transcript.user(kept(request.message.text())).await;
+        transcript
+            .user(kept(request.message.text()), &request.message.message_id)
+            .await;
         let outcome = self.inner.run(request, cancel).await;
         let answer = answer_text(&outcome);
         if let Some(text) = &answer {

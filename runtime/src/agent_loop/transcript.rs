@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use crate::llm::{ChatMessage, ToolCall};
-use crate::sessions::{self, NewRow, RowRole, RowStatus, SessionStore};
+use crate::llm::ToolCall;
+use crate::sessions::{self, Conversation, NewRow, RowRole, RowStatus, SessionStore};
 
 /// The rows of one turn in one conversation.
 #[derive(Debug)]
@@ -26,7 +26,7 @@ impl Transcript {
 
     /// The conversation so far (its last `last` rows at most), if there is a store. A read
     /// that was cut short starts at its first user row, so no turn is seen from its middle.
-    pub(crate) async fn earlier(&self, last: usize) -> Option<Vec<ChatMessage>> {
+    pub(crate) async fn earlier(&self, last: usize) -> Option<Conversation> {
         let store = self.store.as_ref()?;
         match store.rows(&self.context, last).await {
             Ok(rows) => {
@@ -37,11 +37,11 @@ impl Transcript {
                 } else {
                     0
                 };
-                Some(sessions::rebuild(&rows[start..]))
+                Some(Conversation::from_rows(&rows[start..]))
             }
             Err(e) => {
                 tracing::error!(error = %e, context = %self.context, "cannot read the conversation; going on without it");
-                Some(Vec::new())
+                Some(Conversation::default())
             }
         }
     }
@@ -69,18 +69,29 @@ impl Transcript {
     }
 
     fn row(role: RowRole, content: String) -> NewRow {
-        NewRow {
-            role,
-            content,
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-            is_error: false,
-            status: RowStatus::Pending,
-        }
+        NewRow::new(role, content, RowStatus::Pending)
     }
 
-    pub(crate) async fn user(&mut self, text: String) {
-        self.write(vec![Self::row(RowRole::User, text)]).await;
+    /// The user's message `text`, sent as `message_id`.
+    pub(crate) async fn user(&mut self, text: String, message_id: &str) {
+        let mut row = Self::row(RowRole::User, text);
+        row.message_id = Some(message_id.to_owned());
+        self.write(vec![row]).await;
+    }
+
+    /// Compaction: the rows through turn `through` give way to `summary` (or just go).
+    /// Returns whether the store did it.
+    pub(crate) async fn compact(&self, through: i64, summary: Option<String>) -> bool {
+        let Some(store) = &self.store else {
+            return false;
+        };
+        match store.compact(&self.context, through, summary).await {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::error!(error = %e, context = %self.context, "cannot compact the conversation; it stays as it was");
+                false
+            }
+        }
     }
 
     pub(crate) async fn assistant(&mut self, text: Option<String>, tool_calls: Vec<ToolCall>) {

@@ -1,6 +1,7 @@
-//! Keeping a conversation inside the model's context window (`model_capabilities.
-//! context_window`, minus the output budget): the oldest whole turns go first — a turn starts at
-//! a user message, so a tool call never loses its result — and the newest turn always stays.
+//! Estimating tokens, and the last resort that keeps a request inside the model's context
+//! window (`model_capabilities.context_window`, minus the output budget) when compaction could
+//! not: the oldest whole turns go first — a turn starts at a user message, so a tool call never
+//! loses its result — and the newest turn always stays.
 //!
 //! Tokens are estimated, not counted (about four characters a token, a flat charge per image),
 //! which is what a provider-neutral runtime can know; the estimate errs on the side of dropping.
@@ -21,7 +22,8 @@ pub(crate) fn text_tokens(text: &str) -> u64 {
     chars(text).div_ceil(4)
 }
 
-fn message_tokens(message: &ChatMessage) -> u64 {
+/// An estimate of the tokens `message` takes.
+pub(crate) fn message_tokens(message: &ChatMessage) -> u64 {
     MESSAGE_TOKENS
         + match message {
             ChatMessage::User { content } => content

@@ -2,6 +2,10 @@
 //! [`SessionStore`] seam (SQLite by default), with mcpctl's row model — role, content, tool
 //! calls, the tool-call id a result answers, `pending`/`complete`/`error`, and a monotonic
 //! turn index — and the rules that rebuild a model-ready history from them.
+//!
+//! A conversation that outgrows its model is compacted ([`SessionStore::compact`]): its oldest
+//! rows go, and a `summary` row (when the agent summarizes) takes the place of the last of
+//! them, so what remains stays in turn order.
 
 mod history;
 mod nats_kv;
@@ -10,7 +14,7 @@ mod sqlite;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-pub use history::{as_messages, rebuild};
+pub use history::{Conversation, StoredTurn, as_messages, rebuild};
 pub use nats_kv::NatsKvStore;
 pub use sqlite::SqliteStore;
 
@@ -27,6 +31,20 @@ pub enum RowRole {
     User,
     Assistant,
     Tool,
+    /// What compaction left of the rows before it: a summary of them.
+    Summary,
+}
+
+impl RowRole {
+    /// The role as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RowRole::User => "user",
+            RowRole::Assistant => "assistant",
+            RowRole::Tool => "tool",
+            RowRole::Summary => "summary",
+        }
+    }
 }
 
 /// Where a row is in its life: written while a turn runs (`pending`), settled (`complete`), or
@@ -44,6 +62,8 @@ pub enum RowStatus {
 pub struct NewRow {
     pub role: RowRole,
     pub content: String,
+    /// For a user row: the `messageId` the client sent it with (shown again in `history`).
+    pub message_id: Option<String>,
     pub tool_calls: Vec<ToolCall>,
     /// For a tool row: the call it answers.
     pub tool_call_id: Option<String>,
@@ -60,10 +80,26 @@ pub struct Row {
     pub turn: i64,
     pub role: RowRole,
     pub content: String,
+    pub message_id: Option<String>,
     pub tool_calls: Vec<ToolCall>,
     pub tool_call_id: Option<String>,
     pub is_error: bool,
     pub status: RowStatus,
+}
+
+impl NewRow {
+    /// A row of `role` saying `content`, with no tool traffic and no message id.
+    pub fn new(role: RowRole, content: impl Into<String>, status: RowStatus) -> Self {
+        Self {
+            role,
+            content: content.into(),
+            message_id: None,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            is_error: false,
+            status,
+        }
+    }
 }
 
 /// Why the store failed.
@@ -87,6 +123,16 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<(), StoreError>;
     /// The last `last` rows of `context` (all of them with `usize::MAX`), by turn.
     async fn rows(&self, context: &str, last: usize) -> Result<Vec<Row>, StoreError>;
+    /// Compaction: removes every row of `context` up to and including turn `through`, and,
+    /// with a `summary`, writes it as a complete [`RowRole::Summary`] row at turn `through`
+    /// (so it sorts before every row that stays). Returns how many rows were removed, the one
+    /// the summary took the place of included.
+    async fn compact(
+        &self,
+        context: &str,
+        through: i64,
+        summary: Option<String>,
+    ) -> Result<u64, StoreError>;
     /// After a crash: `pending` rows no running turn can still own become `error`. Looks only
     /// at pending rows; a row it cannot read is skipped with a warning. Returns how many.
     async fn recover(&self) -> Result<u64, StoreError>;

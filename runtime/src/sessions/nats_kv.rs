@@ -3,12 +3,16 @@
 //!
 //! Layout, with `<ctx>` = `token(context id)` (DESIGN §5: the id itself when it is a plain
 //! token, else base64url, else a hash; never more than 128 characters):
-//! - `m.<ctx>` holds `{"next": n}`, the next free turn of the context. Appending reserves turns
-//!   by a compare-and-set on this entry, so two replicas writing one context never reuse a
-//!   turn;
+//! - `m.<ctx>` holds `{"next": n, "first": f}`: the next free turn of the context, and the
+//!   first turn compaction left. Appending reserves turns by a compare-and-set on this entry,
+//!   so two replicas writing one context never reuse a turn;
 //! - `r.<ctx>.<turn>` holds one row, so no conversation runs into the server's payload limit;
 //! - `p.<ctx>.<turn>` marks a row written `pending`, and is removed from the stream when the
 //!   row settles, so recovery looks at pending rows only.
+//!
+//! Compaction writes the summary row first, then purges the rows it replaces from the stream
+//! (no delete markers stay behind), then moves `first`: a crash half-way leaves rows that
+//! rebuilding already reads safely (a call without its result is dropped).
 //!
 //! A row id is its turn. Recovery differs from SQLite's, where one process owns the file: other
 //! replicas may be mid-turn while this one starts, so only `pending` rows older than
@@ -39,9 +43,12 @@ pub struct NatsKvStore {
     stale_after: Duration,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 struct Meta {
     next: i64,
+    /// The oldest turn compaction kept (rows before it are gone).
+    #[serde(default)]
+    first: i64,
 }
 
 /// A row as stored.
@@ -50,6 +57,8 @@ struct Stored {
     turn: i64,
     role: RowRole,
     content: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    message_id: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     tool_calls: Vec<ToolCall>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -68,6 +77,7 @@ impl Stored {
             turn: self.turn,
             role: self.role,
             content: self.content,
+            message_id: self.message_id,
             tool_calls: self.tool_calls,
             tool_call_id: self.tool_call_id,
             is_error: self.is_error,
@@ -169,21 +179,34 @@ impl NatsKvStore {
 
     /// Reserves `count` turns of `context`; returns the first.
     async fn reserve(&self, context: &str, count: i64) -> Result<i64, StoreError> {
+        let before = self
+            .update_meta(context, |meta| Meta {
+                next: meta.next + count,
+                ..meta
+            })
+            .await?;
+        Ok(before.next)
+    }
+
+    /// Changes the context's meta entry by `change`, by compare-and-set (read again when another
+    /// writer got there first); returns the entry as it was.
+    async fn update_meta(
+        &self,
+        context: &str,
+        change: impl Fn(Meta) -> Meta,
+    ) -> Result<Meta, StoreError> {
         let key = meta_key(context);
         for _ in 0..CAS_ATTEMPTS {
             let current = self.kv.entry(&key).await.map_err(|e| self.fail(e))?;
-            let (first, revision) = match &current {
+            let (meta, revision) = match &current {
                 Some(entry) if entry.operation == kv::Operation::Put => {
                     let meta: Meta = serde_json::from_slice(&entry.value)
                         .map_err(|e| self.fail(format!("{key} is not a session entry: {e}")))?;
-                    (meta.next, Some(entry.revision))
+                    (meta, Some(entry.revision))
                 }
-                _ => (0, None),
+                _ => (Meta { next: 0, first: 0 }, None),
             };
-            let value = serde_json::to_vec(&Meta {
-                next: first + count,
-            })
-            .expect("a number serializes");
+            let value = serde_json::to_vec(&change(meta)).expect("numbers serialize");
             let written = match revision {
                 Some(revision) => self
                     .kv
@@ -197,10 +220,10 @@ impl NatsKvStore {
                     .map_err(|e| e.kind() == kv::CreateErrorKind::AlreadyExists),
             };
             match written {
-                Ok(_) => return Ok(first),
+                Ok(_) => return Ok(meta),
                 // Another writer got there first: read again.
                 Err(true) => {}
-                Err(false) => return Err(self.fail(format!("cannot reserve turns in {key}"))),
+                Err(false) => return Err(self.fail(format!("cannot update {key}"))),
             }
         }
         Err(self.fail(format!("{key}: too many concurrent writers")))
@@ -240,6 +263,7 @@ impl SessionStore for NatsKvStore {
                 turn,
                 role: row.role,
                 content: row.content,
+                message_id: row.message_id,
                 tool_calls: row.tool_calls,
                 tool_call_id: row.tool_call_id,
                 is_error: row.is_error,
@@ -297,6 +321,7 @@ impl SessionStore for NatsKvStore {
         let first = meta
             .next
             .saturating_sub(i64::try_from(last).unwrap_or(i64::MAX))
+            .max(meta.first)
             .max(0);
         let rows: Vec<Option<Stored>> = futures::stream::iter(first..meta.next)
             .map(|turn| async move { self.get(&row_key(context, turn)).await })
@@ -304,6 +329,66 @@ impl SessionStore for NatsKvStore {
             .try_collect()
             .await?;
         Ok(rows.into_iter().flatten().map(Stored::into_row).collect())
+    }
+
+    async fn compact(
+        &self,
+        context: &str,
+        through: i64,
+        summary: Option<String>,
+    ) -> Result<u64, StoreError> {
+        let Some(entry) = self
+            .kv
+            .entry(meta_key(context))
+            .await
+            .map_err(|e| self.fail(e))?
+            .filter(|e| e.operation == kv::Operation::Put)
+        else {
+            return Ok(0);
+        };
+        let meta: Meta = serde_json::from_slice(&entry.value).map_err(|e| self.fail(e))?;
+        let through = through.min(meta.next - 1);
+        let mut replaced = 0;
+        let kept_from = if let Some(content) = summary {
+            if self.get(&row_key(context, through)).await?.is_some() {
+                replaced = 1;
+            }
+            let row = Stored {
+                turn: through,
+                role: RowRole::Summary,
+                content,
+                message_id: None,
+                tool_calls: Vec::new(),
+                tool_call_id: None,
+                is_error: false,
+                status: RowStatus::Complete,
+                written_ms: now_ms(),
+            };
+            self.put(context, &row).await?;
+            through
+        } else {
+            through + 1
+        };
+        let removed: Vec<u64> = futures::stream::iter(meta.first.max(0)..kept_from)
+            .map(|turn| async move {
+                let subject = format!("{}{}", self.kv.prefix, row_key(context, turn));
+                self.kv
+                    .stream
+                    .purge()
+                    .filter(subject)
+                    .await
+                    .map(|purged| purged.purged)
+                    .map_err(|e| self.fail(e))
+            })
+            .buffer_unordered(READ_CONCURRENCY)
+            .try_collect()
+            .await?;
+        self.update_meta(context, |meta| Meta {
+            first: meta.first.max(kept_from),
+            ..meta
+        })
+        .await?;
+        Ok(removed.iter().sum::<u64>() + replaced)
     }
 
     async fn recover(&self) -> Result<u64, StoreError> {

@@ -20,6 +20,7 @@ CREATE TABLE IF NOT EXISTS messages (
     turn         INTEGER NOT NULL,
     role         TEXT    NOT NULL,
     content      TEXT    NOT NULL,
+    message_id   TEXT,
     tool_calls   TEXT    NOT NULL DEFAULT '[]',
     tool_call_id TEXT,
     is_error     INTEGER NOT NULL DEFAULT 0,
@@ -43,14 +44,6 @@ pub struct SqliteStore {
     ttl: Option<std::time::Duration>,
     /// When the last retention sweep ran.
     swept: Arc<Mutex<std::time::Instant>>,
-}
-
-fn role_str(r: RowRole) -> &'static str {
-    match r {
-        RowRole::User => "user",
-        RowRole::Assistant => "assistant",
-        RowRole::Tool => "tool",
-    }
 }
 
 fn status_str(s: RowStatus) -> &'static str {
@@ -92,6 +85,7 @@ impl SqliteStore {
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(fail)?;
         conn.execute_batch(SCHEMA).map_err(fail)?;
+        migrate(&conn).map_err(fail)?;
         let store = Self {
             location: path.to_owned(),
             db: Arc::new(Mutex::new(conn)),
@@ -174,9 +168,9 @@ impl SessionStore for SqliteStore {
             for (turn, row) in (first..).zip(rows) {
                 let calls = serde_json::to_string(&row.tool_calls).unwrap_or_else(|_| "[]".to_owned());
                 tx.execute(
-                    "INSERT INTO messages (context, turn, role, content, tool_calls, tool_call_id, is_error, status)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                    params![context, turn, role_str(row.role), row.content, calls, row.tool_call_id, row.is_error, status_str(row.status)],
+                    "INSERT INTO messages (context, turn, role, content, message_id, tool_calls, tool_call_id, is_error, status)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    params![context, turn, row.role.as_str(), row.content, row.message_id, calls, row.tool_call_id, row.is_error, status_str(row.status)],
                 )?;
                 ids.push(tx.last_insert_rowid());
             }
@@ -212,7 +206,7 @@ impl SessionStore for SqliteStore {
         self.with(move |conn| {
             let mut stmt = conn.prepare(
                 "SELECT * FROM (
-                    SELECT id, turn, role, content, tool_calls, tool_call_id, is_error, status
+                    SELECT id, turn, role, content, tool_calls, tool_call_id, is_error, status, message_id
                     FROM messages WHERE context = ?1 ORDER BY turn DESC LIMIT ?2
                  ) ORDER BY turn",
             )?;
@@ -226,9 +220,11 @@ impl SessionStore for SqliteStore {
                     role: match role.as_str() {
                         "user" => RowRole::User,
                         "tool" => RowRole::Tool,
+                        "summary" => RowRole::Summary,
                         _ => RowRole::Assistant,
                     },
                     content: r.get(3)?,
+                    message_id: r.get(8)?,
                     tool_calls: serde_json::from_str::<Vec<ToolCall>>(&calls).unwrap_or_default(),
                     tool_call_id: r.get(5)?,
                     is_error: r.get(6)?,
@@ -244,6 +240,32 @@ impl SessionStore for SqliteStore {
         .await
     }
 
+    async fn compact(
+        &self,
+        context: &str,
+        through: i64,
+        summary: Option<String>,
+    ) -> Result<u64, StoreError> {
+        let context = context.to_owned();
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            let removed = tx.execute(
+                "DELETE FROM messages WHERE context = ?1 AND turn <= ?2",
+                params![context, through],
+            )?;
+            if let Some(summary) = summary {
+                tx.execute(
+                    "INSERT INTO messages (context, turn, role, content, status)
+                     VALUES (?1, ?2, 'summary', ?3, 'complete')",
+                    params![context, through, summary],
+                )?;
+            }
+            tx.commit()?;
+            Ok(u64::try_from(removed).unwrap_or(u64::MAX))
+        })
+        .await
+    }
+
     async fn recover(&self) -> Result<u64, StoreError> {
         self.with(|conn| {
             let changed = conn.execute(
@@ -254,6 +276,19 @@ impl SessionStore for SqliteStore {
         })
         .await
     }
+}
+
+/// Brings a file written by an earlier version up to [`SCHEMA`]: the `message_id` column.
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    let has_message_id: bool = conn.query_row(
+        "SELECT COUNT(*) FROM pragma_table_info('messages') WHERE name = 'message_id'",
+        [],
+        |r| r.get::<_, i64>(0).map(|n| n > 0),
+    )?;
+    if !has_message_id {
+        conn.execute_batch("ALTER TABLE messages ADD COLUMN message_id TEXT")?;
+    }
+    Ok(())
 }
 
 /// Deletes the contexts whose newest row is older than `idle`.
@@ -276,14 +311,7 @@ mod tests {
     use super::*;
 
     fn new_row(role: RowRole, content: &str, status: RowStatus) -> NewRow {
-        NewRow {
-            role,
-            content: content.into(),
-            tool_calls: vec![],
-            tool_call_id: None,
-            is_error: false,
-            status,
-        }
+        NewRow::new(role, content, status)
     }
 
     #[tokio::test]
@@ -405,5 +433,34 @@ mod tests {
         );
         assert!(store.rows("old", usize::MAX).await.unwrap().is_empty());
         assert_eq!(store.rows("new", usize::MAX).await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_file_from_before_message_ids_gets_the_column_and_keeps_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.sqlite");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE messages (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT, context TEXT NOT NULL,
+                    turn INTEGER NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL,
+                    tool_calls TEXT NOT NULL DEFAULT '[]', tool_call_id TEXT,
+                    is_error INTEGER NOT NULL DEFAULT 0, status TEXT NOT NULL,
+                    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+                    UNIQUE (context, turn));
+                 INSERT INTO messages (context, turn, role, content, status)
+                 VALUES ('ctx', 0, 'user', 'from before', 'complete');",
+            )
+            .unwrap();
+        }
+        let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
+        let mut sent = new_row(RowRole::User, "now", RowStatus::Complete);
+        sent.message_id = Some("client-7".into());
+        store.append("ctx", vec![sent]).await.unwrap();
+        let rows = store.rows("ctx", usize::MAX).await.unwrap();
+        assert_eq!(rows[0].content, "from before");
+        assert_eq!(rows[0].message_id, None);
+        assert_eq!(rows[1].message_id.as_deref(), Some("client-7"));
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use daedalus_contract::Task;
+use daedalus_contract::{Compaction, Task};
 
 use super::conversations::ConversationKey;
 use super::request::TurnRequest;
@@ -12,7 +12,7 @@ use super::service::{Started, TurnService};
 use super::stream::{self, EventSender, Translator};
 use super::tasks::TaskRecord;
 use super::{CANCEL_SETTLE, TurnError, task};
-use crate::agent_loop::{Agent, AgentOutcome, AgentRequest, EventSink};
+use crate::agent_loop::{Agent, AgentOutcome, AgentRequest, EventSink, LoopEvent};
 use crate::metrics::StateLabel;
 
 impl TurnService {
@@ -103,8 +103,18 @@ impl TurnService {
             .then(|| Arc::new(Mutex::new(Some(Translator::open(task_id, context_id, out)))));
         let metrics = Arc::clone(&self.0.metrics);
         let live = translator.clone();
+        let compacted: Arc<Mutex<Option<Compaction>>> = Arc::default();
+        let report = Arc::clone(&compacted);
         agent_request.events = EventSink::new(move |event| {
             metrics.observe(&event);
+            if let LoopEvent::Compacted {
+                depth: 0,
+                report: r,
+                ..
+            } = &event
+            {
+                *report.lock().unwrap_or_else(PoisonError::into_inner) = Some(*r);
+            }
             if let Some(live) = &live
                 && let Some(translator) = live
                     .lock()
@@ -139,6 +149,9 @@ impl TurnService {
             }
         };
         let mut task = task::finish(task_id, context_id, outcome);
+        if let Some(report) = *compacted.lock().unwrap_or_else(PoisonError::into_inner) {
+            report.insert_into(&mut task.metadata);
+        }
         if let Some(translator) = translator {
             translator.close(&mut task);
         }

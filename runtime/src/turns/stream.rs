@@ -280,8 +280,15 @@ impl Translator {
         }
     }
 
-    /// A step of the turn, as a `working` status update whose message says what happens.
+    /// A step of the turn, as a `working` status update whose message says what happens. A
+    /// compaction of the served agent's conversation also carries its report in `metadata`.
     fn step(&self, event: &LoopEvent) {
+        let report = match event {
+            LoopEvent::Compacted {
+                depth: 0, report, ..
+            } => Some(report),
+            _ => None,
+        };
         if let Some(text) = step_text(event) {
             let mut message = Message::new(
                 uuid::Uuid::new_v4().to_string(),
@@ -290,8 +297,14 @@ impl Translator {
             );
             message.task_id = Some(self.task_id.clone());
             message.context_id = Some(self.context_id.clone());
-            let update = self.status_update(status(TaskState::Working, Some(message)), false, None);
-            self.out.send(update, true);
+            let mut metadata = None;
+            if let Some(report) = report {
+                report.insert_into(&mut metadata);
+            }
+            let update =
+                self.status_update(status(TaskState::Working, Some(message)), false, metadata);
+            // A report is not a progress line a slow listener may miss.
+            self.out.send(update, report.is_none());
         }
     }
 
@@ -371,6 +384,12 @@ pub fn step_text(event: &LoopEvent) -> Option<String> {
         LoopEvent::ToolStarted { server, tool, .. } => Some(format!("{server}/{tool}: started")),
         LoopEvent::ToolFinished { server, tool, .. } => Some(format!("{server}/{tool}: completed")),
         LoopEvent::ToolFailed { server, tool, .. } => Some(format!("{server}/{tool}: failed")),
+        LoopEvent::Compacted { agent, report, .. } => Some(format!(
+            "{agent} compacted the conversation ({}: {} → {} messages)",
+            report.strategy.as_str(),
+            report.messages_before,
+            report.messages_after
+        )),
         LoopEvent::LlmTurnFinished { .. }
         | LoopEvent::LlmRetrying { .. }
         | LoopEvent::TextDelta { .. }

@@ -4,6 +4,7 @@
 //! [`crate::read`]) and writes the contract dialect (see [`crate::write`]).
 
 mod card;
+mod compaction;
 mod enums;
 mod error_body;
 mod manifest;
@@ -16,6 +17,7 @@ mod stream;
 mod task;
 
 pub use card::{AgentCapabilities, AgentCard, AgentInterface, AgentProvider, AgentSkill};
+pub use compaction::{COMPACTION_KEY, Compaction, CompactionStrategy};
 pub use enums::{Role, TaskState};
 pub use error_body::{ErrorBody, ErrorDetail};
 pub use manifest::{ManifestCapabilities, ManifestRuntime, ManifestServer, RuntimeContract};

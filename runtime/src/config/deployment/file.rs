@@ -87,4 +87,13 @@ pub(super) struct AgentFile {
     pub(super) max_iterations: Option<u32>,
     pub(super) skills: Option<Vec<AgentSkill>>,
     pub(super) instance_scope: Option<super::InstanceScope>,
+    pub(super) compaction: Option<CompactionFile>,
+}
+
+/// An agent's `compaction:` block.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(super) struct CompactionFile {
+    pub(super) strategy: Option<daedalus_contract::CompactionStrategy>,
+    pub(super) threshold: Option<f64>,
 }

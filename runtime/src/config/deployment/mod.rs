@@ -94,6 +94,26 @@ pub struct McpServer {
     pub call_timeout: Option<std::time::Duration>,
 }
 
+/// How an agent keeps a conversation inside its model's budget (`agents.<name>.compaction`):
+/// once the conversation passes `threshold` of the budget (`context_window` minus
+/// `max_output_tokens`), its oldest whole turns are summarized or dropped until it fills half
+/// of that.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CompactionPolicy {
+    pub strategy: daedalus_contract::CompactionStrategy,
+    /// A fraction of the budget, in (0, 1].
+    pub threshold: f64,
+}
+
+impl Default for CompactionPolicy {
+    fn default() -> Self {
+        Self {
+            strategy: daedalus_contract::CompactionStrategy::Truncate,
+            threshold: 0.8,
+        }
+    }
+}
+
 /// Which conversation an MCP call continues.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -135,6 +155,7 @@ pub struct AgentDef {
     pub max_iterations: u32,
     pub skills: Vec<AgentSkill>,
     pub instance_scope: InstanceScope,
+    pub compaction: CompactionPolicy,
 }
 
 /// Why the deployment cannot be used. Every variant names the file and the key path.

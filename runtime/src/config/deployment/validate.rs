@@ -6,10 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use daedalus_contract::AgentSkill;
 use daedalus_contract::container::validate_agent_name;
 
-use super::file::{DeploymentFile, ProviderFile};
+use super::file::{CompactionFile, DeploymentFile, ProviderFile};
 use super::{
-    AgentDef, DEFAULT_MAX_ITERATIONS, Deployment, DeploymentError, McpServer, ModelCapabilities,
-    ModelRef, ProviderSettings, ServerRef, parse_model,
+    AgentDef, CompactionPolicy, DEFAULT_MAX_ITERATIONS, Deployment, DeploymentError, McpServer,
+    ModelCapabilities, ModelRef, ProviderSettings, ServerRef, parse_model,
 };
 use crate::sampling::SamplingParams;
 
@@ -113,6 +113,7 @@ pub(super) fn build(
                 message: "must be at least 1".to_owned(),
             });
         }
+        let compaction = compaction_of(file, name, def.compaction.as_ref())?;
         let description = def.description.clone().unwrap_or_default();
         agents.push(AgentDef {
             name: name.clone(),
@@ -131,6 +132,7 @@ pub(super) fn build(
             request_params: sampling_of(file, name, &def.request_params)?,
             max_iterations: def.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS),
             instance_scope: def.instance_scope.unwrap_or_default(),
+            compaction,
         });
     }
     let start_order = start_order(file, &agents)?;
@@ -164,6 +166,32 @@ pub(super) fn build(
         start_order,
         unset_variables: Vec::new(),
     })
+}
+
+/// An agent's `compaction` block over the defaults (truncate at 0.8 of the budget).
+fn compaction_of(
+    file: &str,
+    agent: &str,
+    block: Option<&CompactionFile>,
+) -> Result<CompactionPolicy, DeploymentError> {
+    let mut policy = CompactionPolicy::default();
+    let Some(block) = block else {
+        return Ok(policy);
+    };
+    if let Some(strategy) = block.strategy {
+        policy.strategy = strategy;
+    }
+    if let Some(threshold) = block.threshold {
+        if !(threshold.is_finite() && threshold > 0.0 && threshold <= 1.0) {
+            return Err(DeploymentError::Shape {
+                file: file.to_owned(),
+                path: format!("agents.{agent}.compaction.threshold"),
+                message: format!("{threshold} is not a fraction of the budget in (0, 1]"),
+            });
+        }
+        policy.threshold = threshold;
+    }
+    Ok(policy)
 }
 
 /// An agent's `request_params`, each of the type its key takes.

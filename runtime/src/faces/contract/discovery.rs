@@ -144,9 +144,9 @@ fn build_manifest(port: u16) -> RuntimeContract {
             streaming: true,
             trace_context: true,
             graceful_shutdown: true,
-            context_compaction: false,
+            context_compaction: true,
         },
-        conformance_level: 2,
+        conformance_level: 3,
     }
 }
 

@@ -147,7 +147,7 @@ async fn agent_card_is_valid_cacheable_and_has_a_skill() {
 }
 
 #[tokio::test]
-async fn manifest_declares_level_two_of_contract_v1_with_trace_context() {
+async fn manifest_declares_level_three_of_contract_v1_with_every_capability() {
     let req = Request::get("/.well-known/runtime-contract.json")
         .body(Body::empty())
         .unwrap();
@@ -155,8 +155,15 @@ async fn manifest_declares_level_two_of_contract_v1_with_trace_context() {
     assert_eq!(status, StatusCode::OK);
     Schema::RuntimeContract.validate(&manifest).unwrap();
     assert_eq!(manifest["contractVersion"], "v1");
-    assert_eq!(manifest["conformanceLevel"], 2);
-    assert_eq!(manifest["capabilities"]["traceContext"], true);
+    assert_eq!(manifest["conformanceLevel"], 3);
+    for capability in [
+        "traceContext",
+        "streaming",
+        "contextCompaction",
+        "gracefulShutdown",
+    ] {
+        assert_eq!(manifest["capabilities"][capability], true, "{capability}");
+    }
 }
 
 #[tokio::test]
@@ -592,4 +599,33 @@ async fn remembered_tasks_stay_within_the_byte_budget() {
     let text = format!("19{}", "x".repeat(256 * 1024));
     let replay = send(&state, user("m-19", &text)).await;
     assert_eq!(replay.status.state, TaskState::Completed);
+}
+
+/// Virtual time: the 40 s the agent sleeps pass at once, and the keep-alive timer with them.
+#[tokio::test(start_paused = true)]
+async fn an_idle_stream_sends_a_comment_every_fifteen_seconds() {
+    let mut req = post(
+        send_body(&user("m-idle", "***SLEEP 40s done")),
+        Some("application/json"),
+    );
+    req.headers_mut().insert(
+        header::ACCEPT,
+        header::HeaderValue::from_static("text/event-stream"),
+    );
+    let response = router(passthrough()).oneshot(req).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let text = String::from_utf8(body.to_vec()).unwrap();
+    let comments = text.lines().filter(|l| l.starts_with(':')).count();
+    assert_eq!(
+        comments, 2,
+        "at 15 s and 30 s of the 40 s the turn took:\n{text}"
+    );
+    let last_data = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .last()
+        .unwrap();
+    let last: Value = serde_json::from_str(last_data.trim()).unwrap();
+    assert_eq!(last["statusUpdate"]["final"], true, "{text}");
 }
