@@ -624,7 +624,7 @@ async fn an_idle_stream_sends_a_comment_every_fifteen_seconds() {
     let last_data = text
         .lines()
         .filter_map(|l| l.strip_prefix("data:"))
-        .last()
+        .next_back()
         .unwrap();
     let last: Value = serde_json::from_str(last_data.trim()).unwrap();
     assert_eq!(last["statusUpdate"]["final"], true, "{text}");
