@@ -41,6 +41,7 @@ pub enum CheckId {
     SseRebuild,
     CardStreaming,
     SessionResume,
+    SessionRestart,
     CompactionMetadata,
 }
 
@@ -56,7 +57,7 @@ pub enum Severity {
 
 impl CheckId {
     /// Every check, in report order.
-    pub const ALL: [CheckId; 32] = [
+    pub const ALL: [CheckId; 33] = [
         CheckId::Health,
         CheckId::CardFetch,
         CheckId::CardSchema,
@@ -88,6 +89,7 @@ impl CheckId {
         CheckId::SseRebuild,
         CheckId::CardStreaming,
         CheckId::SessionResume,
+        CheckId::SessionRestart,
         CheckId::CompactionMetadata,
     ];
 
@@ -124,6 +126,7 @@ impl CheckId {
             CheckId::SseRebuild => "L3-SSE-REBUILD",
             CheckId::CardStreaming => "L3-CARD-STREAMING",
             CheckId::SessionResume => "L3-SESSION-RESUME",
+            CheckId::SessionRestart => "L3-SESSION-RESTART",
             CheckId::CompactionMetadata => "L3-COMPACTION-METADATA",
         }
     }
@@ -181,6 +184,9 @@ impl CheckId {
             CheckId::SessionResume => {
                 "a second task of a context has the first task's message in its history"
             }
+            CheckId::SessionRestart => {
+                "a context continues across a restart of the runtime that keeps WORK_DIR (--exec)"
+            }
             CheckId::CompactionMetadata => {
                 "metadata.compaction, wherever it appears, is {strategy, messagesBefore, \
                  messagesAfter, tokensBefore, tokensAfter}"
@@ -201,6 +207,7 @@ impl CheckId {
             | CheckId::SseRebuild
             | CheckId::CardStreaming
             | CheckId::SessionResume
+            | CheckId::SessionRestart
             | CheckId::CompactionMetadata => 3,
             _ => 1,
         }

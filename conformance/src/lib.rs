@@ -76,6 +76,8 @@ pub enum SuiteError {
     Client(#[source] reqwest::Error),
     #[error("cannot start the runtime under test")]
     Launch(#[source] level2::LaunchError),
+    #[error("cannot make a WORK_DIR for the runtime under test")]
+    WorkDir(#[source] std::io::Error),
 }
 
 /// Runs every check up to `options.level` and reports. With `exec`, the suite launches the
@@ -87,17 +89,36 @@ pub async fn run(options: &SuiteOptions) -> Result<Report, SuiteError> {
     if options.level >= 2
         && let Some(command) = &options.exec
     {
-        let launched = level2::Launched::start(command, options.grace, options.timeout)
-            .await
-            .map_err(SuiteError::Launch)?;
+        // One workspace for every start of the runtime, so a restart keeps it.
+        let work_dir = tempfile::tempdir().map_err(SuiteError::WorkDir)?;
+        let launched =
+            level2::Launched::start(command, work_dir.path(), options.grace, options.timeout)
+                .await
+                .map_err(SuiteError::Launch)?;
         let url = launched.url().to_owned();
         let client = client::Probe::new(&url, options.timeout).map_err(SuiteError::Client)?;
         let mut results = level1::run(&client, options).await;
+        let mut before_restart = None;
         if options.level >= 3 {
             // Before level 2's checks, which stop the process.
             results.extend(level3::run(&client).await);
+            before_restart = Some(level3::SessionBeforeRestart::send(&client).await);
         }
-        results.extend(level2::run_launched(&client, launched, options).await);
+        results.extend(level2::run_launched(&client, launched, work_dir.path(), options).await);
+        if let Some(before) = before_restart {
+            let resumes = results
+                .iter()
+                .any(|r| r.check == CheckId::SessionResume && r.passed());
+            let outcome = if resumes {
+                after_restart(command, work_dir.path(), options, &before).await?
+            } else {
+                Outcome::Skip("needs L3-SESSION-RESUME to pass".to_owned())
+            };
+            results.push(CheckResult {
+                check: CheckId::SessionRestart,
+                outcome,
+            });
+        }
         return Ok(Report::new(&url, options.level, results));
     }
     let client = client::Probe::new(&options.url, options.timeout).map_err(SuiteError::Client)?;
@@ -107,6 +128,33 @@ pub async fn run(options: &SuiteOptions) -> Result<Report, SuiteError> {
     }
     if options.level >= 3 {
         results.extend(level3::run(&client).await);
+        results.push(CheckResult {
+            check: CheckId::SessionRestart,
+            outcome: Outcome::Skip(
+                "needs --exec: the suite restarts the runtime it started, keeping WORK_DIR"
+                    .to_owned(),
+            ),
+        });
     }
     Ok(Report::new(&options.url, options.level, results))
+}
+
+/// Starts the runtime again in the same `work_dir` and judges the context `before` began.
+async fn after_restart(
+    command: &str,
+    work_dir: &std::path::Path,
+    options: &SuiteOptions,
+    before: &level3::SessionBeforeRestart,
+) -> Result<Outcome, SuiteError> {
+    let again =
+        match level2::Launched::start(command, work_dir, options.grace, options.timeout).await {
+            Ok(again) => again,
+            Err(e) => {
+                return Ok(Outcome::Fail(format!(
+                    "could not start the runtime again: {e}"
+                )));
+            }
+        };
+    let client = client::Probe::new(again.url(), options.timeout).map_err(SuiteError::Client)?;
+    Ok(before.judge_after_restart(&client).await)
 }

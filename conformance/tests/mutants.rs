@@ -2,7 +2,7 @@
 
 mod support;
 
-use daedalus_conformance::{CheckId, Outcome, Report, SuiteOptions, run};
+use daedalus_conformance::{CheckId, Outcome, Report, Severity, SuiteOptions, run};
 use support::{Defect, mutant};
 
 async fn judge(defect: Defect) -> Report {
@@ -102,6 +102,77 @@ async fn level_two_mutants_each_fail_exactly_their_check() {
         );
         assert!(!report.passed(), "{defect} must fail the run");
         let reason = report.result(check).and_then(|r| r.reason()).unwrap_or("");
+        assert!(reason.contains(why), "{defect}: {reason}");
+    }
+}
+
+/// `reference-server` at level 3, started by the suite, broken by `defect`.
+async fn judge_level_three(defect: &str) -> Report {
+    let command = format!(
+        "env REFERENCE_LEVEL=3 DEFECT={defect} {}",
+        env!("CARGO_BIN_EXE_reference-server")
+    );
+    let mut options = SuiteOptions::launching(command);
+    options.level = 3;
+    run(&options).await.expect("the suite runs")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn level_three_mutants_each_fail_exactly_their_check() {
+    // The advisories the reference server does not follow (the A2A v1 card, 413) are not
+    // requirements; every required check is.
+    let required_failures = |report: &Report| -> Vec<&'static str> {
+        report
+            .failed_ids()
+            .into_iter()
+            .filter(|id| CheckId::from_id(id).is_some_and(|c| c.severity() == Severity::Required))
+            .collect()
+    };
+    let baseline = judge_level_three("none").await;
+    assert!(baseline.passed(), "{}", baseline.to_text());
+    assert!(
+        required_failures(&baseline).is_empty(),
+        "{}",
+        baseline.to_text()
+    );
+    for check in [CheckId::CompactionMetadata, CheckId::SessionRestart] {
+        assert_eq!(
+            baseline.result(check).map(|r| &r.outcome),
+            Some(&Outcome::Pass),
+            "the baseline gives {check} something to judge:\n{}",
+            baseline.to_text()
+        );
+    }
+    let mutants = [
+        ("no-sse", CheckId::SseContentType, "Content-Type"),
+        ("card-not-streaming", CheckId::CardStreaming, "does not say"),
+        ("no-final", CheckId::SseOrder, "final: true"),
+        ("bad-event", CheckId::SseSchema, "not a valid stream event"),
+        (
+            "stream-differs",
+            CheckId::SseRebuild,
+            "rebuilds to artifacts",
+        ),
+        ("no-resume", CheckId::SessionResume, "does not hold"),
+        (
+            "forget-on-restart",
+            CheckId::SessionRestart,
+            "does not hold",
+        ),
+        ("bad-compaction", CheckId::CompactionMetadata, "squash"),
+    ];
+    let reports =
+        futures::future::join_all(mutants.iter().map(|(defect, ..)| judge_level_three(defect)))
+            .await;
+    for ((defect, check, why), report) in mutants.iter().zip(&reports) {
+        assert_eq!(
+            required_failures(report),
+            [check.id()],
+            "{defect} should fail only {check}:\n{}",
+            report.to_text()
+        );
+        assert!(!report.passed(), "{defect} must fail the run");
+        let reason = report.result(*check).and_then(|r| r.reason()).unwrap_or("");
         assert!(reason.contains(why), "{defect}: {reason}");
     }
 }

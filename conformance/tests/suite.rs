@@ -149,7 +149,7 @@ async fn an_unreachable_runtime_fails_with_a_reason() {
 /// The command that starts `daedalus-runtime` for the suite (`--exec`).
 fn our_runtime_command() -> String {
     format!(
-        "env AGENT_NAME=conformance-target SESSIONS_DB=:memory: {}",
+        "env AGENT_NAME=conformance-target {}",
         daedalus_test_kit::runtime_binary().display()
     )
 }

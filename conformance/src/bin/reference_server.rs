@@ -11,10 +11,25 @@
 //! `DEFECT` then breaks one level-2 rule on purpose, for the suite's mutant tests:
 //! `exit-nonzero` (after a drain), `drop-in-flight`, `serve-during-drain`, `non-json-line`,
 //! `ignore-traceparent`.
+//!
+//! With `REFERENCE_LEVEL=3` it also does level 3, minimally: `Accept: text/event-stream` gets
+//! the whole answer as one SSE body (the task, `working`, the text in two chunks, the final
+//! status), the card says `streaming: true`, and each context's messages are kept (in
+//! `$WORK_DIR/reference-sessions.json`, so a restart keeps them) and shown in `history` when
+//! `configuration.historyLength` asks. A task that continues a context and asks for its history
+//! reports a compaction that removed nothing, so the suite has a `metadata.compaction` to judge. Its level-3 defects:
+//! `no-sse` (JSON for an SSE request, and a card that says so), `card-not-streaming`,
+//! `no-final` (the last status update is not `final`), `bad-event` (a status update outside the
+//! schema), `stream-differs` (a chunk sent twice), `no-resume` (`history` holds only the new
+//! message), `forget-on-restart` (contexts kept in memory only), `bad-compaction` (a strategy
+//! the contract does not know).
 
+use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -37,7 +52,7 @@ fn error(status: StatusCode, message: &str) -> Response {
     json(status, &ErrorBody::new(status.as_u16(), message))
 }
 
-/// A deliberate level-2 defect (`DEFECT`).
+/// A deliberate level-2 or level-3 defect (`DEFECT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Defect {
     None,
@@ -46,6 +61,14 @@ enum Defect {
     ServeDuringDrain,
     NonJsonLine,
     IgnoreTraceparent,
+    NoSse,
+    CardNotStreaming,
+    NoFinal,
+    BadEvent,
+    StreamDiffers,
+    NoResume,
+    ForgetOnRestart,
+    BadCompaction,
 }
 
 impl Defect {
@@ -56,8 +79,49 @@ impl Defect {
             Ok("serve-during-drain") => Defect::ServeDuringDrain,
             Ok("non-json-line") => Defect::NonJsonLine,
             Ok("ignore-traceparent") => Defect::IgnoreTraceparent,
+            Ok("no-sse") => Defect::NoSse,
+            Ok("card-not-streaming") => Defect::CardNotStreaming,
+            Ok("no-final") => Defect::NoFinal,
+            Ok("bad-event") => Defect::BadEvent,
+            Ok("stream-differs") => Defect::StreamDiffers,
+            Ok("no-resume") => Defect::NoResume,
+            Ok("forget-on-restart") => Defect::ForgetOnRestart,
+            Ok("bad-compaction") => Defect::BadCompaction,
             _ => Defect::None,
         }
+    }
+}
+
+/// Each context's messages, as JSON (level 3), and where they are kept.
+#[derive(Debug, Default)]
+struct Contexts {
+    messages: HashMap<String, Vec<serde_json::Value>>,
+    file: Option<PathBuf>,
+}
+
+impl Contexts {
+    /// The contexts kept in `file`, if it holds any.
+    fn load(file: Option<PathBuf>) -> Self {
+        let messages = file
+            .as_ref()
+            .and_then(|f| std::fs::read(f).ok())
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default();
+        Self { messages, file }
+    }
+
+    /// Adds `new` to `context` and writes the file again; returns what the context held before.
+    fn record(&mut self, context: &str, new: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
+        let kept = self.messages.entry(context.to_owned()).or_default();
+        let before = kept.clone();
+        kept.extend(new);
+        if let Some(file) = &self.file
+            && let Ok(bytes) = serde_json::to_vec(&self.messages)
+            && let Err(e) = std::fs::write(file, bytes)
+        {
+            eprintln!("cannot keep the contexts in {}: {e}", file.display());
+        }
+        before
     }
 }
 
@@ -66,6 +130,9 @@ impl Defect {
 struct Shared {
     /// Level 2 is on.
     level2: bool,
+    /// Level 3 is on.
+    level3: bool,
+    contexts: Arc<Mutex<Contexts>>,
     defect: Defect,
     draining: Arc<AtomicBool>,
     in_flight: Arc<AtomicUsize>,
@@ -100,7 +167,7 @@ async fn health(State(shared): State<Shared>) -> Response {
     json(StatusCode::OK, &serde_json::json!({"status": "ok"}))
 }
 
-async fn card() -> Response {
+async fn card(State(shared): State<Shared>) -> Response {
     let card = AgentCard {
         name: "reference-server".into(),
         description: "Minimal level-1 runtime for conformance testing; echoes text.".into(),
@@ -109,7 +176,9 @@ async fn card() -> Response {
         version: env!("CARGO_PKG_VERSION").into(),
         documentation_url: None,
         capabilities: AgentCapabilities {
-            streaming: Some(false),
+            streaming: Some(
+                shared.level3 && !matches!(shared.defect, Defect::NoSse | Defect::CardNotStreaming),
+            ),
             ..Default::default()
         },
         security_schemes: None,
@@ -163,7 +232,7 @@ async fn answer(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Response 
         Ok(r) => r,
         Err(e) => return error(StatusCode::BAD_REQUEST, &e.to_string()),
     };
-    let message = request.message;
+    let message = request.message.clone();
     let id = message.effective_task_id().to_owned();
     let context_id = message
         .context_id
@@ -208,7 +277,7 @@ async fn answer(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Response 
         };
         (TaskState::Completed, None, vec![artifact])
     };
-    let task = Task {
+    let mut task = Task {
         id: id.clone(),
         context_id: Some(context_id.clone()),
         status: TaskStatus {
@@ -220,7 +289,138 @@ async fn answer(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Response 
         history: None,
         metadata: None,
     };
+    if !shared.level3 {
+        return json(StatusCode::OK, &task);
+    }
+    let reply_text = task
+        .artifacts
+        .first()
+        .map(|a| a.parts.iter().filter_map(Part::as_text).collect::<String>())
+        .or_else(|| task.status.message.as_ref().map(Message::text))
+        .unwrap_or_default();
+    remember(
+        shared,
+        &mut task,
+        &message,
+        &reply_text,
+        request.history_length(),
+    );
+    let wants_stream = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("text/event-stream"));
+    if wants_stream && shared.defect != Defect::NoSse {
+        return stream(shared.defect, &task);
+    }
     json(StatusCode::OK, &task)
+}
+
+/// Level 3: keeps the exchange in its context, fills `history` when asked, and reports a
+/// compaction that removed nothing on a task that continues a context and asks for history.
+fn remember(
+    shared: &Shared,
+    task: &mut Task,
+    message: &Message,
+    reply_text: &str,
+    history_length: Option<u32>,
+) {
+    let context = task.context_id.clone().unwrap_or_default();
+    let sent = serde_json::to_value(message).unwrap_or_default();
+    let reply = serde_json::json!({
+        "messageId": format!("reply-{}", task.id), "role": "agent",
+        "parts": [{"text": reply_text}], "contextId": context,
+    });
+    let before = shared
+        .contexts
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .record(&context, vec![sent.clone(), reply]);
+    if let Some(n) = history_length {
+        let mut history = if shared.defect == Defect::NoResume {
+            Vec::new()
+        } else {
+            before.clone()
+        };
+        history.push(sent);
+        let skip = history
+            .len()
+            .saturating_sub(usize::try_from(n).unwrap_or(usize::MAX));
+        task.history =
+            serde_json::from_value(serde_json::Value::Array(history.split_off(skip))).ok();
+    }
+    if !before.is_empty() && history_length.is_some() {
+        let strategy = if shared.defect == Defect::BadCompaction {
+            "squash"
+        } else {
+            "truncate"
+        };
+        let count = before.len() + 1;
+        let tokens = count * 10;
+        let mut metadata = daedalus_contract::Metadata::new();
+        metadata.insert(
+            "compaction".into(),
+            serde_json::json!({"strategy": strategy, "messagesBefore": count,
+                "messagesAfter": count, "tokensBefore": tokens, "tokensAfter": tokens}),
+        );
+        task.metadata = Some(metadata);
+    }
+}
+
+/// Level 3: the task as one SSE body: the task submitted, `working`, the text of each artifact
+/// in two chunks, the final status.
+fn stream(defect: Defect, task: &Task) -> Response {
+    let (id, context) = (&task.id, task.context_id.clone().unwrap_or_default());
+    let status_update = |status: serde_json::Value, last: bool| {
+        serde_json::json!({"statusUpdate": {"taskId": id, "contextId": context,
+            "status": status, "final": last}})
+    };
+    let mut events = vec![
+        serde_json::json!({"task": {"id": id, "contextId": context,
+            "status": {"state": "submitted"}}}),
+        status_update(serde_json::json!({"state": "working"}), false),
+    ];
+    if defect == Defect::BadEvent {
+        events.push(status_update(
+            serde_json::json!({"state": "thinking"}),
+            false,
+        ));
+    }
+    for artifact in &task.artifacts {
+        let text: String = artifact.parts.iter().filter_map(Part::as_text).collect();
+        let middle = text
+            .char_indices()
+            .nth(text.chars().count() / 2)
+            .map_or(0, |(i, _)| i);
+        let (head, tail) = text.split_at(middle);
+        let mut chunks = vec![(head, false, false), (tail, true, true)];
+        if defect == Defect::StreamDiffers {
+            chunks.insert(1, (head, true, false));
+        }
+        for (part, append, last_chunk) in chunks {
+            events.push(serde_json::json!({"artifactUpdate": {"taskId": id,
+                "contextId": context, "append": append, "lastChunk": last_chunk,
+                "artifact": {"artifactId": artifact.artifact_id, "name": artifact.name,
+                    "parts": [{"text": part}]}}}));
+        }
+    }
+    let mut last = status_update(
+        serde_json::to_value(&task.status).unwrap_or_default(),
+        defect != Defect::NoFinal,
+    );
+    if let Some(metadata) = &task.metadata {
+        last["statusUpdate"]["metadata"] = serde_json::Value::Object(metadata.clone());
+    }
+    events.push(last);
+    let mut body = String::new();
+    for event in &events {
+        let _ = write!(body, "data: {event}\n\n");
+    }
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/event-stream")],
+        body,
+    )
+        .into_response()
 }
 
 #[tokio::main]
@@ -229,9 +429,19 @@ async fn main() -> std::io::Result<()> {
         .ok()
         .and_then(|p| p.parse().ok())
         .unwrap_or(8080);
+    let level: u8 = std::env::var("REFERENCE_LEVEL")
+        .ok()
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(1);
+    let defect = Defect::from_env();
+    let kept_in = std::env::var_os("WORK_DIR")
+        .filter(|_| level >= 3 && defect != Defect::ForgetOnRestart)
+        .map(|dir| PathBuf::from(dir).join("reference-sessions.json"));
     let shared = Shared {
-        level2: std::env::var("REFERENCE_LEVEL").as_deref() == Ok("2"),
-        defect: Defect::from_env(),
+        level2: level >= 2,
+        level3: level >= 3,
+        contexts: Arc::new(Mutex::new(Contexts::load(kept_in))),
+        defect,
         draining: Arc::default(),
         in_flight: Arc::default(),
         give_up: tokio_util::sync::CancellationToken::new(),

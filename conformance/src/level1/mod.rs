@@ -204,6 +204,7 @@ fn judge(check: CheckId, e: &Evidence, earlier: &[CheckResult]) -> Outcome {
         | CheckId::SseRebuild
         | CheckId::CardStreaming
         | CheckId::SessionResume
+        | CheckId::SessionRestart
         | CheckId::CompactionMetadata => Err(skip("a level-3 check; level 3 judges it")),
     };
     match verdict {

@@ -1,6 +1,7 @@
 //! The runtime under test as a child process: started with `sh -c "exec CMD"` on a port the
-//! suite picked (`A2A_PORT`) and a grace period it chose (`TERMINATION_GRACE_PERIOD`), its
-//! stdout read line by line, signaled with `kill`.
+//! suite picked (`A2A_PORT`), a grace period it chose (`TERMINATION_GRACE_PERIOD`) and a
+//! workspace it made (`WORK_DIR`, the same for every start of one run, so a restart keeps it),
+//! its stdout read line by line, signaled with `kill`.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -39,9 +40,10 @@ pub struct Launched {
 }
 
 impl Launched {
-    /// Starts `command` and waits until `/health` answers 200 (within `startup`).
+    /// Starts `command` in `work_dir` and waits until `/health` answers 200 (within `startup`).
     pub async fn start(
         command: &str,
+        work_dir: &std::path::Path,
         grace: Duration,
         startup: Duration,
     ) -> Result<Self, LaunchError> {
@@ -54,6 +56,7 @@ impl Launched {
             .arg(format!("exec {command}"))
             .env("A2A_PORT", port.to_string())
             .env("TERMINATION_GRACE_PERIOD", format_duration(grace))
+            .env("WORK_DIR", work_dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -57,6 +57,7 @@ pub async fn run_without_process(client: &Probe) -> Vec<CheckResult> {
 pub async fn run_launched(
     client: &Probe,
     mut launched: Launched,
+    work_dir: &std::path::Path,
     options: &SuiteOptions,
 ) -> Vec<CheckResult> {
     let manifest = manifest(client).await;
@@ -65,14 +66,16 @@ pub async fn run_launched(
     let mut lines = launched.lines();
     drop(launched);
     let grace = match &options.exec {
-        Some(command) => match Launched::start(command, SHORT_GRACE, options.timeout).await {
-            Ok(mut second) => {
-                let outcome = grace_cancel(&mut second, options).await;
-                lines.extend(second.lines());
-                outcome
+        Some(command) => {
+            match Launched::start(command, work_dir, SHORT_GRACE, options.timeout).await {
+                Ok(mut second) => {
+                    let outcome = grace_cancel(&mut second, options).await;
+                    lines.extend(second.lines());
+                    outcome
+                }
+                Err(e) => Outcome::Fail(format!("could not start the runtime a second time: {e}")),
             }
-            Err(e) => Outcome::Fail(format!("could not start the runtime a second time: {e}")),
-        },
+        }
         None => Outcome::Skip(NEEDS_EXEC.to_owned()),
     };
     vec![

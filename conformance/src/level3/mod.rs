@@ -15,6 +15,9 @@
 //! - **Session resume**: two tasks in one new context, the second asking for
 //!   `configuration.historyLength: 10`; its `history` must hold the first task's message (by
 //!   `messageId`, or by its text) ([`CheckId::SessionResume`]).
+//! - **Across a restart** (`--exec` only): the first task of another context goes to the runtime
+//!   before level 2's checks stop it; the suite then starts it again with the same `WORK_DIR`
+//!   and sends the second ([`CheckId::SessionRestart`], [`SessionBeforeRestart`]).
 //! - **Compaction** cannot be forced on a foreign runtime: every Task and final status update
 //!   the level-3 probes brought back is looked at, and a `metadata.compaction` found must
 //!   have its five fields right; none found is a skip that says so, and does not keep the level
@@ -59,12 +62,7 @@ pub async fn run(probe: &Probe) -> Vec<CheckResult> {
     let first = probe
         .post_json(&json!({"message": message(&first_id, Some(&context), &first_text)}))
         .await;
-    let second = probe
-        .post_json(&json!({
-            "message": message(&new_id("conformance-second"), Some(&context), "what did I say?"),
-            "configuration": {"historyLength": 10},
-        }))
-        .await;
+    let second = second_task(probe, &context).await;
 
     let content_type = sse_content_type(&streamed);
     let streams = matches!(content_type, Outcome::Pass);
@@ -82,7 +80,7 @@ pub async fn run(probe: &Probe) -> Vec<CheckResult> {
     ));
     results.push(result(
         CheckId::SessionResume,
-        session_resume(&first, &second, &first_id, &first_text),
+        session_resume(answered(&first), &second, &first_id, &first_text),
     ));
     let mut seen = events
         .iter()
@@ -244,13 +242,66 @@ fn card_streaming(card: &Exchange, streams: bool) -> Outcome {
     }
 }
 
+/// Whether a task was answered with a Task (or why not).
+fn answered(exchange: &Exchange) -> Result<(), String> {
+    exchange.json_200().map(|_| ())
+}
+
+/// A context's second task, asking for its history.
+async fn second_task(probe: &Probe, context: &str) -> Exchange {
+    probe
+        .post_json(&json!({
+            "message": message(&new_id("conformance-second"), Some(context), "what did I say?"),
+            "configuration": {"historyLength": 10},
+        }))
+        .await
+}
+
+/// The first task of a context, sent before the suite restarts the runtime it started.
+#[derive(Debug)]
+pub struct SessionBeforeRestart {
+    context: String,
+    first_id: String,
+    first_text: String,
+    answered: Result<(), String>,
+}
+
+impl SessionBeforeRestart {
+    /// Sends the first task of a new context.
+    pub async fn send(probe: &Probe) -> Self {
+        let context = new_id("conformance-restart");
+        let first_id = new_id("conformance-before-restart");
+        let first_text = format!("conformance restart: remember {first_id}");
+        let first = probe
+            .post_json(&json!({"message": message(&first_id, Some(&context), &first_text)}))
+            .await;
+        Self {
+            context,
+            first_id,
+            first_text,
+            answered: answered(&first),
+        }
+    }
+
+    /// Sends the second task to the runtime started again, and judges its history.
+    pub async fn judge_after_restart(&self, probe: &Probe) -> Outcome {
+        let second = second_task(probe, &self.context).await;
+        session_resume(
+            self.answered.clone(),
+            &second,
+            &self.first_id,
+            &self.first_text,
+        )
+    }
+}
+
 fn session_resume(
-    first: &Exchange,
+    first: Result<(), String>,
     second: &Exchange,
     first_id: &str,
     first_text: &str,
 ) -> Outcome {
-    if let Err(e) = first.json_200() {
+    if let Err(e) = first {
         return Outcome::Skip(format!("the first task of the context got no Task: {e}"));
     }
     let second = match second.json_200() {
