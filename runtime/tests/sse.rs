@@ -18,11 +18,37 @@ use support::runtime::Runtime;
 const KEY: &str = "sk-sse";
 
 fn deployment(fake: &FakeLlm, tools: &McpFixture) -> String {
+    deployment_on(Provider::OpenAi, fake, tools)
+}
+
+#[derive(Clone, Copy)]
+enum Provider {
+    OpenAi,
+    Anthropic,
+}
+
+/// Agent `a` on `provider`'s face of the fake, with the fixture's tools as `f`.
+fn deployment_on(provider: Provider, fake: &FakeLlm, tools: &McpFixture) -> String {
+    let (model, block) = match provider {
+        Provider::OpenAi => (
+            "openai.gpt-fake",
+            format!(
+                "openai: {{ api_key: {KEY}, base_url: \"{}\" }}",
+                fake.openai_base_url
+            ),
+        ),
+        Provider::Anthropic => (
+            "anthropic.claude-fake",
+            format!(
+                "anthropic: {{ api_key: {KEY}, base_url: \"{}\" }}",
+                fake.anthropic_base_url
+            ),
+        ),
+    };
     format!(
-        "default_model: openai.gpt-fake\nopenai: {{ api_key: {KEY}, base_url: \"{}\" }}\n\
+        "default_model: {model}\n{block}\n\
          mcp:\n  servers:\n    f: {{ url: \"{}\" }}\n\
          agents:\n  a: {{ instruction: Add., servers: [f] }}\n",
-        fake.openai_base_url,
         tools.url()
     )
 }
@@ -94,8 +120,19 @@ fn step_text(event: &Value) -> Option<&str> {
 
 #[tokio::test]
 async fn the_stream_carries_the_models_text_before_it_finishes_and_ends_with_the_final_task() {
+    streams_before_the_model_finishes(Provider::OpenAi).await;
+}
+
+#[tokio::test]
+async fn an_anthropic_model_streams_before_it_finishes_too() {
+    streams_before_the_model_finishes(Provider::Anthropic).await;
+}
+
+/// The model, held at the fake's gate after its first words, has those words on the stream
+/// already; the tool steps came before them; the rest and the one final event come after.
+async fn streams_before_the_model_finishes(provider: Provider) {
     let tools = McpFixture::start().await;
-    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    let fake = FakeLlm::start(KEY, &["gpt-fake", "claude-fake"]).await;
     let gate = Gate::new();
     fake.script([
         Reply::ToolCalls(vec![("f__add".into(), json!({"a": 2, "b": 3}))]),
@@ -105,7 +142,7 @@ async fn the_stream_carries_the_models_text_before_it_finishes_and_ends_with_the
             gate: gate.clone(),
         },
     ]);
-    let rt = Runtime::start(&deployment(&fake, &tools)).await;
+    let rt = Runtime::start(&deployment_on(provider, &fake, &tools)).await;
     let mut events = stream(&rt.url, "m-1").await;
 
     // Everything up to the first words of the answer, while the model is held at the gate.

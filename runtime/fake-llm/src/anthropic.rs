@@ -105,17 +105,21 @@ pub(super) async fn messages(
         tokio::time::sleep(d).await;
         reply = *inner;
     }
+    let input = tokens(&body["messages"].to_string());
+    let stream = body["stream"].as_bool().unwrap_or(false);
     if let Reply::Paused {
         before,
         after,
         gate,
     } = reply
     {
+        if stream {
+            let output = tokens(&before) + tokens(&after);
+            return paused_sse(&before, &after, gate, &usage(input, output));
+        }
         gate.passed().await;
         reply = Reply::Text(before + &after);
     }
-    let input = tokens(&body["messages"].to_string());
-    let stream = body["stream"].as_bool().unwrap_or(false);
     let (content, stop, output) = match reply {
         Reply::Error {
             status,
@@ -152,7 +156,7 @@ pub(super) async fn messages(
             unreachable!("delays and pauses are unwrapped above")
         }
     };
-    let usage = json!({"input_tokens": input, "output_tokens": output, "cache_creation_input_tokens": 2, "cache_read_input_tokens": 7});
+    let usage = usage(input, output);
     if stream {
         sse(&content, stop, &usage)
     } else {
@@ -162,22 +166,82 @@ pub(super) async fn messages(
     }
 }
 
-fn sse(content: &[Value], stop: &str, usage: &Value) -> Response {
-    let mut events: Vec<(&str, Value)> = vec![(
+/// What a reply cost, as the API reports it (with a scripted cache read and write).
+fn usage(input: u64, output: u64) -> Value {
+    json!({"input_tokens": input, "output_tokens": output, "cache_creation_input_tokens": 2, "cache_read_input_tokens": 7})
+}
+
+type Event = (&'static str, Value);
+
+fn message_start(usage: &Value) -> Event {
+    (
         "message_start",
         json!({"type": "message_start", "message": {"id": "msg_fake", "type": "message", "role": "assistant", "content": [],
                "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1,
                          "cache_creation_input_tokens": usage["cache_creation_input_tokens"],
                          "cache_read_input_tokens": usage["cache_read_input_tokens"]}}}),
-    )];
+    )
+}
+
+fn text_block_start(i: usize) -> Event {
+    (
+        "content_block_start",
+        json!({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}),
+    )
+}
+
+/// `text` as deltas of block `i`, two words each.
+fn text_deltas(i: usize, text: &str) -> Vec<Event> {
+    let words: Vec<&str> = text.split_inclusive(' ').collect();
+    words
+        .chunks(2)
+        .map(|piece| {
+            (
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": piece.concat()}}),
+            )
+        })
+        .collect()
+}
+
+/// The end of a message: its block closed, the stop reason and usage, the stop.
+fn message_end(i: usize, stop: &str, usage: &Value) -> Vec<Event> {
+    vec![
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": i}),
+        ),
+        (
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": usage["output_tokens"]}}),
+        ),
+        ("message_stop", json!({"type": "message_stop"})),
+    ]
+}
+
+fn frame(events: Vec<Event>) -> String {
+    let mut body = String::new();
+    for (name, data) in events {
+        let _ = write!(body, "event: {name}\ndata: {data}\n\n");
+    }
+    body
+}
+
+/// A streamed text answer that stops after `before` until `gate` opens.
+fn paused_sse(before: &str, after: &str, gate: crate::Gate, usage: &Value) -> Response {
+    let mut head = vec![message_start(usage), text_block_start(0)];
+    head.extend(text_deltas(0, before));
+    let mut tail = text_deltas(0, after);
+    tail.extend(message_end(0, "end_turn", usage));
+    crate::held_at(frame(head), gate, frame(tail))
+}
+
+fn sse(content: &[Value], stop: &str, usage: &Value) -> Response {
+    let mut events: Vec<Event> = vec![message_start(usage)];
     for (i, block) in content.iter().enumerate() {
         if block["type"] == "text" {
-            events.push(("content_block_start", json!({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}})));
-            let text = block["text"].as_str().unwrap_or_default();
-            let words: Vec<&str> = text.split_inclusive(' ').collect();
-            for piece in words.chunks(2) {
-                events.push(("content_block_delta", json!({"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": piece.concat()}})));
-            }
+            events.push(text_block_start(i));
+            events.extend(text_deltas(i, block["text"].as_str().unwrap_or_default()));
         } else {
             events.push(("content_block_start", json!({"type": "content_block_start", "index": i,
                 "content_block": {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}})));
@@ -192,13 +256,10 @@ fn sse(content: &[Value], stop: &str, usage: &Value) -> Response {
             json!({"type": "content_block_stop", "index": i}),
         ));
     }
-    events.push(("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": usage["output_tokens"]}})));
-    events.push(("message_stop", json!({"type": "message_stop"})));
-    let mut body = String::new();
-    for (name, data) in events {
-        let _ = write!(body, "event: {name}\ndata: {data}\n\n");
-    }
-    ([(header::CONTENT_TYPE, "text/event-stream")], body).into_response()
+    let mut end = message_end(0, stop, usage);
+    end.remove(0);
+    events.extend(end);
+    ([(header::CONTENT_TYPE, "text/event-stream")], frame(events)).into_response()
 }
 
 /// The checks the real API makes, as far as a test can observe them.

@@ -32,8 +32,8 @@ pub enum Reply {
     /// The inner reply, after a delay.
     Delayed(Duration, Box<Reply>),
     /// A text answer that stops after `before` until the test opens `gate`, then sends
-    /// `after`. Streamed (OpenAI), `before` goes out as chunks first, so a test can tell what
-    /// arrived before the model finished; otherwise (and on Anthropic) the whole answer waits.
+    /// `after`. Streamed (on either face), `before` goes out as chunks first, so a test can
+    /// tell what arrived before the model finished; not streamed, the whole answer waits.
     Paused {
         before: String,
         after: String,
@@ -231,4 +231,36 @@ fn auto_reply(auto: &AutoReply, body: &Value) -> Reply {
             .map(|t| (t.clone(), serde_json::json!({"n": n})))
             .collect(),
     )
+}
+
+/// An SSE response whose `head` goes out at once and whose `tail` waits for `gate`.
+pub(crate) fn held_at(head: String, gate: Gate, tail: String) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::convert::Infallible>>(2);
+    tokio::spawn(async move {
+        if tx.send(Ok(head)).await.is_ok() {
+            gate.passed().await;
+            let _ = tx.send(Ok(tail)).await;
+        }
+    });
+    let body = axum::body::Body::from_stream(ReceiverStream(rx));
+    (
+        [(axum::http::header::CONTENT_TYPE, "text/event-stream")],
+        body,
+    )
+        .into_response()
+}
+
+/// A channel receiver as a body stream.
+struct ReceiverStream<T>(tokio::sync::mpsc::Receiver<T>);
+
+impl<T> futures::Stream for ReceiverStream<T> {
+    type Item = T;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<T>> {
+        self.0.poll_recv(cx)
+    }
 }

@@ -246,30 +246,7 @@ fn paused_sse(before: &str, after: &str, gate: crate::Gate, prompt: u64) -> Resp
         }
         body
     };
-    let (head, tail) = (frame(first), frame(rest) + "data: [DONE]\n\n");
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::convert::Infallible>>(2);
-    tokio::spawn(async move {
-        if tx.send(Ok(head)).await.is_ok() {
-            gate.passed().await;
-            let _ = tx.send(Ok(tail)).await;
-        }
-    });
-    let body = axum::body::Body::from_stream(ReceiverStream(rx));
-    ([(header::CONTENT_TYPE, "text/event-stream")], body).into_response()
-}
-
-/// A channel receiver as a body stream.
-struct ReceiverStream<T>(tokio::sync::mpsc::Receiver<T>);
-
-impl<T> futures::Stream for ReceiverStream<T> {
-    type Item = T;
-
-    fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<T>> {
-        self.0.poll_recv(cx)
-    }
+    crate::held_at(frame(first), gate, frame(rest) + "data: [DONE]\n\n")
 }
 
 fn sse(chunks: Vec<Value>) -> Response {
