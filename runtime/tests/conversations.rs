@@ -128,6 +128,10 @@ async fn an_a2a_context_named_mcp_agent_cannot_see_the_mcp_face_s_conversation()
         "only this conversation's own turn: {task}"
     );
     assert!(history.iter().all(|m| m["contextId"] == "mcp/common"));
+    assert_eq!(
+        history[0]["messageId"], "m-x",
+        "the user's message keeps the id it was sent with"
+    );
     let last = fake.requests().last().cloned().expect("a model request");
     assert!(
         !last.body.to_string().contains("4711"),
