@@ -1,7 +1,6 @@
 //! The agent loop with the strict fake LLM and an in-process tool source: tool round trips on
 //! both providers, limits, failures, concurrency, input-required, cancellation and the events.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,12 +11,10 @@ use daedalus_runtime::agent_loop::{
     Agent, AgentOutcome, AgentRequest, Bearer, CallContext, EventSink, LlmAgent, LoopEvent,
     ToolResult, ToolSource,
 };
-use daedalus_runtime::config::deployment::{CompactionPolicy, ProviderSettings};
-use daedalus_runtime::llm::anthropic::AnthropicClient;
-use daedalus_runtime::llm::openai::OpenAiClient;
-use daedalus_runtime::llm::retry::RetryPolicy;
-use daedalus_runtime::llm::{LlmProvider, ToolSpec};
-use daedalus_runtime::sampling::{DropWarnings, SamplingParams, Target};
+use daedalus_runtime::config::deployment::CompactionPolicy;
+use daedalus_runtime::llm::ToolSpec;
+use daedalus_runtime::sampling::{DropWarnings, SamplingParams};
+use daedalus_test_kit::{FakeFace, fake_llm_client};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -92,32 +89,11 @@ fn agent(
     tools: Arc<FixtureTools>,
     max_iterations: u32,
 ) -> LlmAgent {
-    let retry = RetryPolicy {
-        max_attempts: 1,
-        ..RetryPolicy::default()
+    let (client, model) = match provider {
+        Provider::OpenAi => (FakeFace::OpenAi, "gpt-loop"),
+        Provider::Anthropic => (FakeFace::Anthropic, "claude-loop"),
     };
-    let settings = |url: &str| ProviderSettings {
-        api_key: Some(KEY.into()),
-        base_url: Some(url.into()),
-        headers: BTreeMap::new(),
-        timeout_secs: Some(10.0),
-    };
-    let (client, model, target): (Arc<dyn LlmProvider>, &str, Target) = match provider {
-        Provider::OpenAi => (
-            Arc::new(OpenAiClient::new(&settings(&fake.openai_base_url), retry).expect("client")),
-            "gpt-loop",
-            Target::OpenAi { native: false },
-        ),
-        Provider::Anthropic => (
-            Arc::new(
-                AnthropicClient::new(&settings(&fake.anthropic_base_url), retry).expect("client"),
-            ),
-            "claude-loop",
-            Target::Anthropic {
-                model: "claude-loop".into(),
-            },
-        ),
-    };
+    let (client, target) = fake_llm_client(fake, client, KEY, model);
     LlmAgent {
         name: "looper".into(),
         provider: client,
@@ -472,4 +448,25 @@ async fn a_sub_agent_is_called_in_process_with_its_events_nested() {
     assert!(events.iter().any(|e| matches!(e, LoopEvent::LlmTurnStarted { agent, depth: 1, step: 1 } if agent == "researcher")));
     assert!(events.iter().any(|e| matches!(e, LoopEvent::Final { agent, depth: 1, state: "completed" } if agent == "researcher")));
     assert!(events.iter().any(|e| matches!(e, LoopEvent::ToolFinished { server, tool, depth: 0, .. } if server == "researcher" && tool == "send_message")));
+}
+
+#[tokio::test]
+async fn a_cancel_abandons_a_tool_call_in_flight() {
+    let fake = FakeLlm::start(KEY, &["gpt-loop"]).await;
+    fake.script([Reply::ToolCalls(vec![("fixture__hang".into(), json!({}))])]);
+    let cancel = CancellationToken::new();
+    let stopper = cancel.clone();
+    // Cancel once the call has started: the tool never answers, so only abandoning it ends
+    // the turn.
+    let events = EventSink::new(move |e| {
+        if matches!(e, LoopEvent::ToolStarted { .. }) {
+            stopper.cancel();
+        }
+    });
+    let looper = agent(&fake, &Provider::OpenAi, Arc::default(), 12);
+    let turn = looper.run(ask("hang", events), cancel);
+    let outcome = tokio::time::timeout(Duration::from_secs(30), turn)
+        .await
+        .expect("the turn ended without waiting for the tool");
+    assert_eq!(outcome, AgentOutcome::Canceled);
 }

@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,17 +15,13 @@ use daedalus_runtime::agent_loop::{
     Agent, AgentOutcome, AgentRequest, EventSink, LlmAgent, LoopEvent, NoTools, SUMMARY_HEADING,
     SUMMARY_PROMPT,
 };
-use daedalus_runtime::config::deployment::{CompactionPolicy, ProviderSettings};
-use daedalus_runtime::llm::LlmProvider;
+use daedalus_runtime::config::deployment::CompactionPolicy;
 use daedalus_runtime::llm::ToolCall;
-use daedalus_runtime::llm::anthropic::AnthropicClient;
-use daedalus_runtime::llm::openai::OpenAiClient;
-use daedalus_runtime::llm::retry::RetryPolicy;
-use daedalus_runtime::sampling::{DropWarnings, SamplingParams, Target};
+use daedalus_runtime::sampling::{DropWarnings, SamplingParams};
 use daedalus_runtime::sessions::{
     NatsKvStore, NewRow, Row, RowRole, RowStatus, SessionStore, SqliteStore,
 };
-use daedalus_test_kit::{NatsServer, SseEvents};
+use daedalus_test_kit::{FakeFace, NatsServer, SseEvents, fake_llm_client};
 use serde_json::{Value, json};
 use support::runtime::Runtime;
 use tokio_util::sync::CancellationToken;
@@ -49,32 +45,11 @@ fn agent(
     strategy: CompactionStrategy,
     store: Arc<dyn SessionStore>,
 ) -> LlmAgent {
-    let retry = RetryPolicy {
-        max_attempts: 1,
-        ..RetryPolicy::default()
+    let (wire, model) = match provider {
+        Provider::OpenAi => (FakeFace::OpenAi, "gpt-small"),
+        Provider::Anthropic => (FakeFace::Anthropic, "claude-small"),
     };
-    let settings = |url: &str| ProviderSettings {
-        api_key: Some(KEY.into()),
-        base_url: Some(url.into()),
-        headers: BTreeMap::new(),
-        timeout_secs: Some(10.0),
-    };
-    let (client, model, target): (Arc<dyn LlmProvider>, &str, Target) = match provider {
-        Provider::OpenAi => (
-            Arc::new(OpenAiClient::new(&settings(&fake.openai_base_url), retry).expect("client")),
-            "gpt-small",
-            Target::OpenAi { native: false },
-        ),
-        Provider::Anthropic => (
-            Arc::new(
-                AnthropicClient::new(&settings(&fake.anthropic_base_url), retry).expect("client"),
-            ),
-            "claude-small",
-            Target::Anthropic {
-                model: "claude-small".into(),
-            },
-        ),
-    };
+    let (client, target) = fake_llm_client(fake, wire, KEY, model);
     LlmAgent {
         name: "talker".into(),
         provider: client,

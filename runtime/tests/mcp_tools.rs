@@ -5,6 +5,7 @@
 mod support;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::Request;
 use axum::middleware::{self, Next};
@@ -650,4 +651,51 @@ async fn the_demo_tools_server_answers_an_agent_over_mcp() {
     )
     .expect("JSON counts");
     assert_eq!(counted["words"], 3);
+}
+
+/// A turn canceled while a tool call is in flight abandons the call, and the MCP server is told
+/// (`notifications/cancelled`) instead of working on until its timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canceled_turn_tells_the_mcp_server_its_call_is_abandoned() {
+    let server = fixture().await;
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    fake.script([Reply::ToolCalls(vec![("fx__hang".into(), json!({}))])]);
+    let yaml = fixture_yaml(&fake, &server, "");
+    let rt = Runtime::serving_with(&yaml, None, |config| {
+        config.limits.request_timeout = Duration::from_millis(500);
+    })
+    .await;
+    let url = rt.url.clone();
+    let task = tokio::spawn(async move {
+        let answer = reqwest::Client::new()
+            .post(format!("{url}/"))
+            .json(&json!({"message": {"messageId": "m-hang", "role": "user", "parts": [{"text": "hang"}]}}))
+            .send()
+            .await?;
+        let status = answer.status().as_u16();
+        let task: Value = answer.json().await?;
+        assert_eq!(task["status"]["state"], "failed", "{task}");
+        Ok::<_, reqwest::Error>(status)
+    });
+    let calls = || {
+        let server = &server;
+        async move { server.calls().len() == 1 }
+    };
+    daedalus_test_kit::wait_until(
+        "the call to reach the server",
+        Duration::from_secs(10),
+        calls,
+    )
+    .await;
+    assert_eq!(server.count("notifications/cancelled"), 0);
+    // REQUEST_TIMEOUT ends while the tool hangs: the turn is canceled, and fails saying so.
+    let status = task.await.expect("joined").expect("answered");
+    assert_eq!(status, 200);
+    let cancelled = || {
+        let server = &server;
+        async move { server.count("notifications/cancelled") == 1 }
+    };
+    daedalus_test_kit::wait_until("the server to be told", Duration::from_secs(10), cancelled)
+        .await;
+    assert_eq!(fake.requests().len(), 1, "no model call after the cancel");
 }

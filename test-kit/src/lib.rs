@@ -9,17 +9,19 @@
 //! - [`wait_until`]: polling for a positive signal under a deadline, instead of sleeping;
 //! - [`OtlpReceiver`]: an OTLP/HTTP trace receiver that decodes what it is sent;
 //! - [`SseEvents`]: an SSE response read event by event as it arrives;
+//! - [`fake_llm_client`]: a provider client on the strict fake LLM;
 //! - [`runtime_config`]: the runtime's configuration as its pure parser builds it;
 //! - the architecture checks ([`architecture`]): the module graph read from `use` lines.
 //!
 //! Only integration tests and benchmarks use it. It links the runtime's public library (to
-//! serve it in-process) and no other workspace crate: the proxy's tests build the proxy's
+//! serve it in-process) and the fake LLM, and no other workspace crate: the proxy's tests build the proxy's
 //! configuration through its own public `ProxyConfig::for_agent`.
 
 pub mod architecture;
 mod binaries;
 mod config;
 mod fixture;
+mod llm;
 mod mcp;
 mod nats;
 mod otlp;
@@ -31,6 +33,7 @@ mod wait;
 pub use binaries::runtime_binary;
 pub use config::runtime_config;
 pub use fixture::AgentsYaml;
+pub use llm::{FakeFace, fake_llm_client};
 pub use mcp::{McpOpened, open_mcp_session, rss_bytes};
 pub use nats::{NatsCluster, NatsServer, binary as nats_server_binary, free_port};
 pub use otlp::{OtlpReceiver, ReceivedSpan};

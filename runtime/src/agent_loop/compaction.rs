@@ -19,11 +19,10 @@ use std::fmt::Write as _;
 use daedalus_contract::{Compaction, CompactionStrategy};
 use tokio_util::sync::CancellationToken;
 
-use super::llm::LlmAgent;
 use super::window::{message_tokens, text_tokens};
 use crate::config::deployment::CompactionPolicy;
-use crate::llm::{ChatMessage, ChatRequest, Content, LlmEvent, Usage};
-use crate::sampling::{self, SamplingParams, Setting};
+use crate::llm::{ChatMessage, ChatRequest, Content, LlmEvent, LlmProvider, Usage};
+use crate::sampling::{self, SamplingParams, Setting, Target};
 use crate::sessions::Conversation;
 
 /// The system prompt of a summary request.
@@ -192,18 +191,29 @@ pub(crate) struct Compacted {
     pub(crate) usage: Option<Usage>,
 }
 
-impl LlmAgent {
-    /// Compacts `conversation` by `cut` under the agent's policy: asks for a summary when the
-    /// policy says so, and takes the turns out. The caller stores the result.
+/// The model that writes summaries: the agent's own.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Summarizer<'a> {
+    pub(crate) agent: &'a str,
+    pub(crate) provider: &'a dyn LlmProvider,
+    pub(crate) model: &'a str,
+    pub(crate) target: &'a Target,
+    pub(crate) max_output_tokens: u32,
+}
+
+impl Summarizer<'_> {
+    /// Compacts `conversation` by `cut` under `policy`: asks for a summary when the policy
+    /// says so, and takes the turns out. The caller stores the result.
     pub(crate) async fn compact(
         &self,
+        policy: &CompactionPolicy,
         conversation: &mut Conversation,
         cut: Cut,
         budget: Budget,
         cancel: &CancellationToken,
     ) -> Compacted {
         let mut usage = None;
-        let summary = match self.compaction.strategy {
+        let summary = match policy.strategy {
             CompactionStrategy::Summarize => {
                 match self.summarize(conversation, cut, budget, cancel).await {
                     Ok((summary, used)) => {
@@ -211,7 +221,7 @@ impl LlmAgent {
                         Some(summary)
                     }
                     Err(why) => {
-                        tracing::warn!(agent = %self.name, %why, "cannot summarize the conversation; its oldest turns are dropped instead");
+                        tracing::warn!(agent = %self.agent, %why, "cannot summarize the conversation; its oldest turns are dropped instead");
                         None
                     }
                 }
@@ -261,9 +271,9 @@ impl LlmAgent {
             max_tokens: Setting::Set(summary_tokens),
             ..SamplingParams::default()
         };
-        let (params, _) = sampling::for_target(&wanted, &self.target);
+        let (params, _) = sampling::for_target(&wanted, self.target);
         let request = ChatRequest {
-            model: self.model.clone(),
+            model: self.model.to_owned(),
             system: Some(SUMMARY_PROMPT.to_owned()),
             messages: vec![ChatMessage::User {
                 content: vec![Content::Text { text }],

@@ -12,7 +12,7 @@ use daedalus_contract::{Artifact, Message, Part, PartContent, Role};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::compaction::{self, Budget, SUMMARY_HEADING};
+use super::compaction::{self, Budget, SUMMARY_HEADING, Summarizer};
 use super::events::LoopEvent;
 use super::tools::{CallContext, ToolResult, ToolSource, split_name};
 use super::transcript::Transcript;
@@ -236,7 +236,16 @@ impl LlmAgent {
             .get(cut.take)
             .map(|t| t.first_row - 1)
             .or(conversation.last_row);
-        let done = self.compact(conversation, cut, budget, cancel).await;
+        let summarizer = Summarizer {
+            agent: &self.name,
+            provider: self.provider.as_ref(),
+            model: &self.model,
+            target: &self.target,
+            max_output_tokens: self.max_output_tokens,
+        };
+        let done = summarizer
+            .compact(&self.compaction, conversation, cut, budget, cancel)
+            .await;
         if let Some(through) = through {
             transcript
                 .compact(through, conversation.summary.clone())
@@ -495,12 +504,14 @@ impl LlmAgent {
                 text: response.text,
                 tool_calls: response.tool_calls,
             });
-            let results =
-                futures::future::join_all(calls.iter().map(|c| self.call_tool(c, step, &context)))
-                    .await;
-            if cancel.is_cancelled() {
-                return AgentOutcome::Canceled;
-            }
+            let results = tokio::select! {
+                results = futures::future::join_all(
+                    calls.iter().map(|c| self.call_tool(c, step, &context)),
+                ) => results,
+                // Dropping the calls abandons them; rmcp tells each MCP server
+                // (`notifications/cancelled`), and a sub-agent's token is a child of `cancel`.
+                () = cancel.cancelled() => return AgentOutcome::Canceled,
+            };
             transcript
                 .tool_results(
                     calls

@@ -229,6 +229,19 @@ impl NatsKvStore {
         Err(self.fail(format!("{key}: too many concurrent writers")))
     }
 
+    /// The context's meta entry, if it has one.
+    async fn meta(&self, context: &str) -> Result<Option<Meta>, StoreError> {
+        let key = meta_key(context);
+        match self.kv.entry(&key).await.map_err(|e| self.fail(e))? {
+            Some(entry) if entry.operation == kv::Operation::Put => {
+                serde_json::from_slice(&entry.value)
+                    .map(Some)
+                    .map_err(|e| self.fail(format!("{key} is not a session entry: {e}")))
+            }
+            _ => Ok(None),
+        }
+    }
+
     async fn put(&self, context: &str, row: &Stored) -> Result<(), StoreError> {
         let value = serde_json::to_vec(row).map_err(|e| self.fail(e))?;
         self.kv
@@ -307,16 +320,9 @@ impl SessionStore for NatsKvStore {
     }
 
     async fn rows(&self, context: &str, last: usize) -> Result<Vec<Row>, StoreError> {
-        let Some(entry) = self
-            .kv
-            .entry(meta_key(context))
-            .await
-            .map_err(|e| self.fail(e))?
-            .filter(|e| e.operation == kv::Operation::Put)
-        else {
+        let Some(meta) = self.meta(context).await? else {
             return Ok(Vec::new());
         };
-        let meta: Meta = serde_json::from_slice(&entry.value).map_err(|e| self.fail(e))?;
         // A turn reserved by a writer that has not stored it yet is simply not there yet.
         let first = meta
             .next
@@ -337,16 +343,9 @@ impl SessionStore for NatsKvStore {
         through: i64,
         summary: Option<String>,
     ) -> Result<u64, StoreError> {
-        let Some(entry) = self
-            .kv
-            .entry(meta_key(context))
-            .await
-            .map_err(|e| self.fail(e))?
-            .filter(|e| e.operation == kv::Operation::Put)
-        else {
+        let Some(meta) = self.meta(context).await? else {
             return Ok(0);
         };
-        let meta: Meta = serde_json::from_slice(&entry.value).map_err(|e| self.fail(e))?;
         let through = through.min(meta.next - 1);
         let mut replaced = 0;
         let kept_from = if let Some(content) = summary {

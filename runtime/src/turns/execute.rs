@@ -170,25 +170,26 @@ impl TurnService {
         Ok(task)
     }
 
-    /// Runs `agent` under the request timeout and the shutdown token; `Err` when shutdown
-    /// canceled it (the caller should retry elsewhere).
+    /// Runs `agent` under the request timeout, the shutdown token and a cancel by its task id;
+    /// `Err` when shutdown canceled it (the caller should retry elsewhere).
     pub(super) async fn run_agent(
         &self,
         agent: &Arc<dyn Agent>,
         request: AgentRequest,
     ) -> Result<AgentOutcome, TurnError> {
-        let cancel = self.0.cancel.child_token();
+        let turn = self.0.running.register(&request.task_id, &self.0.cancel);
+        let cancel = turn.token().clone();
         let run = agent.run(request, cancel.clone());
         tokio::pin!(run);
         let timed_out = tokio::select! {
-            outcome = &mut run => return settle(outcome, false),
+            outcome = &mut run => return settle(outcome, false, turn.cancel_requested()),
             () = tokio::time::sleep(self.0.limits.request_timeout) => true,
         };
         cancel.cancel();
         let outcome = tokio::time::timeout(CANCEL_SETTLE, run)
             .await
             .unwrap_or(AgentOutcome::Canceled);
-        settle(outcome, timed_out)
+        settle(outcome, timed_out, turn.cancel_requested())
     }
 
     /// Adds the last `history_length` messages, when asked for: from the context's stored
@@ -228,8 +229,15 @@ impl TurnService {
     }
 }
 
-fn settle(outcome: AgentOutcome, timed_out: bool) -> Result<AgentOutcome, TurnError> {
+/// How a turn's run ends: a timeout fails it, a cancel on request cancels it, and a cancel by
+/// shutdown refuses it (the task was not done; it goes to another replica).
+fn settle(
+    outcome: AgentOutcome,
+    timed_out: bool,
+    cancel_requested: bool,
+) -> Result<AgentOutcome, TurnError> {
     match outcome {
+        AgentOutcome::Canceled if cancel_requested => Ok(AgentOutcome::Canceled),
         AgentOutcome::Canceled if timed_out => Ok(AgentOutcome::Failed {
             reason: "the task ran longer than the runtime's REQUEST_TIMEOUT and was canceled"
                 .to_owned(),

@@ -27,10 +27,13 @@ mod drain;
 mod execute;
 pub mod handle;
 mod request;
+mod running;
 mod service;
 pub mod stream;
 mod task;
 pub mod tasks;
+#[cfg(test)]
+mod tests;
 
 use std::time::Duration;
 
@@ -82,4 +85,16 @@ pub enum TurnError {
     CanceledByShutdown,
     #[error("the task's worker stopped: {0}")]
     WorkerStopped(String),
+}
+
+/// Why a task could not be canceled.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CancelError {
+    #[error("no task {0} is known")]
+    NotFound(String),
+    #[error("task {task_id} is {state} and cannot be canceled")]
+    NotCancelable {
+        task_id: String,
+        state: daedalus_contract::TaskState,
+    },
 }

@@ -12,9 +12,10 @@ use tokio_util::task::TaskTracker;
 use super::conversations::{ConversationKey, ConversationLocks};
 use super::handle::TaskHandle;
 use super::request::{Memory, TurnRequest};
+use super::running::{Canceling, RunningTurns};
 use super::stream::{self, EventSender};
 use super::tasks::TaskRegistry;
-use super::{TurnError, TurnLimits, task};
+use super::{CANCEL_SETTLE, CancelError, TurnError, TurnLimits, task};
 use crate::agent_loop::Agent;
 use crate::fleet::Fleet;
 use crate::lifecycle::{Lifecycle, Phase};
@@ -33,6 +34,8 @@ pub(super) struct Inner {
     pub(super) lifecycle: Arc<Lifecycle>,
     pub(super) limits: TurnLimits,
     pub(super) tasks: TaskRegistry,
+    /// The turns running now, by task id (what a cancel by id reaches).
+    pub(super) running: RunningTurns,
     pub(super) conversations: ConversationLocks,
     pub(super) permits: Arc<tokio::sync::Semaphore>,
     /// Every turn being worked on; shutdown waits for it to empty.
@@ -53,6 +56,7 @@ impl TurnService {
             metrics,
             lifecycle,
             tasks: TaskRegistry::new(limits.max_tasks, limits.task_memory_bytes),
+            running: RunningTurns::default(),
             conversations: ConversationLocks::default(),
             permits: Arc::new(tokio::sync::Semaphore::new(limits.max_concurrent)),
             limits,
@@ -128,6 +132,48 @@ impl TurnService {
             });
         };
         Ok(TaskHandle::new(task_id, context_id, events, done))
+    }
+
+    /// Cancels task `task_id`: a running turn stops at its next safe point (a tool call in
+    /// flight is abandoned, which tells its MCP server) and ends `canceled`; a task waiting for
+    /// input becomes `canceled`. Answers the task as it ended, when the runtime remembers it
+    /// (an A2A task; a turn of a face's own conversation has no task to show).
+    pub async fn cancel(&self, task_id: &str) -> Result<Option<Task>, CancelError> {
+        if let Canceling::Running(mut ended) = self.0.running.cancel(task_id) {
+            let settle = CANCEL_SETTLE + std::time::Duration::from_secs(1);
+            if tokio::time::timeout(settle, ended.wait_for(|ended| *ended))
+                .await
+                .is_err()
+            {
+                tracing::warn!(task_id, "a canceled turn did not stop in time");
+            }
+            let Some(slot) = self.0.tasks.existing(task_id) else {
+                return Ok(None);
+            };
+            // The turn keeps its record locked until it has stored how it ended.
+            return Ok(slot
+                .lock()
+                .await
+                .last
+                .as_ref()
+                .map(|(_, task)| task.clone()));
+        }
+        let not_found = || CancelError::NotFound(task_id.to_owned());
+        let slot = self.0.tasks.existing(task_id).ok_or_else(not_found)?;
+        let mut record = slot.lock().await;
+        let Some((_, task)) = record.last.as_mut() else {
+            return Err(not_found());
+        };
+        if !task.status.state.is_interrupted() {
+            return Err(CancelError::NotCancelable {
+                task_id: task_id.to_owned(),
+                state: task.status.state,
+            });
+        }
+        *task = task::canceled(task);
+        let task = task.clone();
+        record.trim();
+        Ok(Some(task))
     }
 
     /// The stored conversation `key` of `agent`, oldest first (empty when it keeps none).

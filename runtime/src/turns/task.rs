@@ -42,6 +42,14 @@ pub(super) fn resolve_context(
     }
 }
 
+/// `task`, canceled now (a task that was waiting for input, canceled by id).
+pub(super) fn canceled(task: &Task) -> Task {
+    let context_id = task.context_id.clone().unwrap_or_default();
+    let mut canceled = finish(&task.id, &context_id, AgentOutcome::Canceled);
+    canceled.metadata.clone_from(&task.metadata);
+    canceled
+}
+
 /// The contract Task for an outcome: completed ⇒ artifacts, failed ⇒ `status.message`.
 pub(super) fn finish(task_id: &str, context_id: &str, outcome: AgentOutcome) -> Task {
     let agent_message = |parts: Vec<Part>| {

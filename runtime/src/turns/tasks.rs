@@ -166,6 +166,14 @@ impl TaskRegistry {
         slot
     }
 
+    /// The slot of `task_id`, if the task is remembered.
+    pub fn existing(&self, task_id: &str) -> Option<TaskSlot> {
+        self.lock()
+            .slots
+            .get(task_id)
+            .map(|entry| Arc::clone(&entry.slot))
+    }
+
     /// How many tasks are remembered.
     pub fn len(&self) -> usize {
         self.lock().slots.len()

@@ -1,0 +1,122 @@
+//! The turn service without a face: cancel by task id.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use daedalus_contract::{Message, Part, Role, TaskState};
+use tokio_util::sync::CancellationToken;
+
+use super::{CancelError, Memory, TurnError, TurnLimits, TurnRequest, TurnService};
+use crate::agent_loop::{Agent, AgentOutcome, AgentRequest, Passthrough};
+use crate::fleet::Fleet;
+use crate::lifecycle::Lifecycle;
+use crate::metrics::Metrics;
+
+/// Works until it is canceled.
+#[derive(Debug)]
+struct UntilCanceled;
+
+#[async_trait]
+impl Agent for UntilCanceled {
+    async fn run(&self, _: AgentRequest, cancel: CancellationToken) -> AgentOutcome {
+        cancel.cancelled().await;
+        AgentOutcome::Canceled
+    }
+}
+
+fn service(agent: Arc<dyn Agent>) -> TurnService {
+    let lifecycle = Arc::new(Lifecycle::default());
+    lifecycle.set_ready();
+    TurnService::new(
+        Arc::new(Fleet::single("a", agent)),
+        Arc::new(Metrics::new()),
+        lifecycle,
+        TurnLimits {
+            request_timeout: Duration::from_mins(1),
+            max_concurrent: 8,
+            max_tasks: 100,
+            task_memory_bytes: 1 << 20,
+        },
+    )
+}
+
+fn task_turn(message_id: &str, text: &str) -> TurnRequest {
+    TurnRequest::new(
+        "a",
+        Message::new(message_id, Role::User, vec![Part::text(text)]),
+        Memory::Task,
+    )
+}
+
+#[tokio::test]
+async fn a_running_task_canceled_by_id_ends_canceled_not_refused() {
+    let turns = service(Arc::new(UntilCanceled));
+    let handle = turns
+        .start(task_turn("t-1", "work"))
+        .await
+        .expect("started");
+    assert_eq!(handle.task_id(), "t-1");
+    let canceled = turns
+        .cancel("t-1")
+        .await
+        .expect("a running task can be canceled")
+        .expect("an A2A task is remembered");
+    assert_eq!(canceled.status.state, TaskState::Canceled);
+    let answered = handle.finish().await.expect("a Task, not a refusal");
+    assert_eq!(answered.status.state, TaskState::Canceled);
+    assert_eq!(answered.id, canceled.id);
+
+    assert_eq!(
+        turns.cancel("t-1").await,
+        Err(CancelError::NotCancelable {
+            task_id: "t-1".into(),
+            state: TaskState::Canceled,
+        }),
+        "a task that ended cannot be canceled again"
+    );
+    assert_eq!(
+        turns.cancel("nobody").await,
+        Err(CancelError::NotFound("nobody".into()))
+    );
+}
+
+#[tokio::test]
+async fn a_task_waiting_for_input_can_be_canceled_and_a_finished_one_cannot() {
+    let turns = service(Arc::new(Passthrough));
+    let asked = turns
+        .run(task_turn("t-2", "***INPUT which one?"))
+        .await
+        .expect("ran");
+    assert_eq!(asked.status.state, TaskState::InputRequired);
+    let canceled = turns
+        .cancel("t-2")
+        .await
+        .expect("cancelable")
+        .expect("kept");
+    assert_eq!(canceled.status.state, TaskState::Canceled);
+
+    let done = turns.run(task_turn("t-3", "hello")).await.expect("ran");
+    assert_eq!(done.status.state, TaskState::Completed);
+    assert!(matches!(
+        turns.cancel("t-3").await,
+        Err(CancelError::NotCancelable {
+            state: TaskState::Completed,
+            ..
+        })
+    ));
+}
+
+#[tokio::test]
+async fn shutdown_still_refuses_what_it_cancels_so_the_task_goes_elsewhere() {
+    let turns = service(Arc::new(UntilCanceled));
+    let handle = turns
+        .start(task_turn("t-4", "work"))
+        .await
+        .expect("started");
+    turns.drain(Duration::from_millis(10)).await;
+    assert!(matches!(
+        handle.finish().await,
+        Err(TurnError::CanceledByShutdown)
+    ));
+}
