@@ -145,6 +145,7 @@ fn main() {
             base_url: Some(base.into()),
             headers: BTreeMap::new(),
             timeout_secs: Some(10.0),
+            origins: daedalus_runtime::config::deployment::ProviderOrigins::default(),
         };
         let openai: Arc<dyn LlmProvider> =
             Arc::new(OpenAiClient::new(&settings(&fake.openai_base_url), RetryPolicy::default()).expect("client"));

@@ -88,6 +88,7 @@ fn settings(s: Option<&ProviderSettings>) -> ProviderSettings {
         base_url: None,
         headers: BTreeMap::new(),
         timeout_secs: None,
+        origins: crate::config::deployment::ProviderOrigins::default(),
     })
 }
 

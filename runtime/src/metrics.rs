@@ -355,6 +355,17 @@ impl Metrics {
             .observe(seconds);
     }
 
+    /// The exposition for a scraper that sent `accept`, and its content type: OpenMetrics
+    /// when asked for, else the Prometheus text format 0.0.4 (as Pallas serves it).
+    pub fn render_for(&self, accept: Option<&str>) -> (&'static str, String) {
+        let openmetrics = self.render();
+        if wants_openmetrics(accept) {
+            (CONTENT_TYPE, openmetrics)
+        } else {
+            (PROMETHEUS_CONTENT_TYPE, prometheus_text(&openmetrics))
+        }
+    }
+
     /// The exposition text (OpenMetrics).
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(8 * 1024);
@@ -367,6 +378,56 @@ impl Metrics {
 
 /// The content type of [`Metrics::render`].
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The content type of [`prometheus_text`]: what Pallas serves, and the default.
+pub const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Whether a scraper's `Accept` asks for OpenMetrics (Prometheus does when it can read it).
+pub fn wants_openmetrics(accept: Option<&str>) -> bool {
+    accept.is_some_and(|a| {
+        a.split(',').any(|range| {
+            let mut params = range.split(';');
+            let kind = params.next().unwrap_or_default().trim();
+            // A range weighted `q=0` is one the scraper refuses.
+            let refused = params.any(|p| {
+                p.trim()
+                    .strip_prefix("q=")
+                    .and_then(|q| q.trim().parse::<f32>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            kind.eq_ignore_ascii_case("application/openmetrics-text") && !refused
+        })
+    })
+}
+
+/// The Prometheus text format 0.0.4 of an OpenMetrics exposition: a counter's family is named
+/// with its `_total`, as its samples are; no `# UNIT` lines and no `# EOF`.
+pub fn prometheus_text(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len() + 64 * counters.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let family = ["# HELP ", "# TYPE "].iter().find_map(|prefix| {
+            let rest = line.strip_prefix(prefix)?;
+            let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+            counters
+                .contains(name)
+                .then(|| format!("{prefix}{name}_total {tail}"))
+        });
+        match family {
+            Some(renamed) => out.push_str(renamed.trim_end()),
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
 
 /// The standard `process_*` metrics, read from /proc at each scrape (Linux; absent elsewhere).
 #[derive(Debug)]
@@ -544,5 +605,44 @@ mod tests {
             .expect("process_resident_memory_bytes");
         assert!(rss > 1_000_000.0, "{rss}");
         assert!(text.contains("process_cpu_seconds_total "), "{text}");
+    }
+
+    #[test]
+    fn scrapers_get_prometheus_text_unless_they_ask_for_openmetrics() {
+        let m = Metrics::new();
+        m.llm_turns
+            .get_or_create(&AgentModel {
+                agent: "a".into(),
+                model: "gpt".into(),
+            })
+            .inc();
+        let prometheus_accept = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        let (kind, text) = m.render_for(Some(prometheus_accept));
+        assert_eq!(kind, CONTENT_TYPE);
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        assert!(text.contains("# TYPE pallas_llm_turns counter"), "{text}");
+
+        for accept in [
+            None,
+            Some("text/plain"),
+            Some("*/*"),
+            Some("application/openmetrics-text;q=0"),
+        ] {
+            let (kind, text) = m.render_for(accept);
+            assert_eq!(kind, PROMETHEUS_CONTENT_TYPE, "{accept:?}");
+            assert!(!text.contains("# EOF"), "{text}");
+            assert!(!text.contains("# UNIT"), "{text}");
+            assert!(
+                text.contains("# TYPE pallas_llm_turns_total counter"),
+                "{text}"
+            );
+            assert!(text.contains("# HELP pallas_llm_turns_total "), "{text}");
+            assert!(
+                text.contains("pallas_llm_turns_total{agent=\"a\",model=\"gpt\"} 1"),
+                "{text}"
+            );
+            // Gauges and histograms keep their names.
+            assert!(text.contains("# TYPE pallas_up gauge"), "{text}");
+        }
     }
 }

@@ -24,6 +24,7 @@ fn client(fake: &FakeLlm, key: &str) -> AnthropicClient {
         base_url: Some(fake.anthropic_base_url.clone()),
         headers: BTreeMap::new(),
         timeout_secs: Some(5.0),
+        origins: daedalus_runtime::config::deployment::ProviderOrigins::default(),
     };
     let retry = RetryPolicy {
         max_attempts: 3,

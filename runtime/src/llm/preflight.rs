@@ -65,6 +65,7 @@ impl Preflight {
             base_url: None,
             headers: std::collections::BTreeMap::default(),
             timeout_secs: None,
+            origins: crate::config::deployment::ProviderOrigins::default(),
         };
         for (provider, settings, active_model) in [
             ("openai", &deployment.openai, active_openai),

@@ -76,6 +76,117 @@ pub struct ProviderSettings {
     #[serde(serialize_with = "mask_values")]
     pub headers: BTreeMap<String, String>,
     pub timeout_secs: Option<f64>,
+    /// Where `api_key` and `base_url` came from (`--check-config` shows it).
+    #[serde(skip_serializing_if = "ProviderOrigins::is_unknown")]
+    pub origins: ProviderOrigins,
+}
+
+/// Where a provider setting came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Origin {
+    /// Not recorded (settings built in code).
+    #[default]
+    Unknown,
+    /// The configuration files (a `${VAR}` in them included).
+    File,
+    /// The named environment variable, the file leaving the setting out.
+    Environment(&'static str),
+    /// Neither: the provider's default (its public endpoint; no key).
+    Default,
+}
+
+impl Serialize for Origin {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Origin::Unknown => s.serialize_str("unknown"),
+            Origin::File => s.serialize_str("file"),
+            Origin::Environment(var) => s.collect_str(&format_args!("environment ({var})")),
+            Origin::Default => s.serialize_str("default"),
+        }
+    }
+}
+
+/// Where a provider block's key and endpoint came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ProviderOrigins {
+    pub api_key: Origin,
+    pub base_url: Origin,
+}
+
+impl ProviderOrigins {
+    fn is_unknown(&self) -> bool {
+        self.api_key == Origin::Unknown && self.base_url == Origin::Unknown
+    }
+}
+
+/// The environment variables a provider block falls back on, as fast-agent and the providers'
+/// own SDKs read them.
+struct ProviderEnv {
+    api_key: &'static str,
+    base_url: &'static str,
+}
+
+const OPENAI_ENV: ProviderEnv = ProviderEnv {
+    api_key: "OPENAI_API_KEY",
+    base_url: "OPENAI_BASE_URL",
+};
+const ANTHROPIC_ENV: ProviderEnv = ProviderEnv {
+    api_key: "ANTHROPIC_API_KEY",
+    base_url: "ANTHROPIC_BASE_URL",
+};
+
+/// A provider block completed from the environment: a key or endpoint the files leave out is
+/// read from `vars`, else left to the provider's default. A block the files do not have exists
+/// when the environment names a key or an endpoint, or when an agent uses the provider.
+fn with_environment(
+    block: Option<ProviderSettings>,
+    vars: &ProviderEnv,
+    lookup: &dyn Fn(&str) -> Option<String>,
+    used: bool,
+) -> Option<ProviderSettings> {
+    let read = |var: &str| lookup(var).filter(|v| !v.trim().is_empty());
+    let from_env = (read(vars.api_key), read(vars.base_url));
+    let mut settings = match block {
+        Some(settings) => settings,
+        None if used || from_env.0.is_some() || from_env.1.is_some() => ProviderSettings {
+            api_key: None,
+            base_url: None,
+            headers: BTreeMap::new(),
+            timeout_secs: None,
+            origins: ProviderOrigins::default(),
+        },
+        None => return None,
+    };
+    settings.origins.api_key = match (&settings.api_key, from_env.0) {
+        (Some(_), _) => Origin::File,
+        (None, Some(key)) => {
+            settings.api_key = Some(key);
+            Origin::Environment(vars.api_key)
+        }
+        (None, None) => Origin::Default,
+    };
+    settings.origins.base_url = match (&settings.base_url, from_env.1) {
+        (Some(_), _) => Origin::File,
+        (None, Some(url)) => {
+            settings.base_url = Some(url.trim_end_matches('/').to_owned());
+            Origin::Environment(vars.base_url)
+        }
+        (None, None) => Origin::Default,
+    };
+    Some(settings)
+}
+
+impl Deployment {
+    /// Completes the provider blocks from the environment (see [`with_environment`]).
+    fn provider_environment(&mut self, lookup: &dyn Fn(&str) -> Option<String>) {
+        let uses = |wanted: fn(&ModelRef) -> bool| {
+            wanted(&self.default_model) || self.agents.iter().any(|a| wanted(&a.model))
+        };
+        let openai = uses(|m| matches!(m, ModelRef::OpenAi(_)));
+        let anthropic = uses(|m| matches!(m, ModelRef::Anthropic(_)));
+        self.openai = with_environment(self.openai.take(), &OPENAI_ENV, lookup, openai);
+        self.anthropic = with_environment(self.anthropic.take(), &ANTHROPIC_ENV, lookup, anthropic);
+    }
 }
 
 /// A downstream MCP server.
@@ -274,6 +385,7 @@ impl Deployment {
             .insert(sources.agent_name.clone(), file::AgentFile::default());
         let mut deployment = validate::build(&file, doc, &model)?;
         deployment.sources.clear();
+        deployment.provider_environment(sources.env);
         Ok(deployment)
     }
 
@@ -366,6 +478,7 @@ impl Deployment {
             })?;
         let mut deployment = validate::build(&file, doc, &model)?;
         deployment.unset_variables = unset;
+        deployment.provider_environment(lookup);
         Ok(deployment)
     }
 

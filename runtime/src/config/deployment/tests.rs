@@ -405,3 +405,75 @@ fn validation_orders_agents_after_what_they_depend_on_and_use() {
     assert!(at("db") < at("web"), "{order:?}");
     assert!(at("helper") < at("lead"), "{order:?}");
 }
+
+#[test]
+fn provider_keys_and_endpoints_come_from_the_environment_when_the_files_leave_them_out() {
+    let dir = project(&[(
+        "agents.yaml",
+        "default_model: openai.gpt-4o\nanthropic: { api_key: from-file }\nagents:\n  a: {}\n  b: { model: anthropic.claude-x }\n",
+    )]);
+    let d = load_in(
+        dir.path(),
+        &[
+            ("OPENAI_API_KEY", "sk-env"),
+            ("OPENAI_BASE_URL", "http://llm.internal/v1/"),
+            ("ANTHROPIC_API_KEY", "not-used"),
+        ],
+    )
+    .unwrap();
+    let openai = d
+        .openai
+        .as_ref()
+        .expect("a block made from the environment");
+    assert_eq!(openai.api_key.as_deref(), Some("sk-env"));
+    assert_eq!(openai.base_url.as_deref(), Some("http://llm.internal/v1"));
+    assert_eq!(
+        openai.origins.api_key,
+        Origin::Environment("OPENAI_API_KEY")
+    );
+    assert_eq!(
+        openai.origins.base_url,
+        Origin::Environment("OPENAI_BASE_URL")
+    );
+    let anthropic = d.anthropic.as_ref().expect("the file's block");
+    assert_eq!(
+        anthropic.api_key.as_deref(),
+        Some("from-file"),
+        "the file wins"
+    );
+    assert_eq!(anthropic.origins.api_key, Origin::File);
+    assert_eq!(anthropic.origins.base_url, Origin::Default);
+
+    // --check-config says where each came from, and never shows the key.
+    let shown = serde_json::to_value(&d).unwrap();
+    assert_eq!(shown["openai"]["api_key"], "***");
+    assert_eq!(
+        shown["openai"]["origins"]["api_key"],
+        "environment (OPENAI_API_KEY)"
+    );
+    assert_eq!(shown["anthropic"]["origins"]["api_key"], "file");
+    assert_eq!(shown["anthropic"]["origins"]["base_url"], "default");
+    assert!(!shown.to_string().contains("sk-env"));
+}
+
+#[test]
+fn with_no_file_an_openai_model_runs_on_the_environments_key() {
+    let dir = project(&[]);
+    let env: HashMap<String, String> = [("OPENAI_API_KEY", "sk-zero")]
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let lookup = move |k: &str| env.get(k).cloned();
+    let d = Deployment::load(&Sources {
+        env: &lookup,
+        cwd: dir.path().to_path_buf(),
+        agent_name: "solo".to_owned(),
+        default_model: "openai.gpt-4o-mini".to_owned(),
+    })
+    .unwrap();
+    let openai = d.openai.expect("made from the environment");
+    assert_eq!(openai.api_key.as_deref(), Some("sk-zero"));
+    assert_eq!(openai.base_url, None, "the public endpoint");
+    assert_eq!(openai.origins.base_url, Origin::Default);
+    assert_eq!(d.anthropic, None, "nobody uses it and nothing names it");
+}

@@ -228,6 +228,7 @@ fn provider(file: &str, key: &str, p: ProviderFile) -> Result<ProviderSettings, 
             .map(|u| u.trim_end_matches('/').to_owned()),
         headers: p.headers,
         timeout_secs: p.timeout,
+        origins: super::ProviderOrigins::default(),
     })
 }
 

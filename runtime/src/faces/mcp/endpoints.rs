@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Routes;
-use crate::metrics::{self, Metrics};
+use crate::metrics::Metrics;
 use axum::Router;
 use axum::extract::State;
-use axum::http::header::CONTENT_TYPE;
+use axum::http::HeaderMap;
+use axum::http::header::{ACCEPT, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
@@ -23,8 +24,10 @@ async fn registry(State(routes): State<Arc<Routes>>) -> Response {
     axum::Json(table.registry().as_ref()).into_response()
 }
 
-async fn metrics_text(State(m): State<Arc<Metrics>>) -> Response {
-    ([(CONTENT_TYPE, metrics::CONTENT_TYPE)], m.render()).into_response()
+async fn metrics_text(State(m): State<Arc<Metrics>>, headers: HeaderMap) -> Response {
+    let accept = headers.get(ACCEPT).and_then(|v| v.to_str().ok());
+    let (kind, text) = m.render_for(accept);
+    ([(CONTENT_TYPE, kind)], text).into_response()
 }
 
 /// `GET /.well-known/mcp/server.json`: the agents served as of this request.
