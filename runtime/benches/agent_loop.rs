@@ -413,7 +413,7 @@ async fn memory_per_session() {
         let core = startup::build_core(&config, Fleet::single("bench", a), None);
         core.lifecycle().set_ready();
         let state = startup::contract_state(&config, core, config.listen).expect("state");
-        let router = daedalus_runtime::faces::contract::router(state);
+        let router = daedalus_runtime::faces::a2a::router(state);
         let post = |i: usize| {
             let body = json!({"message": {"messageId": format!("m-{name}-{i}"), "contextId": format!("ctx-{i}"),
                 "role": "user", "parts": [{"text": "Please work through this, step by step."}]}});

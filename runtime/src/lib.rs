@@ -6,7 +6,7 @@
 //!
 //! Who owns what:
 //!
-//! - [`faces`]: the wires. [`faces::contract`] (`POST /` and discovery) and [`faces::mcp`]
+//! - [`faces`]: the wires. [`faces::a2a`] (`POST /` and discovery) and [`faces::mcp`]
 //!   (the MCP server per agent Daedalus talks to) translate requests into turn requests and
 //!   answers back; neither imports the other.
 //! - [`turns`]: the turn service every face calls: admission, per-conversation serialization,

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use futures::StreamExt as _;
 
 use crate::config::{Config, ConfigError};
-use crate::faces::contract::{ContractState, Discovery};
+use crate::faces::a2a::{ContractState, Discovery};
 use crate::faces::mcp::routes::Changes;
 use crate::fleet;
 use crate::llm::LlmError;

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::deployment::AgentDef;
 use crate::config::{Config, SessionsDb};
 use crate::core::Core;
-use crate::faces::contract::{self, ContractState, Discovery};
+use crate::faces::a2a::{self, ContractState, Discovery};
 use crate::faces::mcp::{self, Routes, ServiceSettings, endpoints, registry, routes};
 use crate::fleet::{self, Fleet};
 use crate::llm::preflight::Preflight;
@@ -258,7 +258,7 @@ pub fn serve_main_port(
     plan: &McpPlan,
 ) -> Servers {
     let core = contract.core().clone();
-    let main = contract::router(contract)
+    let main = a2a::router(contract)
         .merge(mcp::main_port_routes(Arc::clone(&plan.routes)))
         .merge(endpoints::registry_routes(Arc::clone(&plan.routes)))
         .merge(endpoints::metrics_routes(Arc::clone(core.metrics())));

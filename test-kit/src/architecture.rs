@@ -538,11 +538,11 @@ mod tests {
         let g = graph(&[
             ("lib.rs", "pub mod faces;\npub mod turns;\n"),
             ("faces/mod.rs", "pub mod contract;\npub mod mcp;\n"),
-            ("faces/contract/mod.rs", "use crate::turns::TurnService;\n"),
+            ("faces/a2a/mod.rs", "use crate::turns::TurnService;\n"),
             ("faces/mcp/mod.rs", "pub mod send;\n"),
             (
                 "faces/mcp/send.rs",
-                "use crate::faces::contract::error::Problem;\n",
+                "use crate::faces::a2a::error::Problem;\n",
             ),
             ("turns.rs", ""),
         ]);
@@ -551,7 +551,7 @@ mod tests {
             found,
             vec![FaceImport {
                 from: "faces::mcp::send".to_owned(),
-                to: "faces::contract".to_owned(),
+                to: "faces::a2a".to_owned(),
                 file: PathBuf::from("faces/mcp/send.rs"),
             }]
         );

@@ -1,6 +1,8 @@
-//! The contract face: `POST /`, `GET /health`, `GET /.well-known/agent-card.json` and the
-//! runtime-contract manifest, as an axum router over [`ContractState`]. Handlers translate the
-//! wire into calls of the turn service and back; they decide nothing about turns.
+//! The A2A face: the runtime contract's binding — `POST /` (a Task, or SSE), `GET /health`,
+//! `GET /.well-known/agent-card.json` and the runtime-contract manifest — as an axum router over
+//! [`ContractState`]. Handlers translate the wire into calls of the turn service and back; they
+//! decide nothing about turns. The standard A2A bindings join it here, sharing its request
+//! translation and error mapping.
 
 mod discovery;
 mod error;
