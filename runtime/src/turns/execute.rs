@@ -8,6 +8,7 @@ use daedalus_contract::{Compaction, Task};
 
 use super::conversations::ConversationKey;
 use super::request::TurnRequest;
+use super::running::RunningTurn;
 use super::service::{Started, TurnService};
 use super::stream::{self, EventSender, Translator};
 use super::tasks::TaskRecord;
@@ -27,6 +28,7 @@ impl TurnService {
         let slot = self.0.tasks.slot(&task_id);
         let mut record = slot.lock().await;
         if let Some((answered, task)) = &record.last
+            && request.replay
             && *answered == request.message.message_id
         {
             tracing::info!(
@@ -127,10 +129,11 @@ impl TurnService {
         });
         tracing::info!(task_id, context_id, "task started");
         let started = Instant::now();
+        let running = self.0.running.register(task_id, context_id, &self.0.cancel);
         let outcome = match request.sampling {
             Ok(sampling) => {
                 agent_request.sampling = sampling;
-                self.run_agent(agent, agent_request).await
+                self.run_agent(agent, agent_request, &running).await
             }
             Err(e) => Ok(AgentOutcome::Failed {
                 reason: e.to_string(),
@@ -176,8 +179,8 @@ impl TurnService {
         &self,
         agent: &Arc<dyn Agent>,
         request: AgentRequest,
+        turn: &RunningTurn,
     ) -> Result<AgentOutcome, TurnError> {
-        let turn = self.0.running.register(&request.task_id, &self.0.cancel);
         let cancel = turn.token().clone();
         let run = agent.run(request, cancel.clone());
         tokio::pin!(run);

@@ -41,6 +41,9 @@ pub struct TurnRequest {
     pub history_length: Option<u32>,
     /// The caller's trace: the turn's span continues it.
     pub trace: TraceHeaders,
+    /// For an A2A task: a message already answered gets the stored answer (the contract
+    /// binding's rule, for a proxy's redelivery). The standard bindings turn it off.
+    pub replay: bool,
 }
 
 impl TurnRequest {
@@ -55,6 +58,7 @@ impl TurnRequest {
             stream: false,
             history_length: None,
             trace: TraceHeaders::default(),
+            replay: true,
         }
     }
 }

@@ -19,6 +19,7 @@ pub(crate) struct RunningTurns(Arc<Mutex<HashMap<String, Running>>>);
 
 #[derive(Debug, Clone)]
 struct Running {
+    context_id: String,
     cancel: CancellationToken,
     requested: Arc<AtomicBool>,
     ended: watch::Receiver<bool>,
@@ -72,8 +73,13 @@ pub(crate) enum Canceling {
 }
 
 impl RunningTurns {
-    /// Registers the turn of `task_id`, its token a child of `shutdown`.
-    pub(crate) fn register(&self, task_id: &str, shutdown: &CancellationToken) -> RunningTurn {
+    /// Registers the turn of `task_id` in `context_id`, its token a child of `shutdown`.
+    pub(crate) fn register(
+        &self,
+        task_id: &str,
+        context_id: &str,
+        shutdown: &CancellationToken,
+    ) -> RunningTurn {
         let cancel = shutdown.child_token();
         let requested = Arc::new(AtomicBool::new(false));
         let (ended, ended_rx) = watch::channel(false);
@@ -83,6 +89,7 @@ impl RunningTurns {
             .insert(
                 task_id.to_owned(),
                 Running {
+                    context_id: context_id.to_owned(),
                     cancel: cancel.clone(),
                     requested: Arc::clone(&requested),
                     ended: ended_rx,
@@ -115,6 +122,15 @@ impl RunningTurns {
         }
     }
 
+    /// The context of `task_id`'s running turn, if one runs.
+    pub(crate) fn context_of(&self, task_id: &str) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(task_id)
+            .map(|r| r.context_id.clone())
+    }
+
     /// How many turns are running.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
@@ -130,8 +146,9 @@ mod tests {
     async fn a_cancel_reaches_only_its_turn_and_says_when_it_ended() {
         let turns = RunningTurns::default();
         let shutdown = CancellationToken::new();
-        let one = turns.register("one", &shutdown);
-        let two = turns.register("two", &shutdown);
+        let one = turns.register("one", "c", &shutdown);
+        let two = turns.register("two", "c", &shutdown);
+        assert_eq!(turns.context_of("one").as_deref(), Some("c"));
         let Canceling::Running(mut ended) = turns.cancel("one") else {
             panic!("one is running");
         };

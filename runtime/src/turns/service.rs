@@ -176,6 +176,33 @@ impl TurnService {
         Ok(Some(task))
     }
 
+    /// Task `task_id` as it stands: `working` while a turn of it runs, else the last answer
+    /// the runtime remembers; `None` for a task it does not know.
+    pub async fn task_now(&self, task_id: &str) -> Option<Task> {
+        if let Some(context_id) = self.0.running.context_of(task_id) {
+            let mut status =
+                daedalus_contract::TaskStatus::new(daedalus_contract::TaskState::Working);
+            status.timestamp =
+                Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+            return Some(Task {
+                id: task_id.to_owned(),
+                context_id: Some(context_id),
+                status,
+                artifacts: Vec::new(),
+                history: None,
+                metadata: None,
+            });
+        }
+        let slot = self.0.tasks.existing(task_id)?;
+        let record = slot.lock().await;
+        record.last.as_ref().map(|(_, task)| task.clone())
+    }
+
+    /// The state of task `task_id`, if the runtime knows it.
+    pub async fn task_state(&self, task_id: &str) -> Option<daedalus_contract::TaskState> {
+        self.task_now(task_id).await.map(|t| t.status.state)
+    }
+
     /// The stored conversation `key` of `agent`, oldest first (empty when it keeps none).
     pub async fn conversation(&self, agent: &str, key: &ConversationKey) -> Vec<Message> {
         let agent = self.0.fleet.load().agents.get(agent).cloned();

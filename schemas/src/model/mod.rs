@@ -3,10 +3,12 @@
 //! Field names follow the contract dialect (camelCase). Every struct reads leniently (see
 //! [`crate::read`]) and writes the contract dialect (see [`crate::write`]).
 
+mod a2a_error;
 mod card;
 mod compaction;
 mod enums;
 mod error_body;
+mod jsonrpc;
 mod manifest;
 mod message;
 mod part;
@@ -16,10 +18,15 @@ mod request;
 mod stream;
 mod task;
 
+pub use a2a_error::{
+    A2aError, A2aErrorKind, ERROR_DOMAIN, ERROR_INFO_TYPE, ErrorInfo, JsonRpcError, StatusBody,
+    StatusError,
+};
 pub use card::{AgentCapabilities, AgentCard, AgentInterface, AgentProvider, AgentSkill};
 pub use compaction::{COMPACTION_KEY, Compaction, CompactionStrategy};
 pub use enums::{Role, TaskState};
 pub use error_body::{ErrorBody, ErrorDetail};
+pub use jsonrpc::{JsonRpcId, JsonRpcMarker, JsonRpcOutcome, JsonRpcRequest, JsonRpcResponse};
 pub use manifest::{ManifestCapabilities, ManifestRuntime, ManifestServer, RuntimeContract};
 pub use message::Message;
 pub use part::{Part, PartContent};

@@ -1,9 +1,10 @@
-//! `ContractJson<T>`: the body extractor of the contract face.
+//! [`TaskPost`]: the body extractor of `POST /`.
 //!
 //! In order: the content type must be `application/json` or `application/a2a+json` (a UTF-8
 //! `charset` parameter is fine) else 415; a declared or actual body over the limit is 413; a
-//! body that does not arrive within the body timeout is 408; then the lenient reader parses it,
-//! and anything it refuses is 400 with the path of the offending field.
+//! body that does not arrive within the body timeout is 408. Then a body whose object has a
+//! `"jsonrpc"` key is a JSON-RPC request (DESIGN §4); any other is read leniently as a contract
+//! `SendMessageRequest`, and anything the reader refuses is 400 with the offending field's path.
 
 use axum::body::Body;
 use axum::extract::{FromRequest, Request};
@@ -12,7 +13,6 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
-use serde::de::DeserializeOwned;
 
 use super::ContractState;
 use super::error::ApiError;
@@ -20,44 +20,64 @@ use super::error::ApiError;
 /// The most of a refused body read (and dropped) before the connection is closed instead.
 const DISCARD_CAP: usize = 64 * 1024 * 1024;
 
-/// A JSON body read leniently into `T`, with the contract's error codes.
+/// What a `POST /` holds: a contract request, or a JSON-RPC one (a body whose object has a
+/// `"jsonrpc"` key), or JSON-RPC whose envelope does not read.
 #[derive(Debug)]
-pub(super) struct ContractJson<T>(pub T);
+pub(super) enum TaskPost {
+    Contract(daedalus_contract::SendMessageRequest),
+    JsonRpc(daedalus_contract::JsonRpcRequest),
+    BadJsonRpc(String),
+}
 
-impl<T: DeserializeOwned> FromRequest<ContractState> for ContractJson<T> {
+impl FromRequest<ContractState> for TaskPost {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &ContractState) -> Result<Self, ApiError> {
-        let limits = state.limits();
-        if let Err(refused) = check_content_type(req.headers().get(CONTENT_TYPE)) {
-            // Read and drop the body, as for a 413, so a pipelined request after it is read
-            // from its start.
-            discard(req.into_body(), limits.body_read_timeout).await;
-            return Err(refused);
-        }
-        let declared = req
-            .headers()
-            .get(CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        let body = req.into_body();
-        if declared.is_some_and(|len| len > limits.max_body_bytes) {
-            discard(body, limits.body_read_timeout).await;
-            return Err(ApiError::PayloadTooLarge {
-                limit: limits.max_body_bytes,
+        let bytes = checked_body(req, state).await?;
+        // The key is looked for first, so a contract body is parsed once.
+        let jsonrpc = memchr::memmem::find(&bytes, b"\"jsonrpc\"").is_some()
+            && serde_json::from_slice::<daedalus_contract::JsonRpcMarker>(&bytes)
+                .is_ok_and(|m| m.jsonrpc.is_some());
+        if jsonrpc {
+            return Ok(match serde_json::from_slice(&bytes) {
+                Ok(request) => TaskPost::JsonRpc(request),
+                Err(e) => TaskPost::BadJsonRpc(e.to_string()),
             });
         }
-        let bytes = read_body(
-            body,
-            declared.unwrap_or(0),
-            limits.max_body_bytes,
-            limits.body_read_timeout,
-        )
-        .await?;
         daedalus_contract::read::from_slice(&bytes)
-            .map(ContractJson)
+            .map(TaskPost::Contract)
             .map_err(ApiError::Unreadable)
     }
+}
+
+/// The body, once its content type, size and arrival time passed the contract's rules.
+async fn checked_body(req: Request, state: &ContractState) -> Result<Bytes, ApiError> {
+    let limits = state.limits();
+    if let Err(refused) = check_content_type(req.headers().get(CONTENT_TYPE)) {
+        // Read and drop the body, as for a 413, so a pipelined request after it is read
+        // from its start.
+        discard(req.into_body(), limits.body_read_timeout).await;
+        return Err(refused);
+    }
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let body = req.into_body();
+    if declared.is_some_and(|len| len > limits.max_body_bytes) {
+        discard(body, limits.body_read_timeout).await;
+        return Err(ApiError::PayloadTooLarge {
+            limit: limits.max_body_bytes,
+        });
+    }
+    read_body(
+        body,
+        declared.unwrap_or(0),
+        limits.max_body_bytes,
+        limits.body_read_timeout,
+    )
+    .await
 }
 
 /// Reads the whole body, refusing it once it passes `limit` bytes. `declared` (the

@@ -8,6 +8,7 @@ mod discovery;
 mod error;
 mod health;
 mod json;
+mod jsonrpc;
 pub(crate) mod send;
 mod sse;
 mod unread_body;
@@ -94,7 +95,7 @@ impl ContractState {
 /// The contract face's routes.
 pub fn router(state: ContractState) -> Router {
     let tasks = Router::new()
-        .route(TASK_PATH, post(send::send_message))
+        .route(TASK_PATH, post(send::post))
         .route_layer(middleware::from_fn_with_state(state.clone(), admit));
     Router::new()
         .route(HEALTH_PATH, get(health::health))
@@ -158,5 +159,7 @@ async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
     }
 }
 
+#[cfg(test)]
+mod jsonrpc_tests;
 #[cfg(test)]
 mod tests;

@@ -10,32 +10,46 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 use daedalus_contract::{Metadata, SendMessageRequest, Task};
 use serde_json::Value;
 
 use super::ContractState;
 use super::error::ApiError;
-use super::json::ContractJson;
-use super::sse;
+use super::json::TaskPost;
+use super::{jsonrpc, sse};
 use crate::agent_loop::Bearer;
 use crate::sampling::{SamplingError, SamplingParams};
 use crate::telemetry::TraceHeaders;
 use crate::turns::{Memory, TurnError, TurnRequest};
 
-pub(super) async fn send_message(
+/// `POST /`: the contract binding, or the JSON-RPC binding for a JSON-RPC body.
+pub(super) async fn post(
     State(state): State<ContractState>,
     headers: HeaderMap,
-    ContractJson(request): ContractJson<SendMessageRequest>,
+    uri: Uri,
+    body: TaskPost,
 ) -> Result<Response, ApiError> {
-    let streaming = sse::wants_stream(&headers);
+    match body {
+        TaskPost::Contract(request) => send_message(&state, &headers, request).await,
+        TaskPost::JsonRpc(request) => Ok(jsonrpc::answer(&state, &headers, &uri, request).await),
+        TaskPost::BadJsonRpc(why) => Ok(jsonrpc::invalid_request(&why)),
+    }
+}
+
+async fn send_message(
+    state: &ContractState,
+    headers: &HeaderMap,
+    request: SendMessageRequest,
+) -> Result<Response, ApiError> {
+    let streaming = sse::wants_stream(headers);
     let history_length = request.history_length();
     let mut turn = TurnRequest::new(state.agent(), request.message, Memory::Task);
     turn.sampling = sampling(request.metadata.as_ref());
-    turn.bearer = Bearer::from_headers(&headers);
+    turn.bearer = Bearer::from_headers(headers);
     turn.history_length = history_length;
-    turn.trace = TraceHeaders::from_headers(&headers);
+    turn.trace = TraceHeaders::from_headers(headers);
     turn.stream = streaming;
     let turns = state.core().turns();
     if streaming {

@@ -37,7 +37,7 @@ fn starting(config: &Config, agent: Arc<dyn Agent>) -> ContractState {
     crate::startup::contract_state(config, core, config.listen).unwrap()
 }
 
-fn passthrough() -> ContractState {
+pub(super) fn passthrough() -> ContractState {
     state_with(Arc::new(Passthrough), |_| {})
 }
 

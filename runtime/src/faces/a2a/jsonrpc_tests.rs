@@ -1,0 +1,190 @@
+//! The JSON-RPC binding on `POST /`, without a socket: every task it writes validates against
+//! the A2A v1.0 schema, and each rule of the spec is answered with the spec's error.
+
+use axum::body::Body;
+use axum::http::{Request, header};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use super::tests::passthrough;
+use super::{ContractState, router};
+use daedalus_contract::Schema;
+
+/// Calls `method` with `params` as A2A 1.0 (or with `version`, `None` for no header).
+async fn rpc_as(
+    state: &ContractState,
+    version: Option<&str>,
+    method: &str,
+    params: Value,
+) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let mut request = Request::post("/").header(header::CONTENT_TYPE, "application/json");
+    if let Some(version) = version {
+        request = request.header("A2A-Version", version);
+    }
+    let response = router(state.clone())
+        .oneshot(request.body(Body::from(body.to_string())).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        response.status(),
+        200,
+        "JSON-RPC answers 200, errors included"
+    );
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let answer: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(answer["jsonrpc"], "2.0");
+    assert_eq!(answer["id"], 1);
+    answer
+}
+
+async fn rpc(state: &ContractState, method: &str, params: Value) -> Value {
+    rpc_as(state, Some("1.0"), method, params).await
+}
+
+fn send(message_id: &str, text: &str) -> Value {
+    json!({"message": {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]}})
+}
+
+/// The result's task, checked against the A2A v1.0 schema.
+fn task_of(answer: &Value) -> Value {
+    let task = answer["result"]
+        .get("task")
+        .unwrap_or(&answer["result"])
+        .clone();
+    if let Err(e) = Schema::A2aV1Task.validate(&task) {
+        panic!("not an A2A v1.0 Task: {e}\n{task}");
+    }
+    task
+}
+
+/// The error's code and `ErrorInfo` reason.
+fn error_of(answer: &Value) -> (i64, String) {
+    assert!(answer.get("result").is_none(), "{answer}");
+    let reason = answer["error"]["data"][0]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    (answer["error"]["code"].as_i64().unwrap(), reason)
+}
+
+#[tokio::test]
+async fn send_message_makes_a_new_task_with_a_server_id_and_get_task_finds_it() {
+    let state = passthrough();
+    let first = task_of(&rpc(&state, "SendMessage", send("m-1", "hello")).await);
+    assert_eq!(first["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(first["artifacts"][0]["parts"][0]["text"], "hello");
+    let id = first["id"].as_str().unwrap().to_owned();
+    assert_ne!(id, "m-1", "the server names a new task");
+
+    let again = task_of(&rpc(&state, "SendMessage", send("m-1", "hello")).await);
+    assert_ne!(
+        again["id"], first["id"],
+        "a repeated messageId is a new task, never a replay"
+    );
+
+    let got = task_of(&rpc(&state, "GetTask", json!({"id": id})).await);
+    assert_eq!(got["id"], first["id"]);
+    assert_eq!(got["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        error_of(&rpc(&state, "GetTask", json!({"id": "nobody"})).await),
+        (-32001, "TASK_NOT_FOUND".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn a_message_to_an_unknown_or_finished_task_is_refused_as_the_spec_says() {
+    let state = passthrough();
+    let mut unknown = send("m-2", "hi");
+    unknown["message"]["taskId"] = json!("no-such-task");
+    assert_eq!(
+        error_of(&rpc(&state, "SendMessage", unknown).await),
+        (-32001, "TASK_NOT_FOUND".to_owned())
+    );
+    let done = task_of(&rpc(&state, "SendMessage", send("m-3", "hi")).await);
+    let mut more = send("m-4", "more");
+    more["message"]["taskId"] = done["id"].clone();
+    assert_eq!(
+        error_of(&rpc(&state, "SendMessage", more).await),
+        (-32004, "UNSUPPORTED_OPERATION".to_owned())
+    );
+    assert_eq!(
+        error_of(&rpc(&state, "CancelTask", json!({"id": done["id"]})).await),
+        (-32002, "TASK_NOT_CANCELABLE".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn input_required_is_continued_by_its_task_id_or_canceled() {
+    let state = passthrough();
+    let asked = task_of(&rpc(&state, "SendMessage", send("m-5", "***INPUT which one?")).await);
+    assert_eq!(asked["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    let mut answer = send("m-6", "the blue one");
+    answer["message"]["taskId"] = asked["id"].clone();
+    let continued = task_of(&rpc(&state, "SendMessage", answer).await);
+    assert_eq!(continued["id"], asked["id"]);
+    assert_eq!(continued["status"]["state"], "TASK_STATE_COMPLETED");
+
+    let asked = task_of(&rpc(&state, "SendMessage", send("m-7", "***INPUT why?")).await);
+    let canceled = task_of(&rpc(&state, "CancelTask", json!({"id": asked["id"]})).await);
+    assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELED");
+}
+
+#[tokio::test]
+async fn a_running_task_is_working_until_canceled_and_then_canceled() {
+    let state = passthrough();
+    let mut slow = send("m-8", "***SLEEP 60s late");
+    slow["configuration"] = json!({"returnImmediately": true});
+    let started = task_of(&rpc(&state, "SendMessage", slow).await);
+    assert_eq!(started["status"]["state"], "TASK_STATE_WORKING");
+    let id = started["id"].clone();
+    let now = task_of(&rpc(&state, "GetTask", json!({"id": id})).await);
+    assert_eq!(now["status"]["state"], "TASK_STATE_WORKING");
+    let canceled = task_of(&rpc(&state, "CancelTask", json!({"id": id})).await);
+    assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELED");
+    let after = task_of(&rpc(&state, "GetTask", json!({"id": id})).await);
+    assert_eq!(after["status"]["state"], "TASK_STATE_CANCELED");
+}
+
+#[tokio::test]
+async fn versions_methods_and_params_get_the_spec_errors() {
+    let state = passthrough();
+    let old = rpc_as(&state, None, "SendMessage", send("m-9", "hi")).await;
+    assert_eq!(error_of(&old), (-32009, "VERSION_NOT_SUPPORTED".to_owned()));
+    let patch = rpc_as(&state, Some("1.0.1"), "GetTask", json!({"id": "x"})).await;
+    assert_eq!(
+        error_of(&patch).0,
+        -32001,
+        "a patch version is the same protocol"
+    );
+    assert_eq!(
+        error_of(&rpc(&state, "Frobnicate", json!({})).await),
+        (-32601, "METHOD_NOT_FOUND".to_owned())
+    );
+    assert_eq!(
+        error_of(&rpc(&state, "GetTaskPushNotificationConfig", json!({})).await),
+        (-32003, "PUSH_NOTIFICATION_NOT_SUPPORTED".to_owned())
+    );
+    assert_eq!(
+        error_of(&rpc(&state, "GetTask", json!({"historyLength": 1})).await).0,
+        -32602
+    );
+}
+
+#[tokio::test]
+async fn a_body_that_is_jsonrpc_but_not_a_request_is_an_invalid_request() {
+    let response = router(passthrough())
+        .oneshot(
+            Request::post("/")
+                .header(header::CONTENT_TYPE, "application/json")
+                .header("A2A-Version", "1.0")
+                .body(Body::from(r#"{"jsonrpc": "2.0", "id": 3}"#))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let answer: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+}
