@@ -266,10 +266,12 @@ async fn metrics_count_a_scripted_conversation() {
     assert_eq!(m("daedalus_runtime_tasks_total{state=\"failed\"}"), 1);
     assert_eq!(m("daedalus_runtime_task_duration_seconds_count"), 3);
     assert!(m("process_resident_memory_bytes") > 0);
+    // The Prometheus text format by default, as Pallas serves it: a counter family is named
+    // with its `_total`.
     for family in [
-        "# TYPE pallas_send_message counter",
+        "# TYPE pallas_send_message_total counter",
         "# TYPE pallas_send_message_duration_seconds histogram",
-        "# TYPE pallas_llm_turns counter",
+        "# TYPE pallas_llm_turns_total counter",
         "# TYPE pallas_tool_call_duration_seconds histogram",
         "# TYPE pallas_agent_info gauge",
     ] {

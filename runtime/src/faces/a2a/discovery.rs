@@ -102,12 +102,27 @@ fn build_card(config: &Config, public_url: &str) -> AgentCard {
     AgentCard {
         name: agent.name.clone(),
         description: agent.description.clone(),
-        supported_interfaces: vec![AgentInterface {
-            url: format!("{public_url}{TASK_PATH}"),
-            protocol_binding: CONTRACT_BINDING.to_owned(),
-            protocol_version: "1.0".to_owned(),
-            tenant: None,
-        }],
+        supported_interfaces: vec![
+            AgentInterface {
+                url: format!("{public_url}{TASK_PATH}"),
+                protocol_binding: CONTRACT_BINDING.to_owned(),
+                protocol_version: "1.0".to_owned(),
+                tenant: None,
+            },
+            // The same `POST /`, for a JSON-RPC body.
+            AgentInterface {
+                url: format!("{public_url}{TASK_PATH}"),
+                protocol_binding: "JSONRPC".to_owned(),
+                protocol_version: super::operations::VERSION.to_owned(),
+                tenant: None,
+            },
+            AgentInterface {
+                url: format!("{public_url}{}", super::rest::REST_PATH),
+                protocol_binding: "HTTP+JSON".to_owned(),
+                protocol_version: super::operations::VERSION.to_owned(),
+                tenant: None,
+            },
+        ],
         provider: None,
         version: agent.version.clone(),
         documentation_url: None,

@@ -51,7 +51,7 @@ impl FromRequest<ContractState> for TaskPost {
 }
 
 /// The body, once its content type, size and arrival time passed the contract's rules.
-async fn checked_body(req: Request, state: &ContractState) -> Result<Bytes, ApiError> {
+pub(super) async fn checked_body(req: Request, state: &ContractState) -> Result<Bytes, ApiError> {
     let limits = state.limits();
     if let Err(refused) = check_content_type(req.headers().get(CONTENT_TYPE)) {
         // Read and drop the body, as for a 413, so a pipelined request after it is read

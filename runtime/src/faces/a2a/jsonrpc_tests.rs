@@ -188,3 +188,66 @@ async fn a_body_that_is_jsonrpc_but_not_a_request_is_an_invalid_request() {
     let answer: Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(answer["error"]["code"], -32600, "{answer}");
 }
+
+#[tokio::test]
+async fn a_streamed_message_is_json_rpc_responses_of_v1_events_that_simply_end() {
+    let body = json!({"jsonrpc": "2.0", "id": "s-1", "method": "SendStreamingMessage",
+        "params": send("m-10", "stream me")});
+    let response = router(passthrough())
+        .oneshot(
+            Request::post("/")
+                .header(header::CONTENT_TYPE, "application/json")
+                .header("A2A-Version", "1.0")
+                .body(Body::from(body.to_string()))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let content_type = response.headers()[header::CONTENT_TYPE]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        content_type.starts_with("text/event-stream"),
+        "{content_type}"
+    );
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let text = String::from_utf8(bytes.to_vec()).unwrap();
+    let results: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|data| {
+            let response: Value = serde_json::from_str(data.trim()).unwrap();
+            assert_eq!(response["jsonrpc"], "2.0");
+            assert_eq!(
+                response["id"], "s-1",
+                "each data is a whole JSON-RPC response"
+            );
+            response["result"].clone()
+        })
+        .collect();
+    for result in &results {
+        if let Err(e) = Schema::A2aV1StreamResponse.validate(result) {
+            panic!("not an A2A v1.0 StreamResponse: {e}\n{result}");
+        }
+        assert!(
+            !result.to_string().contains("\"final\""),
+            "v1 has no final: {result}"
+        );
+    }
+    assert!(
+        results[0].get("task").is_some(),
+        "the Task comes first: {results:?}"
+    );
+    let last = results.last().unwrap();
+    assert_eq!(
+        last["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    let text_out: String = results
+        .iter()
+        .filter_map(|r| r["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
+        .collect();
+    assert_eq!(text_out, "stream me");
+}

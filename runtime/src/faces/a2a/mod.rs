@@ -9,6 +9,8 @@ mod error;
 mod health;
 mod json;
 mod jsonrpc;
+mod operations;
+mod rest;
 pub(crate) mod send;
 mod sse;
 mod unread_body;
@@ -96,6 +98,7 @@ impl ContractState {
 pub fn router(state: ContractState) -> Router {
     let tasks = Router::new()
         .route(TASK_PATH, post(send::post))
+        .merge(rest::routes())
         .route_layer(middleware::from_fn_with_state(state.clone(), admit));
     Router::new()
         .route(HEALTH_PATH, get(health::health))
@@ -161,5 +164,7 @@ async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
 
 #[cfg(test)]
 mod jsonrpc_tests;
+#[cfg(test)]
+mod rest_tests;
 #[cfg(test)]
 mod tests;

@@ -39,14 +39,26 @@ pub(super) fn wants_stream(headers: &HeaderMap) -> bool {
         })
 }
 
-/// The SSE response of a started turn.
-pub(super) fn respond(mut handle: TaskHandle, inflight: TaskTrackerToken) -> Response {
+/// The SSE response of a started turn, each event in the contract dialect.
+pub(super) fn respond(handle: TaskHandle, inflight: TaskTrackerToken) -> Response {
+    respond_with(handle, inflight, |event| {
+        String::from_utf8(contract::to_vec(event)).unwrap_or_default()
+    })
+}
+
+/// The SSE response of a started turn, each event's `data` written by `write` (the JSON-RPC
+/// binding wraps each in a JSON-RPC response, in A2A v1 JSON).
+pub(super) fn respond_with(
+    mut handle: TaskHandle,
+    inflight: TaskTrackerToken,
+    write: impl Fn(&StreamEvent) -> String + Send + 'static,
+) -> Response {
     let Some(events) = handle.take_events() else {
         // Started with events by the caller; nothing else can have taken them.
         return super::error::ApiError::Internal("the turn's events were taken".to_owned())
             .into_response();
     };
-    Sse::new(sse_events(events, inflight))
+    Sse::new(sse_events(events, inflight, write))
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
         .into_response()
 }
@@ -55,13 +67,14 @@ pub(super) fn respond(mut handle: TaskHandle, inflight: TaskTrackerToken) -> Res
 fn sse_events(
     events: EventReceiver,
     inflight: TaskTrackerToken,
+    write: impl Fn(&StreamEvent) -> String + Send + 'static,
 ) -> impl Stream<Item = Result<Event, Infallible>> + Send {
-    futures::stream::unfold(Some((events, inflight)), |state| async move {
-        let (mut events, inflight) = state?;
+    futures::stream::unfold(Some((events, inflight, write)), |state| async move {
+        let (mut events, inflight, write) = state?;
         let event = events.recv().await?;
         let last = matches!(&event, StreamEvent::StatusUpdate(u) if u.r#final);
-        let data = String::from_utf8(contract::to_vec(&event)).unwrap_or_default();
-        let next = (!last).then_some((events, inflight));
+        let data = write(&event);
+        let next = (!last).then_some((events, inflight, write));
         Some((Ok(Event::default().data(data)), next))
     })
 }

@@ -1,0 +1,190 @@
+//! The A2A HTTP+JSON binding (spec §11) under `/a2a/rest` (and `/a2a/rest/{tenant}`):
+//! `POST /message:send`, `POST /message:stream` (SSE of v1 stream responses),
+//! `GET /tasks/{id}` (`?historyLength=`) and `POST /tasks/{id}:cancel`. Bodies are strict A2A v1
+//! JSON as `application/a2a+json`; errors are a `google.rpc.Status` with the HTTP status of
+//! the spec's table. The operations are [`super::operations`]'s, as for JSON-RPC.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use daedalus_contract::write::a2a_v1;
+use daedalus_contract::{A2aError, A2aErrorKind, SendMessageRequest};
+use serde::Deserialize;
+
+use super::operations::{self, GetTaskParams};
+use super::{ContractState, json, sse};
+
+/// Where the binding is mounted.
+pub(super) const REST_PATH: &str = "/a2a/rest";
+/// The binding's media type.
+const MEDIA_TYPE: &str = "application/a2a+json";
+
+/// The binding's routes, with and without a tenant.
+pub(super) fn routes() -> Router<ContractState> {
+    let operations = || {
+        Router::new()
+            .route("/message:send", post(message_send))
+            .route("/message:stream", post(message_stream))
+            .route("/tasks/{task}", get(task_get).post(task_action))
+    };
+    Router::new()
+        .nest(REST_PATH, operations())
+        .nest(&format!("{REST_PATH}/{{tenant}}"), operations())
+}
+
+/// A body in the binding's media type.
+fn ok(value: &serde_json::Value) -> Response {
+    (
+        [(header::CONTENT_TYPE, MEDIA_TYPE)],
+        serde_json::to_vec(value).unwrap_or_default(),
+    )
+        .into_response()
+}
+
+/// An error as a `google.rpc.Status`, with its HTTP status.
+fn failed(error: &A2aError) -> Response {
+    let status =
+        StatusCode::from_u16(error.kind.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (
+        status,
+        [(header::CONTENT_TYPE, MEDIA_TYPE)],
+        serde_json::to_vec(&error.to_status_body()).unwrap_or_default(),
+    )
+        .into_response()
+}
+
+/// The request's `SendMessageRequest`, under the contract face's body rules (content type,
+/// size, read time), or the error to answer.
+async fn send_request(
+    state: &ContractState,
+    req: Request,
+) -> Result<(HeaderMap, Uri, SendMessageRequest), Response> {
+    let (headers, uri) = (req.headers().clone(), req.uri().clone());
+    operations::check_version(&headers, &uri).map_err(|e| failed(&e))?;
+    let bytes: Bytes = json::checked_body(req, state).await.map_err(|e| {
+        let kind = if e.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
+            A2aErrorKind::ContentTypeNotSupported
+        } else {
+            A2aErrorKind::InvalidRequest
+        };
+        let mut response = failed(&A2aError::new(kind, e.to_string()));
+        *response.status_mut() = e.status();
+        response
+    })?;
+    let request = daedalus_contract::read::from_slice(&bytes).map_err(|e| {
+        failed(&A2aError::new(
+            A2aErrorKind::InvalidParams,
+            format!("not a SendMessageRequest: {e}"),
+        ))
+    })?;
+    Ok((headers, uri, request))
+}
+
+async fn message_send(State(state): State<ContractState>, req: Request) -> Response {
+    let (headers, _, request) = match send_request(&state, req).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
+    };
+    match operations::send_message(&state, &headers, request).await {
+        Ok(answer) => ok(&answer),
+        Err(e) => failed(&e),
+    }
+}
+
+async fn message_stream(State(state): State<ContractState>, req: Request) -> Response {
+    let (headers, _, request) = match send_request(&state, req).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
+    };
+    match operations::start_stream(&state, &headers, request).await {
+        Ok((handle, inflight)) => sse::respond_with(handle, inflight, |event| {
+            a2a_v1::to_value(event).to_string()
+        }),
+        Err(e) => failed(&e),
+    }
+}
+
+/// `GET /tasks/{id}`'s query.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TaskQuery {
+    #[serde(default)]
+    history_length: Option<i32>,
+}
+
+/// The task id of a `{task}` segment, and the custom method after its colon, if any.
+fn task_and_action(segment: &str) -> (&str, Option<&str>) {
+    match segment.rsplit_once(':') {
+        Some((task, action)) => (task, Some(action)),
+        None => (segment, None),
+    }
+}
+
+async fn task_get(
+    State(state): State<ContractState>,
+    Path(params): Path<Vec<(String, String)>>,
+    Query(query): Query<TaskQuery>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    if let Err(e) = operations::check_version(&headers, &uri) {
+        return failed(&e);
+    }
+    let segment = task_segment(&params);
+    let (task, action) = task_and_action(&segment);
+    if let Some(action) = action {
+        return failed(&A2aError::new(
+            A2aErrorKind::MethodNotFound,
+            format!("GET /tasks/{{id}}:{action} is not an operation"),
+        ));
+    }
+    let params = GetTaskParams {
+        id: task.to_owned(),
+        history_length: query.history_length,
+    };
+    match operations::get_task(&state, params).await {
+        Ok(task) => ok(&task),
+        Err(e) => failed(&e),
+    }
+}
+
+async fn task_action(
+    State(state): State<ContractState>,
+    Path(params): Path<Vec<(String, String)>>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    if let Err(e) = operations::check_version(&headers, &uri) {
+        return failed(&e);
+    }
+    let segment = task_segment(&params);
+    match task_and_action(&segment) {
+        (task, Some("cancel")) => match operations::cancel_task(&state, task).await {
+            Ok(task) => ok(&task),
+            Err(e) => failed(&e),
+        },
+        (_, Some("subscribe")) => failed(&A2aError::new(
+            A2aErrorKind::UnsupportedOperation,
+            "SubscribeToTask is not served on this binding yet",
+        )),
+        (_, action) => failed(&A2aError::new(
+            A2aErrorKind::MethodNotFound,
+            format!(
+                "POST /tasks/{{id}}{} is not an operation",
+                action.map_or(String::new(), |a| format!(":{a}"))
+            ),
+        )),
+    }
+}
+
+/// The `{task}` path segment (the tenant, when there is one, is the other).
+fn task_segment(params: &[(String, String)]) -> String {
+    params
+        .iter()
+        .find(|(name, _)| name == "task")
+        .map(|(_, value)| value.clone())
+        .unwrap_or_default()
+}
