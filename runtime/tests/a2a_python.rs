@@ -33,7 +33,7 @@ async fn interop(url: &str, binding: &str) -> std::collections::HashMap<String, 
         .arg(binding)
         .kill_on_drop(true)
         .output();
-    let output = tokio::time::timeout(Duration::from_secs(120), run)
+    let output = tokio::time::timeout(Duration::from_mins(2), run)
         .await
         .expect("the SDK client finished")
         .expect("python runs");
