@@ -54,7 +54,7 @@ impl Drop for RunningTurn {
         // A newer turn of the same task may have registered since: leave that one.
         if turns
             .get(&self.task_id)
-            .is_some_and(|r| r.requested.as_ptr() == self.requested.as_ptr())
+            .is_some_and(|r| Arc::ptr_eq(&r.requested, &self.requested))
         {
             turns.remove(&self.task_id);
         }
