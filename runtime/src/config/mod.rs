@@ -132,6 +132,13 @@ struct Cli {
     /// deployment's logger.level, else info).
     #[arg(long, env = "LOG_LEVEL", global = true)]
     log_level: Option<String>,
+    /// Pallas's name for `LOG_LEVEL` (a compatibility alias; `LOG_LEVEL` wins).
+    #[arg(long, env = "PALLAS_LOG_LEVEL", global = true, hide = true)]
+    pallas_log_level: Option<String>,
+    /// The level of third-party crates' logs (Pallas's `PALLAS_ROOT_LOG_LEVEL`); the
+    /// runtime's own follow the log level.
+    #[arg(long, env = "PALLAS_ROOT_LOG_LEVEL", global = true)]
+    root_log_level: Option<String>,
     /// Log format: json (one object a line) or text.
     #[arg(long, env = "LOG_FORMAT", global = true, default_value = "json")]
     log_format: LogFormat,
@@ -383,11 +390,22 @@ impl Config {
             Some(json) => parse_skills(json)
                 .map_err(|m| ConfigError::invalid(&key_of("agent_skills", "--agent-skills"), m))?,
         };
-        let log_level = cli
-            .log_level
-            .clone()
-            .or_else(|| deployment.log_level.clone())
-            .unwrap_or_else(|| "info".to_owned());
+        let log_level = log_filter(
+            cli.log_level
+                .clone()
+                .or_else(|| cli.pallas_log_level.clone())
+                .or_else(|| deployment.log_level.clone())
+                .unwrap_or_else(|| "info".to_owned()),
+            cli.root_log_level.as_deref(),
+        );
+        if let Some(root) = &cli.root_log_level
+            && root.parse::<tracing::level_filters::LevelFilter>().is_err()
+        {
+            return Err(ConfigError::invalid(
+                &key_of("root_log_level", "--root-log-level"),
+                format!("{root:?} is not a level (trace, debug, info, warn, error, off)"),
+            ));
+        }
         let public_url = cli
             .public_url
             .map(|url| validate_public_url(&url))
@@ -447,10 +465,12 @@ impl Config {
             ));
         }
         tracing_subscriber::EnvFilter::try_new(&log_level).map_err(|e| {
-            ConfigError::invalid(
-                &key_of("log_level", "--log-level"),
-                format!("not a filter: {e}"),
-            )
+            let key = if cli.log_level.is_none() && cli.pallas_log_level.is_some() {
+                key_of("pallas_log_level", "--pallas-log-level")
+            } else {
+                key_of("log_level", "--log-level")
+            };
+            ConfigError::invalid(&key, format!("not a filter: {e}"))
         })?;
 
         let work_dir = cli.work_dir.unwrap_or_else(default_work_dir);
@@ -631,6 +651,18 @@ fn default_work_dir() -> PathBuf {
     } else {
         std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
     }
+}
+
+/// The log filter: `level` alone, or with a `root` level for third-party crates, the runtime's
+/// own crates at `level` (a directive list in `level` is kept as written, after the root).
+fn log_filter(level: String, root: Option<&str>) -> String {
+    let Some(root) = root.filter(|r| !r.trim().is_empty()) else {
+        return level;
+    };
+    if level.contains('=') || level.contains(',') {
+        return format!("{root},{level}");
+    }
+    format!("{root},daedalus_runtime={level},daedalus_contract={level}")
 }
 
 #[cfg(test)]

@@ -380,3 +380,46 @@ fn a_bad_file_on_reload_names_its_key() {
         Ok(c) => panic!("a bad file was accepted: {c:?}"),
     }
 }
+
+#[test]
+fn pallas_log_knobs_are_aliases_and_the_root_level_is_for_third_party_crates() {
+    assert_eq!(
+        config(&[], &[("PALLAS_LOG_LEVEL", "debug")]).log_level,
+        "debug"
+    );
+    assert_eq!(
+        config(&[], &[("PALLAS_LOG_LEVEL", "debug"), ("LOG_LEVEL", "warn")]).log_level,
+        "warn",
+        "LOG_LEVEL wins"
+    );
+    assert_eq!(
+        config(
+            &[],
+            &[
+                ("PALLAS_LOG_LEVEL", "debug"),
+                ("PALLAS_ROOT_LOG_LEVEL", "warn")
+            ]
+        )
+        .log_level,
+        "warn,daedalus_runtime=debug,daedalus_contract=debug"
+    );
+    assert_eq!(
+        config(
+            &[],
+            &[
+                ("LOG_LEVEL", "info,rmcp=debug"),
+                ("PALLAS_ROOT_LOG_LEVEL", "error")
+            ]
+        )
+        .log_level,
+        "error,info,rmcp=debug"
+    );
+    assert_eq!(
+        invalid_key(&[], &[("PALLAS_ROOT_LOG_LEVEL", "loud")]),
+        "PALLAS_ROOT_LOG_LEVEL"
+    );
+    assert_eq!(
+        invalid_key(&[], &[("PALLAS_LOG_LEVEL", "info,=[")]),
+        "PALLAS_LOG_LEVEL"
+    );
+}
