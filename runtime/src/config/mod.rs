@@ -390,22 +390,7 @@ impl Config {
             Some(json) => parse_skills(json)
                 .map_err(|m| ConfigError::invalid(&key_of("agent_skills", "--agent-skills"), m))?,
         };
-        let log_level = log_filter(
-            cli.log_level
-                .clone()
-                .or_else(|| cli.pallas_log_level.clone())
-                .or_else(|| deployment.log_level.clone())
-                .unwrap_or_else(|| "info".to_owned()),
-            cli.root_log_level.as_deref(),
-        );
-        if let Some(root) = &cli.root_log_level
-            && root.parse::<tracing::level_filters::LevelFilter>().is_err()
-        {
-            return Err(ConfigError::invalid(
-                &key_of("root_log_level", "--root-log-level"),
-                format!("{root:?} is not a level (trace, debug, info, warn, error, off)"),
-            ));
-        }
+        let log_level = log_level_of(&cli, &deployment, key_of)?;
         let public_url = cli
             .public_url
             .map(|url| validate_public_url(&url))
@@ -464,14 +449,6 @@ impl Config {
                 "must be > 0",
             ));
         }
-        tracing_subscriber::EnvFilter::try_new(&log_level).map_err(|e| {
-            let key = if cli.log_level.is_none() && cli.pallas_log_level.is_some() {
-                key_of("pallas_log_level", "--pallas-log-level")
-            } else {
-                key_of("log_level", "--log-level")
-            };
-            ConfigError::invalid(&key, format!("not a filter: {e}"))
-        })?;
 
         let work_dir = cli.work_dir.unwrap_or_else(default_work_dir);
         let sessions_db = match cli.sessions_db.as_deref() {
@@ -651,6 +628,40 @@ fn default_work_dir() -> PathBuf {
     } else {
         std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
     }
+}
+
+/// The log filter the flags, the Pallas aliases and the deployment's `logger.level` ask for,
+/// checked.
+fn log_level_of(
+    cli: &Cli,
+    deployment: &Deployment,
+    key_of: &dyn Fn(&str, &str) -> String,
+) -> Result<String, ConfigError> {
+    let log_level = log_filter(
+        cli.log_level
+            .clone()
+            .or_else(|| cli.pallas_log_level.clone())
+            .or_else(|| deployment.log_level.clone())
+            .unwrap_or_else(|| "info".to_owned()),
+        cli.root_log_level.as_deref(),
+    );
+    if let Some(root) = &cli.root_log_level
+        && root.parse::<tracing::level_filters::LevelFilter>().is_err()
+    {
+        return Err(ConfigError::invalid(
+            &key_of("root_log_level", "--root-log-level"),
+            format!("{root:?} is not a level (trace, debug, info, warn, error, off)"),
+        ));
+    }
+    tracing_subscriber::EnvFilter::try_new(&log_level).map_err(|e| {
+        let key = if cli.log_level.is_none() && cli.pallas_log_level.is_some() {
+            key_of("pallas_log_level", "--pallas-log-level")
+        } else {
+            key_of("log_level", "--log-level")
+        };
+        ConfigError::invalid(&key, format!("not a filter: {e}"))
+    })?;
+    Ok(log_level)
 }
 
 /// The log filter: `level` alone, or with a `root` level for third-party crates, the runtime's
