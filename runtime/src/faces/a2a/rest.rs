@@ -56,6 +56,11 @@ fn failed(error: &A2aError) -> Response {
         .into_response()
 }
 
+/// The version check of every operation, answered in this binding's form.
+fn versioned(headers: &HeaderMap, uri: &Uri) -> Result<(), Response> {
+    operations::check_version(headers, uri).map_err(|e| failed(&e))
+}
+
 /// The request's `SendMessageRequest`, under the contract face's body rules (content type,
 /// size, read time), or the error to answer.
 async fn send_request(
@@ -63,7 +68,7 @@ async fn send_request(
     req: Request,
 ) -> Result<(HeaderMap, Uri, SendMessageRequest), Response> {
     let (headers, uri) = (req.headers().clone(), req.uri().clone());
-    operations::check_version(&headers, &uri).map_err(|e| failed(&e))?;
+    versioned(&headers, &uri)?;
     let bytes: Bytes = json::checked_body(req, state).await.map_err(|e| {
         let kind = if e.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
             A2aErrorKind::ContentTypeNotSupported
@@ -130,8 +135,8 @@ async fn task_get(
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    if let Err(e) = operations::check_version(&headers, &uri) {
-        return failed(&e);
+    if let Err(refused) = versioned(&headers, &uri) {
+        return refused;
     }
     let segment = task_segment(&params);
     let (task, action) = task_and_action(&segment);
@@ -157,8 +162,8 @@ async fn task_action(
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    if let Err(e) = operations::check_version(&headers, &uri) {
-        return failed(&e);
+    if let Err(refused) = versioned(&headers, &uri) {
+        return refused;
     }
     let segment = task_segment(&params);
     match task_and_action(&segment) {
