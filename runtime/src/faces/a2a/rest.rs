@@ -56,9 +56,11 @@ fn failed(error: &A2aError) -> Response {
         .into_response()
 }
 
-/// The version check of every operation, answered in this binding's form.
-fn versioned(headers: &HeaderMap, uri: &Uri) -> Result<(), Response> {
-    operations::check_version(headers, uri).map_err(|e| failed(&e))
+/// The version check of every operation: the refusal to answer, if the version is not ours.
+fn version_refusal(headers: &HeaderMap, uri: &Uri) -> Option<Response> {
+    operations::check_version(headers, uri)
+        .err()
+        .map(|e| failed(&e))
 }
 
 /// The request's `SendMessageRequest`, under the contract face's body rules (content type,
@@ -68,7 +70,9 @@ async fn send_request(
     req: Request,
 ) -> Result<(HeaderMap, Uri, SendMessageRequest), Response> {
     let (headers, uri) = (req.headers().clone(), req.uri().clone());
-    versioned(&headers, &uri)?;
+    if let Some(refused) = version_refusal(&headers, &uri) {
+        return Err(refused);
+    }
     let bytes: Bytes = json::checked_body(req, state).await.map_err(|e| {
         let kind = if e.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
             A2aErrorKind::ContentTypeNotSupported
@@ -135,7 +139,7 @@ async fn task_get(
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    if let Err(refused) = versioned(&headers, &uri) {
+    if let Some(refused) = version_refusal(&headers, &uri) {
         return refused;
     }
     let segment = task_segment(&params);
@@ -162,7 +166,7 @@ async fn task_action(
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    if let Err(refused) = versioned(&headers, &uri) {
+    if let Some(refused) = version_refusal(&headers, &uri) {
         return refused;
     }
     let segment = task_segment(&params);
