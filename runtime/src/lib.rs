@@ -43,6 +43,7 @@ pub mod sampling;
 pub mod serve;
 pub mod sessions;
 pub mod startup;
+pub mod task_store;
 pub mod telemetry;
 pub mod turns;
 

@@ -98,6 +98,7 @@ pub fn build_core(config: &Config, fleet: Fleet, sessions: Option<Arc<dyn Sessio
         max_concurrent: config.limits.max_concurrent_tasks,
         max_tasks: config.max_tasks,
         task_memory_bytes: usize::try_from(config.limits.task_memory_bytes).unwrap_or(usize::MAX),
+        task_ttl: config.task_ttl,
     };
     Core::new(fleet, sessions, preflight, limits, config.mcp_sessions)
 }

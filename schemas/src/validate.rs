@@ -35,6 +35,15 @@ pub enum Schema {
     A2aV1SendMessageRequest,
     /// The A2A v1.0 `StreamResponse` definition.
     A2aV1StreamResponse,
+    /// The A2A v1.0 `SendMessageResponse` definition.
+    A2aV1SendMessageResponse,
+    /// The A2A v1.0 `ListTasksResponse` definition.
+    A2aV1ListTasksResponse,
+    /// A2A v0.3's `SendMessageSuccessResponse` (also what `tasks/get` and `tasks/cancel`
+    /// answer: a JSON-RPC response whose result is a Task).
+    A2aV03SendMessageSuccessResponse,
+    /// A2A v0.3's `SendStreamingMessageSuccessResponse`: one SSE `data` of a v0.3 stream.
+    A2aV03StreamingResponse,
 }
 
 /// The contract's schema files, by file name, as embedded in this crate.
@@ -66,10 +75,12 @@ pub const CONTRACT_SCHEMA_FILES: [(&str, &str); 7] = [
 const CONTRACT_BASE: &str = "https://schemas.daedalus.local/contract/v1/";
 const A2A_V1_BASE: &str = "https://schemas.daedalus.local/a2a/v1/";
 const A2A_V1_BUNDLE: &str = include_str!("../a2a/a2a-v1.0.schema.json");
+const A2A_V03_URI: &str = "https://schemas.daedalus.local/a2a/v0.3.0/a2a.json";
+const A2A_V03_SCHEMA: &str = include_str!("../a2a/a2a-v0.3.0.schema.json");
 
 impl Schema {
     /// Every schema, contract first.
-    pub const ALL: [Schema; 12] = [
+    pub const ALL: [Schema; 16] = [
         Schema::SendMessageRequest,
         Schema::Task,
         Schema::AgentCard,
@@ -82,6 +93,10 @@ impl Schema {
         Schema::A2aV1Message,
         Schema::A2aV1SendMessageRequest,
         Schema::A2aV1StreamResponse,
+        Schema::A2aV1SendMessageResponse,
+        Schema::A2aV1ListTasksResponse,
+        Schema::A2aV03SendMessageSuccessResponse,
+        Schema::A2aV03StreamingResponse,
     ];
 
     /// A short name for reports: the file name, or `a2a-v1.0#<Definition>`.
@@ -99,6 +114,10 @@ impl Schema {
             Schema::A2aV1Message => "a2a-v1.0#Message",
             Schema::A2aV1SendMessageRequest => "a2a-v1.0#SendMessageRequest",
             Schema::A2aV1StreamResponse => "a2a-v1.0#StreamResponse",
+            Schema::A2aV1SendMessageResponse => "a2a-v1.0#SendMessageResponse",
+            Schema::A2aV1ListTasksResponse => "a2a-v1.0#ListTasksResponse",
+            Schema::A2aV03SendMessageSuccessResponse => "a2a-v0.3.0#SendMessageSuccessResponse",
+            Schema::A2aV03StreamingResponse => "a2a-v0.3.0#SendStreamingMessageSuccessResponse",
         }
     }
 
@@ -118,6 +137,14 @@ impl Schema {
             Schema::A2aV1Message => a2a_uri("Message"),
             Schema::A2aV1SendMessageRequest => a2a_uri("SendMessageRequest"),
             Schema::A2aV1StreamResponse => a2a_uri("StreamResponse"),
+            Schema::A2aV1SendMessageResponse => a2a_uri("SendMessageResponse"),
+            Schema::A2aV1ListTasksResponse => a2a_uri("ListTasksResponse"),
+            Schema::A2aV03SendMessageSuccessResponse => {
+                format!("{A2A_V03_URI}#/definitions/SendMessageSuccessResponse")
+            }
+            Schema::A2aV03StreamingResponse => {
+                format!("{A2A_V03_URI}#/definitions/SendStreamingMessageSuccessResponse")
+            }
             contract => format!("{CONTRACT_BASE}{}", contract.name()),
         }
     }
@@ -250,6 +277,10 @@ fn registry() -> &'static Registry<'static> {
             .map(|(name, text)| (format!("{CONTRACT_BASE}{name}"), parse_embedded(name, text)))
             .collect();
         resources.extend(a2a_v1_definitions());
+        resources.push((
+            A2A_V03_URI.to_owned(),
+            parse_embedded("a2a-v0.3.0.schema.json", A2A_V03_SCHEMA),
+        ));
         Registry::new()
             .extend(resources)
             .and_then(jsonschema::RegistryBuilder::prepare)

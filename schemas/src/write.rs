@@ -1,8 +1,8 @@
 //! Writers: the contract dialect (the model's own `Serialize`) and strict A2A v1 JSON.
 //!
-//! Only `Role` and `TaskState` are spelled differently between the dialects (and A2A v1 has no
-//! `final` on status updates), so the types that contain them implement [`DialectSerialize`]
-//! once, for both dialects; everything else serializes the same way in both.
+//! `Role` and `TaskState` are spelled differently between the dialects, A2A v1 has no `final`
+//! on status updates, and A2A v0.3 tags objects and parts with `kind`, so the types that hold
+//! them implement [`DialectSerialize`] once, for every dialect.
 
 use serde::{Serialize, Serializer};
 
@@ -13,6 +13,10 @@ pub enum Dialect {
     Contract,
     /// A2A v1.0 ProtoJSON: `ROLE_USER`, `TASK_STATE_COMPLETED`, no `final`.
     A2aV1,
+    /// A2A v0.3 JSON-RPC: `kind` on every object and part (`task`, `message`, `status-update`,
+    /// `artifact-update`; `text`, `file`, `data`), lowercase states, `final`, and stream events
+    /// not wrapped in a one-key object.
+    A2aV03,
 }
 
 /// A type whose JSON depends on the dialect.
@@ -91,5 +95,16 @@ pub mod a2a_v1 {
         s: S,
     ) -> Result<S::Ok, S::Error> {
         InDialect(value, Dialect::A2aV1).serialize(s)
+    }
+}
+
+/// A2A v0.3 JSON, for clients that still speak it (`message/send`, `kind`, `final`).
+pub mod a2a_v03 {
+    use super::{Dialect, DialectSerialize, InDialect};
+
+    /// A JSON value in A2A v0.3.
+    pub fn to_value<T: DialectSerialize + ?Sized>(value: &T) -> serde_json::Value {
+        serde_json::to_value(InDialect(value, Dialect::A2aV03))
+            .expect("the model always serializes")
     }
 }

@@ -104,6 +104,10 @@ struct Cli {
     /// idle ones are forgotten first.
     #[arg(long, env = "TASK_MEMORY", global = true, default_value = "64MiB", value_parser = parse_size)]
     task_memory: u64,
+    /// How long a task is kept after it last changed (for `GetTask`, `ListTasks`, continuation
+    /// and replay).
+    #[arg(long, env = "TASK_TTL", global = true, default_value = "24h", value_parser = parse_duration)]
+    task_ttl: Duration,
     /// Turns run at once; past it `POST /` answers 503 with `Retry-After` (the proxy retries
     /// later) and the MCP face answers with an error to retry.
     #[arg(
@@ -194,6 +198,8 @@ pub struct Config {
     #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub termination_grace_period: Duration,
     pub max_tasks: usize,
+    #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
+    pub task_ttl: Duration,
     pub log_level: String,
     pub log_format: LogFormat,
 }
@@ -512,6 +518,7 @@ impl Config {
             },
             termination_grace_period: cli.termination_grace_period,
             max_tasks: cli.max_tasks,
+            task_ttl: cli.task_ttl,
             log_level,
             log_format: cli.log_format,
         })

@@ -11,13 +11,13 @@ use super::request::TurnRequest;
 use super::running::RunningTurn;
 use super::service::{Started, TurnService};
 use super::stream::{self, EventSender, Translator};
-use super::tasks::TaskRecord;
 use super::{CANCEL_SETTLE, TurnError, task};
 use crate::agent_loop::{Agent, AgentOutcome, AgentRequest, EventSink, LoopEvent};
 use crate::metrics::StateLabel;
 
 impl TurnService {
-    /// An A2A task's turn: replay, continuation, the context rules, then the agent.
+    /// An A2A task's turn: replay, continuation, the context rules, then the agent, with every
+    /// event in the task's log and the task as it stands kept in the store.
     pub(super) async fn run_task(
         &self,
         agent: &Arc<dyn Agent>,
@@ -25,48 +25,74 @@ impl TurnService {
         started: Started,
     ) -> Result<Task, TurnError> {
         let task_id = request.message.effective_task_id().to_owned();
-        let slot = self.0.tasks.slot(&task_id);
-        let mut record = slot.lock().await;
-        if let Some((answered, task)) = &record.last
+        let cell = self.0.tasks.cell(&task_id);
+        let mut record = cell.lock_turn().await;
+        let standing = cell.task();
+        if let Some(task) = &standing
             && request.replay
-            && *answered == request.message.message_id
+            && record.answered.as_deref() == Some(request.message.message_id.as_str())
         {
             tracing::info!(
                 task_id,
                 "message already answered; replaying the stored task"
             );
-            let task = task.clone();
+            let mut task = task.clone();
+            let history = task.history.take().unwrap_or_default();
             let context_id = task.context_id.clone().unwrap_or_default();
             stream::replay(&task, &started.name(&task_id, &context_id));
             return Ok(self
-                .with_history(agent, task, &record, request.history_length)
+                .with_history(agent, task, &history, request.history_length)
                 .await);
         }
+        if record.context_id.is_none() {
+            record.context_id = standing.as_ref().and_then(|t| t.context_id.clone());
+        }
         let context_id = task::resolve_context(&record, &request.message, &task_id)?;
-        let out = started.name(&task_id, &context_id);
+        let out = started
+            .name(&task_id, &context_id)
+            .with_log(Arc::clone(&cell));
         let mut message = request.message.clone();
         message.task_id = Some(task_id.clone());
         message.context_id = Some(context_id.clone());
+        // The task's own messages so far; a task waiting for input is continued with them.
+        let waiting = standing
+            .as_ref()
+            .is_some_and(|t| t.status.state.is_interrupted());
+        let mut history = standing.and_then(|t| t.history).unwrap_or_default();
         let key = ConversationKey::a2a(&context_id);
+        let mut agent_request = AgentRequest::new(&task_id, key.as_str(), message.clone());
+        if waiting {
+            agent_request.history.clone_from(&history);
+        }
+        history.push(message);
+        cell.begin(task::working(&task_id, &context_id, history.clone()));
         let lock = self.0.conversations.get(key.as_str());
         let _turn = lock.lock().await;
-        let mut agent_request = AgentRequest::new(&task_id, key.as_str(), message.clone());
-        agent_request.history.clone_from(&record.history);
         let history_length = request.history_length;
         let answered_id = request.message.message_id.clone();
-        let task = self
+        let ran = self
             .execute(agent, request, agent_request, &task_id, &context_id, out)
-            .await?;
-        record.context_id = Some(context_id);
-        record.history.push(message);
-        record.history.extend(task.status.message.clone());
-        record.last = Some((answered_id, task.clone()));
-        let answer = self
-            .with_history(agent, task, &record, history_length)
             .await;
-        record.trim();
-        self.0.tasks.account(&task_id, record.approx_bytes());
-        Ok(answer)
+        let task = match ran {
+            Ok(task) => task,
+            Err(refused) => {
+                // The log holds the refusal's end; the task stands as it left it.
+                if let Some(ended) = cell.task() {
+                    cell.finish(ended);
+                }
+                return Err(refused);
+            }
+        };
+        record.context_id = Some(context_id);
+        record.answered = Some(answered_id);
+        history.extend(task.status.message.clone());
+        let mut kept = task.clone();
+        kept.history = Some(history.clone());
+        cell.finish(kept);
+        self.0.tasks.touch(&task_id);
+        Ok(self
+            .with_history(agent, task, &history, history_length)
+            .await)
     }
 
     /// A turn without task memory: in `conversation` (already locked), or alone.
@@ -196,13 +222,13 @@ impl TurnService {
     }
 
     /// Adds the last `history_length` messages, when asked for: from the context's stored
-    /// conversation when the agent keeps one (so it spans tasks and restarts), else the
-    /// messages of this task the runtime remembers.
+    /// conversation when the agent keeps one (so it spans tasks and restarts), else `own`, the
+    /// task's own messages.
     async fn with_history(
         &self,
         agent: &Arc<dyn Agent>,
         mut task: Task,
-        record: &TaskRecord,
+        own: &[daedalus_contract::Message],
         history_length: Option<u32>,
     ) -> Task {
         let Some(n) = history_length else {
@@ -225,7 +251,7 @@ impl TurnService {
             }
             None => None,
         };
-        let mut history = stored.unwrap_or_else(|| record.history.clone());
+        let mut history = stored.unwrap_or_else(|| own.to_vec());
         history.drain(..history.len().saturating_sub(n));
         task.history = Some(history);
         task

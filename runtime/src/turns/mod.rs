@@ -8,7 +8,8 @@
 //!   cap ([`TurnError::Busy`]);
 //! - one turn at a time per conversation, shared by every face ([`conversations`]);
 //! - for A2A tasks: the task id and context rules, continuation of an `input-required` task,
-//!   and replay of a redelivered `messageId` from the byte-bounded task memory ([`tasks`]);
+//!   replay of a redelivered `messageId`, and every event of the turn in the task's log, all in
+//!   the byte-bounded [`crate::task_store`];
 //! - the turn runs on the runtime's task tracker, so a caller that goes away does not stop
 //!   it; under `REQUEST_TIMEOUT`, and canceled when shutdown's grace period ends ([`drain`]);
 //! - events: every turn's loop events feed the metrics, then the face's own listener
@@ -31,7 +32,6 @@ mod running;
 mod service;
 pub mod stream;
 mod task;
-pub mod tasks;
 #[cfg(test)]
 mod tests;
 
@@ -53,10 +53,12 @@ pub struct TurnLimits {
     pub request_timeout: Duration,
     /// Turns running at once (`MAX_CONCURRENT_TASKS`).
     pub max_concurrent: usize,
-    /// Tasks remembered for continuation and replay (`MAX_TASKS`).
+    /// Tasks kept (`MAX_TASKS`).
     pub max_tasks: usize,
-    /// Bytes that memory may hold (`TASK_MEMORY`).
+    /// Bytes they may hold (`TASK_MEMORY`).
     pub task_memory_bytes: usize,
+    /// How long a task is kept after it last changed (`TASK_TTL`).
+    pub task_ttl: Duration,
 }
 
 /// Why a turn did not run (a turn that ran and failed is a `failed` task, not an error).

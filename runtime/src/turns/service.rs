@@ -14,12 +14,12 @@ use super::handle::TaskHandle;
 use super::request::{Memory, TurnRequest};
 use super::running::{Canceling, RunningTurns};
 use super::stream::{self, EventSender};
-use super::tasks::TaskRegistry;
 use super::{CANCEL_SETTLE, CancelError, TurnError, TurnLimits, task};
 use crate::agent_loop::Agent;
 use crate::fleet::Fleet;
 use crate::lifecycle::{Lifecycle, Phase};
 use crate::metrics::Metrics;
+use crate::task_store::{StoreLimits, TaskStore};
 
 /// Runs turns for every face. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -33,7 +33,7 @@ pub(super) struct Inner {
     pub(super) metrics: Arc<Metrics>,
     pub(super) lifecycle: Arc<Lifecycle>,
     pub(super) limits: TurnLimits,
-    pub(super) tasks: TaskRegistry,
+    pub(super) tasks: Arc<TaskStore>,
     /// The turns running now, by task id (what a cancel by id reaches).
     pub(super) running: RunningTurns,
     pub(super) conversations: ConversationLocks,
@@ -55,7 +55,11 @@ impl TurnService {
             fleet: ArcSwap::new(fleet),
             metrics,
             lifecycle,
-            tasks: TaskRegistry::new(limits.max_tasks, limits.task_memory_bytes),
+            tasks: Arc::new(TaskStore::new(StoreLimits {
+                max_tasks: limits.max_tasks,
+                max_bytes: limits.task_memory_bytes,
+                ttl: limits.task_ttl,
+            })),
             running: RunningTurns::default(),
             conversations: ConversationLocks::default(),
             permits: Arc::new(tokio::sync::Semaphore::new(limits.max_concurrent)),
@@ -147,60 +151,53 @@ impl TurnService {
             {
                 tracing::warn!(task_id, "a canceled turn did not stop in time");
             }
-            let Some(slot) = self.0.tasks.existing(task_id) else {
+            let Some(cell) = self.0.tasks.existing(task_id) else {
                 return Ok(None);
             };
-            // The turn keeps its record locked until it has stored how it ended.
-            return Ok(slot
-                .lock()
-                .await
-                .last
-                .as_ref()
-                .map(|(_, task)| task.clone()));
+            // The turn keeps its task locked until it has stored how it ended.
+            let _record = cell.lock_turn().await;
+            return Ok(cell.task());
         }
         let not_found = || CancelError::NotFound(task_id.to_owned());
-        let slot = self.0.tasks.existing(task_id).ok_or_else(not_found)?;
-        let mut record = slot.lock().await;
-        let Some((_, task)) = record.last.as_mut() else {
-            return Err(not_found());
-        };
+        let cell = self.0.tasks.existing(task_id).ok_or_else(not_found)?;
+        let _record = cell.lock_turn().await;
+        let task = cell.task().ok_or_else(not_found)?;
         if !task.status.state.is_interrupted() {
             return Err(CancelError::NotCancelable {
                 task_id: task_id.to_owned(),
                 state: task.status.state,
             });
         }
-        *task = task::canceled(task);
-        let task = task.clone();
-        record.trim();
-        Ok(Some(task))
+        let canceled = task::canceled(&task);
+        cell.end_idle(canceled.clone());
+        self.0.tasks.touch(task_id);
+        Ok(Some(canceled))
     }
 
-    /// Task `task_id` as it stands: `working` while a turn of it runs, else the last answer
-    /// the runtime remembers; `None` for a task it does not know.
-    pub async fn task_now(&self, task_id: &str) -> Option<Task> {
-        if let Some(context_id) = self.0.running.context_of(task_id) {
-            let mut status =
-                daedalus_contract::TaskStatus::new(daedalus_contract::TaskState::Working);
-            status.timestamp =
-                Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
-            return Some(Task {
-                id: task_id.to_owned(),
-                context_id: Some(context_id),
-                status,
-                artifacts: Vec::new(),
-                history: None,
-                metadata: None,
-            });
+    /// Task `task_id` as it stands (its own messages as history); a turn of a face's own
+    /// conversation, which the store does not keep, is shown `working` while it runs. `None`
+    /// for a task the runtime does not know.
+    pub fn task_now(&self, task_id: &str) -> Option<Task> {
+        if let Some(task) = self.0.tasks.existing(task_id).and_then(|cell| cell.task()) {
+            return Some(task);
         }
-        let slot = self.0.tasks.existing(task_id)?;
-        let record = slot.lock().await;
-        record.last.as_ref().map(|(_, task)| task.clone())
+        let context_id = self.0.running.context_of(task_id)?;
+        let mut status = daedalus_contract::TaskStatus::new(daedalus_contract::TaskState::Working);
+        status.timestamp =
+            Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true));
+        Some(Task {
+            id: task_id.to_owned(),
+            context_id: Some(context_id),
+            status,
+            artifacts: Vec::new(),
+            history: None,
+            metadata: None,
+        })
     }
 
     /// The state of task `task_id`, if the runtime knows it.
-    pub async fn task_state(&self, task_id: &str) -> Option<daedalus_contract::TaskState> {
-        self.task_now(task_id).await.map(|t| t.status.state)
+    pub fn task_state(&self, task_id: &str) -> Option<daedalus_contract::TaskState> {
+        self.task_now(task_id).map(|t| t.status.state)
     }
 
     /// The stored conversation `key` of `agent`, oldest first (empty when it keeps none).
@@ -238,8 +235,8 @@ impl TurnService {
         &self.0.cancel
     }
 
-    /// The task memory (continuation and replay).
-    pub fn tasks(&self) -> &TaskRegistry {
+    /// The task store (every binding's tasks, continuation and replay, subscriptions).
+    pub fn tasks(&self) -> &Arc<TaskStore> {
         &self.0.tasks
     }
 

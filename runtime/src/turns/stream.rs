@@ -28,21 +28,24 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chrono::{SecondsFormat, Utc};
 use daedalus_contract::{
-    Artifact, Message, Part, PartContent, RETRY_ELSEWHERE, Role, StreamEvent, Task,
-    TaskArtifactUpdateEvent, TaskState, TaskStatus, TaskStatusUpdateEvent,
+    Artifact, Message, Part, RETRY_ELSEWHERE, Role, StreamEvent, Task, TaskArtifactUpdateEvent,
+    TaskState, TaskStatus, TaskStatusUpdateEvent,
 };
 use tokio::sync::mpsc;
 
 use crate::agent_loop::LoopEvent;
+use crate::task_store::TaskCell;
+use crate::task_store::size::event_bytes;
 
 /// Bytes of events that may wait for a listener before chunks and steps are dropped.
 pub const QUEUE_BYTES: usize = 1 << 20;
 
-/// The sending side of a task's event queue.
+/// The sending side of a task's event queue, and the task's log in the store, if it has one.
 #[derive(Debug, Clone)]
 pub(crate) struct EventSender {
     tx: mpsc::UnboundedSender<(StreamEvent, usize)>,
     queued: Arc<AtomicUsize>,
+    log: Option<Arc<TaskCell>>,
 }
 
 /// A task's live events, in order; `None` once the stream is over.
@@ -60,21 +63,34 @@ pub(crate) fn queue() -> (EventSender, EventReceiver) {
         EventSender {
             tx,
             queued: Arc::clone(&queued),
+            log: None,
         },
         EventReceiver { rx, queued },
     )
 }
 
 impl EventSender {
-    /// Whether anyone still listens.
-    pub(crate) fn is_listening(&self) -> bool {
-        !self.tx.is_closed()
+    /// Every event also goes to `cell`'s log (what subscribers read).
+    pub(crate) fn with_log(mut self, cell: Arc<TaskCell>) -> Self {
+        self.log = Some(cell);
+        self
     }
 
-    /// Queues `event` unless the queue is over [`QUEUE_BYTES`] and `droppable`; `false` when
-    /// it was dropped (or nobody listens).
+    /// Whether anyone still listens (the task's log always does).
+    pub(crate) fn is_listening(&self) -> bool {
+        self.log.is_some() || !self.tx.is_closed()
+    }
+
+    /// Logs `event`, and queues it unless the queue is over [`QUEUE_BYTES`] and `droppable`;
+    /// `false` when the queue dropped it (or nobody listens).
     fn send(&self, event: StreamEvent, droppable: bool) -> bool {
-        let size = approximate_size(&event);
+        if let Some(log) = &self.log {
+            log.record(&event);
+        }
+        if self.tx.is_closed() {
+            return self.log.is_some();
+        }
+        let size = event_bytes(&event);
         if droppable && self.queued.load(Ordering::Relaxed) + size > QUEUE_BYTES {
             return false;
         }
@@ -94,34 +110,6 @@ impl EventReceiver {
         self.queued.fetch_sub(size, Ordering::Relaxed);
         Some(event)
     }
-}
-
-/// What an event holds, roughly, in bytes: its text, plus a fixed cost for the rest.
-fn approximate_size(event: &StreamEvent) -> usize {
-    const FIXED: usize = 256;
-    let parts_text = |parts: &[Part]| -> usize {
-        parts
-            .iter()
-            .map(|p| match &p.content {
-                PartContent::Text(t) | PartContent::Raw(t) | PartContent::Url(t) => t.len(),
-                PartContent::Data(v) => v.to_string().len(),
-            })
-            .sum()
-    };
-    FIXED
-        + match event {
-            StreamEvent::Task(task) => task
-                .artifacts
-                .iter()
-                .map(|a| parts_text(&a.parts))
-                .sum::<usize>(),
-            StreamEvent::ArtifactUpdate(u) => parts_text(&u.artifact.parts),
-            StreamEvent::StatusUpdate(u) => u
-                .status
-                .message
-                .as_ref()
-                .map_or(0, |m| parts_text(&m.parts)),
-        }
 }
 
 /// The answer artifact as streamed so far.
@@ -367,7 +355,7 @@ fn status(state: TaskState, message: Option<Message>) -> TaskStatus {
     TaskStatus {
         state,
         message,
-        timestamp: Some(Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)),
+        timestamp: Some(Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true)),
     }
 }
 

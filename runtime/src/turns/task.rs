@@ -6,8 +6,8 @@ use chrono::{SecondsFormat, Utc};
 use daedalus_contract::{Message, Part, Role, Task, TaskState, TaskStatus};
 
 use super::TurnError;
-use super::tasks::TaskRecord;
 use crate::agent_loop::AgentOutcome;
+use crate::task_store::TaskRecord;
 
 /// A message a turn can start from.
 pub(super) fn check_message(message: &Message) -> Result<(), TurnError> {
@@ -42,11 +42,28 @@ pub(super) fn resolve_context(
     }
 }
 
+/// Task `task_id` as a turn of it begins: `working`, with its own messages as history.
+pub(super) fn working(task_id: &str, context_id: &str, history: Vec<Message>) -> Task {
+    Task {
+        id: task_id.to_owned(),
+        context_id: Some(context_id.to_owned()),
+        status: TaskStatus {
+            state: TaskState::Working,
+            message: None,
+            timestamp: Some(Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true)),
+        },
+        artifacts: Vec::new(),
+        history: Some(history),
+        metadata: None,
+    }
+}
+
 /// `task`, canceled now (a task that was waiting for input, canceled by id).
 pub(super) fn canceled(task: &Task) -> Task {
     let context_id = task.context_id.clone().unwrap_or_default();
     let mut canceled = finish(&task.id, &context_id, AgentOutcome::Canceled);
     canceled.metadata.clone_from(&task.metadata);
+    canceled.history.clone_from(&task.history);
     canceled
 }
 
@@ -104,7 +121,7 @@ pub(super) fn finish(task_id: &str, context_id: &str, outcome: AgentOutcome) -> 
         status: TaskStatus {
             state,
             message,
-            timestamp: Some(Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)),
+            timestamp: Some(Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true)),
         },
         artifacts,
         history: None,

@@ -37,6 +37,7 @@ fn service(agent: Arc<dyn Agent>) -> TurnService {
             max_concurrent: 8,
             max_tasks: 100,
             task_memory_bytes: 1 << 20,
+            task_ttl: Duration::from_hours(1),
         },
     )
 }

@@ -35,8 +35,8 @@ impl Role {
     /// The spelling of this role in `dialect`.
     pub fn as_str(self, dialect: Dialect) -> &'static str {
         match (dialect, self) {
-            (Dialect::Contract, Role::User) => "user",
-            (Dialect::Contract, Role::Agent) => "agent",
+            (Dialect::Contract | Dialect::A2aV03, Role::User) => "user",
+            (Dialect::Contract | Dialect::A2aV03, Role::Agent) => "agent",
             (Dialect::A2aV1, Role::User) => "ROLE_USER",
             (Dialect::A2aV1, Role::Agent) => "ROLE_AGENT",
         }
@@ -77,7 +77,7 @@ impl TaskState {
     /// The spelling of this state in `dialect`.
     pub fn as_str(self, dialect: Dialect) -> &'static str {
         match dialect {
-            Dialect::Contract => match self {
+            Dialect::Contract | Dialect::A2aV03 => match self {
                 TaskState::Submitted => "submitted",
                 TaskState::Working => "working",
                 TaskState::Completed => "completed",
@@ -225,7 +225,7 @@ mod tests {
     #[test]
     fn every_state_reads_back_from_both_dialects() {
         for state in TaskState::ALL {
-            for dialect in [Dialect::Contract, Dialect::A2aV1] {
+            for dialect in [Dialect::Contract, Dialect::A2aV1, Dialect::A2aV03] {
                 assert_eq!(TaskState::parse_lenient(state.as_str(dialect)), Some(state));
             }
         }

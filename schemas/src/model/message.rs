@@ -4,7 +4,7 @@ use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::{Metadata, Part, Role};
-use crate::write::{Dialect, DialectSerialize};
+use crate::write::{Dialect, DialectSerialize, InDialectSeq};
 
 /// One unit of communication between client and agent.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -60,10 +60,13 @@ impl Message {
 
 impl DialectSerialize for Message {
     fn serialize_in<S: Serializer>(&self, dialect: Dialect, s: S) -> Result<S::Ok, S::Error> {
-        let mut st = s.serialize_struct("Message", 8)?;
+        let mut st = s.serialize_struct("Message", 9)?;
+        if dialect == Dialect::A2aV03 {
+            st.serialize_field("kind", "message")?;
+        }
         st.serialize_field("messageId", &self.message_id)?;
         st.serialize_field("role", self.role.as_str(dialect))?;
-        st.serialize_field("parts", &self.parts)?;
+        st.serialize_field("parts", &InDialectSeq(&self.parts, dialect))?;
         if let Some(v) = &self.task_id {
             st.serialize_field("taskId", v)?;
         }

@@ -15,6 +15,7 @@ mod part;
 mod rebuild;
 pub mod registry;
 mod request;
+mod response;
 mod stream;
 mod task;
 
@@ -32,6 +33,7 @@ pub use message::Message;
 pub use part::{Part, PartContent};
 pub use rebuild::{RebuildError, TaskRebuilder};
 pub use request::{SendMessageConfiguration, SendMessageRequest};
+pub use response::{ListTasksResponse, SendMessageResponse};
 pub use stream::{RETRY_ELSEWHERE, StreamEvent, TaskArtifactUpdateEvent, TaskStatusUpdateEvent};
 pub use task::{Artifact, Task, TaskStatus};
 

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
 use super::Metadata;
+use crate::write::{Dialect, DialectSerialize};
 
 /// The one content field of a part.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,7 +61,54 @@ impl Part {
 
 impl Serialize for Part {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.serialize_in(Dialect::Contract, s)
+    }
+}
+
+/// A v0.3 `file` part's `file` object.
+struct V03File<'a>(&'a Part);
+
+impl Serialize for V03File<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(None)?;
+        match &self.0.content {
+            PartContent::Raw(v) => map.serialize_entry("bytes", v)?,
+            PartContent::Url(v) => map.serialize_entry("uri", v)?,
+            PartContent::Text(_) | PartContent::Data(_) => {}
+        }
+        if let Some(v) = &self.0.media_type {
+            map.serialize_entry("mimeType", v)?;
+        }
+        if let Some(v) = &self.0.filename {
+            map.serialize_entry("name", v)?;
+        }
+        map.end()
+    }
+}
+
+impl DialectSerialize for Part {
+    fn serialize_in<S: Serializer>(&self, dialect: Dialect, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        if dialect == Dialect::A2aV03 {
+            match &self.content {
+                PartContent::Text(v) => {
+                    map.serialize_entry("kind", "text")?;
+                    map.serialize_entry("text", v)?;
+                }
+                PartContent::Raw(_) | PartContent::Url(_) => {
+                    map.serialize_entry("kind", "file")?;
+                    map.serialize_entry("file", &V03File(self))?;
+                }
+                PartContent::Data(v) => {
+                    map.serialize_entry("kind", "data")?;
+                    map.serialize_entry("data", v)?;
+                }
+            }
+            if let Some(v) = &self.metadata {
+                map.serialize_entry("metadata", v)?;
+            }
+            return map.end();
+        }
         match &self.content {
             PartContent::Text(v) => map.serialize_entry("text", v)?,
             PartContent::Raw(v) => map.serialize_entry("raw", v)?,

@@ -39,6 +39,14 @@ impl TaskRebuilder {
         Self::default()
     }
 
+    /// Goes on from `task` as it stands, as if its stream had opened with it.
+    pub fn resume(task: Task) -> Self {
+        Self {
+            task: Some(task),
+            ended: false,
+        }
+    }
+
     /// Applies the next event of the stream.
     pub fn apply(&mut self, event: &StreamEvent) -> Result<(), RebuildError> {
         if self.ended {

@@ -28,7 +28,7 @@ pub struct TaskStatusUpdateEvent {
 }
 
 /// A new artifact, or a chunk of one.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskArtifactUpdateEvent {
     #[serde(alias = "task_id")]
@@ -56,12 +56,15 @@ pub enum StreamEvent {
 
 impl DialectSerialize for TaskStatusUpdateEvent {
     fn serialize_in<S: Serializer>(&self, dialect: Dialect, s: S) -> Result<S::Ok, S::Error> {
-        let mut st = s.serialize_struct("TaskStatusUpdateEvent", 5)?;
+        let mut st = s.serialize_struct("TaskStatusUpdateEvent", 6)?;
+        if dialect == Dialect::A2aV03 {
+            st.serialize_field("kind", "status-update")?;
+        }
         st.serialize_field("taskId", &self.task_id)?;
         st.serialize_field("contextId", &self.context_id)?;
         st.serialize_field("status", &InDialect(&self.status, dialect))?;
         // A2A v1 dropped `final`: the stream simply ends.
-        if dialect == Dialect::Contract {
+        if dialect != Dialect::A2aV1 {
             st.serialize_field("final", &self.r#final)?;
         }
         if let Some(m) = &self.metadata {
@@ -71,15 +74,49 @@ impl DialectSerialize for TaskStatusUpdateEvent {
     }
 }
 
+impl DialectSerialize for TaskArtifactUpdateEvent {
+    fn serialize_in<S: Serializer>(&self, dialect: Dialect, s: S) -> Result<S::Ok, S::Error> {
+        let mut st = s.serialize_struct("TaskArtifactUpdateEvent", 7)?;
+        if dialect == Dialect::A2aV03 {
+            st.serialize_field("kind", "artifact-update")?;
+        }
+        st.serialize_field("taskId", &self.task_id)?;
+        st.serialize_field("contextId", &self.context_id)?;
+        st.serialize_field("artifact", &InDialect(&self.artifact, dialect))?;
+        st.serialize_field("append", &self.append)?;
+        st.serialize_field("lastChunk", &self.last_chunk)?;
+        if let Some(m) = &self.metadata {
+            st.serialize_field("metadata", m)?;
+        }
+        st.end()
+    }
+}
+
+impl Serialize for TaskArtifactUpdateEvent {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.serialize_in(Dialect::Contract, s)
+    }
+}
+
 impl DialectSerialize for StreamEvent {
     fn serialize_in<S: Serializer>(&self, dialect: Dialect, s: S) -> Result<S::Ok, S::Error> {
+        if dialect == Dialect::A2aV03 {
+            // v0.3 results are the event itself, told apart by its `kind`.
+            return match self {
+                StreamEvent::Task(t) => t.serialize_in(dialect, s),
+                StreamEvent::StatusUpdate(u) => u.serialize_in(dialect, s),
+                StreamEvent::ArtifactUpdate(u) => u.serialize_in(dialect, s),
+            };
+        }
         let mut map = s.serialize_map(Some(1))?;
         match self {
             StreamEvent::Task(t) => map.serialize_entry("task", &InDialect(t, dialect))?,
             StreamEvent::StatusUpdate(u) => {
                 map.serialize_entry("statusUpdate", &InDialect(u, dialect))?;
             }
-            StreamEvent::ArtifactUpdate(u) => map.serialize_entry("artifactUpdate", u)?,
+            StreamEvent::ArtifactUpdate(u) => {
+                map.serialize_entry("artifactUpdate", &InDialect(u, dialect))?;
+            }
         }
         map.end()
     }

@@ -19,7 +19,7 @@ pub struct TaskStatus {
 }
 
 /// An output of a task.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Artifact {
     #[serde(alias = "artifact_id")]
@@ -79,14 +79,17 @@ impl DialectSerialize for TaskStatus {
 
 impl DialectSerialize for Task {
     fn serialize_in<S: Serializer>(&self, dialect: Dialect, s: S) -> Result<S::Ok, S::Error> {
-        let mut st = s.serialize_struct("Task", 6)?;
+        let mut st = s.serialize_struct("Task", 7)?;
+        if dialect == Dialect::A2aV03 {
+            st.serialize_field("kind", "task")?;
+        }
         st.serialize_field("id", &self.id)?;
         if let Some(c) = &self.context_id {
             st.serialize_field("contextId", c)?;
         }
         st.serialize_field("status", &InDialect(&self.status, dialect))?;
         if !self.artifacts.is_empty() {
-            st.serialize_field("artifacts", &self.artifacts)?;
+            st.serialize_field("artifacts", &InDialectSeq(&self.artifacts, dialect))?;
         }
         if let Some(h) = &self.history {
             st.serialize_field("history", &InDialectSeq(h, dialect))?;
@@ -95,6 +98,33 @@ impl DialectSerialize for Task {
             st.serialize_field("metadata", m)?;
         }
         st.end()
+    }
+}
+
+impl DialectSerialize for Artifact {
+    fn serialize_in<S: Serializer>(&self, dialect: Dialect, s: S) -> Result<S::Ok, S::Error> {
+        let mut st = s.serialize_struct("Artifact", 6)?;
+        st.serialize_field("artifactId", &self.artifact_id)?;
+        if let Some(v) = &self.name {
+            st.serialize_field("name", v)?;
+        }
+        if let Some(v) = &self.description {
+            st.serialize_field("description", v)?;
+        }
+        st.serialize_field("parts", &InDialectSeq(&self.parts, dialect))?;
+        if let Some(v) = &self.extensions {
+            st.serialize_field("extensions", v)?;
+        }
+        if let Some(v) = &self.metadata {
+            st.serialize_field("metadata", v)?;
+        }
+        st.end()
+    }
+}
+
+impl Serialize for Artifact {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.serialize_in(Dialect::Contract, s)
     }
 }
 

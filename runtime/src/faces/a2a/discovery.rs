@@ -82,6 +82,11 @@ fn hex_digits(byte: u8) -> [char; 2] {
 }
 
 impl Discovery {
+    /// The agent card as JSON (what `GetExtendedAgentCard` answers).
+    pub(super) fn card_json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.card.body).expect("the card is JSON")
+    }
+
     /// Builds and checks the documents for `config`.
     pub fn new(config: &Config, bound: SocketAddr) -> Result<Self, SchemaErrors> {
         let card = build_card(config, &config.public_url_for(bound));
@@ -129,7 +134,7 @@ fn build_card(config: &Config, public_url: &str) -> AgentCard {
         capabilities: AgentCapabilities {
             streaming: Some(true),
             push_notifications: Some(false),
-            extended_agent_card: None,
+            extended_agent_card: Some(true),
             extensions: None,
         },
         security_schemes: None,

@@ -2,25 +2,27 @@
 //! request; its method's params are read into the contract crate's types, run through the
 //! turn service, and answered as JSON-RPC responses in strict A2A v1 JSON.
 //!
-//! Served so far: `SendMessage` (blocking, or `returnImmediately`), `SendStreamingMessage`
-//! (SSE, each `data` a full JSON-RPC response: the Task first, status updates without `final`,
-//! and the stream simply ends), `GetTask` and `CancelTask`, with the rules of
-//! [`super::operations`]. The push-notification methods answer
-//! `PushNotificationNotSupportedError`.
+//! Served: `SendMessage` (blocking, or `returnImmediately`), `SendStreamingMessage` and
+//! `SubscribeToTask` (SSE, each `data` a full JSON-RPC response: the Task first, status updates
+//! without `final`, and the stream simply ends), `GetTask`, `ListTasks`, `CancelTask` and
+//! `GetExtendedAgentCard`, with the rules of [`super::operations`]. The push-notification
+//! methods answer `PushNotificationNotSupportedError`.
 
 use axum::Json;
 use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 use daedalus_contract::write::a2a_v1;
-use daedalus_contract::{A2aError, A2aErrorKind, JsonRpcId, JsonRpcRequest, JsonRpcResponse};
+use daedalus_contract::{
+    A2aError, A2aErrorKind, JsonRpcId, JsonRpcRequest, JsonRpcResponse, SendMessageResponse,
+};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{ContractState, operations, sse};
+use super::{ContractState, operations, sse, v03};
 
-/// `CancelTask`'s params.
+/// The params of `CancelTask` and `SubscribeToTask`: the task's id.
 #[derive(Debug, Deserialize)]
-struct CancelTaskParams {
+struct TaskIdParams {
     id: String,
 }
 
@@ -40,7 +42,7 @@ pub(super) async fn answer(
 }
 
 /// What a method answers: one result, or a stream of them (SSE).
-enum Answer {
+pub(super) enum Answer {
     Result(serde_json::Value),
     Stream(Response),
 }
@@ -71,12 +73,15 @@ async fn dispatch(
             format!("jsonrpc must be \"2.0\", not {:?}", request.jsonrpc),
         ));
     }
+    if v03::is_v03(&request.method) {
+        return v03::dispatch(state, headers, &request, id).await;
+    }
     operations::check_version(headers, uri)?;
     let params = request.params.as_deref();
     match request.method.as_str() {
         "SendMessage" => operations::send_message(state, headers, read(params)?)
             .await
-            .map(Answer::Result),
+            .map(|task| Answer::Result(a2a_v1::to_value(&SendMessageResponse::Task(task)))),
         "SendStreamingMessage" => {
             let (handle, inflight) =
                 operations::start_stream(state, headers, read(params)?).await?;
@@ -90,25 +95,37 @@ async fn dispatch(
                 },
             )))
         }
-        "GetTask" => operations::get_task(state, read(params)?)
-            .await
-            .map(Answer::Result),
+        "GetTask" => operations::get_task(state, &read(params)?).map(|answer| v1_result(&answer)),
+        "ListTasks" => {
+            operations::list_tasks(state, read(params)?).map(|answer| v1_result(&answer))
+        }
         "CancelTask" => {
-            let params: CancelTaskParams = read(params)?;
+            let params: TaskIdParams = read(params)?;
             operations::cancel_task(state, &params.id)
                 .await
-                .map(Answer::Result)
+                .map(|answer| v1_result(&answer))
         }
+        "SubscribeToTask" => {
+            let params: TaskIdParams = read(params)?;
+            let (task, subscription, inflight) = operations::subscribe(state, &params.id)?;
+            let id = id.clone();
+            Ok(Answer::Stream(sse::respond_to_subscription(
+                task,
+                subscription,
+                inflight,
+                move |event| {
+                    let response = JsonRpcResponse::result(id.clone(), a2a_v1::to_value(event));
+                    serde_json::to_string(&response).unwrap_or_default()
+                },
+            )))
+        }
+        "GetExtendedAgentCard" => Ok(Answer::Result(operations::extended_card(state))),
         "CreateTaskPushNotificationConfig"
         | "GetTaskPushNotificationConfig"
         | "ListTaskPushNotificationConfigs"
         | "DeleteTaskPushNotificationConfig" => Err(A2aError::new(
             A2aErrorKind::PushNotificationNotSupported,
             "push notifications are not supported (the card says pushNotifications: false)",
-        )),
-        "SubscribeToTask" | "ListTasks" | "GetExtendedAgentCard" => Err(A2aError::new(
-            A2aErrorKind::UnsupportedOperation,
-            format!("{} is not served on this binding yet", request.method),
         )),
         other => Err(A2aError::new(
             A2aErrorKind::MethodNotFound,
@@ -117,8 +134,15 @@ async fn dispatch(
     }
 }
 
+/// A result in A2A v1 JSON.
+fn v1_result(value: &impl a2a_v1::ToA2aV1) -> Answer {
+    Answer::Result(a2a_v1::to_value(value))
+}
+
 /// A method's params, read into its type.
-fn read<T: serde::de::DeserializeOwned>(params: Option<&RawValue>) -> Result<T, A2aError> {
+pub(super) fn read<T: serde::de::DeserializeOwned>(
+    params: Option<&RawValue>,
+) -> Result<T, A2aError> {
     let raw = params.map_or("{}", RawValue::get);
     daedalus_contract::read::from_slice(raw.as_bytes()).map_err(|e| {
         A2aError::new(

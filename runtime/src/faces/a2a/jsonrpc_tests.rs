@@ -251,3 +251,208 @@ async fn a_streamed_message_is_json_rpc_responses_of_v1_events_that_simply_end()
         .collect();
     assert_eq!(text_out, "stream me");
 }
+
+/// The JSON-RPC responses of an SSE body, each one's `result` checked as a v1 StreamResponse.
+fn stream_results(text: &str, id: &Value) -> Vec<Value> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|data| {
+            let response: Value = serde_json::from_str(data.trim()).unwrap();
+            assert_eq!(
+                &response["id"], id,
+                "each data is a whole JSON-RPC response"
+            );
+            let result = response["result"].clone();
+            if let Err(e) = Schema::A2aV1StreamResponse.validate(&result) {
+                panic!("not an A2A v1.0 StreamResponse: {e}\n{result}");
+            }
+            result
+        })
+        .collect()
+}
+
+/// Calls `method` and reads its whole SSE answer.
+async fn rpc_stream(state: &ContractState, method: &str, params: Value) -> Vec<Value> {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+    let response = router(state.clone())
+        .oneshot(
+            Request::post("/")
+                .header(header::CONTENT_TYPE, "application/json")
+                .header("A2A-Version", "1.0")
+                .body(Body::from(body.to_string()))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    stream_results(std::str::from_utf8(&bytes).unwrap(), &json!(7))
+}
+
+#[tokio::test]
+async fn send_message_answers_a_send_message_response_with_the_tasks_own_history() {
+    let state = passthrough();
+    let answer = rpc(&state, "SendMessage", send("m-h", "remember me")).await;
+    if let Err(e) = Schema::A2aV1SendMessageResponse.validate(&answer["result"]) {
+        panic!("not a SendMessageResponse: {e}\n{answer}");
+    }
+    let history = answer["result"]["task"]["history"].as_array().unwrap();
+    assert_eq!(history.len(), 1, "the task's own message: {history:?}");
+    assert_eq!(history[0]["messageId"], "m-h");
+    let mut cut = send("m-h2", "no history");
+    cut["configuration"] = json!({"historyLength": 0});
+    let answer = rpc(&state, "SendMessage", cut).await;
+    assert!(
+        answer["result"]["task"].get("history").is_none(),
+        "{answer}"
+    );
+}
+
+#[tokio::test]
+async fn list_tasks_filters_pages_and_shows_artifacts_only_when_asked() {
+    let state = passthrough();
+    let mut in_context = Vec::new();
+    for i in 0..5 {
+        let mut message = send(&format!("l-{i}"), &format!("task {i}"));
+        message["message"]["contextId"] = json!("ctx-list");
+        in_context.push(task_of(&rpc(&state, "SendMessage", message).await)["id"].clone());
+    }
+    let asking = task_of(&rpc(&state, "SendMessage", send("l-q", "***INPUT which?")).await);
+
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = rpc(
+            &state,
+            "ListTasks",
+            json!({"contextId": "ctx-list", "pageSize": 2, "pageToken": token}),
+        )
+        .await;
+        let result = &page["result"];
+        if let Err(e) = Schema::A2aV1ListTasksResponse.validate(result) {
+            panic!("not a ListTasksResponse: {e}\n{result}");
+        }
+        assert_eq!(result["totalSize"], 5);
+        assert_eq!(result["pageSize"], 2);
+        for task in result["tasks"].as_array().unwrap() {
+            assert!(
+                task.get("artifacts").is_none(),
+                "omitted unless asked: {task}"
+            );
+            seen.push(task["id"].clone());
+        }
+        token = result["nextPageToken"].as_str().unwrap().to_owned();
+        if token.is_empty() {
+            break;
+        }
+    }
+    let mut expected = in_context.clone();
+    expected.reverse();
+    assert_eq!(seen, expected, "newest first, each once");
+
+    let waiting = rpc(
+        &state,
+        "ListTasks",
+        json!({"status": "TASK_STATE_INPUT_REQUIRED", "includeArtifacts": true}),
+    )
+    .await;
+    let tasks = waiting["result"]["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1);
+    assert_eq!(tasks[0]["id"], asking["id"]);
+    let with_artifacts = rpc(&state, "ListTasks", json!({"includeArtifacts": true})).await;
+    let completed = with_artifacts["result"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == in_context[0])
+        .unwrap()
+        .clone();
+    assert_eq!(completed["artifacts"][0]["parts"][0]["text"], "task 0");
+
+    for bad in [
+        json!({"pageSize": 0}),
+        json!({"pageSize": 101}),
+        json!({"pageToken": "forged"}),
+        json!({"status": "TASK_STATE_SLEEPING"}),
+        json!({"statusTimestampAfter": "yesterday"}),
+    ] {
+        assert_eq!(
+            error_of(&rpc(&state, "ListTasks", bad.clone()).await).0,
+            -32602,
+            "{bad}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_subscriber_to_a_running_task_gets_it_then_every_later_event_and_the_end() {
+    let state = passthrough();
+    let mut slow = send("s-1", "***SLEEP 300ms late answer");
+    slow["configuration"] = json!({"returnImmediately": true});
+    let started = task_of(&rpc(&state, "SendMessage", slow).await);
+    let events = rpc_stream(&state, "SubscribeToTask", json!({"id": started["id"]})).await;
+    let first = &events[0]["task"];
+    assert_eq!(first["id"], started["id"], "the Task first: {events:?}");
+    assert_eq!(first["status"]["state"], "TASK_STATE_WORKING");
+    let last = events.last().unwrap();
+    assert_eq!(
+        last["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    let text: String = events
+        .iter()
+        .filter_map(|r| r["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
+        .collect();
+    assert_eq!(text, "late answer", "no chunk lost: {events:?}");
+
+    let finished = rpc(&state, "SubscribeToTask", json!({"id": started["id"]})).await;
+    assert_eq!(
+        error_of(&finished),
+        (-32004, "UNSUPPORTED_OPERATION".to_owned()),
+        "a finished task has nothing to subscribe to"
+    );
+    assert_eq!(
+        error_of(&rpc(&state, "SubscribeToTask", json!({"id": "nobody"})).await),
+        (-32001, "TASK_NOT_FOUND".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn a_subscriber_to_a_task_waiting_for_input_hears_its_cancel() {
+    let state = passthrough();
+    let asking = task_of(&rpc(&state, "SendMessage", send("w-1", "***INPUT which?")).await);
+    let listening = {
+        let state = state.clone();
+        let id = asking["id"].clone();
+        tokio::spawn(async move { rpc_stream(&state, "SubscribeToTask", json!({"id": id})).await })
+    };
+    // Cancel until the subscriber's stream has ended: the cancel may come before it joins.
+    let canceled = task_of(&rpc(&state, "CancelTask", json!({"id": asking["id"]})).await);
+    assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELED");
+    let events = listening.await.unwrap();
+    if events.is_empty() {
+        // It joined after the cancel: refused as finished, which the stream reader sees as
+        // no events.
+        return;
+    }
+    assert_eq!(events[0]["task"]["id"], asking["id"]);
+    let last = events.last().unwrap();
+    let state_of = |r: &Value| {
+        r["statusUpdate"]["status"]["state"]
+            .as_str()
+            .or(r["task"]["status"]["state"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(state_of(last), "TASK_STATE_CANCELED", "{events:?}");
+}
+
+#[tokio::test]
+async fn the_extended_card_is_the_card_and_the_card_says_so() {
+    let state = passthrough();
+    let card = rpc(&state, "GetExtendedAgentCard", json!({})).await["result"].clone();
+    if let Err(e) = Schema::A2aV1AgentCard.validate(&card) {
+        panic!("not an A2A v1.0 AgentCard: {e}\n{card}");
+    }
+    assert_eq!(card["capabilities"]["extendedAgentCard"], true);
+    assert_eq!(card["capabilities"]["pushNotifications"], false);
+}

@@ -14,6 +14,7 @@ mod rest;
 pub(crate) mod send;
 mod sse;
 mod unread_body;
+mod v03;
 
 use std::sync::Arc;
 
@@ -87,6 +88,11 @@ impl ContractState {
             agent: agent.to_owned(),
             discovery,
         }));
+    }
+
+    /// The agent card served now, as JSON.
+    fn card_json(&self) -> serde_json::Value {
+        self.served().discovery.card_json()
     }
 
     fn served(&self) -> Arc<Served> {
@@ -168,3 +174,5 @@ mod jsonrpc_tests;
 mod rest_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod v03_tests;

@@ -9,13 +9,15 @@
 //!   numbers aside; an empty one means 0.3, which is not served yet (`VersionNotSupportedError`).
 
 use axum::http::{HeaderMap, Uri};
-use daedalus_contract::write::a2a_v1;
-use daedalus_contract::{A2aError, A2aErrorKind, SendMessageRequest, Task, TaskState};
+use daedalus_contract::{
+    A2aError, A2aErrorKind, ListTasksResponse, SendMessageRequest, Task, TaskState,
+};
 use serde::Deserialize;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::ContractState;
 use crate::agent_loop::Bearer;
+use crate::task_store::{ListError, ListQuery, SubscribeRefusal, Subscription};
 use crate::telemetry::TraceHeaders;
 use crate::turns::{CancelError, Memory, TaskHandle, TurnError, TurnRequest};
 
@@ -61,18 +63,6 @@ pub(super) fn check_version(headers: &HeaderMap, uri: &Uri) -> Result<(), A2aErr
     ))
 }
 
-/// The Task in A2A v1 JSON, its history cut to `history_length` (0: none).
-pub(super) fn task_json(mut task: Task, history_length: Option<i32>) -> serde_json::Value {
-    if let (Some(history), Some(n)) = (task.history.as_mut(), history_length) {
-        let n = usize::try_from(n).unwrap_or(0);
-        history.drain(..history.len().saturating_sub(n));
-    }
-    if task.history.as_ref().is_some_and(Vec::is_empty) {
-        task.history = None;
-    }
-    a2a_v1::to_value(&task)
-}
-
 /// What `SendMessage` and `SendStreamingMessage` read from their request.
 struct Send {
     turn: TurnRequest,
@@ -82,7 +72,7 @@ struct Send {
 
 /// The turn a send asks for, under the spec's task rules: a new task gets an id from the
 /// server; a `taskId` must name a task that may take more messages.
-async fn prepare(
+fn prepare(
     state: &ContractState,
     headers: &HeaderMap,
     request: SendMessageRequest,
@@ -101,7 +91,7 @@ async fn prepare(
     let mut message = request.message;
     match message.task_id.clone().filter(|id| !id.is_empty()) {
         // A message for a task continues it, if it may be continued.
-        Some(task_id) => match turns.task_state(&task_id).await {
+        Some(task_id) => match turns.task_state(&task_id) {
             None => {
                 return Err(A2aError::new(
                     A2aErrorKind::TaskNotFound,
@@ -125,8 +115,6 @@ async fn prepare(
     turn.bearer = Bearer::from_headers(headers);
     turn.trace = TraceHeaders::from_headers(headers);
     turn.replay = false;
-    // The task's own messages: enough for any historyLength the caller asks.
-    turn.history_length = Some(u32::try_from(history_length.unwrap_or(100).max(0)).unwrap_or(0));
     Ok(Send {
         turn,
         history_length,
@@ -141,67 +129,195 @@ pub(super) async fn start_stream(
     headers: &HeaderMap,
     request: SendMessageRequest,
 ) -> Result<(TaskHandle, TaskTrackerToken), A2aError> {
-    let Send { mut turn, .. } = prepare(state, headers, request).await?;
+    let Send { mut turn, .. } = prepare(state, headers, request)?;
     turn.stream = true;
     let turns = state.core().turns();
     let handle = turns.start(turn).await.map_err(|e| refusal(&e))?;
     Ok((handle, turns.hold()))
 }
 
+/// `SendMessage`: the task the message started or continued, finished unless the caller asked
+/// to return at once.
 pub(super) async fn send_message(
     state: &ContractState,
     headers: &HeaderMap,
     request: SendMessageRequest,
-) -> Result<serde_json::Value, A2aError> {
+) -> Result<Task, A2aError> {
     let turns = state.core().turns();
     let Send {
         turn,
         history_length,
         return_immediately,
-    } = prepare(state, headers, request).await?;
+    } = prepare(state, headers, request)?;
     let handle = turns.start(turn).await.map_err(|e| refusal(&e))?;
-    if return_immediately {
-        // The turn goes on; its task is working (GetTask, CancelTask reach it by id).
-        let mut status = daedalus_contract::TaskStatus::new(TaskState::Working);
-        status.timestamp =
-            Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
-        let working = Task {
-            id: handle.task_id().to_owned(),
-            context_id: Some(handle.context_id().to_owned()),
-            status,
-            artifacts: Vec::new(),
-            history: None,
-            metadata: None,
+    let task_id = handle.task_id().to_owned();
+    let task = if return_immediately {
+        // The turn goes on; the task as it stands is working (GetTask, SubscribeToTask and
+        // CancelTask reach it by id).
+        turns.task_now(&task_id)
+    } else {
+        let mut task = handle.finish().await.map_err(|e| refusal(&e))?;
+        // The v1 history is the task's own messages, as the store holds them.
+        task.history = turns.task_now(&task_id).and_then(|t| t.history);
+        Some(task)
+    };
+    let task = task.ok_or_else(|| not_found(&task_id))?;
+    Ok(shape_history(task, history_length))
+}
+
+pub(super) fn get_task(state: &ContractState, params: &GetTaskParams) -> Result<Task, A2aError> {
+    if params.history_length.is_some_and(|n| n < 0) {
+        return Err(invalid_params("historyLength must not be negative"));
+    }
+    match state.core().turns().task_now(&params.id) {
+        Some(task) => Ok(shape_history(task, params.history_length)),
+        None => Err(not_found(&params.id)),
+    }
+}
+
+/// `ListTasks`' parameters: the JSON-RPC params, or the HTTP+JSON query.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct ListTasksParams {
+    /// Routing only: this server serves one tenant on every path.
+    #[serde(default)]
+    #[expect(
+        dead_code,
+        reason = "read so that the field is known; one tenant is served"
+    )]
+    pub(super) tenant: Option<String>,
+    #[serde(default)]
+    pub(super) context_id: Option<String>,
+    #[serde(default)]
+    pub(super) status: Option<String>,
+    #[serde(default)]
+    pub(super) page_size: Option<i32>,
+    #[serde(default)]
+    pub(super) page_token: Option<String>,
+    #[serde(default)]
+    pub(super) history_length: Option<i32>,
+    #[serde(default)]
+    pub(super) status_timestamp_after: Option<String>,
+    #[serde(default)]
+    pub(super) include_artifacts: Option<bool>,
+}
+
+impl ListTasksParams {
+    /// The store's query, or why the parameters are wrong.
+    fn query(self) -> Result<ListQuery, A2aError> {
+        let state =
+            match self.status.as_deref().map(str::trim) {
+                None | Some("" | "TASK_STATE_UNSPECIFIED") => None,
+                Some(named) => Some(TaskState::parse_lenient(named).ok_or_else(|| {
+                    invalid_params(&format!("status {named:?} is not a task state"))
+                })?),
+            };
+        let status_after = match self.status_timestamp_after.as_deref() {
+            None | Some("") => None,
+            Some(at) => Some(
+                chrono::DateTime::parse_from_rfc3339(at)
+                    .map_err(|_| {
+                        invalid_params(&format!(
+                            "statusTimestampAfter {at:?} is not an ISO 8601 timestamp"
+                        ))
+                    })?
+                    .with_timezone(&chrono::Utc),
+            ),
         };
-        return Ok(serde_json::json!({ "task": task_json(working, history_length) }));
+        let non_negative = |n: Option<i32>, field: &str| {
+            n.map(|n| {
+                u32::try_from(n)
+                    .map_err(|_| invalid_params(&format!("{field} must not be negative")))
+            })
+            .transpose()
+        };
+        Ok(ListQuery {
+            context_id: self.context_id.filter(|c| !c.is_empty()),
+            state,
+            status_after,
+            page_size: non_negative(self.page_size, "pageSize")?,
+            page_token: self.page_token,
+            history_length: non_negative(self.history_length, "historyLength")?,
+            include_artifacts: self.include_artifacts.unwrap_or(false),
+        })
     }
-    let task = handle.finish().await.map_err(|e| refusal(&e))?;
-    Ok(serde_json::json!({ "task": task_json(task, history_length) }))
 }
 
-pub(super) async fn get_task(
+pub(super) fn list_tasks(
     state: &ContractState,
-    params: GetTaskParams,
-) -> Result<serde_json::Value, A2aError> {
-    match state.core().turns().task_now(&params.id).await {
-        Some(task) => Ok(task_json(task, params.history_length)),
-        None => Err(A2aError::new(
-            A2aErrorKind::TaskNotFound,
-            format!("Task {} not found", params.id),
-        )),
-    }
+    params: ListTasksParams,
+) -> Result<ListTasksResponse, A2aError> {
+    let query = params.query()?;
+    let page = state
+        .core()
+        .turns()
+        .tasks()
+        .list(&query)
+        .map_err(|e: ListError| invalid_params(&e.to_string()))?;
+    Ok(ListTasksResponse {
+        tasks: page.tasks,
+        next_page_token: page.next_page_token,
+        page_size: i32::try_from(page.page_size).unwrap_or(i32::MAX),
+        total_size: i32::try_from(page.total_size).unwrap_or(i32::MAX),
+    })
 }
 
-pub(super) async fn cancel_task(
+/// `SubscribeToTask`: the task as it stands, every later event, and the token that keeps the
+/// response in flight until its stream closes.
+pub(super) fn subscribe(
     state: &ContractState,
     task_id: &str,
-) -> Result<serde_json::Value, A2aError> {
-    match state.core().turns().cancel(task_id).await {
-        Ok(Some(task)) => Ok(task_json(task, Some(0))),
-        Ok(None) | Err(CancelError::NotFound(_)) => Err(A2aError::new(
-            A2aErrorKind::TaskNotFound,
-            format!("Task {task_id} not found"),
+) -> Result<(Task, Subscription, TaskTrackerToken), A2aError> {
+    let turns = state.core().turns();
+    let cell = turns
+        .tasks()
+        .existing(task_id)
+        .ok_or_else(|| not_found(task_id))?;
+    match cell.subscribe() {
+        Ok((task, subscription)) => Ok((task, subscription, turns.hold())),
+        Err(SubscribeRefusal::Unknown) => Err(not_found(task_id)),
+        Err(SubscribeRefusal::Terminal(state)) => Err(A2aError::new(
+            A2aErrorKind::UnsupportedOperation,
+            format!("Task {task_id} is {state}: a finished task has no updates to subscribe to"),
         )),
+    }
+}
+
+/// `GetExtendedAgentCard`: the card (this server shows every client the same one).
+pub(super) fn extended_card(state: &ContractState) -> serde_json::Value {
+    state.card_json()
+}
+
+/// The Task with the last `history_length` messages of its history (unset: all; 0: none).
+pub(super) fn shape_history(mut task: Task, history_length: Option<i32>) -> Task {
+    if let (Some(history), Some(n)) = (task.history.as_mut(), history_length) {
+        let n = usize::try_from(n).unwrap_or(0);
+        history.drain(..history.len().saturating_sub(n));
+    }
+    if task.history.as_ref().is_some_and(Vec::is_empty) {
+        task.history = None;
+    }
+    task
+}
+
+fn not_found(task_id: &str) -> A2aError {
+    A2aError::new(
+        A2aErrorKind::TaskNotFound,
+        format!("Task {task_id} not found"),
+    )
+}
+
+fn invalid_params(why: &str) -> A2aError {
+    A2aError::new(
+        A2aErrorKind::InvalidParams,
+        format!("Invalid parameters: {why}"),
+    )
+}
+
+pub(super) async fn cancel_task(state: &ContractState, task_id: &str) -> Result<Task, A2aError> {
+    match state.core().turns().cancel(task_id).await {
+        Ok(Some(task)) => Ok(shape_history(task, Some(0))),
+        Ok(None) | Err(CancelError::NotFound(_)) => Err(not_found(task_id)),
         Err(e @ CancelError::NotCancelable { .. }) => Err(A2aError::new(
             A2aErrorKind::TaskNotCancelable,
             e.to_string(),

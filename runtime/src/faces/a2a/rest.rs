@@ -1,6 +1,7 @@
 //! The A2A HTTP+JSON binding (spec §11) under `/a2a/rest` (and `/a2a/rest/{tenant}`):
-//! `POST /message:send`, `POST /message:stream` (SSE of v1 stream responses),
-//! `GET /tasks/{id}` (`?historyLength=`) and `POST /tasks/{id}:cancel`. Bodies are strict A2A v1
+//! `POST /message:send`, `POST /message:stream` and `POST|GET /tasks/{id}:subscribe` (SSE of v1
+//! stream responses), `GET /tasks/{id}` (`?historyLength=`), `GET /tasks` (`ListTasks`, its
+//! parameters in the query), `POST /tasks/{id}:cancel` and `GET /extendedAgentCard`. Bodies are strict A2A v1
 //! JSON as `application/a2a+json`; errors are a `google.rpc.Status` with the HTTP status of
 //! the spec's table. The operations are [`super::operations`]'s, as for JSON-RPC.
 
@@ -11,10 +12,10 @@ use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use daedalus_contract::write::a2a_v1;
-use daedalus_contract::{A2aError, A2aErrorKind, SendMessageRequest};
+use daedalus_contract::{A2aError, A2aErrorKind, SendMessageRequest, SendMessageResponse};
 use serde::Deserialize;
 
-use super::operations::{self, GetTaskParams};
+use super::operations::{self, GetTaskParams, ListTasksParams};
 use super::{ContractState, json, sse};
 
 /// Where the binding is mounted.
@@ -28,7 +29,9 @@ pub(super) fn routes() -> Router<ContractState> {
         Router::new()
             .route("/message:send", post(message_send))
             .route("/message:stream", post(message_stream))
+            .route("/tasks", get(tasks_list))
             .route("/tasks/{task}", get(task_get).post(task_action))
+            .route("/extendedAgentCard", get(extended_card))
     };
     Router::new()
         .nest(REST_PATH, operations())
@@ -98,7 +101,7 @@ async fn message_send(State(state): State<ContractState>, req: Request) -> Respo
         Err(refused) => return refused,
     };
     match operations::send_message(&state, &headers, request).await {
-        Ok(answer) => ok(&answer),
+        Ok(task) => ok(&a2a_v1::to_value(&SendMessageResponse::Task(task))),
         Err(e) => failed(&e),
     }
 }
@@ -144,18 +147,22 @@ async fn task_get(
     }
     let segment = task_segment(&params);
     let (task, action) = task_and_action(&segment);
-    if let Some(action) = action {
-        return failed(&A2aError::new(
-            A2aErrorKind::MethodNotFound,
-            format!("GET /tasks/{{id}}:{action} is not an operation"),
-        ));
+    match action {
+        None => {}
+        Some("subscribe") => return subscribe(&state, task),
+        Some(action) => {
+            return failed(&A2aError::new(
+                A2aErrorKind::MethodNotFound,
+                format!("GET /tasks/{{id}}:{action} is not an operation"),
+            ));
+        }
     }
     let params = GetTaskParams {
         id: task.to_owned(),
         history_length: query.history_length,
     };
-    match operations::get_task(&state, params).await {
-        Ok(task) => ok(&task),
+    match operations::get_task(&state, &params) {
+        Ok(task) => ok(&a2a_v1::to_value(&task)),
         Err(e) => failed(&e),
     }
 }
@@ -172,13 +179,10 @@ async fn task_action(
     let segment = task_segment(&params);
     match task_and_action(&segment) {
         (task, Some("cancel")) => match operations::cancel_task(&state, task).await {
-            Ok(task) => ok(&task),
+            Ok(task) => ok(&a2a_v1::to_value(&task)),
             Err(e) => failed(&e),
         },
-        (_, Some("subscribe")) => failed(&A2aError::new(
-            A2aErrorKind::UnsupportedOperation,
-            "SubscribeToTask is not served on this binding yet",
-        )),
+        (task, Some("subscribe")) => subscribe(&state, task),
         (_, action) => failed(&A2aError::new(
             A2aErrorKind::MethodNotFound,
             format!(
@@ -187,6 +191,50 @@ async fn task_action(
             ),
         )),
     }
+}
+
+/// `SubscribeToTask` (`POST`, or `GET`, `/tasks/{id}:subscribe`): SSE of v1 stream responses.
+fn subscribe(state: &ContractState, task_id: &str) -> Response {
+    match operations::subscribe(state, task_id) {
+        Ok((task, subscription, inflight)) => {
+            sse::respond_to_subscription(task, subscription, inflight, |event| {
+                a2a_v1::to_value(event).to_string()
+            })
+        }
+        Err(e) => failed(&e),
+    }
+}
+
+async fn tasks_list(
+    State(state): State<ContractState>,
+    query: Result<Query<ListTasksParams>, axum::extract::rejection::QueryRejection>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    if let Some(refused) = version_refusal(&headers, &uri) {
+        return refused;
+    }
+    let Ok(Query(params)) = query else {
+        return failed(&A2aError::new(
+            A2aErrorKind::InvalidParams,
+            "Invalid parameters: the query is not a ListTasksRequest",
+        ));
+    };
+    match operations::list_tasks(&state, params) {
+        Ok(page) => ok(&a2a_v1::to_value(&page)),
+        Err(e) => failed(&e),
+    }
+}
+
+async fn extended_card(
+    State(state): State<ContractState>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    if let Some(refused) = version_refusal(&headers, &uri) {
+        return refused;
+    }
+    ok(&operations::extended_card(&state))
 }
 
 /// The `{task}` path segment (the tenant, when there is one, is the other).

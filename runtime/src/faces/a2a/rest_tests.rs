@@ -189,3 +189,101 @@ async fn a_body_in_another_media_type_is_refused() {
         .unwrap();
     assert_eq!(response.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
 }
+
+#[tokio::test]
+async fn tasks_are_listed_from_the_query_and_paged() {
+    let state = passthrough();
+    for text in ["one", "two", "three"] {
+        let mut body = send(text);
+        body["message"]["contextId"] = json!("rest-ctx");
+        let (status, _, _) = call(&state, "POST", "/a2a/rest/message:send", Some(body), true).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let (status, kind, page) = call(
+        &state,
+        "GET",
+        "/a2a/rest/acme/tasks?contextId=rest-ctx&pageSize=2&status=TASK_STATE_COMPLETED&includeArtifacts=true&historyLength=1",
+        None,
+        true,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(kind, "application/a2a+json");
+    if let Err(e) = Schema::A2aV1ListTasksResponse.validate(&page) {
+        panic!("not a ListTasksResponse: {e}\n{page}");
+    }
+    assert_eq!(page["totalSize"], 3);
+    let tasks = page["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 2);
+    assert_eq!(tasks[0]["artifacts"][0]["parts"][0]["text"], "three");
+    assert_eq!(tasks[0]["history"].as_array().map(Vec::len), Some(1));
+    let token = page["nextPageToken"].as_str().unwrap();
+    let (_, _, rest) = call(
+        &state,
+        "GET",
+        &format!("/a2a/rest/tasks?contextId=rest-ctx&pageSize=2&pageToken={token}"),
+        None,
+        true,
+    )
+    .await;
+    assert_eq!(rest["tasks"].as_array().map(Vec::len), Some(1));
+    assert_eq!(rest["nextPageToken"], "");
+
+    let (status, _, bad) = call(&state, "GET", "/a2a/rest/tasks?pageSize=500", None, true).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(status_error(&bad).2, "INVALID_PARAMS");
+}
+
+#[tokio::test(start_paused = true)]
+async fn subscribe_streams_a_running_task_by_post_or_get_and_refuses_a_finished_one() {
+    let state = passthrough();
+    for method in ["POST", "GET"] {
+        let mut body = send("***SLEEP 200ms hello there");
+        body["configuration"] = json!({"returnImmediately": true});
+        let (_, _, started) =
+            call(&state, "POST", "/a2a/rest/message:send", Some(body), true).await;
+        let id = started["task"]["id"].as_str().unwrap().to_owned();
+        let path = format!("/a2a/rest/tasks/{id}:subscribe");
+        let (status, kind, Value::String(sse)) = call(&state, method, &path, None, true).await
+        else {
+            panic!("{method} {path} is not SSE");
+        };
+        assert_eq!(status, StatusCode::OK);
+        assert!(kind.starts_with("text/event-stream"), "{kind}");
+        let events: Vec<Value> = sse
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(|d| serde_json::from_str(d.trim()).unwrap())
+            .collect();
+        for event in &events {
+            if let Err(e) = Schema::A2aV1StreamResponse.validate(event) {
+                panic!("not a StreamResponse: {e}\n{event}");
+            }
+        }
+        assert_eq!(events[0]["task"]["id"], id.as_str());
+        assert_eq!(
+            events.last().unwrap()["statusUpdate"]["status"]["state"],
+            "TASK_STATE_COMPLETED"
+        );
+        let (status, _, refused) = call(&state, method, &path, None, true).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+        assert_eq!(status_error(&refused).2, "UNSUPPORTED_OPERATION");
+    }
+}
+
+#[tokio::test]
+async fn the_extended_card_is_served() {
+    let (status, kind, card) = call(
+        &passthrough(),
+        "GET",
+        "/a2a/rest/extendedAgentCard",
+        None,
+        true,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(kind, "application/a2a+json");
+    if let Err(e) = Schema::A2aV1AgentCard.validate(&card) {
+        panic!("not an AgentCard: {e}\n{card}");
+    }
+}

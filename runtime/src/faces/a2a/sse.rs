@@ -14,11 +14,12 @@ use std::time::Duration;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use daedalus_contract::StreamEvent;
 use daedalus_contract::write::contract;
+use daedalus_contract::{StreamEvent, Task};
 use futures::Stream;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
+use crate::task_store::Subscription;
 use crate::turns::{EventReceiver, TaskHandle};
 
 /// How often an idle stream sends a comment, so proxies and clients keep it open.
@@ -58,20 +59,61 @@ pub(super) fn respond_with(
         return super::error::ApiError::Internal("the turn's events were taken".to_owned())
             .into_response();
     };
+    respond_to(Events::Turn(events), inflight, write)
+}
+
+/// The SSE response of a subscription: `task` as it stands, then every later event, until
+/// the turn ends.
+pub(super) fn respond_to_subscription(
+    task: Task,
+    subscription: Subscription,
+    inflight: TaskTrackerToken,
+    write: impl Fn(&StreamEvent) -> String + Send + 'static,
+) -> Response {
+    respond_to(
+        Events::Task(Some(Box::new(task)), subscription),
+        inflight,
+        write,
+    )
+}
+
+fn respond_to(
+    events: Events,
+    inflight: TaskTrackerToken,
+    write: impl Fn(&StreamEvent) -> String + Send + 'static,
+) -> Response {
     Sse::new(sse_events(events, inflight, write))
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
         .into_response()
 }
 
+/// Where a stream's events come from: the turn a request started, or a task's log.
+enum Events {
+    Turn(EventReceiver),
+    Task(Option<Box<Task>>, Subscription),
+}
+
+impl Events {
+    async fn next(&mut self) -> Option<StreamEvent> {
+        match self {
+            Events::Turn(events) => events.recv().await,
+            Events::Task(first, subscription) => match first.take() {
+                Some(task) => Some(StreamEvent::Task(*task)),
+                None => subscription.next().await,
+            },
+        }
+    }
+}
+
 /// The events as SSE, until the final one.
 fn sse_events(
-    events: EventReceiver,
+    events: Events,
     inflight: TaskTrackerToken,
     write: impl Fn(&StreamEvent) -> String + Send + 'static,
 ) -> impl Stream<Item = Result<Event, Infallible>> + Send {
     futures::stream::unfold(Some((events, inflight, write)), |state| async move {
         let (mut events, inflight, write) = state?;
-        let event = events.recv().await?;
+        let event = events.next().await?;
         let last = matches!(&event, StreamEvent::StatusUpdate(u) if u.r#final);
         let data = write(&event);
         let next = (!last).then_some((events, inflight, write));

@@ -1,0 +1,127 @@
+//! A2A v0.3 over JSON-RPC, for the many clients that still speak it (as the official SDK's
+//! compat mode serves them): `message/send`, `message/stream`, `tasks/get`, `tasks/cancel`,
+//! `tasks/resubscribe` and `agent/getAuthenticatedExtendedCard`; the push-notification methods
+//! answer `PushNotificationNotSupportedError`.
+//!
+//! The operations are [`super::operations`]'s; only the wire differs. Requests are read by the
+//! lenient reader (it takes `kind`-tagged parts), and `configuration.blocking: false` means
+//! return at once. Answers are v0.3 JSON: `kind` on every object and part, lowercase states,
+//! `final` on status updates, a `message/send` result that is the Task itself, and stream
+//! results that are the bare events. A v0.3 method is known by its name, so it needs no
+//! `A2A-Version` (v0.3 had none).
+
+use axum::http::HeaderMap;
+use daedalus_contract::write::a2a_v03;
+use daedalus_contract::{
+    A2aError, A2aErrorKind, JsonRpcId, JsonRpcRequest, JsonRpcResponse, SendMessageRequest,
+};
+use serde::Deserialize;
+
+use super::jsonrpc::{Answer, read};
+use super::operations::{self, GetTaskParams};
+use super::{ContractState, sse};
+
+/// `message/send`'s v0.3 configuration: only what v1 spells differently.
+#[derive(Debug, Default, Deserialize)]
+struct SendParams {
+    #[serde(default)]
+    configuration: Option<Blocking>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Blocking {
+    #[serde(default)]
+    blocking: Option<bool>,
+}
+
+/// The params of `tasks/cancel` and `tasks/resubscribe`.
+#[derive(Debug, Deserialize)]
+struct TaskIdParams {
+    id: String,
+}
+
+/// Whether `method` is a v0.3 method name.
+pub(super) fn is_v03(method: &str) -> bool {
+    method.contains('/')
+}
+
+/// Answers a v0.3 request.
+pub(super) async fn dispatch(
+    state: &ContractState,
+    headers: &HeaderMap,
+    request: &JsonRpcRequest,
+    id: &JsonRpcId,
+) -> Result<Answer, A2aError> {
+    let params = request.params.as_deref();
+    match request.method.as_str() {
+        "message/send" => {
+            let send = send_request(params)?;
+            let task = operations::send_message(state, headers, send).await?;
+            Ok(Answer::Result(a2a_v03::to_value(&task)))
+        }
+        "message/stream" => {
+            let send = send_request(params)?;
+            let (handle, inflight) = operations::start_stream(state, headers, send).await?;
+            let id = id.clone();
+            Ok(Answer::Stream(sse::respond_with(
+                handle,
+                inflight,
+                move |event| v03_response(&id, event),
+            )))
+        }
+        "tasks/get" => {
+            let params: GetTaskParams = read(params)?;
+            let task = operations::get_task(state, &params)?;
+            Ok(Answer::Result(a2a_v03::to_value(&task)))
+        }
+        "tasks/cancel" => {
+            let params: TaskIdParams = read(params)?;
+            let task = operations::cancel_task(state, &params.id).await?;
+            Ok(Answer::Result(a2a_v03::to_value(&task)))
+        }
+        "tasks/resubscribe" => {
+            let params: TaskIdParams = read(params)?;
+            let (task, subscription, inflight) = operations::subscribe(state, &params.id)?;
+            let id = id.clone();
+            Ok(Answer::Stream(sse::respond_to_subscription(
+                task,
+                subscription,
+                inflight,
+                move |event| v03_response(&id, event),
+            )))
+        }
+        "agent/getAuthenticatedExtendedCard" => {
+            Ok(Answer::Result(operations::extended_card(state)))
+        }
+        method if method.starts_with("tasks/pushNotificationConfig/") => Err(A2aError::new(
+            A2aErrorKind::PushNotificationNotSupported,
+            "push notifications are not supported (the card says pushNotifications: false)",
+        )),
+        other => Err(A2aError::new(
+            A2aErrorKind::MethodNotFound,
+            format!("Method not found: {other}"),
+        )),
+    }
+}
+
+/// One SSE `data`: a JSON-RPC response whose result is the bare v0.3 event.
+fn v03_response(id: &JsonRpcId, event: &daedalus_contract::StreamEvent) -> String {
+    let response = JsonRpcResponse::result(id.clone(), a2a_v03::to_value(event));
+    serde_json::to_string(&response).unwrap_or_default()
+}
+
+/// A v0.3 `MessageSendParams` as the v1 request it means (`blocking: false` is
+/// `returnImmediately`).
+fn send_request(
+    params: Option<&serde_json::value::RawValue>,
+) -> Result<SendMessageRequest, A2aError> {
+    let mut request: SendMessageRequest = read(params)?;
+    let v03: SendParams = read(params)?;
+    if let Some(blocking) = v03.configuration.and_then(|c| c.blocking) {
+        request
+            .configuration
+            .get_or_insert_with(Default::default)
+            .return_immediately = Some(!blocking);
+    }
+    Ok(request)
+}

@@ -1,0 +1,198 @@
+//! The runtime's tasks, for every binding: each task as it stands (status, artifacts, its own
+//! messages as history), what the contract binding's replay needs, and a per-task event log
+//! with sequence numbers that subscribers read ([`cell`]).
+//!
+//! The store is bounded three ways: by count (`MAX_TASKS`), by bytes (`TASK_MEMORY`, every
+//! task's history, artifacts and log counted) and by age (`TASK_TTL`, since the task last
+//! changed). The least recently changed tasks go first; a task in use (a turn runs it, a
+//! subscriber or a request holds it) is never dropped. [`list`] answers `ListTasks`.
+
+pub mod cell;
+pub mod list;
+pub(crate) mod size;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+pub use cell::{SubscribeRefusal, Subscription, TaskCell, TaskRecord};
+pub use list::{ListError, ListPage, ListQuery};
+
+/// What the store may hold.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreLimits {
+    /// Tasks kept (`MAX_TASKS`).
+    pub max_tasks: usize,
+    /// Bytes they may hold (`TASK_MEMORY`).
+    pub max_bytes: usize,
+    /// How long a task is kept after it last changed (`TASK_TTL`).
+    pub ttl: Duration,
+}
+
+/// Tasks by id.
+#[derive(Debug)]
+pub struct TaskStore {
+    limits: StoreLimits,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    cells: HashMap<String, Entry>,
+    /// Task ids by the stamp of their last change, oldest first.
+    by_age: BTreeMap<u64, String>,
+    clock: u64,
+    bytes: usize,
+}
+
+#[derive(Debug)]
+struct Entry {
+    cell: Arc<TaskCell>,
+    bytes: usize,
+    stamp: u64,
+    changed: Instant,
+}
+
+impl TaskStore {
+    pub fn new(limits: StoreLimits) -> Self {
+        Self {
+            limits: StoreLimits {
+                max_tasks: limits.max_tasks.max(1),
+                ..limits
+            },
+            inner: Mutex::default(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The cell of `task_id`, created empty if the task is new.
+    pub fn cell(&self, task_id: &str) -> Arc<TaskCell> {
+        let mut inner = self.lock();
+        if let Some(entry) = inner.cells.get(task_id) {
+            return Arc::clone(&entry.cell);
+        }
+        let cell = Arc::new(TaskCell::default());
+        inner.insert(task_id, Arc::clone(&cell));
+        inner.evict(&self.limits);
+        cell
+    }
+
+    /// The cell of `task_id`, if the store holds the task.
+    pub fn existing(&self, task_id: &str) -> Option<Arc<TaskCell>> {
+        let mut inner = self.lock();
+        inner.evict(&self.limits);
+        inner.cells.get(task_id).map(|e| Arc::clone(&e.cell))
+    }
+
+    /// Puts back a task read from elsewhere (a backend at startup), unless one of that id is
+    /// held.
+    pub fn restore(&self, task: daedalus_contract::Task) {
+        let mut inner = self.lock();
+        if inner.cells.contains_key(&task.id) {
+            return;
+        }
+        let id = task.id.clone();
+        let cell = Arc::new(TaskCell::restored(task));
+        let bytes = cell.approx_bytes();
+        inner.insert(&id, cell);
+        inner.resize(&id, bytes);
+        inner.evict(&self.limits);
+    }
+
+    /// Task `task_id` changed: it counts as recent again, its size is taken anew, and old
+    /// tasks are dropped until the limits hold.
+    pub fn touch(&self, task_id: &str) {
+        let mut inner = self.lock();
+        let Some(bytes) = inner.cells.get(task_id).map(|e| e.cell.approx_bytes()) else {
+            return;
+        };
+        inner.resize(task_id, bytes);
+        inner.evict(&self.limits);
+    }
+
+    /// Bytes the tasks hold, as last taken.
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
+    }
+
+    /// How many tasks the store holds.
+    pub fn len(&self) -> usize {
+        self.lock().cells.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// One page of the tasks that `query` selects, most recently changed status first.
+    pub fn list(&self, query: &ListQuery) -> Result<ListPage, ListError> {
+        let cells: Vec<Arc<TaskCell>> = {
+            let mut inner = self.lock();
+            inner.evict(&self.limits);
+            inner.cells.values().map(|e| Arc::clone(&e.cell)).collect()
+        };
+        list::page(&cells, query)
+    }
+}
+
+impl Inner {
+    fn insert(&mut self, task_id: &str, cell: Arc<TaskCell>) {
+        self.clock += 1;
+        self.by_age.insert(self.clock, task_id.to_owned());
+        self.cells.insert(
+            task_id.to_owned(),
+            Entry {
+                cell,
+                bytes: 0,
+                stamp: self.clock,
+                changed: Instant::now(),
+            },
+        );
+    }
+
+    /// Task `task_id` now holds `bytes`, and changed now.
+    fn resize(&mut self, task_id: &str, bytes: usize) {
+        self.clock += 1;
+        let clock = self.clock;
+        let Some(entry) = self.cells.get_mut(task_id) else {
+            return;
+        };
+        let before = std::mem::replace(&mut entry.bytes, bytes);
+        let stamp = std::mem::replace(&mut entry.stamp, clock);
+        entry.changed = Instant::now();
+        self.bytes = self.bytes - before + bytes;
+        self.by_age.remove(&stamp);
+        self.by_age.insert(clock, task_id.to_owned());
+    }
+
+    /// Drops the least recently changed tasks nobody holds until the limits hold, and every
+    /// task older than the TTL that nobody holds.
+    fn evict(&mut self, limits: &StoreLimits) {
+        let mut kept = Vec::new();
+        while let Some((&stamp, id)) = self.by_age.first_key_value() {
+            let Some(entry) = self.cells.get(id) else {
+                self.by_age.remove(&stamp);
+                continue;
+            };
+            let over = self.cells.len() > limits.max_tasks || self.bytes > limits.max_bytes;
+            let expired = entry.changed.elapsed() > limits.ttl;
+            if !over && !expired {
+                break;
+            }
+            let id = id.clone();
+            self.by_age.remove(&stamp);
+            if Arc::strong_count(&entry.cell) > 1 {
+                kept.push((stamp, id));
+            } else if let Some(entry) = self.cells.remove(&id) {
+                self.bytes -= entry.bytes;
+            }
+        }
+        self.by_age.extend(kept);
+    }
+}
+
+#[cfg(test)]
+mod tests;
