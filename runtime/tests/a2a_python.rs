@@ -1,6 +1,8 @@
 //! The official A2A Python SDK (a2a-sdk 1.3.0, installed by `.ci/setup` into `.venv-a2a`) as a
-//! client of the runtime, over both standard bindings: it resolves the card, sends (blocking and
-//! streamed), gets, cancels a running task, and gets the typed error for an unknown task.
+//! client of the runtime, over both standard bindings and as a v0.3 client: it resolves the
+//! card, sends (blocking and streamed), gets, cancels a running task, gets the typed error for
+//! an unknown task, continues an input-required task, joins a running task's stream, pages
+//! through a context's tasks and reads the extended card.
 
 mod support;
 
@@ -72,6 +74,26 @@ async fn the_sdk_client_works_over(binding: &str) {
     assert_eq!(steps["started"]["state"], "TASK_STATE_WORKING");
     assert_eq!(steps["cancel"]["state"], "TASK_STATE_CANCELED");
     assert_eq!(steps["unknown"]["error"], "TaskNotFoundError", "{steps:?}");
+    assert_eq!(steps["input"]["asked"], "TASK_STATE_INPUT_REQUIRED");
+    assert_eq!(steps["input"]["id_kept"], true, "{steps:?}");
+    assert_eq!(steps["input"]["state"], "TASK_STATE_COMPLETED");
+    let joined: Vec<&str> = steps["subscribe"]["kinds"]
+        .as_array()
+        .expect("kinds")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(joined.first(), Some(&"task"), "the Task first: {joined:?}");
+    assert_eq!(steps["subscribe"]["text"], "joined late", "no chunk lost");
+    assert_eq!(steps["subscribe"]["state"], "TASK_STATE_COMPLETED");
+    if binding == "JSONRPC-0.3" {
+        assert_eq!(steps["card"]["v03_interfaces"], 1);
+        return;
+    }
+    assert_eq!(steps["list"]["total"], 5, "{steps:?}");
+    assert_eq!(steps["list"]["pages"], 3);
+    assert_eq!(steps["list"]["newest_first"], true);
+    assert_eq!(steps["extended"]["name"], "interop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -82,4 +104,11 @@ async fn the_official_sdk_client_works_over_json_rpc() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_sdk_client_works_over_http_json() {
     the_sdk_client_works_over("HTTP+JSON").await;
+}
+
+/// The SDK's v0.3 compat transport, chosen from the card's v0.3 interface: `message/send`,
+/// `kind` discriminators, lowercase states and `final` on the wire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_sdk_client_speaking_v03_works_over_json_rpc() {
+    the_sdk_client_works_over("JSONRPC-0.3").await;
 }

@@ -5,6 +5,7 @@
 //! `Cache-Control` so clients can cache them.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::State;
@@ -29,6 +30,8 @@ pub const CONTRACT_BINDING: &str = "DAEDALUS-RUNTIME-CONTRACT";
 #[derive(Debug, Clone)]
 pub struct Discovery {
     card: Document,
+    /// The card as built, for the bindings that answer it in their own form.
+    agent_card: Arc<AgentCard>,
     manifest: Document,
 }
 
@@ -82,9 +85,9 @@ fn hex_digits(byte: u8) -> [char; 2] {
 }
 
 impl Discovery {
-    /// The agent card as JSON (what `GetExtendedAgentCard` answers).
-    pub(super) fn card_json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.card.body).expect("the card is JSON")
+    /// The agent card (what `GetExtendedAgentCard` answers).
+    pub(super) fn card(&self) -> &AgentCard {
+        &self.agent_card
     }
 
     /// Builds and checks the documents for `config`.
@@ -97,6 +100,7 @@ impl Discovery {
         Schema::RuntimeContract.validate(&serde_json::to_value(&manifest).expect("serializes"))?;
         Ok(Self {
             card: Document::new(&card),
+            agent_card: Arc::new(card),
             manifest: Document::new(&manifest),
         })
     }
@@ -119,6 +123,13 @@ fn build_card(config: &Config, public_url: &str) -> AgentCard {
                 url: format!("{public_url}{TASK_PATH}"),
                 protocol_binding: "JSONRPC".to_owned(),
                 protocol_version: super::operations::VERSION.to_owned(),
+                tenant: None,
+            },
+            // The same `POST /`, for a v0.3 JSON-RPC client (`message/send`, ...).
+            AgentInterface {
+                url: format!("{public_url}{TASK_PATH}"),
+                protocol_binding: "JSONRPC".to_owned(),
+                protocol_version: super::v03::VERSION.to_owned(),
                 tenant: None,
             },
             AgentInterface {

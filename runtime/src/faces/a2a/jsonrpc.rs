@@ -119,7 +119,7 @@ async fn dispatch(
                 },
             )))
         }
-        "GetExtendedAgentCard" => Ok(Answer::Result(operations::extended_card(state))),
+        "GetExtendedAgentCard" => Ok(v1_result(&operations::extended_card(state))),
         "CreateTaskPushNotificationConfig"
         | "GetTaskPushNotificationConfig"
         | "ListTaskPushNotificationConfigs"

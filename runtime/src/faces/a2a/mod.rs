@@ -90,9 +90,9 @@ impl ContractState {
         }));
     }
 
-    /// The agent card served now, as JSON.
-    fn card_json(&self) -> serde_json::Value {
-        self.served().discovery.card_json()
+    /// The agent card served now.
+    fn card(&self) -> daedalus_contract::AgentCard {
+        self.served().discovery.card().clone()
     }
 
     fn served(&self) -> Arc<Served> {

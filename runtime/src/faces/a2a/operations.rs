@@ -284,8 +284,8 @@ pub(super) fn subscribe(
 }
 
 /// `GetExtendedAgentCard`: the card (this server shows every client the same one).
-pub(super) fn extended_card(state: &ContractState) -> serde_json::Value {
-    state.card_json()
+pub(super) fn extended_card(state: &ContractState) -> daedalus_contract::AgentCard {
+    state.card()
 }
 
 /// The Task with the last `history_length` messages of its history (unset: all; 0: none).

@@ -234,7 +234,7 @@ async fn extended_card(
     if let Some(refused) = version_refusal(&headers, &uri) {
         return refused;
     }
-    ok(&operations::extended_card(&state))
+    ok(&a2a_v1::to_value(&operations::extended_card(&state)))
 }
 
 /// The `{task}` path segment (the tenant, when there is one, is the other).

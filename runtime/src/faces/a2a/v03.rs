@@ -40,6 +40,39 @@ struct TaskIdParams {
     id: String,
 }
 
+/// The protocol version this module speaks, as the card names it.
+pub(super) const VERSION: &str = "0.3";
+
+/// The card as v0.3 has it: the v1 card's fields, plus the main URL, its transport and the
+/// protocol version at the top.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct V03Card<'a> {
+    #[serde(flatten)]
+    card: &'a daedalus_contract::AgentCard,
+    url: String,
+    preferred_transport: &'static str,
+    protocol_version: &'static str,
+}
+
+impl<'a> V03Card<'a> {
+    /// `card` for a v0.3 client: its URL is the v0.3 JSON-RPC interface's.
+    fn of(card: &'a daedalus_contract::AgentCard) -> Self {
+        let url = card
+            .supported_interfaces
+            .iter()
+            .find(|i| i.protocol_binding == "JSONRPC" && i.protocol_version == VERSION)
+            .map(|i| i.url.clone())
+            .unwrap_or_default();
+        Self {
+            card,
+            url,
+            preferred_transport: "JSONRPC",
+            protocol_version: "0.3.0",
+        }
+    }
+}
+
 /// Whether `method` is a v0.3 method name.
 pub(super) fn is_v03(method: &str) -> bool {
     method.contains('/')
@@ -91,7 +124,10 @@ pub(super) async fn dispatch(
             )))
         }
         "agent/getAuthenticatedExtendedCard" => {
-            Ok(Answer::Result(operations::extended_card(state)))
+            let card = operations::extended_card(state);
+            Ok(Answer::Result(
+                serde_json::to_value(V03Card::of(&card)).unwrap_or_default(),
+            ))
         }
         method if method.starts_with("tasks/pushNotificationConfig/") => Err(A2aError::new(
             A2aErrorKind::PushNotificationNotSupported,
