@@ -22,7 +22,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::deployment::AgentDef;
-use crate::config::{Config, SessionsDb};
+use crate::config::{Config, SessionsDb, TasksDb};
 use crate::core::Core;
 use crate::faces::a2a::{self, ContractState, Discovery};
 use crate::faces::mcp::{self, Routes, ServiceSettings, endpoints, registry, routes};
@@ -31,6 +31,7 @@ use crate::llm::preflight::Preflight;
 use crate::metrics;
 use crate::serve::{self, ConnectionLimits};
 use crate::sessions::{self, SessionStore};
+use crate::task_store::{self, TaskBackend};
 use crate::turns::TurnLimits;
 
 /// Why the runtime could not start.
@@ -48,6 +49,8 @@ pub enum RunError {
     Bind(BindError),
     #[error("an agent could not start")]
     Dependency(#[source] crate::faces::mcp::endpoints::DependencyNotReady),
+    #[error("cannot open the task store")]
+    Tasks(#[source] crate::task_store::BackendError),
 }
 
 /// How long a provider preflight result is trusted before `/healthz` probes again.
@@ -80,6 +83,53 @@ pub async fn open_sessions(config: &Config) -> Result<Option<Arc<dyn SessionStor
         );
     }
     Ok(Some(store))
+}
+
+/// Opens the task backend `TASKS_DB` names, if any, and reads its recent tasks back: those
+/// this replica left running are now failed, and say the runtime restarted.
+pub async fn attach_tasks(config: &Config, core: &Core, bound: SocketAddr) -> Result<(), RunError> {
+    let backend: Arc<dyn TaskBackend> = match &config.tasks_db {
+        TasksDb::Memory => return Ok(()),
+        TasksDb::Sqlite { path } => Arc::new(
+            task_store::SqliteTasks::open(path, config.task_ttl, config.max_tasks)
+                .map_err(RunError::Tasks)?,
+        ),
+        TasksDb::NatsKv { url, bucket } => Arc::new(
+            task_store::NatsKvTasks::open(url, bucket, config.task_ttl)
+                .await
+                .map_err(RunError::Tasks)?,
+        ),
+    };
+    let replica = config
+        .replica_id
+        .clone()
+        .unwrap_or_else(|| default_replica_id(bound));
+    let failed = core
+        .turns()
+        .tasks()
+        .attach(backend, &replica)
+        .await
+        .map_err(RunError::Tasks)?;
+    if failed > 0 {
+        tracing::warn!(
+            tasks = failed,
+            replica,
+            "tasks this replica left running before it restarted are now failed"
+        );
+    }
+    Ok(())
+}
+
+/// `<hostname>:<port>`: the same after a restart on the same machine and port, different for
+/// each replica.
+fn default_replica_id(bound: SocketAddr) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "runtime".to_owned());
+    format!("{host}:{}", bound.port())
 }
 
 /// Every agent of the deployment, over `sessions`.

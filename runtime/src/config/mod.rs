@@ -70,6 +70,15 @@ struct Cli {
     /// `off`.
     #[arg(long, env = "SESSIONS_DB", global = true)]
     sessions_db: Option<String>,
+    /// Where A2A tasks are kept beyond memory: `memory` (the default: a restart forgets them),
+    /// a SQLite file (a restart on one machine keeps them), or `nats://host:4222[/bucket]` (a
+    /// JetStream KV bucket shared by replicas, default bucket `daedalus-tasks`).
+    #[arg(long, env = "TASKS_DB", global = true, default_value = "memory")]
+    tasks_db: String,
+    /// This replica's name among those sharing a task store (default: `<hostname>:<port>`):
+    /// after a restart, the tasks it left running are reported failed.
+    #[arg(long, env = "REPLICA_ID", global = true)]
+    replica_id: Option<String>,
     /// How long a conversation idle for longer is kept in the session store (`720h` = 30
     /// days); `0` keeps them forever.
     #[arg(long, env = "SESSION_TTL", global = true, default_value = "720h", value_parser = parse_duration)]
@@ -187,6 +196,10 @@ pub struct Config {
     pub work_dir: PathBuf,
     /// Where conversations persist; `None` when turned off.
     pub sessions_db: Option<SessionsDb>,
+    /// Where A2A tasks are kept beyond memory.
+    pub tasks_db: TasksDb,
+    /// This replica's name in the task store; `None` = `<hostname>:<port>`.
+    pub replica_id: Option<String>,
     /// How long idle conversations are kept; `None` = forever.
     #[serde(serialize_with = "as_optional_duration")]
     pub session_ttl: Option<Duration>,
@@ -221,10 +234,48 @@ pub enum SessionsDb {
 /// The bucket used when a `nats://` URL names none.
 pub const DEFAULT_SESSIONS_BUCKET: &str = "daedalus-sessions";
 
+/// The task bucket used when a `nats://` `TASKS_DB` names none.
+pub const DEFAULT_TASKS_BUCKET: &str = "daedalus-tasks";
+
+/// Where A2A tasks are kept beyond memory (`TASKS_DB`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TasksDb {
+    /// Memory only: a restart forgets them.
+    Memory,
+    /// A SQLite file.
+    Sqlite { path: String },
+    /// A JetStream KV bucket shared by replicas.
+    NatsKv {
+        #[serde(serialize_with = "masked_url")]
+        url: String,
+        bucket: String,
+    },
+}
+
+impl TasksDb {
+    /// Reads `TASKS_DB`: `memory`, a `nats://` or `tls://` URL (with an optional `/bucket`), or
+    /// a SQLite file.
+    pub fn parse(value: &str) -> Result<Self, String> {
+        if value.trim() == "memory" {
+            return Ok(Self::Memory);
+        }
+        match SessionsDb::parse_with(value, DEFAULT_TASKS_BUCKET)? {
+            SessionsDb::Sqlite(path) => Ok(Self::Sqlite { path }),
+            SessionsDb::NatsKv { url, bucket } => Ok(Self::NatsKv { url, bucket }),
+        }
+    }
+}
+
 impl SessionsDb {
     /// Reads `SESSIONS_DB`: `nats://` or `tls://` URLs (with an optional `/bucket`) name a KV
     /// bucket, anything else a SQLite file.
     pub fn parse(value: &str) -> Result<Self, String> {
+        Self::parse_with(value, DEFAULT_SESSIONS_BUCKET)
+    }
+
+    /// [`SessionsDb::parse`], with `default_bucket` for a URL that names none.
+    fn parse_with(value: &str, default_bucket: &str) -> Result<Self, String> {
         let Some(rest) = value
             .strip_prefix("nats://")
             .or_else(|| value.strip_prefix("tls://"))
@@ -237,8 +288,8 @@ impl SessionsDb {
         let scheme = &value[..value.len() - rest.len()];
         let (server, bucket) = match rest.split_once('/') {
             Some((server, bucket)) if !bucket.is_empty() => (server, bucket),
-            Some((server, _)) => (server, DEFAULT_SESSIONS_BUCKET),
-            None => (rest, DEFAULT_SESSIONS_BUCKET),
+            Some((server, _)) => (server, default_bucket),
+            None => (rest, default_bucket),
         };
         if server.is_empty() {
             return Err(format!("{scheme} URL without a server"));
@@ -457,6 +508,8 @@ impl Config {
         }
 
         let work_dir = cli.work_dir.unwrap_or_else(default_work_dir);
+        let tasks_db = TasksDb::parse(&cli.tasks_db)
+            .map_err(|why| ConfigError::invalid(&key_of("tasks_db", "--tasks-db"), why))?;
         let sessions_db = match cli.sessions_db.as_deref() {
             Some("off") => None,
             Some(value) => Some(SessionsDb::parse(value).map_err(|why| {
@@ -494,6 +547,8 @@ impl Config {
             deployment,
             work_dir,
             sessions_db,
+            tasks_db,
+            replica_id: cli.replica_id.filter(|r| !r.trim().is_empty()),
             session_ttl: Some(cli.session_ttl).filter(|t| !t.is_zero()),
             mcp_allowed_hosts: cli
                 .mcp_allowed_hosts

@@ -297,6 +297,35 @@ fn sessions_db_names_a_sqlite_file_or_a_nats_kv_bucket() {
 }
 
 #[test]
+fn tasks_db_is_memory_by_default_or_a_sqlite_file_or_a_nats_kv_bucket() {
+    assert_eq!(TasksDb::parse("memory"), Ok(TasksDb::Memory));
+    assert_eq!(
+        TasksDb::parse("/data/t.sqlite"),
+        Ok(TasksDb::Sqlite {
+            path: "/data/t.sqlite".into()
+        })
+    );
+    assert_eq!(
+        TasksDb::parse("nats://nats:4222"),
+        Ok(TasksDb::NatsKv {
+            url: "nats://nats:4222".into(),
+            bucket: DEFAULT_TASKS_BUCKET.into()
+        })
+    );
+    assert_eq!(
+        TasksDb::parse("nats://nats:4222/team-tasks"),
+        Ok(TasksDb::NatsKv {
+            url: "nats://nats:4222".into(),
+            bucket: "team-tasks".into()
+        })
+    );
+    assert_eq!(
+        invalid_key(&[], &[("TASKS_DB", "nats://h/bad.bucket")]),
+        "TASKS_DB"
+    );
+}
+
+#[test]
 fn an_overflowing_duration_names_its_variable_instead_of_panicking() {
     let huge = "153722867280912929m1hrs6148914691236517205333ms1281023894007607h";
     assert_eq!(

@@ -7,16 +7,22 @@
 //! changed). The least recently changed tasks go first; a task in use (a turn runs it, a
 //! subscriber or a request holds it) is never dropped. [`list`] answers `ListTasks`.
 
+pub mod backend;
 pub mod cell;
 pub mod list;
+pub mod nats_kv;
 pub(crate) mod size;
+pub mod sqlite;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
+pub use backend::{BackendError, StoredTask, TaskBackend};
 pub use cell::{SubscribeRefusal, Subscription, TaskCell, TaskRecord};
 pub use list::{ListError, ListPage, ListQuery};
+pub use nats_kv::NatsKvTasks;
+pub use sqlite::SqliteTasks;
 
 /// What the store may hold.
 #[derive(Debug, Clone, Copy)]
@@ -34,6 +40,15 @@ pub struct StoreLimits {
 pub struct TaskStore {
     limits: StoreLimits,
     inner: Mutex<Inner>,
+    /// Where tasks are kept beyond memory, once attached at startup.
+    persistence: OnceLock<Persistence>,
+}
+
+#[derive(Debug)]
+struct Persistence {
+    backend: Arc<dyn TaskBackend>,
+    /// This replica's name (`REPLICA_ID`).
+    replica: String,
 }
 
 #[derive(Debug, Default)]
@@ -61,6 +76,79 @@ impl TaskStore {
                 ..limits
             },
             inner: Mutex::default(),
+            persistence: OnceLock::new(),
+        }
+    }
+
+    /// From now on keeps tasks in `backend` too, as replica `replica`, after reading back the
+    /// most recent ones: those this replica left running become `failed`. Answers how many did.
+    pub async fn attach(
+        &self,
+        backend: Arc<dyn TaskBackend>,
+        replica: &str,
+    ) -> Result<usize, BackendError> {
+        let recent = backend.recent(self.limits.max_tasks).await?;
+        let mut failed = 0;
+        // Oldest first, so the newest are the most recent in memory too.
+        for stored in recent.into_iter().rev() {
+            let task = match backend::failed_by_restart(&stored, replica) {
+                Some(task) => {
+                    let failed_task = StoredTask {
+                        task,
+                        owner: replica.to_owned(),
+                        updated_ms: backend::now_ms(),
+                    };
+                    backend.save(&failed_task).await?;
+                    failed += 1;
+                    failed_task.task
+                }
+                None => stored.task,
+            };
+            self.restore(task);
+        }
+        let _ = self.persistence.set(Persistence {
+            backend,
+            replica: replica.to_owned(),
+        });
+        Ok(failed)
+    }
+
+    /// Writes task `task_id` as it stands to the backend, if there is one. A write that fails
+    /// is logged: the task stays in memory, and the next write tries again.
+    pub async fn persist(&self, task_id: &str) {
+        let Some(persistence) = self.persistence.get() else {
+            return;
+        };
+        let Some(task) = self.existing(task_id).and_then(|cell| cell.task()) else {
+            return;
+        };
+        let stored = StoredTask {
+            task,
+            owner: persistence.replica.clone(),
+            updated_ms: backend::now_ms(),
+        };
+        if let Err(e) = persistence.backend.save(&stored).await {
+            tracing::warn!(task_id, error = %e, "could not write the task to its backend");
+        }
+    }
+
+    /// The cell of `task_id`: in memory, else read back from the backend (a task from before a
+    /// restart, or one another replica ran).
+    pub async fn find(&self, task_id: &str) -> Option<Arc<TaskCell>> {
+        if let Some(cell) = self.existing(task_id) {
+            return Some(cell);
+        }
+        let persistence = self.persistence.get()?;
+        match persistence.backend.load(task_id).await {
+            Ok(Some(stored)) => {
+                self.restore(stored.task);
+                self.existing(task_id)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(task_id, error = %e, "could not read the task from its backend");
+                None
+            }
         }
     }
 

@@ -25,7 +25,10 @@ impl TurnService {
         started: Started,
     ) -> Result<Task, TurnError> {
         let task_id = request.message.effective_task_id().to_owned();
-        let cell = self.0.tasks.cell(&task_id);
+        let cell = match self.0.tasks.find(&task_id).await {
+            Some(cell) => cell,
+            None => self.0.tasks.cell(&task_id),
+        };
         let mut record = cell.lock_turn().await;
         let standing = cell.task();
         if let Some(task) = &standing
@@ -66,6 +69,7 @@ impl TurnService {
         }
         history.push(message);
         cell.begin(task::working(&task_id, &context_id, history.clone()));
+        self.0.tasks.persist(&task_id).await;
         let lock = self.0.conversations.get(key.as_str());
         let _turn = lock.lock().await;
         let history_length = request.history_length;
@@ -80,6 +84,7 @@ impl TurnService {
                 if let Some(ended) = cell.task() {
                     cell.finish(ended);
                 }
+                self.0.tasks.persist(&task_id).await;
                 return Err(refused);
             }
         };
@@ -90,6 +95,7 @@ impl TurnService {
         kept.history = Some(history.clone());
         cell.finish(kept);
         self.0.tasks.touch(&task_id);
+        self.0.tasks.persist(&task_id).await;
         Ok(self
             .with_history(agent, task, &history, history_length)
             .await)

@@ -159,7 +159,7 @@ impl TurnService {
             return Ok(cell.task());
         }
         let not_found = || CancelError::NotFound(task_id.to_owned());
-        let cell = self.0.tasks.existing(task_id).ok_or_else(not_found)?;
+        let cell = self.0.tasks.find(task_id).await.ok_or_else(not_found)?;
         let _record = cell.lock_turn().await;
         let task = cell.task().ok_or_else(not_found)?;
         if !task.status.state.is_interrupted() {
@@ -171,6 +171,7 @@ impl TurnService {
         let canceled = task::canceled(&task);
         cell.end_idle(canceled.clone());
         self.0.tasks.touch(task_id);
+        self.0.tasks.persist(task_id).await;
         Ok(Some(canceled))
     }
 
@@ -193,6 +194,19 @@ impl TurnService {
             history: None,
             metadata: None,
         })
+    }
+
+    /// [`TurnService::task_now`], reading the task back from the task backend when memory
+    /// does not hold it (a task from before a restart, or one another replica ran).
+    pub async fn find_task(&self, task_id: &str) -> Option<Task> {
+        if let Some(task) = self.task_now(task_id) {
+            return Some(task);
+        }
+        self.0
+            .tasks
+            .find(task_id)
+            .await
+            .and_then(|cell| cell.task())
     }
 
     /// The state of task `task_id`, if the runtime knows it.

@@ -95,7 +95,9 @@ async fn dispatch(
                 },
             )))
         }
-        "GetTask" => operations::get_task(state, &read(params)?).map(|answer| v1_result(&answer)),
+        "GetTask" => operations::get_task(state, &read(params)?)
+            .await
+            .map(|answer| v1_result(&answer)),
         "ListTasks" => {
             operations::list_tasks(state, read(params)?).map(|answer| v1_result(&answer))
         }
@@ -107,7 +109,7 @@ async fn dispatch(
         }
         "SubscribeToTask" => {
             let params: TaskIdParams = read(params)?;
-            let (task, subscription, inflight) = operations::subscribe(state, &params.id)?;
+            let (task, subscription, inflight) = operations::subscribe(state, &params.id).await?;
             let id = id.clone();
             Ok(Answer::Stream(sse::respond_to_subscription(
                 task,

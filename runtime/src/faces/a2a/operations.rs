@@ -72,7 +72,7 @@ struct Send {
 
 /// The turn a send asks for, under the spec's task rules: a new task gets an id from the
 /// server; a `taskId` must name a task that may take more messages.
-fn prepare(
+async fn prepare(
     state: &ContractState,
     headers: &HeaderMap,
     request: SendMessageRequest,
@@ -91,7 +91,7 @@ fn prepare(
     let mut message = request.message;
     match message.task_id.clone().filter(|id| !id.is_empty()) {
         // A message for a task continues it, if it may be continued.
-        Some(task_id) => match turns.task_state(&task_id) {
+        Some(task_id) => match turns.find_task(&task_id).await.map(|t| t.status.state) {
             None => {
                 return Err(A2aError::new(
                     A2aErrorKind::TaskNotFound,
@@ -129,7 +129,7 @@ pub(super) async fn start_stream(
     headers: &HeaderMap,
     request: SendMessageRequest,
 ) -> Result<(TaskHandle, TaskTrackerToken), A2aError> {
-    let Send { mut turn, .. } = prepare(state, headers, request)?;
+    let Send { mut turn, .. } = prepare(state, headers, request).await?;
     turn.stream = true;
     let turns = state.core().turns();
     let handle = turns.start(turn).await.map_err(|e| refusal(&e))?;
@@ -148,7 +148,7 @@ pub(super) async fn send_message(
         turn,
         history_length,
         return_immediately,
-    } = prepare(state, headers, request)?;
+    } = prepare(state, headers, request).await?;
     let handle = turns.start(turn).await.map_err(|e| refusal(&e))?;
     let task_id = handle.task_id().to_owned();
     let task = if return_immediately {
@@ -165,11 +165,14 @@ pub(super) async fn send_message(
     Ok(shape_history(task, history_length))
 }
 
-pub(super) fn get_task(state: &ContractState, params: &GetTaskParams) -> Result<Task, A2aError> {
+pub(super) async fn get_task(
+    state: &ContractState,
+    params: &GetTaskParams,
+) -> Result<Task, A2aError> {
     if params.history_length.is_some_and(|n| n < 0) {
         return Err(invalid_params("historyLength must not be negative"));
     }
-    match state.core().turns().task_now(&params.id) {
+    match state.core().turns().find_task(&params.id).await {
         Some(task) => Ok(shape_history(task, params.history_length)),
         None => Err(not_found(&params.id)),
     }
@@ -264,14 +267,15 @@ pub(super) fn list_tasks(
 
 /// `SubscribeToTask`: the task as it stands, every later event, and the token that keeps the
 /// response in flight until its stream closes.
-pub(super) fn subscribe(
+pub(super) async fn subscribe(
     state: &ContractState,
     task_id: &str,
 ) -> Result<(Task, Subscription, TaskTrackerToken), A2aError> {
     let turns = state.core().turns();
     let cell = turns
         .tasks()
-        .existing(task_id)
+        .find(task_id)
+        .await
         .ok_or_else(|| not_found(task_id))?;
     match cell.subscribe() {
         Ok((task, subscription)) => Ok((task, subscription, turns.hold())),

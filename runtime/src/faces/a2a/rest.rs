@@ -149,7 +149,7 @@ async fn task_get(
     let (task, action) = task_and_action(&segment);
     match action {
         None => {}
-        Some("subscribe") => return subscribe(&state, task),
+        Some("subscribe") => return subscribe(&state, task).await,
         Some(action) => {
             return failed(&A2aError::new(
                 A2aErrorKind::MethodNotFound,
@@ -161,7 +161,7 @@ async fn task_get(
         id: task.to_owned(),
         history_length: query.history_length,
     };
-    match operations::get_task(&state, &params) {
+    match operations::get_task(&state, &params).await {
         Ok(task) => ok(&a2a_v1::to_value(&task)),
         Err(e) => failed(&e),
     }
@@ -182,7 +182,7 @@ async fn task_action(
             Ok(task) => ok(&a2a_v1::to_value(&task)),
             Err(e) => failed(&e),
         },
-        (task, Some("subscribe")) => subscribe(&state, task),
+        (task, Some("subscribe")) => subscribe(&state, task).await,
         (_, action) => failed(&A2aError::new(
             A2aErrorKind::MethodNotFound,
             format!(
@@ -194,8 +194,8 @@ async fn task_action(
 }
 
 /// `SubscribeToTask` (`POST`, or `GET`, `/tasks/{id}:subscribe`): SSE of v1 stream responses.
-fn subscribe(state: &ContractState, task_id: &str) -> Response {
-    match operations::subscribe(state, task_id) {
+async fn subscribe(state: &ContractState, task_id: &str) -> Response {
+    match operations::subscribe(state, task_id).await {
         Ok((task, subscription, inflight)) => {
             sse::respond_to_subscription(task, subscription, inflight, |event| {
                 a2a_v1::to_value(event).to_string()

@@ -104,7 +104,7 @@ pub(super) async fn dispatch(
         }
         "tasks/get" => {
             let params: GetTaskParams = read(params)?;
-            let task = operations::get_task(state, &params)?;
+            let task = operations::get_task(state, &params).await?;
             Ok(Answer::Result(a2a_v03::to_value(&task)))
         }
         "tasks/cancel" => {
@@ -114,7 +114,7 @@ pub(super) async fn dispatch(
         }
         "tasks/resubscribe" => {
             let params: TaskIdParams = read(params)?;
-            let (task, subscription, inflight) = operations::subscribe(state, &params.id)?;
+            let (task, subscription, inflight) = operations::subscribe(state, &params.id).await?;
             let id = id.clone();
             Ok(Answer::Stream(sse::respond_to_subscription(
                 task,

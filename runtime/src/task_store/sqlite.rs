@@ -1,0 +1,178 @@
+//! Tasks in SQLite (`TASKS_DB=<file>`): one row per task, its JSON as it stands, so a restart
+//! on one machine keeps them. Rows older than `TASK_TTL`, and all but the `MAX_TASKS` newest,
+//! are deleted when the file is opened and then every [`SWEEP_EVERY`] writes.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::backend::{BackendError, StoredTask, TaskBackend, now_ms};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS a2a_tasks (
+    id          TEXT    PRIMARY KEY,
+    owner       TEXT    NOT NULL,
+    updated_ms  INTEGER NOT NULL,
+    body        TEXT    NOT NULL
+);
+CREATE INDEX IF NOT EXISTS a2a_tasks_updated ON a2a_tasks (updated_ms);
+";
+
+/// Writes between two retention sweeps.
+const SWEEP_EVERY: u64 = 1_000;
+
+/// Tasks in one SQLite file.
+#[derive(Debug, Clone)]
+pub struct SqliteTasks {
+    location: String,
+    db: Arc<Mutex<Connection>>,
+    ttl: Duration,
+    max_tasks: usize,
+    writes: Arc<AtomicU64>,
+}
+
+impl SqliteTasks {
+    /// Opens (creating if needed) the file at `path`, and drops what the limits no longer
+    /// allow.
+    pub fn open(path: &str, ttl: Duration, max_tasks: usize) -> Result<Self, BackendError> {
+        let fail = |message: String| BackendError {
+            location: path.to_owned(),
+            message,
+        };
+        if path != ":memory:"
+            && let Some(dir) = Path::new(path)
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+        {
+            std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
+        }
+        let open = || -> rusqlite::Result<Connection> {
+            let conn = Connection::open(path)?;
+            conn.pragma_update(None, "journal_mode", "WAL")?;
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+            conn.busy_timeout(Duration::from_secs(5))?;
+            conn.execute_batch(SCHEMA)?;
+            Ok(conn)
+        };
+        let conn = open().map_err(|e| fail(e.to_string()))?;
+        sweep(&conn, ttl, max_tasks).map_err(|e| fail(e.to_string()))?;
+        Ok(Self {
+            location: path.to_owned(),
+            db: Arc::new(Mutex::new(conn)),
+            ttl,
+            max_tasks,
+            writes: Arc::default(),
+        })
+    }
+
+    async fn with<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Connection) -> Result<T, String> + Send + 'static,
+    ) -> Result<T, BackendError> {
+        let db = Arc::clone(&self.db);
+        let joined = tokio::task::spawn_blocking(move || {
+            work(&db.lock().unwrap_or_else(PoisonError::into_inner))
+        })
+        .await;
+        let message = match joined {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(message)) => message,
+            Err(e) => format!("the store's worker stopped: {e}"),
+        };
+        Err(BackendError {
+            location: self.location.clone(),
+            message,
+        })
+    }
+}
+
+/// Deletes rows older than `ttl` and all but the `max_tasks` newest.
+fn sweep(conn: &Connection, ttl: Duration, max_tasks: usize) -> rusqlite::Result<()> {
+    let oldest = now_ms().saturating_sub(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
+    conn.execute(
+        "DELETE FROM a2a_tasks WHERE updated_ms < ?1",
+        params![oldest],
+    )?;
+    conn.execute(
+        "DELETE FROM a2a_tasks WHERE id NOT IN \
+         (SELECT id FROM a2a_tasks ORDER BY updated_ms DESC LIMIT ?1)",
+        params![i64::try_from(max_tasks).unwrap_or(i64::MAX)],
+    )?;
+    Ok(())
+}
+
+fn decode(body: &str) -> Result<StoredTask, String> {
+    daedalus_contract::read::from_slice(body.as_bytes()).map_err(|e| e.to_string())
+}
+
+#[async_trait]
+impl TaskBackend for SqliteTasks {
+    async fn save(&self, stored: &StoredTask) -> Result<(), BackendError> {
+        let body = serde_json::to_string(stored).map_err(|e| BackendError {
+            location: self.location.clone(),
+            message: e.to_string(),
+        })?;
+        let (id, owner, updated) = (
+            stored.task.id.clone(),
+            stored.owner.clone(),
+            stored.updated_ms,
+        );
+        let due = self.writes.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == SWEEP_EVERY - 1;
+        let (ttl, max_tasks) = (self.ttl, self.max_tasks);
+        self.with(move |conn| {
+            conn.execute(
+                "INSERT INTO a2a_tasks (id, owner, updated_ms, body) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (id) DO UPDATE SET owner = ?2, updated_ms = ?3, body = ?4",
+                params![id, owner, updated, body],
+            )
+            .map_err(|e| e.to_string())?;
+            if due {
+                sweep(conn, ttl, max_tasks).map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn load(&self, task_id: &str) -> Result<Option<StoredTask>, BackendError> {
+        let id = task_id.to_owned();
+        self.with(move |conn| {
+            let body: Option<String> = conn
+                .query_row(
+                    "SELECT body FROM a2a_tasks WHERE id = ?1",
+                    params![id],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(|e| e.to_string())?;
+            body.as_deref().map(decode).transpose()
+        })
+        .await
+    }
+
+    async fn recent(&self, limit: usize) -> Result<Vec<StoredTask>, BackendError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.with(move |conn| {
+            let mut statement = conn
+                .prepare("SELECT body FROM a2a_tasks ORDER BY updated_ms DESC LIMIT ?1")
+                .map_err(|e| e.to_string())?;
+            let bodies = statement
+                .query_map(params![limit], |row| row.get::<_, String>(0))
+                .map_err(|e| e.to_string())?;
+            let mut tasks = Vec::new();
+            for body in bodies {
+                let body = body.map_err(|e| e.to_string())?;
+                match decode(&body) {
+                    Ok(stored) => tasks.push(stored),
+                    Err(e) => tracing::warn!(error = %e, "a stored task is unreadable; skipped"),
+                }
+            }
+            Ok(tasks)
+        })
+        .await
+    }
+}
