@@ -96,3 +96,127 @@ async fn a_sqlite_task_store_keeps_tasks_across_a_crash_and_fails_the_one_it_cut
     let listed = rpc(&client, &second.url("/"), "ListTasks", json!({})).await;
     assert_eq!(listed["result"]["totalSize"], 2, "{listed}");
 }
+
+/// The `data` of each SSE event of `response`, as JSON, until the stream ends.
+async fn sse_results(response: reqwest::Response) -> Vec<Value> {
+    use futures::StreamExt;
+    let mut body = response.bytes_stream();
+    let mut text = String::new();
+    while let Some(chunk) = body.next().await {
+        text.push_str(&String::from_utf8_lossy(&chunk.expect("the stream reads")));
+    }
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| {
+            let response: Value = serde_json::from_str(d.trim()).expect("JSON data");
+            response["result"].clone()
+        })
+        .collect()
+}
+
+/// Subscribes to `task_id` through `url`; the stream's results, once it ends.
+async fn subscribe(client: &reqwest::Client, url: &str, task_id: &Value) -> Vec<Value> {
+    let response = client
+        .post(url)
+        .header("A2A-Version", "1.0")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 9, "method": "SubscribeToTask",
+            "params": {"id": task_id}}),
+        )
+        .send()
+        .await
+        .expect("subscribed");
+    tokio::time::timeout(Duration::from_mins(1), sse_results(response))
+        .await
+        .expect("the stream ends")
+}
+
+fn last_state(results: &[Value]) -> String {
+    let last = results.last().expect("at least one event");
+    last["statusUpdate"]["status"]["state"]
+        .as_str()
+        .or(last["task"]["status"]["state"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_on_one_nats_kv_store_share_tasks_their_events_and_cancels() {
+    let nats = daedalus_test_kit::NatsServer::start();
+    let tasks_db = format!("{}/shared-tasks", nats.url());
+    let start = |replica: &str| {
+        runtime()
+            .env("TASKS_DB", &tasks_db)
+            .env("REPLICA_ID", replica)
+            .start()
+    };
+    let client = reqwest::Client::new();
+    let mut a = start("replica-a");
+    let b = start("replica-b");
+    let (a_url, b_url) = (a.url("/"), b.url("/"));
+
+    // A task started on A is read, and followed to its end, through B.
+    let started = rpc(
+        &client,
+        &a_url,
+        "SendMessage",
+        send("r-1", "***SLEEP 1500ms across replicas", true),
+    )
+    .await;
+    let id = started["result"]["task"]["id"].clone();
+    let read = rpc(&client, &b_url, "GetTask", json!({"id": id})).await;
+    assert_eq!(state_of(&read["result"]), "TASK_STATE_WORKING", "{read}");
+    let heard = subscribe(&client, &b_url, &id).await;
+    assert_eq!(heard[0]["task"]["id"], id, "the Task first: {heard:?}");
+    assert_eq!(last_state(&heard), "TASK_STATE_COMPLETED", "{heard:?}");
+    let text: String = heard
+        .iter()
+        .filter_map(|r| r["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
+        .collect();
+    assert_eq!(text, "across replicas", "no chunk lost: {heard:?}");
+    let done = rpc(&client, &b_url, "GetTask", json!({"id": id})).await;
+    assert_eq!(state_of(&done["result"]), "TASK_STATE_COMPLETED", "{done}");
+
+    // A cancel sent to B reaches the turn running on A.
+    let slow = rpc(
+        &client,
+        &a_url,
+        "SendMessage",
+        send("r-2", "***SLEEP 600s never", true),
+    )
+    .await;
+    let slow_id = slow["result"]["task"]["id"].clone();
+    let canceled = rpc(&client, &b_url, "CancelTask", json!({"id": slow_id})).await;
+    assert_eq!(
+        state_of(&canceled["result"]),
+        "TASK_STATE_CANCELED",
+        "{canceled}"
+    );
+    let on_a = rpc(&client, &a_url, "GetTask", json!({"id": slow_id})).await;
+    assert_eq!(state_of(&on_a["result"]), "TASK_STATE_CANCELED", "{on_a}");
+
+    // A crashes mid-task: B's subscriber learns the task failed, and so does A once restarted.
+    let cut = rpc(
+        &client,
+        &a_url,
+        "SendMessage",
+        send("r-3", "***SLEEP 600s never", true),
+    )
+    .await;
+    let cut_id = cut["result"]["task"]["id"].clone();
+    let listening = {
+        let (client, b_url, cut_id) = (client.clone(), b_url.clone(), cut_id.clone());
+        tokio::spawn(async move { subscribe(&client, &b_url, &cut_id).await })
+    };
+    // The subscriber has the Task before the crash: wait until B has asked A for it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    a.child.kill().expect("killed");
+    a.wait_exit(Duration::from_secs(10));
+    let heard = listening.await.expect("joined");
+    assert_eq!(last_state(&heard), "TASK_STATE_FAILED", "{heard:?}");
+    let a = start("replica-a");
+    let after = rpc(&client, &a.url("/"), "GetTask", json!({"id": cut_id})).await;
+    assert_eq!(state_of(&after["result"]), "TASK_STATE_FAILED", "{after}");
+    let from_b = rpc(&client, &b_url, "GetTask", json!({"id": cut_id})).await;
+    assert_eq!(state_of(&from_b["result"]), "TASK_STATE_FAILED", "{from_b}");
+}

@@ -37,6 +37,8 @@ pub struct TaskCell {
     turn: tokio::sync::Mutex<TaskRecord>,
     live: Mutex<Live>,
     seq: watch::Sender<u64>,
+    /// The final event of a turn, held back from other replicas until the store has the end.
+    deferred_end: Mutex<Option<(u64, StreamEvent)>>,
 }
 
 #[derive(Debug, Default)]
@@ -58,6 +60,7 @@ impl Default for TaskCell {
             turn: tokio::sync::Mutex::default(),
             live: Mutex::default(),
             seq: watch::Sender::new(0),
+            deferred_end: Mutex::default(),
         }
     }
 }
@@ -116,8 +119,9 @@ impl TaskCell {
         live.running = true;
     }
 
-    /// Records one event of the running turn: applied to the task, kept in the log.
-    pub fn record(&self, event: &StreamEvent) {
+    /// Records one event of the running turn: applied to the task, kept in the log. Answers
+    /// its sequence number.
+    pub fn record(&self, event: &StreamEvent) -> u64 {
         let mut live = self.live();
         if let Some(task) = live.task.take() {
             live.task = Some(apply(task, event));
@@ -132,6 +136,42 @@ impl TaskCell {
                 live.log_bytes -= dropped;
             }
         }
+        drop(live);
+        self.seq.send_replace(seq);
+        seq
+    }
+
+    /// Holds back the turn's final event (number `seq`) until [`TaskCell::take_end`].
+    pub fn defer_end(&self, seq: u64, event: StreamEvent) {
+        *self
+            .deferred_end
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some((seq, event));
+    }
+
+    /// The final event held back, if any.
+    pub fn take_end(&self) -> Option<(u64, StreamEvent)> {
+        self.deferred_end
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
+    /// The task as it stands and the sequence number of the last event it holds.
+    pub fn standing(&self) -> Option<(u64, Task)> {
+        let live = self.live();
+        live.task.clone().map(|task| (live.seq, task))
+    }
+
+    /// The task as another replica or a backend has it now, unless a turn of it runs here.
+    pub fn refresh(&self, task: Task) {
+        let mut live = self.live();
+        if live.running {
+            return;
+        }
+        live.task = Some(task);
+        live.seq += 1;
+        let seq = live.seq;
         drop(live);
         self.seq.send_replace(seq);
     }
@@ -154,7 +194,7 @@ impl TaskCell {
 
     /// A task that was not running ends as `task` (a cancel of a task waiting for input):
     /// subscribers hear its final status.
-    pub fn end_idle(&self, task: Task) {
+    pub fn end_idle(&self, task: Task) -> (u64, StreamEvent) {
         let update = StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
             task_id: task.id.clone(),
             context_id: task.context_id.clone().unwrap_or_default(),
@@ -162,8 +202,9 @@ impl TaskCell {
             r#final: true,
             metadata: task.metadata.clone(),
         });
-        self.record(&update);
+        let seq = self.record(&update);
         self.finish(task);
+        (seq, update)
     }
 
     /// Approximately how many bytes the cell holds.
@@ -196,7 +237,7 @@ impl TaskCell {
 
 /// `task` with `event` applied (a `task` event is the stream's opening; the task as it
 /// stands, with its history, stays).
-fn apply(task: Task, event: &StreamEvent) -> Task {
+pub(super) fn apply(task: Task, event: &StreamEvent) -> Task {
     if matches!(event, StreamEvent::Task(_)) {
         return task;
     }

@@ -9,8 +9,10 @@
 
 pub mod backend;
 pub mod cell;
+pub mod follow;
 pub mod list;
 pub mod nats_kv;
+pub mod relay;
 pub(crate) mod size;
 pub mod sqlite;
 
@@ -18,10 +20,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
+use daedalus_contract::{Task, TaskState};
+
 pub use backend::{BackendError, StoredTask, TaskBackend};
 pub use cell::{SubscribeRefusal, Subscription, TaskCell, TaskRecord};
+pub use follow::Follow;
 pub use list::{ListError, ListPage, ListQuery};
 pub use nats_kv::NatsKvTasks;
+pub use relay::{Relay, RelayHandler, Standing};
 pub use sqlite::SqliteTasks;
 
 /// What the store may hold.
@@ -49,6 +55,8 @@ struct Persistence {
     backend: Arc<dyn TaskBackend>,
     /// This replica's name (`REPLICA_ID`).
     replica: String,
+    /// How replicas sharing the backend reach each other (NATS KV only).
+    relay: Option<Relay>,
 }
 
 #[derive(Debug, Default)]
@@ -86,6 +94,7 @@ impl TaskStore {
         &self,
         backend: Arc<dyn TaskBackend>,
         replica: &str,
+        relay: Option<Relay>,
     ) -> Result<usize, BackendError> {
         let recent = backend.recent(self.limits.max_tasks).await?;
         let mut failed = 0;
@@ -109,6 +118,7 @@ impl TaskStore {
         let _ = self.persistence.set(Persistence {
             backend,
             replica: replica.to_owned(),
+            relay,
         });
         Ok(failed)
     }
@@ -132,22 +142,82 @@ impl TaskStore {
         }
     }
 
-    /// The cell of `task_id`: in memory, else read back from the backend (a task from before a
-    /// restart, or one another replica ran).
-    pub async fn find(&self, task_id: &str) -> Option<Arc<TaskCell>> {
-        if let Some(cell) = self.existing(task_id) {
-            return Some(cell);
+    /// Tells other replicas the end of task `task_id`'s turn, held back until the backend had
+    /// it (so a replica that hears the end and then reads the task finds it ended).
+    pub fn tell_end(&self, task_id: &str) {
+        let (Some(relay), Some(cell)) = (self.relay(), self.existing(task_id)) else {
+            return;
+        };
+        if let Some((seq, event)) = cell.take_end() {
+            relay.publish(task_id, seq, &event);
         }
-        let persistence = self.persistence.get()?;
+    }
+
+    /// The relay to other replicas, when the backend is shared.
+    pub fn relay(&self) -> Option<&Relay> {
+        self.persistence.get().and_then(|p| p.relay.as_ref())
+    }
+
+    /// The cell of `task_id`: in memory, else read back from the backend (a task from before a
+    /// restart, or one another replica ran). A task not running here and not finished is read
+    /// again, since another replica may have moved it on.
+    pub async fn find(&self, task_id: &str) -> Option<Arc<TaskCell>> {
+        let held = self.existing(task_id);
+        let settled = held.as_ref().is_some_and(|cell| {
+            cell.is_running() || cell.state().is_some_and(TaskState::is_terminal)
+        });
+        if settled {
+            return held;
+        }
+        let Some(persistence) = self.persistence.get() else {
+            return held;
+        };
         match persistence.backend.load(task_id).await {
             Ok(Some(stored)) => {
+                if let Some(cell) = held {
+                    cell.refresh(stored.task);
+                    return Some(cell);
+                }
                 self.restore(stored.task);
                 self.existing(task_id)
             }
-            Ok(None) => None,
+            Ok(None) => held,
             Err(e) => {
                 tracing::warn!(task_id, error = %e, "could not read the task from its backend");
-                None
+                held
+            }
+        }
+    }
+
+    /// The task as it stands and its events from here on, wherever its turn runs.
+    pub async fn follow(&self, task_id: &str) -> Result<(Task, Follow), SubscribeRefusal> {
+        let cell = self.find(task_id).await.ok_or(SubscribeRefusal::Unknown)?;
+        let task = cell.task().ok_or(SubscribeRefusal::Unknown)?;
+        let elsewhere = !cell.is_running()
+            && !task.status.state.is_terminal()
+            && !task.status.state.is_interrupted();
+        match self.relay() {
+            Some(relay) if elsewhere => {
+                // Subscribe first, then ask: nothing falls between the two.
+                let events = relay.events(task_id).await;
+                match (events, relay.ask_now(task_id).await) {
+                    (Some(events), Some(standing)) => {
+                        let remote = follow::RemoteFollow::new(
+                            task_id,
+                            relay.clone(),
+                            events,
+                            standing.seq,
+                            standing.task.clone(),
+                        );
+                        Ok((standing.task, Follow::Remote(Box::new(remote))))
+                    }
+                    // No replica runs it: it is over, whatever the store last heard.
+                    _ => Ok((follow::orphaned(task), Follow::Ended)),
+                }
+            }
+            _ => {
+                let (task, subscription) = cell.subscribe()?;
+                Ok((task, Follow::Local(subscription)))
             }
         }
     }
@@ -177,7 +247,7 @@ impl TaskStore {
 
     /// Puts back a task read from elsewhere (a backend at startup), unless one of that id is
     /// held.
-    pub fn restore(&self, task: daedalus_contract::Task) {
+    pub fn restore(&self, task: Task) {
         let mut inner = self.lock();
         if inner.cells.contains_key(&task.id) {
             return;

@@ -51,9 +51,11 @@ impl TurnService {
             record.context_id = standing.as_ref().and_then(|t| t.context_id.clone());
         }
         let context_id = task::resolve_context(&record, &request.message, &task_id)?;
-        let out = started
-            .name(&task_id, &context_id)
-            .with_log(Arc::clone(&cell));
+        let out = started.name(&task_id, &context_id).with_log(
+            &task_id,
+            Arc::clone(&cell),
+            self.0.tasks.relay().cloned(),
+        );
         let mut message = request.message.clone();
         message.task_id = Some(task_id.clone());
         message.context_id = Some(context_id.clone());
@@ -85,6 +87,7 @@ impl TurnService {
                     cell.finish(ended);
                 }
                 self.0.tasks.persist(&task_id).await;
+                self.0.tasks.tell_end(&task_id);
                 return Err(refused);
             }
         };
@@ -96,6 +99,7 @@ impl TurnService {
         cell.finish(kept);
         self.0.tasks.touch(&task_id);
         self.0.tasks.persist(&task_id).await;
+        self.0.tasks.tell_end(&task_id);
         Ok(self
             .with_history(agent, task, &history, history_length)
             .await)

@@ -19,7 +19,7 @@ use crate::agent_loop::Agent;
 use crate::fleet::Fleet;
 use crate::lifecycle::{Lifecycle, Phase};
 use crate::metrics::Metrics;
-use crate::task_store::{StoreLimits, TaskStore};
+use crate::task_store::{RelayHandler, Standing, StoreLimits, TaskCell, TaskStore};
 
 /// Runs turns for every face. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -162,17 +162,40 @@ impl TurnService {
         let cell = self.0.tasks.find(task_id).await.ok_or_else(not_found)?;
         let _record = cell.lock_turn().await;
         let task = cell.task().ok_or_else(not_found)?;
-        if !task.status.state.is_interrupted() {
+        let state = task.status.state;
+        if !state.is_terminal() && !state.is_interrupted() {
+            // Running on another replica: that one cancels it.
+            if let Some(relay) = self.0.tasks.relay()
+                && let Some(ended) = relay.ask_cancel(task_id).await
+            {
+                cell.refresh(ended.clone());
+                return Ok(Some(ended));
+            }
+            // No replica runs it any more: it ends here.
+            let canceled = task::canceled(&task);
+            self.end_idle(&cell, task_id, canceled.clone()).await;
+            return Ok(Some(canceled));
+        }
+        if !state.is_interrupted() {
             return Err(CancelError::NotCancelable {
                 task_id: task_id.to_owned(),
                 state: task.status.state,
             });
         }
         let canceled = task::canceled(&task);
-        cell.end_idle(canceled.clone());
+        self.end_idle(&cell, task_id, canceled.clone()).await;
+        Ok(Some(canceled))
+    }
+
+    /// A task no turn runs ends as `ended`: its subscribers, here and on other replicas, hear
+    /// it, and the store keeps it.
+    async fn end_idle(&self, cell: &TaskCell, task_id: &str, ended: Task) {
+        let (seq, event) = cell.end_idle(ended);
+        if let Some(relay) = self.0.tasks.relay() {
+            relay.publish(task_id, seq, &event);
+        }
         self.0.tasks.touch(task_id);
         self.0.tasks.persist(task_id).await;
-        Ok(Some(canceled))
     }
 
     /// Task `task_id` as it stands (its own messages as history); a turn of a face's own
@@ -196,17 +219,20 @@ impl TurnService {
         })
     }
 
-    /// [`TurnService::task_now`], reading the task back from the task backend when memory
-    /// does not hold it (a task from before a restart, or one another replica ran).
+    /// [`TurnService::task_now`], reading the task from the task backend when memory does not
+    /// hold it or another replica may have moved it on (a task from before a restart, or one
+    /// another replica ran).
     pub async fn find_task(&self, task_id: &str) -> Option<Task> {
-        if let Some(task) = self.task_now(task_id) {
-            return Some(task);
-        }
-        self.0
+        match self
+            .0
             .tasks
             .find(task_id)
             .await
             .and_then(|cell| cell.task())
+        {
+            Some(task) => Some(task),
+            None => self.task_now(task_id),
+        }
     }
 
     /// The state of task `task_id`, if the runtime knows it.
@@ -278,5 +304,20 @@ impl Started {
     pub(super) fn name(self, task_id: &str, context_id: &str) -> EventSender {
         let _ = self.named.send((task_id.to_owned(), context_id.to_owned()));
         self.out
+    }
+}
+
+/// What this replica answers other replicas about the turns it runs.
+#[async_trait::async_trait]
+impl RelayHandler for TurnService {
+    fn now(&self, task_id: &str) -> Option<Standing> {
+        let cell = self.0.tasks.existing(task_id).filter(|c| c.is_running())?;
+        let (seq, task) = cell.standing()?;
+        Some(Standing { seq, task })
+    }
+
+    async fn cancel(&self, task_id: &str) -> Option<Task> {
+        self.0.running.context_of(task_id)?;
+        self.cancel(task_id).await.ok().flatten()
     }
 }

@@ -34,8 +34,8 @@ use daedalus_contract::{
 use tokio::sync::mpsc;
 
 use crate::agent_loop::LoopEvent;
-use crate::task_store::TaskCell;
 use crate::task_store::size::event_bytes;
+use crate::task_store::{Relay, TaskCell};
 
 /// Bytes of events that may wait for a listener before chunks and steps are dropped.
 pub const QUEUE_BYTES: usize = 1 << 20;
@@ -45,7 +45,16 @@ pub const QUEUE_BYTES: usize = 1 << 20;
 pub(crate) struct EventSender {
     tx: mpsc::UnboundedSender<(StreamEvent, usize)>,
     queued: Arc<AtomicUsize>,
-    log: Option<Arc<TaskCell>>,
+    log: Option<Log>,
+}
+
+/// Where a task's events are kept and told beyond the face that started the turn.
+#[derive(Debug, Clone)]
+struct Log {
+    task_id: String,
+    cell: Arc<TaskCell>,
+    /// Other replicas, when the task store is shared.
+    relay: Option<Relay>,
 }
 
 /// A task's live events, in order; `None` once the stream is over.
@@ -70,9 +79,19 @@ pub(crate) fn queue() -> (EventSender, EventReceiver) {
 }
 
 impl EventSender {
-    /// Every event also goes to `cell`'s log (what subscribers read).
-    pub(crate) fn with_log(mut self, cell: Arc<TaskCell>) -> Self {
-        self.log = Some(cell);
+    /// Every event also goes to `cell`'s log (what subscribers read), and to other replicas
+    /// over `relay`.
+    pub(crate) fn with_log(
+        mut self,
+        task_id: &str,
+        cell: Arc<TaskCell>,
+        relay: Option<Relay>,
+    ) -> Self {
+        self.log = Some(Log {
+            task_id: task_id.to_owned(),
+            cell,
+            relay,
+        });
         self
     }
 
@@ -85,7 +104,15 @@ impl EventSender {
     /// `false` when the queue dropped it (or nobody listens).
     fn send(&self, event: StreamEvent, droppable: bool) -> bool {
         if let Some(log) = &self.log {
-            log.record(&event);
+            let seq = log.cell.record(&event);
+            if let Some(relay) = &log.relay {
+                if matches!(&event, StreamEvent::StatusUpdate(u) if u.r#final) {
+                    // Other replicas hear the end once the store holds it (`tell_end`).
+                    log.cell.defer_end(seq, event.clone());
+                } else {
+                    relay.publish(&log.task_id, seq, &event);
+                }
+            }
         }
         if self.tx.is_closed() {
             return self.log.is_some();

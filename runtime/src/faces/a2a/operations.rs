@@ -17,7 +17,7 @@ use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::ContractState;
 use crate::agent_loop::Bearer;
-use crate::task_store::{ListError, ListQuery, SubscribeRefusal, Subscription};
+use crate::task_store::{Follow, ListError, ListQuery, SubscribeRefusal};
 use crate::telemetry::TraceHeaders;
 use crate::turns::{CancelError, Memory, TaskHandle, TurnError, TurnRequest};
 
@@ -270,15 +270,10 @@ pub(super) fn list_tasks(
 pub(super) async fn subscribe(
     state: &ContractState,
     task_id: &str,
-) -> Result<(Task, Subscription, TaskTrackerToken), A2aError> {
+) -> Result<(Task, Follow, TaskTrackerToken), A2aError> {
     let turns = state.core().turns();
-    let cell = turns
-        .tasks()
-        .find(task_id)
-        .await
-        .ok_or_else(|| not_found(task_id))?;
-    match cell.subscribe() {
-        Ok((task, subscription)) => Ok((task, subscription, turns.hold())),
+    match turns.tasks().follow(task_id).await {
+        Ok((task, follow)) => Ok((task, follow, turns.hold())),
         Err(SubscribeRefusal::Unknown) => Err(not_found(task_id)),
         Err(SubscribeRefusal::Terminal(state)) => Err(A2aError::new(
             A2aErrorKind::UnsupportedOperation,
