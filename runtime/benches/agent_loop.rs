@@ -284,6 +284,7 @@ async fn over_the_wire(fake: &FakeLlm, fixture_url: &str) {
     let servers = Arc::new(McpServers::new(BTreeMap::from([(
         "fx".to_owned(),
         McpServer {
+            kind: daedalus_runtime::config::deployment::ServerKind::Mcp,
             url: fixture_url.to_owned(),
             headers: BTreeMap::new(),
             forward_inbound_auth: false,

@@ -6,10 +6,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::a2a_tools::A2aAgents;
 use crate::agent_loop::{
     Agent, LlmAgent, Passthrough, Remembering, SubAgents, ToolPassthrough, ToolSource, Toolbox,
 };
-use crate::config::deployment::{AgentDef, Deployment, ModelRef, ProviderSettings, ServerRef};
+use crate::config::deployment::{
+    AgentDef, Deployment, ModelRef, ProviderSettings, ServerKind, ServerRef,
+};
 use crate::llm::anthropic::AnthropicClient;
 use crate::llm::openai::OpenAiClient;
 use crate::llm::retry::RetryPolicy;
@@ -214,6 +217,7 @@ fn toolbox(
     let mut subagents = SubAgents::new();
     let mut prefixes = Vec::new();
     let mut mcp = BTreeMap::new();
+    let mut a2a = BTreeMap::new();
     for server in &def.servers {
         match server {
             ServerRef::Agent(name) => {
@@ -225,14 +229,20 @@ fn toolbox(
                 prefixes.push(name.clone());
             }
             ServerRef::Mcp(server) => {
-                mcp.insert(server.clone(), deployment.mcp_servers[server].clone());
+                let def = deployment.mcp_servers[server].clone();
+                match def.kind {
+                    ServerKind::Mcp => mcp.insert(server.clone(), def),
+                    ServerKind::A2a => a2a.insert(server.clone(), def),
+                };
             }
         }
     }
     let mcp_prefixes: Vec<String> = mcp.keys().cloned().collect();
     let servers = Arc::new(McpServers::new(mcp));
+    let agents = A2aAgents::new(a2a);
     let tools = Toolbox::new()
         .with(prefixes, Arc::new(subagents))
+        .with(agents.names(), Arc::new(agents))
         .with(mcp_prefixes, Arc::clone(&servers) as Arc<dyn ToolSource>);
     (Arc::new(tools), servers)
 }

@@ -26,6 +26,7 @@
 //!   takes, and shutdown; [`reload`]: a new deployment
 //!   swapped in whole on SIGHUP, or refused.
 
+pub mod a2a_tools;
 pub mod agent_loop;
 pub mod config;
 pub mod core;

@@ -51,11 +51,6 @@ impl TurnService {
             record.context_id = standing.as_ref().and_then(|t| t.context_id.clone());
         }
         let context_id = task::resolve_context(&record, &request.message, &task_id)?;
-        let out = started.name(&task_id, &context_id).with_log(
-            &task_id,
-            Arc::clone(&cell),
-            self.0.tasks.relay().cloned(),
-        );
         let mut message = request.message.clone();
         message.task_id = Some(task_id.clone());
         message.context_id = Some(context_id.clone());
@@ -72,6 +67,12 @@ impl TurnService {
         history.push(message);
         cell.begin(task::working(&task_id, &context_id, history.clone()));
         self.0.tasks.persist(&task_id).await;
+        // Named only now: whoever learns the id finds the task, on any replica.
+        let out = started.name(&task_id, &context_id).with_log(
+            &task_id,
+            Arc::clone(&cell),
+            self.0.tasks.relay().cloned(),
+        );
         let lock = self.0.conversations.get(key.as_str());
         let _turn = lock.lock().await;
         let history_length = request.history_length;

@@ -55,6 +55,9 @@ pub(super) struct McpFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(super) struct McpServerFile {
+    /// `mcp` (the default) or `a2a`.
+    #[serde(rename = "type")]
+    pub(super) kind: Option<String>,
     pub(super) url: Option<String>,
     pub(super) headers: BTreeMap<String, String>,
     pub(super) forward_inbound_auth: bool,

@@ -189,9 +189,23 @@ impl Deployment {
     }
 }
 
-/// A downstream MCP server.
+/// What a server entry is (`mcp.servers.<name>.type`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerKind {
+    /// An MCP server (Streamable HTTP) at `url`.
+    #[default]
+    Mcp,
+    /// Another A2A agent, its card at `url` (or at `url/.well-known/agent-card.json`): each of
+    /// its skills is a tool.
+    A2a,
+}
+
+/// A downstream server: an MCP server, or another A2A agent.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct McpServer {
+    #[serde(rename = "type")]
+    pub kind: ServerKind,
     /// Shown with userinfo and query string masked.
     #[serde(serialize_with = "masked_url")]
     pub url: String,

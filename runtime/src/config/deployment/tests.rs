@@ -237,6 +237,19 @@ fn error(yaml: &str) -> DeploymentError {
 }
 
 #[test]
+fn a_server_entry_is_mcp_unless_it_says_a2a() {
+    let dir = project(&[(
+        "agents.yaml",
+        "mcp: { servers: { tools: { url: http://t }, peer: { type: a2a, url: http://p }, \
+         named: { type: mcp, url: http://n } } }\nagents: { a: { servers: [tools, peer, named] } }",
+    )]);
+    let deployment = load_in(dir.path(), &[]).unwrap();
+    assert_eq!(deployment.mcp_servers["tools"].kind, ServerKind::Mcp);
+    assert_eq!(deployment.mcp_servers["peer"].kind, ServerKind::A2a);
+    assert_eq!(deployment.mcp_servers["named"].kind, ServerKind::Mcp);
+}
+
+#[test]
 fn every_validation_error_names_the_file_and_key() {
     let cases: Vec<(&str, &str, &str)> = vec![
         (
@@ -301,6 +314,11 @@ fn every_validation_error_names_the_file_and_key() {
             "mcp.servers.s.url",
         ),
         ("agents: { a: { port: lots } }", "Shape", "agents.a.port"),
+        (
+            "mcp: { servers: { s: { url: http://x, type: sse } } }\nagents: { a: {} }",
+            "Shape",
+            "mcp.servers.s.type",
+        ),
         (
             "mcp: { servers: { s: { url: http://x, read_timeout_seconds: -1 } } }\nagents: { a: {} }",
             "Shape",

@@ -6,10 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use daedalus_contract::AgentSkill;
 use daedalus_contract::container::validate_agent_name;
 
-use super::file::{CompactionFile, DeploymentFile, ProviderFile};
+use super::file::{CompactionFile, DeploymentFile, McpServerFile, ProviderFile};
 use super::{
     AgentDef, CompactionPolicy, DEFAULT_MAX_ITERATIONS, Deployment, DeploymentError, McpServer,
-    ModelCapabilities, ModelRef, ProviderSettings, ServerRef, parse_model,
+    ModelCapabilities, ModelRef, ProviderSettings, ServerKind, ServerRef, parse_model,
 };
 use crate::sampling::SamplingParams;
 
@@ -25,34 +25,8 @@ pub(super) fn build(
     }
     let mut mcp_servers = BTreeMap::new();
     for (name, server) in doc.mcp.map(|m| m.servers).unwrap_or_default() {
-        let url = server.url.filter(|u| !u.is_empty()).ok_or_else(|| {
-            DeploymentError::ServerWithoutUrl {
-                file: file.to_owned(),
-                server: name.clone(),
-            }
-        })?;
-        let call_timeout = match server.read_timeout_seconds {
-            None => None,
-            Some(secs) if secs.is_finite() && secs > 0.0 && secs <= 86_400.0 => {
-                Some(std::time::Duration::from_secs_f64(secs))
-            }
-            Some(secs) => {
-                return Err(DeploymentError::Shape {
-                    file: file.to_owned(),
-                    path: format!("mcp.servers.{name}.read_timeout_seconds"),
-                    message: format!("{secs} is not a number of seconds between 0 and 86400"),
-                });
-            }
-        };
-        mcp_servers.insert(
-            name,
-            McpServer {
-                url,
-                headers: server.headers,
-                forward_inbound_auth: server.forward_inbound_auth,
-                call_timeout,
-            },
-        );
+        let server = downstream_server(file, &name, server)?;
+        mcp_servers.insert(name, server);
     }
     let agent_names: BTreeSet<&str> = doc.agents.keys().map(String::as_str).collect();
 
@@ -350,6 +324,53 @@ fn check_ports(
         used.insert(port, key);
     }
     Ok(())
+}
+
+/// One `mcp.servers.<name>` entry, checked.
+fn downstream_server(
+    file: &str,
+    name: &str,
+    server: McpServerFile,
+) -> Result<McpServer, DeploymentError> {
+    let url =
+        server
+            .url
+            .filter(|u| !u.is_empty())
+            .ok_or_else(|| DeploymentError::ServerWithoutUrl {
+                file: file.to_owned(),
+                server: name.to_owned(),
+            })?;
+    let call_timeout = match server.read_timeout_seconds {
+        None => None,
+        Some(secs) if secs.is_finite() && secs > 0.0 && secs <= 86_400.0 => {
+            Some(std::time::Duration::from_secs_f64(secs))
+        }
+        Some(secs) => {
+            return Err(DeploymentError::Shape {
+                file: file.to_owned(),
+                path: format!("mcp.servers.{name}.read_timeout_seconds"),
+                message: format!("{secs} is not a number of seconds between 0 and 86400"),
+            });
+        }
+    };
+    let kind = match server.kind.as_deref() {
+        None | Some("mcp") => ServerKind::Mcp,
+        Some("a2a") => ServerKind::A2a,
+        Some(other) => {
+            return Err(DeploymentError::Shape {
+                file: file.to_owned(),
+                path: format!("mcp.servers.{name}.type"),
+                message: format!("{other:?} is not a server type: use mcp (the default) or a2a"),
+            });
+        }
+    };
+    Ok(McpServer {
+        kind,
+        url,
+        headers: server.headers,
+        forward_inbound_auth: server.forward_inbound_auth,
+        call_timeout,
+    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,319 @@
+//! One call to another A2A agent: the request, its answer read as a stream (or one response),
+//! the Task it ends in as a tool result, and the remote task canceled when the call is
+//! abandoned (the turn canceled, or the call past its timeout).
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use daedalus_contract::write::a2a_v1;
+use daedalus_contract::{
+    AgentCard, JsonRpcError, Message, Part, PartContent, Role, SendMessageRequest, StreamEvent,
+    Task, TaskRebuilder, TaskState,
+};
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::agent_loop::{CallContext, ToolResult};
+use crate::config::deployment::McpServer;
+use crate::llm::sse::SseParser;
+
+/// How long the `CancelTask` of an abandoned call may take.
+const CANCEL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where a call goes.
+pub(super) struct Target<'a> {
+    pub(super) server: &'a str,
+    pub(super) def: &'a McpServer,
+    pub(super) card: &'a AgentCard,
+    pub(super) http: &'a reqwest::Client,
+}
+
+/// A JSON-RPC response, as far as a call reads it.
+#[derive(Debug, Deserialize)]
+struct Reply<T> {
+    #[serde(default = "Option::default")]
+    result: Option<T>,
+    #[serde(default)]
+    error: Option<JsonRpcError>,
+}
+
+/// `SendMessage`'s result.
+#[derive(Debug, Deserialize)]
+struct Sent {
+    #[serde(default)]
+    task: Option<Task>,
+    #[serde(default)]
+    message: Option<Message>,
+}
+
+/// The remote task a call started, canceled if the call is dropped before it ends.
+struct Abandon {
+    task_id: Arc<Mutex<Option<String>>>,
+    cancel: Option<(reqwest::RequestBuilder, String)>,
+}
+
+impl Drop for Abandon {
+    fn drop(&mut self) {
+        let Some((request, server)) = self.cancel.take() else {
+            return;
+        };
+        let Some(task_id) = self
+            .task_id
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            let body = json!({"jsonrpc": "2.0", "id": 1, "method": "CancelTask",
+                "params": {"id": task_id}});
+            match request.json(&body).timeout(CANCEL_TIMEOUT).send().await {
+                Ok(_) => tracing::info!(server, task_id, "canceled the A2A task the call started"),
+                Err(e) => tracing::warn!(server, task_id, error = %e.without_url(), "could not cancel the A2A task the call started"),
+            }
+        });
+    }
+}
+
+/// The card's A2A v1 JSON-RPC interface.
+fn jsonrpc_url(card: &AgentCard) -> Option<&str> {
+    card.supported_interfaces
+        .iter()
+        .find(|i| i.protocol_binding == "JSONRPC" && i.protocol_version.starts_with("1."))
+        .map(|i| i.url.as_str())
+}
+
+/// A POST to `url` with the entry's headers, the caller's trace and, when opted in, its bearer.
+fn post(target: &Target<'_>, url: &str, context: &CallContext) -> reqwest::RequestBuilder {
+    let mut request = target
+        .http
+        .post(url)
+        .header("A2A-Version", "1.0")
+        .header(reqwest::header::CONTENT_TYPE, "application/json");
+    for (name, value) in &target.def.headers {
+        request = request.header(name, value);
+    }
+    for (name, value) in &crate::telemetry::current_headers() {
+        request = request.header(name, value);
+    }
+    if target.def.forward_inbound_auth
+        && let Some(token) = context.bearer.expose()
+    {
+        request = request.bearer_auth(token);
+    }
+    request
+}
+
+/// Sends `text` (continuing `task_id`, for `skill`) and answers with what the task ended in.
+pub(super) async fn send(
+    target: &Target<'_>,
+    text: String,
+    task_id: Option<String>,
+    skill: Option<String>,
+    context: &CallContext,
+) -> ToolResult {
+    let server = target.server;
+    let Some(url) = jsonrpc_url(target.card) else {
+        return failure(format!("{server} offers no A2A 1.0 JSON-RPC interface"));
+    };
+    let mut message = Message::new(
+        uuid::Uuid::new_v4().to_string(),
+        Role::User,
+        vec![Part::text(text)],
+    );
+    message.task_id = task_id.clone();
+    if let Some(skill) = skill {
+        let mut metadata = daedalus_contract::Metadata::new();
+        metadata.insert("skill".to_owned(), skill.into());
+        message.metadata = Some(metadata);
+    }
+    let streaming = target.card.capabilities.streaming == Some(true);
+    let method = if streaming {
+        "SendStreamingMessage"
+    } else {
+        "SendMessage"
+    };
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method,
+        "params": a2a_v1::to_value(&SendMessageRequest::new(message))});
+    let started = Arc::new(Mutex::new(task_id));
+    let _abandon = Abandon {
+        task_id: Arc::clone(&started),
+        cancel: Some((post(target, url, context), server.to_owned())),
+    };
+    let mut request = post(target, url, context).json(&body);
+    if streaming {
+        request = request.header(reqwest::header::ACCEPT, "text/event-stream");
+    }
+    let exchange = async {
+        let response = request
+            .send()
+            .await
+            .map_err(|e| format!("{server} is unreachable: {}", e.without_url()))?;
+        let is_stream = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if is_stream {
+            read_stream(server, response, &started).await
+        } else {
+            read_one(server, response).await
+        }
+    };
+    let outcome = tokio::select! {
+        outcome = exchange => outcome,
+        () = context.cancel.cancelled() => Err(format!("the call to {server} was canceled")),
+    };
+    match outcome {
+        Ok(task) => {
+            if task.status.state.is_terminal() || task.status.state.is_interrupted() {
+                // Ended on its own: nothing to cancel.
+                started
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+            }
+            result_of(server, &task)
+        }
+        Err(why) => failure(why),
+    }
+}
+
+/// Reads a streamed answer: the task it rebuilds, its id noted as soon as it is known.
+async fn read_stream(
+    server: &str,
+    response: reqwest::Response,
+    started: &Mutex<Option<String>>,
+) -> Result<Task, String> {
+    let mut body = response.bytes_stream();
+    let mut parser = SseParser::default();
+    let mut rebuilder = TaskRebuilder::new();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| format!("{server}'s stream broke: {}", e.without_url()))?;
+        for event in parser.feed(&chunk) {
+            let reply: Reply<StreamEvent> =
+                daedalus_contract::read::from_slice(event.data.as_bytes())
+                    .map_err(|e| format!("{server} sent an event that is not A2A: {e}"))?;
+            if let Some(error) = reply.error {
+                return Err(format!(
+                    "{server} answered error {}: {}",
+                    error.code, error.message
+                ));
+            }
+            let Some(event) = reply.result else { continue };
+            if let StreamEvent::Task(task) = &event {
+                *started.lock().unwrap_or_else(PoisonError::into_inner) = Some(task.id.clone());
+            }
+            rebuilder
+                .apply(&event)
+                .map_err(|e| format!("{server}'s stream is not one task's: {e}"))?;
+        }
+    }
+    rebuilder
+        .into_task()
+        .ok_or_else(|| format!("{server}'s stream ended before it named a task"))
+}
+
+/// Reads a blocking answer: the task, or a message (taken as a completed task's answer).
+async fn read_one(server: &str, response: reqwest::Response) -> Result<Task, String> {
+    let status = response.status();
+    let bytes = response
+        .bytes()
+        .await
+        .map_err(|e| format!("{server}'s answer broke: {}", e.without_url()))?;
+    let reply: Reply<Sent> = daedalus_contract::read::from_slice(&bytes)
+        .map_err(|e| format!("{server} answered {status} with no JSON-RPC response: {e}"))?;
+    if let Some(error) = reply.error {
+        return Err(format!(
+            "{server} answered error {}: {}",
+            error.code, error.message
+        ));
+    }
+    match reply.result {
+        Some(Sent {
+            task: Some(task), ..
+        }) => Ok(task),
+        Some(Sent {
+            message: Some(message),
+            ..
+        }) => Ok(Task {
+            id: String::new(),
+            context_id: message.context_id.clone(),
+            status: daedalus_contract::TaskStatus::new(TaskState::Completed),
+            artifacts: vec![daedalus_contract::Artifact {
+                artifact_id: message.message_id.clone(),
+                name: None,
+                description: None,
+                parts: message.parts,
+                extensions: None,
+                metadata: None,
+            }],
+            history: None,
+            metadata: None,
+        }),
+        _ => Err(format!("{server} answered neither a task nor a message")),
+    }
+}
+
+/// The text of `parts`: text as is, data as JSON, files by their URL or name.
+fn text_of(parts: &[Part]) -> String {
+    parts
+        .iter()
+        .map(|p| match &p.content {
+            PartContent::Text(t) => t.clone(),
+            PartContent::Data(v) => v.to_string(),
+            PartContent::Url(u) => u.clone(),
+            PartContent::Raw(_) => format!("[file {}]", p.filename.as_deref().unwrap_or("")),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// What the model reads of the task a call ended in.
+fn result_of(server: &str, task: &Task) -> ToolResult {
+    let said = task
+        .status
+        .message
+        .as_ref()
+        .map(|m| text_of(&m.parts))
+        .unwrap_or_default();
+    match task.status.state {
+        TaskState::Completed => ToolResult {
+            content: task
+                .artifacts
+                .iter()
+                .map(|a| text_of(&a.parts))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            is_error: false,
+        },
+        TaskState::InputRequired | TaskState::AuthRequired => ToolResult {
+            content: format!(
+                "{server} needs more input: {said}\n(to answer, call this tool again with \
+                 task_id \"{}\" and the answer as message)",
+                task.id
+            ),
+            is_error: false,
+        },
+        state => failure(format!(
+            "{server}'s task ended {state}{}",
+            if said.is_empty() {
+                String::new()
+            } else {
+                format!(": {said}")
+            }
+        )),
+    }
+}
+
+fn failure(content: String) -> ToolResult {
+    ToolResult {
+        content,
+        is_error: true,
+    }
+}
