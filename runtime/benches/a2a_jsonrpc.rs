@@ -1,0 +1,139 @@
+//! JSON-RPC `SendMessage` against the official A2A Python SDK (a2a-sdk 1.3.0 on uvicorn, its
+//! echo agent, `test-kit/py/a2a_echo_agent.py`) and against our runtime on the `passthrough`
+//! model (the binary, as a process of its own like the SDK's server), with one load tool and one
+//! request shape, in one run, at 1 and 16 requests in flight: requests per second and the
+//! round trip's p50 and p99. Targets: at least 50× the SDK's requests per second, and at most
+//! 1/50 of its p99.
+//!
+//! Run: `cargo bench -p daedalus-runtime --bench a2a_jsonrpc` (needs `.venv-a2a`: `.ci/setup`).
+
+#![allow(clippy::print_stdout, reason = "a benchmark prints its table")]
+#![allow(clippy::cast_precision_loss, reason = "figures for people")]
+
+use std::time::{Duration, Instant};
+
+use daedalus_test_kit::{EchoAgent, RuntimeProcess};
+use serde_json::json;
+
+/// Requests per concurrency level and server, after a warm-up.
+const REQUESTS: usize = 1_600;
+const WARM_UP: usize = 200;
+
+/// What one load run measured.
+struct Figures {
+    rate: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+/// The one request shape: a new task with one text part.
+fn body(i: usize) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "jsonrpc": "2.0",
+        "id": i,
+        "method": "SendMessage",
+        "params": {"message": {"messageId": format!("bench-{i}"), "role": "ROLE_USER",
+            "parts": [{"text": "hello"}]}},
+    }))
+    .expect("serializes")
+}
+
+async fn send(client: &reqwest::Client, url: &str, i: usize) -> Duration {
+    let started = Instant::now();
+    let response = client
+        .post(url)
+        .header("A2A-Version", "1.0")
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body(i))
+        .send()
+        .await
+        .expect("answered");
+    assert!(response.status().is_success(), "{}", response.status());
+    let bytes = response.bytes().await.expect("a body");
+    assert!(
+        bytes.windows(20).any(|w| w == b"TASK_STATE_COMPLETED"),
+        "{}",
+        String::from_utf8_lossy(&bytes)
+    );
+    started.elapsed()
+}
+
+/// `REQUESTS` requests to `url`, `in_flight` at a time.
+async fn load(url: &str, in_flight: usize) -> Figures {
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(in_flight)
+        .build()
+        .expect("a client");
+    for i in 0..WARM_UP {
+        send(&client, url, i).await;
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let started = Instant::now();
+    let lanes = (0..in_flight).map(|_| {
+        let (client, next) = (&client, &next);
+        async move {
+            let mut samples = Vec::new();
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= REQUESTS {
+                    return samples;
+                }
+                samples.push(send(client, url, WARM_UP + i).await);
+            }
+        }
+    });
+    let mut samples: Vec<Duration> = futures::future::join_all(lanes)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    let elapsed = started.elapsed().as_secs_f64();
+    samples.sort();
+    let at =
+        |p: usize| samples[(samples.len() * p / 100).min(samples.len() - 1)].as_secs_f64() * 1e3;
+    Figures {
+        rate: samples.len() as f64 / elapsed,
+        p50_ms: at(50),
+        p99_ms: at(99),
+    }
+}
+
+fn main() {
+    let rt = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    rt.block_on(async {
+        let sdk = EchoAgent::start();
+        let ours = RuntimeProcess::start("bench").await;
+        let ours_url = format!("{}/", ours.url());
+        println!(
+            "\nJSON-RPC SendMessage, {REQUESTS} requests per row after {WARM_UP} to warm up\n"
+        );
+        println!("| in flight | server | requests/s | p50 | p99 |");
+        println!("|---|---|---|---|---|");
+        let mut verdicts = Vec::new();
+        for in_flight in [1, 16] {
+            let baseline = load(&sdk.jsonrpc_url(), in_flight).await;
+            let ours = load(&ours_url, in_flight).await;
+            for (name, f) in [
+                ("a2a-sdk 1.3.0 (uvicorn)", &baseline),
+                ("daedalus-runtime", &ours),
+            ] {
+                println!(
+                    "| {in_flight} | {name} | {:.0} | {:.3} ms | {:.3} ms |",
+                    f.rate, f.p50_ms, f.p99_ms
+                );
+            }
+            let rate = ours.rate / baseline.rate;
+            let p99 = baseline.p99_ms / ours.p99_ms;
+            verdicts.push(format!(
+                "at {in_flight} in flight: {rate:.0}× the requests per second (target 50×: {}), \
+                 p99 1/{p99:.0} of the SDK's (target 1/50: {})",
+                if rate >= 50.0 { "met" } else { "NOT met" },
+                if p99 >= 50.0 { "met" } else { "NOT met" },
+            ));
+        }
+        println!();
+        for verdict in verdicts {
+            println!("{verdict}");
+        }
+    });
+}
