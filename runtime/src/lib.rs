@@ -27,6 +27,7 @@
 //!   swapped in whole on SIGHUP, or refused.
 
 pub mod a2a_tools;
+pub mod agent_health;
 pub mod agent_loop;
 pub mod config;
 pub mod core;

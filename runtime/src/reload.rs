@@ -18,13 +18,14 @@ use std::sync::Arc;
 use futures::StreamExt as _;
 
 use crate::config::{Config, ConfigError};
-use crate::faces::a2a::{ContractState, Discovery};
+use crate::faces::a2a::{self, ContractState};
 use crate::faces::mcp::routes::Changes;
+use crate::faces::mcp::wiring::McpPlan;
 use crate::fleet;
 use crate::llm::LlmError;
 use crate::llm::preflight::Preflight;
 use crate::startup::PREFLIGHT_TTL;
-use crate::startup::{self, BindError, McpPlan, Servers};
+use crate::startup::{self, BindError, Servers};
 
 /// Why a reload was refused.
 #[derive(Debug, thiserror::Error)]
@@ -104,8 +105,8 @@ impl Live {
         let core = self.contract.core().clone();
         let fleet =
             fleet::build(&next.deployment, core.sessions()).map_err(ReloadError::Provider)?;
-        let discovery = Discovery::new(&next, self.mcp.bound()).map_err(ReloadError::Discovery)?;
-        let table = self.mcp.table(&next, &fleet, &core);
+        let a2a = a2a::wiring::prepare(&next, self.mcp.bound()).map_err(ReloadError::Discovery)?;
+        let table = self.mcp.prepare(&next, &fleet, &core);
 
         let wanted: BTreeSet<u16> = table
             .own_ports()
@@ -123,12 +124,8 @@ impl Live {
 
         // Everything is built: swap.
         core.redeploy(fleet, Preflight::new(&next.deployment, PREFLIGHT_TTL));
-        self.contract.redeploy(&next.agent.name, discovery);
-        let changes = self
-            .mcp
-            .routes()
-            .install(table, next.limits.request_timeout);
-        startup::record_agents(&core, &self.mcp.routes().table(), self.mcp.bound());
+        self.contract.apply(a2a);
+        let changes = self.mcp.apply(table, next.limits.request_timeout, &core);
         for (listener, port) in opened {
             servers.open_side_port(listener, port);
         }

@@ -24,8 +24,9 @@ use tokio_util::sync::CancellationToken;
 use crate::config::deployment::AgentDef;
 use crate::config::{Config, SessionsDb, TasksDb};
 use crate::core::Core;
-use crate::faces::a2a::{self, ContractState, Discovery};
-use crate::faces::mcp::{self, Routes, ServiceSettings, endpoints, registry, routes};
+use crate::faces::a2a::{self, ContractState};
+use crate::faces::mcp::wiring::McpPlan;
+use crate::faces::mcp::{self, Routes, endpoints};
 use crate::fleet::{self, Fleet};
 use crate::llm::preflight::Preflight;
 use crate::metrics;
@@ -183,19 +184,18 @@ pub fn build_core(config: &Config, fleet: Fleet, sessions: Option<Arc<dyn Sessio
     Core::new(fleet, sessions, preflight, limits, config.mcp_sessions)
 }
 
-/// The contract face's state for a server bound at `bound`.
+/// The A2A face's state for a server bound at `bound`.
 pub fn contract_state(
     config: &Config,
     core: Core,
     bound: SocketAddr,
 ) -> Result<ContractState, RunError> {
-    let discovery = Discovery::new(config, bound).map_err(RunError::Discovery)?;
-    Ok(ContractState::new(
-        core,
-        &config.agent.name,
-        discovery,
-        config.limits,
-    ))
+    a2a::wiring::build(config, core, bound).map_err(RunError::Discovery)
+}
+
+/// Every agent's MCP face and the registry, for a main port at `bound`.
+pub fn plan_mcp(config: &Config, core: &Core, bound: SocketAddr) -> McpPlan {
+    McpPlan::build(config, core, bound)
 }
 
 /// The running servers: the main port, and the side ports (agents' own ports and the registry
@@ -263,73 +263,6 @@ impl Servers {
     }
 }
 
-/// The MCP side of the runtime: the routing table every MCP port reads, and the main port's
-/// address (agents without their own port are listed under it).
-#[derive(Debug)]
-pub struct McpPlan {
-    routes: Arc<Routes>,
-    bound: SocketAddr,
-}
-
-/// The MCP faces of every agent, and the registry that lists them, for a main port at `bound`.
-pub fn plan_mcp(config: &Config, core: &Core, bound: SocketAddr) -> McpPlan {
-    let plan = McpPlan {
-        routes: Arc::new(Routes::new(CancellationToken::new())),
-        bound,
-    };
-    let table = plan.table(config, &core.fleet(), core);
-    plan.routes.install(table, std::time::Duration::ZERO);
-    record_agents(core, &plan.routes.table(), bound);
-    plan
-}
-
-impl McpPlan {
-    /// The routing table for `config`'s deployment, run by `fleet`.
-    pub(crate) fn table(&self, config: &Config, fleet: &Fleet, core: &Core) -> routes::Table {
-        let settings = ServiceSettings {
-            allowed_hosts: allowed_hosts(config),
-            max_body_bytes: usize::try_from(config.limits.max_body_bytes).unwrap_or(usize::MAX),
-        };
-        let faces = mcp::faces(&config.deployment, fleet, core);
-        let addresses = registry::Addresses {
-            main_base: config.public_url.clone().map_or_else(
-                || format!("http://{}:{}", config.deployment.host, self.bound.port()),
-                |u| u.trim_end_matches('/').to_owned(),
-            ),
-            host: config.deployment.host.clone(),
-        };
-        let served: Vec<&AgentDef> = faces.iter().map(|f| &f.def).collect();
-        let updated_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        let document = registry::document(&config.deployment, &served, &addresses, &updated_at);
-        self.routes.plan(faces, document, settings)
-    }
-
-    pub(crate) fn routes(&self) -> &Arc<Routes> {
-        &self.routes
-    }
-
-    pub(crate) fn bound(&self) -> SocketAddr {
-        self.bound
-    }
-}
-
-/// `daedalus_runtime_agent_info`: one series per agent served, with the port it answers on.
-pub(crate) fn record_agents(core: &Core, table: &routes::Table, main: SocketAddr) {
-    let info = &core.metrics().agent_info;
-    info.clear();
-    for name in table.names() {
-        let port = table
-            .agent(name)
-            .and_then(|e| e.face().def.port)
-            .unwrap_or(main.port());
-        info.get_or_create(&metrics::AgentInfo {
-            agent: name.to_owned(),
-            port: port.to_string(),
-        })
-        .set(1);
-    }
-}
-
 /// Serves the contract face, every agent's MCP endpoint, the registry and `/metrics` on
 /// `listener`.
 pub fn serve_main_port(
@@ -340,8 +273,8 @@ pub fn serve_main_port(
 ) -> Servers {
     let core = contract.core().clone();
     let main = a2a::router(contract)
-        .merge(mcp::main_port_routes(Arc::clone(&plan.routes)))
-        .merge(endpoints::registry_routes(Arc::clone(&plan.routes)))
+        .merge(mcp::main_port_routes(Arc::clone(plan.routes())))
+        .merge(endpoints::registry_routes(Arc::clone(plan.routes())))
         .merge(endpoints::metrics_routes(Arc::clone(core.metrics())));
     let stop = CancellationToken::new();
     let connection_limits = ConnectionLimits::from(&config.limits);
@@ -353,12 +286,12 @@ pub fn serve_main_port(
     ));
     tokio::spawn(sweep_mcp_sessions(
         Arc::clone(core.mcp_sessions()),
-        plan.routes.stop_token().clone(),
+        plan.routes().stop_token().clone(),
     ));
     Servers {
         core,
-        routes: Arc::clone(&plan.routes),
-        mcp_sessions: plan.routes.stop_token().clone(),
+        routes: Arc::clone(plan.routes()),
+        mcp_sessions: plan.routes().stop_token().clone(),
         stop,
         main,
         side: BTreeMap::new(),
@@ -374,7 +307,7 @@ pub async fn serve_own_ports(
     plan: &McpPlan,
 ) -> Result<(), RunError> {
     let probe = reqwest::Client::new();
-    let main_port = plan.bound.port();
+    let main_port = plan.bound().port();
     let local = |def: &AgentDef| match def.port {
         Some(port) => format!("http://127.0.0.1:{port}{}", mcp::OWN_PORT_PATH),
         None => format!(
@@ -382,7 +315,7 @@ pub async fn serve_own_ports(
             mcp::main_port_path(&def.name)
         ),
     };
-    let table = plan.routes.table();
+    let table = plan.routes().table();
     let in_order = config
         .deployment
         .start_order
@@ -494,29 +427,4 @@ pub(crate) async fn bind(ip: IpAddr, port: u16, key: &str) -> Result<TcpListener
             port,
             source,
         })
-}
-
-/// The `Host` values MCP endpoints accept: loopback, the deployment's `host`, PUBLIC_URL's
-/// host, and MCP_ALLOWED_HOSTS (`*` turns the check off).
-pub(crate) fn allowed_hosts(config: &Config) -> Vec<String> {
-    if config.mcp_allowed_hosts.iter().any(|h| h == "*") {
-        return Vec::new();
-    }
-    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
-        .into_iter()
-        .map(str::to_owned)
-        .collect();
-    hosts.push(config.deployment.host.clone());
-    if let Some(host) = config
-        .public_url
-        .as_deref()
-        .and_then(|u| u.parse::<::http::Uri>().ok())
-        .and_then(|u| u.host().map(str::to_owned))
-    {
-        hosts.push(host);
-    }
-    hosts.extend(config.mcp_allowed_hosts.iter().cloned());
-    hosts.sort();
-    hosts.dedup();
-    hosts
 }

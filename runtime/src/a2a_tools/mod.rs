@@ -128,7 +128,7 @@ impl A2aAgents {
 
 /// Where the card of an entry whose `url` is `url` is: the URL itself when it names a JSON
 /// document, else the well-known path under it.
-fn card_url(url: &str) -> String {
+pub fn card_url(url: &str) -> String {
     let is_json = std::path::Path::new(url)
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("json"));

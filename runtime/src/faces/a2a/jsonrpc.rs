@@ -16,8 +16,8 @@ use daedalus_contract::{
     A2aError, A2aErrorKind, JsonRpcId, JsonRpcRequest, JsonRpcResponse, SendMessageResponse,
 };
 use serde::Deserialize;
-use serde_json::value::RawValue;
 
+use super::method::{Answer, read};
 use super::{ContractState, operations, sse, v03};
 
 /// The params of `CancelTask` and `SubscribeToTask`: the task's id.
@@ -39,12 +39,6 @@ pub(super) async fn answer(
         Ok(Answer::Stream(response)) => response,
         Err(error) => Json(JsonRpcResponse::<()>::error(id, error.to_jsonrpc())).into_response(),
     }
-}
-
-/// What a method answers: one result, or a stream of them (SSE).
-pub(super) enum Answer {
-    Result(serde_json::Value),
-    Stream(Response),
 }
 
 /// A body that is JSON-RPC but not a request (the envelope is wrong).
@@ -139,17 +133,4 @@ async fn dispatch(
 /// A result in A2A v1 JSON.
 fn v1_result(value: &impl a2a_v1::ToA2aV1) -> Answer {
     Answer::Result(a2a_v1::to_value(value))
-}
-
-/// A method's params, read into its type.
-pub(super) fn read<T: serde::de::DeserializeOwned>(
-    params: Option<&RawValue>,
-) -> Result<T, A2aError> {
-    let raw = params.map_or("{}", RawValue::get);
-    daedalus_contract::read::from_slice(raw.as_bytes()).map_err(|e| {
-        A2aError::new(
-            A2aErrorKind::InvalidParams,
-            format!("Invalid parameters: {e}"),
-        )
-    })
 }

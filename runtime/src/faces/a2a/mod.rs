@@ -9,12 +9,14 @@ mod error;
 mod health;
 mod json;
 mod jsonrpc;
+mod method;
 mod operations;
 mod rest;
 pub(crate) mod send;
 mod sse;
 mod unread_body;
 mod v03;
+pub mod wiring;
 
 use std::sync::Arc;
 

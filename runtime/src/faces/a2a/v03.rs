@@ -17,7 +17,7 @@ use daedalus_contract::{
 };
 use serde::Deserialize;
 
-use super::jsonrpc::{Answer, read};
+use super::method::{Answer, read};
 use super::operations::{self, GetTaskParams};
 use super::{ContractState, sse};
 

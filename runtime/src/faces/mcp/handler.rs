@@ -15,10 +15,8 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
 use super::caller::{bearer, conversation, trace};
-use super::{Face, health, send};
+use super::{Face, send};
 use crate::config::deployment::InstanceScope;
-use crate::lifecycle::Phase;
-use crate::metrics::{AgentLabel, DownstreamLabel, ProviderLabel};
 use crate::sampling::SamplingParams;
 
 /// The tool that runs the agent.
@@ -85,55 +83,7 @@ fn send_schema() -> Value {
 
 impl AgentServer {
     async fn get_health(&self, context: &RequestContext<RoleServer>) -> CallToolResult {
-        let face = &self.face;
-        let bearer = bearer(context);
-        let probes = futures::future::join_all(
-            face.downstream
-                .iter()
-                .map(|(name, server)| health::probe(&face.probe_client, name, server, &bearer)),
-        );
-        // The provider's preflight is cached; when it is due again, it is re-probed while the
-        // downstream servers are, not after them.
-        let provider = async {
-            let provider = face.provider?;
-            let checks = face.core.preflight().current().await;
-            checks
-                .into_iter()
-                .find(|c| c.provider == provider)
-                .map(|c| (c.ok, format!("{provider}: {}", c.message)))
-        };
-        let (probes, provider) = tokio::join!(probes, provider);
-        let metrics = face.core.metrics();
-        if let Some((ok, _)) = &provider {
-            metrics
-                .llm_provider_up
-                .get_or_create(&ProviderLabel {
-                    provider: face.provider.unwrap_or_default().to_owned(),
-                })
-                .set(i64::from(*ok));
-        }
-        for p in &probes {
-            metrics
-                .downstream_up
-                .get_or_create(&DownstreamLabel {
-                    agent: face.name().to_owned(),
-                    server: p.server.clone(),
-                })
-                .set(i64::from(p.problem.is_none()));
-        }
-        let accepting = face.core.lifecycle().phase() == Phase::Ready;
-        let report = health::report(&probes, provider, accepting);
-        let value = match report.status {
-            "ok" => 1.0,
-            "degraded" => 0.5,
-            _ => 0.0,
-        };
-        metrics
-            .agent_health_status
-            .get_or_create(&AgentLabel {
-                agent: face.name().to_owned(),
-            })
-            .set(value);
+        let report = self.face.health.check(&bearer(context)).await;
         let text = serde_json::to_string(&report).unwrap_or_default();
         CallToolResult::success(vec![ContentBlock::text(text)])
     }

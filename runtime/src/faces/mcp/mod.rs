@@ -11,21 +11,19 @@
 mod caller;
 pub mod endpoints;
 mod handler;
-pub mod health;
 pub mod progress;
 pub mod registry;
 pub mod routes;
 mod send;
 pub mod sessions;
+pub mod wiring;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
-use crate::config::deployment::{
-    AgentDef, Deployment, InstanceScope, McpServer, ModelRef, ServerRef,
-};
+use crate::agent_health::AgentHealth;
+use crate::config::deployment::{AgentDef, Deployment, InstanceScope};
 use crate::core::Core;
 use crate::fleet::Fleet;
 use sessions::BoundedSessions;
@@ -45,46 +43,20 @@ pub fn main_port_path(agent: &str) -> String {
 #[derive(Debug)]
 pub struct Face {
     pub def: AgentDef,
-    /// The agent's downstream MCP servers, by name (sub-agents are in-process, not probed).
-    pub downstream: BTreeMap<String, McpServer>,
-    /// The provider its model runs on (`None` for passthrough).
-    pub provider: Option<&'static str>,
+    /// The agent's health check, which `get_health` presents.
+    pub health: AgentHealth,
     /// The runtime's core: turns run through its turn service.
     pub core: Core,
-    /// For `get_health` probes: short timeouts, no pooling surprises.
-    pub probe_client: reqwest::Client,
 }
 
 impl Face {
     /// The face of `def`, when `fleet` has an agent of that name.
     pub fn new(def: &AgentDef, deployment: &Deployment, fleet: &Fleet, core: Core) -> Option<Self> {
         fleet.agents.get(&def.name)?;
-        let downstream = def
-            .servers
-            .iter()
-            .filter_map(|s| match s {
-                ServerRef::Mcp(name) => deployment
-                    .mcp_servers
-                    .get(name)
-                    .map(|server| (name.clone(), server.clone())),
-                ServerRef::Agent(_) => None,
-            })
-            .collect();
-        let provider = match def.model {
-            ModelRef::Passthrough => None,
-            ModelRef::OpenAi(_) => Some("openai"),
-            ModelRef::Anthropic(_) => Some("anthropic"),
-        };
-        let probe_client = reqwest::Client::builder()
-            .connect_timeout(health::PROBE_TIMEOUT)
-            .build()
-            .unwrap_or_default();
         Some(Self {
             def: def.clone(),
-            downstream,
-            provider,
+            health: AgentHealth::new(def, deployment, core.clone()),
             core,
-            probe_client,
         })
     }
 
@@ -99,7 +71,7 @@ impl Face {
     /// Whether `other` shows MCP clients the same server (definition and downstream servers):
     /// a reload then keeps this face's endpoint and sessions.
     pub fn serves_as(&self, other: &Face) -> bool {
-        self.def == other.def && self.downstream == other.downstream
+        self.def == other.def && self.health == other.health
     }
 }
 

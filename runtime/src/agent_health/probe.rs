@@ -1,12 +1,10 @@
-//! `get_health`: is this agent able to work? Never asks the model.
+//! One downstream server's probe, and the report a set of probes makes.
 //!
-//! Every downstream MCP server of the agent is probed concurrently the way the specification
-//! says: `POST` an `initialize` (with the server's configured headers, and the caller's bearer
-//! for a server that opted into forwarding) under a 3 s timeout, then `DELETE` the session it
-//! opened. A server that speaks only the 2026-07-28 revision answers `initialize` with a 400
-//! carrying a JSON-RPC error: it is reachable. The active provider's preflight (re-probed on its
-//! TTL) is included. `ok` when everything passed, `degraded` naming each problem otherwise,
-//! `error` when the runtime cannot take work (shutting down).
+//! An MCP server is probed the way the specification says: `POST` an `initialize` (with the
+//! server's configured headers, and the caller's bearer for a server that opted into
+//! forwarding) under a 3 s timeout, then `DELETE` the session it opened. A server that speaks
+//! only the 2026-07-28 revision answers `initialize` with a 400 carrying a JSON-RPC error: it is
+//! reachable. Another A2A agent (`type: a2a`) is probed by reading its card.
 
 use std::time::Duration;
 
@@ -16,7 +14,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::agent_loop::Bearer;
-use crate::config::deployment::McpServer;
+use crate::config::deployment::{McpServer, ServerKind};
 
 /// How long one probe may take.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -24,10 +22,33 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 /// The protocol version the probe offers (the last one with `initialize`).
 const PROBE_PROTOCOL: &str = "2025-11-25";
 
-/// What `get_health` answers.
+/// Whether an agent can work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HealthStatus {
+    /// Every downstream server answered and the provider is fine.
+    Ok,
+    /// It runs, but something it relies on is not answering.
+    Degraded,
+    /// It takes no work (the runtime is shutting down).
+    Error,
+}
+
+impl HealthStatus {
+    /// The `daedalus_runtime_agent_health_status` value: 1, 0.5, 0.
+    pub fn gauge(self) -> f64 {
+        match self {
+            HealthStatus::Ok => 1.0,
+            HealthStatus::Degraded => 0.5,
+            HealthStatus::Error => 0.0,
+        }
+    }
+}
+
+/// An agent's health, as `get_health` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HealthReport {
-    pub status: &'static str,
+    pub status: HealthStatus,
     pub timestamp: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -49,7 +70,7 @@ pub enum ProbeError {
     /// The transport error, its URL left out.
     #[error("unreachable ({0})")]
     Unreachable(String),
-    #[error("initialize answered HTTP {0}")]
+    #[error("answered HTTP {0}")]
     Status(u16),
 }
 
@@ -60,7 +81,13 @@ pub async fn probe(
     server: &McpServer,
     bearer: &Bearer,
 ) -> Probe {
-    let problem = tokio::time::timeout(PROBE_TIMEOUT, initialize(client, server, bearer))
+    let check = async {
+        match server.kind {
+            ServerKind::Mcp => initialize(client, server, bearer).await,
+            ServerKind::A2a => read_card(client, server).await,
+        }
+    };
+    let problem = tokio::time::timeout(PROBE_TIMEOUT, check)
         .await
         .unwrap_or(Err(ProbeError::NoAnswer))
         .err()
@@ -146,6 +173,24 @@ async fn initialize(
     Ok(())
 }
 
+/// Reads another A2A agent's card: reachable when it answers 2xx.
+async fn read_card(client: &reqwest::Client, server: &McpServer) -> Result<(), ProbeError> {
+    let url = crate::a2a_tools::card_url(&server.url);
+    let mut request = client.get(url);
+    for (k, v) in &server.headers {
+        request = request.header(k, v);
+    }
+    let response = request
+        .send()
+        .await
+        .map_err(|e| ProbeError::Unreachable(without_url(&e)))?;
+    if response.status().is_success() {
+        Ok(())
+    } else {
+        Err(ProbeError::Status(response.status().as_u16()))
+    }
+}
+
 /// A transport error's reason without the URL (which may carry credentials).
 fn without_url(e: &reqwest::Error) -> String {
     let kind = if e.is_connect() {
@@ -163,7 +208,7 @@ pub fn report(probes: &[Probe], provider: Option<(bool, String)>, accepting: boo
     let timestamp = Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true);
     if !accepting {
         return HealthReport {
-            status: "error",
+            status: HealthStatus::Error,
             timestamp,
             message: Some("the runtime is shutting down and takes no new work".to_owned()),
         };
@@ -185,13 +230,13 @@ pub fn report(probes: &[Probe], provider: Option<(bool, String)>, accepting: boo
     }
     if problems.is_empty() {
         HealthReport {
-            status: "ok",
+            status: HealthStatus::Ok,
             timestamp,
             message: None,
         }
     } else {
         HealthReport {
-            status: "degraded",
+            status: HealthStatus::Degraded,
             timestamp,
             message: Some(problems.join("; ")),
         }
@@ -219,13 +264,13 @@ mod tests {
             Some((false, "openai: model 'x' not found".into())),
             true,
         );
-        assert_eq!(r.status, "degraded");
+        assert_eq!(r.status, HealthStatus::Degraded);
         assert_eq!(
             r.message.as_deref(),
             Some("Unreachable: neo4j (timed out); LLM: openai: model 'x' not found")
         );
         let ok = report(&probes[..1], Some((true, "ok".into())), true);
-        assert_eq!((ok.status, ok.message), ("ok", None));
-        assert_eq!(report(&[], None, false).status, "error");
+        assert_eq!((ok.status, ok.message), (HealthStatus::Ok, None));
+        assert_eq!(report(&[], None, false).status, HealthStatus::Error);
     }
 }
