@@ -1,6 +1,7 @@
 //! JSON-RPC `SendMessage` against the official A2A Python SDK (a2a-sdk 1.3.0 on uvicorn, its
 //! echo agent, `test-kit/py/a2a_echo_agent.py`) and against our runtime on the `passthrough`
-//! model (the binary, as a process of its own like the SDK's server), with one load tool and one
+//! model (the binary, as a process of its own like the SDK's server, with `SESSIONS_DB=off`: the
+//! SDK's agent keeps no conversation either), with one load tool and one
 //! request shape, in one run, at 1 and 16 requests in flight: requests per second and the
 //! round trip's p50 and p99. Targets: at least 50× the SDK's requests per second, and at most
 //! 1/50 of its p99.
@@ -14,6 +15,10 @@ use std::time::{Duration, Instant};
 
 use daedalus_test_kit::{EchoAgent, RuntimeProcess};
 use serde_json::json;
+
+/// The SDK's echo agent keeps its tasks in memory and no conversation; ours keeps its tasks in
+/// memory too (`TASKS_DB=memory`, the default) and, like it, no conversation store.
+const SESSIONS_DB: &str = "off";
 
 /// Requests per concurrency level and server, after a warm-up.
 const REQUESTS: usize = 1_600;
@@ -102,7 +107,7 @@ fn main() {
     let rt = tokio::runtime::Runtime::new().expect("a tokio runtime");
     rt.block_on(async {
         let sdk = EchoAgent::start();
-        let ours = RuntimeProcess::start("bench").await;
+        let ours = RuntimeProcess::start_with("bench", &[("SESSIONS_DB", SESSIONS_DB)]).await;
         let ours_url = format!("{}/", ours.url());
         println!(
             "\nJSON-RPC SendMessage, {REQUESTS} requests per row after {WARM_UP} to warm up\n"

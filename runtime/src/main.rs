@@ -54,9 +54,18 @@ fn main() -> ExitCode {
 /// then on multi-MiB request bodies and answers land in per-thread arenas that keep the memory.
 /// Sixty 8 MiB tasks then leave the process at about twice the task memory it is allowed.
 /// A fixed threshold of 1 MiB keeps large buffers mmapped: freed, they leave the process.
+///
+/// Fixing the threshold also fixes the trim threshold at its 128 KiB default: every time the
+/// top of the heap had that much free, glibc gave it back, and the next requests faulted the
+/// pages in again (cleared by the kernel): 18% fewer requests per second under load, in
+/// `perf`'s `clear_page_erms` under `sysmalloc`. Up to [`KEPT_FREE`] of free heap top is kept
+/// instead (and grown by [`TOP_PAD`] at a time): small against the task memory, and it never
+/// holds the large buffers, which stay mmapped.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn return_large_buffers_to_the_os() {
     const LARGE: libc::c_int = 1 << 20;
+    const KEPT_FREE: libc::c_int = 16 << 20;
+    const TOP_PAD: libc::c_int = 4 << 20;
     #[expect(
         unsafe_code,
         reason = "mallopt is glibc's documented tuning call, made before any other thread starts"
@@ -64,6 +73,8 @@ fn return_large_buffers_to_the_os() {
     // SAFETY: mallopt only sets an allocator parameter; called first thing in main.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, LARGE);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, KEPT_FREE);
+        libc::mallopt(libc::M_TOP_PAD, TOP_PAD);
     }
 }
 
