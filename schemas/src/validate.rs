@@ -39,6 +39,14 @@ pub enum Schema {
     A2aV1SendMessageResponse,
     /// The A2A v1.0 `ListTasksResponse` definition.
     A2aV1ListTasksResponse,
+    /// The A2A v1.0 `GetTaskRequest` definition.
+    A2aV1GetTaskRequest,
+    /// The A2A v1.0 `ListTasksRequest` definition.
+    A2aV1ListTasksRequest,
+    /// The A2A v1.0 `CancelTaskRequest` definition.
+    A2aV1CancelTaskRequest,
+    /// The A2A v1.0 `SubscribeToTaskRequest` definition.
+    A2aV1SubscribeToTaskRequest,
     /// A2A v0.3's `SendMessageSuccessResponse` (also what `tasks/get` and `tasks/cancel`
     /// answer: a JSON-RPC response whose result is a Task).
     A2aV03SendMessageSuccessResponse,
@@ -80,7 +88,7 @@ const A2A_V03_SCHEMA: &str = include_str!("../a2a/a2a-v0.3.0.schema.json");
 
 impl Schema {
     /// Every schema, contract first.
-    pub const ALL: [Schema; 16] = [
+    pub const ALL: [Schema; 20] = [
         Schema::SendMessageRequest,
         Schema::Task,
         Schema::AgentCard,
@@ -95,6 +103,10 @@ impl Schema {
         Schema::A2aV1StreamResponse,
         Schema::A2aV1SendMessageResponse,
         Schema::A2aV1ListTasksResponse,
+        Schema::A2aV1GetTaskRequest,
+        Schema::A2aV1ListTasksRequest,
+        Schema::A2aV1CancelTaskRequest,
+        Schema::A2aV1SubscribeToTaskRequest,
         Schema::A2aV03SendMessageSuccessResponse,
         Schema::A2aV03StreamingResponse,
     ];
@@ -116,6 +128,10 @@ impl Schema {
             Schema::A2aV1StreamResponse => "a2a-v1.0#StreamResponse",
             Schema::A2aV1SendMessageResponse => "a2a-v1.0#SendMessageResponse",
             Schema::A2aV1ListTasksResponse => "a2a-v1.0#ListTasksResponse",
+            Schema::A2aV1GetTaskRequest => "a2a-v1.0#GetTaskRequest",
+            Schema::A2aV1ListTasksRequest => "a2a-v1.0#ListTasksRequest",
+            Schema::A2aV1CancelTaskRequest => "a2a-v1.0#CancelTaskRequest",
+            Schema::A2aV1SubscribeToTaskRequest => "a2a-v1.0#SubscribeToTaskRequest",
             Schema::A2aV03SendMessageSuccessResponse => "a2a-v0.3.0#SendMessageSuccessResponse",
             Schema::A2aV03StreamingResponse => "a2a-v0.3.0#SendStreamingMessageSuccessResponse",
         }
@@ -139,6 +155,10 @@ impl Schema {
             Schema::A2aV1StreamResponse => a2a_uri("StreamResponse"),
             Schema::A2aV1SendMessageResponse => a2a_uri("SendMessageResponse"),
             Schema::A2aV1ListTasksResponse => a2a_uri("ListTasksResponse"),
+            Schema::A2aV1GetTaskRequest => a2a_uri("GetTaskRequest"),
+            Schema::A2aV1ListTasksRequest => a2a_uri("ListTasksRequest"),
+            Schema::A2aV1CancelTaskRequest => a2a_uri("CancelTaskRequest"),
+            Schema::A2aV1SubscribeToTaskRequest => a2a_uri("SubscribeToTaskRequest"),
             Schema::A2aV03SendMessageSuccessResponse => {
                 format!("{A2A_V03_URI}#/definitions/SendMessageSuccessResponse")
             }

@@ -18,6 +18,7 @@ mod request;
 mod response;
 mod stream;
 mod task;
+mod task_requests;
 
 pub use a2a_error::{
     A2aError, A2aErrorKind, ERROR_DOMAIN, ERROR_INFO_TYPE, ErrorInfo, JsonRpcError, StatusBody,
@@ -36,6 +37,9 @@ pub use request::{SendMessageConfiguration, SendMessageRequest};
 pub use response::{ListTasksResponse, SendMessageResponse};
 pub use stream::{RETRY_ELSEWHERE, StreamEvent, TaskArtifactUpdateEvent, TaskStatusUpdateEvent};
 pub use task::{Artifact, Task, TaskStatus};
+pub use task_requests::{
+    CancelTaskRequest, GetTaskRequest, ListTasksRequest, SubscribeToTaskRequest, TaskIdRequest,
+};
 
 /// Free-form metadata: a JSON object, carried through untouched.
 pub type Metadata = serde_json::Map<String, serde_json::Value>;

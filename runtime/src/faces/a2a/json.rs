@@ -27,18 +27,22 @@ pub(super) enum TaskPost {
     Contract(daedalus_contract::SendMessageRequest),
     JsonRpc(daedalus_contract::JsonRpcRequest),
     BadJsonRpc(String),
+    /// A JSON-RPC request sent in another media type: answered `ContentTypeNotSupportedError`.
+    JsonRpcMediaType {
+        id: daedalus_contract::JsonRpcId,
+        found: String,
+    },
 }
 
 impl FromRequest<ContractState> for TaskPost {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &ContractState) -> Result<Self, ApiError> {
+        if let Err(refused) = check_content_type(req.headers().get(CONTENT_TYPE)) {
+            return refused_media_type(req, state, refused).await;
+        }
         let bytes = checked_body(req, state).await?;
-        // The key is looked for first, so a contract body is parsed once.
-        let jsonrpc = memchr::memmem::find(&bytes, b"\"jsonrpc\"").is_some()
-            && serde_json::from_slice::<daedalus_contract::JsonRpcMarker>(&bytes)
-                .is_ok_and(|m| m.jsonrpc.is_some());
-        if jsonrpc {
+        if is_jsonrpc(&bytes) {
             return Ok(match serde_json::from_slice(&bytes) {
                 Ok(request) => TaskPost::JsonRpc(request),
                 Err(e) => TaskPost::BadJsonRpc(e.to_string()),
@@ -48,6 +52,55 @@ impl FromRequest<ContractState> for TaskPost {
             .map(TaskPost::Contract)
             .map_err(ApiError::Unreadable)
     }
+}
+
+/// Whether `bytes` hold a JSON-RPC request: an object with a `"jsonrpc"` key. The key is looked
+/// for first, so a contract body is parsed once.
+fn is_jsonrpc(bytes: &[u8]) -> bool {
+    memchr::memmem::find(bytes, b"\"jsonrpc\"").is_some()
+        && serde_json::from_slice::<daedalus_contract::JsonRpcMarker>(bytes)
+            .is_ok_and(|m| m.jsonrpc.is_some())
+}
+
+/// A body in a media type `POST /` does not take: a JSON-RPC request (one that fits the size
+/// limit) gets the binding's `ContentTypeNotSupportedError`; anything else the contract's 415.
+async fn refused_media_type(
+    req: Request,
+    state: &ContractState,
+    refused: ApiError,
+) -> Result<TaskPost, ApiError> {
+    let limits = state.limits();
+    let found = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("none")
+        .to_owned();
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .or_else(|| http_body::Body::size_hint(req.body()).exact());
+    if declared.is_none_or(|len| len > limits.max_body_bytes) {
+        discard(req.into_body(), limits.body_read_timeout).await;
+        return Err(refused);
+    }
+    let body = read_body(
+        req.into_body(),
+        declared.unwrap_or(0),
+        limits.max_body_bytes,
+        limits.body_read_timeout,
+    )
+    .await?;
+    if !is_jsonrpc(&body) {
+        return Err(refused);
+    }
+    let id = serde_json::from_slice::<daedalus_contract::JsonRpcRequest>(&body)
+        .ok()
+        .and_then(|r| r.id)
+        .unwrap_or(daedalus_contract::JsonRpcId::Null);
+    Ok(TaskPost::JsonRpcMediaType { id, found })
 }
 
 /// The body, once its content type, size and arrival time passed the contract's rules.

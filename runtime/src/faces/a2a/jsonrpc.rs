@@ -14,17 +14,11 @@ use axum::response::{IntoResponse, Response};
 use daedalus_contract::write::a2a_v1;
 use daedalus_contract::{
     A2aError, A2aErrorKind, JsonRpcId, JsonRpcRequest, JsonRpcResponse, SendMessageResponse,
+    TaskIdRequest,
 };
-use serde::Deserialize;
 
 use super::method::{Answer, read};
 use super::{ContractState, operations, sse, v03};
-
-/// The params of `CancelTask` and `SubscribeToTask`: the task's id.
-#[derive(Debug, Deserialize)]
-struct TaskIdParams {
-    id: String,
-}
 
 /// Answers one JSON-RPC request.
 pub(super) async fn answer(
@@ -52,6 +46,15 @@ pub(super) fn invalid_request(why: &str) -> Response {
         error.to_jsonrpc(),
     ))
     .into_response()
+}
+
+/// A JSON-RPC request sent as `found` instead of `application/json`.
+pub(super) fn wrong_media_type(id: JsonRpcId, found: &str) -> Response {
+    let error = A2aError::new(
+        A2aErrorKind::ContentTypeNotSupported,
+        format!("Content type {found:?} is not supported: send application/json"),
+    );
+    Json(JsonRpcResponse::<()>::error(id, error.to_jsonrpc())).into_response()
 }
 
 async fn dispatch(
@@ -96,13 +99,13 @@ async fn dispatch(
             operations::list_tasks(state, read(params)?).map(|answer| v1_result(&answer))
         }
         "CancelTask" => {
-            let params: TaskIdParams = read(params)?;
+            let params: TaskIdRequest = read(params)?;
             operations::cancel_task(state, &params.id)
                 .await
                 .map(|answer| v1_result(&answer))
         }
         "SubscribeToTask" => {
-            let params: TaskIdParams = read(params)?;
+            let params: TaskIdRequest = read(params)?;
             let (task, subscription, inflight) = operations::subscribe(state, &params.id).await?;
             let id = id.clone();
             Ok(Answer::Stream(sse::respond_to_subscription(

@@ -456,3 +456,30 @@ async fn the_extended_card_is_the_card_and_the_card_says_so() {
     assert_eq!(card["capabilities"]["extendedAgentCard"], true);
     assert_eq!(card["capabilities"]["pushNotifications"], false);
 }
+
+#[tokio::test]
+async fn a_jsonrpc_request_in_another_media_type_gets_the_spec_error() {
+    let body = json!({"jsonrpc": "2.0", "id": "ct-1", "method": "GetTask", "params": {"id": "x"}});
+    let response = router(passthrough())
+        .oneshot(
+            Request::post("/")
+                .header(header::CONTENT_TYPE, "text/plain")
+                .header("A2A-Version", "1.0")
+                .body(Body::from(body.to_string()))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        response.status(),
+        200,
+        "a JSON-RPC error, not the contract's 415"
+    );
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let answer: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(answer["id"], "ct-1");
+    assert_eq!(
+        error_of(&answer),
+        (-32005, "CONTENT_TYPE_NOT_SUPPORTED".to_owned())
+    );
+}

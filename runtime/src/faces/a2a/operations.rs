@@ -10,9 +10,9 @@
 
 use axum::http::{HeaderMap, Uri};
 use daedalus_contract::{
-    A2aError, A2aErrorKind, ListTasksResponse, SendMessageRequest, Task, TaskState,
+    A2aError, A2aErrorKind, GetTaskRequest, ListTasksRequest, ListTasksResponse,
+    SendMessageRequest, Task, TaskState,
 };
-use serde::Deserialize;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::ContractState;
@@ -25,15 +25,6 @@ use crate::turns::{CancelError, Memory, TaskHandle, TurnError, TurnRequest};
 pub(super) const VERSION: &str = "1.0";
 /// The header (and query parameter) that names it.
 pub(super) const VERSION_PARAM: &str = "A2A-Version";
-
-/// `GetTask`'s parameters.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct GetTaskParams {
-    pub(super) id: String,
-    #[serde(default)]
-    pub(super) history_length: Option<i32>,
-}
 
 /// The request's `A2A-Version` must be ours; none at all means 0.3 (§3.6).
 pub(super) fn check_version(headers: &HeaderMap, uri: &Uri) -> Result<(), A2aError> {
@@ -167,7 +158,7 @@ pub(super) async fn send_message(
 
 pub(super) async fn get_task(
     state: &ContractState,
-    params: &GetTaskParams,
+    params: &GetTaskRequest,
 ) -> Result<Task, A2aError> {
     if params.history_length.is_some_and(|n| n < 0) {
         return Err(invalid_params("historyLength must not be negative"));
@@ -178,79 +169,49 @@ pub(super) async fn get_task(
     }
 }
 
-/// `ListTasks`' parameters: the JSON-RPC params, or the HTTP+JSON query.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct ListTasksParams {
-    /// Routing only: this server serves one tenant on every path.
-    #[serde(default)]
-    #[expect(
-        dead_code,
-        reason = "read so that the field is known; one tenant is served"
-    )]
-    pub(super) tenant: Option<String>,
-    #[serde(default)]
-    pub(super) context_id: Option<String>,
-    #[serde(default)]
-    pub(super) status: Option<String>,
-    #[serde(default)]
-    pub(super) page_size: Option<i32>,
-    #[serde(default)]
-    pub(super) page_token: Option<String>,
-    #[serde(default)]
-    pub(super) history_length: Option<i32>,
-    #[serde(default)]
-    pub(super) status_timestamp_after: Option<String>,
-    #[serde(default)]
-    pub(super) include_artifacts: Option<bool>,
-}
-
-impl ListTasksParams {
-    /// The store's query, or why the parameters are wrong.
-    fn query(self) -> Result<ListQuery, A2aError> {
-        let state =
-            match self.status.as_deref().map(str::trim) {
-                None | Some("" | "TASK_STATE_UNSPECIFIED") => None,
-                Some(named) => Some(TaskState::parse_lenient(named).ok_or_else(|| {
-                    invalid_params(&format!("status {named:?} is not a task state"))
-                })?),
-            };
-        let status_after = match self.status_timestamp_after.as_deref() {
-            None | Some("") => None,
-            Some(at) => Some(
-                chrono::DateTime::parse_from_rfc3339(at)
-                    .map_err(|_| {
-                        invalid_params(&format!(
-                            "statusTimestampAfter {at:?} is not an ISO 8601 timestamp"
-                        ))
-                    })?
-                    .with_timezone(&chrono::Utc),
-            ),
-        };
-        let non_negative = |n: Option<i32>, field: &str| {
-            n.map(|n| {
-                u32::try_from(n)
-                    .map_err(|_| invalid_params(&format!("{field} must not be negative")))
-            })
-            .transpose()
-        };
-        Ok(ListQuery {
-            context_id: self.context_id.filter(|c| !c.is_empty()),
-            state,
-            status_after,
-            page_size: non_negative(self.page_size, "pageSize")?,
-            page_token: self.page_token,
-            history_length: non_negative(self.history_length, "historyLength")?,
-            include_artifacts: self.include_artifacts.unwrap_or(false),
+/// The store's query for `request`, or why its parameters are wrong.
+fn list_query(request: ListTasksRequest) -> Result<ListQuery, A2aError> {
+    let state = match request.status.as_deref().map(str::trim) {
+        None | Some("" | "TASK_STATE_UNSPECIFIED") => None,
+        Some(named) => Some(
+            TaskState::parse_lenient(named)
+                .ok_or_else(|| invalid_params(&format!("status {named:?} is not a task state")))?,
+        ),
+    };
+    let status_after = match request.status_timestamp_after.as_deref() {
+        None | Some("") => None,
+        Some(at) => Some(
+            chrono::DateTime::parse_from_rfc3339(at)
+                .map_err(|_| {
+                    invalid_params(&format!(
+                        "statusTimestampAfter {at:?} is not an ISO 8601 timestamp"
+                    ))
+                })?
+                .with_timezone(&chrono::Utc),
+        ),
+    };
+    let non_negative = |n: Option<i32>, field: &str| {
+        n.map(|n| {
+            u32::try_from(n).map_err(|_| invalid_params(&format!("{field} must not be negative")))
         })
-    }
+        .transpose()
+    };
+    Ok(ListQuery {
+        context_id: request.context_id.filter(|c| !c.is_empty()),
+        state,
+        status_after,
+        page_size: non_negative(request.page_size, "pageSize")?,
+        page_token: request.page_token,
+        history_length: non_negative(request.history_length, "historyLength")?,
+        include_artifacts: request.include_artifacts.unwrap_or(false),
+    })
 }
 
 pub(super) fn list_tasks(
     state: &ContractState,
-    params: ListTasksParams,
+    request: ListTasksRequest,
 ) -> Result<ListTasksResponse, A2aError> {
-    let query = params.query()?;
+    let query = list_query(request)?;
     let page = state
         .core()
         .turns()

@@ -12,10 +12,13 @@ use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use daedalus_contract::write::a2a_v1;
-use daedalus_contract::{A2aError, A2aErrorKind, SendMessageRequest, SendMessageResponse};
+use daedalus_contract::{
+    A2aError, A2aErrorKind, GetTaskRequest, ListTasksRequest, SendMessageRequest,
+    SendMessageResponse,
+};
 use serde::Deserialize;
 
-use super::operations::{self, GetTaskParams, ListTasksParams};
+use super::operations;
 use super::{ContractState, json, sse};
 
 /// Where the binding is mounted.
@@ -157,7 +160,8 @@ async fn task_get(
             ));
         }
     }
-    let params = GetTaskParams {
+    let params = GetTaskRequest {
+        tenant: None,
         id: task.to_owned(),
         history_length: query.history_length,
     };
@@ -207,7 +211,7 @@ async fn subscribe(state: &ContractState, task_id: &str) -> Response {
 
 async fn tasks_list(
     State(state): State<ContractState>,
-    query: Result<Query<ListTasksParams>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<ListTasksRequest>, axum::extract::rejection::QueryRejection>,
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {

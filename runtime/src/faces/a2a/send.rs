@@ -35,6 +35,7 @@ pub(super) async fn post(
         TaskPost::Contract(request) => send_message(&state, &headers, request).await,
         TaskPost::JsonRpc(request) => Ok(jsonrpc::answer(&state, &headers, &uri, request).await),
         TaskPost::BadJsonRpc(why) => Ok(jsonrpc::invalid_request(&why)),
+        TaskPost::JsonRpcMediaType { id, found } => Ok(jsonrpc::wrong_media_type(id, &found)),
     }
 }
 

@@ -13,12 +13,13 @@
 use axum::http::HeaderMap;
 use daedalus_contract::write::a2a_v03;
 use daedalus_contract::{
-    A2aError, A2aErrorKind, JsonRpcId, JsonRpcRequest, JsonRpcResponse, SendMessageRequest,
+    A2aError, A2aErrorKind, GetTaskRequest, JsonRpcId, JsonRpcRequest, JsonRpcResponse,
+    SendMessageRequest, TaskIdRequest,
 };
 use serde::Deserialize;
 
 use super::method::{Answer, read};
-use super::operations::{self, GetTaskParams};
+use super::operations;
 use super::{ContractState, sse};
 
 /// `message/send`'s v0.3 configuration: only what v1 spells differently.
@@ -32,12 +33,6 @@ struct SendParams {
 struct Blocking {
     #[serde(default)]
     blocking: Option<bool>,
-}
-
-/// The params of `tasks/cancel` and `tasks/resubscribe`.
-#[derive(Debug, Deserialize)]
-struct TaskIdParams {
-    id: String,
 }
 
 /// The protocol version this module speaks, as the card names it.
@@ -103,17 +98,17 @@ pub(super) async fn dispatch(
             )))
         }
         "tasks/get" => {
-            let params: GetTaskParams = read(params)?;
+            let params: GetTaskRequest = read(params)?;
             let task = operations::get_task(state, &params).await?;
             Ok(Answer::Result(a2a_v03::to_value(&task)))
         }
         "tasks/cancel" => {
-            let params: TaskIdParams = read(params)?;
+            let params: TaskIdRequest = read(params)?;
             let task = operations::cancel_task(state, &params.id).await?;
             Ok(Answer::Result(a2a_v03::to_value(&task)))
         }
         "tasks/resubscribe" => {
-            let params: TaskIdParams = read(params)?;
+            let params: TaskIdRequest = read(params)?;
             let (task, subscription, inflight) = operations::subscribe(state, &params.id).await?;
             let id = id.clone();
             Ok(Answer::Stream(sse::respond_to_subscription(
