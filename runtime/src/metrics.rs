@@ -195,7 +195,7 @@ impl Metrics {
         );
         r.register(
             "pallas_llm_tokens",
-            "Tokens consumed, by kind (input/output/cache_read/cache_write)",
+            "Tokens consumed, by kind (input/output/cache_read/cache_write/reasoning)",
             m.llm_tokens.clone(),
         );
         r.register(
@@ -322,6 +322,7 @@ impl Metrics {
             ("output", usage.output_tokens),
             ("cache_read", usage.cache_read_tokens),
             ("cache_write", usage.cache_write_tokens),
+            ("reasoning", usage.reasoning_tokens),
         ] {
             if n > 0 {
                 self.llm_tokens
@@ -565,6 +566,7 @@ mod tests {
                 output_tokens: 3,
                 cache_read_tokens: 0,
                 cache_write_tokens: 0,
+                reasoning_tokens: 2,
             },
             tool_calls: 1,
         });
@@ -584,6 +586,7 @@ mod tests {
             "pallas_llm_turns_total{agent=\"a\",model=\"gpt\"} 1",
             "pallas_llm_tokens_total{agent=\"a\",model=\"gpt\",kind=\"input\"} 10",
             "pallas_llm_tokens_total{agent=\"a\",model=\"gpt\",kind=\"output\"} 3",
+            "pallas_llm_tokens_total{agent=\"a\",model=\"gpt\",kind=\"reasoning\"} 2",
             "pallas_tool_calls_total{agent=\"a\",server=\"s\",operation=\"tool\",outcome=\"error\"} 1",
             "pallas_tool_call_duration_seconds_sum{agent=\"a\",server=\"s\",operation=\"tool\"} 1.5",
         ] {

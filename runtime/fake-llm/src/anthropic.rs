@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::{Reply, State, tokens};
+use crate::prompt_cache::PromptTokens;
 
 const KNOWN: &[&str] = &[
     "model",
@@ -105,7 +106,7 @@ pub(super) async fn messages(
         tokio::time::sleep(d).await;
         reply = *inner;
     }
-    let input = tokens(&body["messages"].to_string());
+    let prompt = state.prompt_cache.cost(&body, tokens);
     let stream = body["stream"].as_bool().unwrap_or(false);
     if let Reply::Paused {
         before,
@@ -115,7 +116,7 @@ pub(super) async fn messages(
     {
         if stream {
             let output = tokens(&before) + tokens(&after);
-            return paused_sse(&before, &after, gate, &usage(input, output));
+            return paused_sse(&before, &after, gate, &usage(prompt, output));
         }
         gate.passed().await;
         reply = Reply::Text(before + &after);
@@ -156,7 +157,7 @@ pub(super) async fn messages(
             unreachable!("delays and pauses are unwrapped above")
         }
     };
-    let usage = usage(input, output);
+    let usage = usage(prompt, output);
     if stream {
         sse(&content, stop, &usage)
     } else {
@@ -166,9 +167,11 @@ pub(super) async fn messages(
     }
 }
 
-/// What a reply cost, as the API reports it (with a scripted cache read and write).
-fn usage(input: u64, output: u64) -> Value {
-    json!({"input_tokens": input, "output_tokens": output, "cache_creation_input_tokens": 2, "cache_read_input_tokens": 7})
+/// What a reply cost, as the API reports it: the prompt as the cache made it, and the output.
+fn usage(prompt: PromptTokens, output: u64) -> Value {
+    json!({"input_tokens": prompt.input, "output_tokens": output,
+           "cache_creation_input_tokens": prompt.cache_write,
+           "cache_read_input_tokens": prompt.cache_read})
 }
 
 type Event = (&'static str, Value);
@@ -291,6 +294,7 @@ fn validate(body: &Value, models: &[String]) -> Result<(), String> {
             return Err("system: must be a string or a list of text blocks".to_owned());
         }
     }
+    crate::prompt_cache::validate(body)?;
     validate_messages(
         body["messages"]
             .as_array()

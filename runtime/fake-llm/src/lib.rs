@@ -8,6 +8,7 @@
 
 mod anthropic;
 mod openai;
+mod prompt_cache;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -97,6 +98,8 @@ pub struct Logged {
 
 #[derive(Debug, Default)]
 struct State {
+    /// The Anthropic face's prompt cache.
+    prompt_cache: prompt_cache::PromptCache,
     script: Mutex<VecDeque<Reply>>,
     auto: Mutex<Option<AutoReply>>,
     log: Mutex<Vec<Logged>>,

@@ -1,6 +1,7 @@
 //! The Anthropic Messages client: system blocks, `tool_use`/`tool_result` blocks translated both
 //! ways (consecutive tool results become one user turn, as the API requires), images,
-//! streaming, usage with cache read/write tokens, and the same retry rules as OpenAI.
+//! streaming, prompt-cache breakpoints (`cache_control`) on the tools, the system prompt and the
+//! newest message, usage with cache read/write tokens, and the same retry rules as OpenAI.
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -137,6 +138,17 @@ fn content_block(c: &Content) -> Value {
     }
 }
 
+/// Puts a prompt-cache breakpoint on `block`: everything up to it (tools, then system, then
+/// messages) is cached for the next request that starts the same way. Three are set (of the
+/// four the API allows): after the tools, after the system prompt, and after the newest
+/// message, so the tools and instruction are read from the cache on every call and the
+/// conversation so far on the next turn.
+fn mark_cached(block: &mut Value) {
+    if let Some(object) = block.as_object_mut() {
+        object.insert("cache_control".into(), json!({"type": "ephemeral"}));
+    }
+}
+
 /// The request body. Our tool messages become `tool_result` blocks in a user turn, and turns of
 /// the same role are merged, so the conversation alternates as the API requires.
 pub fn to_wire(request: &ChatRequest) -> Value {
@@ -169,6 +181,12 @@ pub fn to_wire(request: &ChatRequest) -> Value {
             _ => turns.push((role, blocks)),
         }
     }
+    // Prompt caching: the conversation so far is read from the cache on the next request.
+    if let Some((_, last)) = turns.last_mut()
+        && let Some(block) = last.last_mut()
+    {
+        mark_cached(block);
+    }
     let messages: Vec<Value> = turns
         .into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
@@ -177,10 +195,15 @@ pub fn to_wire(request: &ChatRequest) -> Value {
     body.insert("model".into(), Value::String(request.model.clone()));
     body.insert("messages".into(), Value::Array(messages));
     if let Some(system) = &request.system {
-        body.insert("system".into(), json!([{"type": "text", "text": system}]));
+        let mut block = json!({"type": "text", "text": system});
+        mark_cached(&mut block);
+        body.insert("system".into(), Value::Array(vec![block]));
     }
     if !request.tools.is_empty() {
-        let tools: Vec<Value> = request.tools.iter().map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema})).collect();
+        let mut tools: Vec<Value> = request.tools.iter().map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema})).collect();
+        if let Some(last) = tools.last_mut() {
+            mark_cached(last);
+        }
         body.insert("tools".into(), Value::Array(tools));
     }
     for (key, value) in &request.params {
@@ -216,8 +239,19 @@ enum BlockWire {
         #[serde(default)]
         input: Value,
     },
+    /// Extended thinking (when the request asks for it).
+    Thinking {
+        #[serde(default)]
+        thinking: String,
+    },
     #[serde(other)]
     Other,
+}
+
+/// Tokens of thinking text, estimated (4 characters a token): the API counts thinking in
+/// `output_tokens` only.
+fn thinking_tokens(chars: usize) -> u64 {
+    u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX)
 }
 
 #[derive(Deserialize, Default, Clone, Copy)]
@@ -262,9 +296,11 @@ fn stop_reason(reason: Option<&str>) -> StopReason {
 fn from_message(wire: MessageWire) -> ChatResponse {
     let mut text = String::new();
     let mut tool_calls = Vec::new();
+    let mut thought = 0;
     for block in wire.content {
         match block {
             BlockWire::Text { text: t } => text.push_str(&t),
+            BlockWire::Thinking { thinking } => thought += thinking.chars().count(),
             BlockWire::ToolUse { id, name, input } => tool_calls.push(ToolCall {
                 id,
                 name,
@@ -275,6 +311,7 @@ fn from_message(wire: MessageWire) -> ChatResponse {
     }
     let mut usage = Usage::default();
     wire.usage.apply(&mut usage);
+    usage.reasoning_tokens = thinking_tokens(thought);
     ChatResponse {
         text: Some(text).filter(|t| !t.is_empty()),
         tool_calls,
@@ -325,6 +362,9 @@ enum DeltaWire {
     InputJsonDelta {
         partial_json: String,
     },
+    ThinkingDelta {
+        thinking: String,
+    },
     #[serde(other)]
     Other,
 }
@@ -364,6 +404,8 @@ struct StreamAssembler {
     blocks: std::collections::BTreeMap<usize, Building>,
     usage: Usage,
     stop: Option<String>,
+    /// Characters of thinking streamed.
+    thought: usize,
 }
 
 impl StreamAssembler {
@@ -384,6 +426,10 @@ impl StreamAssembler {
                         self.text.push_str(&text);
                         Building::Text
                     }
+                    BlockWire::Thinking { thinking } => {
+                        self.thought += thinking.chars().count();
+                        Building::Text
+                    }
                     BlockWire::Other => Building::Text,
                 };
                 self.blocks.insert(index, building);
@@ -398,6 +444,9 @@ impl StreamAssembler {
                         Some(Building::Tool { json, .. }),
                         DeltaWire::InputJsonDelta { partial_json },
                     ) => json.push_str(&partial_json),
+                    (Some(_), DeltaWire::ThinkingDelta { thinking }) => {
+                        self.thought += thinking.chars().count();
+                    }
                     (None, _) => {
                         return Err(decode(format!("a delta for unknown content block {index}")));
                     }
@@ -446,7 +495,10 @@ impl StreamAssembler {
         Ok(ChatResponse {
             text: Some(self.text).filter(|t| !t.is_empty()),
             tool_calls,
-            usage: self.usage,
+            usage: Usage {
+                reasoning_tokens: thinking_tokens(self.thought),
+                ..self.usage
+            },
             stop_reason: stop_reason(self.stop.as_deref()),
         })
     }
@@ -506,9 +558,38 @@ mod tests {
         assert_eq!(messages[2]["role"], "user");
         assert_eq!(
             messages[2]["content"][1],
-            json!({"type": "tool_result", "tool_use_id": "t2", "content": "boom", "is_error": true})
+            json!({"type": "tool_result", "tool_use_id": "t2", "content": "boom", "is_error": true,
+                   "cache_control": {"type": "ephemeral"}}),
+            "the newest block is the conversation's cache breakpoint"
         );
+        assert_eq!(body["system"][0]["cache_control"]["type"], "ephemeral");
         assert_eq!(body["max_tokens"], 4096);
+    }
+
+    #[test]
+    fn thinking_counts_as_reasoning_tokens_streamed_or_not() {
+        let whole: MessageWire = serde_json::from_str(
+            r#"{"content":[{"type":"thinking","thinking":"12345678","signature":"s"},{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":9}}"#,
+        )
+        .unwrap();
+        let r = from_message(whole);
+        assert_eq!((r.usage.reasoning_tokens, r.usage.output_tokens), (2, 9));
+        assert_eq!(r.text.as_deref(), Some("hi"));
+        let mut a = StreamAssembler::default();
+        for event in [
+            r#"{"type":"message_start","message":{"usage":{"input_tokens":3,"output_tokens":1}}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"1234567890"}}"#,
+            r#"{"type":"content_block_stop","index":0}"#,
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"hi"}}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}"#,
+        ] {
+            a.add(serde_json::from_str(event).unwrap()).unwrap();
+        }
+        let r = a.finish().unwrap();
+        assert_eq!(r.usage.reasoning_tokens, 3, "10 characters of thinking");
+        assert_eq!(r.text.as_deref(), Some("hi"));
     }
 
     #[test]
@@ -552,7 +633,8 @@ mod tests {
                 input_tokens: 12,
                 output_tokens: 25,
                 cache_read_tokens: 9,
-                cache_write_tokens: 3
+                cache_write_tokens: 3,
+                reasoning_tokens: 0
             }
         );
     }

@@ -98,6 +98,9 @@ pub struct Usage {
     pub output_tokens: u64,
     pub cache_read_tokens: u64,
     pub cache_write_tokens: u64,
+    /// Of the output, the tokens spent reasoning (OpenAI `reasoning_tokens`; Anthropic
+    /// thinking, estimated from its text, since the API counts it in `output_tokens` only).
+    pub reasoning_tokens: u64,
 }
 
 /// Why the model stopped.

@@ -267,6 +267,14 @@ struct UsageWire {
     completion_tokens: u64,
     #[serde(default)]
     prompt_tokens_details: Option<PromptDetailsWire>,
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionDetailsWire>,
+}
+
+#[derive(Deserialize, Default)]
+struct CompletionDetailsWire {
+    #[serde(default)]
+    reasoning_tokens: u64,
 }
 
 #[derive(Deserialize, Default)]
@@ -282,6 +290,9 @@ impl From<UsageWire> for Usage {
             output_tokens: u.completion_tokens,
             cache_read_tokens: u.prompt_tokens_details.map_or(0, |d| d.cached_tokens),
             cache_write_tokens: 0,
+            reasoning_tokens: u
+                .completion_tokens_details
+                .map_or(0, |d| d.reasoning_tokens),
         }
     }
 }
@@ -446,7 +457,7 @@ mod tests {
             r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_2","type":"function","function":{"name":"fixture__echo","arguments":""}}]}}]}"#,
             r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"2,\"b\":3}"}}]}}]}"#,
             r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"{\"text\":\"hi\"}"}}]},"finish_reason":"tool_calls"}]}"#,
-            r#"{"choices":[],"usage":{"prompt_tokens":11,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":4}}}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":11,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":{"reasoning_tokens":5}}}"#,
         ];
         let deltas: Vec<String> = chunks
             .iter()
@@ -471,7 +482,8 @@ mod tests {
                 input_tokens: 11,
                 output_tokens: 7,
                 cache_read_tokens: 4,
-                cache_write_tokens: 0
+                cache_write_tokens: 0,
+                reasoning_tokens: 5
             }
         );
     }
