@@ -269,10 +269,11 @@ async fn an_agents_own_port_opens_with_it_and_closes_when_it_goes() {
     wait_for_registry(&rt, &["alpha"]).await;
 
     let port = free_port();
-    file.write(&agents(&[
-        ("alpha", ""),
-        ("beta", &format!(", port: {port}")),
-    ]));
+    // Agents on their own ports get a registry (24200 unless named): a free one here.
+    let registry = format!("registry_port: {}\n", free_port());
+    file.write(
+        &(registry.clone() + &agents(&[("alpha", ""), ("beta", &format!(", port: {port}"))])),
+    );
     rt.signal("HUP");
     wait_for_registry(&rt, &["alpha", "beta"]).await;
     let own = format!("http://127.0.0.1:{port}/mcp");
@@ -283,11 +284,14 @@ async fn an_agents_own_port_opens_with_it_and_closes_when_it_goes() {
     // A port someone else holds refuses the reload, naming the setting.
     let taken = TcpListener::bind("127.0.0.1:0").expect("a port to hold");
     let taken_port = taken.local_addr().expect("addr").port();
-    file.write(&agents(&[
-        ("alpha", ""),
-        ("beta", &format!(", port: {port}")),
-        ("gamma", &format!(", port: {taken_port}")),
-    ]));
+    file.write(
+        &(registry.clone()
+            + &agents(&[
+                ("alpha", ""),
+                ("beta", &format!(", port: {port}")),
+                ("gamma", &format!(", port: {taken_port}")),
+            ])),
+    );
     rt.signal("HUP");
     let refused = rt.wait_for_log(RELOAD_WITHIN, |l| {
         l["message"] == "reload refused; the running deployment keeps serving"

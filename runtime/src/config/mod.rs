@@ -42,6 +42,11 @@ struct Cli {
     /// a NATS subject token ([A-Za-z0-9_-]{1,64}).
     #[arg(long, env = "AGENT_NAME", global = true)]
     agent_name: Option<String>,
+    /// Serve only this agent of agents.yaml, as `pallas --agent` does: only it and the
+    /// sub-agents it calls are built, and only it is served (its own port, the registry,
+    /// `POST /`).
+    #[arg(long = "agent", env = "SERVE_AGENT", global = true)]
+    serve_agent: Option<String>,
     /// One-line description for the agent card.
     #[arg(long, env = "AGENT_DESCRIPTION", global = true)]
     agent_description: Option<String>,
@@ -389,6 +394,12 @@ impl Launch {
             };
             ConfigError::invalid(&key, e.to_string())
         })?;
+        let deployment = match cli.serve_agent.as_deref() {
+            Some(name) => deployment
+                .only(name)
+                .map_err(|m| ConfigError::invalid(&key_of("serve_agent", "--agent"), m))?,
+            None => deployment,
+        };
         let config = Config::from_cli(cli, deployment, &key_of)?;
         Ok(if check {
             Launch::CheckConfig(config)
@@ -440,8 +451,9 @@ impl Config {
         key_of: &dyn Fn(&str, &str) -> String,
     ) -> Result<Config, ConfigError> {
         let name_key = key_of("agent_name", "--agent-name");
-        let served = select_agent(&deployment, cli.agent_name.as_deref())
-            .map_err(|m| ConfigError::invalid(&name_key, m))?;
+        let requested = cli.agent_name.as_deref().or(cli.serve_agent.as_deref());
+        let served =
+            select_agent(&deployment, requested).map_err(|m| ConfigError::invalid(&name_key, m))?;
         let skills = match &cli.agent_skills {
             None => served.skills.clone(),
             Some(json) => parse_skills(json)

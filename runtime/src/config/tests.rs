@@ -452,3 +452,58 @@ fn pallas_log_knobs_are_aliases_and_the_root_level_is_for_third_party_crates() {
         "PALLAS_LOG_LEVEL"
     );
 }
+
+#[test]
+fn agent_mode_serves_one_agent_and_builds_only_it_and_its_sub_agents() {
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/two-agents");
+    let run = |args: &[&str], env: &[(&str, &str)]| match launch_in(&example, args, env) {
+        Ok(Launch::Run(c)) => c,
+        other => panic!("expected a runnable config, got {other:?}"),
+    };
+    let names = |c: &Config| -> Vec<String> {
+        c.deployment.agents.iter().map(|a| a.name.clone()).collect()
+    };
+    let coordinator = run(&["--agent", "coordinator"], &[]);
+    assert_eq!(coordinator.agent.name, "coordinator");
+    assert_eq!(
+        names(&coordinator),
+        ["coordinator", "researcher"],
+        "its sub-agent is built"
+    );
+    assert!(coordinator.deployment.serves("coordinator"));
+    assert!(
+        !coordinator.deployment.serves("researcher"),
+        "built, not served"
+    );
+    let researcher = run(&[], &[("SERVE_AGENT", "researcher")]);
+    assert_eq!(researcher.agent.name, "researcher");
+    assert_eq!(names(&researcher), ["researcher"]);
+    assert_eq!(
+        invalid_key_with(&example, &["--agent", "ghost"]),
+        "--agent",
+        "an unknown agent names the flag"
+    );
+}
+
+fn invalid_key_with(dir: &std::path::Path, args: &[&str]) -> String {
+    match launch_in(dir, args, &[]) {
+        Err(ConfigError::Invalid { key, .. }) => key,
+        other => panic!("expected ConfigError::Invalid, got {other:?}"),
+    }
+}
+
+#[test]
+fn agents_on_their_own_ports_get_the_registry_on_24200_unless_the_file_says() {
+    let own = project("agents: { a: { port: 24301 } }");
+    assert_eq!(
+        run_in(own.path(), &[]).deployment.registry_port,
+        Some(24200)
+    );
+    let named = project("registry_port: 24399\nagents: { a: { port: 24301 } }");
+    assert_eq!(
+        run_in(named.path(), &[]).deployment.registry_port,
+        Some(24399)
+    );
+    let none = project("agents: { a: {} }");
+    assert_eq!(run_in(none.path(), &[]).deployment.registry_port, None);
+}

@@ -45,6 +45,50 @@ pub struct Deployment {
     pub start_order: Vec<String>,
     /// `${VAR}`s that were not set (expanded to ""), with the key that used them.
     pub unset_variables: Vec<String>,
+    /// `--agent`: the one agent this process serves (its sub-agents are built, not served);
+    /// `None` serves every agent.
+    pub serve_only: Option<String>,
+}
+
+/// The registry's port when agents have ports of their own and the file names none (Pallas).
+pub const DEFAULT_REGISTRY_PORT: u16 = 24200;
+
+impl Deployment {
+    /// The deployment as `pallas --agent <name>` runs it: only `name` is served, and only it
+    /// and the sub-agents it calls (in-process, so they must be built) are kept. Agents it
+    /// `depends_on` run elsewhere.
+    pub fn only(mut self, name: &str) -> Result<Self, String> {
+        if self.agent(name).is_none() {
+            let names: Vec<&str> = self.agents.iter().map(|a| a.name.as_str()).collect();
+            return Err(format!(
+                "no agent {name:?} is configured (agents: {})",
+                names.join(", ")
+            ));
+        }
+        let mut kept = std::collections::BTreeSet::from([name.to_owned()]);
+        let mut todo = vec![name.to_owned()];
+        while let Some(next) = todo.pop() {
+            let Some(def) = self.agent(&next) else {
+                continue;
+            };
+            for server in &def.servers {
+                if let ServerRef::Agent(sub) = server
+                    && kept.insert(sub.clone())
+                {
+                    todo.push(sub.clone());
+                }
+            }
+        }
+        self.agents.retain(|a| kept.contains(&a.name));
+        self.start_order.retain(|a| kept.contains(a));
+        self.serve_only = Some(name.to_owned());
+        Ok(self)
+    }
+
+    /// Whether this process serves `agent` (on MCP and, when asked, the contract face).
+    pub fn serves(&self, agent: &str) -> bool {
+        self.serve_only.as_deref().is_none_or(|only| only == agent)
+    }
 }
 
 /// Which model runs an agent: `provider.model`.

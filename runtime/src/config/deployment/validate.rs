@@ -110,7 +110,14 @@ pub(super) fn build(
         });
     }
     let start_order = start_order(file, &agents)?;
-    check_ports(file, doc.registry_port, &agents)?;
+    // Pallas: agents on their own ports get a registry, on 24200 unless the file says.
+    let registry_port = doc.registry_port.or_else(|| {
+        agents
+            .iter()
+            .any(|a| a.port.is_some())
+            .then_some(super::DEFAULT_REGISTRY_PORT)
+    });
+    check_ports(file, registry_port, &agents)?;
 
     let caps = doc.model_capabilities.unwrap_or_default();
     Ok(Deployment {
@@ -119,7 +126,7 @@ pub(super) fn build(
         version: doc.version.unwrap_or_else(|| "1.0.0".to_owned()),
         host: doc.host.unwrap_or_else(|| "localhost".to_owned()),
         namespace: doc.namespace,
-        registry_port: doc.registry_port,
+        registry_port,
         default_model: default_model.clone(),
         model_capabilities: ModelCapabilities {
             vision: caps.vision.unwrap_or(false),
@@ -139,6 +146,7 @@ pub(super) fn build(
         agents,
         start_order,
         unset_variables: Vec::new(),
+        serve_only: None,
     })
 }
 

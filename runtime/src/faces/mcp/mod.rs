@@ -124,6 +124,7 @@ pub fn faces(deployment: &Deployment, fleet: &Fleet, core: &Core) -> Vec<Arc<Fac
     deployment
         .agents
         .iter()
+        .filter(|def| deployment.serves(&def.name))
         .filter_map(|def| Face::new(def, deployment, fleet, core.clone()).map(Arc::new))
         .collect()
 }
