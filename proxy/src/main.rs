@@ -41,6 +41,7 @@ fn main() -> ExitCode {
                 // task its span bookkeeping for nothing (the proxy makes its trace ids itself).
                 export_spans: config.export_spans,
                 listen: config.listen,
+                log_file: None,
             };
             PROXY.serve(&runtime, &serving, |listener, shutdown| {
                 daedalus_proxy::run(listener, config, shutdown)

@@ -34,6 +34,7 @@ fn main() -> ExitCode {
         log_format: config.log_format,
         export_spans: true,
         listen: config.listen,
+        log_file: config.log_file.clone(),
     };
     RUNTIME.serve(&runtime, &serving, |listener, shutdown| {
         // SIGHUP reads the configuration again, from the same sources.

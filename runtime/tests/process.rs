@@ -546,3 +546,34 @@ async fn healthcheck_exits_zero_while_ready_and_one_when_draining_or_gone() {
     let gone = healthcheck(port);
     assert_eq!(gone.status.code(), Some(1), "{gone:?}");
 }
+
+#[tokio::test]
+async fn pallas_log_file_gets_the_json_lines_too() {
+    let dir = tempfile::tempdir().expect("a dir");
+    let file = dir.path().join("logs/runtime.log");
+    let rt = runtime()
+        .env("PALLAS_LOG_FILE", file.to_str().expect("utf-8"))
+        .start();
+    let (status, _) = post(
+        &reqwest::Client::new(),
+        &rt.url("/"),
+        &message("m-file", "hi"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let text = std::fs::read_to_string(&file).expect("the log file exists");
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert!(
+        lines.iter().any(|l| l["message"] == "runtime ready"),
+        "{text}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["message"] == "task finished" && l["task_id"] == "m-file"),
+        "{text}"
+    );
+}

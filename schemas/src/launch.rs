@@ -35,6 +35,8 @@ pub struct Serving {
     /// Hand every span to the OpenTelemetry layer (off: no span bookkeeping at all).
     pub export_spans: bool,
     pub listen: SocketAddr,
+    /// JSON log lines also go to this file, rotated at 10 MB with 5 files kept.
+    pub log_file: Option<std::path::PathBuf>,
 }
 
 impl Binary {
@@ -93,11 +95,28 @@ impl Binary {
                 return ExitCode::from(CONFIG_ERROR);
             }
         };
-        let extra = if serving.export_spans {
+        let mut extra = if serving.export_spans {
             vec![trace_layer]
         } else {
             Vec::new()
         };
+        if let Some(path) = &serving.log_file {
+            match crate::log_file::RotatingFile::open(path) {
+                Ok(file) => extra.push(service::file_lines(
+                    &serving.log_level,
+                    self.log_crates,
+                    file,
+                )),
+                Err(e) => {
+                    eprintln!(
+                        "{}: cannot open the log file {}: {e}",
+                        self.name,
+                        path.display()
+                    );
+                    return ExitCode::from(CONFIG_ERROR);
+                }
+            }
+        }
         service::init_logging(
             &serving.log_level,
             serving.log_format,

@@ -36,6 +36,8 @@ pub mod error_chain;
 pub mod healthcheck;
 #[cfg(feature = "telemetry")]
 pub mod launch;
+#[cfg(feature = "service")]
+pub mod log_file;
 pub mod model;
 pub mod outline;
 pub mod read;

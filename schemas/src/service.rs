@@ -43,19 +43,29 @@ pub fn init_logging(
     target: LogTarget,
     extra: Vec<ExtraLayer>,
 ) {
-    let filter = if level.contains('=') || level.contains(',') {
-        EnvFilter::new(level)
-    } else {
-        let own: Vec<String> = crates.iter().map(|c| format!("{c}={level}")).collect();
-        EnvFilter::new(format!("warn,{}", own.join(",")))
-    };
     let lines = match target {
-        LogTarget::Stdout => log_lines(format, std::io::stdout, filter),
-        LogTarget::Stderr => log_lines(format, std::io::stderr, filter),
+        LogTarget::Stdout => log_lines(format, std::io::stdout, filter(level, crates)),
+        LogTarget::Stderr => log_lines(format, std::io::stderr, filter(level, crates)),
     };
     let mut layers = vec![lines];
     layers.extend(extra);
     let _ = tracing_subscriber::registry().with(layers).try_init();
+}
+
+/// What `level` lets through: a directive list as it is, a bare level for `crates` (others at
+/// `warn`).
+fn filter(level: &str, crates: &[&str]) -> EnvFilter {
+    if level.contains('=') || level.contains(',') {
+        EnvFilter::new(level)
+    } else {
+        let own: Vec<String> = crates.iter().map(|c| format!("{c}={level}")).collect();
+        EnvFilter::new(format!("warn,{}", own.join(",")))
+    }
+}
+
+/// JSON log lines into `file` (a log file beside stdout), under the same level as stdout's.
+pub fn file_lines(level: &str, crates: &[&str], file: crate::log_file::RotatingFile) -> ExtraLayer {
+    log_lines(LogFormat::Json, file, filter(level, crates))
 }
 
 /// The layer that writes log lines in `format` to `writer` (a function, so no line pays for a

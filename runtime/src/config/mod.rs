@@ -160,6 +160,12 @@ struct Cli {
     /// Log format: json (one object a line) or text.
     #[arg(long, env = "LOG_FORMAT", global = true, default_value = "json")]
     log_format: LogFormat,
+    /// Also write JSON log lines to this file, rotated at 10 MB with 5 files kept.
+    #[arg(long, env = "LOG_FILE", global = true)]
+    log_file: Option<PathBuf>,
+    /// Pallas's name for `LOG_FILE` (a compatibility alias; `LOG_FILE` wins).
+    #[arg(long, env = "PALLAS_LOG_FILE", global = true, hide = true)]
+    pallas_log_file: Option<PathBuf>,
     /// Print the resolved configuration and exit.
     #[arg(long, global = true)]
     check_config: bool,
@@ -220,6 +226,8 @@ pub struct Config {
     pub task_ttl: Duration,
     pub log_level: String,
     pub log_format: LogFormat,
+    /// JSON log lines also go to this file (`LOG_FILE`, or Pallas's `PALLAS_LOG_FILE`).
+    pub log_file: Option<PathBuf>,
 }
 
 /// Where conversations persist.
@@ -588,6 +596,7 @@ impl Config {
             task_ttl: cli.task_ttl,
             log_level,
             log_format: cli.log_format,
+            log_file: cli.log_file.or(cli.pallas_log_file),
         })
     }
 

@@ -507,3 +507,24 @@ fn agents_on_their_own_ports_get_the_registry_on_24200_unless_the_file_says() {
     let none = project("agents: { a: {} }");
     assert_eq!(run_in(none.path(), &[]).deployment.registry_port, None);
 }
+
+#[test]
+fn the_log_file_is_log_file_or_pallas_log_file() {
+    assert_eq!(config(&[], &[]).log_file, None);
+    let pallas = config(&[], &[("PALLAS_LOG_FILE", "/var/log/pallas.log")]);
+    assert_eq!(
+        pallas.log_file.as_deref(),
+        Some(std::path::Path::new("/var/log/pallas.log"))
+    );
+    let both = config(
+        &[],
+        &[
+            ("PALLAS_LOG_FILE", "/var/log/pallas.log"),
+            ("LOG_FILE", "/var/log/r.log"),
+        ],
+    );
+    assert_eq!(
+        both.log_file.as_deref(),
+        Some(std::path::Path::new("/var/log/r.log"))
+    );
+}
