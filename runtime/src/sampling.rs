@@ -10,6 +10,7 @@
 //! | `stop` | yes | as `stop_sequences` |
 //! | `seed`, `presence_penalty`, `frequency_penalty`, `response_format` | yes | no |
 //! | `tool_choice` | yes | translated (`required` ⇒ `any`, a function ⇒ `tool`) |
+//! | `effort` (`low` … `max`) | as `reasoning_effort` (`xhigh` and `max` as `high`, the top of OpenAI's scale; vLLM and most compatible servers take it, others ignore it) | as `output_config.effort` |
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
@@ -63,6 +64,28 @@ pub enum ToolChoice {
     Named(Map<String, Value>),
 }
 
+/// How hard the model thinks before it answers (`effort`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Effort {
+    Low,
+    Medium,
+    High,
+    Xhigh,
+    Max,
+}
+
+impl Effort {
+    /// OpenAI's `reasoning_effort` for it (its scale ends at `high`).
+    fn openai(self) -> &'static str {
+        match self {
+            Effort::Low => "low",
+            Effort::Medium => "medium",
+            Effort::High | Effort::Xhigh | Effort::Max => "high",
+        }
+    }
+}
+
 /// Sampling parameters: an agent's `request_params`, or a call's overrides of them. The
 /// fields are the one list of keys this runtime understands; any other key is kept in
 /// `unknown` and dropped with a warning when the request is built.
@@ -89,6 +112,8 @@ pub struct SamplingParams {
     pub response_format: Setting<Map<String, Value>>,
     #[serde(skip_serializing_if = "Setting::is_unset")]
     pub tool_choice: Setting<ToolChoice>,
+    #[serde(skip_serializing_if = "Setting::is_unset")]
+    pub effort: Setting<Effort>,
     /// Keys this runtime does not know, as given.
     #[serde(flatten)]
     pub unknown: BTreeMap<String, Value>,
@@ -164,6 +189,7 @@ impl SamplingParams {
             "frequency_penalty": number,
             "response_format": {"type": "object"},
             "tool_choice": {"type": ["string", "object"]},
+            "effort": {"type": "string", "enum": ["low", "medium", "high", "xhigh", "max"]},
         });
         into_object(properties).unwrap_or_default()
     }
@@ -237,6 +263,17 @@ pub fn for_target(params: &SamplingParams, target: &Target) -> (Map<String, Valu
                     other => other.clone(),
                 };
                 out.insert("stop_sequences".into(), sequences);
+            }
+            (Target::Anthropic { .. }, "effort") => {
+                out.insert("output_config".into(), json!({"effort": value}));
+            }
+            (Target::OpenAi { .. }, "effort") => {
+                match serde_json::from_value::<Effort>(value.clone()) {
+                    Ok(effort) => {
+                        out.insert("reasoning_effort".into(), json!(effort.openai()));
+                    }
+                    Err(_) => drop(key, "not an effort (low, medium, high, xhigh, max)"),
+                }
             }
             (Target::Anthropic { .. }, "tool_choice") => match anthropic_tool_choice(value) {
                 Some(choice) => {
@@ -346,7 +383,8 @@ mod typed {
         let all = read(&json!({
             "temperature": 0.5, "top_p": 0.9, "top_k": 40, "max_tokens": 100, "stop": "END",
             "seed": 1, "presence_penalty": 0.1, "frequency_penalty": 0.2,
-            "response_format": {"type": "json_object"}, "tool_choice": "required"
+            "response_format": {"type": "json_object"}, "tool_choice": "required",
+            "effort": "high"
         }))
         .expect("valid");
         assert!(all.unknown.is_empty());
@@ -387,7 +425,8 @@ mod tests {
         let all = params(&json!({
             "temperature": 0.5, "top_p": 0.9, "top_k": 40, "max_tokens": 100, "stop": "END",
             "seed": 1, "presence_penalty": 0.1, "frequency_penalty": 0.2,
-            "response_format": {"type": "json_object"}, "tool_choice": "required", "bogus": 1
+            "response_format": {"type": "json_object"}, "tool_choice": "required", "bogus": 1,
+            "effort": "xhigh"
         }));
         let rows: Vec<(Target, Vec<&str>)> = vec![
             (
@@ -396,6 +435,7 @@ mod tests {
                     "frequency_penalty",
                     "max_tokens",
                     "presence_penalty",
+                    "reasoning_effort",
                     "response_format",
                     "seed",
                     "stop",
@@ -410,6 +450,7 @@ mod tests {
                     "frequency_penalty",
                     "max_tokens",
                     "presence_penalty",
+                    "reasoning_effort",
                     "response_format",
                     "seed",
                     "stop",
@@ -425,6 +466,7 @@ mod tests {
                 },
                 vec![
                     "max_tokens",
+                    "output_config",
                     "stop_sequences",
                     "temperature",
                     "tool_choice",
@@ -436,7 +478,12 @@ mod tests {
                 Target::Anthropic {
                     model: "claude-opus-4-7".into(),
                 },
-                vec!["max_tokens", "stop_sequences", "tool_choice"],
+                vec![
+                    "max_tokens",
+                    "output_config",
+                    "stop_sequences",
+                    "tool_choice",
+                ],
             ),
         ];
         for (target, expected) in rows {
@@ -452,6 +499,18 @@ mod tests {
         );
         assert_eq!(out["stop_sequences"], json!(["END"]));
         assert_eq!(out["tool_choice"], json!({"type": "any"}));
+        assert_eq!(out["output_config"], json!({"effort": "xhigh"}));
+        let (out, dropped) = for_target(&all, &Target::OpenAi { native: true });
+        assert_eq!(
+            out["reasoning_effort"], "high",
+            "OpenAI's scale ends at high"
+        );
+        assert!(!dropped.iter().any(|d| d.key == "effort"));
+        let (out, _) = for_target(&all, &Target::OpenAi { native: false });
+        assert_eq!(
+            out["reasoning_effort"], "high",
+            "compatible servers get it too"
+        );
         let named =
             params(&json!({"tool_choice": {"type": "function", "function": {"name": "s__t"}}}));
         let (out, _) = for_target(

@@ -1,6 +1,8 @@
 //! `POST /` and `/healthz` on the real runtime, configured by an agents.yaml that points at the
 //! strict fake LLM server, for both providers.
 
+mod support;
+
 use daedalus_fake_llm::{FakeLlm, Reply};
 use daedalus_runtime::config::{Config, Launch};
 use daedalus_test_kit::{NatsServer, Runtime};
@@ -456,4 +458,42 @@ async fn a_conversation_longer_than_the_context_window_leaves_its_oldest_turns_o
         first.contains("turn-1 "),
         "while it fit, it was sent: {first}"
     );
+}
+
+/// `effort`, per agent or per call, reaches each provider in its own spelling: Anthropic's
+/// `output_config.effort`, OpenAI's `reasoning_effort` (its scale ends at `high`); through the
+/// A2A face's `metadata.request_params` and the MCP face's `send_message` arguments.
+#[tokio::test]
+async fn effort_reaches_each_provider_through_both_faces() {
+    for (yaml, model) in [(ANTHROPIC, "claude-fake"), (OPENAI, "gpt-fake")] {
+        let fake = FakeLlm::start(KEY, &[model]).await;
+        fake.script([Reply::Text("one".into()), Reply::Text("two".into())]);
+        let rt = start(yaml, &fake, KEY).await;
+        let mut body = message("think");
+        body["metadata"] = json!({"request_params": {"effort": "max"}});
+        assert_eq!(post(&rt, &body).await["status"]["state"], "completed");
+        let (client, _) = support::mcp_client::connect(&rt.mcp("helper"), None).await;
+        let answer = support::mcp_client::call(
+            &client,
+            "send_message",
+            json!({"message": "think less", "effort": "low"}),
+        )
+        .await;
+        assert_ne!(answer.is_error, Some(true), "{answer:?}");
+        let log = fake.requests();
+        assert!(log.iter().all(|l| l.refused.is_none()), "{log:?}");
+        let effort_of = |body: &Value| match model {
+            "claude-fake" => body["output_config"]["effort"].clone(),
+            _ => body["reasoning_effort"].clone(),
+        };
+        let (a2a, mcp) = (effort_of(&log[0].body), effort_of(&log[1].body));
+        match model {
+            "claude-fake" => assert_eq!((a2a, mcp), (json!("max"), json!("low"))),
+            _ => assert_eq!(
+                (a2a, mcp),
+                (json!("high"), json!("low")),
+                "max is OpenAI's high"
+            ),
+        }
+    }
 }

@@ -28,6 +28,7 @@ const KNOWN: &[&str] = &[
     "metadata",
     "thinking",
     "service_tier",
+    "output_config",
 ];
 
 fn error(status: StatusCode, kind: &str, message: &str) -> Response {
@@ -292,6 +293,15 @@ fn validate(body: &Value, models: &[String]) -> Result<(), String> {
             });
         if !ok {
             return Err("system: must be a string or a list of text blocks".to_owned());
+        }
+    }
+    if let Some(config) = body.get("output_config") {
+        let effort = config["effort"].as_str();
+        if !matches!(effort, Some("low" | "medium" | "high" | "xhigh" | "max")) {
+            return Err(
+                "output_config.effort: Input should be 'low', 'medium', 'high', 'xhigh' or 'max'"
+                    .to_owned(),
+            );
         }
     }
     crate::prompt_cache::validate(body)?;

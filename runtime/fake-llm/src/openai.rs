@@ -32,6 +32,7 @@ const KNOWN: &[&str] = &[
     "user",
     "parallel_tool_calls",
     "logprobs",
+    "reasoning_effort",
 ];
 
 fn error(status: StatusCode, message: &str, kind: &str, param: Option<&str>) -> Response {
@@ -425,6 +426,14 @@ fn validate_tools(body: &Value) -> Result<(), Invalid> {
 
 /// `tool_choice`, `temperature` and `stream_options`.
 fn validate_options(body: &Value) -> Result<(), Invalid> {
+    if let Some(effort) = body.get("reasoning_effort")
+        && !matches!(effort.as_str(), Some("minimal" | "low" | "medium" | "high"))
+    {
+        return Err(bad(
+            "reasoning_effort must be one of minimal, low, medium, high",
+            "reasoning_effort",
+        ));
+    }
     if let Some(choice) = body.get("tool_choice") {
         let ok = matches!(choice.as_str(), Some("auto" | "none" | "required"))
             || (choice["type"] == "function" && choice["function"]["name"].is_string());
