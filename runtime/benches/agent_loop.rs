@@ -277,6 +277,7 @@ async fn over_the_wire(fake: &FakeLlm, fixture_url: &str) {
         base_url: Some(fake.openai_base_url.clone()),
         headers: BTreeMap::new(),
         timeout_secs: Some(10.0),
+        forward_inbound_auth: false,
         origins: daedalus_runtime::config::deployment::ProviderOrigins::default(),
     };
     let provider: Arc<dyn LlmProvider> =

@@ -145,6 +145,7 @@ fn main() {
             base_url: Some(base.into()),
             headers: BTreeMap::new(),
             timeout_secs: Some(10.0),
+            forward_inbound_auth: false,
             origins: daedalus_runtime::config::deployment::ProviderOrigins::default(),
         };
         let openai: Arc<dyn LlmProvider> =
@@ -168,6 +169,7 @@ fn main() {
                     tools: Vec::new(),
                     params: serde_json::json!({"temperature": 0.2, "max_tokens": 1024}).as_object().cloned().unwrap_or_default(),
                     stream,
+                    caller: daedalus_runtime::bearer::Bearer::default(),
                 };
                 let body = if wire == "openai" {
                     daedalus_runtime::llm::openai::to_wire(&chat).to_string()

@@ -91,6 +91,7 @@ fn settings(s: Option<&ProviderSettings>) -> ProviderSettings {
         base_url: None,
         headers: BTreeMap::new(),
         timeout_secs: None,
+        forward_inbound_auth: false,
         origins: crate::config::deployment::ProviderOrigins::default(),
     })
 }

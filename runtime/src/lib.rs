@@ -29,6 +29,7 @@
 pub mod a2a_tools;
 pub mod agent_health;
 pub mod agent_loop;
+pub mod bearer;
 pub mod config;
 pub mod core;
 pub mod faces;

@@ -24,6 +24,7 @@ fn client(fake: &FakeLlm, key: &str) -> AnthropicClient {
         base_url: Some(fake.anthropic_base_url.clone()),
         headers: BTreeMap::new(),
         timeout_secs: Some(5.0),
+        forward_inbound_auth: false,
         origins: daedalus_runtime::config::deployment::ProviderOrigins::default(),
     };
     let retry = RetryPolicy {
@@ -48,6 +49,7 @@ fn ask(text: &str, stream: bool) -> ChatRequest {
         }],
         params: serde_json::Map::new(),
         stream,
+        caller: daedalus_runtime::bearer::Bearer::default(),
     }
 }
 

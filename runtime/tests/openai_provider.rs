@@ -24,6 +24,7 @@ fn client(fake: &FakeLlm, key: &str) -> OpenAiClient {
         base_url: Some(fake.openai_base_url.clone()),
         headers: BTreeMap::from([("X-Test".to_owned(), "1".to_owned())]),
         timeout_secs: Some(5.0),
+        forward_inbound_auth: false,
         origins: daedalus_runtime::config::deployment::ProviderOrigins::default(),
     };
     let retry = RetryPolicy {
@@ -48,6 +49,7 @@ fn ask(text: &str, stream: bool) -> ChatRequest {
         }],
         params: serde_json::Map::new(),
         stream,
+        caller: daedalus_runtime::bearer::Bearer::default(),
     }
 }
 
@@ -277,6 +279,7 @@ async fn an_unreachable_server_is_a_transport_error_after_retries() {
         base_url: Some(url),
         headers: BTreeMap::new(),
         timeout_secs: Some(1.0),
+        forward_inbound_auth: false,
         origins: daedalus_runtime::config::deployment::ProviderOrigins::default(),
     };
     let retry = RetryPolicy {

@@ -35,6 +35,7 @@ pub fn fake_llm_client(
         base_url: Some(url.into()),
         headers: BTreeMap::new(),
         timeout_secs: Some(10.0),
+        forward_inbound_auth: false,
         origins: daedalus_runtime::config::deployment::ProviderOrigins::default(),
     };
     match wire {

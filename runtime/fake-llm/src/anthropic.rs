@@ -44,7 +44,7 @@ fn invalid(message: &str) -> Response {
 }
 
 fn authorized(state: &State, headers: &HeaderMap) -> bool {
-    headers.get("x-api-key").and_then(|v| v.to_str().ok()) == Some(state.api_key.as_str())
+    headers.get("x-api-key").is_some() && state.accepts(headers)
 }
 
 pub(super) async fn model(

@@ -94,6 +94,9 @@ pub struct Logged {
     pub refused: Option<String>,
     /// The W3C `traceparent` header the request carried.
     pub traceparent: Option<String>,
+    /// The credential it carried: the `Authorization: Bearer` token (OpenAI) or `x-api-key`
+    /// (Anthropic).
+    pub credential: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -104,6 +107,8 @@ struct State {
     auto: Mutex<Option<AutoReply>>,
     log: Mutex<Vec<Logged>>,
     api_key: String,
+    /// Further keys accepted (`FakeLlm::accept_key`).
+    more_keys: Mutex<std::collections::HashSet<String>>,
     models: Vec<String>,
 }
 
@@ -149,6 +154,15 @@ impl FakeLlm {
     }
 
     /// Answers every request from now on by [`AutoReply`] (the script is ignored).
+    /// Accepts `key` too, as a second credential (a caller's token passed through).
+    pub fn accept_key(&self, key: &str) {
+        self.state
+            .more_keys
+            .lock()
+            .expect("lock")
+            .insert(key.to_owned());
+    }
+
     pub fn auto(&self, auto: AutoReply) {
         *self.state.auto.lock().expect("lock") = Some(auto);
     }
@@ -164,7 +178,23 @@ impl FakeLlm {
     }
 }
 
+/// The credential `headers` carry: the `Authorization: Bearer` token, else `x-api-key`.
+fn credential_of(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
+}
+
 impl State {
+    /// Whether `headers` carry a key this fake accepts.
+    fn accepts(&self, headers: &axum::http::HeaderMap) -> bool {
+        credential_of(headers).is_some_and(|key| {
+            key == self.api_key || self.more_keys.lock().expect("lock").contains(key)
+        })
+    }
+
     /// The reply to `body` (an OpenAI or Anthropic request).
     fn next_reply(&self, body: &Value) -> Option<Reply> {
         if let Some(auto) = self.auto.lock().expect("lock").clone() {
@@ -184,11 +214,13 @@ impl State {
             .get("traceparent")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        let credential = credential_of(headers).map(str::to_owned);
         self.log.lock().expect("lock").push(Logged {
             path: path.to_owned(),
             body: body.clone(),
             refused,
             traceparent,
+            credential,
         });
     }
 }

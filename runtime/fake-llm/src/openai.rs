@@ -67,11 +67,7 @@ pub(super) async fn models(Extract(state): Extract<Arc<State>>, headers: HeaderM
 }
 
 fn authorized(state: &State, headers: &HeaderMap) -> bool {
-    let expected = format!("Bearer {}", state.api_key);
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        == Some(expected.as_str())
+    headers.get(header::AUTHORIZATION).is_some() && state.accepts(headers)
 }
 
 pub(super) async fn chat(

@@ -199,6 +199,8 @@ pub(crate) struct Summarizer<'a> {
     pub(crate) model: &'a str,
     pub(crate) target: &'a Target,
     pub(crate) max_output_tokens: u32,
+    /// The caller the summary is written for (a provider that forwards bearers gets theirs).
+    pub(crate) caller: &'a crate::bearer::Bearer,
 }
 
 impl Summarizer<'_> {
@@ -281,6 +283,7 @@ impl Summarizer<'_> {
             tools: Vec::new(),
             params,
             stream: false,
+            caller: self.caller.clone(),
         };
         let ignore = |_: LlmEvent| {};
         let answer = tokio::select! {

@@ -215,6 +215,7 @@ impl LlmAgent {
             tools,
             params: self.params(request),
             stream: request.stream,
+            caller: request.bearer.clone(),
         }
     }
 
@@ -242,6 +243,7 @@ impl LlmAgent {
             model: &self.model,
             target: &self.target,
             max_output_tokens: self.max_output_tokens,
+            caller: &request.bearer,
         };
         let done = summarizer
             .compact(&self.compaction, conversation, cut, budget, cancel)

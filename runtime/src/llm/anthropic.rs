@@ -53,17 +53,25 @@ impl AnthropicClient {
                 .map(|key| ("x-api-key", key.clone())),
         );
         let url = format!("{}/v1/messages", base.trim_end_matches("/v1"));
-        let endpoint = Endpoint::new(PROVIDER, url, settings, &credentials, error_message)?;
+        let endpoint = Endpoint::new(
+            PROVIDER,
+            url,
+            settings,
+            &credentials,
+            ("x-api-key", ""),
+            error_message,
+        )?;
         Ok(Self { endpoint, retry })
     }
 
     async fn attempt(
         &self,
         body: &Value,
+        caller: &crate::bearer::Bearer,
         stream: bool,
         events: &(dyn Fn(LlmEvent) + Send + Sync),
     ) -> Result<ChatResponse, Failure> {
-        let response = self.endpoint.post(body).await?;
+        let response = self.endpoint.post(body, caller).await?;
         if stream {
             let mut assembler = StreamAssembler::default();
             let mut stream = Box::pin(sse::events(response.bytes_stream()));
@@ -104,7 +112,7 @@ impl LlmProvider for AnthropicClient {
         let body = to_wire(request);
         self.retry
             .run(PROVIDER, events, |_| {
-                self.attempt(&body, request.stream, events)
+                self.attempt(&body, &request.caller, request.stream, events)
             })
             .await
     }
@@ -546,6 +554,7 @@ mod tests {
             tools: Vec::new(),
             params: serde_json::Map::new(),
             stream: false,
+            caller: crate::bearer::Bearer::default(),
         };
         let body = to_wire(&request);
         assert_eq!(body["system"][0]["text"], "sys");

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::LlmError;
 use super::retry::{Failure, parse_retry_after};
+use crate::bearer::Bearer;
 use crate::config::deployment::ProviderSettings;
 
 /// Default request timeout when the provider block sets none.
@@ -26,15 +27,21 @@ pub(super) struct Endpoint {
     timeout: Duration,
     /// Extracts the human-readable message of the provider's error body.
     error_message: fn(&str) -> String,
+    /// When the provider forwards the caller's bearer: the header it goes in, and the prefix
+    /// before the token (`authorization`, `Bearer `).
+    caller_credential: Option<(HeaderName, &'static str)>,
 }
 
 impl Endpoint {
-    /// `credentials` are added after the configured headers, and marked sensitive.
+    /// `credentials` are added after the configured headers, and marked sensitive. When the
+    /// settings forward the caller's bearer, it goes in `caller_header` (after its prefix),
+    /// replacing the configured credential for that call only.
     pub(super) fn new(
         provider: &'static str,
         url: String,
         settings: &ProviderSettings,
         credentials: &[(&'static str, String)],
+        caller_header: (&'static str, &'static str),
         error_message: fn(&str) -> String,
     ) -> Result<Self, LlmError> {
         let invalid = |message: String| LlmError::Decode { provider, message };
@@ -58,6 +65,9 @@ impl Endpoint {
             .map_err(|e| invalid(format!("cannot build the HTTP client: {e}")))?;
         let timeout =
             Duration::from_secs_f64(settings.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS));
+        let caller_credential = settings
+            .forward_inbound_auth
+            .then(|| (HeaderName::from_static(caller_header.0), caller_header.1));
         Ok(Self {
             provider,
             http,
@@ -65,15 +75,38 @@ impl Endpoint {
             headers,
             timeout,
             error_message,
+            caller_credential,
         })
     }
 
-    /// POSTs `body`; a 200 answer is returned for the caller to read.
-    pub(super) async fn post(&self, body: &Value) -> Result<reqwest::Response, Failure> {
+    /// The headers of one call: the configured ones, with the caller's bearer as the
+    /// credential when this provider forwards it and the call has one. Built per call, from
+    /// the call's own bearer: nothing shared ever holds a caller's token.
+    fn headers_for(&self, caller: &Bearer) -> Result<HeaderMap, Failure> {
+        let mut headers = self.headers.clone();
+        if let (Some((name, prefix)), Some(token)) = (&self.caller_credential, caller.expose()) {
+            let mut value = HeaderValue::from_str(&format!("{prefix}{token}")).map_err(|_| {
+                Failure::from(LlmError::Decode {
+                    provider: self.provider,
+                    message: "the caller's bearer is not a valid header value".to_owned(),
+                })
+            })?;
+            value.set_sensitive(true);
+            headers.insert(name.clone(), value);
+        }
+        Ok(headers)
+    }
+
+    /// POSTs `body` for `caller`; a 200 answer is returned for the caller to read.
+    pub(super) async fn post(
+        &self,
+        body: &Value,
+        caller: &Bearer,
+    ) -> Result<reqwest::Response, Failure> {
         let response = self
             .http
             .post(&self.url)
-            .headers(self.headers.clone())
+            .headers(self.headers_for(caller)?)
             .headers(crate::telemetry::current_headers())
             .timeout(self.timeout)
             .json(body)

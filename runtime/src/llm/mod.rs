@@ -35,6 +35,9 @@ pub struct ChatRequest {
     pub params: serde_json::Map<String, Value>,
     /// Stream the answer (text deltas are reported as they arrive).
     pub stream: bool,
+    /// The caller's bearer: the credential of this call for a provider that opted into
+    /// forwarding (`forward_inbound_auth`), ignored by any other. Never printed.
+    pub caller: crate::bearer::Bearer,
 }
 
 /// A message of the conversation.

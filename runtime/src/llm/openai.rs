@@ -41,17 +41,25 @@ impl OpenAiClient {
             .map(|key| ("authorization", format!("Bearer {key}")))
             .collect();
         let url = format!("{base}/chat/completions");
-        let endpoint = Endpoint::new(PROVIDER, url, settings, &credentials, error_message)?;
+        let endpoint = Endpoint::new(
+            PROVIDER,
+            url,
+            settings,
+            &credentials,
+            ("authorization", "Bearer "),
+            error_message,
+        )?;
         Ok(Self { endpoint, retry })
     }
 
     async fn attempt(
         &self,
         body: &Value,
+        caller: &crate::bearer::Bearer,
         stream: bool,
         events: &(dyn Fn(LlmEvent) + Send + Sync),
     ) -> Result<ChatResponse, Failure> {
-        let response = self.endpoint.post(body).await?;
+        let response = self.endpoint.post(body, caller).await?;
         if stream {
             let mut assembler = StreamAssembler::default();
             let mut stream = Box::pin(sse::events(response.bytes_stream()));
@@ -93,7 +101,7 @@ impl LlmProvider for OpenAiClient {
         let body = to_wire(request);
         self.retry
             .run(PROVIDER, events, |_| {
-                self.attempt(&body, request.stream, events)
+                self.attempt(&body, &request.caller, request.stream, events)
             })
             .await
     }
@@ -529,6 +537,7 @@ mod tests {
                 .unwrap()
                 .clone(),
             stream: true,
+            caller: crate::bearer::Bearer::default(),
         };
         let body = to_wire(&request);
         assert_eq!(

@@ -65,6 +65,7 @@ impl Preflight {
             base_url: None,
             headers: std::collections::BTreeMap::default(),
             timeout_secs: None,
+            forward_inbound_auth: false,
             origins: crate::config::deployment::ProviderOrigins::default(),
         };
         for (provider, settings, active_model) in [

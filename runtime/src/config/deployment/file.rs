@@ -44,6 +44,8 @@ pub(super) struct ProviderFile {
     pub(super) headers: BTreeMap<String, String>,
     /// Request timeout in seconds.
     pub(super) timeout: Option<f64>,
+    /// Use the caller's bearer as this provider's credential, per call.
+    pub(super) forward_inbound_auth: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]

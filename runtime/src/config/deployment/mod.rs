@@ -120,6 +120,9 @@ pub struct ProviderSettings {
     #[serde(serialize_with = "mask_values")]
     pub headers: BTreeMap<String, String>,
     pub timeout_secs: Option<f64>,
+    /// Use the inbound request's bearer as this provider's credential for that call
+    /// (HuggingFace-style token-passthrough endpoints); the configured key otherwise.
+    pub forward_inbound_auth: bool,
     /// Where `api_key` and `base_url` came from (`--check-config` shows it).
     #[serde(skip_serializing_if = "ProviderOrigins::is_unknown")]
     pub origins: ProviderOrigins,
@@ -197,6 +200,7 @@ fn with_environment(
             base_url: None,
             headers: BTreeMap::new(),
             timeout_secs: None,
+            forward_inbound_auth: false,
             origins: ProviderOrigins::default(),
         },
         None => return None,

@@ -210,6 +210,7 @@ fn provider(file: &str, key: &str, p: ProviderFile) -> Result<ProviderSettings, 
             .map(|u| u.trim_end_matches('/').to_owned()),
         headers: p.headers,
         timeout_secs: p.timeout,
+        forward_inbound_auth: p.forward_inbound_auth,
         origins: super::ProviderOrigins::default(),
     })
 }
