@@ -191,6 +191,8 @@ fn agent(
         max_iterations: ITERATIONS + 2,
         tool_timeout: Duration::from_mins(1),
         sessions,
+        personalities: std::collections::BTreeMap::new(),
+        default_personality: None,
     }
 }
 

@@ -117,6 +117,8 @@ fn agent(provider: Arc<dyn LlmProvider>, model: &str, target: Target) -> LlmAgen
         max_iterations: 12,
         tool_timeout: Duration::from_mins(1),
         sessions: None,
+        personalities: std::collections::BTreeMap::new(),
+        default_personality: None,
     }
 }
 

@@ -204,6 +204,8 @@ fn build_one(
         max_iterations: def.max_iterations,
         tool_timeout: TOOL_TIMEOUT,
         sessions,
+        personalities: def.personalities.clone(),
+        default_personality: def.default_personality.clone(),
     });
     Ok((agent, Some(servers)))
 }

@@ -110,6 +110,8 @@ fn agent(
         max_iterations,
         tool_timeout: Duration::from_millis(300),
         sessions: None,
+        personalities: std::collections::BTreeMap::new(),
+        default_personality: None,
     }
 }
 

@@ -69,6 +69,8 @@ fn agent(
         max_iterations: 3,
         tool_timeout: Duration::from_secs(5),
         sessions: Some(store),
+        personalities: std::collections::BTreeMap::new(),
+        default_personality: None,
     }
 }
 

@@ -53,10 +53,44 @@ pub struct LlmAgent {
     pub tool_timeout: Duration,
     /// Where conversations persist (per context); without one, the task's history is used.
     pub sessions: Option<Arc<dyn SessionStore>>,
+    /// Prompt overlays a call picks with `personality`.
+    pub personalities: std::collections::BTreeMap<String, crate::config::deployment::Personality>,
+    /// The personality of a call that names none.
+    pub default_personality: Option<String>,
+}
+
+/// What a turn runs with once the caller's controls are applied: the instruction and the
+/// sampling (the call's, over the personality's, over the agent's).
+struct TurnSetup {
+    instruction: String,
+    sampling: SamplingParams,
 }
 
 fn fail(reason: String) -> AgentOutcome {
     AgentOutcome::Failed { reason }
+}
+
+/// Keeps only the tools `allow` names, each of which must be offered; answers the set.
+fn allowed_tools(
+    tools: &mut Vec<ToolSpec>,
+    allow: &[String],
+) -> Result<std::collections::BTreeSet<String>, String> {
+    let offered: std::collections::BTreeSet<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    if let Some(missing) = allow.iter().find(|name| !offered.contains(name.as_str())) {
+        let mut names: Vec<&str> = offered.into_iter().collect();
+        names.truncate(20);
+        return Err(format!(
+            "tools_allowlist names {missing:?}, which matches no tool of this agent (it has: {})",
+            if names.is_empty() {
+                "none".to_owned()
+            } else {
+                names.join(", ")
+            }
+        ));
+    }
+    let allowed: std::collections::BTreeSet<String> = allow.iter().cloned().collect();
+    tools.retain(|t| allowed.contains(&t.name));
+    Ok(allowed)
 }
 
 fn ask_user_spec() -> ToolSpec {
@@ -139,9 +173,9 @@ impl LlmAgent {
     }
 
     /// The model's output budget: caps `max_tokens`, and is the default where one is required.
-    fn params(&self, request: &AgentRequest) -> serde_json::Map<String, Value> {
-        let merged = request.sampling.over(&self.defaults);
-        let (mut params, dropped) = sampling::for_target(&merged, &self.target);
+    fn params(&self, sampling: &SamplingParams) -> serde_json::Map<String, Value> {
+        let merged = sampling;
+        let (mut params, dropped) = sampling::for_target(merged, &self.target);
         self.warnings
             .warn(&self.name, self.provider.name(), &dropped);
         let budget = u64::from(self.max_output_tokens);
@@ -157,9 +191,59 @@ impl LlmAgent {
         params
     }
 
+    /// The instruction and sampling of `request`'s turn: its personality (or the agent's
+    /// default one), `systemOverride` and `systemAppend`; `Err` names what the call got wrong.
+    fn setup(&self, request: &AgentRequest) -> Result<TurnSetup, String> {
+        let controls = &request.controls;
+        let named = controls
+            .personality
+            .as_deref()
+            .or(self.default_personality.as_deref());
+        let personality = match named {
+            None => None,
+            Some(name) => Some(self.personalities.get(name).ok_or_else(|| {
+                let known: Vec<&str> = self.personalities.keys().map(String::as_str).collect();
+                format!(
+                    "personality {name:?} is not one of {}'s ({})",
+                    self.name,
+                    if known.is_empty() {
+                        "it has none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                )
+            })?),
+        };
+        let mut instruction = controls
+            .system_override
+            .clone()
+            .unwrap_or_else(|| self.instruction.clone());
+        for more in [
+            personality.map(|p| p.instruction.as_str()),
+            controls.system_append.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .filter(|t| !t.is_empty())
+        {
+            if !instruction.is_empty() {
+                instruction.push_str("\n\n");
+            }
+            instruction.push_str(more);
+        }
+        let defaults = match personality {
+            Some(p) => p.request_params.over(&self.defaults),
+            None => self.defaults.clone(),
+        };
+        Ok(TurnSetup {
+            instruction,
+            sampling: request.sampling.over(&defaults),
+        })
+    }
+
     /// What the turn's request costs before the conversation: the system prompt and the tools.
-    fn fixed_tokens(&self, tools: &[ToolSpec]) -> u64 {
-        super::window::text_tokens(&self.instruction)
+    fn fixed_tokens(instruction: &str, tools: &[ToolSpec]) -> u64 {
+        super::window::text_tokens(instruction)
             + tools
                 .iter()
                 .map(|t| {
@@ -174,21 +258,20 @@ impl LlmAgent {
     fn first_request(
         &self,
         request: &AgentRequest,
+        setup: &TurnSetup,
         conversation: Conversation,
         new: ChatMessage,
         tools: Vec<ToolSpec>,
     ) -> ChatRequest {
-        let fixed =
-            self.fixed_tokens(&tools) + compaction::summary_tokens(conversation.summary.as_deref());
+        let instruction = &setup.instruction;
+        let fixed = Self::fixed_tokens(instruction, &tools)
+            + compaction::summary_tokens(conversation.summary.as_deref());
         let system = match &conversation.summary {
-            Some(summary) if self.instruction.is_empty() => {
+            Some(summary) if instruction.is_empty() => {
                 Some(format!("{SUMMARY_HEADING}\n{summary}"))
             }
-            Some(summary) => Some(format!(
-                "{}\n\n{SUMMARY_HEADING}\n{summary}",
-                self.instruction
-            )),
-            None => Some(self.instruction.clone()).filter(|s| !s.is_empty()),
+            Some(summary) => Some(format!("{instruction}\n\n{SUMMARY_HEADING}\n{summary}")),
+            None => Some(instruction.clone()).filter(|s| !s.is_empty()),
         };
         let mut messages: Vec<ChatMessage> = conversation
             .turns
@@ -213,7 +296,7 @@ impl LlmAgent {
             system,
             messages,
             tools,
-            params: self.params(request),
+            params: self.params(&setup.sampling),
             stream: request.stream,
             caller: request.bearer.clone(),
         }
@@ -298,6 +381,17 @@ impl LlmAgent {
 
     /// Runs one tool call under the timeout, reporting it.
     async fn call_tool(&self, call: &ToolCall, step: u32, context: &CallContext) -> ToolResult {
+        if let Some(allowed) = &context.allowed
+            && !allowed.contains(&call.name)
+        {
+            return ToolResult {
+                content: format!(
+                    "{} is not allowed in this turn (tools_allowlist); use one of the tools offered",
+                    call.name
+                ),
+                is_error: true,
+            };
+        }
         let (server, tool) = split_name(&call.name);
         let server = if self.tools.serves(server) {
             server
@@ -386,14 +480,41 @@ impl LlmAgent {
         result
     }
 
+    /// The tools this turn offers the model (its allowlist's, when it has one, and
+    /// `ask_user`), and the set a call must be in.
+    async fn offered_tools(
+        &self,
+        request: &AgentRequest,
+    ) -> Result<
+        (
+            Vec<ToolSpec>,
+            Option<Arc<std::collections::BTreeSet<String>>>,
+        ),
+        String,
+    > {
+        let mut tools = self.tools.tools(&request.bearer).await;
+        let allowed = match &request.controls.tools_allowlist {
+            None => None,
+            Some(allow) => Some(Arc::new(allowed_tools(&mut tools, allow)?)),
+        };
+        tools.push(ask_user_spec());
+        Ok((tools, allowed))
+    }
+
     async fn work(
         &self,
         request: &AgentRequest,
         cancel: &CancellationToken,
         transcript: &mut Transcript,
     ) -> AgentOutcome {
-        let mut tools = self.tools.tools(&request.bearer).await;
-        tools.push(ask_user_spec());
+        let setup = match self.setup(request) {
+            Ok(setup) => setup,
+            Err(reason) => return fail(reason),
+        };
+        let (tools, allowed) = match self.offered_tools(request).await {
+            Ok(offered) => offered,
+            Err(reason) => return fail(reason),
+        };
         let new = match self.content(&request.message) {
             Ok(content) => ChatMessage::User { content },
             Err(reason) => return fail(reason),
@@ -406,13 +527,13 @@ impl LlmAgent {
             },
         };
         let budget = Budget {
-            fixed: self.fixed_tokens(&tools),
+            fixed: Self::fixed_tokens(&setup.instruction, &tools),
             new: super::window::message_tokens(&new),
             room: u64::from(self.context_window).saturating_sub(u64::from(self.max_output_tokens)),
         };
         self.fit_conversation(request, &mut conversation, budget, transcript, cancel)
             .await;
-        let mut chat = self.first_request(request, conversation, new, tools);
+        let mut chat = self.first_request(request, &setup, conversation, new, tools);
         transcript
             .user(request.message.text(), &request.message.message_id)
             .await;
@@ -421,6 +542,7 @@ impl LlmAgent {
             cancel: cancel.clone(),
             events: request.events.clone(),
             depth: request.depth,
+            allowed,
         };
         let events = &request.events;
         let (agent, depth) = (self.name.clone(), request.depth);

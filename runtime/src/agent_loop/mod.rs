@@ -13,6 +13,7 @@ mod remembering;
 mod subagents;
 pub mod tools;
 mod transcript;
+mod unknown_keys;
 mod window;
 
 use async_trait::async_trait;
@@ -28,6 +29,7 @@ pub use passthrough::{Passthrough, ToolPassthrough};
 pub use remembering::Remembering;
 pub use subagents::{SUBAGENT_TOOL, SubAgents};
 pub use tools::{Bearer, CallContext, NoTools, ToolResult, ToolSource, Toolbox};
+pub use unknown_keys::warn_unknown_keys;
 
 /// One turn of a task, as the agent sees it.
 #[derive(Debug, Clone)]
@@ -53,6 +55,50 @@ pub struct AgentRequest {
     /// Whether the turn reads and writes the context's stored conversation (false for
     /// sub-agent calls and the MCP face's `request` scope: nothing is remembered).
     pub persist: bool,
+    /// What the caller changed for this turn (personality, tools, instruction).
+    pub controls: TurnControls,
+}
+
+/// What a caller may change for one turn, with mcpctl's names on the wire (MCP `send_message`
+/// arguments, A2A `SendMessageRequest.metadata`): a personality of the agent, the tools
+/// offered (`tools_allowlist`), and the instruction (`systemOverride` replaces it,
+/// `systemAppend` follows it). Sampling travels in [`AgentRequest::sampling`]. The MCP tool's
+/// input schema is derived from this struct.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(default)]
+pub struct TurnControls {
+    /// A personality of the agent (`agents.<name>.personalities.<p>`) for this call.
+    pub personality: Option<String>,
+    /// Only these `<server>__<tool>` tools are offered to the model this turn; a call to any
+    /// other is refused.
+    pub tools_allowlist: Option<Vec<String>>,
+    /// Replaces the agent's instruction for this turn.
+    #[serde(rename = "systemOverride")]
+    pub system_override: Option<String>,
+    /// Added after the agent's instruction (and the personality's) for this turn.
+    #[serde(rename = "systemAppend")]
+    pub system_append: Option<String>,
+}
+
+impl TurnControls {
+    /// The wire names of the controls.
+    pub const KEYS: [&'static str; 4] = [
+        "personality",
+        "tools_allowlist",
+        "systemOverride",
+        "systemAppend",
+    ];
+
+    /// The JSON Schema of each control, for a tool's input schema.
+    pub fn property_schemas() -> serde_json::Map<String, serde_json::Value> {
+        let schema = schemars::schema_for!(TurnControls);
+        schema
+            .as_value()
+            .get("properties")
+            .and_then(serde_json::Value::as_object)
+            .cloned()
+            .unwrap_or_default()
+    }
 }
 
 impl AgentRequest {
@@ -70,6 +116,7 @@ impl AgentRequest {
             depth: 0,
             stream: false,
             persist: true,
+            controls: TurnControls::default(),
         }
     }
 }

@@ -159,6 +159,7 @@ impl Agent for ToolPassthrough {
             cancel: cancel.clone(),
             events: request.events.clone(),
             depth: request.depth,
+            allowed: None,
         };
         let result = tokio::select! {
             result = self.tools.call(name, &arguments, &context) => result,

@@ -28,6 +28,8 @@ pub struct CallContext {
     pub events: EventSink,
     /// Sub-agent depth of the caller.
     pub depth: u32,
+    /// The tools this turn may call (`tools_allowlist`); `None` allows every tool offered.
+    pub allowed: Option<std::sync::Arc<std::collections::BTreeSet<String>>>,
 }
 
 /// A set of tools.

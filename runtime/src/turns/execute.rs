@@ -137,6 +137,7 @@ impl TurnService {
     ) -> Result<Task, TurnError> {
         agent_request.bearer = request.bearer;
         agent_request.stream = request.stream;
+        agent_request.controls = request.controls.clone();
         let translator = out
             .is_listening()
             .then(|| Arc::new(Mutex::new(Some(Translator::open(task_id, context_id, out)))));

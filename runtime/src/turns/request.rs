@@ -3,7 +3,7 @@
 use daedalus_contract::Message;
 
 use super::ConversationKey;
-use crate::agent_loop::Bearer;
+use crate::agent_loop::{Bearer, TurnControls};
 use crate::sampling::{SamplingError, SamplingParams};
 use crate::telemetry::TraceHeaders;
 
@@ -44,6 +44,8 @@ pub struct TurnRequest {
     /// For an A2A task: a message already answered gets the stored answer (the contract
     /// binding's rule, for a proxy's redelivery). The standard bindings turn it off.
     pub replay: bool,
+    /// What the caller changed for this turn (personality, tools, instruction).
+    pub controls: TurnControls,
 }
 
 impl TurnRequest {
@@ -59,6 +61,7 @@ impl TurnRequest {
             history_length: None,
             trace: TraceHeaders::default(),
             replay: true,
+            controls: TurnControls::default(),
         }
     }
 }

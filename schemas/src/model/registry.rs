@@ -68,11 +68,38 @@ pub struct ModelInfo {
     pub max_output_tokens: u32,
 }
 
-/// `_meta`: the registry's own status of the entry.
+/// The `_meta` key under which an agent's personalities are listed.
+pub const PERSONALITIES_META_KEY: &str = "dev.daedalus.runtime/personalities";
+
+/// `_meta`: the registry's own status of the entry, and what the runtime adds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EntryMeta {
     #[serde(rename = "io.modelcontextprotocol.registry/official")]
     pub official: Official,
+    /// The agent's personalities (a call picks one with `personality`).
+    #[serde(
+        rename = "dev.daedalus.runtime/personalities",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub personalities: Option<Personalities>,
+}
+
+/// An agent's personalities, as the registry lists them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Personalities {
+    /// The one a call that names none gets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+    pub available: Vec<PersonalityEntry>,
+}
+
+/// One personality.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PersonalityEntry {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

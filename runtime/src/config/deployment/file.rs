@@ -93,11 +93,24 @@ pub(super) struct AgentFile {
     pub(super) skills: Option<Vec<AgentSkill>>,
     pub(super) instance_scope: Option<super::InstanceScope>,
     pub(super) compaction: Option<CompactionFile>,
+    /// Named prompt overlays a call picks with `personality`.
+    pub(super) personalities: BTreeMap<String, PersonalityFile>,
+    pub(super) default_personality: Option<String>,
 }
 
 /// An agent's `compaction:` block.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+pub(super) struct PersonalityFile {
+    /// Added after the agent's instruction.
+    pub(super) instruction: Option<String>,
+    pub(super) description: Option<String>,
+    /// Sampling over the agent's own (a call's still wins).
+    pub(super) request_params: serde_json::Map<String, serde_json::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 pub(super) struct CompactionFile {
     pub(super) strategy: Option<daedalus_contract::CompactionStrategy>,
     pub(super) threshold: Option<f64>,

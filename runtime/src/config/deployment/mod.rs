@@ -329,6 +329,19 @@ pub struct AgentDef {
     pub skills: Vec<AgentSkill>,
     pub instance_scope: InstanceScope,
     pub compaction: CompactionPolicy,
+    /// Named prompt overlays (`personalities.<p>`), by name.
+    pub personalities: BTreeMap<String, Personality>,
+    /// The personality of a call that names none.
+    pub default_personality: Option<String>,
+}
+
+/// A prompt overlay a call picks with `personality`: text added after the agent's instruction,
+/// and sampling over the agent's (a call's own sampling still wins).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Personality {
+    pub instruction: String,
+    pub description: String,
+    pub request_params: crate::sampling::SamplingParams,
 }
 
 /// Why the deployment cannot be used. Every variant names the file and the key path.

@@ -315,6 +315,16 @@ fn every_validation_error_names_the_file_and_key() {
         ),
         ("agents: { a: { port: lots } }", "Shape", "agents.a.port"),
         (
+            "agents: { a: { default_personality: calm } }",
+            "Shape",
+            "agents.a.default_personality",
+        ),
+        (
+            "agents: { a: { personalities: { calm: { request_params: { temperature: hot } } } } }",
+            "Shape",
+            "agents.a.personalities.calm.request_params.temperature",
+        ),
+        (
             "mcp: { servers: { s: { url: http://x, type: sse } } }\nagents: { a: {} }",
             "Shape",
             "mcp.servers.s.type",

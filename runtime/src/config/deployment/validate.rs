@@ -88,6 +88,7 @@ pub(super) fn build(
             });
         }
         let compaction = compaction_of(file, name, def.compaction.as_ref())?;
+        let (personalities, default_personality) = personalities_of(file, name, def)?;
         let description = def.description.clone().unwrap_or_default();
         agents.push(AgentDef {
             name: name.clone(),
@@ -107,6 +108,8 @@ pub(super) fn build(
             max_iterations: def.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS),
             instance_scope: def.instance_scope.unwrap_or_default(),
             compaction,
+            personalities,
+            default_personality,
         });
     }
     let start_order = start_order(file, &agents)?;
@@ -177,6 +180,56 @@ fn compaction_of(
 }
 
 /// An agent's `request_params`, each of the type its key takes.
+/// An agent's personalities, each checked, and its default, which must be one of them.
+fn personalities_of(
+    file: &str,
+    agent: &str,
+    def: &super::file::AgentFile,
+) -> Result<(BTreeMap<String, super::Personality>, Option<String>), DeploymentError> {
+    let mut personalities = BTreeMap::new();
+    for (name, p) in &def.personalities {
+        let path = format!("agents.{agent}.personalities.{name}");
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(DeploymentError::Shape {
+                file: file.to_owned(),
+                path,
+                message: "a personality's name holds only letters, digits, - and _".to_owned(),
+            });
+        }
+        let request_params = SamplingParams::from_map(&p.request_params).map_err(|e| {
+            let e = e.under(&format!("{path}.request_params"));
+            DeploymentError::Shape {
+                file: file.to_owned(),
+                path: e.key,
+                message: e.why,
+            }
+        })?;
+        personalities.insert(
+            name.clone(),
+            super::Personality {
+                instruction: p.instruction.clone().unwrap_or_default(),
+                description: p.description.clone().unwrap_or_default(),
+                request_params,
+            },
+        );
+    }
+    let default = def.default_personality.clone().filter(|d| !d.is_empty());
+    if let Some(default) = &default
+        && !personalities.contains_key(default)
+    {
+        return Err(DeploymentError::Shape {
+            file: file.to_owned(),
+            path: format!("agents.{agent}.default_personality"),
+            message: format!("{default:?} is not one of the agent's personalities"),
+        });
+    }
+    Ok((personalities, default))
+}
+
 fn sampling_of(
     file: &str,
     agent: &str,

@@ -4,6 +4,7 @@
 //! decide nothing about turns. The standard A2A bindings join it here, sharing its request
 //! translation and error mapping.
 
+mod controls;
 mod discovery;
 mod error;
 mod health;

@@ -102,7 +102,13 @@ async fn prepare(
         // The server names a new task.
         None => message.task_id = Some(uuid::Uuid::new_v4().to_string()),
     }
+    let metadata = request.metadata.as_ref();
+    let invalid = |e: crate::sampling::SamplingError| invalid_params(&e.to_string());
+    let sampling = super::controls::sampling(metadata).map_err(invalid)?;
+    let controls = super::controls::controls(metadata).map_err(invalid)?;
     let mut turn = TurnRequest::new(state.agent(), message, Memory::Task);
+    turn.sampling = Ok(sampling);
+    turn.controls = controls;
     turn.bearer = Bearer::from_headers(headers);
     turn.trace = TraceHeaders::from_headers(headers);
     turn.replay = false;

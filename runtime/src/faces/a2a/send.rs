@@ -12,15 +12,13 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
-use daedalus_contract::{Metadata, SendMessageRequest, Task};
-use serde_json::Value;
+use daedalus_contract::{SendMessageRequest, Task};
 
 use super::ContractState;
 use super::error::ApiError;
 use super::json::TaskPost;
 use super::{jsonrpc, sse};
 use crate::agent_loop::Bearer;
-use crate::sampling::{SamplingError, SamplingParams};
 use crate::telemetry::TraceHeaders;
 use crate::turns::{Memory, TurnError, TurnRequest};
 
@@ -47,7 +45,13 @@ async fn send_message(
     let streaming = sse::wants_stream(headers);
     let history_length = request.history_length();
     let mut turn = TurnRequest::new(state.agent(), request.message, Memory::Task);
-    turn.sampling = sampling(request.metadata.as_ref());
+    let metadata = request.metadata.as_ref();
+    turn.sampling = super::controls::sampling(metadata);
+    match super::controls::controls(metadata) {
+        Ok(controls) => turn.controls = controls,
+        // The turn fails naming the key, as for a sampling value of the wrong type.
+        Err(e) => turn.sampling = Err(e),
+    }
     turn.bearer = Bearer::from_headers(headers);
     turn.history_length = history_length;
     turn.trace = TraceHeaders::from_headers(headers);
@@ -59,19 +63,6 @@ async fn send_message(
     }
     let task: Task = turns.run(turn).await.map_err(|e| refusal(&e))?;
     Ok(Json(task).into_response())
-}
-
-/// `metadata.request_params`: the caller's sampling parameters for this turn.
-fn sampling(metadata: Option<&Metadata>) -> Result<SamplingParams, SamplingError> {
-    const KEY: &str = "metadata.request_params";
-    match metadata.and_then(|m| m.get("request_params")) {
-        None | Some(Value::Null) => Ok(SamplingParams::default()),
-        Some(Value::Object(params)) => SamplingParams::from_map(params).map_err(|e| e.under(KEY)),
-        Some(_) => Err(SamplingError {
-            key: KEY.to_owned(),
-            why: "must be an object".to_owned(),
-        }),
-    }
 }
 
 fn refusal(error: &TurnError) -> ApiError {

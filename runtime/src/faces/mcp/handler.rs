@@ -50,7 +50,8 @@ fn object(value: &Value) -> Arc<Map<String, Value>> {
 }
 
 /// The `send_message` arguments, as a JSON schema; the sampling keys come from
-/// [`SamplingParams`], the one list of them.
+/// [`SamplingParams`], the one list of them, and the chat controls from the typed
+/// [`crate::agent_loop::TurnControls`].
 fn send_schema() -> Value {
     let mut schema = json!({
         "type": "object",
@@ -77,6 +78,7 @@ fn send_schema() -> Value {
     });
     if let Some(properties) = schema["properties"].as_object_mut() {
         properties.extend(SamplingParams::property_schemas());
+        properties.extend(crate::agent_loop::TurnControls::property_schemas());
     }
     schema
 }

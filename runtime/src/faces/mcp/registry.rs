@@ -7,8 +7,8 @@
 //! faces actually mounted, once their ports are bound.
 
 use daedalus_contract::model::registry::{
-    EntryMeta, Icon, ModelInfo, Official, Remote, SERVER_SCHEMA_URL, ServerDetail, ServerEntry,
-    ServerList,
+    EntryMeta, Icon, ModelInfo, Official, Personalities, PersonalityEntry, Remote,
+    SERVER_SCHEMA_URL, ServerDetail, ServerEntry, ServerList,
 };
 
 use crate::config::deployment::{AgentDef, Deployment, ModelRef};
@@ -102,6 +102,17 @@ pub fn document(
                     updated_at: updated_at.to_owned(),
                     is_latest: true,
                 },
+                personalities: (!def.personalities.is_empty()).then(|| Personalities {
+                    default: def.default_personality.clone(),
+                    available: def
+                        .personalities
+                        .iter()
+                        .map(|(name, p)| PersonalityEntry {
+                            name: name.clone(),
+                            description: p.description.clone(),
+                        })
+                        .collect(),
+                }),
             }),
         })
         .collect();

@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 use super::Face;
 use super::caller;
 use super::progress::{self, Reporter};
+use crate::agent_loop::{TurnControls, warn_unknown_keys};
 use crate::metrics::{AgentLabel, AgentOutcome as OutcomeLabel};
 use crate::sampling::{SamplingError, SamplingParams};
 use crate::turns::{TurnError, TurnRequest};
@@ -202,8 +203,19 @@ async fn run(
         Ok(s) => s,
         Err(e) => return failure(format!("invalid arguments: {e}")),
     };
+    let controls = match TurnControls::deserialize(Value::Object(args.rest.clone())) {
+        Ok(controls) => controls,
+        Err(e) => return failure(format!("invalid arguments: {e}")),
+    };
+    let sampling_keys = SamplingParams::property_schemas();
+    warn_unknown_keys(
+        &format!("{}/send_message", face.name()),
+        args.rest.keys(),
+        |k| sampling_keys.contains_key(k) || TurnControls::KEYS.contains(&k),
+    );
     let mut turn = TurnRequest::new(face.name(), message, caller::memory(face, context));
     turn.sampling = Ok(sampling);
+    turn.controls = controls;
     turn.bearer = caller::bearer(context);
     turn.trace = caller::trace(context);
     // Progress only for a caller that asked for it with a token.

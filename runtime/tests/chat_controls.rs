@@ -1,0 +1,196 @@
+//! mcpctl's per-call chat controls and Pallas-style personalities, through both faces (A2A
+//! `metadata`, MCP `send_message` arguments), judged on the request the strict fake LLM got:
+//! the system text, the tools offered, the sampling; and a tool the allowlist leaves out is
+//! refused when called, never reaching its server.
+
+mod support;
+
+use daedalus_fake_llm::{FakeLlm, Reply};
+use daedalus_mcp_fixture::McpFixture;
+use serde_json::{Value, json};
+use support::mcp_client::{call, connect};
+use support::runtime::Runtime;
+use support::{tool_names, tool_results};
+
+const KEY: &str = "sk-controls";
+
+async fn deployment(fake: &FakeLlm, fixture: &McpFixture) -> Runtime {
+    let yaml = format!(
+        "default_model: openai.gpt-fake\nopenai: {{ api_key: {KEY}, base_url: \"{}\" }}\n\
+         mcp:\n  servers:\n    fx: {{ url: \"{}\" }}\n\
+         agents:\n  a:\n    instruction: Base.\n    servers: [fx]\n\
+         \x20   request_params: {{ temperature: 0.5, seed: 3 }}\n\
+         \x20   default_personality: terse\n\
+         \x20   personalities:\n\
+         \x20     terse: {{ instruction: Be terse., description: Short answers, request_params: {{ temperature: 0.1 }} }}\n\
+         \x20     warm: {{ instruction: Be warm., request_params: {{ temperature: 0.9 }} }}\n",
+        fake.openai_base_url,
+        fixture.url()
+    );
+    Runtime::start(&yaml).await
+}
+
+async fn post(rt: &Runtime, id: &str, metadata: Value) -> Value {
+    reqwest::Client::new()
+        .post(format!("{}/", rt.url))
+        .json(
+            &json!({"message": {"messageId": id, "role": "user", "parts": [{"text": "hi"}]},
+            "metadata": metadata}),
+        )
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("a Task")
+}
+
+fn system(request: &daedalus_fake_llm::Logged) -> String {
+    request.body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn personalities_and_instruction_controls_shape_the_request_on_both_faces() {
+    let fixture = McpFixture::start().await;
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    fake.script((0..5).map(|i| Reply::Text(format!("answer {i}"))));
+    let rt = deployment(&fake, &fixture).await;
+
+    assert_eq!(
+        post(&rt, "p-1", json!({})).await["status"]["state"],
+        "completed"
+    );
+    let warm = json!({"personality": "warm", "request_params": {"temperature": 0.3}});
+    assert_eq!(post(&rt, "p-2", warm).await["status"]["state"], "completed");
+    let rewritten = json!({"systemOverride": "New.", "systemAppend": "PS."});
+    assert_eq!(
+        post(&rt, "p-3", rewritten).await["status"]["state"],
+        "completed"
+    );
+    let (client, _) = connect(&rt.mcp("a"), None).await;
+    let answer = call(
+        &client,
+        "send_message",
+        json!({"message": "hi", "personality": "warm"}),
+    )
+    .await;
+    assert_ne!(answer.is_error, Some(true), "{answer:?}");
+
+    let log = fake.requests();
+    assert_eq!(log.len(), 4, "{log:?}");
+    assert!(log.iter().all(|l| l.refused.is_none()), "{log:?}");
+    assert_eq!(
+        system(&log[0]),
+        "Base.\n\nBe terse.",
+        "the default personality"
+    );
+    assert_eq!(
+        log[0].body["temperature"], 0.1,
+        "the personality's over the agent's"
+    );
+    assert_eq!(log[0].body["seed"], 3, "the agent's default stays");
+    assert_eq!(system(&log[1]), "Base.\n\nBe warm.");
+    assert_eq!(
+        log[1].body["temperature"], 0.3,
+        "the call's own sampling wins"
+    );
+    assert_eq!(system(&log[2]), "New.\n\nBe terse.\n\nPS.");
+    assert_eq!(
+        system(&log[3]),
+        "Base.\n\nBe warm.",
+        "MCP: the same control"
+    );
+    assert_eq!(log[3].body["temperature"], 0.9);
+
+    let unknown = post(&rt, "p-5", json!({"personality": "grumpy"})).await;
+    assert_eq!(unknown["status"]["state"], "failed", "{unknown}");
+    let why = unknown["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        why.contains("grumpy") && why.contains("terse, warm"),
+        "{why}"
+    );
+    assert_eq!(fake.requests().len(), 4, "never reached the model");
+
+    let registry: Value = reqwest::get(format!("{}/.well-known/mcp/server.json", rt.url))
+        .await
+        .expect("registry")
+        .json()
+        .await
+        .expect("JSON");
+    let listed = &registry["servers"][0]["_meta"]["dev.daedalus.runtime/personalities"];
+    assert_eq!(listed["default"], "terse", "{registry}");
+    assert_eq!(
+        listed["available"][0],
+        json!({"name": "terse", "description": "Short answers"})
+    );
+    assert_eq!(listed["available"][1]["name"], "warm");
+}
+
+#[tokio::test]
+async fn the_tools_allowlist_offers_only_its_tools_and_refuses_the_rest_when_called() {
+    let fixture = McpFixture::start().await;
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    fake.script([
+        Reply::ToolCalls(vec![
+            ("fx__add".into(), json!({"a": 1, "b": 2})),
+            ("fx__echo".into(), json!({"text": "sneaky"})),
+        ]),
+        Reply::Text("done".into()),
+    ]);
+    let rt = deployment(&fake, &fixture).await;
+    let task = post(&rt, "t-1", json!({"tools_allowlist": ["fx__add"]})).await;
+    assert_eq!(task["status"]["state"], "completed", "{task}");
+    let log = fake.requests();
+    let offered = tool_names(&log[0]);
+    assert!(offered.contains(&"fx__add".to_owned()), "{offered:?}");
+    assert!(
+        !offered.iter().any(|t| t == "fx__echo"),
+        "only the allowlist: {offered:?}"
+    );
+    let results = tool_results(&fake, 1);
+    assert!(
+        results.iter().any(|r| r.contains("not allowed")),
+        "{results:?}"
+    );
+    let called: Vec<String> = fixture.calls().into_iter().map(|c| c.tool).collect();
+    assert_eq!(called, ["add"], "the refused call never reached the server");
+
+    let (client, _) = connect(&rt.mcp("a"), None).await;
+    let answer = call(
+        &client,
+        "send_message",
+        json!({"message": "hi", "tools_allowlist": ["fx__nope"]}),
+    )
+    .await;
+    assert_eq!(answer.is_error, Some(true), "{answer:?}");
+    let text = format!("{answer:?}");
+    assert!(text.contains("fx__nope"), "the error names it: {text}");
+}
+
+#[tokio::test]
+async fn the_send_message_schema_lists_every_control() {
+    let fixture = McpFixture::start().await;
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    let rt = deployment(&fake, &fixture).await;
+    let (client, _) = connect(&rt.mcp("a"), None).await;
+    let tools = client.list_all_tools().await.expect("tools");
+    let send = tools
+        .iter()
+        .find(|t| t.name == "send_message")
+        .expect("send_message");
+    let properties = send.input_schema.get("properties").expect("properties");
+    for key in [
+        "personality",
+        "tools_allowlist",
+        "systemOverride",
+        "systemAppend",
+        "effort",
+    ] {
+        assert!(properties.get(key).is_some(), "{key} in {properties:?}");
+    }
+}
