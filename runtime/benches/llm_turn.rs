@@ -172,6 +172,7 @@ fn main() {
                     params: serde_json::json!({"temperature": 0.2, "max_tokens": 1024}).as_object().cloned().unwrap_or_default(),
                     stream,
                     caller: daedalus_runtime::bearer::Bearer::default(),
+                    extra: serde_json::Map::new(),
                 };
                 let body = if wire == "openai" {
                     daedalus_runtime::llm::openai::to_wire(&chat).to_string()

@@ -194,3 +194,66 @@ async fn the_send_message_schema_lists_every_control() {
         assert!(properties.get(key).is_some(), "{key} in {properties:?}");
     }
 }
+
+async fn post_in(rt: &Runtime, id: &str, context: &str, text: &str, metadata: Value) -> Value {
+    reqwest::Client::new()
+        .post(format!("{}/", rt.url))
+        .json(
+            &json!({"message": {"messageId": id, "contextId": context, "role": "user",
+            "parts": [{"text": text}]}, "metadata": metadata}),
+        )
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("a Task")
+}
+
+#[tokio::test]
+async fn a_messages_override_replaces_the_conversation_and_extra_keys_reach_the_provider() {
+    let fixture = McpFixture::start().await;
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    fake.script((0..3).map(|i| Reply::Text(format!("answer {i}"))));
+    let rt = deployment(&fake, &fixture).await;
+    let history = json!({"messages": [
+        {"role": "user", "content": "earlier question"},
+        {"role": "assistant", "content": "earlier answer"},
+    ], "extra": {"logprobs": true}});
+    let first = post_in(&rt, "h-1", "ctx-h", "now this", history).await;
+    assert_eq!(first["status"]["state"], "completed", "{first}");
+    let second = post_in(&rt, "h-2", "ctx-h", "and then", json!({})).await;
+    assert_eq!(second["status"]["state"], "completed", "{second}");
+
+    let log = fake.requests();
+    let texts = |i: usize| -> Vec<String> {
+        log[i].body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .skip(1)
+            .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert_eq!(texts(0), ["earlier question", "earlier answer", "now this"]);
+    assert_eq!(log[0].body["logprobs"], true, "extra reached the provider");
+    assert_eq!(
+        texts(1),
+        ["and then"],
+        "the overridden turn was neither read from nor written to the conversation"
+    );
+
+    let clash = post_in(
+        &rt,
+        "h-3",
+        "ctx-x",
+        "hi",
+        json!({"extra": {"temperature": 2}}),
+    )
+    .await;
+    assert_eq!(clash["status"]["state"], "failed", "{clash}");
+    let why = clash["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("extra.temperature"), "{why}");
+}

@@ -50,6 +50,7 @@ fn ask(text: &str, stream: bool) -> ChatRequest {
         params: serde_json::Map::new(),
         stream,
         caller: daedalus_runtime::bearer::Bearer::default(),
+        extra: serde_json::Map::new(),
     }
 }
 

@@ -284,6 +284,7 @@ impl Summarizer<'_> {
             params,
             stream: false,
             caller: self.caller.clone(),
+            extra: serde_json::Map::new(),
         };
         let ignore = |_: LlmEvent| {};
         let answer = tokio::select! {

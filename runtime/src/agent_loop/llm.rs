@@ -70,6 +70,32 @@ fn fail(reason: String) -> AgentOutcome {
     AgentOutcome::Failed { reason }
 }
 
+/// The conversation a `messages` override gives.
+fn overridden_conversation(messages: &[super::HistoryMessage]) -> Conversation {
+    let mut conversation = Conversation::default();
+    for message in messages {
+        let chat = match message.role {
+            super::HistoryRole::User => ChatMessage::User {
+                content: vec![Content::Text {
+                    text: message.content.clone(),
+                }],
+            },
+            super::HistoryRole::Assistant => ChatMessage::Assistant {
+                text: Some(message.content.clone()),
+                tool_calls: Vec::new(),
+            },
+        };
+        match conversation.turns.last_mut() {
+            Some(turn) if message.role == super::HistoryRole::Assistant => turn.messages.push(chat),
+            _ => conversation.turns.push(StoredTurn {
+                first_row: -1,
+                messages: vec![chat],
+            }),
+        }
+    }
+    conversation
+}
+
 /// Keeps only the tools `allow` names, each of which must be offered; answers the set.
 fn allowed_tools(
     tools: &mut Vec<ToolSpec>,
@@ -299,6 +325,7 @@ impl LlmAgent {
             params: self.params(&setup.sampling),
             stream: request.stream,
             caller: request.bearer.clone(),
+            extra: request.controls.extra.clone().unwrap_or_default(),
         }
     }
 
@@ -501,6 +528,22 @@ impl LlmAgent {
         Ok((tools, allowed))
     }
 
+    /// The conversation before the new message: the caller's `messages` override, else the
+    /// stored conversation, else the task's own earlier messages.
+    async fn earlier(
+        &self,
+        request: &AgentRequest,
+        transcript: &Transcript,
+    ) -> Result<Conversation, String> {
+        if let Some(messages) = &request.controls.messages {
+            return Ok(overridden_conversation(messages));
+        }
+        match transcript.earlier(self.history_rows()).await {
+            Some(stored) => Ok(stored),
+            None => self.task_conversation(&request.history),
+        }
+    }
+
     async fn work(
         &self,
         request: &AgentRequest,
@@ -519,12 +562,9 @@ impl LlmAgent {
             Ok(content) => ChatMessage::User { content },
             Err(reason) => return fail(reason),
         };
-        let mut conversation = match transcript.earlier(self.history_rows()).await {
-            Some(stored) => stored,
-            None => match self.task_conversation(&request.history) {
-                Ok(conversation) => conversation,
-                Err(reason) => return fail(reason),
-            },
+        let mut conversation = match self.earlier(request, transcript).await {
+            Ok(conversation) => conversation,
+            Err(reason) => return fail(reason),
         };
         let budget = Budget {
             fixed: Self::fixed_tokens(&setup.instruction, &tools),

@@ -61,8 +61,8 @@ pub struct AgentRequest {
 
 /// What a caller may change for one turn, with mcpctl's names on the wire (MCP `send_message`
 /// arguments, A2A `SendMessageRequest.metadata`): a personality of the agent, the tools
-/// offered (`tools_allowlist`), and the instruction (`systemOverride` replaces it,
-/// `systemAppend` follows it). Sampling travels in [`AgentRequest::sampling`]. The MCP tool's
+/// offered (`tools_allowlist`), the instruction (`systemOverride` replaces it,
+/// `systemAppend` follows it), the conversation (`messages`) and provider keys (`extra`). Sampling travels in [`AgentRequest::sampling`]. The MCP tool's
 /// input schema is derived from this struct.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(default)]
@@ -78,15 +78,38 @@ pub struct TurnControls {
     /// Added after the agent's instruction (and the personality's) for this turn.
     #[serde(rename = "systemAppend")]
     pub system_append: Option<String>,
+    /// The whole conversation before the new message, instead of the stored one: the stored
+    /// conversation is neither read nor written for this turn.
+    pub messages: Option<Vec<HistoryMessage>>,
+    /// Provider-specific keys added to the provider request (vLLM's `repetition_penalty`,
+    /// Anthropic's `metadata.user_id`); a key the runtime sets itself is refused.
+    pub extra: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// One message of a `messages` history override.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+pub struct HistoryMessage {
+    pub role: HistoryRole,
+    pub content: String,
+}
+
+/// Who wrote a [`HistoryMessage`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum HistoryRole {
+    User,
+    Assistant,
 }
 
 impl TurnControls {
     /// The wire names of the controls.
-    pub const KEYS: [&'static str; 4] = [
+    pub const KEYS: [&'static str; 6] = [
         "personality",
         "tools_allowlist",
         "systemOverride",
         "systemAppend",
+        "messages",
+        "extra",
     ];
 
     /// The JSON Schema of each control, for a tool's input schema.

@@ -109,7 +109,8 @@ impl LlmProvider for AnthropicClient {
         request: &ChatRequest,
         events: &(dyn Fn(LlmEvent) + Send + Sync),
     ) -> Result<ChatResponse, LlmError> {
-        let body = to_wire(request);
+        let mut body = to_wire(request);
+        super::merge_extra(PROVIDER, &mut body, &request.extra)?;
         self.retry
             .run(PROVIDER, events, |_| {
                 self.attempt(&body, &request.caller, request.stream, events)
@@ -555,6 +556,7 @@ mod tests {
             params: serde_json::Map::new(),
             stream: false,
             caller: crate::bearer::Bearer::default(),
+            extra: serde_json::Map::new(),
         };
         let body = to_wire(&request);
         assert_eq!(body["system"][0]["text"], "sys");

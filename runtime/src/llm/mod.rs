@@ -38,6 +38,28 @@ pub struct ChatRequest {
     /// The caller's bearer: the credential of this call for a provider that opted into
     /// forwarding (`forward_inbound_auth`), ignored by any other. Never printed.
     pub caller: crate::bearer::Bearer,
+    /// Provider-specific keys the caller added (`extra`), merged into the request body; a key
+    /// the runtime sets itself is refused, never overwritten.
+    pub extra: serde_json::Map<String, Value>,
+}
+
+/// Merges `extra` into the provider request `body`; a key `body` already has is refused.
+pub(crate) fn merge_extra(
+    provider: &'static str,
+    body: &mut Value,
+    extra: &serde_json::Map<String, Value>,
+) -> Result<(), LlmError> {
+    let Some(object) = body.as_object_mut() else {
+        return Ok(());
+    };
+    if let Some(taken) = extra.keys().find(|k| object.contains_key(k.as_str())) {
+        return Err(LlmError::Decode {
+            provider,
+            message: format!("extra.{taken} would overwrite a key the runtime sets; it is refused"),
+        });
+    }
+    object.extend(extra.clone());
+    Ok(())
 }
 
 /// A message of the conversation.

@@ -98,7 +98,8 @@ impl LlmProvider for OpenAiClient {
         request: &ChatRequest,
         events: &(dyn Fn(LlmEvent) + Send + Sync),
     ) -> Result<ChatResponse, LlmError> {
-        let body = to_wire(request);
+        let mut body = to_wire(request);
+        super::merge_extra(PROVIDER, &mut body, &request.extra)?;
         self.retry
             .run(PROVIDER, events, |_| {
                 self.attempt(&body, &request.caller, request.stream, events)
@@ -538,6 +539,7 @@ mod tests {
                 .clone(),
             stream: true,
             caller: crate::bearer::Bearer::default(),
+            extra: serde_json::Map::new(),
         };
         let body = to_wire(&request);
         assert_eq!(

@@ -138,6 +138,10 @@ impl TurnService {
         agent_request.bearer = request.bearer;
         agent_request.stream = request.stream;
         agent_request.controls = request.controls.clone();
+        if request.controls.messages.is_some() {
+            // A history override: the stored conversation is neither read nor written.
+            agent_request.persist = false;
+        }
         let translator = out
             .is_listening()
             .then(|| Arc::new(Mutex::new(Some(Translator::open(task_id, context_id, out)))));
