@@ -40,6 +40,7 @@ pub mod mcp_client;
 pub mod mcp_sessions;
 pub mod memory;
 pub mod metrics;
+pub mod migrate;
 pub mod reload;
 pub mod run;
 pub mod sampling;

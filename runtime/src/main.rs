@@ -22,6 +22,7 @@ fn main() -> ExitCode {
         Ok(Launch::Run(config)) => config,
         Ok(Launch::Healthcheck(addr)) => return RUNTIME.healthcheck(addr, HEALTH_PATH),
         Ok(Launch::CheckConfig(config)) => return RUNTIME.print_config(&config.to_pretty_json()),
+        Ok(Launch::MigrateModule(module)) => return migrate_module(&module),
         Err(ConfigError::Cli(e)) => e.exit(),
         Err(e) => return RUNTIME.config_error(&e),
     };
@@ -48,6 +49,27 @@ fn main() -> ExitCode {
         });
         run_reloading(listener, config, shutdown, reloads)
     })
+}
+
+/// `migrate-module`: the YAML on stdout, what to review on stderr; exit 2 when the module
+/// cannot be read.
+fn migrate_module(module: &std::path::Path) -> ExitCode {
+    use std::io::Write as _;
+    let source = match std::fs::read_to_string(module) {
+        Ok(source) => source,
+        Err(e) => {
+            return RUNTIME.config_error(&format!("cannot read {}: {e}", module.display()));
+        }
+    };
+    let migration = daedalus_runtime::migrate::migrate(&source, &module.display().to_string());
+    let mut err = std::io::stderr().lock();
+    for note in &migration.notes {
+        let _ = writeln!(err, "review: {note}");
+    }
+    let _ = std::io::stdout()
+        .lock()
+        .write_all(migration.yaml.as_bytes());
+    ExitCode::SUCCESS
 }
 
 /// glibc serves allocations over its mmap threshold with `mmap`, and gives them back to the OS

@@ -577,3 +577,101 @@ async fn pallas_log_file_gets_the_json_lines_too() {
         "{text}"
     );
 }
+
+/// `migrate-module` on `module` (under `tests/modules`): its stdout and stderr.
+fn migrate(module: &str) -> (String, String) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/modules")
+        .join(module);
+    let out = Command::new(env!("CARGO_BIN_EXE_daedalus-runtime"))
+        .env_clear()
+        .arg("migrate-module")
+        .arg(&path)
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `--check-config` in a Pallas layout: `agents` as migrated, the servers in
+/// fastagent.config.yaml.
+fn check_config(agents_yaml: &str, servers: &[&str], serve: &str) -> Value {
+    let dir = tempfile::tempdir().expect("a dir");
+    std::fs::write(dir.path().join("agents.yaml"), agents_yaml).expect("written");
+    let servers: String = servers.iter().fold(String::new(), |mut out, s| {
+        use std::fmt::Write as _;
+        let _ = writeln!(out, "    {s}: {{ url: \"http://127.0.0.1:1/{s}\" }}");
+        out
+    });
+    std::fs::write(
+        dir.path().join("fastagent.config.yaml"),
+        format!("mcp:\n  servers:\n{servers}"),
+    )
+    .expect("written");
+    let out = Command::new(env!("CARGO_BIN_EXE_daedalus-runtime"))
+        .env_clear()
+        .current_dir(dir.path())
+        .env("AGENT_NAME", serve)
+        .arg("--check-config")
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{agents_yaml}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the configuration as JSON")
+}
+
+#[test]
+fn a_migrated_module_is_a_deployment_check_config_accepts() {
+    let (yaml, review) = migrate("research_team.py");
+    let config = check_config(&yaml, &["search", "fetch"], "researcher");
+    let agents = config["deployment"]["agents"].as_array().expect("agents");
+    let researcher = agents
+        .iter()
+        .find(|a| a["name"] == "researcher")
+        .expect("researcher");
+    assert_eq!(
+        researcher["instruction"],
+        "You research questions with the search tools.\nCite every source you use."
+    );
+    assert_eq!(researcher["max_iterations"], 12);
+    assert_eq!(researcher["request_params"]["max_tokens"], 4096);
+    let editor = agents
+        .iter()
+        .find(|a| a["name"] == "editor")
+        .expect("editor");
+    assert_eq!(
+        editor["instruction"],
+        "You edit drafts for clarity and tone."
+    );
+    assert!(
+        review.contains("editor: use_history is not carried over"),
+        "{review}"
+    );
+
+    let (yaml, review) = migrate("support_desk.py");
+    assert!(yaml.contains("FILL IN"), "{yaml}");
+    for unread in [
+        "triage: instruction is not a literal (TRIAGE_PROMPT)",
+        "triage: servers is not a literal (TOOLS)",
+        "triage: model is not a literal",
+        "triage: request_params is not a literal",
+        "kb_writer: instruction is not a literal",
+    ] {
+        assert!(review.contains(unread), "{unread} in {review}");
+    }
+    let config = check_config(&yaml, &["kb"], "triage");
+    assert_eq!(
+        config["deployment"]["agents"].as_array().map(Vec::len),
+        Some(2)
+    );
+}

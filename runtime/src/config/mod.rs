@@ -180,6 +180,13 @@ enum Command {
     /// Exit 0 when this runtime's `GET /health` (at A2A_HOST:A2A_PORT, loopback for 0.0.0.0)
     /// answers 200, else 1: a container HEALTHCHECK that needs no curl.
     Healthcheck,
+    /// Print the inline agents.yaml definitions of a fast-agent module's `@fast.agent(...)`
+    /// agents (Python modules cannot run here); what could not be read statically is named on
+    /// stderr and left as a placeholder marked FILL IN.
+    MigrateModule {
+        /// The Python module.
+        module: PathBuf,
+    },
 }
 
 /// What the process was asked to do.
@@ -192,6 +199,8 @@ pub enum Launch {
     /// Probe the `/health` of the runtime at this address (`healthcheck`), without reading
     /// the deployment.
     Healthcheck(SocketAddr),
+    /// Migrate a fast-agent module (`migrate-module <file>`), without reading the deployment.
+    MigrateModule(PathBuf),
 }
 
 /// The validated configuration.
@@ -376,10 +385,16 @@ impl Launch {
         cwd: &Path,
     ) -> Result<Launch, ConfigError> {
         let (cli, sourced) = cli::parse_naming_env::<Cli>(args, env)?;
-        if let Some(Command::Healthcheck) = cli.command {
-            return Ok(Launch::Healthcheck(
-                daedalus_contract::healthcheck::local_address(cli.host, cli.port),
-            ));
+        match &cli.command {
+            Some(Command::Healthcheck) => {
+                return Ok(Launch::Healthcheck(
+                    daedalus_contract::healthcheck::local_address(cli.host, cli.port),
+                ));
+            }
+            Some(Command::MigrateModule { module }) => {
+                return Ok(Launch::MigrateModule(module.clone()));
+            }
+            None => {}
         }
         let key_of = |id: &str, flag: &str| cli::key_for(&sourced, id, flag);
         let check = cli.check_config;
@@ -444,9 +459,9 @@ impl Launch {
         }
         match Launch::from_sources(args, env, cwd)? {
             Launch::Run(config) | Launch::CheckConfig(config) => Ok(config),
-            Launch::Healthcheck(_) => Err(ConfigError::invalid(
-                "healthcheck",
-                "the arguments ask for a health check, not a deployment",
+            Launch::Healthcheck(_) | Launch::MigrateModule(_) => Err(ConfigError::invalid(
+                "command",
+                "the arguments ask for a command, not a deployment",
             )),
         }
     }
