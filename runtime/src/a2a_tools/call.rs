@@ -2,8 +2,9 @@
 //! the Task it ends in as a tool result, and the remote task canceled when the call is
 //! abandoned (the turn canceled, or the call past its timeout).
 
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+use tokio::sync::watch;
+use tracing::Instrument as _;
 
 use daedalus_contract::write::a2a_v1;
 use daedalus_contract::{
@@ -47,9 +48,16 @@ struct Sent {
     message: Option<Message>,
 }
 
-/// The remote task a call started, canceled if the call is dropped before it ends.
+/// The remote task a call started, canceled if the call is dropped before it ends (the turn
+/// canceled, or the call past its timeout). The exchange runs on a task of its own, so a call
+/// dropped before the remote task's id arrived waits for it (up to [`CANCEL_TIMEOUT`]) and
+/// cancels it then.
 struct Abandon {
-    task_id: Arc<Mutex<Option<String>>>,
+    /// The remote task's id, once the answer named it.
+    task_id: watch::Receiver<Option<String>>,
+    /// The exchange, stopped once the cancel is sent.
+    exchange: tokio::task::AbortHandle,
+    /// `None` once the call ended on its own.
     cancel: Option<(reqwest::RequestBuilder, String)>,
 }
 
@@ -58,18 +66,23 @@ impl Drop for Abandon {
         let Some((request, server)) = self.cancel.take() else {
             return;
         };
-        let Some(task_id) = self
-            .task_id
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        else {
-            return;
-        };
+        let mut task_id = self.task_id.clone();
+        let exchange = self.exchange.clone();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            exchange.abort();
             return;
         };
         runtime.spawn(async move {
+            let named = tokio::time::timeout(CANCEL_TIMEOUT, task_id.wait_for(Option::is_some))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .and_then(|id| id.clone());
+            exchange.abort();
+            let Some(task_id) = named else {
+                tracing::warn!(server, "an abandoned call's task was never named; nothing to cancel");
+                return;
+            };
             let body = json!({"jsonrpc": "2.0", "id": 1, "method": "CancelTask",
                 "params": {"id": task_id}});
             match request.json(&body).timeout(CANCEL_TIMEOUT).send().await {
@@ -140,43 +153,45 @@ pub(super) async fn send(
     };
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method,
         "params": a2a_v1::to_value(&SendMessageRequest::new(message))});
-    let started = Arc::new(Mutex::new(task_id));
-    let _abandon = Abandon {
-        task_id: Arc::clone(&started),
-        cancel: Some((post(target, url, context), server.to_owned())),
-    };
+    let (named, task_id_rx) = watch::channel(task_id);
     let mut request = post(target, url, context).json(&body);
     if streaming {
         request = request.header(reqwest::header::ACCEPT, "text/event-stream");
     }
-    let exchange = async {
-        let response = request
-            .send()
-            .await
-            .map_err(|e| format!("{server} is unreachable: {}", e.without_url()))?;
-        let is_stream = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        if is_stream {
-            read_stream(server, response, &started).await
-        } else {
-            read_one(server, response).await
+    let owner = server.to_owned();
+    let mut exchange = tokio::spawn(
+        async move {
+            let response = request
+                .send()
+                .await
+                .map_err(|e| format!("{owner} is unreachable: {}", e.without_url()))?;
+            let is_stream = response
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.starts_with("text/event-stream"));
+            if is_stream {
+                read_stream(&owner, response, &named).await
+            } else {
+                read_one(&owner, response).await
+            }
         }
+        .in_current_span(),
+    );
+    let mut abandon = Abandon {
+        task_id: task_id_rx,
+        exchange: exchange.abort_handle(),
+        cancel: Some((post(target, url, context), server.to_owned())),
     };
     let outcome = tokio::select! {
-        outcome = exchange => outcome,
+        joined = &mut exchange => joined.unwrap_or_else(|e| Err(format!("the call to {server} stopped: {e}"))),
         () = context.cancel.cancelled() => Err(format!("the call to {server} was canceled")),
     };
     match outcome {
         Ok(task) => {
             if task.status.state.is_terminal() || task.status.state.is_interrupted() {
                 // Ended on its own: nothing to cancel.
-                started
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .take();
+                abandon.cancel = None;
             }
             result_of(server, &task)
         }
@@ -188,7 +203,7 @@ pub(super) async fn send(
 async fn read_stream(
     server: &str,
     response: reqwest::Response,
-    started: &Mutex<Option<String>>,
+    named: &watch::Sender<Option<String>>,
 ) -> Result<Task, String> {
     let mut body = response.bytes_stream();
     let mut parser = SseParser::default();
@@ -207,7 +222,7 @@ async fn read_stream(
             }
             let Some(event) = reply.result else { continue };
             if let StreamEvent::Task(task) = &event {
-                *started.lock().unwrap_or_else(PoisonError::into_inner) = Some(task.id.clone());
+                named.send_replace(Some(task.id.clone()));
             }
             rebuilder
                 .apply(&event)

@@ -21,7 +21,7 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::{self, kv};
+use async_nats::jetstream::kv;
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
@@ -128,41 +128,15 @@ impl NatsKvStore {
             location: location.clone(),
             message,
         };
-        let client = async_nats::ConnectOptions::new()
-            .connection_timeout(Duration::from_secs(5))
-            .connect(url)
-            .await
-            .map_err(|e| fail(format!("cannot connect: {e}")))?;
-        let js = jetstream::new(client);
-        let js = &js;
-        let kv = match js.get_key_value(bucket).await {
-            Ok(kv) => kv,
-            Err(_) => js
-                .create_key_value(kv::Config {
-                    bucket: bucket.to_owned(),
-                    description: "Daedalus runtime conversations".to_owned(),
-                    history: 1,
-                    storage: jetstream::stream::StorageType::File,
-                    max_age: ttl.unwrap_or_default(),
-                    ..Default::default()
-                })
-                .await
-                .map_err(|e| fail(format!("cannot create the bucket: {e}")))?,
-        };
-        let mut stream = kv.stream.clone();
-        let info = stream
-            .info()
-            .await
-            .map_err(|e| fail(format!("cannot read the bucket: {e}")))?;
-        let wanted = ttl.unwrap_or_default();
-        if info.config.max_age != wanted {
-            let mut config = info.config.clone();
-            config.max_age = wanted;
-            js.update_stream(config)
-                .await
-                .map_err(|e| fail(format!("cannot set the bucket's retention: {e}")))?;
-            tracing::info!(bucket, retention = ?ttl, "session bucket retention updated");
-        }
+        let bucket = crate::kv_bucket::open(
+            url,
+            bucket,
+            "Daedalus runtime conversations",
+            ttl.unwrap_or_default(),
+        )
+        .await
+        .map_err(fail)?;
+        let kv = bucket.kv;
         Ok(Self {
             location,
             kv,

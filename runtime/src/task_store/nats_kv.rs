@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::{self, kv};
+use async_nats::jetstream::kv;
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
 
@@ -36,38 +36,10 @@ impl NatsKvTasks {
             location: location.clone(),
             message,
         };
-        let client = async_nats::ConnectOptions::new()
-            .connection_timeout(Duration::from_secs(5))
-            .connect(url)
+        let opened = crate::kv_bucket::open(url, bucket, "Daedalus runtime A2A tasks", ttl)
             .await
-            .map_err(|e| fail(format!("cannot connect: {e}")))?;
-        let js = jetstream::new(client.clone());
-        let kv = match js.get_key_value(bucket).await {
-            Ok(kv) => kv,
-            Err(_) => js
-                .create_key_value(kv::Config {
-                    bucket: bucket.to_owned(),
-                    description: "Daedalus runtime A2A tasks".to_owned(),
-                    history: 1,
-                    storage: jetstream::stream::StorageType::File,
-                    max_age: ttl,
-                    ..Default::default()
-                })
-                .await
-                .map_err(|e| fail(format!("cannot create the bucket: {e}")))?,
-        };
-        let mut stream = kv.stream.clone();
-        let info = stream
-            .info()
-            .await
-            .map_err(|e| fail(format!("cannot read the bucket: {e}")))?;
-        if info.config.max_age != ttl {
-            let mut config = info.config.clone();
-            config.max_age = ttl;
-            js.update_stream(config)
-                .await
-                .map_err(|e| fail(format!("cannot set the bucket's retention: {e}")))?;
-        }
+            .map_err(fail)?;
+        let (client, kv) = (opened.client, opened.kv);
         Ok(Self {
             location,
             kv,
