@@ -106,6 +106,11 @@ impl TaskCell {
         self.live().task.as_ref().map(|t| t.status.state)
     }
 
+    /// How many subscriptions are open on the task.
+    pub fn subscribers(&self) -> usize {
+        self.seq.receiver_count()
+    }
+
     /// Whether a turn of the task is running.
     pub fn is_running(&self) -> bool {
         self.live().running

@@ -235,11 +235,6 @@ impl TurnService {
         }
     }
 
-    /// The state of task `task_id`, if the runtime knows it.
-    pub fn task_state(&self, task_id: &str) -> Option<daedalus_contract::TaskState> {
-        self.task_now(task_id).map(|t| t.status.state)
-    }
-
     /// The stored conversation `key` of `agent`, oldest first (empty when it keeps none).
     pub async fn conversation(&self, agent: &str, key: &ConversationKey) -> Vec<Message> {
         let agent = self.0.fleet.load().agents.get(agent).cloned();

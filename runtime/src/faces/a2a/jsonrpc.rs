@@ -86,10 +86,7 @@ async fn dispatch(
             Ok(Answer::Stream(sse::respond_with(
                 handle,
                 inflight,
-                move |event| {
-                    let response = JsonRpcResponse::result(id.clone(), a2a_v1::to_value(event));
-                    serde_json::to_string(&response).unwrap_or_default()
-                },
+                move |event| v1_response(&id, event),
             )))
         }
         "GetTask" => operations::get_task(state, &read(params)?)
@@ -112,10 +109,7 @@ async fn dispatch(
                 task,
                 subscription,
                 inflight,
-                move |event| {
-                    let response = JsonRpcResponse::result(id.clone(), a2a_v1::to_value(event));
-                    serde_json::to_string(&response).unwrap_or_default()
-                },
+                move |event| v1_response(&id, event),
             )))
         }
         "GetExtendedAgentCard" => Ok(v1_result(&operations::extended_card(state))),
@@ -131,6 +125,12 @@ async fn dispatch(
             format!("Method not found: {other}"),
         )),
     }
+}
+
+/// One SSE `data`: a JSON-RPC response whose result is the v1 stream response.
+fn v1_response(id: &JsonRpcId, event: &daedalus_contract::StreamEvent) -> String {
+    let response = JsonRpcResponse::result(id.clone(), a2a_v1::to_value(event));
+    serde_json::to_string(&response).unwrap_or_default()
 }
 
 /// A result in A2A v1 JSON.

@@ -425,15 +425,18 @@ async fn a_subscriber_to_a_task_waiting_for_input_hears_its_cancel() {
         let id = asking["id"].clone();
         tokio::spawn(async move { rpc_stream(&state, "SubscribeToTask", json!({"id": id})).await })
     };
-    // Cancel until the subscriber's stream has ended: the cancel may come before it joins.
+    // The cancel comes once the subscriber holds its subscription.
+    let cell = state
+        .core()
+        .turns()
+        .tasks()
+        .existing(asking["id"].as_str().unwrap())
+        .expect("the task is kept");
+    wait_until(|| cell.subscribers() == 1).await;
     let canceled = task_of(&rpc(&state, "CancelTask", json!({"id": asking["id"]})).await);
     assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELED");
     let events = listening.await.unwrap();
-    if events.is_empty() {
-        // It joined after the cancel: refused as finished, which the stream reader sees as
-        // no events.
-        return;
-    }
+    assert!(!events.is_empty(), "the subscriber heard the task");
     assert_eq!(events[0]["task"]["id"], asking["id"]);
     let last = events.last().unwrap();
     let state_of = |r: &Value| {
@@ -444,6 +447,15 @@ async fn a_subscriber_to_a_task_waiting_for_input_hears_its_cancel() {
             .to_owned()
     };
     assert_eq!(state_of(last), "TASK_STATE_CANCELED", "{events:?}");
+}
+
+/// Waits (yielding, up to 10 s) until `ready` holds.
+async fn wait_until(ready: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !ready() {
+        assert!(tokio::time::Instant::now() < deadline, "never ready");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
 }
 
 #[tokio::test]
