@@ -27,7 +27,7 @@ use daedalus_runtime::llm::anthropic::AnthropicClient;
 use daedalus_runtime::llm::openai::OpenAiClient;
 use daedalus_runtime::llm::retry::RetryPolicy;
 use daedalus_runtime::llm::{ChatMessage, ChatRequest, Content, LlmProvider};
-use daedalus_runtime::sampling::{DropWarnings, SamplingParams, Setting, Target};
+use daedalus_runtime::sampling::{DropWarnings, Sampling, SamplingParams, Setting, Target};
 use tokio_util::sync::CancellationToken;
 
 struct Counting;
@@ -169,7 +169,7 @@ fn main() {
                     system: Some("You are a helpful assistant.".into()),
                     messages: vec![ChatMessage::User { content: vec![Content::Text { text: "What is two plus two? Answer briefly.".into() }] }],
                     tools: Vec::new(),
-                    params: serde_json::json!({"temperature": 0.2, "max_tokens": 1024}).as_object().cloned().unwrap_or_default(),
+                    sampling: Sampling { temperature: Some(0.2), max_tokens: Some(1024), ..Sampling::default() },
                     stream,
                     caller: daedalus_runtime::bearer::Bearer::default(),
                     extra: serde_json::Map::new(),

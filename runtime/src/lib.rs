@@ -50,6 +50,7 @@ pub mod sessions;
 pub mod startup;
 pub mod task_store;
 pub mod telemetry;
+pub mod tool_schema;
 pub mod turns;
 
 pub use run::{run, run_core, run_reloading};

@@ -47,7 +47,7 @@ fn ask(text: &str, stream: bool) -> ChatRequest {
             description: "adds".into(),
             input_schema: json!({"type": "object", "properties": {"a": {"type": "number"}}}),
         }],
-        params: serde_json::Map::new(),
+        sampling: daedalus_runtime::sampling::Sampling::default(),
         stream,
         caller: daedalus_runtime::bearer::Bearer::default(),
         extra: serde_json::Map::new(),
@@ -220,7 +220,7 @@ async fn a_bad_key_and_an_unknown_parameter_are_refused_without_retry_or_leak() 
     assert!(matches!(err, LlmError::Http { status: 401, .. }), "{err}");
     assert!(!err.to_string().contains("sk-ant-wrong"));
     let mut request = ask("x", false);
-    request.params.insert("presence_penalty".into(), json!(0.5));
+    request.extra.insert("presence_penalty".into(), json!(0.5));
     let err = client(&fake, KEY)
         .chat(&request, &Events::default().sink())
         .await

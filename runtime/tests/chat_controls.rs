@@ -193,6 +193,29 @@ async fn the_send_message_schema_lists_every_control() {
     ] {
         assert!(properties.get(key).is_some(), "{key} in {properties:?}");
     }
+    // The schema stands on its own (no reference into definitions it does not carry), and
+    // it says what the face accepts and refuses.
+    let schema = Value::Object((*send.input_schema).clone());
+    let validator = jsonschema::validator_for(&schema).expect("the input schema compiles");
+    let accepted = json!({
+        "message": "hi", "temperature": null, "top_p": 0.5, "stop": ["END"],
+        "tool_choice": {"type": "function", "function": {"name": "fx__add"}}, "effort": "xhigh",
+        "messages": [{"role": "user", "content": "earlier"}, {"role": "assistant", "content": "ok"}],
+        "tools_allowlist": ["fx__add"], "extra": {"repetition_penalty": 1.1}
+    });
+    let errors: Vec<String> = validator
+        .iter_errors(&accepted)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    for refused in [
+        json!({"message": "hi", "messages": [{"role": "robot", "content": "x"}]}),
+        json!({"message": "hi", "effort": "extreme"}),
+        json!({"message": "hi", "tool_choice": "sometimes"}),
+        json!({"message": "hi", "temperature": "hot"}),
+    ] {
+        assert!(!validator.is_valid(&refused), "{refused}");
+    }
 }
 
 async fn post_in(rt: &Runtime, id: &str, context: &str, text: &str, metadata: Value) -> Value {

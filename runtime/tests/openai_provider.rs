@@ -47,7 +47,7 @@ fn ask(text: &str, stream: bool) -> ChatRequest {
             description: "adds".into(),
             input_schema: json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}),
         }],
-        params: serde_json::Map::new(),
+        sampling: daedalus_runtime::sampling::Sampling::default(),
         stream,
         caller: daedalus_runtime::bearer::Bearer::default(),
         extra: serde_json::Map::new(),
@@ -258,7 +258,7 @@ async fn a_parameter_the_api_does_not_know_is_refused_by_the_fake() {
     let fake = FakeLlm::start(KEY, &[MODEL]).await;
     let c = client(&fake, KEY);
     let mut request = ask("x", false);
-    request.params.insert("top_k".into(), json!(40));
+    request.sampling.top_k = Some(40);
     let err = c
         .chat(&request, &Events::default().sink())
         .await

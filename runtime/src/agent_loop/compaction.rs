@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::window::{message_tokens, text_tokens};
 use crate::config::deployment::CompactionPolicy;
 use crate::llm::{ChatMessage, ChatRequest, Content, LlmEvent, LlmProvider, Usage};
-use crate::sampling::{self, SamplingParams, Setting, Target};
+use crate::sampling::Sampling;
 use crate::sessions::Conversation;
 
 /// The system prompt of a summary request.
@@ -197,7 +197,6 @@ pub(crate) struct Summarizer<'a> {
     pub(crate) agent: &'a str,
     pub(crate) provider: &'a dyn LlmProvider,
     pub(crate) model: &'a str,
-    pub(crate) target: &'a Target,
     pub(crate) max_output_tokens: u32,
     /// The caller the summary is written for (a provider that forwards bearers gets theirs).
     pub(crate) caller: &'a crate::bearer::Bearer,
@@ -269,11 +268,6 @@ impl Summarizer<'_> {
             .saturating_sub(summary_tokens + text_tokens(SUMMARY_PROMPT));
         let max_chars = usize::try_from(shown_tokens.saturating_mul(4)).unwrap_or(usize::MAX);
         let text = render(conversation.summary.as_deref(), &taken, max_chars);
-        let wanted = SamplingParams {
-            max_tokens: Setting::Set(summary_tokens),
-            ..SamplingParams::default()
-        };
-        let (params, _) = sampling::for_target(&wanted, self.target);
         let request = ChatRequest {
             model: self.model.to_owned(),
             system: Some(SUMMARY_PROMPT.to_owned()),
@@ -281,7 +275,10 @@ impl Summarizer<'_> {
                 content: vec![Content::Text { text }],
             }],
             tools: Vec::new(),
-            params,
+            sampling: Sampling {
+                max_tokens: Some(summary_tokens),
+                ..Sampling::default()
+            },
             stream: false,
             caller: self.caller.clone(),
             extra: serde_json::Map::new(),

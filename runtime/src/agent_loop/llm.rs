@@ -19,7 +19,7 @@ use super::transcript::Transcript;
 use super::{Agent, AgentOutcome, AgentRequest};
 use crate::config::deployment::CompactionPolicy;
 use crate::llm::{ChatMessage, ChatRequest, Content, LlmEvent, LlmProvider, ToolCall, ToolSpec};
-use crate::sampling::{self, DropWarnings, SamplingParams, Target};
+use crate::sampling::{self, DropWarnings, Sampling, SamplingParams, Target};
 use crate::sessions::SessionStore;
 use crate::sessions::{Conversation, StoredTurn};
 
@@ -198,23 +198,19 @@ impl LlmAgent {
         Ok(conversation)
     }
 
-    /// The model's output budget: caps `max_tokens`, and is the default where one is required.
-    fn params(&self, sampling: &SamplingParams) -> serde_json::Map<String, Value> {
-        let merged = sampling;
-        let (mut params, dropped) = sampling::for_target(merged, &self.target);
+    /// The sampling of a request: what the provider takes of `sampling`, with the model's
+    /// output budget capping `max_tokens` (and standing in where the provider requires one).
+    fn sampling(&self, sampling: &SamplingParams) -> Sampling {
+        let (mut resolved, dropped) = sampling::for_target(sampling, &self.target);
         self.warnings
             .warn(&self.name, self.provider.name(), &dropped);
         let budget = u64::from(self.max_output_tokens);
-        match params.get("max_tokens").and_then(Value::as_u64) {
-            Some(asked) if asked > budget => {
-                params.insert("max_tokens".into(), Value::from(budget));
-            }
-            None if matches!(self.target, Target::Anthropic { .. }) => {
-                params.insert("max_tokens".into(), Value::from(budget));
-            }
-            _ => {}
-        }
-        params
+        resolved.max_tokens = match resolved.max_tokens {
+            Some(asked) => Some(asked.min(budget)),
+            None if matches!(self.target, Target::Anthropic { .. }) => Some(budget),
+            None => None,
+        };
+        resolved
     }
 
     /// The instruction and sampling of `request`'s turn: its personality (or the agent's
@@ -322,7 +318,7 @@ impl LlmAgent {
             system,
             messages,
             tools,
-            params: self.params(&setup.sampling),
+            sampling: self.sampling(&setup.sampling),
             stream: request.stream,
             caller: request.bearer.clone(),
             extra: request.controls.extra.clone().unwrap_or_default(),
@@ -351,7 +347,6 @@ impl LlmAgent {
             agent: &self.name,
             provider: self.provider.as_ref(),
             model: &self.model,
-            target: &self.target,
             max_output_tokens: self.max_output_tokens,
             caller: &request.bearer,
         };

@@ -114,13 +114,7 @@ impl TurnControls {
 
     /// The JSON Schema of each control, for a tool's input schema.
     pub fn property_schemas() -> serde_json::Map<String, serde_json::Value> {
-        let schema = schemars::schema_for!(TurnControls);
-        schema
-            .as_value()
-            .get("properties")
-            .and_then(serde_json::Value::as_object)
-            .cloned()
-            .unwrap_or_default()
+        crate::tool_schema::properties_of::<TurnControls>()
     }
 }
 

@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::endpoint::Endpoint;
@@ -15,6 +15,7 @@ use super::{
     ToolCall, Usage, sse,
 };
 use crate::config::deployment::ProviderSettings;
+use crate::sampling::{Effort, Sampling, ToolChoice};
 
 const PROVIDER: &str = "anthropic";
 /// Where requests go when no `base_url` is configured.
@@ -215,15 +216,67 @@ pub fn to_wire(request: &ChatRequest) -> Value {
         }
         body.insert("tools".into(), Value::Array(tools));
     }
-    for (key, value) in &request.params {
-        body.insert(key.clone(), value.clone());
+    if let Ok(Value::Object(sampling)) = serde_json::to_value(SamplingWire::of(&request.sampling)) {
+        body.extend(sampling);
     }
-    body.entry("max_tokens")
-        .or_insert(json!(DEFAULT_MAX_TOKENS));
     if request.stream {
         body.insert("stream".into(), Value::Bool(true));
     }
     Value::Object(body)
+}
+
+/// The sampling keys of a Messages request (the API has no seed, penalties or response
+/// format; the support matrix drops them before this).
+#[derive(Serialize)]
+struct SamplingWire<'a> {
+    /// Required by the API.
+    max_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_k: Option<u64>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    stop_sequences: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<ToolChoiceWire<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_config: Option<OutputConfigWire>,
+}
+
+/// `tool_choice`, by `type`.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+enum ToolChoiceWire<'a> {
+    Auto,
+    None,
+    Any,
+    Tool { name: &'a str },
+}
+
+#[derive(Serialize)]
+struct OutputConfigWire {
+    effort: Effort,
+}
+
+impl<'a> SamplingWire<'a> {
+    fn of(s: &'a Sampling) -> Self {
+        SamplingWire {
+            max_tokens: s.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+            temperature: s.temperature,
+            top_p: s.top_p,
+            top_k: s.top_k,
+            stop_sequences: &s.stop,
+            tool_choice: s.tool_choice.as_ref().map(|choice| match choice {
+                ToolChoice::Auto => ToolChoiceWire::Auto,
+                ToolChoice::None => ToolChoiceWire::None,
+                ToolChoice::Required => ToolChoiceWire::Any,
+                ToolChoice::Tool(name) => ToolChoiceWire::Tool { name },
+            }),
+            output_config: s.effort.map(|effort| OutputConfigWire { effort }),
+        }
+    }
 }
 
 // ---- response --------------------------------------------------------------------------
@@ -517,6 +570,71 @@ impl StreamAssembler {
 mod tests {
     use super::*;
 
+    fn asking(sampling: Sampling) -> ChatRequest {
+        ChatRequest {
+            model: "claude-x".into(),
+            system: None,
+            messages: vec![ChatMessage::User {
+                content: vec![Content::Text { text: "hi".into() }],
+            }],
+            tools: Vec::new(),
+            sampling,
+            stream: false,
+            caller: crate::bearer::Bearer::default(),
+            extra: serde_json::Map::new(),
+        }
+    }
+
+    #[test]
+    fn sampling_is_spelled_as_messages_takes_it() {
+        let body = to_wire(&asking(Sampling {
+            temperature: Some(0.5),
+            top_p: Some(0.9),
+            top_k: Some(40),
+            max_tokens: Some(100),
+            stop: vec!["END".into(), "STOP".into()],
+            tool_choice: Some(ToolChoice::Tool("s__t".into())),
+            effort: Some(Effort::Xhigh),
+            ..Sampling::default()
+        }));
+        for (key, value) in [
+            ("temperature", json!(0.5)),
+            ("top_p", json!(0.9)),
+            ("top_k", json!(40)),
+            ("max_tokens", json!(100)),
+            ("stop_sequences", json!(["END", "STOP"])),
+            ("tool_choice", json!({"type": "tool", "name": "s__t"})),
+            ("output_config", json!({"effort": "xhigh"})),
+        ] {
+            assert_eq!(body[key], value, "{key}");
+        }
+        for (choice, wire) in [
+            (ToolChoice::Auto, json!({"type": "auto"})),
+            (ToolChoice::None, json!({"type": "none"})),
+            (ToolChoice::Required, json!({"type": "any"})),
+        ] {
+            let body = to_wire(&asking(Sampling {
+                tool_choice: Some(choice),
+                ..Sampling::default()
+            }));
+            assert_eq!(body["tool_choice"], wire);
+        }
+        // Keys the API does not have never reach it, even set.
+        let body = to_wire(&asking(Sampling {
+            seed: Some(1),
+            presence_penalty: Some(0.1),
+            frequency_penalty: Some(0.1),
+            response_format: Some(serde_json::Map::new()),
+            ..Sampling::default()
+        }));
+        let keys: Vec<&String> = body.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["max_tokens", "messages", "model"]);
+        assert_eq!(
+            body["max_tokens"], DEFAULT_MAX_TOKENS,
+            "the API requires one"
+        );
+    }
+
     #[test]
     fn tool_results_become_one_user_turn_after_the_tool_use() {
         let request = ChatRequest {
@@ -553,7 +671,7 @@ mod tests {
                 },
             ],
             tools: Vec::new(),
-            params: serde_json::Map::new(),
+            sampling: Sampling::default(),
             stream: false,
             caller: crate::bearer::Bearer::default(),
             extra: serde_json::Map::new(),

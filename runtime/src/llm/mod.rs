@@ -31,8 +31,9 @@ pub struct ChatRequest {
     pub system: Option<String>,
     pub messages: Vec<ChatMessage>,
     pub tools: Vec<ToolSpec>,
-    /// Sampling parameters, already filtered to what the provider supports.
-    pub params: serde_json::Map<String, Value>,
+    /// Sampling settings, already filtered to what the provider supports; each client
+    /// spells them on its wire.
+    pub sampling: crate::sampling::Sampling,
     /// Stream the answer (text deltas are reported as they arrive).
     pub stream: bool,
     /// The caller's bearer: the credential of this call for a provider that opted into

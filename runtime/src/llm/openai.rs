@@ -16,6 +16,7 @@ use super::{
     ToolCall, Usage, sse,
 };
 use crate::config::deployment::ProviderSettings;
+use crate::sampling::{Effort, Sampling, ToolChoice};
 
 const PROVIDER: &str = "openai";
 /// Where requests go when no `base_url` is configured.
@@ -215,8 +216,8 @@ pub fn to_wire(request: &ChatRequest) -> Value {
             .collect();
         body.insert("tools".into(), Value::Array(tools));
     }
-    for (key, value) in &request.params {
-        body.insert(key.clone(), value.clone());
+    if let Ok(Value::Object(sampling)) = serde_json::to_value(SamplingWire::of(&request.sampling)) {
+        body.extend(sampling);
     }
     if request.stream {
         body.insert("stream".into(), Value::Bool(true));
@@ -226,6 +227,86 @@ pub fn to_wire(request: &ChatRequest) -> Value {
         );
     }
     Value::Object(body)
+}
+
+/// The sampling keys of a chat completions request.
+#[derive(Serialize)]
+struct SamplingWire<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    /// Not OpenAI's own API (the support matrix drops it there); vLLM, llama.cpp and others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_k: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    stop: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    presence_penalty: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    frequency_penalty: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<&'a serde_json::Map<String, Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<ToolChoiceWire<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'static str>,
+}
+
+/// `tool_choice`: a mode, or `{"type": "function", "function": {"name"}}`.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ToolChoiceWire<'a> {
+    Mode(&'static str),
+    Function {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        function: FunctionNameWire<'a>,
+    },
+}
+
+#[derive(Serialize)]
+struct FunctionNameWire<'a> {
+    name: &'a str,
+}
+
+impl<'a> SamplingWire<'a> {
+    fn of(s: &'a Sampling) -> Self {
+        SamplingWire {
+            temperature: s.temperature,
+            top_p: s.top_p,
+            top_k: s.top_k,
+            max_tokens: s.max_tokens,
+            stop: &s.stop,
+            seed: s.seed,
+            presence_penalty: s.presence_penalty,
+            frequency_penalty: s.frequency_penalty,
+            response_format: s.response_format.as_ref(),
+            tool_choice: s.tool_choice.as_ref().map(|choice| match choice {
+                ToolChoice::Auto => ToolChoiceWire::Mode("auto"),
+                ToolChoice::None => ToolChoiceWire::Mode("none"),
+                ToolChoice::Required => ToolChoiceWire::Mode("required"),
+                ToolChoice::Tool(name) => ToolChoiceWire::Function {
+                    kind: "function",
+                    function: FunctionNameWire { name },
+                },
+            }),
+            reasoning_effort: s.effort.map(reasoning_effort),
+        }
+    }
+}
+
+/// OpenAI's `reasoning_effort` for `effort` (its scale ends at `high`).
+fn reasoning_effort(effort: Effort) -> &'static str {
+    match effort {
+        Effort::Low => "low",
+        Effort::Medium => "medium",
+        Effort::High | Effort::Xhigh | Effort::Max => "high",
+    }
 }
 
 /// Plain text stays a string; anything with images becomes content parts.
@@ -497,6 +578,74 @@ mod tests {
         );
     }
 
+    fn asking(sampling: Sampling) -> ChatRequest {
+        ChatRequest {
+            model: "gpt-x".into(),
+            system: None,
+            messages: vec![ChatMessage::User {
+                content: vec![Content::Text { text: "hi".into() }],
+            }],
+            tools: Vec::new(),
+            sampling,
+            stream: false,
+            caller: crate::bearer::Bearer::default(),
+            extra: serde_json::Map::new(),
+        }
+    }
+
+    #[test]
+    fn sampling_is_spelled_as_chat_completions_takes_it() {
+        let format = serde_json::json!({"type": "json_object"});
+        let every = Sampling {
+            temperature: Some(0.5),
+            top_p: Some(0.9),
+            top_k: Some(40),
+            max_tokens: Some(100),
+            stop: vec!["END".into()],
+            seed: Some(-1),
+            presence_penalty: Some(0.1),
+            frequency_penalty: Some(0.2),
+            response_format: format.as_object().cloned(),
+            tool_choice: Some(ToolChoice::Tool("s__t".into())),
+            effort: Some(Effort::Max),
+        };
+        let body = to_wire(&asking(every));
+        for (key, value) in [
+            ("temperature", serde_json::json!(0.5)),
+            ("top_p", serde_json::json!(0.9)),
+            ("top_k", serde_json::json!(40)),
+            ("max_tokens", serde_json::json!(100)),
+            ("stop", serde_json::json!(["END"])),
+            ("seed", serde_json::json!(-1)),
+            ("presence_penalty", serde_json::json!(0.1)),
+            ("frequency_penalty", serde_json::json!(0.2)),
+            ("response_format", format),
+            (
+                "tool_choice",
+                serde_json::json!({"type": "function", "function": {"name": "s__t"}}),
+            ),
+            ("reasoning_effort", serde_json::json!("high")),
+        ] {
+            assert_eq!(body[key], value, "{key}");
+        }
+        for (choice, wire) in [
+            (ToolChoice::Auto, "auto"),
+            (ToolChoice::None, "none"),
+            (ToolChoice::Required, "required"),
+        ] {
+            let body = to_wire(&asking(Sampling {
+                tool_choice: Some(choice),
+                effort: Some(Effort::Low),
+                ..Sampling::default()
+            }));
+            assert_eq!(body["tool_choice"], wire);
+            assert_eq!(body["reasoning_effort"], "low");
+        }
+        let bare = to_wire(&asking(Sampling::default()));
+        let keys: Vec<&String> = bare.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["messages", "model"], "nothing unset is sent");
+    }
+
     #[test]
     fn requests_carry_tools_results_images_and_params() {
         let request = ChatRequest {
@@ -533,10 +682,10 @@ mod tests {
                 description: "d".into(),
                 input_schema: serde_json::json!({"type": "object"}),
             }],
-            params: serde_json::json!({"temperature": 0.2})
-                .as_object()
-                .unwrap()
-                .clone(),
+            sampling: Sampling {
+                temperature: Some(0.2),
+                ..Sampling::default()
+            },
             stream: true,
             caller: crate::bearer::Bearer::default(),
             extra: serde_json::Map::new(),

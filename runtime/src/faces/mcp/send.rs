@@ -116,9 +116,8 @@ fn sampling(args: &SendArgs) -> Result<SamplingParams, SamplingError> {
         Some(params) => SamplingParams::from_map(params).map_err(|e| e.under("request_params"))?,
         None => SamplingParams::default(),
     };
-    let known = SamplingParams::property_schemas();
     let mut top = args.rest.clone();
-    top.retain(|key, _| known.contains_key(key));
+    top.retain(|key, _| SamplingParams::KEYS.contains(&key.as_str()));
     Ok(SamplingParams::from_map(&top)?.over(&nested))
 }
 
@@ -207,11 +206,10 @@ async fn run(
         Ok(controls) => controls,
         Err(e) => return failure(format!("invalid arguments: {e}")),
     };
-    let sampling_keys = SamplingParams::property_schemas();
     warn_unknown_keys(
         &format!("{}/send_message", face.name()),
         args.rest.keys(),
-        |k| sampling_keys.contains_key(k) || TurnControls::KEYS.contains(&k),
+        |k| SamplingParams::KEYS.contains(&k) || TurnControls::KEYS.contains(&k),
     );
     let mut turn = TurnRequest::new(face.name(), message, caller::memory(face, context));
     turn.sampling = Ok(sampling);
