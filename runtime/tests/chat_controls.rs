@@ -78,9 +78,15 @@ async fn personalities_and_instruction_controls_shape_the_request_on_both_faces(
     )
     .await;
     assert_ne!(answer.is_error, Some(true), "{answer:?}");
+    // A top-level null over the call's own request_params clears the personality's and the
+    // agent's value too.
+    let cleared = json!({"message": "hi", "personality": "warm", "temperature": null,
+        "request_params": {"seed": 9}});
+    let answer = call(&client, "send_message", cleared).await;
+    assert_ne!(answer.is_error, Some(true), "{answer:?}");
 
     let log = fake.requests();
-    assert_eq!(log.len(), 4, "{log:?}");
+    assert_eq!(log.len(), 5, "{log:?}");
     assert!(log.iter().all(|l| l.refused.is_none()), "{log:?}");
     assert_eq!(
         system(&log[0]),
@@ -104,6 +110,12 @@ async fn personalities_and_instruction_controls_shape_the_request_on_both_faces(
         "MCP: the same control"
     );
     assert_eq!(log[3].body["temperature"], 0.9);
+    assert!(
+        log[4].body.get("temperature").is_none(),
+        "{:?}",
+        log[4].body
+    );
+    assert_eq!(log[4].body["seed"], 9);
 
     let unknown = post(&rt, "p-5", json!({"personality": "grumpy"})).await;
     assert_eq!(unknown["status"]["state"], "failed", "{unknown}");
@@ -114,7 +126,7 @@ async fn personalities_and_instruction_controls_shape_the_request_on_both_faces(
         why.contains("grumpy") && why.contains("terse, warm"),
         "{why}"
     );
-    assert_eq!(fake.requests().len(), 4, "never reached the model");
+    assert_eq!(fake.requests().len(), 5, "never reached the model");
 
     let registry: Value = reqwest::get(format!("{}/.well-known/mcp/server.json", rt.url))
         .await
