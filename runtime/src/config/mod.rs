@@ -3,191 +3,30 @@
 //! pure function of the arguments, an environment lookup and a working directory.
 
 pub mod deployment;
+mod flags;
 mod size;
+mod stores;
 
 use std::ffi::OsString;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::Parser;
 use daedalus_contract::AgentSkill;
 use daedalus_contract::cli;
 pub use daedalus_contract::cli::ConfigError;
-use daedalus_contract::container::{self, format_duration, parse_duration};
+use daedalus_contract::container::{self, format_duration};
 pub use daedalus_contract::service::LogFormat;
 use serde::Serialize;
 
 use crate::mcp_sessions::SessionLimits;
 
 pub use size::parse_size;
+pub use stores::{DEFAULT_SESSIONS_BUCKET, DEFAULT_TASKS_BUCKET, SessionsDb, TasksDb};
+
+use self::flags::{Cli, Command};
 
 use self::deployment::{AgentDef, Deployment, DeploymentError, ModelRef, ServerRef, Sources};
-
-/// The command line. Every flag also reads the environment variable named beside it.
-#[derive(Debug, Parser)]
-#[command(
-    name = "daedalus-runtime",
-    version,
-    about = "The Daedalus agent runtime: serves the runtime contract (POST /, /health, agent card)."
-)]
-struct Cli {
-    /// Port of the A2A HTTP server.
-    #[arg(long, env = "A2A_PORT", global = true, default_value_t = container::A2A_PORT_DEFAULT)]
-    port: u16,
-    /// Address to bind.
-    #[arg(long, env = "A2A_HOST", global = true, default_value = "0.0.0.0")]
-    host: IpAddr,
-    /// The agent the contract face serves (with no agents.yaml: the one agent's name);
-    /// a NATS subject token ([A-Za-z0-9_-]{1,64}).
-    #[arg(long, env = "AGENT_NAME", global = true)]
-    agent_name: Option<String>,
-    /// Serve only this agent of agents.yaml, as `pallas --agent` does: only it and the
-    /// sub-agents it calls are built, and only it is served (its own port, the registry,
-    /// `POST /`).
-    #[arg(long = "agent", env = "SERVE_AGENT", global = true)]
-    serve_agent: Option<String>,
-    /// One-line description for the agent card.
-    #[arg(long, env = "AGENT_DESCRIPTION", global = true)]
-    agent_description: Option<String>,
-    /// Version for the agent card (default: the runtime's version).
-    #[arg(long, env = "AGENT_VERSION", global = true)]
-    agent_version: Option<String>,
-    /// Skills for the agent card, as a JSON array of {id, name, description, tags}.
-    #[arg(long, env = "AGENT_SKILLS", global = true)]
-    agent_skills: Option<String>,
-    /// Base URL under which clients reach this runtime (default: http://127.0.0.1:<port>).
-    #[arg(long, env = "PUBLIC_URL", global = true)]
-    public_url: Option<String>,
-    /// Model of the agent, as `provider.model`; `passthrough` echoes.
-    #[arg(
-        long,
-        env = "DEFAULT_MODEL",
-        global = true,
-        default_value = "passthrough"
-    )]
-    default_model: String,
-    /// Writable workspace (default: /workspace, or the current directory if that is absent).
-    #[arg(long, env = "WORK_DIR", global = true)]
-    work_dir: Option<PathBuf>,
-    /// The session store: a SQLite file (default: <WORK_DIR>/daedalus-sessions.sqlite),
-    /// `:memory:`, `nats://host:4222[/bucket]` (a JetStream KV bucket shared by replicas), or
-    /// `off`.
-    #[arg(long, env = "SESSIONS_DB", global = true)]
-    sessions_db: Option<String>,
-    /// Where A2A tasks are kept beyond memory: `memory` (the default: a restart forgets them),
-    /// a SQLite file (a restart on one machine keeps them), or `nats://host:4222[/bucket]` (a
-    /// JetStream KV bucket shared by replicas, default bucket `daedalus-tasks`).
-    #[arg(long, env = "TASKS_DB", global = true, default_value = "memory")]
-    tasks_db: String,
-    /// This replica's name among those sharing a task store (default: `<hostname>:<port>`):
-    /// after a restart, the tasks it left running are reported failed.
-    #[arg(long, env = "REPLICA_ID", global = true)]
-    replica_id: Option<String>,
-    /// How long a conversation idle for longer is kept in the session store (`720h` = 30
-    /// days); `0` keeps them forever.
-    #[arg(long, env = "SESSION_TTL", global = true, default_value = "720h", value_parser = parse_duration)]
-    session_ttl: Duration,
-    /// Extra `Host` values the MCP endpoints accept, comma-separated (besides loopback, the
-    /// deployment's `host` and PUBLIC_URL's host); `*` accepts any.
-    #[arg(long, env = "MCP_ALLOWED_HOSTS", global = true, value_delimiter = ',')]
-    mcp_allowed_hosts: Vec<String>,
-    /// Largest accepted request body (bytes, or with a unit: 16MiB, 512KiB, 10MB).
-    #[arg(long, env = "MAX_BODY_SIZE", global = true, default_value = "16MiB", value_parser = parse_size)]
-    max_body_size: u64,
-    /// Time allowed for a client to send the request headers.
-    #[arg(long, env = "HEADER_READ_TIMEOUT", global = true, default_value = "10s", value_parser = parse_duration)]
-    header_read_timeout: Duration,
-    /// Most client connections open at once on each port; past it new connections wait in the
-    /// listen backlog.
-    #[arg(long, env = "MAX_CONNECTIONS", global = true, default_value_t = 1024)]
-    max_connections: usize,
-    /// Time allowed for a client to send the request body.
-    #[arg(long, env = "BODY_READ_TIMEOUT", global = true, default_value = "30s", value_parser = parse_duration)]
-    body_read_timeout: Duration,
-    /// Longest a task may run before it is canceled and reported failed.
-    #[arg(long, env = "REQUEST_TIMEOUT", global = true, default_value = "15m", value_parser = parse_duration)]
-    request_timeout: Duration,
-    /// Time in-flight requests get to finish after SIGTERM/SIGINT.
-    #[arg(long, env = "TERMINATION_GRACE_PERIOD", global = true, default_value = "30s", value_parser = parse_duration)]
-    termination_grace_period: Duration,
-    /// How many tasks are remembered (for input-required continuation and idempotent replay).
-    #[arg(long, env = "MAX_TASKS", global = true, default_value_t = 10_000)]
-    max_tasks: usize,
-    /// How many bytes the remembered tasks may hold (bytes, or with a unit: 64MiB); the oldest
-    /// idle ones are forgotten first.
-    #[arg(long, env = "TASK_MEMORY", global = true, default_value = "64MiB", value_parser = parse_size)]
-    task_memory: u64,
-    /// How long a task is kept after it last changed (for `GetTask`, `ListTasks`, continuation
-    /// and replay).
-    #[arg(long, env = "TASK_TTL", global = true, default_value = "24h", value_parser = parse_duration)]
-    task_ttl: Duration,
-    /// Turns run at once; past it `POST /` answers 503 with `Retry-After` (the proxy retries
-    /// later) and the MCP face answers with an error to retry.
-    #[arg(
-        long,
-        env = "MAX_CONCURRENT_TASKS",
-        global = true,
-        default_value_t = 256
-    )]
-    max_concurrent_tasks: usize,
-    /// Live MCP sessions at most, across every agent. At the bound a new session ends the
-    /// idle session first in line (an unfinished handshake, else the least recently used); when
-    /// every session has a call in flight, a new `initialize` gets 503 with `Retry-After`.
-    #[arg(long, env = "MAX_MCP_SESSIONS", global = true, default_value_t = 1_000)]
-    max_mcp_sessions: usize,
-    /// Bytes the live MCP sessions may hold (each is charged the measured cost of an idle
-    /// session); with a unit: 64MiB.
-    #[arg(long, env = "MCP_SESSIONS_MEMORY", global = true, default_value = "64MiB", value_parser = parse_size)]
-    mcp_sessions_memory: u64,
-    /// An MCP session whose client has not sent `notifications/initialized` by then is ended.
-    #[arg(long, env = "MCP_HANDSHAKE_TIMEOUT", global = true, default_value = "10s", value_parser = parse_duration)]
-    mcp_handshake_timeout: Duration,
-    /// An MCP session unused for this long (and with no call in flight) is ended.
-    #[arg(long, env = "MCP_SESSION_IDLE", global = true, default_value = "5m", value_parser = parse_duration)]
-    mcp_session_idle: Duration,
-    /// Log filter: a level (info, debug, ...) or a tracing directive list (default: the
-    /// deployment's logger.level, else info).
-    #[arg(long, env = "LOG_LEVEL", global = true)]
-    log_level: Option<String>,
-    /// Pallas's name for `LOG_LEVEL` (a compatibility alias; `LOG_LEVEL` wins).
-    #[arg(long, env = "PALLAS_LOG_LEVEL", global = true, hide = true)]
-    pallas_log_level: Option<String>,
-    /// The level of third-party crates' logs (Pallas's `PALLAS_ROOT_LOG_LEVEL`); the
-    /// runtime's own follow the log level.
-    #[arg(long, env = "PALLAS_ROOT_LOG_LEVEL", global = true)]
-    root_log_level: Option<String>,
-    /// Log format: json (one object a line) or text.
-    #[arg(long, env = "LOG_FORMAT", global = true, default_value = "json")]
-    log_format: LogFormat,
-    /// Also write JSON log lines to this file, rotated at 10 MB with 5 files kept.
-    #[arg(long, env = "LOG_FILE", global = true)]
-    log_file: Option<PathBuf>,
-    /// Pallas's name for `LOG_FILE` (a compatibility alias; `LOG_FILE` wins).
-    #[arg(long, env = "PALLAS_LOG_FILE", global = true, hide = true)]
-    pallas_log_file: Option<PathBuf>,
-    /// Print the resolved configuration and exit.
-    #[arg(long, global = true)]
-    check_config: bool,
-    #[command(subcommand)]
-    command: Option<Command>,
-}
-
-/// Every flag is `global`, so the values the environment supplies (appended as flags) are
-/// accepted after a subcommand too.
-#[derive(Debug, clap::Subcommand)]
-enum Command {
-    /// Exit 0 when this runtime's `GET /health` (at A2A_HOST:A2A_PORT, loopback for 0.0.0.0)
-    /// answers 200, else 1: a container HEALTHCHECK that needs no curl.
-    Healthcheck,
-    /// Print the inline agents.yaml definitions of a fast-agent module's `@fast.agent(...)`
-    /// agents (Python modules cannot run here); what could not be read statically is named on
-    /// stderr and left as a placeholder marked FILL IN.
-    MigrateModule {
-        /// The Python module.
-        module: PathBuf,
-    },
-}
 
 /// What the process was asked to do.
 #[derive(Debug, Clone, PartialEq)]
@@ -239,98 +78,6 @@ pub struct Config {
     pub log_file: Option<PathBuf>,
 }
 
-/// Where conversations persist.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SessionsDb {
-    /// A SQLite file, or `:memory:`.
-    Sqlite(String),
-    /// A JetStream KV bucket, for several replicas.
-    NatsKv {
-        #[serde(serialize_with = "masked_url")]
-        url: String,
-        bucket: String,
-    },
-}
-
-/// The bucket used when a `nats://` URL names none.
-pub const DEFAULT_SESSIONS_BUCKET: &str = "daedalus-sessions";
-
-/// The task bucket used when a `nats://` `TASKS_DB` names none.
-pub const DEFAULT_TASKS_BUCKET: &str = "daedalus-tasks";
-
-/// Where A2A tasks are kept beyond memory (`TASKS_DB`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum TasksDb {
-    /// Memory only: a restart forgets them.
-    Memory,
-    /// A SQLite file.
-    Sqlite { path: String },
-    /// A JetStream KV bucket shared by replicas.
-    NatsKv {
-        #[serde(serialize_with = "masked_url")]
-        url: String,
-        bucket: String,
-    },
-}
-
-impl TasksDb {
-    /// Reads `TASKS_DB`: `memory`, a `nats://` or `tls://` URL (with an optional `/bucket`), or
-    /// a SQLite file.
-    pub fn parse(value: &str) -> Result<Self, String> {
-        if value.trim() == "memory" {
-            return Ok(Self::Memory);
-        }
-        match SessionsDb::parse_with(value, DEFAULT_TASKS_BUCKET)? {
-            SessionsDb::Sqlite(path) => Ok(Self::Sqlite { path }),
-            SessionsDb::NatsKv { url, bucket } => Ok(Self::NatsKv { url, bucket }),
-        }
-    }
-}
-
-impl SessionsDb {
-    /// Reads `SESSIONS_DB`: `nats://` or `tls://` URLs (with an optional `/bucket`) name a KV
-    /// bucket, anything else a SQLite file.
-    pub fn parse(value: &str) -> Result<Self, String> {
-        Self::parse_with(value, DEFAULT_SESSIONS_BUCKET)
-    }
-
-    /// [`SessionsDb::parse`], with `default_bucket` for a URL that names none.
-    fn parse_with(value: &str, default_bucket: &str) -> Result<Self, String> {
-        let Some(rest) = value
-            .strip_prefix("nats://")
-            .or_else(|| value.strip_prefix("tls://"))
-        else {
-            if value.trim().is_empty() {
-                return Err("empty; give a SQLite file, :memory:, a nats:// URL or off".into());
-            }
-            return Ok(Self::Sqlite(value.to_owned()));
-        };
-        let scheme = &value[..value.len() - rest.len()];
-        let (server, bucket) = match rest.split_once('/') {
-            Some((server, bucket)) if !bucket.is_empty() => (server, bucket),
-            Some((server, _)) => (server, default_bucket),
-            None => (rest, default_bucket),
-        };
-        if server.is_empty() {
-            return Err(format!("{scheme} URL without a server"));
-        }
-        if !bucket
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            return Err(format!(
-                "bucket {bucket:?}: a KV bucket name holds only letters, digits, - and _"
-            ));
-        }
-        Ok(Self::NatsKv {
-            url: format!("{scheme}{server}"),
-            bucket: bucket.to_owned(),
-        })
-    }
-}
-
 #[expect(clippy::ref_option, reason = "serde's serialize_with passes &Option")]
 fn as_optional_duration<S: serde::Serializer>(
     d: &Option<Duration>,
@@ -340,10 +87,6 @@ fn as_optional_duration<S: serde::Serializer>(
         Some(d) => s.serialize_str(&format_duration(*d)),
         None => s.serialize_str("forever"),
     }
-}
-
-fn masked_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&redact_url(url))
 }
 
 pub use daedalus_contract::redact::{redact_text, redact_url};
