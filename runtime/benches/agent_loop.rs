@@ -181,7 +181,7 @@ fn agent(
         model: model.into(),
         instruction: "You are a helpful assistant.".into(),
         defaults: SamplingParams::default(),
-        target: Target::OpenAi { native: false },
+        target: Target::openai(false, "gpt-bench", None),
         vision: false,
         max_output_tokens: 1024,
         context_window: 131_072,
@@ -280,6 +280,7 @@ async fn over_the_wire(fake: &FakeLlm, fixture_url: &str) {
         headers: BTreeMap::new(),
         timeout_secs: Some(10.0),
         forward_inbound_auth: false,
+        dialect: None,
         origins: daedalus_runtime::config::deployment::ProviderOrigins::default(),
     };
     let provider: Arc<dyn LlmProvider> =

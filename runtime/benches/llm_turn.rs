@@ -148,6 +148,7 @@ fn main() {
             headers: BTreeMap::new(),
             timeout_secs: Some(10.0),
             forward_inbound_auth: false,
+            dialect: None,
             origins: daedalus_runtime::config::deployment::ProviderOrigins::default(),
         };
         let openai: Arc<dyn LlmProvider> =
@@ -160,7 +161,7 @@ fn main() {
         println!("|---|---|---|---|---|---|---|---|");
         let raw = reqwest::Client::new();
         for (name, provider, model, target, url, wire) in [
-            ("openai", &openai, "gpt-bench", Target::OpenAi { native: false }, format!("{}/chat/completions", fake.openai_base_url), "openai"),
+            ("openai", &openai, "gpt-bench", Target::openai(false, "gpt-bench", None), format!("{}/chat/completions", fake.openai_base_url), "openai"),
             ("anthropic", &anthropic, "claude-bench", Target::Anthropic { model: "claude-bench".into() }, format!("{}/v1/messages", fake.anthropic_base_url), "anthropic"),
         ] {
             for stream in [false, true] {
@@ -175,7 +176,7 @@ fn main() {
                     extra: serde_json::Map::new(),
                 };
                 let body = if wire == "openai" {
-                    daedalus_runtime::llm::openai::to_wire(&chat).to_string()
+                    daedalus_runtime::llm::openai::to_wire(&chat, daedalus_runtime::config::deployment::OpenAiDialect::Compatible).to_string()
                 } else {
                     daedalus_runtime::llm::anthropic::to_wire(&chat).to_string()
                 };

@@ -11,7 +11,7 @@ use crate::agent_loop::{
     Agent, LlmAgent, Passthrough, Remembering, SubAgents, ToolPassthrough, ToolSource, Toolbox,
 };
 use crate::config::deployment::{
-    AgentDef, Deployment, ModelRef, ProviderSettings, ServerKind, ServerRef,
+    AgentDef, Deployment, ModelRef, OpenAiDialect, ProviderSettings, ServerKind, ServerRef,
 };
 use crate::llm::anthropic::AnthropicClient;
 use crate::llm::openai::OpenAiClient;
@@ -92,6 +92,7 @@ fn settings(s: Option<&ProviderSettings>) -> ProviderSettings {
         headers: BTreeMap::new(),
         timeout_secs: None,
         forward_inbound_auth: false,
+        dialect: None,
         origins: crate::config::deployment::ProviderOrigins::default(),
     })
 }
@@ -99,10 +100,7 @@ fn settings(s: Option<&ProviderSettings>) -> ProviderSettings {
 impl Providers<'_> {
     fn openai(&mut self) -> Result<(Arc<dyn LlmProvider>, bool), LlmError> {
         let s = settings(self.deployment.openai.as_ref());
-        let native = s
-            .base_url
-            .as_deref()
-            .is_none_or(|u| u.contains("api.openai.com"));
+        let native = s.openai_dialect() == OpenAiDialect::Openai;
         if self.openai.is_none() {
             self.openai = Some(Arc::new(OpenAiClient::new(&s, RetryPolicy::default())?));
         }
@@ -178,7 +176,12 @@ fn build_one(
         }
         ModelRef::OpenAi(model) => {
             let (client, native) = providers.openai()?;
-            (client, model.clone(), Target::OpenAi { native })
+            let declared = deployment.model_capabilities.reasoning;
+            (
+                client,
+                model.clone(),
+                Target::openai(native, model, declared),
+            )
         }
         ModelRef::Anthropic(model) => (
             providers.anthropic()?,

@@ -25,6 +25,7 @@ fn client(fake: &FakeLlm, key: &str) -> AnthropicClient {
         headers: BTreeMap::new(),
         timeout_secs: Some(5.0),
         forward_inbound_auth: false,
+        dialect: None,
         origins: daedalus_runtime::config::deployment::ProviderOrigins::default(),
     };
     let retry = RetryPolicy {

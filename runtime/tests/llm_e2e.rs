@@ -465,7 +465,12 @@ async fn a_conversation_longer_than_the_context_window_leaves_its_oldest_turns_o
 /// A2A face's `metadata.request_params` and the MCP face's `send_message` arguments.
 #[tokio::test]
 async fn effort_reaches_each_provider_through_both_faces() {
-    for (yaml, model) in [(ANTHROPIC, "claude-fake"), (OPENAI, "gpt-fake")] {
+    // A reasoning model: the strict fake, as OpenAI's API, refuses effort for any other.
+    // (A compatible server passes dials on, so this agent sets none.)
+    let openai = OPENAI
+        .replace("openai.gpt-fake", "openai.o4-mini")
+        .replace("temperature: 0.2, ", "");
+    for (yaml, model) in [(ANTHROPIC, "claude-fake"), (openai.as_str(), "o4-mini")] {
         let fake = FakeLlm::start(KEY, &[model]).await;
         fake.script([Reply::Text("one".into()), Reply::Text("two".into())]);
         let rt = start(yaml, &fake, KEY).await;
@@ -494,6 +499,66 @@ async fn effort_reaches_each_provider_through_both_faces() {
                 (json!("high"), json!("low")),
                 "max is OpenAI's high"
             ),
+        }
+    }
+}
+
+/// On OpenAI's own API (`dialect: openai`, here pointed at the strict fake, which refuses what
+/// the API refuses per model family) the request follows the model: a reasoning model gets
+/// `reasoning_effort` and `max_completion_tokens` and no sampling dials; another model gets
+/// its dials and no `reasoning_effort`. On a compatible server, a model declared not to
+/// reason gets no `reasoning_effort`. Nothing is refused.
+#[tokio::test]
+async fn openai_requests_follow_the_model_family_and_the_dialect() {
+    let own = r#"
+default_model: openai.MODEL
+openai: { api_key: "${KEY}", base_url: "${OPENAI_URL}", dialect: openai }
+agents:
+  helper:
+    instruction: You help.
+    request_params: { temperature: 0.2, top_p: 0.9, max_tokens: 500, effort: high }
+"#;
+    let compatible = r#"
+default_model: openai.MODEL
+model_capabilities: { reasoning: false }
+openai: { api_key: "${KEY}", base_url: "${OPENAI_URL}" }
+agents:
+  helper:
+    instruction: You help.
+    request_params: { temperature: 0.2, max_tokens: 500, effort: high }
+"#;
+    for (yaml, model) in [
+        (own, "o4-mini"),
+        (own, "gpt-fake"),
+        (compatible, "gpt-fake"),
+    ] {
+        let fake = FakeLlm::start(KEY, &[model]).await;
+        fake.script([Reply::Text("done".into())]);
+        let rt = start(&yaml.replace("MODEL", model), &fake, KEY).await;
+        let task = post(&rt, &message("think")).await;
+        assert_eq!(task["status"]["state"], "completed", "{model}: {task}");
+        let log = fake.requests();
+        assert!(log.iter().all(|l| l.refused.is_none()), "{model}: {log:?}");
+        let body = &log[0].body;
+        let has = |key: &str| body.get(key).is_some();
+        match (yaml == own, model) {
+            (true, "o4-mini") => {
+                assert_eq!(body["reasoning_effort"], "high", "{body}");
+                assert_eq!(body["max_completion_tokens"], 500, "{body}");
+                assert!(
+                    !has("temperature") && !has("top_p") && !has("max_tokens"),
+                    "{body}"
+                );
+            }
+            (true, _) => {
+                assert_eq!(body["temperature"], 0.2, "{body}");
+                assert_eq!(body["max_completion_tokens"], 500, "{body}");
+                assert!(!has("reasoning_effort") && !has("max_tokens"), "{body}");
+            }
+            (false, _) => {
+                assert_eq!(body["max_tokens"], 500, "{body}");
+                assert!(!has("reasoning_effort"), "declared not to reason: {body}");
+            }
         }
     }
 }

@@ -25,6 +25,7 @@ fn client(fake: &FakeLlm, key: &str) -> OpenAiClient {
         headers: BTreeMap::from([("X-Test".to_owned(), "1".to_owned())]),
         timeout_secs: Some(5.0),
         forward_inbound_auth: false,
+        dialect: None,
         origins: daedalus_runtime::config::deployment::ProviderOrigins::default(),
     };
     let retry = RetryPolicy {
@@ -281,6 +282,7 @@ async fn an_unreachable_server_is_a_transport_error_after_retries() {
         headers: BTreeMap::new(),
         timeout_secs: Some(1.0),
         forward_inbound_auth: false,
+        dialect: None,
         origins: daedalus_runtime::config::deployment::ProviderOrigins::default(),
     };
     let retry = RetryPolicy {

@@ -36,12 +36,13 @@ pub fn fake_llm_client(
         headers: BTreeMap::new(),
         timeout_secs: Some(10.0),
         forward_inbound_auth: false,
+        dialect: None,
         origins: daedalus_runtime::config::deployment::ProviderOrigins::default(),
     };
     match wire {
         FakeFace::OpenAi => (
             Arc::new(OpenAiClient::new(&settings(&fake.openai_base_url), retry).expect("client")),
-            Target::OpenAi { native: false },
+            Target::openai(false, "gpt-fake", None),
         ),
         FakeFace::Anthropic => (
             Arc::new(

@@ -291,7 +291,56 @@ fn validate(body: &Value, models: &[String]) -> Result<(), Invalid> {
         .ok_or_else(|| bad("messages must be a non-empty array", "messages"))?;
     validate_messages(messages)?;
     validate_tools(body)?;
-    validate_options(body)
+    validate_options(body)?;
+    validate_for_model(body, model)
+}
+
+/// Whether `model` is of one of OpenAI's reasoning families (o1, o3, o4, gpt-5 but its chat
+/// models).
+fn reasons(model: &str) -> bool {
+    let m = model.to_ascii_lowercase();
+    let o_series = ["o1", "o3", "o4"]
+        .iter()
+        .any(|f| m == *f || m.starts_with(&format!("{f}-")));
+    o_series || (m.starts_with("gpt-5") && !m.contains("-chat"))
+}
+
+/// What the API refuses by model family: reasoning models take no `max_tokens` and no
+/// sampling dials (`temperature` only at its default, 1); other models take no
+/// `reasoning_effort`.
+fn validate_for_model(body: &Value, model: &str) -> Result<(), Invalid> {
+    let unsupported = |key: &str| {
+        bad(
+            format!("Unsupported parameter: '{key}' is not supported with this model."),
+            key,
+        )
+    };
+    if !reasons(model) {
+        return match body.get("reasoning_effort") {
+            Some(_) => Err(unsupported("reasoning_effort")),
+            None => Ok(()),
+        };
+    }
+    if body.get("max_tokens").is_some() {
+        return Err(bad(
+            "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+            "max_tokens",
+        ));
+    }
+    for key in ["top_p", "presence_penalty", "frequency_penalty"] {
+        if body.get(key).is_some() {
+            return Err(unsupported(key));
+        }
+    }
+    match body.get("temperature") {
+        Some(t) if t.as_f64() != Some(1.0) => Err(bad(
+            format!(
+                "Unsupported value: 'temperature' does not support {t} with this model. Only the default (1) value is supported."
+            ),
+            "temperature",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Roles, order, and every tool result answering an earlier call.

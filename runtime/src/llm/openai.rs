@@ -15,7 +15,7 @@ use super::{
     ChatMessage, ChatRequest, ChatResponse, Content, LlmError, LlmEvent, LlmProvider, StopReason,
     ToolCall, Usage, sse,
 };
-use crate::config::deployment::ProviderSettings;
+use crate::config::deployment::{OpenAiDialect, ProviderSettings};
 use crate::sampling::{Effort, Sampling, ToolChoice};
 
 const PROVIDER: &str = "openai";
@@ -27,6 +27,7 @@ pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub struct OpenAiClient {
     endpoint: Endpoint,
     retry: RetryPolicy,
+    dialect: OpenAiDialect,
 }
 
 impl OpenAiClient {
@@ -50,7 +51,12 @@ impl OpenAiClient {
             ("authorization", "Bearer "),
             error_message,
         )?;
-        Ok(Self { endpoint, retry })
+        let dialect = settings.openai_dialect();
+        Ok(Self {
+            endpoint,
+            retry,
+            dialect,
+        })
     }
 
     async fn attempt(
@@ -99,7 +105,7 @@ impl LlmProvider for OpenAiClient {
         request: &ChatRequest,
         events: &(dyn Fn(LlmEvent) + Send + Sync),
     ) -> Result<ChatResponse, LlmError> {
-        let mut body = to_wire(request);
+        let mut body = to_wire(request, self.dialect);
         super::merge_extra(PROVIDER, &mut body, &request.extra)?;
         self.retry
             .run(PROVIDER, events, |_| {
@@ -157,8 +163,9 @@ struct FunctionWire {
     arguments: String,
 }
 
-/// The request body: messages and tools in OpenAI's shapes, sampling parameters at the top.
-pub fn to_wire(request: &ChatRequest) -> Value {
+/// The request body: messages and tools in OpenAI's shapes, sampling parameters at the top
+/// (the output budget as `dialect` spells it).
+pub fn to_wire(request: &ChatRequest, dialect: OpenAiDialect) -> Value {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if let Some(system) = &request.system {
         messages.push(MessageWire {
@@ -216,7 +223,8 @@ pub fn to_wire(request: &ChatRequest) -> Value {
             .collect();
         body.insert("tools".into(), Value::Array(tools));
     }
-    if let Ok(Value::Object(sampling)) = serde_json::to_value(SamplingWire::of(&request.sampling)) {
+    let sampling = SamplingWire::of(&request.sampling, dialect);
+    if let Ok(Value::Object(sampling)) = serde_json::to_value(sampling) {
         body.extend(sampling);
     }
     if request.stream {
@@ -239,8 +247,12 @@ struct SamplingWire<'a> {
     /// Not OpenAI's own API (the support matrix drops it there); vLLM, llama.cpp and others.
     #[serde(skip_serializing_if = "Option::is_none")]
     top_k: Option<u64>,
+    /// A compatible server's output budget.
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u64>,
+    /// OpenAI's own API's (its reasoning models refuse `max_tokens`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u64>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     stop: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -275,12 +287,17 @@ struct FunctionNameWire<'a> {
 }
 
 impl<'a> SamplingWire<'a> {
-    fn of(s: &'a Sampling) -> Self {
+    fn of(s: &'a Sampling, dialect: OpenAiDialect) -> Self {
+        let (max_tokens, max_completion_tokens) = match dialect {
+            OpenAiDialect::Openai => (None, s.max_tokens),
+            OpenAiDialect::Compatible => (s.max_tokens, None),
+        };
         SamplingWire {
             temperature: s.temperature,
             top_p: s.top_p,
             top_k: s.top_k,
-            max_tokens: s.max_tokens,
+            max_tokens,
+            max_completion_tokens,
             stop: &s.stop,
             seed: s.seed,
             presence_penalty: s.presence_penalty,
@@ -609,7 +626,7 @@ mod tests {
             tool_choice: Some(ToolChoice::Tool("s__t".into())),
             effort: Some(Effort::Max),
         };
-        let body = to_wire(&asking(every));
+        let body = to_wire(&asking(every), OpenAiDialect::Compatible);
         for (key, value) in [
             ("temperature", serde_json::json!(0.5)),
             ("top_p", serde_json::json!(0.9)),
@@ -633,17 +650,35 @@ mod tests {
             (ToolChoice::None, "none"),
             (ToolChoice::Required, "required"),
         ] {
-            let body = to_wire(&asking(Sampling {
+            let asked = asking(Sampling {
                 tool_choice: Some(choice),
                 effort: Some(Effort::Low),
                 ..Sampling::default()
-            }));
+            });
+            let body = to_wire(&asked, OpenAiDialect::Compatible);
             assert_eq!(body["tool_choice"], wire);
             assert_eq!(body["reasoning_effort"], "low");
         }
-        let bare = to_wire(&asking(Sampling::default()));
+        let bare = to_wire(&asking(Sampling::default()), OpenAiDialect::Compatible);
         let keys: Vec<&String> = bare.as_object().unwrap().keys().collect();
         assert_eq!(keys, ["messages", "model"], "nothing unset is sent");
+    }
+
+    #[test]
+    fn the_output_budget_is_spelled_per_dialect() {
+        let asked = asking(Sampling {
+            max_tokens: Some(100),
+            ..Sampling::default()
+        });
+        let own = to_wire(&asked, OpenAiDialect::Openai);
+        assert_eq!(own["max_completion_tokens"], 100);
+        assert!(
+            own.get("max_tokens").is_none(),
+            "reasoning models refuse it"
+        );
+        let compatible = to_wire(&asked, OpenAiDialect::Compatible);
+        assert_eq!(compatible["max_tokens"], 100);
+        assert!(compatible.get("max_completion_tokens").is_none());
     }
 
     #[test]
@@ -690,7 +725,7 @@ mod tests {
             caller: crate::bearer::Bearer::default(),
             extra: serde_json::Map::new(),
         };
-        let body = to_wire(&request);
+        let body = to_wire(&request, OpenAiDialect::Compatible);
         assert_eq!(
             body["messages"][0],
             serde_json::json!({"role": "system", "content": "be brief"})

@@ -66,6 +66,7 @@ impl Preflight {
             headers: std::collections::BTreeMap::default(),
             timeout_secs: None,
             forward_inbound_auth: false,
+            dialect: None,
             origins: crate::config::deployment::ProviderOrigins::default(),
         };
         for (provider, settings, active_model) in [

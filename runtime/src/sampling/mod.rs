@@ -11,13 +11,14 @@
 //!
 //! | key | OpenAI | Anthropic |
 //! |---|---|---|
-//! | `temperature`, `top_p` | yes | yes (none on Opus 4.7) |
-//! | `top_k` | compatible servers only (vLLM, llama.cpp, ...), not api.openai.com | yes (none on Opus 4.7) |
-//! | `max_tokens` | yes | yes (required; defaults to the model's `max_output_tokens`) |
+//! | `temperature`, `top_p` | yes (not to OpenAI's reasoning models) | yes (none on Opus 4.7) |
+//! | `top_k` | compatible servers only (vLLM, llama.cpp, ...), not the `openai` dialect | yes (none on Opus 4.7) |
+//! | `max_tokens` | yes (`max_completion_tokens` on the `openai` dialect) | yes (required; defaults to the model's `max_output_tokens`) |
 //! | `stop` | yes | as `stop_sequences` |
-//! | `seed`, `presence_penalty`, `frequency_penalty`, `response_format` | yes | no |
+//! | `seed`, `response_format` | yes | no |
+//! | `presence_penalty`, `frequency_penalty` | yes (not to OpenAI's reasoning models) | no |
 //! | `tool_choice` | yes | translated (`required` ⇒ `any`, a function ⇒ `tool`) |
-//! | `effort` (`low` … `max`) | as `reasoning_effort` (`xhigh` and `max` as `high`, the top of OpenAI's scale; vLLM and most compatible servers take it, others ignore it) | as `output_config.effort` |
+//! | `effort` (`low` … `max`) | as `reasoning_effort` (`xhigh` and `max` as `high`, the top of OpenAI's scale); on the `openai` dialect to reasoning models only, elsewhere unless the model is declared not to reason | as `output_config.effort` |
 
 mod params;
 mod target;

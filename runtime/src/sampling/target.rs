@@ -48,10 +48,37 @@ impl From<&SamplingParams> for Sampling {
 /// Which wire the parameters are for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
-    /// OpenAI chat completions; `native` when the base URL is OpenAI's own API.
-    OpenAi { native: bool },
+    /// OpenAI chat completions: `native` when the provider follows OpenAI's own API's rules
+    /// (`dialect: openai`); `reasoning` when the model is known to reason (declared by
+    /// `model_capabilities.reasoning`, else known by name on OpenAI's own API, else unknown).
+    OpenAi {
+        native: bool,
+        reasoning: Option<bool>,
+    },
     /// Anthropic Messages, for this model.
     Anthropic { model: String },
+}
+
+impl Target {
+    /// An OpenAI target for `model`: whether it reasons is `declared`, or on OpenAI's own API
+    /// known from the model families that do (o1, o3, o4, gpt-5 except its chat models);
+    /// a compatible server's model is not guessed at.
+    pub fn openai(native: bool, model: &str, declared: Option<bool>) -> Target {
+        let reasoning = declared.or_else(|| native.then(|| openai_reasons(model)));
+        Target::OpenAi { native, reasoning }
+    }
+}
+
+/// Whether `model` is one of OpenAI's reasoning models (which take `reasoning_effort` and no
+/// sampling dials), by its family's name.
+fn openai_reasons(model: &str) -> bool {
+    let m = model.to_ascii_lowercase();
+    let o_series = ["o1", "o3", "o4"].iter().any(|family| {
+        m.strip_prefix(family)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
+    });
+    let gpt5 = m.starts_with("gpt-5") && !m.contains("-chat");
+    o_series || gpt5
 }
 
 /// Why a parameter was dropped.
@@ -81,14 +108,26 @@ pub fn for_target(params: &SamplingParams, target: &Target) -> (Sampling, Vec<Dr
         }
     };
     match target {
-        Target::OpenAi { native: true } => {
-            drop_if(
-                sampling.top_k.take().is_some(),
-                "top_k",
-                "OpenAI's API has no top_k",
-            );
+        Target::OpenAi { native, reasoning } => {
+            if *native {
+                let no_top_k = "OpenAI's API has no top_k";
+                drop_if(sampling.top_k.take().is_some(), "top_k", no_top_k);
+            }
+            if *native && *reasoning == Some(true) {
+                let reason = "OpenAI's reasoning models take no sampling dials (use effort)";
+                drop_if(sampling.temperature.take().is_some(), "temperature", reason);
+                drop_if(sampling.top_p.take().is_some(), "top_p", reason);
+                let presence = sampling.presence_penalty.take().is_some();
+                drop_if(presence, "presence_penalty", reason);
+                let frequency = sampling.frequency_penalty.take().is_some();
+                drop_if(frequency, "frequency_penalty", reason);
+            }
+            if *reasoning == Some(false) {
+                let reason =
+                    "the model does not reason (model_capabilities.reasoning: true if it does)";
+                drop_if(sampling.effort.take().is_some(), "effort", reason);
+            }
         }
-        Target::OpenAi { native: false } => {}
         Target::Anthropic { model } => {
             if strips_sampling(model) {
                 let reason = "Claude Opus 4.7 takes no sampling dials (use output_config.effort)";
@@ -175,9 +214,35 @@ mod tests {
             "response_format",
             "seed",
         ];
+        let dials = [
+            "frequency_penalty",
+            "presence_penalty",
+            "temperature",
+            "top_p",
+        ];
         let rows: Vec<(Target, Vec<&str>)> = vec![
-            (Target::OpenAi { native: true }, vec!["bogus", "top_k"]),
-            (Target::OpenAi { native: false }, vec!["bogus"]),
+            (
+                Target::openai(true, "gpt-4o", None),
+                vec!["bogus", "effort", "top_k"],
+            ),
+            (
+                Target::openai(true, "o4-mini", None),
+                [&["bogus", "top_k"], dials.as_slice()].concat(),
+            ),
+            (
+                Target::openai(true, "gpt-5", None),
+                [&["bogus", "top_k"], dials.as_slice()].concat(),
+            ),
+            (
+                Target::openai(true, "gpt-4o", Some(true)),
+                [&["bogus", "top_k"], dials.as_slice()].concat(),
+            ),
+            (Target::openai(false, "qwen3", None), vec!["bogus"]),
+            (Target::openai(false, "o4-mini", None), vec!["bogus"]),
+            (
+                Target::openai(false, "llama-3", Some(false)),
+                vec!["bogus", "effort"],
+            ),
             (sonnet, anthropic_drops.to_vec()),
             (
                 opus,
@@ -195,7 +260,11 @@ mod tests {
             assert_eq!(dropped_keys(&dropped), expected, "{target:?}");
             assert_eq!(sampling.max_tokens, Some(100), "{target:?}");
             assert_eq!(sampling.stop, vec!["END".to_owned()], "{target:?}");
-            assert_eq!(sampling.effort, Some(Effort::Xhigh), "{target:?}");
+            assert_eq!(
+                sampling.effort.is_none(),
+                expected.contains(&"effort"),
+                "{target:?}"
+            );
             assert_eq!(
                 sampling.tool_choice,
                 Some(ToolChoice::Required),
@@ -224,9 +293,35 @@ mod tests {
     fn a_cleared_key_reaches_no_provider() {
         let call = SamplingParams::from_map(json!({"temperature": null}).as_object().unwrap());
         let merged = call.unwrap().over(&every_key());
-        let (sampling, _) = for_target(&merged, &Target::OpenAi { native: false });
+        let (sampling, _) = for_target(&merged, &Target::openai(false, "m", None));
         assert_eq!(sampling.temperature, None);
         assert_eq!(sampling.top_p, Some(0.9));
+    }
+
+    #[test]
+    fn openai_reasoning_families_are_known_by_name() {
+        for model in [
+            "o1",
+            "o1-mini",
+            "o3",
+            "o3-pro",
+            "o4-mini",
+            "gpt-5",
+            "gpt-5-mini",
+            "GPT-5.1",
+        ] {
+            assert!(openai_reasons(model), "{model}");
+        }
+        for model in [
+            "gpt-4o",
+            "gpt-4.1-mini",
+            "gpt-5-chat-latest",
+            "o10x",
+            "omni",
+            "gpt-fake",
+        ] {
+            assert!(!openai_reasons(model), "{model}");
+        }
     }
 
     #[test]

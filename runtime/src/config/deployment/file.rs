@@ -31,6 +31,8 @@ pub(super) struct CapabilitiesFile {
     pub(super) vision: Option<bool>,
     pub(super) context_window: Option<u32>,
     pub(super) max_output_tokens: Option<u32>,
+    /// Whether the model reasons before it answers (takes `effort`).
+    pub(super) reasoning: Option<bool>,
 }
 
 /// An `openai:` or `anthropic:` block.
@@ -46,6 +48,8 @@ pub(super) struct ProviderFile {
     pub(super) timeout: Option<f64>,
     /// Use the caller's bearer as this provider's credential, per call.
     pub(super) forward_inbound_auth: bool,
+    /// `openai` (OpenAI's own API and its rules) or `compatible`; `openai:` blocks only.
+    pub(super) dialect: Option<super::OpenAiDialect>,
 }
 
 #[derive(Debug, Default, Deserialize)]

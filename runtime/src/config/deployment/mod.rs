@@ -108,6 +108,22 @@ pub struct ModelCapabilities {
     pub vision: bool,
     pub context_window: u32,
     pub max_output_tokens: u32,
+    /// Whether the model reasons before it answers (takes `effort`); `None` when not
+    /// declared (the sampling rules then go by what the provider's API is known to do).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<bool>,
+}
+
+/// Which rules an `openai:` provider's chat completions API follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpenAiDialect {
+    /// OpenAI's own API: no `top_k`; `max_completion_tokens`; reasoning models take no
+    /// sampling dials and other models no `reasoning_effort`.
+    Openai,
+    /// A compatible server (vLLM, llama.cpp, Ollama, ...): `max_tokens`, `top_k`, and
+    /// `reasoning_effort` passed on.
+    Compatible,
 }
 
 /// An LLM provider's connection settings.
@@ -123,9 +139,35 @@ pub struct ProviderSettings {
     /// Use the inbound request's bearer as this provider's credential for that call
     /// (HuggingFace-style token-passthrough endpoints); the configured key otherwise.
     pub forward_inbound_auth: bool,
+    /// `openai:` only: the API's rules, when declared (`dialect`); else by the base URL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dialect: Option<OpenAiDialect>,
     /// Where `api_key` and `base_url` came from (`--check-config` shows it).
     #[serde(skip_serializing_if = "ProviderOrigins::is_unknown")]
     pub origins: ProviderOrigins,
+}
+
+impl ProviderSettings {
+    /// The rules an `openai:` provider follows: as declared, else OpenAI's own for its own
+    /// API (no base URL, or one on api.openai.com) and a compatible server's for any other.
+    pub fn openai_dialect(&self) -> OpenAiDialect {
+        self.dialect.unwrap_or_else(|| {
+            let own = self.base_url.as_deref().is_none_or(|url| {
+                reqwest::Url::parse(url)
+                    .ok()
+                    .and_then(|u| {
+                        u.host_str()
+                            .map(|h| h.eq_ignore_ascii_case("api.openai.com"))
+                    })
+                    .unwrap_or(false)
+            });
+            if own {
+                OpenAiDialect::Openai
+            } else {
+                OpenAiDialect::Compatible
+            }
+        })
+    }
 }
 
 /// Where a provider setting came from.
@@ -201,6 +243,7 @@ fn with_environment(
             headers: BTreeMap::new(),
             timeout_secs: None,
             forward_inbound_auth: false,
+            dialect: None,
             origins: ProviderOrigins::default(),
         },
         None => return None,

@@ -213,6 +213,38 @@ fn the_file_is_found_through_agents_config_or_pallas_agents_config() {
 }
 
 #[test]
+fn the_openai_dialect_is_declared_or_follows_the_base_url() {
+    let dialect = |yaml: &str| {
+        let dir = project(&[("agents.yaml", yaml)]);
+        let deployment = load_in(dir.path(), &[]).expect("valid");
+        deployment.openai.expect("an openai block").openai_dialect()
+    };
+    let agents = "\nagents: { a: { model: openai.gpt-x } }";
+    for (block, wanted) in [
+        ("openai: {}", OpenAiDialect::Openai),
+        (
+            "openai: { base_url: https://api.openai.com/v1 }",
+            OpenAiDialect::Openai,
+        ),
+        (
+            "openai: { base_url: http://vllm:8000/v1 }",
+            OpenAiDialect::Compatible,
+        ),
+        (
+            "openai: { base_url: https://api.openai.com.evil.example/v1 }",
+            OpenAiDialect::Compatible,
+        ),
+        (
+            "openai: { base_url: https://gateway.example/v1, dialect: openai }",
+            OpenAiDialect::Openai,
+        ),
+        ("openai: { dialect: compatible }", OpenAiDialect::Compatible),
+    ] {
+        assert_eq!(dialect(&format!("{block}{agents}")), wanted, "{block}");
+    }
+}
+
+#[test]
 fn secrets_are_masked_when_printed() {
     let dir = project(&[("agents.yaml", TWO_AGENTS)]);
     let d = load_in(
@@ -368,6 +400,16 @@ fn every_validation_error_names_the_file_and_key() {
             "agents: { a: { max_iterations: 0 } }",
             "Shape",
             "agents.a.max_iterations",
+        ),
+        (
+            "anthropic: { dialect: openai }\nagents: { a: {} }",
+            "Shape",
+            "anthropic.dialect",
+        ),
+        (
+            "openai: { dialect: azure }\nagents: { a: {} }",
+            "Shape",
+            "openai.dialect",
         ),
         ("agents: [unclosed", "Yaml", "not valid YAML"),
         ("name: nothing", "NoAgents", "no agents"),

@@ -135,6 +135,7 @@ pub(super) fn build(
             vision: caps.vision.unwrap_or(false),
             context_window: caps.context_window.unwrap_or(131_072),
             max_output_tokens: caps.max_output_tokens.unwrap_or(16_384),
+            reasoning: caps.reasoning,
         },
         openai: doc
             .openai
@@ -255,6 +256,13 @@ fn provider(file: &str, key: &str, p: ProviderFile) -> Result<ProviderSettings, 
             message: format!("{secs} is not a number of seconds between 0 and 86400"),
         });
     }
+    if key != "openai" && p.dialect.is_some() {
+        return Err(DeploymentError::Shape {
+            file: file.to_owned(),
+            path: format!("{key}.dialect"),
+            message: "only an openai: block has a dialect".to_owned(),
+        });
+    }
     Ok(ProviderSettings {
         api_key: p.api_key.filter(|k| !k.is_empty()),
         base_url: p
@@ -264,6 +272,7 @@ fn provider(file: &str, key: &str, p: ProviderFile) -> Result<ProviderSettings, 
         headers: p.headers,
         timeout_secs: p.timeout,
         forward_inbound_auth: p.forward_inbound_auth,
+        dialect: p.dialect,
         origins: super::ProviderOrigins::default(),
     })
 }
