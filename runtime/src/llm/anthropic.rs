@@ -572,16 +572,8 @@ mod tests {
 
     fn asking(sampling: Sampling) -> ChatRequest {
         ChatRequest {
-            model: "claude-x".into(),
-            system: None,
-            messages: vec![ChatMessage::User {
-                content: vec![Content::Text { text: "hi".into() }],
-            }],
-            tools: Vec::new(),
             sampling,
-            stream: false,
-            caller: crate::bearer::Bearer::default(),
-            extra: serde_json::Map::new(),
+            ..ChatRequest::saying("claude-x", "hi")
         }
     }
 

@@ -44,6 +44,27 @@ pub struct ChatRequest {
     pub extra: serde_json::Map<String, Value>,
 }
 
+impl ChatRequest {
+    /// A request of one user `text` to `model`: no system prompt, tools, sampling, extra keys
+    /// or caller, not streamed.
+    pub fn saying(model: &str, text: &str) -> Self {
+        ChatRequest {
+            model: model.to_owned(),
+            system: None,
+            messages: vec![ChatMessage::User {
+                content: vec![Content::Text {
+                    text: text.to_owned(),
+                }],
+            }],
+            tools: Vec::new(),
+            sampling: crate::sampling::Sampling::default(),
+            stream: false,
+            caller: crate::bearer::Bearer::default(),
+            extra: serde_json::Map::new(),
+        }
+    }
+}
+
 /// Merges `extra` into the provider request `body`; a key `body` already has is refused.
 pub(crate) fn merge_extra(
     provider: &'static str,

@@ -597,16 +597,8 @@ mod tests {
 
     fn asking(sampling: Sampling) -> ChatRequest {
         ChatRequest {
-            model: "gpt-x".into(),
-            system: None,
-            messages: vec![ChatMessage::User {
-                content: vec![Content::Text { text: "hi".into() }],
-            }],
-            tools: Vec::new(),
             sampling,
-            stream: false,
-            caller: crate::bearer::Bearer::default(),
-            extra: serde_json::Map::new(),
+            ..ChatRequest::saying("gpt-x", "hi")
         }
     }
 

@@ -28,15 +28,21 @@ fn overridden_conversation(messages: &[HistoryMessage]) -> Conversation {
                 tool_calls: Vec::new(),
             },
         };
-        match conversation.turns.last_mut() {
-            Some(turn) if message.role == HistoryRole::Assistant => turn.messages.push(chat),
-            _ => conversation.turns.push(StoredTurn {
-                first_row: -1,
-                messages: vec![chat],
-            }),
-        }
+        append(&mut conversation, chat);
     }
     conversation
+}
+
+/// Adds `message` to `conversation`: a user message opens a turn (one that is not stored:
+/// `first_row` -1), anything else continues the last one.
+fn append(conversation: &mut Conversation, message: ChatMessage) {
+    match conversation.turns.last_mut() {
+        Some(turn) if !matches!(message, ChatMessage::User { .. }) => turn.messages.push(message),
+        _ => conversation.turns.push(StoredTurn {
+            first_row: -1,
+            messages: vec![message],
+        }),
+    }
 }
 
 impl LlmAgent {
@@ -99,13 +105,7 @@ impl LlmAgent {
                     tool_calls: Vec::new(),
                 },
             };
-            match conversation.turns.last_mut() {
-                Some(turn) if earlier.role == Role::Agent => turn.messages.push(message),
-                _ => conversation.turns.push(StoredTurn {
-                    first_row: -1,
-                    messages: vec![message],
-                }),
-            }
+            append(&mut conversation, message);
         }
         Ok(conversation)
     }
