@@ -2,7 +2,7 @@
 //! `prompts/get`.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
@@ -48,6 +48,9 @@ impl AgentServer {
 fn object(value: &Value) -> Arc<Map<String, Value>> {
     Arc::new(value.as_object().cloned().unwrap_or_default())
 }
+
+/// [`send_schema`], the same for every agent and every listing: derived once.
+static SEND_SCHEMA: LazyLock<Arc<Map<String, Value>>> = LazyLock::new(|| object(&send_schema()));
 
 /// The `send_message` arguments, as a JSON schema; the sampling keys come from
 /// [`SamplingParams`], the one list of them, and the chat controls from the typed
@@ -136,7 +139,7 @@ impl ServerHandler for AgentServer {
                 def.title, def.description
             )
         };
-        let schema = object(&send_schema());
+        let schema = Arc::clone(&SEND_SCHEMA);
         let mut tools = vec![Tool::new(SEND_MESSAGE, about.clone(), Arc::clone(&schema))];
         if let Some(alias) = self.alias() {
             tools.push(Tool::new(alias.to_owned(), about, schema));
