@@ -32,7 +32,7 @@ use crate::llm::preflight::Preflight;
 use crate::metrics;
 use crate::serve::{self, ConnectionLimits};
 use crate::sessions::{self, SessionStore};
-use crate::task_store::{self, Relay, TaskBackend};
+use crate::task_store;
 use crate::turns::TurnLimits;
 
 /// Why the runtime could not start.
@@ -86,36 +86,37 @@ pub async fn open_sessions(config: &Config) -> Result<Option<Arc<dyn SessionStor
     Ok(Some(store))
 }
 
-/// Opens the task backend `TASKS_DB` names, if any, and reads its recent tasks back: those
-/// this replica left running are now failed, and say the runtime restarted.
+/// Opens the task backend `TASKS_DB` names, if any, and reads its tasks back: those this
+/// replica left running are now failed, and say the runtime restarted. On a NATS KV store the
+/// replica joins the others sharing it (its lease, the bucket's watch, the relay).
 pub async fn attach_tasks(config: &Config, core: &Core, bound: SocketAddr) -> Result<(), RunError> {
-    let (backend, relay): (Arc<dyn TaskBackend>, Option<Relay>) = match &config.tasks_db {
-        TasksDb::Memory => return Ok(()),
-        TasksDb::Sqlite { path } => (
-            Arc::new(
-                task_store::SqliteTasks::open(path, config.task_ttl, config.max_tasks)
-                    .map_err(RunError::Tasks)?,
-            ),
-            None,
-        ),
-        TasksDb::NatsKv { url, bucket } => {
-            let kv = task_store::NatsKvTasks::open(url, bucket, config.task_ttl)
-                .await
-                .map_err(RunError::Tasks)?;
-            let relay = Relay::new(kv.client().clone());
-            (Arc::new(kv), Some(relay))
-        }
-    };
     let replica = config
         .replica_id
         .clone()
         .unwrap_or_else(|| default_replica_id(bound));
-    let turns = core.turns();
-    let failed = turns
-        .tasks()
-        .attach(backend, &replica, relay.clone())
-        .await
-        .map_err(RunError::Tasks)?;
+    let store = core.turns().task_store();
+    let failed = match &config.tasks_db {
+        TasksDb::Memory => return Ok(()),
+        TasksDb::Sqlite { path } => {
+            let backend = task_store::SqliteTasks::open(path, config.task_ttl, config.max_tasks)
+                .map_err(RunError::Tasks)?;
+            store
+                .attach(Arc::new(backend), &replica)
+                .await
+                .map_err(RunError::Tasks)?
+        }
+        TasksDb::NatsKv { url, bucket } => {
+            let kv = task_store::NatsKvTasks::open(url, bucket, config.task_ttl)
+                .await
+                .map_err(RunError::Tasks)?;
+            let lease = task_store::replicas::LeaseConfig {
+                lease: config.replica_lease,
+            };
+            task_store::replicas::join(store, kv, &replica, lease)
+                .await
+                .map_err(RunError::Tasks)?
+        }
+    };
     if failed > 0 {
         tracing::warn!(
             tasks = failed,
@@ -123,32 +124,7 @@ pub async fn attach_tasks(config: &Config, core: &Core, bound: SocketAddr) -> Re
             "tasks this replica left running before it restarted are now failed"
         );
     }
-    if let Some(relay) = relay {
-        serve_relay(relay, turns.clone());
-    }
     Ok(())
-}
-
-/// Answers other replicas' requests about the tasks this one runs, restarting the service if
-/// it stops while the connection lives.
-fn serve_relay(relay: Relay, turns: crate::turns::TurnService) {
-    let handler: Arc<dyn task_store::RelayHandler> = Arc::new(turns);
-    tokio::spawn(async move {
-        loop {
-            match relay.serve(Arc::clone(&handler)).await {
-                Ok(()) => {
-                    tracing::warn!(
-                        "the task relay's connection closed; other replicas cannot reach this one's tasks"
-                    );
-                    return;
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "the task relay stopped; restarting it");
-                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                }
-            }
-        }
-    });
 }
 
 /// `<hostname>:<port>`: the same after a restart on the same machine and port, different for
@@ -249,9 +225,11 @@ impl Servers {
         self.side.keys().copied()
     }
 
-    /// Drains the turn service under `grace`, then ends MCP sessions and closes every port.
+    /// Drains the turn service under `grace`, leaves the shared task store, then ends MCP
+    /// sessions and closes every port.
     pub async fn stop(self, grace: std::time::Duration) {
         self.core.turns().drain(grace).await;
+        self.core.turns().task_store().leave().await;
         self.mcp_sessions.cancel();
         self.stop.cancel();
         let servers = std::iter::once(self.main).chain(self.side.into_values().map(|s| s.server));

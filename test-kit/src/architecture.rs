@@ -6,6 +6,8 @@
 //!   not an edge; a submodule naming its parent, a sibling or anything else is an edge.
 //! - [`ModuleGraph::face_imports`]: every place a module under one face (`faces::<face>`)
 //!   names a module under another.
+//! - [`ModuleGraph::mentions`]: every module under a prefix whose code holds one of some
+//!   words (a face reaching what only a service may call).
 //!
 //! What is not read: comments, and a test module at the end of a file (`#[cfg(test)] mod tests
 //! { … }`), whose imports are the test's, not the module's. `main.rs` and `bin/` are crate
@@ -24,6 +26,16 @@ pub struct ModuleGraph {
     files: BTreeMap<ModulePath, PathBuf>,
     /// The modules each module names (itself excluded).
     edges: BTreeMap<ModulePath, BTreeSet<ModulePath>>,
+    /// Each module's code, as read (comments and its trailing test module left out).
+    code: BTreeMap<ModulePath, String>,
+}
+
+/// A module whose code holds a word it should not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mention {
+    pub module: String,
+    pub word: String,
+    pub file: PathBuf,
 }
 
 /// One module naming a module of another face.
@@ -55,7 +67,8 @@ impl ModuleGraph {
         }
         for (module, _, text) in &sources {
             let mut named = BTreeSet::new();
-            for path in named_paths(&module_code(text)) {
+            let code = module_code(text);
+            for path in named_paths(&code) {
                 let Some(absolute) = absolute(module, &path) else {
                     continue;
                 };
@@ -67,8 +80,29 @@ impl ModuleGraph {
                 }
             }
             graph.edges.insert(module.clone(), named);
+            graph.code.insert(module.clone(), code);
         }
         graph
+    }
+
+    /// Every module under `prefix` (`faces`) whose code holds one of `words`.
+    pub fn mentions(&self, prefix: &str, words: &[&str]) -> Vec<Mention> {
+        let mut found = Vec::new();
+        for (module, code) in &self.code {
+            if module.first().is_none_or(|first| first != prefix) {
+                continue;
+            }
+            for word in words {
+                if code.contains(word) {
+                    found.push(Mention {
+                        module: display(module),
+                        word: (*word).to_owned(),
+                        file: self.files[module].clone(),
+                    });
+                }
+            }
+        }
+        found
     }
 
     /// The longest prefix of `path` that is a module of the crate.

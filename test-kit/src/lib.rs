@@ -10,6 +10,7 @@
 //! - [`OtlpReceiver`]: an OTLP/HTTP trace receiver that decodes what it is sent;
 //! - [`SseEvents`]: an SSE response read event by event as it arrives;
 //! - [`EchoAgent`]: the official A2A Python SDK serving an echo agent (another agent to call);
+//! - [`A2aClient`]: an A2A v1 JSON-RPC client (send, get, list, cancel, subscribe);
 //! - [`fake_llm_client`]: a provider client on the strict fake LLM;
 //! - [`runtime_config`]: the runtime's configuration as its pure parser builds it;
 //! - the architecture checks ([`architecture`]): the module graph read from `use` lines.
@@ -18,6 +19,7 @@
 //! serve it in-process) and the fake LLM, and no other workspace crate: the proxy's tests build the proxy's
 //! configuration through its own public `ProxyConfig::for_agent`.
 
+pub mod a2a_client;
 mod a2a_echo;
 pub mod architecture;
 mod binaries;
@@ -32,6 +34,7 @@ mod runtime_process;
 mod sse;
 mod wait;
 
+pub use a2a_client::{A2aClient, Canceled};
 pub use a2a_echo::{EchoAgent, a2a_python};
 pub use binaries::runtime_binary;
 pub use config::runtime_config;

@@ -3,7 +3,9 @@
 //! - no module circle in the proxy or the runtime (the crate root included: it only declares
 //!   and re-exports);
 //! - no face of the runtime (`runtime/src/faces/<face>`) names another face: faces translate,
-//!   the turn service decides.
+//!   the turn service decides;
+//! - no face of the runtime writes a task: it never reaches the task store or its write
+//!   handle, and reads tasks through the turn service.
 
 use std::path::{Path, PathBuf};
 
@@ -54,4 +56,20 @@ fn no_face_of_the_runtime_imports_another_face() {
     );
     let found = graph.face_imports("faces");
     assert!(found.is_empty(), "a face imports another: {found:#?}");
+}
+
+#[test]
+fn no_face_of_the_runtime_writes_a_task() {
+    let graph = graph_of("runtime");
+    let writes = ["task_store()", "open_turn", "TaskTurn", "task_store::turn"];
+    let found = graph.mentions("faces", &writes);
+    assert!(
+        found.is_empty(),
+        "a face reaches the task store's writes: {found:#?}"
+    );
+    let reads = graph.mentions("turns", &["open_turn"]);
+    assert!(
+        !reads.is_empty(),
+        "the check looks where the writes are (the turn service opens turns): {reads:#?}"
+    );
 }

@@ -7,7 +7,7 @@
 //! |-----------------------------|-----------------------------------------------------------|
 //! | `***FAIL <reason>`          | a `failed` task whose `status.message` is the reason      |
 //! | `***INPUT <question>`       | an `input-required` task asking the question              |
-//! | `***SLEEP <duration> <text>`| waits (e.g. `2s`, `500ms`), then echoes `<text>`          |
+//! | `***SLEEP <duration> <text>`| waits (e.g. `2s`, `500ms`), then echoes `<text>`, or runs it when it is a directive itself (`***SLEEP 1s ***FAIL why`) |
 //! | `***TOOL <server>__<tool> <json>` | calls that tool of the agent's `servers` with the JSON arguments (default `{}`): its text is the artifact; a tool error fails the task |
 //!
 //! Anything else is echoed part by part: text, files and data come back unchanged. `***TOOL`
@@ -104,12 +104,17 @@ impl Agent for Passthrough {
                 })],
             },
             Directive::Sleep(duration, text) => {
+                let text = if text.is_empty() { "slept" } else { text }.to_owned();
                 tokio::select! {
                     () = tokio::time::sleep(duration) => {}
                     () = cancel.cancelled() => return AgentOutcome::Canceled,
                 }
-                let text = if text.is_empty() { "slept" } else { text };
-                echo(vec![Part::text(text)])
+                if directive(&text) == Directive::Echo {
+                    return echo(vec![Part::text(text)]);
+                }
+                let mut then = request;
+                then.message.parts = vec![Part::text(text)];
+                self.run(then, cancel).await
             }
             Directive::Tool(name, _) => AgentOutcome::Failed {
                 reason: format!("***TOOL {name}: this agent has no servers to call tools on"),

@@ -71,6 +71,11 @@ pub(super) struct Cli {
     /// after a restart, the tasks it left running are reported failed.
     #[arg(long, env = "REPLICA_ID", global = true)]
     pub(super) replica_id: Option<String>,
+    /// How long a replica sharing a NATS KV task store keeps its lease unrenewed (renewed
+    /// every fifth of it); a replica silent for longer is lost, and another fails the tasks it
+    /// was running. 1s to 10m.
+    #[arg(long, env = "REPLICA_LEASE", global = true, default_value = "5s", value_parser = parse_duration)]
+    pub(super) replica_lease: Duration,
     /// How long a conversation idle for longer is kept in the session store (`720h` = 30
     /// days); `0` keeps them forever.
     #[arg(long, env = "SESSION_TTL", global = true, default_value = "720h", value_parser = parse_duration)]

@@ -59,6 +59,9 @@ pub struct Config {
     pub tasks_db: TasksDb,
     /// This replica's name in the task store; `None` = `<hostname>:<port>`.
     pub replica_id: Option<String>,
+    /// How long this replica's lease in a shared task store lasts unrenewed.
+    #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
+    pub replica_lease: Duration,
     /// How long idle conversations are kept; `None` = forever.
     #[serde(serialize_with = "as_optional_duration")]
     pub session_ttl: Option<Duration>,
@@ -285,6 +288,13 @@ impl Config {
             ));
         }
 
+        if !(Duration::from_secs(1)..=Duration::from_mins(10)).contains(&cli.replica_lease) {
+            return Err(ConfigError::invalid(
+                &key_of("replica_lease", "--replica-lease"),
+                "must be between 1s and 10m",
+            ));
+        }
+
         let work_dir = cli.work_dir.unwrap_or_else(default_work_dir);
         let tasks_db = TasksDb::parse(&cli.tasks_db)
             .map_err(|why| ConfigError::invalid(&key_of("tasks_db", "--tasks-db"), why))?;
@@ -327,6 +337,7 @@ impl Config {
             sessions_db,
             tasks_db,
             replica_id: cli.replica_id.filter(|r| !r.trim().is_empty()),
+            replica_lease: cli.replica_lease,
             session_ttl: Some(cli.session_ttl).filter(|t| !t.is_zero()),
             mcp_allowed_hosts: cli
                 .mcp_allowed_hosts

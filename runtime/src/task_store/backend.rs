@@ -1,13 +1,12 @@
 //! Where tasks outlive the process: the [`TaskBackend`] seam, and what it stores.
 //!
-//! The store in memory is always the one that answers; a backend keeps a copy of each task as
-//! it stands, written when a turn begins, when it ends and when a waiting task is canceled.
-//! At startup the most recent tasks are read back, and a task that was running in the previous
-//! run of this replica becomes `failed` ("the runtime restarted while this task ran"), so a
-//! subscriber or a poller learns it and never waits forever.
+//! A backend keeps one entry per task, its [`StoredTask`], under a revision that grows with
+//! every write. Writes are compare-and-set ([`TaskBackend::write`]): a write names the
+//! revision it read, and is refused when the entry moved on since, so two writers of one task
+//! never overwrite each other unseen. The loser reads the entry again and answers from it.
 //!
 //! Backends: none (memory only, the default), SQLite (a restart on one machine), NATS KV
-//! (replicas share the tasks; see [`super::nats_kv`]).
+//! (replicas share the tasks; see [`super::nats_kv`] and [`super::replicas`]).
 
 use async_trait::async_trait;
 use chrono::{SecondsFormat, Utc};
@@ -18,12 +17,50 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredTask {
+    /// The task's id, beside the task, so a reader can tell which task an entry holds
+    /// without reading the task.
+    #[serde(default)]
+    pub task_id: String,
     /// The task as it stood, in the contract dialect.
     pub task: Task,
-    /// The replica that ran its last turn (`REPLICA_ID`).
+    /// The replica that wrote it: the one running its turn, while it runs (`REPLICA_ID`).
     pub owner: String,
     /// When it was written (Unix milliseconds).
     pub updated_ms: i64,
+    /// This write's own id, so a writer whose acknowledgement was lost can tell its write.
+    #[serde(default)]
+    pub write_id: String,
+    /// The `messageId` the task as it stands answers (the contract binding's replay of a
+    /// redelivered message, on any replica).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered: Option<String>,
+}
+
+impl StoredTask {
+    /// `task` as `owner` writes it now.
+    pub fn new(task: Task, owner: &str, answered: Option<String>) -> Self {
+        Self {
+            task_id: task.id.clone(),
+            task,
+            owner: owner.to_owned(),
+            updated_ms: now_ms(),
+            write_id: uuid::Uuid::new_v4().to_string(),
+            answered,
+        }
+    }
+
+    /// Whether a turn of the task runs (by its owner): neither over nor waiting for input.
+    pub fn is_running(&self) -> bool {
+        running(self.task.status.state)
+    }
+}
+
+/// A stored task and the revision it is stored under.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Versioned {
+    pub stored: StoredTask,
+    /// Grows with every write of any task in the backend; `0` is never a stored revision.
+    pub revision: u64,
 }
 
 /// A backend that could not be reached or read.
@@ -34,44 +71,61 @@ pub struct BackendError {
     pub message: String,
 }
 
+/// Why a write was not stored.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The task's entry is not at the revision the write expected: another write came first.
+    #[error("the task was written by another writer since it was read")]
+    Conflict,
+    /// The backend could not be reached, or did not say whether it stored the write.
+    #[error(transparent)]
+    Unavailable(#[from] BackendError),
+}
+
 /// Where tasks are kept beyond the process.
 #[async_trait]
 pub trait TaskBackend: Send + Sync + std::fmt::Debug + 'static {
-    /// Writes the task as it stands.
-    async fn save(&self, stored: &StoredTask) -> Result<(), BackendError>;
-    /// The task `task_id`, if kept.
-    async fn load(&self, task_id: &str) -> Result<Option<StoredTask>, BackendError>;
+    /// The task `task_id` and its revision, if kept.
+    async fn load(&self, task_id: &str) -> Result<Option<Versioned>, BackendError>;
+    /// Stores `stored` if the task's entry is still at revision `expected` (`0`: there is no
+    /// entry yet); answers the new revision.
+    async fn write(&self, stored: &StoredTask, expected: u64) -> Result<u64, WriteError>;
     /// The `limit` most recently written tasks, newest first.
-    async fn recent(&self, limit: usize) -> Result<Vec<StoredTask>, BackendError>;
+    async fn recent(&self, limit: usize) -> Result<Vec<Versioned>, BackendError>;
+}
+
+/// Whether a task in `state` has a turn running: neither over nor waiting for input.
+pub fn running(state: TaskState) -> bool {
+    !state.is_terminal() && !state.is_interrupted()
 }
 
 /// The message of a task whose turn the restart cut.
 pub const RESTARTED: &str = "the runtime restarted while this task ran; send the message again";
 
-/// `stored`'s task if it was left running by this replica's previous run: now `failed`, saying
-/// so. `None` for a task that needs nothing.
-pub fn failed_by_restart(stored: &StoredTask, replica: &str) -> Option<Task> {
-    let state = stored.task.status.state;
-    let running = !state.is_terminal() && !state.is_interrupted();
-    if !running || stored.owner != replica {
-        return None;
-    }
-    let mut task = stored.task.clone();
-    let context_id = task.context_id.clone();
+/// The message of a task whose replica was lost while its turn ran.
+pub fn lost_message(replica: &str) -> String {
+    format!(
+        "the replica running this task ({replica}) was lost before it finished; send the message again"
+    )
+}
+
+/// `task`, failed now, its status message saying `why` (also added to its history).
+pub fn failed_now(task: &Task, why: &str) -> Task {
+    let mut task = task.clone();
     let mut message = Message::new(
         uuid::Uuid::new_v4().to_string(),
         Role::Agent,
-        vec![Part::text(RESTARTED)],
+        vec![Part::text(why)],
     );
     message.task_id = Some(task.id.clone());
-    message.context_id = context_id;
+    message.context_id.clone_from(&task.context_id);
     task.status.state = TaskState::Failed;
     task.status.message = Some(message.clone());
     task.status.timestamp = Some(Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true));
     if let Some(history) = task.history.as_mut() {
         history.push(message);
     }
-    Some(task)
+    task
 }
 
 /// Now, in Unix milliseconds.

@@ -1,68 +1,79 @@
-//! One task in the store: the lock its turns take one at a time, what replay needs, and its
-//! live side — the task as it stands and its event log — which anyone may read while a turn
-//! runs.
+//! One task in the store: the lock its turns take one at a time, and its live side — the task
+//! as it stands, the revision the backend holds it at, and its event log — which anyone may
+//! read while a turn runs. Private to the store: every write goes through a
+//! [`super::TaskTurn`], every read through the store.
 //!
-//! Every event of a turn gets the next sequence number and is applied to the task as it stands
-//! (the rules of [`TaskRebuilder`]), then kept in the log. A subscriber takes the task as it
-//! stands and its sequence number under one lock, then reads every later event from the log,
-//! so nothing falls between the two. The log holds at most [`LOG_BYTES`]: a subscriber that
-//! falls further behind gets the task as it stands again (nothing it shows is lost, only the
-//! steps in between). A finished turn's log is emptied, its end being in the task, unless a
-//! subscriber is still reading it.
+//! Every event of a turn run here gets the next sequence number and is applied to the task
+//! as it stands (the rules of [`TaskRebuilder`]), then kept in the log. A revision written
+//! elsewhere (another replica's turn, a cancel, a failure for a lost replica) becomes the
+//! events that take the task there ([`changes`]): a subscriber hears it as it would have heard
+//! a turn here, and a write that changes nothing logs nothing. A subscriber takes the task as
+//! it stands and its sequence number under one lock, then reads every later event from the
+//! log, so nothing falls between the two. The log holds at most [`LOG_BYTES`]: a subscriber
+//! that falls further behind gets the task as it stands again (nothing it shows is lost, only
+//! the steps in between). A finished turn's log is emptied unless a subscriber still reads it.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use daedalus_contract::{StreamEvent, Task, TaskRebuilder, TaskState, TaskStatusUpdateEvent};
-use tokio::sync::watch;
+use daedalus_contract::{
+    StreamEvent, Task, TaskArtifactUpdateEvent, TaskRebuilder, TaskState, TaskStatusUpdateEvent,
+};
+use tokio::sync::{OwnedMutexGuard, watch};
 
+use super::backend::{Versioned, running};
 use super::size;
+use super::stop::TurnStop;
 
 /// Bytes of events a task's log keeps for subscribers that fall behind.
 pub const LOG_BYTES: usize = 1 << 20;
 
-/// What replay and continuation need, held under the task's turn lock.
-#[derive(Debug, Default)]
-pub struct TaskRecord {
-    /// The task's context, fixed by its first message.
-    pub context_id: Option<String>,
-    /// The `messageId` the task as it stands answers (the contract binding's replay of a
-    /// redelivered message).
-    pub answered: Option<String>,
-}
-
 /// One task: its turn lock and its live side.
 #[derive(Debug)]
-pub struct TaskCell {
-    turn: tokio::sync::Mutex<TaskRecord>,
+pub(super) struct TaskCell {
+    turn: Arc<tokio::sync::Mutex<()>>,
     live: Mutex<Live>,
     seq: watch::Sender<u64>,
-    /// The final event of a turn, held back from other replicas until the store has the end.
-    deferred_end: Mutex<Option<(u64, StreamEvent)>>,
 }
 
 #[derive(Debug, Default)]
 struct Live {
     /// The task as it stands, with its own messages as history; `None` before its first turn.
     task: Option<Task>,
+    /// The backend's revision of the task as it stands (`0`: not stored).
+    revision: u64,
+    /// The replica that wrote it last (the one running it, while it runs).
+    owner: Option<String>,
+    /// The `messageId` the task as it stands answers.
+    answered: Option<String>,
     /// The last event's sequence number.
     seq: u64,
     /// Recent events, oldest first, with their sequence numbers and sizes.
     log: VecDeque<(u64, StreamEvent, usize)>,
     log_bytes: usize,
-    /// A turn of the task is running.
-    running: bool,
+    /// A turn of the task runs here.
+    running: Option<RunningHere>,
+    /// This replica is writing the task; an entry seen meanwhile waits in `deferred`.
+    writing: bool,
+    deferred: Option<Versioned>,
 }
 
-impl Default for TaskCell {
-    fn default() -> Self {
-        Self {
-            turn: tokio::sync::Mutex::default(),
-            live: Mutex::default(),
-            seq: watch::Sender::new(0),
-            deferred_end: Mutex::default(),
-        }
-    }
+/// A turn running here: how to stop it, and when it has stopped.
+#[derive(Debug, Clone)]
+pub(super) struct RunningHere {
+    pub(super) stop: TurnStop,
+    pub(super) ended: watch::Receiver<bool>,
+}
+
+/// What a revision from elsewhere did to the cell.
+#[derive(Debug)]
+pub(super) enum Absorbed {
+    /// Nothing: the cell holds it or a newer one, or its writer here will settle it.
+    Nothing,
+    /// The task stands as the revision says.
+    Applied,
+    /// A turn runs here, and the revision ended the task: the turn has lost and should stop.
+    EndedUnderTurn(TurnStop),
 }
 
 /// Why a task cannot be subscribed to.
@@ -75,16 +86,30 @@ pub enum SubscribeRefusal {
 }
 
 impl TaskCell {
-    /// A cell holding `task` as it stands (a task read back from a backend).
-    pub fn restored(task: Task) -> Self {
-        let cell = Self::default();
-        cell.live().task = Some(task);
+    pub(super) fn new() -> Self {
+        Self {
+            turn: Arc::default(),
+            live: Mutex::default(),
+            seq: watch::Sender::new(0),
+        }
+    }
+
+    /// A cell holding a task as a backend has it.
+    pub(super) fn restored(versioned: Versioned) -> Self {
+        let cell = Self::new();
+        {
+            let mut live = cell.live();
+            live.revision = versioned.revision;
+            live.owner = Some(versioned.stored.owner);
+            live.answered = versioned.stored.answered;
+            live.task = Some(versioned.stored.task);
+        }
         cell
     }
 
-    /// Takes the task's turn lock: one turn of a task at a time.
-    pub async fn lock_turn(&self) -> tokio::sync::MutexGuard<'_, TaskRecord> {
-        self.turn.lock().await
+    /// Takes the task's turn lock: one writer of the task at a time on this replica.
+    pub(super) async fn lock_turn(&self) -> OwnedMutexGuard<()> {
+        Arc::clone(&self.turn).lock_owned().await
     }
 
     fn live(&self) -> MutexGuard<'_, Live> {
@@ -92,151 +117,236 @@ impl TaskCell {
     }
 
     /// The task as it stands.
-    pub fn task(&self) -> Option<Task> {
+    pub(super) fn task(&self) -> Option<Task> {
         self.live().task.clone()
     }
 
     /// What `look` sees in the task as it stands, without copying it.
-    pub fn peek<T>(&self, look: impl FnOnce(&Task) -> T) -> Option<T> {
+    pub(super) fn peek<T>(&self, look: impl FnOnce(&Task) -> T) -> Option<T> {
         self.live().task.as_ref().map(look)
     }
 
     /// The task's state, if a turn of it has begun.
-    pub fn state(&self) -> Option<TaskState> {
+    pub(super) fn state(&self) -> Option<TaskState> {
         self.live().task.as_ref().map(|t| t.status.state)
     }
 
+    /// The revision the task stands at, and who wrote it.
+    pub(super) fn revision(&self) -> (u64, Option<String>) {
+        let live = self.live();
+        (live.revision, live.owner.clone())
+    }
+
+    /// The `messageId` the task as it stands answers.
+    pub(super) fn answered(&self) -> Option<String> {
+        self.live().answered.clone()
+    }
+
     /// How many subscriptions are open on the task.
-    pub fn subscribers(&self) -> usize {
+    pub(super) fn subscribers(&self) -> usize {
         self.seq.receiver_count()
     }
 
-    /// Whether a turn of the task is running.
-    pub fn is_running(&self) -> bool {
-        self.live().running
+    /// Whether a turn of the task runs here.
+    pub(super) fn is_running(&self) -> bool {
+        self.live().running.is_some()
     }
 
-    /// A turn begins: the task now stands as `task` (working, its history with the new
-    /// message).
-    pub fn begin(&self, task: Task) {
+    /// The turn running here, if one does.
+    pub(super) fn running_here(&self) -> Option<RunningHere> {
+        self.live().running.clone()
+    }
+
+    /// A turn starts here, stopped by `stop`; the sender says when it has stopped.
+    pub(super) fn start_running(&self, stop: TurnStop) -> watch::Sender<bool> {
+        let (ended, ended_rx) = watch::channel(false);
+        self.live().running = Some(RunningHere {
+            stop,
+            ended: ended_rx,
+        });
+        ended
+    }
+
+    /// The turn running here stopped (its end is stored, or it never began).
+    pub(super) fn stop_running(&self) {
+        self.live().running = None;
+    }
+
+    /// This replica starts writing the task.
+    pub(super) fn start_writing(&self) {
+        self.live().writing = true;
+    }
+
+    /// This replica's write is settled; an entry from elsewhere seen meanwhile, if any.
+    pub(super) fn stop_writing(&self) -> Option<Versioned> {
+        let mut live = self.live();
+        live.writing = false;
+        live.deferred.take()
+    }
+
+    /// A turn began: the task stands as `task` (working, its history with the new message),
+    /// stored at `revision` by `owner`.
+    pub(super) fn begun(&self, task: Task, revision: u64, owner: Option<String>) {
         let mut live = self.live();
         live.task = Some(task);
-        live.running = true;
+        live.revision = revision;
+        live.owner = owner;
     }
 
-    /// Records one event of the running turn: applied to the task, kept in the log. Answers
-    /// its sequence number.
-    pub fn record(&self, event: &StreamEvent) -> u64 {
+    /// Records one event of the turn running here: applied to the task, kept in the log.
+    /// Answers its sequence number.
+    pub(super) fn record(&self, event: &StreamEvent) -> u64 {
         let mut live = self.live();
         if let Some(task) = live.task.take() {
             live.task = Some(apply(task, event));
         }
-        live.seq += 1;
-        let seq = live.seq;
-        let size = size::event_bytes(event);
-        live.log.push_back((seq, event.clone(), size));
-        live.log_bytes += size;
-        while live.log_bytes > LOG_BYTES && live.log.len() > 1 {
-            if let Some((_, _, dropped)) = live.log.pop_front() {
-                live.log_bytes -= dropped;
-            }
-        }
+        let seq = live.log(event.clone());
         drop(live);
         self.seq.send_replace(seq);
         seq
     }
 
-    /// Holds back the turn's final event (number `seq`) until [`TaskCell::take_end`].
-    pub fn defer_end(&self, seq: u64, event: StreamEvent) {
-        *self
-            .deferred_end
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some((seq, event));
+    /// The task is stored as `task` at `revision`, answering `answered`: it stands so, no turn
+    /// runs it here any more, and then subscribers hear `events` (the end as told). The log,
+    /// whose end is now in the task, is emptied unless a subscriber is still reading it.
+    /// Answers the sequence number of the first event.
+    pub(super) fn finish(
+        &self,
+        task: Task,
+        revision: u64,
+        owner: Option<String>,
+        answered: Option<String>,
+        events: &[StreamEvent],
+    ) -> u64 {
+        let mut live = self.live();
+        live.task = Some(task);
+        live.revision = live.revision.max(revision);
+        live.owner = owner;
+        live.answered = answered;
+        live.running = None;
+        let first = live.seq + 1;
+        let readers = self.seq.receiver_count() > 0;
+        let mut seq = live.seq;
+        for event in events {
+            seq = live.log(event.clone());
+        }
+        if !readers {
+            live.clear_log();
+        }
+        drop(live);
+        if !events.is_empty() {
+            self.seq.send_replace(seq);
+        }
+        first
     }
 
-    /// The final event held back, if any.
-    pub fn take_end(&self) -> Option<(u64, StreamEvent)> {
-        self.deferred_end
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
+    /// The task as a backend holds it, written elsewhere: the task stands so, and subscribers
+    /// hear the events that take it there. A revision the cell holds already changes nothing,
+    /// nor one written while this replica writes the task (its writer settles it).
+    pub(super) fn absorb(&self, versioned: Versioned) -> Absorbed {
+        let mut live = self.live();
+        if versioned.revision <= live.revision {
+            return Absorbed::Nothing;
+        }
+        if live.writing {
+            if live
+                .deferred
+                .as_ref()
+                .is_none_or(|d| d.revision < versioned.revision)
+            {
+                live.deferred = Some(versioned);
+            }
+            return Absorbed::Nothing;
+        }
+        if let Some(turn) = &live.running {
+            // Only this replica's turn writes a task it runs; a write from elsewhere that ends
+            // it (a cancel that won, a lost lease) ends the turn too, which learns so when it
+            // stores its end.
+            if running(versioned.stored.task.status.state) {
+                return Absorbed::Nothing;
+            }
+            return Absorbed::EndedUnderTurn(turn.stop.clone());
+        }
+        let events = live
+            .task
+            .as_ref()
+            .map(|from| changes(from, &versioned.stored.task))
+            .unwrap_or_default();
+        live.revision = versioned.revision;
+        live.owner = Some(versioned.stored.owner);
+        live.answered = versioned.stored.answered;
+        live.task = Some(versioned.stored.task);
+        if events.is_empty() || self.seq.receiver_count() == 0 {
+            return Absorbed::Applied;
+        }
+        let mut seq = live.seq;
+        for event in events {
+            seq = live.log(event);
+        }
+        drop(live);
+        self.seq.send_replace(seq);
+        Absorbed::Applied
     }
 
     /// The task as it stands and the sequence number of the last event it holds.
-    pub fn standing(&self) -> Option<(u64, Task)> {
+    pub(super) fn standing(&self) -> Option<(u64, Task)> {
         let live = self.live();
         live.task.clone().map(|task| (live.seq, task))
     }
 
-    /// The task as another replica or a backend has it now, unless a turn of it runs here.
-    pub fn refresh(&self, task: Task) {
-        let mut live = self.live();
-        if live.running {
-            return;
-        }
-        live.task = Some(task);
-        live.seq += 1;
-        let seq = live.seq;
-        drop(live);
-        self.seq.send_replace(seq);
-    }
-
-    /// The turn ended with `task` (its history included): the task stands so. The log, whose
-    /// end is now in the task, is emptied unless a subscriber is still reading it.
-    pub fn finish(&self, task: Task) {
-        let mut live = self.live();
-        live.task = Some(task);
-        live.running = false;
-        if self.seq.receiver_count() == 0 {
-            live.log.clear();
-            live.log_bytes = 0;
-        }
-        live.seq += 1;
-        let seq = live.seq;
-        drop(live);
-        self.seq.send_replace(seq);
-    }
-
-    /// A task that was not running ends as `task` (a cancel of a task waiting for input):
-    /// subscribers hear its final status.
-    pub fn end_idle(&self, task: Task) -> (u64, StreamEvent) {
-        let update = StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
-            task_id: task.id.clone(),
-            context_id: task.context_id.clone().unwrap_or_default(),
-            status: task.status.clone(),
-            r#final: true,
-            metadata: task.metadata.clone(),
-        });
-        let seq = self.record(&update);
-        self.finish(task);
-        (seq, update)
-    }
-
     /// Approximately how many bytes the cell holds.
-    pub fn approx_bytes(&self) -> usize {
+    pub(super) fn approx_bytes(&self) -> usize {
         let live = self.live();
         let task = live.task.as_ref().map_or(0, size::task_bytes);
-        256 + task + live.log_bytes
+        let deferred = live
+            .deferred
+            .as_ref()
+            .map_or(0, |d| size::task_bytes(&d.stored.task));
+        256 + task + live.log_bytes + deferred
+    }
+
+    /// A receiver that changes with every event the cell logs.
+    pub(super) fn changes_seen(&self) -> watch::Receiver<u64> {
+        self.seq.subscribe()
     }
 
     /// The task as it stands and a subscription to every later event.
-    pub fn subscribe(
-        self: &std::sync::Arc<Self>,
-    ) -> Result<(Task, Subscription), SubscribeRefusal> {
+    pub(super) fn subscribe(self: &Arc<Self>) -> Result<(Task, Subscription), SubscribeRefusal> {
         let live = self.live();
         let Some(task) = live.task.clone() else {
             return Err(SubscribeRefusal::Unknown);
         };
-        if !live.running && task.status.state.is_terminal() {
+        if live.running.is_none() && task.status.state.is_terminal() {
             return Err(SubscribeRefusal::Terminal(task.status.state));
         }
         let subscription = Subscription {
-            cell: std::sync::Arc::clone(self),
+            cell: Arc::clone(self),
             next: live.seq + 1,
             changed: self.seq.subscribe(),
             done: false,
         };
         Ok((task, subscription))
+    }
+}
+
+impl Live {
+    /// Keeps `event` in the log under the next sequence number, which it answers.
+    fn log(&mut self, event: StreamEvent) -> u64 {
+        self.seq += 1;
+        let size = size::event_bytes(&event);
+        self.log.push_back((self.seq, event, size));
+        self.log_bytes += size;
+        while self.log_bytes > LOG_BYTES && self.log.len() > 1 {
+            if let Some((_, _, dropped)) = self.log.pop_front() {
+                self.log_bytes -= dropped;
+            }
+        }
+        self.seq
+    }
+
+    fn clear_log(&mut self) {
+        self.log.clear();
+        self.log_bytes = 0;
     }
 }
 
@@ -255,19 +365,56 @@ pub(super) fn apply(task: Task, event: &StreamEvent) -> Task {
         .expect("a resumed rebuilder holds its task")
 }
 
+/// The events that take a listener from `from` to `to`: each artifact `to` holds that `from`
+/// lacks or holds otherwise, whole, then `to`'s status if it changed, final when `to` is over
+/// or waits for input. Nothing when nothing a listener shows changed.
+pub(super) fn changes(from: &Task, to: &Task) -> Vec<StreamEvent> {
+    let context_id = to.context_id.clone().unwrap_or_default();
+    let mut events: Vec<StreamEvent> = to
+        .artifacts
+        .iter()
+        .filter(|a| !from.artifacts.contains(a))
+        .map(|artifact| {
+            StreamEvent::ArtifactUpdate(TaskArtifactUpdateEvent {
+                task_id: to.id.clone(),
+                context_id: context_id.clone(),
+                artifact: artifact.clone(),
+                append: false,
+                last_chunk: true,
+                metadata: None,
+            })
+        })
+        .collect();
+    if from.status != to.status {
+        events.push(StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: to.id.clone(),
+            context_id,
+            status: to.status.clone(),
+            r#final: !running(to.status.state),
+            metadata: to.metadata.clone(),
+        }));
+    }
+    events
+}
+
+/// Whether `event` ends a stream.
+pub(super) fn is_final(event: &StreamEvent) -> bool {
+    matches!(event, StreamEvent::StatusUpdate(u) if u.r#final)
+}
+
 /// A subscriber's view of one task: every event after the task it was handed, in order.
 #[derive(Debug)]
-pub struct Subscription {
-    cell: std::sync::Arc<TaskCell>,
+pub(super) struct Subscription {
+    cell: Arc<TaskCell>,
     next: u64,
     changed: watch::Receiver<u64>,
     done: bool,
 }
 
 impl Subscription {
-    /// The next event; `None` once the turn has ended (after its final status update) or the
-    /// task is finished.
-    pub async fn next(&mut self) -> Option<StreamEvent> {
+    /// The next event; `None` once the task has ended or waits for input again (after its
+    /// final status update).
+    pub(super) async fn next(&mut self) -> Option<StreamEvent> {
         loop {
             if self.done {
                 return None;
@@ -291,7 +438,7 @@ impl Subscription {
             .and_then(|i| usize::try_from(i).ok());
         if let Some((_, event, _)) = at.and_then(|i| live.log.get(i)) {
             self.next += 1;
-            if matches!(event, StreamEvent::StatusUpdate(u) if u.r#final) {
+            if is_final(event) {
                 self.done = true;
             }
             return Some(event.clone());
@@ -299,10 +446,11 @@ impl Subscription {
         if self.next > live.seq {
             return None;
         }
-        // Fell behind the log (or the turn finished and emptied it): the task as it stands.
+        // Fell behind the log (or a finished turn emptied it): the task as it stands, which
+        // ends the stream when nothing runs it any more.
         self.next = live.seq + 1;
         let task = live.task.clone()?;
-        if !live.running {
+        if live.running.is_none() && !running(task.status.state) {
             self.done = true;
         }
         Some(StreamEvent::Task(task))
@@ -310,114 +458,4 @@ impl Subscription {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use daedalus_contract::{Artifact, Part, TaskStatus};
-
-    use super::*;
-
-    fn task(state: TaskState) -> Task {
-        Task {
-            id: "t".into(),
-            context_id: Some("c".into()),
-            status: TaskStatus::new(state),
-            artifacts: Vec::new(),
-            history: None,
-            metadata: None,
-        }
-    }
-
-    fn status(state: TaskState, last: bool) -> StreamEvent {
-        StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
-            task_id: "t".into(),
-            context_id: "c".into(),
-            status: TaskStatus::new(state),
-            r#final: last,
-            metadata: None,
-        })
-    }
-
-    fn chunk(text: &str, append: bool) -> StreamEvent {
-        StreamEvent::ArtifactUpdate(daedalus_contract::TaskArtifactUpdateEvent {
-            task_id: "t".into(),
-            context_id: "c".into(),
-            artifact: Artifact {
-                artifact_id: "a".into(),
-                name: None,
-                description: None,
-                parts: vec![Part::text(text)],
-                extensions: None,
-                metadata: None,
-            },
-            append,
-            last_chunk: false,
-            metadata: None,
-        })
-    }
-
-    #[tokio::test]
-    async fn a_late_subscriber_gets_the_task_as_it_stands_then_every_later_event() {
-        let cell = Arc::new(TaskCell::default());
-        cell.begin(task(TaskState::Working));
-        cell.record(&chunk("hel", false));
-        let (now, mut sub) = cell.subscribe().expect("running");
-        assert_eq!(now.artifacts[0].parts[0].as_text(), Some("hel"));
-        cell.record(&chunk("lo", true));
-        cell.record(&status(TaskState::Completed, true));
-        assert_eq!(sub.next().await, Some(chunk("lo", true)));
-        assert_eq!(sub.next().await, Some(status(TaskState::Completed, true)));
-        assert_eq!(
-            sub.next().await,
-            None,
-            "the stream ends at the final update"
-        );
-        let standing = cell.task().expect("task");
-        assert_eq!(standing.artifacts[0].parts[0].as_text(), Some("hello"));
-        assert_eq!(standing.status.state, TaskState::Completed);
-    }
-
-    #[tokio::test]
-    async fn a_subscriber_behind_the_log_gets_the_task_again_and_the_end() {
-        let cell = Arc::new(TaskCell::default());
-        cell.begin(task(TaskState::Working));
-        let (_, mut sub) = cell.subscribe().expect("running");
-        let big = "x".repeat(LOG_BYTES / 2);
-        cell.record(&chunk(&big, false));
-        cell.record(&chunk(&big, true));
-        cell.record(&chunk(&big, true));
-        // The first chunk left the log: the subscriber is handed the task as it stands.
-        let Some(StreamEvent::Task(resync)) = sub.next().await else {
-            panic!("a task to catch up");
-        };
-        assert_eq!(
-            resync.artifacts[0].parts[0].as_text().map(str::len),
-            Some(3 * big.len())
-        );
-        cell.record(&status(TaskState::Completed, true));
-        assert_eq!(sub.next().await, Some(status(TaskState::Completed, true)));
-        assert_eq!(sub.next().await, None);
-    }
-
-    #[tokio::test]
-    async fn a_finished_task_refuses_subscribers_and_wakes_those_waiting() {
-        let cell = Arc::new(TaskCell::default());
-        assert_eq!(cell.subscribe().err(), Some(SubscribeRefusal::Unknown));
-        cell.begin(task(TaskState::Working));
-        cell.finish(task(TaskState::InputRequired));
-        // Waiting for input: a subscriber waits for the next turn, and a cancel ends it.
-        let (_, mut sub) = cell.subscribe().expect("waiting for input");
-        let waiter = tokio::spawn(async move { sub.next().await });
-        cell.end_idle(task(TaskState::Canceled));
-        let heard = waiter.await.expect("joined");
-        assert!(
-            matches!(&heard, Some(StreamEvent::StatusUpdate(u)) if u.status.state == TaskState::Canceled)
-                || matches!(&heard, Some(StreamEvent::Task(t)) if t.status.state == TaskState::Canceled),
-            "{heard:?}"
-        );
-        assert_eq!(
-            cell.subscribe().err(),
-            Some(SubscribeRefusal::Terminal(TaskState::Canceled))
-        );
-    }
-}
+mod tests;

@@ -1,81 +1,195 @@
-//! Following a task: its events from here on, wherever its turn runs. A turn running on this
-//! replica is followed in its log ([`Subscription`]); one running on another replica sharing
-//! the NATS KV store, over the relay ([`super::relay`]). A follower never waits forever: when
-//! no replica answers for the task any more, it is told the task failed.
+//! Following a task: its events from here on, wherever its turn runs, until it ends or waits
+//! for input again after a change.
+//!
+//! A follower reads the task's log here ([`Subscription`]): the events of a turn running
+//! here, and the revisions stored elsewhere turned into events (a cancel, a failure for a lost
+//! replica, a continuation). When the task runs on another replica sharing the NATS KV store,
+//! the follower reads that turn's events over the relay instead, from the sequence number its
+//! replica answered ([`super::replicas::relay`]); a gap in them (a follower that fell behind)
+//! is filled with the task as it stands. Whatever the relay says, the store has the last
+//! word: an end stored while following (the turn's own, or one that won over it) ends the
+//! stream with the events that lead there. A follower never waits on a replica that is gone:
+//! the store fails a lost replica's tasks ([`super::replicas`]), and the follower hears it.
 
+use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
-use daedalus_contract::{Message, Part, Role, StreamEvent, Task, TaskState};
+use daedalus_contract::{StreamEvent, Task};
 use futures::StreamExt;
+use tokio::sync::watch;
 
-use super::cell::{self, Subscription};
-use super::relay::{Relay, RelayedEvent};
+use super::TaskStore;
+use super::backend::running;
+use super::cell::{self, Subscription, TaskCell, changes, is_final};
+use super::replicas::{Now, RelayedEvent};
 
-/// How long a follower of a remote task waits for an event before it asks whether any
-/// replica still runs the task.
-pub const LIVENESS: Duration = Duration::from_secs(15);
-
-/// The message of a task no replica runs any more.
-pub const ORPHANED: &str = "the replica running this task stopped before it finished";
+/// How long a follower of a turn on another replica goes without hearing anything before it
+/// reads the task from the store again.
+pub const QUIET: Duration = Duration::from_secs(15);
 
 /// A task's events, from wherever its turn runs.
 #[derive(Debug)]
-pub enum Follow {
-    /// The turn runs here (or the task waits for input here).
-    Local(Subscription),
-    /// The turn runs on another replica.
-    Remote(Box<RemoteFollow>),
-    /// Nothing more will come (the answer so far was the whole story).
-    Ended,
+pub struct Follow {
+    store: TaskStore,
+    task_id: String,
+    cell: Arc<TaskCell>,
+    mode: Mode,
+    /// Events to hand out before reading on.
+    pending: VecDeque<StreamEvent>,
+    done: bool,
+}
+
+#[derive(Debug)]
+enum Mode {
+    /// The task's log here.
+    Here(Subscription),
+    /// A turn on another replica, over the relay.
+    Elsewhere(Box<Remote>),
+}
+
+impl TaskStore {
+    /// The task as it stands and its events from here on, wherever its turn runs. A task that
+    /// is over has nothing to follow.
+    pub async fn follow(&self, task_id: &str) -> Result<(Task, Follow), super::SubscribeRefusal> {
+        let cell = self
+            .find_cell(task_id)
+            .await
+            .ok_or(super::SubscribeRefusal::Unknown)?;
+        let (task, subscription) = cell.subscribe()?;
+        let mut follow = Follow {
+            store: self.clone(),
+            task_id: task_id.to_owned(),
+            cell,
+            mode: Mode::Here(subscription),
+            pending: VecDeque::new(),
+            done: false,
+        };
+        let task = match follow.go_elsewhere().await {
+            Some(standing) => standing,
+            None => task,
+        };
+        Ok((task, follow))
+    }
+
+    /// Whether the task in `cell` runs on another replica: stored running by one, not here.
+    fn runs_elsewhere(&self, cell: &TaskCell) -> bool {
+        let Some(me) = self.replica() else {
+            return false;
+        };
+        self.relay().is_some()
+            && !cell.is_running()
+            && cell.state().is_some_and(running)
+            && cell.revision().1.is_some_and(|owner| owner != me)
+    }
 }
 
 impl Follow {
-    /// The next event; `None` once the turn has ended.
+    /// The next event; `None` once the stream is over.
     pub async fn next(&mut self) -> Option<StreamEvent> {
-        match self {
-            Follow::Local(subscription) => subscription.next().await,
-            Follow::Remote(remote) => remote.next().await,
-            Follow::Ended => None,
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                if is_final(&event) {
+                    self.done = true;
+                    self.pending.clear();
+                }
+                return Some(event);
+            }
+            if self.done {
+                return None;
+            }
+            match &mut self.mode {
+                Mode::Here(subscription) => {
+                    let event = subscription.next().await?;
+                    if !is_final(&event)
+                        && let Some(standing) = self.go_elsewhere().await
+                    {
+                        self.pending.push_back(StreamEvent::Task(standing));
+                    }
+                    return Some(event);
+                }
+                Mode::Elsewhere(remote) => match remote.next(&self.store, &self.task_id).await {
+                    Heard::Event(event) => self.pending.push_back(event),
+                    Heard::Stored(events) => self.pending.extend(events),
+                    Heard::Gone => self.follow_here(),
+                },
+            }
+        }
+    }
+
+    /// If the task runs on another replica, follows it there: subscribes to its events, then
+    /// asks its replica where it stands (nothing falls between the two). The task as it
+    /// stands, to hand out first; `None` when it does not run elsewhere (or its replica does
+    /// not answer for it: the store will tell how it ended).
+    async fn go_elsewhere(&mut self) -> Option<Task> {
+        if !self.store.runs_elsewhere(&self.cell) {
+            return None;
+        }
+        let relay = self.store.relay()?.clone();
+        let owner = self.cell.revision().1?;
+        let events = relay.events(&self.task_id).await?;
+        let Ok(Now::Running { seq, task }) = relay.ask_now(&owner, &self.task_id).await else {
+            return None;
+        };
+        self.mode = Mode::Elsewhere(Box::new(Remote {
+            relay,
+            owner,
+            events,
+            after: seq,
+            task: task.clone(),
+            stored: self.cell.changes_seen(),
+            revision: self.cell.revision().0,
+        }));
+        Some(task)
+    }
+
+    /// Follows the task's log here again, from the task as it stands.
+    fn follow_here(&mut self) {
+        match self.cell.subscribe() {
+            Ok((_, subscription)) => self.mode = Mode::Here(subscription),
+            Err(_) => self.done = true,
         }
     }
 }
 
-/// A task running on another replica, followed over the relay.
+/// A turn on another replica, followed over the relay.
 #[derive(Debug)]
-pub struct RemoteFollow {
-    task_id: String,
-    relay: Relay,
+struct Remote {
+    relay: super::Relay,
+    owner: String,
     events: async_nats::Subscriber,
     /// The last sequence number heard; earlier events are in the task already.
     after: u64,
     /// The task as the events so far make it.
     task: Task,
-    done: bool,
+    /// Changes with every revision of the task memory takes.
+    stored: watch::Receiver<u64>,
+    /// The revision the task stood at when the follower joined.
+    revision: u64,
 }
 
-impl RemoteFollow {
-    pub(super) fn new(
-        task_id: &str,
-        relay: Relay,
-        events: async_nats::Subscriber,
-        after: u64,
-        task: Task,
-    ) -> Self {
-        Self {
-            task_id: task_id.to_owned(),
-            relay,
-            events,
-            after,
-            task,
-            done: false,
-        }
-    }
+/// What following a remote turn heard.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "made once per request and taken apart at once; a box would only add an allocation"
+)]
+enum Heard {
+    /// One event of the turn.
+    Event(StreamEvent),
+    /// The store holds a newer revision: the events that lead to it.
+    Stored(Vec<StreamEvent>),
+    /// The relay has nothing more to say: follow the store.
+    Gone,
+}
 
-    async fn next(&mut self) -> Option<StreamEvent> {
-        while !self.done {
-            let heard = tokio::time::timeout(LIVENESS, self.events.next()).await;
-            match heard {
-                Ok(Some(message)) => {
+impl Remote {
+    async fn next(&mut self, store: &TaskStore, task_id: &str) -> Heard {
+        loop {
+            tokio::select! {
+                message = self.events.next() => {
+                    let Some(message) = message else {
+                        return Heard::Gone;
+                    };
                     let Ok(relayed) =
                         daedalus_contract::read::from_slice::<RelayedEvent>(&message.payload)
                     else {
@@ -84,43 +198,52 @@ impl RemoteFollow {
                     if relayed.seq <= self.after {
                         continue;
                     }
+                    if relayed.seq > self.after + 1 {
+                        // Missed some (a slow reader): the task as it stands, then on.
+                        return match self.relay.ask_now(&self.owner, task_id).await {
+                            Ok(Now::Running { seq, task }) => {
+                                self.after = seq;
+                                self.task = task.clone();
+                                Heard::Event(StreamEvent::Task(task))
+                            }
+                            _ => Heard::Gone,
+                        };
+                    }
                     self.after = relayed.seq;
                     self.task = cell::apply(self.task.clone(), &relayed.event);
-                    if matches!(&relayed.event, StreamEvent::StatusUpdate(u) if u.r#final) {
-                        self.done = true;
-                    }
-                    return Some(relayed.event);
+                    return Heard::Event(relayed.event);
                 }
-                Ok(None) => return Some(self.orphaned()),
-                Err(_) => {
-                    if self.relay.ask_now(&self.task_id).await.is_none() {
-                        return Some(self.orphaned());
+                changed = self.stored.changed() => {
+                    if changed.is_err() {
+                        return Heard::Gone;
+                    }
+                    if let Some(events) = self.settled(store, task_id) {
+                        return Heard::Stored(events);
+                    }
+                }
+                () = tokio::time::sleep(QUIET) => {
+                    store.refresh(task_id).await;
+                    if let Some(events) = self.settled(store, task_id) {
+                        return Heard::Stored(events);
                     }
                 }
             }
         }
-        None
     }
 
-    /// No replica runs the task any more: it is over, failed.
-    fn orphaned(&mut self) -> StreamEvent {
-        self.done = true;
-        StreamEvent::Task(orphaned(self.task.clone()))
+    /// If memory holds a newer revision in which no turn runs (the task ended, or waits),
+    /// the events from what this follower told to it, the last one final.
+    fn settled(&self, store: &TaskStore, task_id: &str) -> Option<Vec<StreamEvent>> {
+        let cell = store.existing(task_id)?;
+        let (revision, _) = cell.revision();
+        let task = cell.task()?;
+        if revision <= self.revision || running(task.status.state) {
+            return None;
+        }
+        let mut events = changes(&self.task, &task);
+        if !events.iter().any(is_final) {
+            events.push(super::turn::final_update(&task));
+        }
+        Some(events)
     }
-}
-
-/// `task`, failed because no replica runs it any more.
-pub fn orphaned(mut task: Task) -> Task {
-    let mut message = Message::new(
-        uuid::Uuid::new_v4().to_string(),
-        Role::Agent,
-        vec![Part::text(ORPHANED)],
-    );
-    message.task_id = Some(task.id.clone());
-    message.context_id.clone_from(&task.context_id);
-    task.status.state = TaskState::Failed;
-    task.status.message = Some(message);
-    task.status.timestamp =
-        Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true));
-    task
 }

@@ -1,36 +1,57 @@
 //! The runtime's tasks, for every binding: each task as it stands (status, artifacts, its own
 //! messages as history), what the contract binding's replay needs, and a per-task event log
-//! with sequence numbers that subscribers read ([`cell`]).
+//! with sequence numbers that subscribers read.
 //!
-//! The store is bounded three ways: by count (`MAX_TASKS`), by bytes (`TASK_MEMORY`, every
-//! task's history, artifacts and log counted) and by age (`TASK_TTL`, since the task last
-//! changed). The least recently changed tasks go first; a task in use (a turn runs it, a
-//! subscriber or a request holds it) is never dropped. [`list`] answers `ListTasks`.
+//! **One writer.** The store owns every write of task state, through one handle per turn
+//! ([`TaskTurn`], from [`TaskStore::open_turn`]): begin, the turn's events, and one `end` for
+//! every way a task ends, stored before it is told. Everyone else reads: [`TaskStore::get`],
+//! [`TaskStore::find`], [`TaskStore::list`], [`TaskStore::follow`]; a cancel is the store's
+//! own protocol ([`TaskStore::cancel`]). In a backend a task changes only by compare-and-set
+//! on its revision, so the first end stored wins and is never overwritten.
+//!
+//! Memory holds the tasks ([`cells`]: bounded by count, bytes and age), and is what answers.
+//! A backend (`TASKS_DB`) keeps them beyond the process; a NATS KV backend is shared by
+//! replicas ([`replicas`]): every replica mirrors the bucket, follows turns that run
+//! elsewhere, and fails the running tasks of a replica whose lease ran out.
 
 pub mod backend;
-pub mod cell;
+mod cancel;
+mod cell;
+mod cells;
 pub mod follow;
 pub mod list;
 pub mod nats_kv;
-pub mod relay;
+pub mod replicas;
 pub(crate) mod size;
 pub mod sqlite;
+mod stop;
+pub mod turn;
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use daedalus_contract::{Task, TaskState};
 
-pub use backend::{BackendError, StoredTask, TaskBackend};
-pub use cell::{SubscribeRefusal, Subscription, TaskCell, TaskRecord};
+pub use backend::{BackendError, StoredTask, TaskBackend, Versioned, WriteError};
+pub use cancel::CancelError;
+pub use cell::{LOG_BYTES, SubscribeRefusal};
 pub use follow::Follow;
 pub use list::{ListError, ListPage, ListQuery};
 pub use nats_kv::NatsKvTasks;
-pub use relay::{Relay, RelayHandler, Standing};
+pub use replicas::{Relay, ReplicaHealth};
 pub use sqlite::SqliteTasks;
+pub use stop::TurnStop;
+pub use turn::{BeginError, Ended, TaskTurn, TurnLog};
 
-/// What the store may hold.
+use cell::{Absorbed, TaskCell};
+
+/// `task` with `event` applied, as a listener of its stream rebuilds it.
+pub fn apply_event(task: Task, event: &daedalus_contract::StreamEvent) -> Task {
+    cell::apply(task, event)
+}
+use cells::Cells;
+
+/// What the store may hold in memory.
 #[derive(Debug, Clone, Copy)]
 pub struct StoreLimits {
     /// Tasks kept (`MAX_TASKS`).
@@ -41,11 +62,14 @@ pub struct StoreLimits {
     pub ttl: Duration,
 }
 
-/// Tasks by id.
+/// The tasks, by id. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct TaskStore(Arc<Inner>);
+
 #[derive(Debug)]
-pub struct TaskStore {
+struct Inner {
     limits: StoreLimits,
-    inner: Mutex<Inner>,
+    cells: Mutex<Cells>,
     /// Where tasks are kept beyond memory, once attached at startup.
     persistence: OnceLock<Persistence>,
 }
@@ -55,300 +79,290 @@ struct Persistence {
     backend: Arc<dyn TaskBackend>,
     /// This replica's name (`REPLICA_ID`).
     replica: String,
-    /// How replicas sharing the backend reach each other (NATS KV only).
-    relay: Option<Relay>,
-}
-
-#[derive(Debug, Default)]
-struct Inner {
-    cells: HashMap<String, Entry>,
-    /// Task ids by the stamp of their last change, oldest first.
-    by_age: BTreeMap<u64, String>,
-    clock: u64,
-    bytes: usize,
-}
-
-#[derive(Debug)]
-struct Entry {
-    cell: Arc<TaskCell>,
-    bytes: usize,
-    stamp: u64,
-    changed: Instant,
+    /// The other replicas sharing the backend (NATS KV only).
+    replicas: Option<replicas::Replicas>,
 }
 
 impl TaskStore {
     pub fn new(limits: StoreLimits) -> Self {
-        Self {
+        Self(Arc::new(Inner {
             limits: StoreLimits {
                 max_tasks: limits.max_tasks.max(1),
                 ..limits
             },
-            inner: Mutex::default(),
+            cells: Mutex::default(),
             persistence: OnceLock::new(),
-        }
+        }))
     }
 
     /// From now on keeps tasks in `backend` too, as replica `replica`, after reading back the
-    /// most recent ones: those this replica left running become `failed`. Answers how many did.
-    pub async fn attach(
+    /// most recent ones: those this replica left running become `failed`, saying the runtime
+    /// restarted. Answers how many did.
+    pub(crate) async fn attach(
         &self,
         backend: Arc<dyn TaskBackend>,
         replica: &str,
-        relay: Option<Relay>,
     ) -> Result<usize, BackendError> {
-        let recent = backend.recent(self.limits.max_tasks).await?;
-        let mut failed = 0;
+        let recent = backend.recent(self.0.limits.max_tasks).await?;
+        self.set_persistence(backend, replica, None);
         // Oldest first, so the newest are the most recent in memory too.
-        for stored in recent.into_iter().rev() {
-            let task = match backend::failed_by_restart(&stored, replica) {
-                Some(task) => {
-                    let failed_task = StoredTask {
-                        task,
-                        owner: replica.to_owned(),
-                        updated_ms: backend::now_ms(),
-                    };
-                    backend.save(&failed_task).await?;
-                    failed += 1;
-                    failed_task.task
-                }
-                None => stored.task,
-            };
-            self.restore(task);
+        let mut cut = Vec::new();
+        for versioned in recent.into_iter().rev() {
+            if versioned.stored.is_running() && versioned.stored.owner == replica {
+                cut.push(versioned.stored.task.id.clone());
+            }
+            self.absorb(versioned);
         }
-        let _ = self.persistence.set(Persistence {
+        Ok(self.fail_all(&cut, backend::RESTARTED, replica).await)
+    }
+
+    fn set_persistence(
+        &self,
+        backend: Arc<dyn TaskBackend>,
+        replica: &str,
+        replicas: Option<replicas::Replicas>,
+    ) {
+        let _ = self.0.persistence.set(Persistence {
             backend,
             replica: replica.to_owned(),
-            relay,
+            replicas,
         });
-        Ok(failed)
     }
 
-    /// Writes task `task_id` as it stands to the backend, if there is one. A write that fails
-    /// is logged: the task stays in memory, and the next write tries again.
-    pub async fn persist(&self, task_id: &str) {
-        let Some(persistence) = self.persistence.get() else {
-            return;
+    /// Opens task `task_id` for writing: waits for the task's turn lock on this replica, and
+    /// answers the one handle its writes go through.
+    pub(crate) async fn open_turn(&self, task_id: &str) -> TaskTurn {
+        let cell = match self.find_cell(task_id).await {
+            Some(cell) => cell,
+            None => self.cell(task_id),
         };
-        let Some(task) = self.existing(task_id).and_then(|cell| cell.task()) else {
-            return;
+        let lock = cell.lock_turn().await;
+        TaskTurn::new(self.clone(), task_id, cell, lock)
+    }
+
+    /// Task `task_id` as this replica holds it now.
+    pub fn get(&self, task_id: &str) -> Option<Task> {
+        self.existing(task_id)?.task()
+    }
+
+    /// Task `task_id` as it stands: from memory when a turn of it runs here or it is over,
+    /// else read from the backend (another replica may have moved it on, or it is from before
+    /// a restart).
+    pub async fn find(&self, task_id: &str) -> Option<Task> {
+        self.find_cell(task_id).await?.task()
+    }
+
+    /// One page of the tasks that `query` selects, most recently changed status first. With
+    /// replicas, what every replica stored before the call is in it.
+    pub async fn list(&self, query: &ListQuery) -> Result<ListPage, ListError> {
+        if let Some(replicas) = self.replicas() {
+            replicas.catch_up().await;
+        }
+        let cells = {
+            let mut cells = self.lock();
+            cells.evict(&self.0.limits);
+            cells.all()
         };
-        let stored = StoredTask {
-            task,
-            owner: persistence.replica.clone(),
-            updated_ms: backend::now_ms(),
-        };
-        if let Err(e) = persistence.backend.save(&stored).await {
-            tracing::warn!(task_id, error = %e, "could not write the task to its backend");
-        }
+        list::page(&cells, query)
     }
 
-    /// Tells other replicas the end of task `task_id`'s turn, held back until the backend had
-    /// it (so a replica that hears the end and then reads the task finds it ended).
-    pub fn tell_end(&self, task_id: &str) {
-        let (Some(relay), Some(cell)) = (self.relay(), self.existing(task_id)) else {
-            return;
-        };
-        if let Some((seq, event)) = cell.take_end() {
-            relay.publish(task_id, seq, &event);
-        }
-    }
-
-    /// The relay to other replicas, when the backend is shared.
-    pub fn relay(&self) -> Option<&Relay> {
-        self.persistence.get().and_then(|p| p.relay.as_ref())
-    }
-
-    /// The cell of `task_id`: in memory, else read back from the backend (a task from before a
-    /// restart, or one another replica ran). A task not running here and not finished is read
-    /// again, since another replica may have moved it on.
-    pub async fn find(&self, task_id: &str) -> Option<Arc<TaskCell>> {
-        let held = self.existing(task_id);
-        let settled = held.as_ref().is_some_and(|cell| {
-            cell.is_running() || cell.state().is_some_and(TaskState::is_terminal)
-        });
-        if settled {
-            return held;
-        }
-        let Some(persistence) = self.persistence.get() else {
-            return held;
-        };
-        match persistence.backend.load(task_id).await {
-            Ok(Some(stored)) => {
-                if let Some(cell) = held {
-                    cell.refresh(stored.task);
-                    return Some(cell);
-                }
-                self.restore(stored.task);
-                self.existing(task_id)
-            }
-            Ok(None) => held,
-            Err(e) => {
-                tracing::warn!(task_id, error = %e, "could not read the task from its backend");
-                held
-            }
-        }
-    }
-
-    /// The task as it stands and its events from here on, wherever its turn runs.
-    pub async fn follow(&self, task_id: &str) -> Result<(Task, Follow), SubscribeRefusal> {
-        let cell = self.find(task_id).await.ok_or(SubscribeRefusal::Unknown)?;
-        let task = cell.task().ok_or(SubscribeRefusal::Unknown)?;
-        let elsewhere = !cell.is_running()
-            && !task.status.state.is_terminal()
-            && !task.status.state.is_interrupted();
-        match self.relay() {
-            Some(relay) if elsewhere => {
-                // Subscribe first, then ask: nothing falls between the two.
-                let events = relay.events(task_id).await;
-                match (events, relay.ask_now(task_id).await) {
-                    (Some(events), Some(standing)) => {
-                        let remote = follow::RemoteFollow::new(
-                            task_id,
-                            relay.clone(),
-                            events,
-                            standing.seq,
-                            standing.task.clone(),
-                        );
-                        Ok((standing.task, Follow::Remote(Box::new(remote))))
-                    }
-                    // No replica runs it: it is over, whatever the store last heard.
-                    _ => Ok((follow::orphaned(task), Follow::Ended)),
-                }
-            }
-            _ => {
-                let (task, subscription) = cell.subscribe()?;
-                Ok((task, Follow::Local(subscription)))
-            }
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The cell of `task_id`, created empty if the task is new.
-    pub fn cell(&self, task_id: &str) -> Arc<TaskCell> {
-        let mut inner = self.lock();
-        if let Some(entry) = inner.cells.get(task_id) {
-            return Arc::clone(&entry.cell);
-        }
-        let cell = Arc::new(TaskCell::default());
-        inner.insert(task_id, Arc::clone(&cell));
-        inner.evict(&self.limits);
-        cell
-    }
-
-    /// The cell of `task_id`, if the store holds the task.
-    pub fn existing(&self, task_id: &str) -> Option<Arc<TaskCell>> {
-        let mut inner = self.lock();
-        inner.evict(&self.limits);
-        inner.cells.get(task_id).map(|e| Arc::clone(&e.cell))
-    }
-
-    /// Puts back a task read from elsewhere (a backend at startup), unless one of that id is
-    /// held.
-    pub fn restore(&self, task: Task) {
-        let mut inner = self.lock();
-        if inner.cells.contains_key(&task.id) {
-            return;
-        }
-        let id = task.id.clone();
-        let cell = Arc::new(TaskCell::restored(task));
-        let bytes = cell.approx_bytes();
-        inner.insert(&id, cell);
-        inner.resize(&id, bytes);
-        inner.evict(&self.limits);
-    }
-
-    /// Task `task_id` changed: it counts as recent again, its size is taken anew, and old
-    /// tasks are dropped until the limits hold.
-    pub fn touch(&self, task_id: &str) {
-        let mut inner = self.lock();
-        let Some(bytes) = inner.cells.get(task_id).map(|e| e.cell.approx_bytes()) else {
-            return;
-        };
-        inner.resize(task_id, bytes);
-        inner.evict(&self.limits);
-    }
-
-    /// Bytes the tasks hold, as last taken.
+    /// Bytes the tasks in memory hold, as last taken.
     pub fn bytes(&self) -> usize {
-        self.lock().bytes
+        self.lock().bytes()
     }
 
-    /// How many tasks the store holds.
+    /// How many tasks memory holds.
     pub fn len(&self) -> usize {
-        self.lock().cells.len()
+        self.lock().len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// One page of the tasks that `query` selects, most recently changed status first.
-    pub fn list(&self, query: &ListQuery) -> Result<ListPage, ListError> {
-        let cells: Vec<Arc<TaskCell>> = {
-            let mut inner = self.lock();
-            inner.evict(&self.limits);
-            inner.cells.values().map(|e| Arc::clone(&e.cell)).collect()
-        };
-        list::page(&cells, query)
-    }
-}
-
-impl Inner {
-    fn insert(&mut self, task_id: &str, cell: Arc<TaskCell>) {
-        self.clock += 1;
-        self.by_age.insert(self.clock, task_id.to_owned());
-        self.cells.insert(
-            task_id.to_owned(),
-            Entry {
-                cell,
-                bytes: 0,
-                stamp: self.clock,
-                changed: Instant::now(),
-            },
-        );
+    /// How many subscriptions are open on task `task_id`.
+    pub fn subscribers(&self, task_id: &str) -> usize {
+        self.existing(task_id).map_or(0, |cell| cell.subscribers())
     }
 
-    /// Task `task_id` now holds `bytes`, and changed now.
-    fn resize(&mut self, task_id: &str, bytes: usize) {
-        self.clock += 1;
-        let clock = self.clock;
-        let Some(entry) = self.cells.get_mut(task_id) else {
-            return;
-        };
-        let before = std::mem::replace(&mut entry.bytes, bytes);
-        let stamp = std::mem::replace(&mut entry.stamp, clock);
-        entry.changed = Instant::now();
-        self.bytes = self.bytes - before + bytes;
-        self.by_age.remove(&stamp);
-        self.by_age.insert(clock, task_id.to_owned());
+    /// The replicas' state, when the backend is shared.
+    pub fn replica_health(&self) -> Option<ReplicaHealth> {
+        self.replicas().map(replicas::Replicas::health)
     }
 
-    /// Drops the least recently changed tasks nobody holds until the limits hold, and every
-    /// task older than the TTL that nobody holds.
-    fn evict(&mut self, limits: &StoreLimits) {
-        let mut kept = Vec::new();
-        while let Some((&stamp, id)) = self.by_age.first_key_value() {
-            let Some(entry) = self.cells.get(id) else {
-                self.by_age.remove(&stamp);
-                continue;
-            };
-            let over = self.cells.len() > limits.max_tasks || self.bytes > limits.max_bytes;
-            let expired = entry.changed.elapsed() > limits.ttl;
-            if !over && !expired {
-                break;
-            }
-            let id = id.clone();
-            self.by_age.remove(&stamp);
-            if Arc::strong_count(&entry.cell) > 1 {
-                kept.push((stamp, id));
-            } else if let Some(entry) = self.cells.remove(&id) {
-                self.bytes -= entry.bytes;
+    /// This replica leaves the shared store (at shutdown, once its turns are over): its lease
+    /// goes at once, so nobody waits for it to run out.
+    pub async fn leave(&self) {
+        if let Some(replicas) = self.replicas() {
+            replicas.leave().await;
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Cells> {
+        self.0.cells.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The cell of `task_id`, created empty if the task is new.
+    fn cell(&self, task_id: &str) -> Arc<TaskCell> {
+        let mut cells = self.lock();
+        if let Some(cell) = cells.get(task_id) {
+            return cell;
+        }
+        let cell = Arc::new(TaskCell::new());
+        cells.insert(task_id, Arc::clone(&cell));
+        cells.evict(&self.0.limits);
+        cell
+    }
+
+    /// The cell of `task_id`, if memory holds the task.
+    fn existing(&self, task_id: &str) -> Option<Arc<TaskCell>> {
+        let mut cells = self.lock();
+        cells.evict(&self.0.limits);
+        cells.get(task_id)
+    }
+
+    /// The cell of `task_id`, read from the backend when memory lacks it or may be behind.
+    async fn find_cell(&self, task_id: &str) -> Option<Arc<TaskCell>> {
+        let held = self.existing(task_id);
+        let settled = held.as_ref().is_some_and(|cell| {
+            cell.is_running() || cell.state().is_some_and(TaskState::is_terminal)
+        });
+        if settled || self.0.persistence.get().is_none() {
+            return held;
+        }
+        self.refresh(task_id).await;
+        self.existing(task_id)
+    }
+
+    /// Reads task `task_id` from the backend into memory.
+    async fn refresh(&self, task_id: &str) {
+        match self.load(task_id).await {
+            Ok(Some(versioned)) => self.absorb(versioned),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(task_id, error = %e, "could not read the task from its backend");
             }
         }
-        self.by_age.extend(kept);
+    }
+
+    /// A task as the backend holds it, written here or elsewhere: memory takes it if it is
+    /// newer (a turn running here that it ended is told to stop: it has lost).
+    fn absorb(&self, versioned: Versioned) {
+        let task_id = versioned.stored.task.id.clone();
+        let held = self.lock().get(&task_id);
+        if let Some(cell) = held {
+            match cell.absorb(versioned) {
+                Absorbed::Nothing => return,
+                Absorbed::Applied => {}
+                Absorbed::EndedUnderTurn(stop) => {
+                    tracing::warn!(
+                        task_id,
+                        "another writer ended a task whose turn runs here; stopping the turn"
+                    );
+                    stop.request();
+                    return;
+                }
+            }
+        } else {
+            let cell = Arc::new(TaskCell::restored(versioned));
+            let mut cells = self.lock();
+            if cells.get(&task_id).is_some() {
+                // Taken meanwhile; the next revision will reach it.
+                return;
+            }
+            cells.insert(&task_id, cell);
+        }
+        self.touch(&task_id);
+    }
+
+    /// Task `task_id` changed: it counts as recent again, its size is taken anew, and old
+    /// tasks are dropped until the limits hold.
+    fn touch(&self, task_id: &str) {
+        let mut cells = self.lock();
+        cells.touch(task_id);
+        cells.evict(&self.0.limits);
+    }
+
+    /// `task` as this replica writes it now.
+    fn stored(&self, task: Task, answered: Option<String>) -> StoredTask {
+        StoredTask::new(task, self.replica().unwrap_or_default(), answered)
+    }
+
+    /// Writes `stored` to the backend at revision `expected`; memory only answers `0`.
+    async fn write(&self, stored: &StoredTask, expected: u64) -> Result<u64, WriteError> {
+        match self.0.persistence.get() {
+            Some(p) => p.backend.write(stored, expected).await,
+            None => Ok(0),
+        }
+    }
+
+    /// Task `task_id` as the backend holds it.
+    async fn load(&self, task_id: &str) -> Result<Option<Versioned>, BackendError> {
+        match self.0.persistence.get() {
+            Some(p) => p.backend.load(task_id).await,
+            None => Ok(None),
+        }
+    }
+
+    /// This replica's name, once a backend is attached.
+    fn replica(&self) -> Option<&str> {
+        self.0.persistence.get().map(|p| p.replica.as_str())
+    }
+
+    fn replicas(&self) -> Option<&replicas::Replicas> {
+        self.0.persistence.get()?.replicas.as_ref()
+    }
+
+    /// The relay to other replicas, when the backend is shared.
+    fn relay(&self) -> Option<&Relay> {
+        self.replicas().map(replicas::Replicas::relay)
+    }
+
+    /// Ends task `task_id` `failed`, saying `why`, if a turn of it still runs by the backend
+    /// (and, given `owner`, that replica's): a task whose turn is gone. Answers whether this
+    /// replica stored the failure.
+    async fn fail_task(&self, task_id: &str, why: &str, owner: Option<&str>) -> bool {
+        let turn = self.open_turn(task_id).await;
+        if turn.task().is_none() {
+            return false;
+        }
+        // Decide on the task as the backend has it now, not as memory last heard.
+        self.refresh(task_id).await;
+        let Some(task) = turn.task() else {
+            return false;
+        };
+        let ours = owner.is_none_or(|owner| turn.owner().as_deref() == Some(owner));
+        if !backend::running(task.status.state) || !ours || self.is_running_here(task_id) {
+            return false;
+        }
+        let failed = backend::failed_now(&task, why);
+        let closing = vec![turn::final_update(&failed)];
+        turn.end(failed, closing).await.won
+    }
+
+    /// Fails each of `task_ids` (as [`TaskStore::fail_task`], `owner`'s), a few at a time;
+    /// answers how many this replica failed.
+    async fn fail_all(&self, task_ids: &[String], why: &str, owner: &str) -> usize {
+        use futures::StreamExt;
+        const AT_ONCE: usize = 16;
+        let mut failing = futures::stream::FuturesUnordered::new();
+        let mut failed = 0;
+        for task_id in task_ids {
+            if failing.len() >= AT_ONCE && failing.next().await == Some(true) {
+                failed += 1;
+            }
+            let (store, task_id) = (self.clone(), task_id.clone());
+            let (why, owner) = (why.to_owned(), owner.to_owned());
+            failing.push(async move { store.fail_task(&task_id, &why, Some(&owner)).await });
+        }
+        while let Some(done) = failing.next().await {
+            failed += usize::from(done);
+        }
+        failed
+    }
+
+    fn is_running_here(&self, task_id: &str) -> bool {
+        self.existing(task_id).is_some_and(|cell| cell.is_running())
     }
 }
 

@@ -1,8 +1,9 @@
 //! Tasks in a JetStream KV bucket (`TASKS_DB=nats://…`, default bucket `daedalus-tasks`), so
-//! replicas share them: one entry per task (`t.<token of its id>`), its JSON as it stands, and
-//! the bucket's `max_age` is `TASK_TTL`. What a replica does not hold in memory it reads here
-//! ([`super::TaskStore::find`]); live events and cancels travel as NATS messages
-//! over the same connection.
+//! replicas share them: one entry per task (`t.<token of its id>`), its [`StoredTask`] JSON,
+//! and the bucket's `max_age` is `TASK_TTL`. The entry's revision is the stream sequence of
+//! its last write; a write is `create` (no entry yet) or `update` at the revision it read.
+//! The replicas' leases live in the same bucket (`r.<token of REPLICA_ID>`, see
+//! [`super::replicas`]), so one watch of the bucket carries both in one order.
 
 use std::time::Duration;
 
@@ -10,22 +11,27 @@ use async_nats::jetstream::kv;
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
 
-use super::backend::{BackendError, StoredTask, TaskBackend};
+use super::backend::{BackendError, StoredTask, TaskBackend, Versioned, WriteError};
 use crate::config::redact_url;
 
 /// Entries read at once when the recent tasks are read back.
 const READ_CONCURRENCY: usize = 32;
 
+/// The prefix of task keys.
+pub(crate) const TASK_KEYS: &str = "t.";
+
 /// Tasks in one KV bucket.
 #[derive(Debug, Clone)]
 pub struct NatsKvTasks {
     location: String,
+    bucket: String,
     kv: kv::Store,
     client: async_nats::Client,
 }
 
-fn key(task_id: &str) -> String {
-    format!("t.{}", daedalus_contract::token::token(task_id))
+/// The key of task `task_id`.
+pub(crate) fn key(task_id: &str) -> String {
+    format!("{TASK_KEYS}{}", daedalus_contract::token::token(task_id))
 }
 
 impl NatsKvTasks {
@@ -39,20 +45,30 @@ impl NatsKvTasks {
         let opened = crate::kv_bucket::open(url, bucket, "Daedalus runtime A2A tasks", ttl)
             .await
             .map_err(fail)?;
-        let (client, kv) = (opened.client, opened.kv);
         Ok(Self {
             location,
-            kv,
-            client,
+            bucket: bucket.to_owned(),
+            kv: opened.kv,
+            client: opened.client,
         })
     }
 
-    /// The connection, for the messages that carry live events and cancels.
+    /// The connection, for the messages replicas send each other.
     pub fn client(&self) -> &async_nats::Client {
         &self.client
     }
 
-    fn fail(&self, message: impl std::fmt::Display) -> BackendError {
+    /// The bucket's name (it scopes the replicas' subjects too).
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    /// The bucket itself, for its watch and the leases.
+    pub(crate) fn kv(&self) -> &kv::Store {
+        &self.kv
+    }
+
+    pub(crate) fn fail(&self, message: impl std::fmt::Display) -> BackendError {
         BackendError {
             location: self.location.clone(),
             message: message.to_string(),
@@ -62,55 +78,104 @@ impl NatsKvTasks {
     fn decode(&self, bytes: &[u8]) -> Result<StoredTask, BackendError> {
         daedalus_contract::read::from_slice(bytes).map_err(|e| self.fail(e))
     }
+
+    /// The entry of `task_id` as it stands, decoded.
+    async fn entry(&self, task_id: &str) -> Result<Option<Versioned>, BackendError> {
+        let Some(entry) = self
+            .kv
+            .entry(key(task_id))
+            .await
+            .map_err(|e| self.fail(e))?
+        else {
+            return Ok(None);
+        };
+        if entry.operation != kv::Operation::Put {
+            return Ok(None);
+        }
+        let stored = self.decode(&entry.value)?;
+        // A hashed key names one id; the entry says which.
+        Ok((stored.task.id == task_id).then_some(Versioned {
+            stored,
+            revision: entry.revision,
+        }))
+    }
+
+    /// After a write whose answer was lost: its revision if the entry holds it.
+    async fn written(&self, stored: &StoredTask) -> Option<u64> {
+        let now = self.entry(&stored.task.id).await.ok()??;
+        (now.stored.write_id == stored.write_id).then_some(now.revision)
+    }
 }
 
 #[async_trait]
 impl TaskBackend for NatsKvTasks {
-    async fn save(&self, stored: &StoredTask) -> Result<(), BackendError> {
-        let body = serde_json::to_vec(stored).map_err(|e| self.fail(e))?;
-        self.kv
-            .put(key(&stored.task.id), body.into())
-            .await
-            .map_err(|e| self.fail(e))?;
-        Ok(())
+    async fn load(&self, task_id: &str) -> Result<Option<Versioned>, BackendError> {
+        self.entry(task_id).await
     }
 
-    async fn load(&self, task_id: &str) -> Result<Option<StoredTask>, BackendError> {
-        let Some(bytes) = self.kv.get(key(task_id)).await.map_err(|e| self.fail(e))? else {
-            return Ok(None);
+    async fn write(&self, stored: &StoredTask, expected: u64) -> Result<u64, WriteError> {
+        let body: bytes::Bytes = serde_json::to_vec(stored).map_err(|e| self.fail(e))?.into();
+        let key = key(&stored.task.id);
+        let written = if expected == 0 {
+            self.kv
+                .create(&key, body)
+                .await
+                .map_err(|e| match e.kind() {
+                    kv::CreateErrorKind::AlreadyExists => None,
+                    _ => Some(self.fail(e)),
+                })
+        } else {
+            self.kv
+                .update(&key, body, expected)
+                .await
+                .map_err(|e| match e.kind() {
+                    kv::UpdateErrorKind::WrongLastRevision => None,
+                    _ => Some(self.fail(e)),
+                })
         };
-        let stored = self.decode(&bytes)?;
-        // A hashed key names one id; the entry says which.
-        Ok((stored.task.id == task_id).then_some(stored))
+        match written {
+            Ok(revision) => Ok(revision),
+            Err(None) => Err(WriteError::Conflict),
+            // The server may have stored it and the answer been lost: the entry tells.
+            Err(Some(e)) => match self.written(stored).await {
+                Some(revision) => Ok(revision),
+                None => Err(WriteError::Unavailable(e)),
+            },
+        }
     }
 
-    async fn recent(&self, limit: usize) -> Result<Vec<StoredTask>, BackendError> {
+    async fn recent(&self, limit: usize) -> Result<Vec<Versioned>, BackendError> {
         let keys: Vec<String> = self
             .kv
             .keys()
             .await
             .map_err(|e| self.fail(e))?
+            .try_filter(|k| std::future::ready(k.starts_with(TASK_KEYS)))
             .try_collect()
             .await
             .map_err(|e| self.fail(e))?;
-        let entries: Vec<Option<bytes::Bytes>> = futures::stream::iter(keys)
-            .map(|key| async move { self.kv.get(key).await })
+        let entries: Vec<Option<kv::Entry>> = futures::stream::iter(keys)
+            .map(|key| async move { self.kv.entry(key).await })
             .buffer_unordered(READ_CONCURRENCY)
             .try_collect()
             .await
             .map_err(|e| self.fail(e))?;
-        let mut tasks: Vec<StoredTask> = entries
+        let mut tasks: Vec<Versioned> = entries
             .into_iter()
             .flatten()
-            .filter_map(|bytes| match self.decode(&bytes) {
-                Ok(stored) => Some(stored),
+            .filter(|e| e.operation == kv::Operation::Put)
+            .filter_map(|entry| match self.decode(&entry.value) {
+                Ok(stored) => Some(Versioned {
+                    stored,
+                    revision: entry.revision,
+                }),
                 Err(e) => {
                     tracing::warn!(error = %e, "a stored task is unreadable; skipped");
                     None
                 }
             })
             .collect();
-        tasks.sort_by_key(|t| std::cmp::Reverse(t.updated_ms));
+        tasks.sort_by_key(|t| std::cmp::Reverse(t.stored.updated_ms));
         tasks.truncate(limit);
         Ok(tasks)
     }

@@ -1,6 +1,8 @@
-//! Tasks in SQLite (`TASKS_DB=<file>`): one row per task, its JSON as it stands, so a restart
-//! on one machine keeps them. Rows older than `TASK_TTL`, and all but the `MAX_TASKS` newest,
-//! are deleted when the file is opened and then every [`SWEEP_EVERY`] writes.
+//! Tasks in SQLite (`TASKS_DB=<file>`): one row per task, its JSON as it stands and its
+//! revision, so a restart on one machine keeps them. A write is compare-and-set on the
+//! revision (`UPDATE … WHERE revision = ?`). Rows older than `TASK_TTL`, and all but the
+//! `MAX_TASKS` newest, are deleted when the file is opened and then every [`SWEEP_EVERY`]
+//! writes.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,17 +12,21 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::backend::{BackendError, StoredTask, TaskBackend, now_ms};
+use super::backend::{BackendError, StoredTask, TaskBackend, Versioned, WriteError, now_ms};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS a2a_tasks (
     id          TEXT    PRIMARY KEY,
     owner       TEXT    NOT NULL,
     updated_ms  INTEGER NOT NULL,
-    body        TEXT    NOT NULL
+    body        TEXT    NOT NULL,
+    revision    INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS a2a_tasks_updated ON a2a_tasks (updated_ms);
 ";
+
+/// The revision column, added to a file an earlier version wrote.
+const ADD_REVISION: &str = "ALTER TABLE a2a_tasks ADD COLUMN revision INTEGER NOT NULL DEFAULT 1";
 
 /// Writes between two retention sweeps.
 const SWEEP_EVERY: u64 = 1_000;
@@ -56,6 +62,9 @@ impl SqliteTasks {
             conn.pragma_update(None, "synchronous", "NORMAL")?;
             conn.busy_timeout(Duration::from_secs(5))?;
             conn.execute_batch(SCHEMA)?;
+            if !has_revision(&conn)? {
+                conn.execute_batch(ADD_REVISION)?;
+            }
             Ok(conn)
         };
         let conn = open().map_err(|e| fail(e.to_string()))?;
@@ -105,13 +114,52 @@ fn sweep(conn: &Connection, ttl: Duration, max_tasks: usize) -> rusqlite::Result
     Ok(())
 }
 
-fn decode(body: &str) -> Result<StoredTask, String> {
-    daedalus_contract::read::from_slice(body.as_bytes()).map_err(|e| e.to_string())
+/// Whether the table has its revision column (a file an earlier version wrote has not).
+fn has_revision(conn: &Connection) -> rusqlite::Result<bool> {
+    let mut columns = conn.prepare("SELECT name FROM pragma_table_info('a2a_tasks')")?;
+    let names = columns.query_map([], |row| row.get::<_, String>(0))?;
+    for name in names {
+        if name? == "revision" {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn decode(body: &str, revision: i64) -> Result<Versioned, String> {
+    let stored = daedalus_contract::read::from_slice(body.as_bytes()).map_err(|e| e.to_string())?;
+    Ok(Versioned {
+        stored,
+        revision: u64::try_from(revision).unwrap_or(0),
+    })
+}
+
+/// What a compare-and-set write found.
+enum Written {
+    At(u64),
+    Conflict,
 }
 
 #[async_trait]
 impl TaskBackend for SqliteTasks {
-    async fn save(&self, stored: &StoredTask) -> Result<(), BackendError> {
+    async fn load(&self, task_id: &str) -> Result<Option<Versioned>, BackendError> {
+        let id = task_id.to_owned();
+        self.with(move |conn| {
+            let row: Option<(String, i64)> = conn
+                .query_row(
+                    "SELECT body, revision FROM a2a_tasks WHERE id = ?1",
+                    params![id],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
+                .optional()
+                .map_err(|e| e.to_string())?;
+            row.map(|(body, revision)| decode(&body, revision))
+                .transpose()
+        })
+        .await
+    }
+
+    async fn write(&self, stored: &StoredTask, expected: u64) -> Result<u64, WriteError> {
         let body = serde_json::to_string(stored).map_err(|e| BackendError {
             location: self.location.clone(),
             message: e.to_string(),
@@ -121,53 +169,57 @@ impl TaskBackend for SqliteTasks {
             stored.owner.clone(),
             stored.updated_ms,
         );
+        let expected = i64::try_from(expected).unwrap_or(i64::MAX);
         let due = self.writes.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == SWEEP_EVERY - 1;
         let (ttl, max_tasks) = (self.ttl, self.max_tasks);
-        self.with(move |conn| {
-            conn.execute(
-                "INSERT INTO a2a_tasks (id, owner, updated_ms, body) VALUES (?1, ?2, ?3, ?4) \
-                 ON CONFLICT (id) DO UPDATE SET owner = ?2, updated_ms = ?3, body = ?4",
-                params![id, owner, updated, body],
-            )
-            .map_err(|e| e.to_string())?;
-            if due {
-                sweep(conn, ttl, max_tasks).map_err(|e| e.to_string())?;
-            }
-            Ok(())
-        })
-        .await
-    }
-
-    async fn load(&self, task_id: &str) -> Result<Option<StoredTask>, BackendError> {
-        let id = task_id.to_owned();
-        self.with(move |conn| {
-            let body: Option<String> = conn
-                .query_row(
-                    "SELECT body FROM a2a_tasks WHERE id = ?1",
-                    params![id],
-                    |row| row.get(0),
-                )
-                .optional()
+        let written = self
+            .with(move |conn| {
+                let changed = if expected == 0 {
+                    conn.execute(
+                        "INSERT INTO a2a_tasks (id, owner, updated_ms, body, revision) \
+                         VALUES (?1, ?2, ?3, ?4, 1) ON CONFLICT (id) DO NOTHING",
+                        params![id, owner, updated, body],
+                    )
+                } else {
+                    conn.execute(
+                        "UPDATE a2a_tasks SET owner = ?2, updated_ms = ?3, body = ?4, \
+                         revision = revision + 1 WHERE id = ?1 AND revision = ?5",
+                        params![id, owner, updated, body, expected],
+                    )
+                }
                 .map_err(|e| e.to_string())?;
-            body.as_deref().map(decode).transpose()
-        })
-        .await
+                if due {
+                    sweep(conn, ttl, max_tasks).map_err(|e| e.to_string())?;
+                }
+                Ok(if changed == 1 {
+                    Written::At(u64::try_from(expected + 1).unwrap_or(u64::MAX))
+                } else {
+                    Written::Conflict
+                })
+            })
+            .await?;
+        match written {
+            Written::At(revision) => Ok(revision),
+            Written::Conflict => Err(WriteError::Conflict),
+        }
     }
 
-    async fn recent(&self, limit: usize) -> Result<Vec<StoredTask>, BackendError> {
+    async fn recent(&self, limit: usize) -> Result<Vec<Versioned>, BackendError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.with(move |conn| {
             let mut statement = conn
-                .prepare("SELECT body FROM a2a_tasks ORDER BY updated_ms DESC LIMIT ?1")
+                .prepare("SELECT body, revision FROM a2a_tasks ORDER BY updated_ms DESC LIMIT ?1")
                 .map_err(|e| e.to_string())?;
-            let bodies = statement
-                .query_map(params![limit], |row| row.get::<_, String>(0))
+            let rows = statement
+                .query_map(params![limit], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+                })
                 .map_err(|e| e.to_string())?;
             let mut tasks = Vec::new();
-            for body in bodies {
-                let body = body.map_err(|e| e.to_string())?;
-                match decode(&body) {
-                    Ok(stored) => tasks.push(stored),
+            for row in rows {
+                let (body, revision) = row.map_err(|e| e.to_string())?;
+                match decode(&body, revision) {
+                    Ok(versioned) => tasks.push(versioned),
                     Err(e) => tracing::warn!(error = %e, "a stored task is unreadable; skipped"),
                 }
             }

@@ -1,19 +1,35 @@
 //! A turn's run: replay of an answered message, the task and context rules, the agent under
 //! the request timeout and the shutdown token, the metrics of the turn, and its stream.
+//!
+//! An A2A task's turn writes the task only through its [`TaskTurn`]: begun (stored `working`)
+//! before anyone learns its id, ended (stored) before anyone hears the end.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use daedalus_contract::{Compaction, Task};
+use daedalus_contract::{Compaction, StreamEvent, Task};
 
 use super::conversations::ConversationKey;
 use super::request::TurnRequest;
-use super::running::RunningTurn;
 use super::service::{Started, TurnService};
 use super::stream::{self, EventSender, Translator};
 use super::{CANCEL_SETTLE, TurnError, task};
 use crate::agent_loop::{Agent, AgentOutcome, AgentRequest, EventSink, LoopEvent};
 use crate::metrics::StateLabel;
+use crate::task_store::{BeginError, TaskTurn, TurnStop};
+
+/// How a turn's agent run came out: the Task and the events that close its stream, or why it
+/// was refused and the event that ends its stream.
+pub(super) enum Ran {
+    Finished {
+        task: Task,
+        closing: Vec<StreamEvent>,
+    },
+    Refused {
+        error: TurnError,
+        end: Option<StreamEvent>,
+    },
+}
 
 impl TurnService {
     /// An A2A task's turn: replay, continuation, the context rules, then the agent, with every
@@ -25,15 +41,11 @@ impl TurnService {
         started: Started,
     ) -> Result<Task, TurnError> {
         let task_id = request.message.effective_task_id().to_owned();
-        let cell = match self.0.tasks.find(&task_id).await {
-            Some(cell) => cell,
-            None => self.0.tasks.cell(&task_id),
-        };
-        let mut record = cell.lock_turn().await;
-        let standing = cell.task();
+        let mut turn = self.0.tasks.open_turn(&task_id).await;
+        let standing = turn.task();
         if let Some(task) = &standing
             && request.replay
-            && record.answered.as_deref() == Some(request.message.message_id.as_str())
+            && turn.answered().as_deref() == Some(request.message.message_id.as_str())
         {
             tracing::info!(
                 task_id,
@@ -47,10 +59,8 @@ impl TurnService {
                 .with_history(agent, task, &history, request.history_length)
                 .await);
         }
-        if record.context_id.is_none() {
-            record.context_id = standing.as_ref().and_then(|t| t.context_id.clone());
-        }
-        let context_id = task::resolve_context(&record, &request.message, &task_id)?;
+        let known_context = standing.as_ref().and_then(|t| t.context_id.as_deref());
+        let context_id = task::resolve_context(known_context, &request.message, &task_id)?;
         let mut message = request.message.clone();
         message.task_id = Some(task_id.clone());
         message.context_id = Some(context_id.clone());
@@ -65,45 +75,76 @@ impl TurnService {
             agent_request.history.clone_from(&history);
         }
         history.push(message);
-        cell.begin(task::working(&task_id, &context_id, history.clone()));
-        self.0.tasks.persist(&task_id).await;
+        let stop = TurnStop::new(self.0.cancel.child_token());
+        let log = turn
+            .begin(
+                task::working(&task_id, &context_id, history.clone()),
+                stop.clone(),
+            )
+            .await
+            .map_err(|e| match e {
+                BeginError::Moved(task_id) => TurnError::TaskMoved(task_id),
+                BeginError::Unavailable(e) => TurnError::StoreUnavailable(e.to_string()),
+            })?;
         // Named only now: whoever learns the id finds the task, on any replica.
-        let out = started.name(&task_id, &context_id).with_log(
-            &task_id,
-            Arc::clone(&cell),
-            self.0.tasks.relay().cloned(),
-        );
+        let out = started.name(&task_id, &context_id).with_log(log);
         let lock = self.0.conversations.get(key.as_str());
         let _turn = lock.lock().await;
         let history_length = request.history_length;
         let answered_id = request.message.message_id.clone();
         let ran = self
-            .execute(agent, request, agent_request, &task_id, &context_id, out)
+            .execute(
+                agent,
+                request,
+                agent_request,
+                &task_id,
+                &context_id,
+                &out,
+                &stop,
+            )
             .await;
-        let task = match ran {
-            Ok(task) => task,
-            Err(refused) => {
-                // The log holds the refusal's end; the task stands as it left it.
-                if let Some(ended) = cell.task() {
-                    cell.finish(ended);
-                }
-                self.0.tasks.persist(&task_id).await;
-                self.0.tasks.tell_end(&task_id);
-                return Err(refused);
+        match ran {
+            Ran::Finished { task, closing } => {
+                history.extend(task.status.message.clone());
+                let mut kept = task;
+                kept.history = Some(history.clone());
+                turn.answers(&answered_id);
+                let ended = turn.end(kept, closing).await;
+                out.deliver(ended.events);
+                let mut answer = ended.task;
+                answer.history = None;
+                Ok(self
+                    .with_history(agent, answer, &history, history_length)
+                    .await)
             }
+            Ran::Refused { error, end } => self.end_refused(turn, &out, error, end).await,
+        }
+    }
+
+    /// Ends a task whose turn was refused before it finished (shutdown): it stands as its
+    /// stream ended, and the refusal is answered, unless another end of the task won (then
+    /// that end is the answer).
+    async fn end_refused(
+        &self,
+        turn: TaskTurn,
+        out: &EventSender,
+        error: TurnError,
+        end: Option<StreamEvent>,
+    ) -> Result<Task, TurnError> {
+        let Some(standing) = turn.task() else {
+            return Err(error);
         };
-        record.context_id = Some(context_id);
-        record.answered = Some(answered_id);
-        history.extend(task.status.message.clone());
-        let mut kept = task.clone();
-        kept.history = Some(history.clone());
-        cell.finish(kept);
-        self.0.tasks.touch(&task_id);
-        self.0.tasks.persist(&task_id).await;
-        self.0.tasks.tell_end(&task_id);
-        Ok(self
-            .with_history(agent, task, &history, history_length)
-            .await)
+        let closing: Vec<StreamEvent> = end.into_iter().collect();
+        let ended_as = closing.iter().fold(standing, |task, event| {
+            crate::task_store::apply_event(task, event)
+        });
+        let ended = turn.end(ended_as, closing).await;
+        out.deliver(ended.events);
+        if ended.won {
+            Err(error)
+        } else {
+            Ok(ended.task)
+        }
     }
 
     /// A turn without task memory: in `conversation` (already locked), or alone.
@@ -119,13 +160,38 @@ impl TurnService {
         let out = started.name(&task_id, context);
         let mut agent_request = AgentRequest::new(&task_id, context, request.message.clone());
         agent_request.persist = conversation.is_some();
-        self.execute(agent, request, agent_request, &task_id, context, out)
+        let stop = TurnStop::new(self.0.cancel.child_token());
+        match self
+            .execute(
+                agent,
+                request,
+                agent_request,
+                &task_id,
+                context,
+                &out,
+                &stop,
+            )
             .await
+        {
+            Ran::Finished { task, closing } => {
+                out.deliver(closing);
+                Ok(task)
+            }
+            Ran::Refused { error, end } => {
+                out.deliver(end.into_iter().collect());
+                Err(error)
+            }
+        }
     }
 
     /// Runs the agent on `agent_request` with the face's credentials, sampling and stream
-    /// flag, translates its events to `out` while anyone listens, and records the turn's
-    /// metrics. The Task returned agrees with the stream.
+    /// flag, stopped by `stop`, translates its events to `out` while anyone listens, and
+    /// records the turn's metrics. The Task returned agrees with the stream, whose closing
+    /// events it comes with (not yet sent: a task's end is told once stored).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one turn's parts, each from a different owner"
+    )]
     async fn execute(
         &self,
         agent: &Arc<dyn Agent>,
@@ -133,8 +199,9 @@ impl TurnService {
         mut agent_request: AgentRequest,
         task_id: &str,
         context_id: &str,
-        out: EventSender,
-    ) -> Result<Task, TurnError> {
+        out: &EventSender,
+        stop: &TurnStop,
+    ) -> Ran {
         agent_request.bearer = request.bearer;
         agent_request.stream = request.stream;
         agent_request.controls = request.controls.clone();
@@ -142,9 +209,13 @@ impl TurnService {
             // A history override: the stored conversation is neither read nor written.
             agent_request.persist = false;
         }
-        let translator = out
-            .is_listening()
-            .then(|| Arc::new(Mutex::new(Some(Translator::open(task_id, context_id, out)))));
+        let translator = out.is_listening().then(|| {
+            Arc::new(Mutex::new(Some(Translator::open(
+                task_id,
+                context_id,
+                out.clone(),
+            ))))
+        });
         let metrics = Arc::clone(&self.0.metrics);
         let live = translator.clone();
         let compacted: Arc<Mutex<Option<Compaction>>> = Arc::default();
@@ -171,11 +242,10 @@ impl TurnService {
         });
         tracing::info!(task_id, context_id, "task started");
         let started = Instant::now();
-        let running = self.0.running.register(task_id, context_id, &self.0.cancel);
         let outcome = match request.sampling {
             Ok(sampling) => {
                 agent_request.sampling = sampling;
-                self.run_agent(agent, agent_request, &running).await
+                self.run_agent(agent, agent_request, stop).await
             }
             Err(e) => Ok(AgentOutcome::Failed {
                 reason: e.to_string(),
@@ -186,20 +256,18 @@ impl TurnService {
             translator.and_then(|t| t.lock().unwrap_or_else(PoisonError::into_inner).take());
         let outcome = match outcome {
             Ok(outcome) => outcome,
-            Err(refused) => {
-                if let Some(translator) = translator {
-                    translator.abort(&refused);
-                }
-                return Err(refused);
+            Err(error) => {
+                let end = translator.map(|translator| translator.abort(&error));
+                return Ran::Refused { error, end };
             }
         };
         let mut task = task::finish(task_id, context_id, outcome);
         if let Some(report) = *compacted.lock().unwrap_or_else(PoisonError::into_inner) {
             report.insert_into(&mut task.metadata);
         }
-        if let Some(translator) = translator {
-            translator.close(&mut task);
-        }
+        let closing = translator
+            .map(|translator| translator.close(&mut task))
+            .unwrap_or_default();
         tracing::info!(task_id, state = %task.status.state, "task finished");
         self.0
             .metrics
@@ -212,7 +280,7 @@ impl TurnService {
             .metrics
             .task_duration
             .observe(started.elapsed().as_secs_f64());
-        Ok(task)
+        Ran::Finished { task, closing }
     }
 
     /// Runs `agent` under the request timeout, the shutdown token and a cancel by its task id;
@@ -221,20 +289,20 @@ impl TurnService {
         &self,
         agent: &Arc<dyn Agent>,
         request: AgentRequest,
-        turn: &RunningTurn,
+        stop: &TurnStop,
     ) -> Result<AgentOutcome, TurnError> {
-        let cancel = turn.token().clone();
+        let cancel = stop.token().clone();
         let run = agent.run(request, cancel.clone());
         tokio::pin!(run);
         let timed_out = tokio::select! {
-            outcome = &mut run => return settle(outcome, false, turn.cancel_requested()),
+            outcome = &mut run => return settle(outcome, false, stop.requested()),
             () = tokio::time::sleep(self.0.limits.request_timeout) => true,
         };
         cancel.cancel();
         let outcome = tokio::time::timeout(CANCEL_SETTLE, run)
             .await
             .unwrap_or(AgentOutcome::Canceled);
-        settle(outcome, timed_out, turn.cancel_requested())
+        settle(outcome, timed_out, stop.requested())
     }
 
     /// Adds the last `history_length` messages, when asked for: from the context's stored

@@ -8,8 +8,9 @@
 //!   cap ([`TurnError::Busy`]);
 //! - one turn at a time per conversation, shared by every face ([`conversations`]);
 //! - for A2A tasks: the task id and context rules, continuation of an `input-required` task,
-//!   replay of a redelivered `messageId`, and every event of the turn in the task's log, all in
-//!   the byte-bounded [`crate::task_store`];
+//!   replay of a redelivered `messageId`, and every event of the turn in the task's log, all
+//!   written through the turn's one handle on the [`crate::task_store`] (which also cancels
+//!   by id, wherever the turn runs);
 //! - the turn runs on the runtime's task tracker, so a caller that goes away does not stop
 //!   it; under `REQUEST_TIMEOUT`, and canceled when shutdown's grace period ends ([`drain`]);
 //! - events: every turn's loop events feed the metrics, then the face's own listener
@@ -28,7 +29,6 @@ mod drain;
 mod execute;
 pub mod handle;
 mod request;
-mod running;
 mod service;
 pub mod stream;
 mod task;
@@ -87,16 +87,10 @@ pub enum TurnError {
     CanceledByShutdown,
     #[error("the task's worker stopped: {0}")]
     WorkerStopped(String),
+    #[error("task {0} changed on another replica as this turn began; send the message again")]
+    TaskMoved(String),
+    #[error("the task store cannot record tasks now ({0}); retry later")]
+    StoreUnavailable(String),
 }
 
-/// Why a task could not be canceled.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum CancelError {
-    #[error("no task {0} is known")]
-    NotFound(String),
-    #[error("task {task_id} is {state} and cannot be canceled")]
-    NotCancelable {
-        task_id: String,
-        state: daedalus_contract::TaskState,
-    },
-}
+pub use crate::task_store::CancelError;

@@ -12,14 +12,15 @@ use tokio_util::task::TaskTracker;
 use super::conversations::{ConversationKey, ConversationLocks};
 use super::handle::TaskHandle;
 use super::request::{Memory, TurnRequest};
-use super::running::{Canceling, RunningTurns};
 use super::stream::{self, EventSender};
-use super::{CANCEL_SETTLE, CancelError, TurnError, TurnLimits, task};
+use super::{CancelError, TurnError, TurnLimits, task};
 use crate::agent_loop::Agent;
 use crate::fleet::Fleet;
 use crate::lifecycle::{Lifecycle, Phase};
 use crate::metrics::Metrics;
-use crate::task_store::{RelayHandler, Standing, StoreLimits, TaskCell, TaskStore};
+use crate::task_store::{
+    Follow, ListError, ListPage, ListQuery, StoreLimits, SubscribeRefusal, TaskStore,
+};
 
 /// Runs turns for every face. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -33,9 +34,9 @@ pub(super) struct Inner {
     pub(super) metrics: Arc<Metrics>,
     pub(super) lifecycle: Arc<Lifecycle>,
     pub(super) limits: TurnLimits,
-    pub(super) tasks: Arc<TaskStore>,
-    /// The turns running now, by task id (what a cancel by id reaches).
-    pub(super) running: RunningTurns,
+    /// Every task: the turns running here write them through it, and a cancel by id goes
+    /// through it to wherever the turn runs.
+    pub(super) tasks: TaskStore,
     pub(super) conversations: ConversationLocks,
     pub(super) permits: Arc<tokio::sync::Semaphore>,
     /// Every turn being worked on; shutdown waits for it to empty.
@@ -55,12 +56,11 @@ impl TurnService {
             fleet: ArcSwap::new(fleet),
             metrics,
             lifecycle,
-            tasks: Arc::new(TaskStore::new(StoreLimits {
+            tasks: TaskStore::new(StoreLimits {
                 max_tasks: limits.max_tasks,
                 max_bytes: limits.task_memory_bytes,
                 ttl: limits.task_ttl,
-            })),
-            running: RunningTurns::default(),
+            }),
             conversations: ConversationLocks::default(),
             permits: Arc::new(tokio::sync::Semaphore::new(limits.max_concurrent)),
             limits,
@@ -138,101 +138,33 @@ impl TurnService {
         Ok(TaskHandle::new(task_id, context_id, events, done))
     }
 
-    /// Cancels task `task_id`: a running turn stops at its next safe point (a tool call in
-    /// flight is abandoned, which tells its MCP server) and ends `canceled`; a task waiting for
-    /// input becomes `canceled`. Answers the task as it ended, when the runtime remembers it
-    /// (an A2A task; a turn of a face's own conversation has no task to show).
-    pub async fn cancel(&self, task_id: &str) -> Result<Option<Task>, CancelError> {
-        if let Canceling::Running(mut ended) = self.0.running.cancel(task_id) {
-            let settle = CANCEL_SETTLE + std::time::Duration::from_secs(1);
-            if tokio::time::timeout(settle, ended.wait_for(|ended| *ended))
-                .await
-                .is_err()
-            {
-                tracing::warn!(task_id, "a canceled turn did not stop in time");
-            }
-            let Some(cell) = self.0.tasks.existing(task_id) else {
-                return Ok(None);
-            };
-            // The turn keeps its task locked until it has stored how it ended.
-            let _record = cell.lock_turn().await;
-            return Ok(cell.task());
-        }
-        let not_found = || CancelError::NotFound(task_id.to_owned());
-        let cell = self.0.tasks.find(task_id).await.ok_or_else(not_found)?;
-        let _record = cell.lock_turn().await;
-        let task = cell.task().ok_or_else(not_found)?;
-        let state = task.status.state;
-        if !state.is_terminal() && !state.is_interrupted() {
-            // Running on another replica: that one cancels it.
-            if let Some(relay) = self.0.tasks.relay()
-                && let Some(ended) = relay.ask_cancel(task_id).await
-            {
-                cell.refresh(ended.clone());
-                return Ok(Some(ended));
-            }
-            // No replica runs it any more: it ends here.
-            let canceled = task::canceled(&task);
-            self.end_idle(&cell, task_id, canceled.clone()).await;
-            return Ok(Some(canceled));
-        }
-        if !state.is_interrupted() {
-            return Err(CancelError::NotCancelable {
-                task_id: task_id.to_owned(),
-                state: task.status.state,
-            });
-        }
-        let canceled = task::canceled(&task);
-        self.end_idle(&cell, task_id, canceled.clone()).await;
-        Ok(Some(canceled))
+    /// Cancels task `task_id`, wherever its turn runs: a running turn stops at its next safe
+    /// point (a tool call in flight is abandoned, which tells its MCP server) and ends
+    /// `canceled`; a task waiting for input becomes `canceled`. A task that stored another end
+    /// first is not cancelable. Answers the task as it ended.
+    pub async fn cancel(&self, task_id: &str) -> Result<Task, CancelError> {
+        self.0.tasks.cancel(task_id).await
     }
 
-    /// A task no turn runs ends as `ended`: its subscribers, here and on other replicas, hear
-    /// it, and the store keeps it.
-    async fn end_idle(&self, cell: &TaskCell, task_id: &str, ended: Task) {
-        let (seq, event) = cell.end_idle(ended);
-        if let Some(relay) = self.0.tasks.relay() {
-            relay.publish(task_id, seq, &event);
-        }
-        self.0.tasks.touch(task_id);
-        self.0.tasks.persist(task_id).await;
-    }
-
-    /// Task `task_id` as it stands (its own messages as history); a turn of a face's own
-    /// conversation, which the store does not keep, is shown `working` while it runs. `None`
-    /// for a task the runtime does not know.
+    /// Task `task_id` as this replica holds it now (its own messages as history).
     pub fn task_now(&self, task_id: &str) -> Option<Task> {
-        if let Some(task) = self.0.tasks.existing(task_id).and_then(|cell| cell.task()) {
-            return Some(task);
-        }
-        let context_id = self.0.running.context_of(task_id)?;
-        let mut status = daedalus_contract::TaskStatus::new(daedalus_contract::TaskState::Working);
-        status.timestamp =
-            Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true));
-        Some(Task {
-            id: task_id.to_owned(),
-            context_id: Some(context_id),
-            status,
-            artifacts: Vec::new(),
-            history: None,
-            metadata: None,
-        })
+        self.0.tasks.get(task_id)
     }
 
-    /// [`TurnService::task_now`], reading the task from the task backend when memory does not
-    /// hold it or another replica may have moved it on (a task from before a restart, or one
-    /// another replica ran).
+    /// Task `task_id` as it stands, read from the task backend when memory does not hold it
+    /// or another replica may have moved it on.
     pub async fn find_task(&self, task_id: &str) -> Option<Task> {
-        match self
-            .0
-            .tasks
-            .find(task_id)
-            .await
-            .and_then(|cell| cell.task())
-        {
-            Some(task) => Some(task),
-            None => self.task_now(task_id),
-        }
+        self.0.tasks.find(task_id).await
+    }
+
+    /// One page of the tasks `query` selects.
+    pub async fn list_tasks(&self, query: &ListQuery) -> Result<ListPage, ListError> {
+        self.0.tasks.list(query).await
+    }
+
+    /// Task `task_id` as it stands and its events from here on, wherever its turn runs.
+    pub async fn follow_task(&self, task_id: &str) -> Result<(Task, Follow), SubscribeRefusal> {
+        self.0.tasks.follow(task_id).await
     }
 
     /// The stored conversation `key` of `agent`, oldest first (empty when it keeps none).
@@ -270,9 +202,25 @@ impl TurnService {
         &self.0.cancel
     }
 
-    /// The task store (every binding's tasks, continuation and replay, subscriptions).
-    pub fn tasks(&self) -> &Arc<TaskStore> {
+    /// The task store, for startup to attach its backend. Faces read tasks through the
+    /// methods above and never write them.
+    pub(crate) fn task_store(&self) -> &TaskStore {
         &self.0.tasks
+    }
+
+    /// This replica's part in a shared task store, when it has one.
+    pub fn replica_health(&self) -> Option<crate::task_store::ReplicaHealth> {
+        self.0.tasks.replica_health()
+    }
+
+    /// How many tasks memory holds, and their bytes.
+    pub fn task_memory(&self) -> (usize, usize) {
+        (self.0.tasks.len(), self.0.tasks.bytes())
+    }
+
+    /// How many subscriptions are open on task `task_id` here.
+    pub fn task_subscribers(&self, task_id: &str) -> usize {
+        self.0.tasks.subscribers(task_id)
     }
 
     fn agent(&self, name: &str) -> Result<Arc<dyn Agent>, TurnError> {
@@ -299,20 +247,5 @@ impl Started {
     pub(super) fn name(self, task_id: &str, context_id: &str) -> EventSender {
         let _ = self.named.send((task_id.to_owned(), context_id.to_owned()));
         self.out
-    }
-}
-
-/// What this replica answers other replicas about the turns it runs.
-#[async_trait::async_trait]
-impl RelayHandler for TurnService {
-    fn now(&self, task_id: &str) -> Option<Standing> {
-        let cell = self.0.tasks.existing(task_id).filter(|c| c.is_running())?;
-        let (seq, task) = cell.standing()?;
-        Some(Standing { seq, task })
-    }
-
-    async fn cancel(&self, task_id: &str) -> Option<Task> {
-        self.0.running.context_of(task_id)?;
-        self.cancel(task_id).await.ok().flatten()
     }
 }

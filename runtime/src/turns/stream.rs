@@ -34,8 +34,8 @@ use daedalus_contract::{
 use tokio::sync::mpsc;
 
 use crate::agent_loop::LoopEvent;
+use crate::task_store::TurnLog;
 use crate::task_store::size::event_bytes;
-use crate::task_store::{Relay, TaskCell};
 
 /// Bytes of events that may wait for a listener before chunks and steps are dropped.
 pub const QUEUE_BYTES: usize = 1 << 20;
@@ -45,16 +45,8 @@ pub const QUEUE_BYTES: usize = 1 << 20;
 pub(crate) struct EventSender {
     tx: mpsc::UnboundedSender<(StreamEvent, usize)>,
     queued: Arc<AtomicUsize>,
-    log: Option<Log>,
-}
-
-/// Where a task's events are kept and told beyond the face that started the turn.
-#[derive(Debug, Clone)]
-struct Log {
-    task_id: String,
-    cell: Arc<TaskCell>,
-    /// Other replicas, when the task store is shared.
-    relay: Option<Relay>,
+    /// Where a task's events are kept and told beyond the face that started the turn.
+    log: Option<TurnLog>,
 }
 
 /// A task's live events, in order; `None` once the stream is over.
@@ -79,19 +71,10 @@ pub(crate) fn queue() -> (EventSender, EventReceiver) {
 }
 
 impl EventSender {
-    /// Every event also goes to `cell`'s log (what subscribers read), and to other replicas
-    /// over `relay`.
-    pub(crate) fn with_log(
-        mut self,
-        task_id: &str,
-        cell: Arc<TaskCell>,
-        relay: Option<Relay>,
-    ) -> Self {
-        self.log = Some(Log {
-            task_id: task_id.to_owned(),
-            cell,
-            relay,
-        });
+    /// Every event (but the turn's end, which the store tells once stored) also goes to the
+    /// task's `log`: what subscribers read, here and on other replicas.
+    pub(crate) fn with_log(mut self, log: TurnLog) -> Self {
+        self.log = Some(log);
         self
     }
 
@@ -104,16 +87,13 @@ impl EventSender {
     /// `false` when the queue dropped it (or nobody listens).
     fn send(&self, event: StreamEvent, droppable: bool) -> bool {
         if let Some(log) = &self.log {
-            let seq = log.cell.record(&event);
-            if let Some(relay) = &log.relay {
-                if matches!(&event, StreamEvent::StatusUpdate(u) if u.r#final) {
-                    // Other replicas hear the end once the store holds it (`tell_end`).
-                    log.cell.defer_end(seq, event.clone());
-                } else {
-                    relay.publish(&log.task_id, seq, &event);
-                }
-            }
+            log.record(&event);
         }
+        self.queue(event, droppable)
+    }
+
+    /// Queues `event` for the face alone (the store told the task's log already).
+    fn queue(&self, event: StreamEvent, droppable: bool) -> bool {
         if self.tx.is_closed() {
             return self.log.is_some();
         }
@@ -127,6 +107,16 @@ impl EventSender {
             return false;
         }
         true
+    }
+}
+
+impl EventSender {
+    /// Hands the face the end of its turn, as told: for a task, after the store stored it
+    /// and told its log; else as the turn closed.
+    pub(crate) fn deliver(&self, end: Vec<StreamEvent>) {
+        for event in end {
+            self.queue(event, false);
+        }
     }
 }
 
@@ -208,7 +198,10 @@ impl Translator {
 
     /// Closes the stream with `task`, the turn's finished Task, which this makes agree with
     /// what was streamed (the answer artifact's id; a streamed answer the Task would lack).
-    pub(crate) fn close(mut self, task: &mut Task) {
+    /// Answers the closing events (the artifacts as the Task holds them, then the final
+    /// status update), which are told once the end is stored.
+    pub(crate) fn close(mut self, task: &mut Task) -> Vec<StreamEvent> {
+        let mut closing = Vec::new();
         if let Some(answer) = self.answer.take() {
             match task.artifacts.first_mut() {
                 Some(first) => first.artifact_id.clone_from(&answer.artifact_id),
@@ -231,24 +224,24 @@ impl Translator {
                     // Everything is out: close the artifact with an empty last chunk.
                     let mut close = artifact.clone();
                     close.parts = vec![Part::text("")];
-                    self.send_artifact(close, true, true, false);
+                    closing.push(self.artifact_update(close, true, true));
                 } else {
-                    self.send_artifact(artifact.clone(), false, true, false);
+                    closing.push(self.artifact_update(artifact.clone(), false, true));
                 }
             }
         } else {
             for artifact in &task.artifacts {
-                self.send_artifact(artifact.clone(), false, true, false);
+                closing.push(self.artifact_update(artifact.clone(), false, true));
             }
         }
-        let last = self.status_update(task.status.clone(), true, task.metadata.clone());
-        self.out.send(last, false);
+        closing.push(self.status_update(task.status.clone(), true, task.metadata.clone()));
+        closing
     }
 
-    /// Ends the stream of a turn that was refused or canceled before it finished (shutdown):
-    /// a final `failed` status saying why, marked [`RETRY_ELSEWHERE`] (the stream's 503: the
+    /// The end of a turn that was refused or canceled before it finished (shutdown): a
+    /// final `failed` status saying why, marked [`RETRY_ELSEWHERE`] (the stream's 503: the
     /// task was not done, and a proxy sends it to another replica).
-    pub(crate) fn abort(self, why: &super::TurnError) {
+    pub(crate) fn abort(self, why: &super::TurnError) -> StreamEvent {
         let mut message = Message::new(
             uuid::Uuid::new_v4().to_string(),
             Role::Agent,
@@ -258,8 +251,7 @@ impl Translator {
         message.context_id = Some(self.context_id.clone());
         let mut marker = daedalus_contract::Metadata::new();
         marker.insert(RETRY_ELSEWHERE.to_owned(), true.into());
-        let last = self.status_update(status(TaskState::Failed, Some(message)), true, Some(marker));
-        self.out.send(last, false);
+        self.status_update(status(TaskState::Failed, Some(message)), true, Some(marker))
     }
 
     fn chunk(&mut self, text: &str) {
@@ -330,16 +322,21 @@ impl Translator {
         last_chunk: bool,
         droppable: bool,
     ) -> bool {
-        let update = TaskArtifactUpdateEvent {
+        self.out.send(
+            self.artifact_update(artifact, append, last_chunk),
+            droppable,
+        )
+    }
+
+    fn artifact_update(&self, artifact: Artifact, append: bool, last_chunk: bool) -> StreamEvent {
+        StreamEvent::ArtifactUpdate(TaskArtifactUpdateEvent {
             task_id: self.task_id.clone(),
             context_id: self.context_id.clone(),
             artifact,
             append,
             last_chunk,
             metadata: None,
-        };
-        self.out
-            .send(StreamEvent::ArtifactUpdate(update), droppable)
+        })
     }
 
     fn status_update(
@@ -454,8 +451,9 @@ mod tests {
             translator.on_event(event);
         }
         let mut task = crate::turns::task::finish("t", "c", outcome);
-        translator.close(&mut task);
-        let stream = drain(&mut events);
+        let closing = translator.close(&mut task);
+        let mut stream = drain(&mut events);
+        stream.extend(closing);
         let mut rebuilt = TaskRebuilder::new();
         for event in &stream {
             rebuilt.apply(event).expect("a valid stream");

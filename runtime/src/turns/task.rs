@@ -7,7 +7,6 @@ use daedalus_contract::{Message, Part, Role, Task, TaskState, TaskStatus};
 
 use super::TurnError;
 use crate::agent_loop::AgentOutcome;
-use crate::task_store::TaskRecord;
 
 /// A message a turn can start from.
 pub(super) fn check_message(message: &Message) -> Result<(), TurnError> {
@@ -24,19 +23,19 @@ pub(super) fn check_message(message: &Message) -> Result<(), TurnError> {
     Ok(())
 }
 
-/// The task's context: fixed by its first message; a new one when nobody named one.
+/// The task's context: fixed by its first message (`known`); a new one when nobody named one.
 pub(super) fn resolve_context(
-    record: &TaskRecord,
+    known: Option<&str>,
     message: &Message,
     task_id: &str,
 ) -> Result<String, TurnError> {
-    match (&record.context_id, &message.context_id) {
+    match (known, &message.context_id) {
         (Some(known), Some(given)) if known != given => Err(TurnError::ContextMismatch {
             task_id: task_id.to_owned(),
-            known: known.clone(),
+            known: known.to_owned(),
             given: given.clone(),
         }),
-        (Some(known), _) => Ok(known.clone()),
+        (Some(known), _) => Ok(known.to_owned()),
         (None, Some(given)) if !given.is_empty() => Ok(given.clone()),
         (None, _) => Ok(uuid::Uuid::new_v4().to_string()),
     }
@@ -56,15 +55,6 @@ pub(super) fn working(task_id: &str, context_id: &str, history: Vec<Message>) ->
         history: Some(history),
         metadata: None,
     }
-}
-
-/// `task`, canceled now (a task that was waiting for input, canceled by id).
-pub(super) fn canceled(task: &Task) -> Task {
-    let context_id = task.context_id.clone().unwrap_or_default();
-    let mut canceled = finish(&task.id, &context_id, AgentOutcome::Canceled);
-    canceled.metadata.clone_from(&task.metadata);
-    canceled.history.clone_from(&task.history);
-    canceled
 }
 
 /// The contract Task for an outcome: completed ⇒ artifacts, failed ⇒ `status.message`.

@@ -25,6 +25,28 @@ impl Agent for UntilCanceled {
     }
 }
 
+/// Works until it is canceled, and then finishes its answer anyway: the turn ends just as a
+/// cancel lands, and the end it stores is `completed`.
+#[derive(Debug)]
+struct FinishesWhenCanceled;
+
+#[async_trait]
+impl Agent for FinishesWhenCanceled {
+    async fn run(&self, _: AgentRequest, cancel: CancellationToken) -> AgentOutcome {
+        cancel.cancelled().await;
+        AgentOutcome::Completed {
+            artifacts: vec![daedalus_contract::Artifact {
+                artifact_id: "a".into(),
+                name: None,
+                description: None,
+                parts: vec![Part::text("done first")],
+                extensions: None,
+                metadata: None,
+            }],
+        }
+    }
+}
+
 fn service(agent: Arc<dyn Agent>) -> TurnService {
     let lifecycle = Arc::new(Lifecycle::default());
     lifecycle.set_ready();
@@ -61,8 +83,7 @@ async fn a_running_task_canceled_by_id_ends_canceled_not_refused() {
     let canceled = turns
         .cancel("t-1")
         .await
-        .expect("a running task can be canceled")
-        .expect("an A2A task is remembered");
+        .expect("a running task can be canceled");
     assert_eq!(canceled.status.state, TaskState::Canceled);
     let answered = handle.finish().await.expect("a Task, not a refusal");
     assert_eq!(answered.status.state, TaskState::Canceled);
@@ -90,11 +111,7 @@ async fn a_task_waiting_for_input_can_be_canceled_and_a_finished_one_cannot() {
         .await
         .expect("ran");
     assert_eq!(asked.status.state, TaskState::InputRequired);
-    let canceled = turns
-        .cancel("t-2")
-        .await
-        .expect("cancelable")
-        .expect("kept");
+    let canceled = turns.cancel("t-2").await.expect("cancelable");
     assert_eq!(canceled.status.state, TaskState::Canceled);
 
     let done = turns.run(task_turn("t-3", "hello")).await.expect("ran");
@@ -120,4 +137,28 @@ async fn shutdown_still_refuses_what_it_cancels_so_the_task_goes_elsewhere() {
         handle.finish().await,
         Err(TurnError::CanceledByShutdown)
     ));
+}
+
+#[tokio::test]
+async fn a_cancel_that_lands_as_the_turn_completes_is_not_cancelable_and_the_task_stays_completed()
+{
+    // Fault 3: the cancel answered with the COMPLETED task, as if it had canceled it.
+    let turns = service(Arc::new(FinishesWhenCanceled));
+    let handle = turns
+        .start(task_turn("t-5", "work"))
+        .await
+        .expect("started");
+    assert_eq!(
+        turns.cancel("t-5").await,
+        Err(CancelError::NotCancelable {
+            task_id: "t-5".into(),
+            state: TaskState::Completed,
+        })
+    );
+    let answered = handle.finish().await.expect("a Task");
+    assert_eq!(answered.status.state, TaskState::Completed);
+    assert_eq!(
+        turns.find_task("t-5").await.map(|t| t.status.state),
+        Some(TaskState::Completed)
+    );
 }

@@ -20,8 +20,15 @@ pub struct RuntimeBuilder {
     command: Command,
 }
 
+/// The binary under test: this build's, or the one `DAEDALUS_RUNTIME_UNDER_TEST` names (to run
+/// the same drills against another build, such as the one before a fix).
+pub fn runtime_binary() -> String {
+    std::env::var("DAEDALUS_RUNTIME_UNDER_TEST")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_daedalus-runtime").to_owned())
+}
+
 pub fn runtime() -> RuntimeBuilder {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_daedalus-runtime"));
+    let mut command = Command::new(runtime_binary());
     command
         .env_clear()
         .env("A2A_PORT", "0")

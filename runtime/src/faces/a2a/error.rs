@@ -32,6 +32,9 @@ pub enum ApiError {
     CanceledByShutdown,
     #[error("runtime is running as many tasks as it may (MAX_CONCURRENT_TASKS); retry later")]
     Busy,
+    /// Nothing was done, and the same request may succeed soon (the task store).
+    #[error("{0}")]
+    RetryLater(String),
     #[error("no route for {method} {path}")]
     NotFound { method: String, path: String },
     #[error("method {method} not allowed on {path}")]
@@ -52,7 +55,8 @@ impl ApiError {
             ApiError::NotReady
             | ApiError::ShuttingDown
             | ApiError::CanceledByShutdown
-            | ApiError::Busy => StatusCode::SERVICE_UNAVAILABLE,
+            | ApiError::Busy
+            | ApiError::RetryLater(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,

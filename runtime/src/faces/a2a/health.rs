@@ -30,20 +30,27 @@ struct Healthz {
     downstream: Vec<crate::fleet::DownstreamState>,
     /// Live MCP sessions against their bound; `full` while a new one ends an idle one.
     mcp_sessions: crate::mcp_sessions::SessionsStatus,
+    /// This replica in a shared task store: its lease renewed, its watch live.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tasks: Option<crate::task_store::ReplicaHealth>,
 }
 
 /// 200 `{"status":"ok"}` when the active provider passed its last check, every downstream
-/// MCP server was reachable at its last attempt and the MCP sessions are below their bound,
-/// else 503 `{"status":"degraded"}`; `providers`
+/// MCP server was reachable at its last attempt, the MCP sessions are below their bound and
+/// (with a shared task store) this replica's lease is renewed and its watch live, else 503 `{"status":"degraded"}`; `providers`
 /// lists every provider checked and `downstream` every agent's servers. Not a liveness probe:
 /// a wrong API key makes it 503 without anything a restart would fix.
 pub(super) async fn healthz(State(state): State<ContractState>) -> Response {
     let providers = state.core().preflight().current().await;
     let downstream = state.core().fleet().downstream_states();
     let mcp_sessions = state.core().mcp_sessions().status();
+    let tasks = state.core().turns().replica_health();
     let healthy = providers.iter().filter(|p| p.active).all(|p| p.ok)
         && downstream.iter().all(|d| d.ok)
-        && !mcp_sessions.full;
+        && !mcp_sessions.full
+        && tasks
+            .as_ref()
+            .is_none_or(crate::task_store::ReplicaHealth::ok);
     let code = if healthy {
         axum::http::StatusCode::OK
     } else {
@@ -56,6 +63,7 @@ pub(super) async fn healthz(State(state): State<ContractState>) -> Response {
             providers,
             downstream,
             mcp_sessions,
+            tasks,
         }),
     )
         .into_response()

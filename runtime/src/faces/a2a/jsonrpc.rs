@@ -92,9 +92,9 @@ async fn dispatch(
         "GetTask" => operations::get_task(state, &read(params)?)
             .await
             .map(|answer| v1_result(&answer)),
-        "ListTasks" => {
-            operations::list_tasks(state, read(params)?).map(|answer| v1_result(&answer))
-        }
+        "ListTasks" => operations::list_tasks(state, read(params)?)
+            .await
+            .map(|answer| v1_result(&answer)),
         "CancelTask" => {
             let params: TaskIdRequest = read(params)?;
             operations::cancel_task(state, &params.id)

@@ -426,13 +426,8 @@ async fn a_subscriber_to_a_task_waiting_for_input_hears_its_cancel() {
         tokio::spawn(async move { rpc_stream(&state, "SubscribeToTask", json!({"id": id})).await })
     };
     // The cancel comes once the subscriber holds its subscription.
-    let cell = state
-        .core()
-        .turns()
-        .tasks()
-        .existing(asking["id"].as_str().unwrap())
-        .expect("the task is kept");
-    wait_until(|| cell.subscribers() == 1).await;
+    let id = asking["id"].as_str().unwrap().to_owned();
+    wait_until(|| state.core().turns().task_subscribers(&id) == 1).await;
     let canceled = task_of(&rpc(&state, "CancelTask", json!({"id": asking["id"]})).await);
     assert_eq!(canceled["status"]["state"], "TASK_STATE_CANCELED");
     let events = listening.await.unwrap();

@@ -213,7 +213,7 @@ fn list_query(request: ListTasksRequest) -> Result<ListQuery, A2aError> {
     })
 }
 
-pub(super) fn list_tasks(
+pub(super) async fn list_tasks(
     state: &ContractState,
     request: ListTasksRequest,
 ) -> Result<ListTasksResponse, A2aError> {
@@ -221,8 +221,8 @@ pub(super) fn list_tasks(
     let page = state
         .core()
         .turns()
-        .tasks()
-        .list(&query)
+        .list_tasks(&query)
+        .await
         .map_err(|e: ListError| invalid_params(&e.to_string()))?;
     Ok(ListTasksResponse {
         tasks: page.tasks,
@@ -239,7 +239,7 @@ pub(super) async fn subscribe(
     task_id: &str,
 ) -> Result<(Task, Follow, TaskTrackerToken), A2aError> {
     let turns = state.core().turns();
-    match turns.tasks().follow(task_id).await {
+    match turns.follow_task(task_id).await {
         Ok((task, follow)) => Ok((task, follow, turns.hold())),
         Err(SubscribeRefusal::Unknown) => Err(not_found(task_id)),
         Err(SubscribeRefusal::Terminal(state)) => Err(A2aError::new(
@@ -282,12 +282,15 @@ fn invalid_params(why: &str) -> A2aError {
 
 pub(super) async fn cancel_task(state: &ContractState, task_id: &str) -> Result<Task, A2aError> {
     match state.core().turns().cancel(task_id).await {
-        Ok(Some(task)) => Ok(shape_history(task, Some(0))),
-        Ok(None) | Err(CancelError::NotFound(_)) => Err(not_found(task_id)),
+        Ok(task) => Ok(shape_history(task, Some(0))),
+        Err(CancelError::NotFound(_)) => Err(not_found(task_id)),
         Err(e @ CancelError::NotCancelable { .. }) => Err(A2aError::new(
             A2aErrorKind::TaskNotCancelable,
             e.to_string(),
         )),
+        Err(e @ CancelError::Unsettled { .. }) => {
+            Err(A2aError::new(A2aErrorKind::Internal, e.to_string()))
+        }
     }
 }
 
@@ -302,7 +305,9 @@ fn refusal(error: &TurnError) -> A2aError {
         | TurnError::Busy
         | TurnError::CanceledByShutdown
         | TurnError::UnknownAgent(_)
-        | TurnError::WorkerStopped(_) => A2aErrorKind::Internal,
+        | TurnError::WorkerStopped(_)
+        | TurnError::TaskMoved(_)
+        | TurnError::StoreUnavailable(_) => A2aErrorKind::Internal,
     };
     A2aError::new(kind, error.to_string())
 }

@@ -224,7 +224,7 @@ async fn tasks_list(
             "Invalid parameters: the query is not a ListTasksRequest",
         ));
     };
-    match operations::list_tasks(&state, params) {
+    match operations::list_tasks(&state, params).await {
         Ok(page) => ok(&a2a_v1::to_value(&page)),
         Err(e) => failed(&e),
     }

@@ -74,6 +74,9 @@ fn refusal(error: &TurnError) -> ApiError {
         TurnError::ShuttingDown => ApiError::ShuttingDown,
         TurnError::Busy => ApiError::Busy,
         TurnError::CanceledByShutdown => ApiError::CanceledByShutdown,
+        TurnError::TaskMoved(_) | TurnError::StoreUnavailable(_) => {
+            ApiError::RetryLater(error.to_string())
+        }
         TurnError::UnknownAgent(_) | TurnError::WorkerStopped(_) => {
             ApiError::Internal(error.to_string())
         }

@@ -586,15 +586,9 @@ async fn remembered_tasks_stay_within_the_byte_budget() {
         let task = send(&state, user(&format!("m-{i}"), &text)).await;
         assert_eq!(task.status.state, TaskState::Completed);
     }
-    assert!(
-        state.core().turns().tasks().bytes() <= 1024 * 1024,
-        "{} bytes remembered",
-        state.core().turns().tasks().bytes()
-    );
-    assert!(
-        state.core().turns().tasks().len() < 20,
-        "old tasks were forgotten"
-    );
+    let (tasks, bytes) = state.core().turns().task_memory();
+    assert!(bytes <= 1024 * 1024, "{bytes} bytes remembered");
+    assert!(tasks < 20, "old tasks were forgotten");
     // The newest one still replays without running again.
     let text = format!("19{}", "x".repeat(256 * 1024));
     let replay = send(&state, user("m-19", &text)).await;

@@ -1,0 +1,325 @@
+//! [`TaskTurn`]: the one way task state is written. A turn of one task holds the task's lock
+//! on this replica, and through it every write of the task:
+//!
+//! - [`TaskTurn::begin`]: the task is stored `working` by this replica (compare-and-set on
+//!   the revision it read), and only then does anyone learn of the turn; the [`TurnLog`] it
+//!   answers is where the turn's events go (the task's log, other replicas' followers);
+//! - [`TaskTurn::end`], for every way a task ends (completed, failed, canceled,
+//!   input-required, rejected, refused at shutdown, failed by a restart or a lost replica):
+//!   stored first, then the task stands so here, is counted as changed, and only then are its
+//!   closing events told — to this replica's subscribers and to other replicas' followers.
+//!   When another writer stored an end first (a cancel that won, a lost lease), that end
+//!   wins: the turn learns it and answers from it.
+//!
+//! A turn dropped after it began without ending (its worker panicked) is ended `failed` by a
+//! task of its own, so no task is left `working` by a turn that is gone.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use daedalus_contract::{StreamEvent, Task, TaskStatusUpdateEvent};
+use tokio::sync::{OwnedMutexGuard, watch};
+
+use super::TaskStore;
+use super::backend::{self, StoredTask, Versioned, WriteError};
+use super::cell::{TaskCell, changes};
+use super::replicas::Relay;
+use super::stop::TurnStop;
+
+/// How long an end keeps trying a backend that cannot be reached before it settles for
+/// memory.
+pub const END_STORE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The message of a task whose turn stopped without ending (its worker failed).
+pub const TURN_STOPPED: &str = "the turn running this task stopped before it finished";
+
+/// Why a turn could not begin.
+#[derive(Debug, thiserror::Error)]
+pub enum BeginError {
+    /// Another replica wrote the task since this one read it (it began a turn of it, or ended
+    /// it): this turn did not begin, and nothing was written.
+    #[error("task {0} changed on another replica as this turn began")]
+    Moved(String),
+    /// The backend could not store the turn's beginning.
+    #[error("the task store could not record the task")]
+    Unavailable(#[source] backend::BackendError),
+}
+
+/// How a task ended.
+#[derive(Debug)]
+pub struct Ended {
+    /// The task as stored: the end given, or the one that won.
+    pub task: Task,
+    /// What a listener of the turn hears now: the closing events given, or those that take it
+    /// to the end that won.
+    pub events: Vec<StreamEvent>,
+    /// Whether the end given is the one stored.
+    pub won: bool,
+}
+
+/// Where a running turn's events go: the task's log (this replica's subscribers) and other
+/// replicas' followers. Its end does not go here: [`TaskTurn::end`] tells it once stored.
+#[derive(Debug, Clone)]
+pub struct TurnLog {
+    task_id: String,
+    cell: Arc<TaskCell>,
+    relay: Option<Relay>,
+}
+
+impl TurnLog {
+    /// Records one event of the turn (not its final status update).
+    pub fn record(&self, event: &StreamEvent) {
+        debug_assert!(
+            !super::cell::is_final(event),
+            "a turn's end goes through end()"
+        );
+        let seq = self.cell.record(event);
+        if let Some(relay) = &self.relay {
+            relay.publish(&self.task_id, seq, event);
+        }
+    }
+}
+
+/// The write handle of one task on this replica (see the module).
+#[derive(Debug)]
+pub struct TaskTurn {
+    store: TaskStore,
+    task_id: String,
+    cell: Arc<TaskCell>,
+    /// Says when a turn that began here has stopped; `None` before `begin`.
+    running: Option<watch::Sender<bool>>,
+    /// The `messageId` the end answers, when it answers one.
+    answers: Option<String>,
+    ended: bool,
+    _lock: OwnedMutexGuard<()>,
+}
+
+impl TaskTurn {
+    pub(super) fn new(
+        store: TaskStore,
+        task_id: &str,
+        cell: Arc<TaskCell>,
+        lock: OwnedMutexGuard<()>,
+    ) -> Self {
+        Self {
+            store,
+            task_id: task_id.to_owned(),
+            cell,
+            running: None,
+            answers: None,
+            ended: false,
+            _lock: lock,
+        }
+    }
+
+    /// The task as it stands (`None`: a new task).
+    pub fn task(&self) -> Option<Task> {
+        self.cell.task()
+    }
+
+    /// The revision the task stands at (`0`: never stored).
+    pub fn revision(&self) -> u64 {
+        self.cell.revision().0
+    }
+
+    /// The replica that wrote the task last.
+    pub fn owner(&self) -> Option<String> {
+        self.cell.revision().1
+    }
+
+    /// The `messageId` the task as it stands answers.
+    pub fn answered(&self) -> Option<String> {
+        self.cell.answered()
+    }
+
+    /// The end will answer `message_id` (a redelivery of it is answered from the store).
+    pub fn answers(&mut self, message_id: &str) {
+        self.answers = Some(message_id.to_owned());
+    }
+
+    /// The turn begins: `task` (working, its history with the new message) is stored by this
+    /// replica, and the turn runs here, stopped by `stop` when canceled. Answers where its
+    /// events go.
+    pub async fn begin(&mut self, task: Task, stop: TurnStop) -> Result<TurnLog, BeginError> {
+        self.running = Some(self.cell.start_running(stop));
+        let stored = self.store.stored(task.clone(), self.cell.answered());
+        let expected = self.revision();
+        self.cell.start_writing();
+        let written = self.store.write(&stored, expected).await;
+        let (revision, owner) = match written {
+            Ok(revision) => (revision, self.store.replica().map(str::to_owned)),
+            Err(e) => {
+                self.cell.stop_running();
+                let deferred = self.cell.stop_writing();
+                self.not_running();
+                if let Some(deferred) = deferred {
+                    self.store.absorb(deferred);
+                }
+                return Err(match e {
+                    WriteError::Conflict => {
+                        self.store.refresh(&self.task_id).await;
+                        BeginError::Moved(self.task_id.clone())
+                    }
+                    WriteError::Unavailable(e) => BeginError::Unavailable(e),
+                });
+            }
+        };
+        self.cell.begun(task, revision, owner);
+        if let Some(deferred) = self.cell.stop_writing() {
+            self.store.absorb(deferred);
+        }
+        self.store.touch(&self.task_id);
+        Ok(TurnLog {
+            task_id: self.task_id.clone(),
+            cell: Arc::clone(&self.cell),
+            relay: self.store.relay().cloned(),
+        })
+    }
+
+    /// The task ends as `task` (its history included), told by `closing` (the turn's last
+    /// artifact updates and its final status update): stored, then standing so here, then
+    /// told. If another end was stored first, that one stands and is told instead.
+    pub async fn end(mut self, task: Task, closing: Vec<StreamEvent>) -> Ended {
+        self.ended = true;
+        let answered = self.answers.take().or_else(|| self.cell.answered());
+        let stored = self.store.stored(task.clone(), answered.clone());
+        let owner = self.store.replica().map(str::to_owned);
+        let began_here = self.running.is_some();
+        self.cell.start_writing();
+        let outcome = self.store_end(&stored).await;
+        let ended = match outcome {
+            EndStored::At(revision) => {
+                let first = self
+                    .cell
+                    .finish(task.clone(), revision, owner, answered, &closing);
+                if began_here && let Some(relay) = self.store.relay() {
+                    for (i, event) in (first..).zip(&closing) {
+                        relay.publish(&self.task_id, i, event);
+                    }
+                }
+                Ended {
+                    task,
+                    events: closing,
+                    won: true,
+                }
+            }
+            EndStored::Lost(winner) => {
+                let from = self.cell.task().unwrap_or_else(|| task.clone());
+                let events = changes(&from, &winner.stored.task);
+                tracing::info!(
+                    task_id = self.task_id,
+                    state = %winner.stored.task.status.state,
+                    writer = winner.stored.owner,
+                    "another end of the task was stored first; it stands"
+                );
+                self.cell.finish(
+                    winner.stored.task.clone(),
+                    winner.revision,
+                    Some(winner.stored.owner),
+                    winner.stored.answered,
+                    &events,
+                );
+                Ended {
+                    task: winner.stored.task,
+                    events,
+                    won: false,
+                }
+            }
+        };
+        if let Some(deferred) = self.cell.stop_writing() {
+            self.store.absorb(deferred);
+        }
+        self.store.touch(&self.task_id);
+        ended
+    }
+
+    /// Stores the end: at the revision the task stands at, retrying a backend that cannot be
+    /// reached until [`END_STORE_DEADLINE`]; a conflict reads the end that won.
+    async fn store_end(&self, stored: &StoredTask) -> EndStored {
+        let deadline = tokio::time::Instant::now() + END_STORE_DEADLINE;
+        let mut pause = Duration::from_millis(50);
+        let mut expected = self.revision();
+        loop {
+            let why = match self.store.write(stored, expected).await {
+                Ok(revision) => return EndStored::At(revision),
+                Err(WriteError::Conflict) => match self.store.load(&self.task_id).await {
+                    Ok(Some(winner)) => return EndStored::Lost(winner),
+                    // Gone from the backend (past its TTL): this end is the only one there is.
+                    Ok(None) => {
+                        expected = 0;
+                        "the task's entry was gone".to_owned()
+                    }
+                    Err(e) => e.to_string(),
+                },
+                Err(WriteError::Unavailable(e)) => e.to_string(),
+            };
+            if tokio::time::Instant::now() + pause > deadline {
+                tracing::error!(
+                    task_id = self.task_id,
+                    error = why,
+                    "the task's end could not be stored; it stands in this replica's memory only"
+                );
+                return EndStored::At(0);
+            }
+            tracing::warn!(
+                task_id = self.task_id,
+                error = why,
+                "storing the task's end; retrying"
+            );
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
+        }
+    }
+
+    /// Tells whoever waits for this turn that it has stopped.
+    fn not_running(&mut self) {
+        if let Some(ended) = self.running.take() {
+            let _ = ended.send(true);
+        }
+    }
+}
+
+/// What storing an end found.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "made once per request and taken apart at once; a box would only add an allocation"
+)]
+enum EndStored {
+    /// Stored at this revision (`0`: kept in memory only).
+    At(u64),
+    /// Another end was stored first.
+    Lost(Versioned),
+}
+
+impl Drop for TaskTurn {
+    fn drop(&mut self) {
+        if self.running.is_none() {
+            return;
+        }
+        if !self.ended {
+            // The turn began and never ended: its worker is gone. End it for it, once this
+            // handle has let go of the task's lock.
+            self.cell.stop_running();
+            tracing::error!(
+                task_id = self.task_id,
+                "a turn stopped without ending its task"
+            );
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let (store, task_id) = (self.store.clone(), self.task_id.clone());
+                runtime.spawn(async move { store.fail_task(&task_id, TURN_STOPPED, None).await });
+            }
+        }
+        self.not_running();
+    }
+}
+
+/// The final status update that tells `task`'s end.
+pub fn final_update(task: &Task) -> StreamEvent {
+    StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
+        task_id: task.id.clone(),
+        context_id: task.context_id.clone().unwrap_or_default(),
+        status: task.status.clone(),
+        r#final: true,
+        metadata: task.metadata.clone(),
+    })
+}

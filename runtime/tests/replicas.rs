@@ -1,0 +1,389 @@
+//! Replicas on one NATS KV task store tell one story about every task: the drills an operator
+//! runs with two (and three) real runtime processes on a real JetStream KV bucket, one test
+//! per fault of issue 33:
+//!
+//! 1. and 8. every replica lists every task as it ended, followed from elsewhere or not;
+//! 2. and 3. a cancel racing a turn's end gets one answer, the same on every replica, and is
+//!    `canceled` only when the cancel won;
+//! 4. reading a task never ends a subscription to it;
+//! 5. a subscriber to a task waiting for input hears a cancel or an answer from any replica;
+//! 6. and 7. a lost replica's running tasks fail in the store within its lease, counted from
+//!    the crash, for every replica and a replacement of another name;
+//!
+//! and the order of every end: a subscriber that hears a task end finds the store holding it.
+//!
+//! `DAEDALUS_RUNTIME_UNDER_TEST=<binary>` runs the drills against another build.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use daedalus_test_kit::a2a_client::{ends_stream, id_of, state_of, state_told};
+use daedalus_test_kit::{A2aClient, Canceled, NatsServer, SseEvents, wait_until};
+use futures::StreamExt;
+use serde_json::Value;
+use support::process::{Runtime, runtime};
+
+mod support;
+
+/// The replicas' lease in these drills (renewed every 400 ms).
+const LEASE: Duration = Duration::from_secs(2);
+/// From a crash to the lost replica's tasks failed in the store, by the README: the lease
+/// and one renewal period; and time for a loaded machine on top.
+const LOST_WITHIN: Duration = Duration::from_millis(2_400 + 3_000);
+
+const COMPLETED: &str = "TASK_STATE_COMPLETED";
+const CANCELED: &str = "TASK_STATE_CANCELED";
+const FAILED: &str = "TASK_STATE_FAILED";
+const INPUT_REQUIRED: &str = "TASK_STATE_INPUT_REQUIRED";
+
+/// A NATS server and the task store URL replicas share on it.
+struct Store {
+    nats: NatsServer,
+    tasks_db: String,
+}
+
+impl Store {
+    fn start() -> Self {
+        let nats = NatsServer::start();
+        let tasks_db = format!("{}/drill-tasks", nats.url());
+        Self { nats, tasks_db }
+    }
+
+    /// A replica named `name` on this store.
+    fn replica(&self, name: &str) -> (Runtime, A2aClient) {
+        let process = runtime()
+            .env("TASKS_DB", &self.tasks_db)
+            .env("REPLICA_ID", name)
+            .env("REPLICA_LEASE", "2s")
+            .start();
+        let client = A2aClient::new(process.url("/"));
+        (process, client)
+    }
+
+    /// The state the bucket holds for task `id` (contract spelling: `completed`, ...).
+    async fn stored_state(&self, id: &str) -> Option<String> {
+        let client = async_nats::connect(self.nats.url())
+            .await
+            .expect("connects");
+        let kv = async_nats::jetstream::new(client)
+            .get_key_value("drill-tasks")
+            .await
+            .expect("the bucket");
+        let key = format!("t.{}", daedalus_contract::token::token(id));
+        let entry = kv.get(key).await.expect("read")?;
+        let stored: Value = serde_json::from_slice(&entry).expect("JSON");
+        stored["task"]["status"]["state"]
+            .as_str()
+            .map(str::to_owned)
+    }
+}
+
+/// The stream's results until it ends, or what came within `within` if it does not.
+async fn heard_until_end(stream: &mut SseEvents, within: Duration) -> Vec<Value> {
+    let mut heard = Vec::new();
+    let _ = tokio::time::timeout(within, async {
+        while let Some(event) = stream.next_json().await {
+            heard.push(event["result"].clone());
+        }
+    })
+    .await;
+    heard
+}
+
+/// The state the last result of a stream told.
+fn last_told(heard: &[Value]) -> String {
+    heard.last().and_then(state_told).unwrap_or_default()
+}
+
+/// Whether the stream tells anything more within a short while (it should not).
+async fn tells_more_soon(stream: &mut SseEvents) -> bool {
+    tokio::time::timeout(Duration::from_millis(300), stream.next_json())
+        .await
+        .is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_1_and_8_every_replica_lists_every_task_as_it_ended() {
+    let store = Store::start();
+    let (_a, on_a) = store.replica("replica-a");
+    let (_b, on_b) = store.replica("replica-b");
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        ids.push(on_a.start_task(&format!("***SLEEP 700ms task {i}")).await);
+    }
+    // B follows half of them to their end: it reads them from the store to do so.
+    let followers: Vec<_> = ids[..6]
+        .iter()
+        .map(|id| {
+            let (on_b, id) = (on_b.clone(), id.clone());
+            tokio::spawn(async move {
+                let mut stream = on_b.subscribe(&id).await;
+                heard_until_end(&mut stream, Duration::from_secs(30)).await
+            })
+        })
+        .collect();
+    for follower in followers {
+        let heard = follower.await.expect("joined");
+        assert_eq!(last_told(&heard), COMPLETED, "{heard:?}");
+    }
+    for id in &ids {
+        wait_until("the task ends", Duration::from_secs(30), || {
+            let (on_a, id) = (on_a.clone(), id.clone());
+            async move { on_a.state_of(&id).await == COMPLETED }
+        })
+        .await;
+    }
+    for (name, replica) in [("A", &on_a), ("B", &on_b)] {
+        let listed = replica.list_states().await;
+        let shown: BTreeMap<&String, Option<&String>> =
+            ids.iter().map(|id| (id, listed.get(id))).collect();
+        assert!(
+            shown.values().all(|s| s.is_some_and(|s| s == COMPLETED)),
+            "ListTasks on {name} shows every task completed: {shown:?}"
+        );
+        for id in &ids {
+            assert_eq!(replica.state_of(id).await, COMPLETED, "GetTask on {name}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_2_and_3_a_cancel_racing_the_end_gets_one_answer_on_every_replica() {
+    const TASKS: i64 = 240;
+    const TURN_MS: i64 = 60;
+    let store = Store::start();
+    let (_a, on_a) = store.replica("replica-a");
+    let (_b, on_b) = store.replica("replica-b");
+    // Each cancel lands somewhere from 25 ms before the turn's end to 25 ms after it; most
+    // go through the other replica, every fourth through the one running the task.
+    let raced: Vec<(String, Canceled)> = futures::stream::iter(0..TASKS)
+        .map(|i| {
+            let (on_a, on_b) = (on_a.clone(), on_b.clone());
+            async move {
+                let started = tokio::time::Instant::now();
+                let id = on_a
+                    .start_task(&format!("***SLEEP {TURN_MS}ms raced {i}"))
+                    .await;
+                let offset = TURN_MS - 25 + (i * 50 / TASKS);
+                let at = started + Duration::from_millis(u64::try_from(offset).unwrap());
+                tokio::time::sleep_until(at).await;
+                let through = if i % 4 == 0 { &on_a } else { &on_b };
+                (id.clone(), through.cancel(&id).await)
+            }
+        })
+        .buffer_unordered(12)
+        .collect()
+        .await;
+    let listed_on_a = on_a.list_states().await;
+    let listed_on_b = on_b.list_states().await;
+    let (mut canceled, mut finished) = (0, 0);
+    for (id, answer) in &raced {
+        let ended_as = match answer {
+            Canceled::Task(task) => {
+                canceled += 1;
+                assert_eq!(
+                    state_of(task),
+                    CANCELED,
+                    "a cancel answers with a canceled task only (fault 3): {task}"
+                );
+                CANCELED
+            }
+            Canceled::Refused { reason, message } => {
+                finished += 1;
+                assert_eq!(reason, "TASK_NOT_CANCELABLE", "{message}");
+                COMPLETED
+            }
+        };
+        let told = [
+            on_a.state_of(id).await,
+            on_b.state_of(id).await,
+            listed_on_a.get(id).cloned().unwrap_or_default(),
+            listed_on_b.get(id).cloned().unwrap_or_default(),
+        ];
+        assert!(
+            told.iter().all(|s| s == ended_as),
+            "task {id}: the cancel said {ended_as}, GetTask on A and B and ListTasks on A and B say {told:?} (fault 2)"
+        );
+    }
+    println!("{TASKS} cancels raced: {canceled} canceled, {finished} had completed first");
+    assert!(
+        canceled > 0 && finished > 0,
+        "the drill raced both ways: {canceled} canceled, {finished} completed first"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_4_reading_a_task_never_ends_a_subscription_to_it() {
+    let store = Store::start();
+    let (_a, on_a) = store.replica("replica-a");
+    let (_b, on_b) = store.replica("replica-b");
+    let asked = on_a.run_task("***INPUT which one?").await;
+    assert_eq!(state_of(&asked), INPUT_REQUIRED);
+    let id = id_of(&asked);
+    let mut streams = Vec::new();
+    for via in [&on_a, &on_b] {
+        let mut stream = via.subscribe(&id).await;
+        let first = stream.next_json().await.expect("the task first");
+        assert_eq!(
+            state_told(&first["result"]).as_deref(),
+            Some(INPUT_REQUIRED)
+        );
+        streams.push(stream);
+    }
+    for _ in 0..5 {
+        for via in [&on_a, &on_b] {
+            assert_eq!(via.state_of(&id).await, INPUT_REQUIRED);
+            via.list_states().await;
+        }
+    }
+    for stream in &mut streams {
+        assert!(
+            !tells_more_soon(stream).await,
+            "nothing changed, so nothing is told and the stream stays open"
+        );
+    }
+    assert!(matches!(on_b.cancel(&id).await, Canceled::Task(_)));
+    for stream in &mut streams {
+        let heard = heard_until_end(stream, Duration::from_secs(20)).await;
+        assert_eq!(last_told(&heard), CANCELED, "{heard:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_5_a_subscriber_to_a_waiting_task_hears_a_cancel_or_an_answer_from_any_replica() {
+    let store = Store::start();
+    let (_a, on_a) = store.replica("replica-a");
+    let (_b, on_b) = store.replica("replica-b");
+    // Canceled through the other replica, each way round.
+    for (subscribed, canceling) in [(&on_a, &on_b), (&on_b, &on_a)] {
+        let id = id_of(&on_a.run_task("***INPUT which one?").await);
+        let mut stream = subscribed.subscribe(&id).await;
+        stream.next_json().await.expect("the task first");
+        assert!(matches!(canceling.cancel(&id).await, Canceled::Task(_)));
+        let heard = heard_until_end(&mut stream, Duration::from_secs(20)).await;
+        assert_eq!(last_told(&heard), CANCELED, "{heard:?}");
+    }
+    // Answered through the other replica: the subscriber hears the turn through to its end.
+    let id = id_of(&on_a.run_task("***INPUT which one?").await);
+    let mut stream = on_a.subscribe(&id).await;
+    stream.next_json().await.expect("the task first");
+    let answered = on_b.continue_task(&id, "the blue one").await;
+    assert_eq!(state_of(&answered), COMPLETED);
+    let heard = heard_until_end(&mut stream, Duration::from_secs(20)).await;
+    assert_eq!(last_told(&heard), COMPLETED, "{heard:?}");
+    let told: String = heard
+        .iter()
+        .filter_map(|r| r["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
+        .collect();
+    assert!(
+        told.ends_with("the blue one"),
+        "the answer is told: {heard:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_6_and_7_a_lost_replicas_running_tasks_fail_in_the_store_within_its_lease() {
+    let store = Store::start();
+    let (mut a, on_a) = store.replica("replica-a");
+    let (_b, on_b) = store.replica("replica-b");
+    let mut ids = Vec::new();
+    for i in 0..8 {
+        ids.push(on_a.start_task(&format!("***SLEEP 600s cut {i}")).await);
+    }
+    let mut followers = Vec::new();
+    for id in &ids[..4] {
+        let mut stream = on_b.subscribe(id).await;
+        stream.next_json().await.expect("the task first");
+        followers.push(stream);
+    }
+    a.child.kill().expect("SIGKILL");
+    let crashed = Instant::now();
+    a.wait_exit(Duration::from_secs(10));
+    for id in &ids {
+        wait_until("B says the lost replica's task failed", LOST_WITHIN, || {
+            let (on_b, id) = (on_b.clone(), id.clone());
+            async move { on_b.state_of(&id).await == FAILED }
+        })
+        .await;
+    }
+    println!(
+        "every task of the lost replica failed in the store {} ms after the crash (lease {LEASE:?})",
+        crashed.elapsed().as_millis()
+    );
+    for mut stream in followers {
+        let heard = heard_until_end(&mut stream, Duration::from_secs(2)).await;
+        assert_eq!(
+            last_told(&heard),
+            FAILED,
+            "the follower heard it: {heard:?}"
+        );
+    }
+    let listed = on_b.list_states().await;
+    for id in &ids {
+        assert_eq!(
+            listed.get(id).map(String::as_str),
+            Some(FAILED),
+            "ListTasks on B"
+        );
+        assert_eq!(store.stored_state(id).await.as_deref(), Some("failed"));
+    }
+    let why = on_b.get(&ids[0]).await.expect("kept")["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(why.contains("replica-a") && why.contains("lost"), "{why}");
+    // A replacement of another name agrees.
+    let (_c, on_c) = store.replica("replica-c");
+    let listed = on_c.list_states().await;
+    for id in &ids {
+        assert_eq!(on_c.state_of(id).await, FAILED);
+        assert_eq!(listed.get(id).map(String::as_str), Some(FAILED));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_end_a_subscriber_hears_is_in_the_store_already() {
+    let store = Store::start();
+    let (_a, on_a) = store.replica("replica-a");
+    let (_b, on_b) = store.replica("replica-b");
+    let cases = [
+        ("***SLEEP 300ms done", None, COMPLETED, "completed"),
+        ("***SLEEP 300ms ***FAIL no", None, FAILED, "failed"),
+        (
+            "***SLEEP 300ms ***INPUT which one?",
+            None,
+            INPUT_REQUIRED,
+            "input-required",
+        ),
+        ("***SLEEP 600s never", Some(&on_a), CANCELED, "canceled"),
+        ("***SLEEP 600s never", Some(&on_b), CANCELED, "canceled"),
+    ];
+    for (text, canceled_by, told, stored) in cases {
+        let id = on_a.start_task(text).await;
+        let mut streams = Vec::new();
+        for via in [&on_a, &on_b] {
+            let mut stream = via.subscribe(&id).await;
+            stream.next_json().await.expect("the task first");
+            streams.push(stream);
+        }
+        if let Some(canceling) = canceled_by {
+            assert!(matches!(canceling.cancel(&id).await, Canceled::Task(_)));
+        }
+        for stream in &mut streams {
+            let mut end = None;
+            while let Some(event) = stream.next_json().await {
+                if ends_stream(&event["result"]) {
+                    end = Some(event["result"].clone());
+                    // Heard: the store must hold it already.
+                    assert_eq!(
+                        store.stored_state(&id).await.as_deref(),
+                        Some(stored),
+                        "{text}: heard {told} before the store held it"
+                    );
+                    break;
+                }
+            }
+            assert_eq!(end.as_ref().and_then(state_told).as_deref(), Some(told));
+        }
+    }
+}
