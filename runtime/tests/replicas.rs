@@ -10,7 +10,9 @@
 //! 6. and 7. a lost replica's running tasks fail in the store within its lease, counted from
 //!    the crash, for every replica and a replacement of another name;
 //!
-//! and the order of every end: a subscriber that hears a task end finds the store holding it.
+//! and the order of every end: a subscriber that hears a task end finds the store holding it;
+//! a task larger than the store takes gets a precise error and loses nothing; and turns that
+//! end while NATS is down are stored once it is back, and nobody is failed for the outage.
 //!
 //! `DAEDALUS_RUNTIME_UNDER_TEST=<binary>` runs the drills against another build.
 
@@ -34,6 +36,7 @@ const LOST_WITHIN: Duration = Duration::from_millis(2_400 + 3_000);
 const COMPLETED: &str = "TASK_STATE_COMPLETED";
 const CANCELED: &str = "TASK_STATE_CANCELED";
 const FAILED: &str = "TASK_STATE_FAILED";
+const WORKING: &str = "TASK_STATE_WORKING";
 const INPUT_REQUIRED: &str = "TASK_STATE_INPUT_REQUIRED";
 
 /// A NATS server and the task store URL replicas share on it.
@@ -386,4 +389,121 @@ async fn every_end_a_subscriber_hears_is_in_the_store_already() {
             assert_eq!(end.as_ref().and_then(state_told).as_deref(), Some(told));
         }
     }
+}
+
+/// A message of `n` bytes of text.
+fn text_of(n: usize) -> String {
+    "x".repeat(n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_larger_than_the_store_takes_gets_a_precise_error_and_loses_nothing() {
+    let store = Store::start();
+    let (a, on_a) = store.replica("replica-a");
+    let (_b, on_b) = store.replica("replica-b");
+    // 1.5 MB: no entry of the bucket (1 MB, NATS's max_payload) can hold it.
+    let huge = text_of(1_500_000);
+    let refused = on_a
+        .call(
+            "SendMessage",
+            serde_json::json!({"message": {"messageId": "huge", "role": "ROLE_USER",
+                "parts": [{"text": huge}]}}),
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], -32602, "{}", refused["error"]);
+    let said = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(said.contains("at most"), "the limit is named: {said}");
+    let contract = reqwest::Client::new()
+        .post(a.url("/"))
+        .json(
+            &serde_json::json!({"message": {"messageId": "huge-2", "taskId": "huge-2",
+            "role": "user", "parts": [{"text": huge}]}}),
+        )
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(
+        contract.status(),
+        413,
+        "the contract binding says why, and the proxy does not retry"
+    );
+    // 600 KB fits when the turn begins; its echo makes the task too large to end so.
+    let echoed = on_a.run_task(&text_of(600_000)).await;
+    assert_eq!(state_of(&echoed), FAILED, "{}", echoed["status"]);
+    let id = id_of(&echoed);
+    let why = echoed["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("more than the task store takes"), "{why}");
+    assert_eq!(on_b.state_of(&id).await, FAILED, "every replica agrees");
+    assert_eq!(store.stored_state(&id).await.as_deref(), Some("failed"));
+    // Both replicas go on as before.
+    for via in [&on_a, &on_b] {
+        assert_eq!(state_of(&via.run_task("after").await), COMPLETED);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_that_end_while_nats_is_down_are_stored_once_it_is_back_and_nobody_is_failed() {
+    let mut store = Store::start();
+    let (a, on_a) = store.replica("replica-a");
+    let (b, on_b) = store.replica("replica-b");
+    let ids = [
+        on_a.start_task("***SLEEP 1s through the outage").await,
+        on_a.start_task("***SLEEP 1s ***FAIL in the outage").await,
+    ];
+    store.nats.kill();
+    // Longer than an end keeps trying (10 s from the turn's end, 1 s in) and than any lease:
+    // the ends are in memory only, and every replica was cut off.
+    tokio::time::sleep(Duration::from_secs(13)).await;
+    for id in &ids {
+        assert_ne!(on_a.state_of(id).await, WORKING, "the turn ended on A");
+    }
+    store.nats.restart();
+    for (id, ended) in ids.iter().zip([COMPLETED, FAILED]) {
+        for via in [&on_a, &on_b] {
+            wait_until(
+                "the end is stored and told",
+                Duration::from_secs(20),
+                || {
+                    let (via, id) = (via.clone(), id.clone());
+                    async move { via.state_of(&id).await == ended }
+                },
+            )
+            .await;
+        }
+        let listed = on_b.list_states().await;
+        assert_eq!(
+            listed.get(id).map(String::as_str),
+            Some(ended),
+            "ListTasks on B"
+        );
+    }
+    assert_eq!(
+        store.stored_state(&ids[0]).await.as_deref(),
+        Some("completed")
+    );
+    for replica in [&a, &b] {
+        wait_until(
+            "/healthz: lease held, watch live",
+            Duration::from_secs(20),
+            || {
+                let url = replica.url("/healthz");
+                async move {
+                    let health: Value = reqwest::get(&url)
+                        .await
+                        .expect("up")
+                        .json()
+                        .await
+                        .expect("JSON");
+                    health["tasks"]["lease_held"] == true && health["tasks"]["watch_live"] == true
+                }
+            },
+        )
+        .await;
+    }
+    assert_eq!(
+        state_of(&on_b.run_task("after the outage").await),
+        COMPLETED
+    );
 }

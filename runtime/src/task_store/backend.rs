@@ -77,6 +77,10 @@ pub enum WriteError {
     /// The task's entry is not at the revision the write expected: another write came first.
     #[error("the task was written by another writer since it was read")]
     Conflict,
+    /// The task is larger than the backend stores in one entry (a NATS server's
+    /// `max_payload`): no write of it can succeed.
+    #[error("the task is {bytes} bytes, and the task store takes at most {limit} in one entry")]
+    TooLarge { bytes: usize, limit: usize },
     /// The backend could not be reached, or did not say whether it stored the write.
     #[error(transparent)]
     Unavailable(#[from] BackendError),

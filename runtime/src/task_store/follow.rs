@@ -16,13 +16,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use daedalus_contract::{StreamEvent, Task};
-use futures::StreamExt;
 use tokio::sync::watch;
 
 use super::TaskStore;
 use super::backend::running;
 use super::cell::{self, Subscription, TaskCell, changes, is_final};
-use super::replicas::{Now, RelayedEvent};
+use super::replicas::{Feed, Now};
 
 /// How long a follower of a turn on another replica goes without hearing anything before it
 /// reads the task from the store again.
@@ -157,7 +156,7 @@ impl Follow {
 struct Remote {
     relay: super::Relay,
     owner: String,
-    events: async_nats::Subscriber,
+    events: Feed,
     /// The last sequence number heard; earlier events are in the task already.
     after: u64,
     /// The task as the events so far make it.
@@ -186,14 +185,9 @@ impl Remote {
     async fn next(&mut self, store: &TaskStore, task_id: &str) -> Heard {
         loop {
             tokio::select! {
-                message = self.events.next() => {
-                    let Some(message) = message else {
+                relayed = self.events.next() => {
+                    let Some(relayed) = relayed else {
                         return Heard::Gone;
-                    };
-                    let Ok(relayed) =
-                        daedalus_contract::read::from_slice::<RelayedEvent>(&message.payload)
-                    else {
-                        continue;
                     };
                     if relayed.seq <= self.after {
                         continue;

@@ -51,6 +51,9 @@ pub fn apply_event(task: Task, event: &daedalus_contract::StreamEvent) -> Task {
 }
 use cells::Cells;
 
+/// How long a read of the backend may take before memory answers alone.
+const READ_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// What the store may hold in memory.
 #[derive(Debug, Clone, Copy)]
 pub struct StoreLimits {
@@ -296,12 +299,19 @@ impl TaskStore {
         }
     }
 
-    /// Task `task_id` as the backend holds it.
+    /// Task `task_id` as the backend holds it (within [`READ_TIMEOUT`]).
     async fn load(&self, task_id: &str) -> Result<Option<Versioned>, BackendError> {
-        match self.0.persistence.get() {
-            Some(p) => p.backend.load(task_id).await,
-            None => Ok(None),
-        }
+        let Some(p) = self.0.persistence.get() else {
+            return Ok(None);
+        };
+        tokio::time::timeout(READ_TIMEOUT, p.backend.load(task_id))
+            .await
+            .unwrap_or_else(|_| {
+                Err(BackendError {
+                    location: "the task backend".to_owned(),
+                    message: format!("no answer within {READ_TIMEOUT:?}"),
+                })
+            })
     }
 
     /// This replica's name, once a backend is attached.
@@ -359,6 +369,34 @@ impl TaskStore {
             failed += usize::from(done);
         }
         failed
+    }
+
+    /// A task the backend says this replica runs, though no turn runs it here (an end that
+    /// could not be stored when it came, a turn that stopped): its end as this replica holds
+    /// it is stored now, or, if it holds none, the task fails.
+    async fn settle_leftover(&self, task_id: &str) {
+        let turn = self.open_turn(task_id).await;
+        let Some(me) = self.replica() else {
+            return;
+        };
+        let still = matches!(
+            self.load(task_id).await,
+            Ok(Some(v)) if v.stored.is_running() && v.stored.owner == me
+        );
+        let Some(held) = turn.task() else {
+            return;
+        };
+        if !still || self.is_running_here(task_id) {
+            return;
+        }
+        let ended = if backend::running(held.status.state) {
+            backend::failed_now(&held, turn::TURN_STOPPED)
+        } else {
+            held
+        };
+        tracing::warn!(task_id, state = %ended.status.state, "storing the end of a task no turn here runs any more");
+        let closing = vec![turn::final_update(&ended)];
+        turn.end(ended, closing).await;
     }
 
     fn is_running_here(&self, task_id: &str) -> bool {

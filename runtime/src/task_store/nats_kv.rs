@@ -20,6 +20,12 @@ const READ_CONCURRENCY: usize = 32;
 /// The prefix of task keys.
 pub(crate) const TASK_KEYS: &str = "t.";
 
+/// Room left in a message for the headers a KV write adds.
+const HEADER_ROOM: usize = 512;
+/// How long a write waits for the server's answer, and then for the entry that tells
+/// whether it was stored.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// Tasks in one KV bucket.
 #[derive(Debug, Clone)]
 pub struct NatsKvTasks {
@@ -102,7 +108,10 @@ impl NatsKvTasks {
 
     /// After a write whose answer was lost: its revision if the entry holds it.
     async fn written(&self, stored: &StoredTask) -> Option<u64> {
-        let now = self.entry(&stored.task.id).await.ok()??;
+        let now = tokio::time::timeout(WRITE_TIMEOUT, self.entry(&stored.task.id))
+            .await
+            .ok()?
+            .ok()??;
         (now.stored.write_id == stored.write_id).then_some(now.revision)
     }
 }
@@ -115,24 +124,36 @@ impl TaskBackend for NatsKvTasks {
 
     async fn write(&self, stored: &StoredTask, expected: u64) -> Result<u64, WriteError> {
         let body: bytes::Bytes = serde_json::to_vec(stored).map_err(|e| self.fail(e))?.into();
+        let limit = self.client.max_payload().saturating_sub(HEADER_ROOM);
+        if body.len() > limit {
+            return Err(WriteError::TooLarge {
+                bytes: body.len(),
+                limit,
+            });
+        }
         let key = key(&stored.task.id);
-        let written = if expected == 0 {
-            self.kv
-                .create(&key, body)
-                .await
-                .map_err(|e| match e.kind() {
-                    kv::CreateErrorKind::AlreadyExists => None,
-                    _ => Some(self.fail(e)),
-                })
-        } else {
-            self.kv
-                .update(&key, body, expected)
-                .await
-                .map_err(|e| match e.kind() {
-                    kv::UpdateErrorKind::WrongLastRevision => None,
-                    _ => Some(self.fail(e)),
-                })
+        let write = async {
+            if expected == 0 {
+                self.kv
+                    .create(&key, body)
+                    .await
+                    .map_err(|e| match e.kind() {
+                        kv::CreateErrorKind::AlreadyExists => None,
+                        _ => Some(self.fail(e)),
+                    })
+            } else {
+                self.kv
+                    .update(&key, body, expected)
+                    .await
+                    .map_err(|e| match e.kind() {
+                        kv::UpdateErrorKind::WrongLastRevision => None,
+                        _ => Some(self.fail(e)),
+                    })
+            }
         };
+        let written = tokio::time::timeout(WRITE_TIMEOUT, write)
+            .await
+            .unwrap_or_else(|_| Err(Some(self.fail("no answer from the server in time"))));
         match written {
             Ok(revision) => Ok(revision),
             Err(None) => Err(WriteError::Conflict),

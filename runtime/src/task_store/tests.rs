@@ -72,6 +72,8 @@ struct GateBackend {
     open: watch::Sender<bool>,
     /// Writes waiting at the gate.
     waiting: AtomicUsize,
+    /// The largest entry it takes, in bytes of JSON.
+    limit: AtomicUsize,
 }
 
 impl GateBackend {
@@ -81,6 +83,7 @@ impl GateBackend {
             revision: AtomicU64::new(0),
             open: watch::Sender::new(true),
             waiting: AtomicUsize::new(0),
+            limit: AtomicUsize::new(usize::MAX),
         })
     }
 
@@ -131,6 +134,13 @@ impl TaskBackend for GateBackend {
         self.waiting.fetch_add(1, Ordering::SeqCst);
         let _ = self.open.subscribe().wait_for(|open| *open).await;
         self.waiting.fetch_sub(1, Ordering::SeqCst);
+        let (bytes, limit) = (
+            serde_json::to_vec(stored).unwrap().len(),
+            self.limit.load(Ordering::SeqCst),
+        );
+        if bytes > limit {
+            return Err(WriteError::TooLarge { bytes, limit });
+        }
         let mut entries = self.entries.lock().unwrap();
         let at = entries.get(&stored.task.id).map_or(0, |v| v.revision);
         if at != expected {
@@ -289,6 +299,57 @@ async fn a_turn_that_cannot_begin_over_a_moved_task_writes_nothing() {
         Some(TaskState::Working),
         "memory took the task as it moved"
     );
+}
+
+#[tokio::test]
+async fn a_task_larger_than_the_store_takes_is_refused_at_its_beginning_and_failed_at_its_end() {
+    let (store, backend) = gated_store().await;
+    backend.limit.store(4_000, Ordering::SeqCst);
+    let mut big = now_task("big", TaskState::Working);
+    big.history = Some(vec![Message::new(
+        "m",
+        Role::User,
+        vec![Part::text("x".repeat(8_000))],
+    )]);
+    let mut turn = store.open_turn("big").await;
+    let began = turn
+        .begin(big, TurnStop::new(CancellationToken::new()))
+        .await;
+    assert!(
+        matches!(began, Err(BeginError::TooLarge { limit: 4_000, .. })),
+        "{began:?}"
+    );
+    drop(turn);
+    assert_eq!(backend.state_of("big"), None, "nothing was written");
+
+    let (turn, _) = begin(&store, "t").await;
+    let (_, mut follow) = store.follow("t").await.expect("running");
+    let mut answer = now_task("t", TaskState::Completed);
+    answer.artifacts = vec![daedalus_contract::Artifact {
+        artifact_id: "a".into(),
+        name: None,
+        description: None,
+        parts: vec![Part::text("y".repeat(8_000))],
+        extensions: None,
+        metadata: None,
+    }];
+    let ended = turn.end(answer.clone(), vec![final_update(&answer)]).await;
+    assert_eq!(ended.task.status.state, TaskState::Failed);
+    assert!(ended.task.artifacts.is_empty());
+    let why = ended.task.status.message.as_ref().unwrap().parts[0]
+        .as_text()
+        .unwrap()
+        .to_owned();
+    assert!(why.contains("4000"), "the limit is named: {why}");
+    assert_eq!(
+        backend.state_of("t"),
+        Some(TaskState::Failed),
+        "the failure is stored"
+    );
+    let Some(StreamEvent::StatusUpdate(end)) = follow.next().await else {
+        panic!("the failure is told");
+    };
+    assert_eq!(end.status.state, TaskState::Failed);
 }
 
 #[tokio::test]

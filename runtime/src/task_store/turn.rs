@@ -40,6 +40,15 @@ pub enum BeginError {
     /// it): this turn did not begin, and nothing was written.
     #[error("task {0} changed on another replica as this turn began")]
     Moved(String),
+    /// The task, with the new message, is larger than the backend stores.
+    #[error(
+        "task {task_id} is {bytes} bytes with this message; the task store takes at most {limit}"
+    )]
+    TooLarge {
+        task_id: String,
+        bytes: usize,
+        limit: usize,
+    },
     /// The backend could not store the turn's beginning.
     #[error("the task store could not record the task")]
     Unavailable(#[source] backend::BackendError),
@@ -160,6 +169,11 @@ impl TaskTurn {
                         self.store.refresh(&self.task_id).await;
                         BeginError::Moved(self.task_id.clone())
                     }
+                    WriteError::TooLarge { bytes, limit } => BeginError::TooLarge {
+                        task_id: self.task_id.clone(),
+                        bytes,
+                        limit,
+                    },
                     WriteError::Unavailable(e) => BeginError::Unavailable(e),
                 });
             }
@@ -182,11 +196,27 @@ impl TaskTurn {
     pub async fn end(mut self, task: Task, closing: Vec<StreamEvent>) -> Ended {
         self.ended = true;
         let answered = self.answers.take().or_else(|| self.cell.answered());
-        let stored = self.store.stored(task.clone(), answered.clone());
         let owner = self.store.replica().map(str::to_owned);
         let began_here = self.running.is_some();
         self.cell.start_writing();
-        let outcome = self.store_end(&stored).await;
+        let mut stored = self.store.stored(task.clone(), answered.clone());
+        let mut outcome = self.store_end(&stored).await;
+        let (task, closing) = match outcome {
+            EndStored::TooLarge { bytes, limit } => {
+                // No end this large can be stored: the task fails, saying so, in a form that
+                // fits (what it held when its turn began, without the answer).
+                let why = format!(
+                    "the task's answer makes it {bytes} bytes, more than the task store takes ({limit}); nothing larger than that can be kept"
+                );
+                let mut failed = backend::failed_now(&self.cell.task().unwrap_or(task), &why);
+                failed.artifacts.clear();
+                stored = self.store.stored(failed.clone(), answered.clone());
+                outcome = self.store_end(&stored).await;
+                let closing = vec![final_update(&failed)];
+                (failed, closing)
+            }
+            _ => (task, closing),
+        };
         let ended = match outcome {
             EndStored::At(revision) => {
                 let first = self
@@ -197,6 +227,18 @@ impl TaskTurn {
                         relay.publish(&self.task_id, i, event);
                     }
                 }
+                Ended {
+                    task,
+                    events: closing,
+                    won: true,
+                }
+            }
+            EndStored::TooLarge { .. } => {
+                tracing::error!(
+                    task_id = self.task_id,
+                    "not even the task's failure fits the task store; it stands in memory only"
+                );
+                self.cell.finish(task.clone(), 0, owner, answered, &closing);
                 Ended {
                     task,
                     events: closing,
@@ -240,8 +282,15 @@ impl TaskTurn {
         let mut pause = Duration::from_millis(50);
         let mut expected = self.revision();
         loop {
-            let why = match self.store.write(stored, expected).await {
+            let attempt = tokio::time::timeout_at(deadline, self.store.write(stored, expected));
+            let Ok(written) = attempt.await else {
+                return self.unsaved("no answer from the task store in time");
+            };
+            let why = match written {
                 Ok(revision) => return EndStored::At(revision),
+                Err(WriteError::TooLarge { bytes, limit }) => {
+                    return EndStored::TooLarge { bytes, limit };
+                }
                 Err(WriteError::Conflict) => match self.store.load(&self.task_id).await {
                     Ok(Some(winner)) => return EndStored::Lost(winner),
                     // Gone from the backend (past its TTL): this end is the only one there is.
@@ -254,12 +303,7 @@ impl TaskTurn {
                 Err(WriteError::Unavailable(e)) => e.to_string(),
             };
             if tokio::time::Instant::now() + pause > deadline {
-                tracing::error!(
-                    task_id = self.task_id,
-                    error = why,
-                    "the task's end could not be stored; it stands in this replica's memory only"
-                );
-                return EndStored::At(0);
+                return self.unsaved(&why);
             }
             tracing::warn!(
                 task_id = self.task_id,
@@ -269,6 +313,17 @@ impl TaskTurn {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_secs(1));
         }
+    }
+
+    /// The end could not be stored in time: it stands in memory, and this replica stores it
+    /// once the backend is back (the task is still its, running, in the store).
+    fn unsaved(&self, why: &str) -> EndStored {
+        tracing::error!(
+            task_id = self.task_id,
+            error = why,
+            "the task's end could not be stored yet; it is kept here and stored once the task store answers"
+        );
+        EndStored::At(0)
     }
 
     /// Tells whoever waits for this turn that it has stopped.
@@ -289,6 +344,8 @@ enum EndStored {
     At(u64),
     /// Another end was stored first.
     Lost(Versioned),
+    /// This end is larger than the backend stores.
+    TooLarge { bytes: usize, limit: usize },
 }
 
 impl Drop for TaskTurn {

@@ -84,6 +84,7 @@ impl TurnService {
             .await
             .map_err(|e| match e {
                 BeginError::Moved(task_id) => TurnError::TaskMoved(task_id),
+                e @ BeginError::TooLarge { .. } => TurnError::TaskTooLarge(e.to_string()),
                 BeginError::Unavailable(e) => TurnError::StoreUnavailable(e.to_string()),
             })?;
         // Named only now: whoever learns the id finds the task, on any replica.

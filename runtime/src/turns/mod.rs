@@ -91,6 +91,8 @@ pub enum TurnError {
     TaskMoved(String),
     #[error("the task store cannot record tasks now ({0}); retry later")]
     StoreUnavailable(String),
+    #[error("{0}")]
+    TaskTooLarge(String),
 }
 
 pub use crate::task_store::CancelError;

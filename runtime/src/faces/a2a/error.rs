@@ -35,6 +35,9 @@ pub enum ApiError {
     /// Nothing was done, and the same request may succeed soon (the task store).
     #[error("{0}")]
     RetryLater(String),
+    /// The task would be larger than the task store keeps.
+    #[error("{0}")]
+    TaskTooLarge(String),
     #[error("no route for {method} {path}")]
     NotFound { method: String, path: String },
     #[error("method {method} not allowed on {path}")]
@@ -47,7 +50,9 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::PayloadTooLarge { .. } | ApiError::TaskTooLarge(_) => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
             ApiError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::BodyRead(_) | ApiError::Unreadable(_) | ApiError::BadRequest(_) => {
                 StatusCode::BAD_REQUEST

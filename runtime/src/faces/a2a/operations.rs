@@ -297,9 +297,9 @@ pub(super) async fn cancel_task(state: &ContractState, task_id: &str) -> Result<
 /// A turn the service would not run, as an A2A error.
 fn refusal(error: &TurnError) -> A2aError {
     let kind = match error {
-        TurnError::InvalidMessage { .. } | TurnError::ContextMismatch { .. } => {
-            A2aErrorKind::InvalidParams
-        }
+        TurnError::InvalidMessage { .. }
+        | TurnError::ContextMismatch { .. }
+        | TurnError::TaskTooLarge(_) => A2aErrorKind::InvalidParams,
         TurnError::NotReady
         | TurnError::ShuttingDown
         | TurnError::Busy

@@ -77,6 +77,7 @@ fn refusal(error: &TurnError) -> ApiError {
         TurnError::TaskMoved(_) | TurnError::StoreUnavailable(_) => {
             ApiError::RetryLater(error.to_string())
         }
+        TurnError::TaskTooLarge(why) => ApiError::TaskTooLarge(why.clone()),
         TurnError::UnknownAgent(_) | TurnError::WorkerStopped(_) => {
             ApiError::Internal(error.to_string())
         }

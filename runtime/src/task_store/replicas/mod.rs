@@ -36,7 +36,7 @@ use super::TaskStore;
 use super::backend::{self, BackendError, StoredTask, Versioned};
 use super::nats_kv::{NatsKvTasks, TASK_KEYS};
 use book::Book;
-pub use relay::{Answers, AskError, Now, Relay, RelayedEvent, Stopped};
+pub use relay::{Answers, AskError, Feed, Now, Relay, RelayedEvent, Stopped};
 
 /// The prefix of lease keys.
 const LEASE_KEYS: &str = "r.";
@@ -208,7 +208,8 @@ impl Replicas {
     /// Waits (up to [`CATCH_UP_WAIT`]) until the watch has delivered every write the bucket
     /// stored before this call.
     pub(crate) async fn catch_up(&self) {
-        let Ok(info) = self.0.kv.kv().stream.get_info().await else {
+        let info = tokio::time::timeout(CATCH_UP_WAIT, self.0.kv.kv().stream.get_info()).await;
+        let Ok(Ok(info)) = info else {
             return;
         };
         let target = info.state.last_sequence;
@@ -396,6 +397,7 @@ impl Shared {
                 tracing::warn!(error = e, "could not renew this replica's lease");
             }
             self.bury(store);
+            self.tidy(store);
         }
     }
 
@@ -427,6 +429,27 @@ impl Shared {
                 lock(&shared.failing).remove(&replica.token);
             });
         }
+    }
+
+    /// Settles the tasks the store says this replica runs that no turn here runs (one such
+    /// job at a time).
+    fn tidy(self: &Arc<Self>, store: &TaskStore) {
+        let leftover: Vec<String> = self
+            .book()
+            .running_of(&self.me_token)
+            .into_iter()
+            .filter(|id| !store.is_running_here(id))
+            .collect();
+        if leftover.is_empty() || !lock(&self.failing).insert(self.me_token.clone()) {
+            return;
+        }
+        let (shared, store) = (Arc::clone(self), store.clone());
+        tokio::spawn(async move {
+            for task_id in leftover {
+                store.settle_leftover(&task_id).await;
+            }
+            lock(&shared.failing).remove(&shared.me_token);
+        });
     }
 }
 

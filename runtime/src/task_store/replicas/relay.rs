@@ -15,6 +15,8 @@
 //! `now`: events at or below the sequence number it is answered are in the task already,
 //! later ones follow, and none falls in between.
 
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -22,12 +24,16 @@ use bytes::Bytes;
 use daedalus_contract::{StreamEvent, Task};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 /// How long a `now` request waits for its replica.
 pub const ASK_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a `cancel` request waits: its replica stops the turn and stores its end first.
 pub const CANCEL_TIMEOUT: Duration = Duration::from_secs(9);
+/// Bytes of relayed events a follower that reads slowly may have waiting; past it events are
+/// dropped, and the follower, finding a gap in their sequence numbers, takes the task as it
+/// stands again.
+pub const FEED_BYTES: usize = 1 << 20;
 
 /// One event on the events subject.
 #[derive(Debug, Serialize, Deserialize)]
@@ -147,11 +153,13 @@ impl Relay {
     }
 
     /// Subscribes to task `task_id`'s events.
-    pub async fn events(&self, task_id: &str) -> Option<async_nats::Subscriber> {
-        self.client
+    pub async fn events(&self, task_id: &str) -> Option<Feed> {
+        let subscriber = self
+            .client
             .subscribe(self.events_subject(task_id))
             .await
-            .ok()
+            .ok()?;
+        Some(Feed::new(subscriber))
     }
 
     /// Asks `replica` where the turn of `task_id` running there stands.
@@ -227,5 +235,77 @@ impl Relay {
                 }
             });
         }
+    }
+}
+
+/// One task's relayed events, read off NATS as they arrive into a queue of at most
+/// [`FEED_BYTES`], so a follower that reads slowly (or not at all) holds a bounded number of
+/// bytes whatever the turn says.
+#[derive(Debug)]
+pub struct Feed {
+    queue: Arc<Mutex<Queue>>,
+    ready: Arc<Notify>,
+    pump: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    events: VecDeque<(RelayedEvent, usize)>,
+    bytes: usize,
+    /// The subscription ended.
+    closed: bool,
+}
+
+impl Feed {
+    fn new(mut subscriber: async_nats::Subscriber) -> Self {
+        let queue: Arc<Mutex<Queue>> = Arc::default();
+        let ready = Arc::new(Notify::new());
+        let pump = tokio::spawn({
+            let (queue, ready) = (Arc::clone(&queue), Arc::clone(&ready));
+            async move {
+                while let Some(message) = subscriber.next().await {
+                    let Ok(relayed) =
+                        daedalus_contract::read::from_slice::<RelayedEvent>(&message.payload)
+                    else {
+                        continue;
+                    };
+                    let size = message.payload.len();
+                    let mut queue = queue.lock().unwrap_or_else(PoisonError::into_inner);
+                    if queue.bytes + size > FEED_BYTES {
+                        continue;
+                    }
+                    queue.bytes += size;
+                    queue.events.push_back((relayed, size));
+                    drop(queue);
+                    ready.notify_one();
+                }
+                queue.lock().unwrap_or_else(PoisonError::into_inner).closed = true;
+                ready.notify_one();
+            }
+        });
+        Self { queue, ready, pump }
+    }
+
+    /// The next event relayed; `None` once the subscription has ended.
+    pub async fn next(&mut self) -> Option<RelayedEvent> {
+        loop {
+            {
+                let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+                if let Some((event, size)) = queue.events.pop_front() {
+                    queue.bytes -= size;
+                    return Some(event);
+                }
+                if queue.closed {
+                    return None;
+                }
+            }
+            self.ready.notified().await;
+        }
+    }
+}
+
+impl Drop for Feed {
+    fn drop(&mut self) {
+        self.pump.abort();
     }
 }
