@@ -11,6 +11,8 @@
 //!    the crash, for every replica and a replacement of another name;
 //!
 //! and the order of every end: a subscriber that hears a task end finds the store holding it;
+//! a storm of subscribers coming and going through either replica and either binding hears
+//! every streamed answer once, whole;
 //! a task larger than the store takes gets a precise error and loses nothing; and turns that
 //! end while NATS is down are stored once it is back, and nobody is failed for the outage.
 //!
@@ -54,11 +56,19 @@ impl Store {
 
     /// A replica named `name` on this store.
     fn replica(&self, name: &str) -> (Runtime, A2aClient) {
-        let process = runtime()
+        self.replica_with(name, &[])
+    }
+
+    /// A replica named `name` on this store, with more environment.
+    fn replica_with(&self, name: &str, env: &[(&str, &str)]) -> (Runtime, A2aClient) {
+        let mut builder = runtime()
             .env("TASKS_DB", &self.tasks_db)
             .env("REPLICA_ID", name)
-            .env("REPLICA_LEASE", "2s")
-            .start();
+            .env("REPLICA_LEASE", "2s");
+        for (key, value) in env {
+            builder = builder.env(key, value);
+        }
+        let process = builder.start();
         let client = A2aClient::new(process.url("/"));
         (process, client)
     }
@@ -290,11 +300,11 @@ async fn faults_6_and_7_a_lost_replicas_running_tasks_fail_in_the_store_within_i
     let (mut a, on_a) = store.replica("replica-a");
     let (_b, on_b) = store.replica("replica-b");
     let mut ids = Vec::new();
-    for i in 0..8 {
+    for i in 0..40 {
         ids.push(on_a.start_task(&format!("***SLEEP 600s cut {i}")).await);
     }
     let mut followers = Vec::new();
-    for id in &ids[..4] {
+    for id in &ids[..20] {
         let mut stream = on_b.subscribe(id).await;
         stream.next_json().await.expect("the task first");
         followers.push(stream);
@@ -505,5 +515,158 @@ async fn turns_that_end_while_nats_is_down_are_stored_once_it_is_back_and_nobody
     assert_eq!(
         state_of(&on_b.run_task("after the outage").await),
         COMPLETED
+    );
+}
+
+/// The text a stream rebuilds to so far, and whether it has ended: results read with
+/// `daedalus_contract`'s rebuilder, as a client would.
+fn rebuilt(results: &[Value]) -> (String, Option<String>) {
+    use daedalus_contract::{StreamEvent, TaskRebuilder};
+    let mut rebuilder = TaskRebuilder::new();
+    for result in results {
+        let bytes = serde_json::to_vec(result).expect("JSON");
+        let event: StreamEvent =
+            daedalus_contract::read::from_slice(&bytes).expect("a stream response");
+        rebuilder
+            .apply(&event)
+            .unwrap_or_else(|e| panic!("{e}: {results:?}"));
+    }
+    let task = rebuilder.task().cloned();
+    let text = task
+        .as_ref()
+        .and_then(|t| t.artifacts.first())
+        .map(|a| a.parts.iter().filter_map(|p| p.as_text()).collect())
+        .unwrap_or_default();
+    let ended = rebuilder
+        .is_final()
+        .then(|| task.map(|t| t.status.state.to_string()).unwrap_or_default());
+    (text, ended)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storm_of_subscribers_coming_and_going_hears_every_answer_once_and_whole() {
+    use daedalus_fake_llm::{FakeLlm, Reply};
+    use rand::{Rng, SeedableRng};
+
+    const TASKS: usize = 40;
+    let answer = (0..40)
+        .map(|i| format!("word{i}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let fake = FakeLlm::start("sk-storm", &["gpt-storm"]).await;
+    fake.script((0..TASKS).map(|_| Reply::Trickled {
+        text: answer.clone(),
+        every: Duration::from_millis(20),
+    }));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("agents.yaml");
+    std::fs::write(
+        &config,
+        daedalus_test_kit::AgentsYaml::on_openai(&fake.openai_base_url, "sk-storm", "gpt-storm")
+            .agent("storm", "{ instruction: Answer. }")
+            .build(),
+    )
+    .expect("written");
+    let config = config.to_string_lossy().into_owned();
+    let env = [("AGENTS_CONFIG", config.as_str()), ("AGENT_NAME", "storm")];
+    let store = Store::start();
+    let (a, _) = store.replica_with("replica-a", &env);
+    let (b, _) = store.replica_with("replica-b", &env);
+    let urls = [a.url(""), b.url("")];
+    let seed: u64 = rand::rng().random();
+    println!("storm seed {seed}");
+    let http = reqwest::Client::new();
+    let storms: Vec<_> = (0..TASKS)
+        .map(|i| {
+            let (http, urls, answer) = (http.clone(), urls.clone(), answer.clone());
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed + i as u64);
+            tokio::spawn(async move {
+                // Sent as a stream through either replica, then the sender goes away.
+                let base = &urls[i % 2];
+                let started = http
+                    .post(format!("{base}/"))
+                    .header("A2A-Version", "1.0")
+                    .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1,
+                        "method": "SendStreamingMessage", "params": {"message": {
+                        "messageId": format!("storm-{i}"), "role": "ROLE_USER",
+                        "parts": [{"text": "tell me"}]}}}))
+                    .send()
+                    .await
+                    .expect("sent");
+                let mut opening = SseEvents::of(started);
+                let first = opening.next_json().await.expect("the task first");
+                let id = id_of(&first["result"]["task"]);
+                drop(opening);
+                let mut subscriptions = 0;
+                loop {
+                    subscriptions += 1;
+                    let base = &urls[rng.random_range(0..2)];
+                    let rest = rng.random_bool(0.5);
+                    let response = if rest {
+                        http.get(format!("{base}/a2a/rest/tasks/{id}:subscribe"))
+                            .header("A2A-Version", "1.0")
+                            .send()
+                            .await
+                    } else {
+                        http.post(format!("{base}/"))
+                            .header("A2A-Version", "1.0")
+                            .json(&serde_json::json!({"jsonrpc": "2.0", "id": 2,
+                                "method": "SubscribeToTask", "params": {"id": id}}))
+                            .send()
+                            .await
+                    }
+                    .expect("subscribed");
+                    if !response.status().is_success() {
+                        // The task ended between two subscriptions: nothing more to follow.
+                        return (id, subscriptions, None);
+                    }
+                    let mut stream = SseEvents::of(response);
+                    let keep = rng.random_range(1..6);
+                    let mut results = Vec::new();
+                    while results.len() < keep || keep == 5 {
+                        let Some(event) = stream.next_json().await else {
+                            break;
+                        };
+                        results.push(if rest { event } else { event["result"].clone() });
+                    }
+                    let (text, ended) = rebuilt(&results);
+                    if ended.is_some() {
+                        return (id, subscriptions, Some(text));
+                    }
+                    assert!(
+                        answer.starts_with(&text),
+                        "task {id}: a subscription told {text:?}, not a start of the answer"
+                    );
+                }
+            })
+        })
+        .collect();
+    let mut heard_whole = 0;
+    let mut total_subscriptions = 0;
+    for storm in storms {
+        let (id, subscriptions, whole) = storm.await.expect("joined");
+        total_subscriptions += subscriptions;
+        if let Some(text) = whole {
+            assert_eq!(text, answer, "task {id}: no text lost or doubled");
+            heard_whole += 1;
+        }
+        for url in &urls {
+            let task = A2aClient::new(format!("{url}/"))
+                .get(&id)
+                .await
+                .expect("kept");
+            assert_eq!(state_of(&task), COMPLETED);
+            assert_eq!(
+                task["artifacts"][0]["parts"][0]["text"].as_str(),
+                Some(answer.as_str())
+            );
+        }
+    }
+    println!(
+        "{TASKS} streamed tasks, {total_subscriptions} subscriptions, {heard_whole} followed to the end"
+    );
+    assert!(
+        heard_whole >= TASKS / 4,
+        "the storms reached ends: {heard_whole}"
     );
 }

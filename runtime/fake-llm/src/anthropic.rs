@@ -107,6 +107,11 @@ pub(super) async fn messages(
         tokio::time::sleep(d).await;
         reply = *inner;
     }
+    if let Reply::Trickled { text, every } = reply {
+        let pieces = u32::try_from(text.split_inclusive(' ').count().div_ceil(2)).unwrap_or(1);
+        tokio::time::sleep(every * pieces).await;
+        reply = Reply::Text(text);
+    }
     let prompt = state.prompt_cache.cost(&body, tokens);
     let stream = body["stream"].as_bool().unwrap_or(false);
     if let Reply::Paused {
@@ -154,7 +159,7 @@ pub(super) async fn messages(
                 .collect();
             (blocks, "tool_use", 5)
         }
-        Reply::Delayed(..) | Reply::Paused { .. } => {
+        Reply::Delayed(..) | Reply::Paused { .. } | Reply::Trickled { .. } => {
             unreachable!("delays and pauses are unwrapped above")
         }
     };

@@ -40,6 +40,9 @@ pub enum Reply {
         after: String,
         gate: Gate,
     },
+    /// A text answer streamed a chunk (two words) at a time, `every` apart, as a slow model
+    /// writes; not streamed (or on the Anthropic face), the whole text after as long.
+    Trickled { text: String, every: Duration },
 }
 
 /// A gate a scripted reply waits at until the test opens it.
@@ -276,6 +279,28 @@ pub(crate) fn held_at(head: String, gate: Gate, tail: String) -> axum::response:
         if tx.send(Ok(head)).await.is_ok() {
             gate.passed().await;
             let _ = tx.send(Ok(tail)).await;
+        }
+    });
+    let body = axum::body::Body::from_stream(ReceiverStream(rx));
+    (
+        [(axum::http::header::CONTENT_TYPE, "text/event-stream")],
+        body,
+    )
+        .into_response()
+}
+
+/// An SSE response whose `frames` go out `every` apart.
+pub(crate) fn trickled(frames: Vec<String>, every: Duration) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::convert::Infallible>>(2);
+    tokio::spawn(async move {
+        for (i, frame) in frames.into_iter().enumerate() {
+            if i > 0 {
+                tokio::time::sleep(every).await;
+            }
+            if tx.send(Ok(frame)).await.is_err() {
+                return;
+            }
         }
     });
     let body = axum::body::Body::from_stream(ReceiverStream(rx));

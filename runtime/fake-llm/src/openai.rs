@@ -151,6 +151,25 @@ pub(super) async fn chat(
             ))
             .into_response()
         }
+        Reply::Trickled { text, every } if stream => {
+            let mut frames: Vec<String> = text_chunks(&text, prompt)
+                .iter()
+                .map(|c| format!("data: {c}\n\n"))
+                .collect();
+            frames.push("data: [DONE]\n\n".to_owned());
+            crate::trickled(frames, every)
+        }
+        Reply::Trickled { text, every } => {
+            let pieces = u32::try_from(text.split_inclusive(' ').count().div_ceil(2)).unwrap_or(1);
+            tokio::time::sleep(every * pieces).await;
+            Json(completion(
+                &json!({"role": "assistant", "content": text}),
+                "stop",
+                prompt,
+                tokens(&text),
+            ))
+            .into_response()
+        }
         Reply::Text(text) if stream => sse(text_chunks(&text, prompt)),
         Reply::Text(text) => Json(completion(
             &json!({"role": "assistant", "content": text}),
