@@ -6,6 +6,10 @@
 //! round trip's p50 and p99. Targets: at least 50× the SDK's requests per second, and at most
 //! 1/50 of its p99.
 //!
+//! One more row measures the shared task store: our runtime with `TASKS_DB` on a NATS KV
+//! bucket (every task stored by compare-and-set when it begins and when it ends), with a
+//! second replica on the same bucket mirroring every write, the load on the first.
+//!
 //! Run: `cargo bench -p daedalus-runtime --bench a2a_jsonrpc` (needs `.venv-a2a`: `.ci/setup`).
 
 #![allow(clippy::print_stdout, reason = "a benchmark prints its table")]
@@ -13,7 +17,7 @@
 
 use std::time::{Duration, Instant};
 
-use daedalus_test_kit::{EchoAgent, RuntimeProcess};
+use daedalus_test_kit::{EchoAgent, NatsServer, RuntimeProcess};
 use serde_json::json;
 
 /// The SDK's echo agent keeps its tasks in memory and no conversation; ours keeps its tasks in
@@ -109,6 +113,24 @@ fn main() {
         let sdk = EchoAgent::start();
         let ours = RuntimeProcess::start_with("bench", &[("SESSIONS_DB", SESSIONS_DB)]).await;
         let ours_url = format!("{}/", ours.url());
+        let nats = NatsServer::start();
+        let tasks_db = format!("{}/bench-tasks", nats.url());
+        let shared = |replica: &'static str| {
+            let tasks_db = tasks_db.clone();
+            async move {
+                RuntimeProcess::start_with(
+                    "bench",
+                    &[
+                        ("SESSIONS_DB", SESSIONS_DB),
+                        ("TASKS_DB", &tasks_db),
+                        ("REPLICA_ID", replica),
+                    ],
+                )
+                .await
+            }
+        };
+        let (kv, _mirror) = (shared("bench-a").await, shared("bench-b").await);
+        let kv_url = format!("{}/", kv.url());
         println!(
             "\nJSON-RPC SendMessage, {REQUESTS} requests per row after {WARM_UP} to warm up\n"
         );
@@ -118,9 +140,11 @@ fn main() {
         for in_flight in [1, 16] {
             let baseline = load(&sdk.jsonrpc_url(), in_flight).await;
             let ours = load(&ours_url, in_flight).await;
+            let on_kv = load(&kv_url, in_flight).await;
             for (name, f) in [
                 ("a2a-sdk 1.3.0 (uvicorn)", &baseline),
                 ("daedalus-runtime", &ours),
+                ("daedalus-runtime, TASKS_DB=nats (2 replicas)", &on_kv),
             ] {
                 println!(
                     "| {in_flight} | {name} | {:.0} | {:.3} ms | {:.3} ms |",

@@ -1,5 +1,6 @@
-//! The task store beyond memory, with the real binary: `TASKS_DB` as a SQLite file keeps tasks
-//! across a restart, and a task the crash cut is reported failed, never left working.
+//! The task store with the real binary: `TASKS_DB` as a SQLite file keeps tasks across a
+//! restart, and a task the crash cut is reported failed, never left working; on one replica in
+//! memory, a cancel racing a turn's end gets one answer, the one the task keeps.
 
 use std::time::Duration;
 
@@ -219,4 +220,46 @@ async fn two_replicas_on_one_nats_kv_store_share_tasks_their_events_and_cancels(
     assert_eq!(state_of(&after["result"]), "TASK_STATE_FAILED", "{after}");
     let from_b = rpc(&client, &b_url, "GetTask", json!({"id": cut_id})).await;
     assert_eq!(state_of(&from_b["result"]), "TASK_STATE_FAILED", "{from_b}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_one_replica_a_cancel_racing_the_end_is_canceled_only_when_it_won() {
+    use daedalus_test_kit::a2a_client::state_of as state;
+    use daedalus_test_kit::{A2aClient, Canceled};
+    use futures::StreamExt;
+
+    let replica = runtime().start();
+    let client = A2aClient::new(replica.url("/"));
+    let raced: Vec<(String, Canceled)> = futures::stream::iter(0..200_u64)
+        .map(|i| {
+            let client = client.clone();
+            async move {
+                let started = tokio::time::Instant::now();
+                let id = client.start_task(&format!("***SLEEP 40ms raced {i}")).await;
+                // From 20 ms before the turn's end to 20 ms after it.
+                tokio::time::sleep_until(started + Duration::from_millis(20 + i * 40 / 200)).await;
+                (id.clone(), client.cancel(&id).await)
+            }
+        })
+        .buffer_unordered(10)
+        .collect()
+        .await;
+    let (mut canceled, mut completed) = (0, 0);
+    for (id, answer) in raced {
+        let kept = client.state_of(&id).await;
+        match answer {
+            Canceled::Task(task) => {
+                canceled += 1;
+                assert_eq!(state(&task), "TASK_STATE_CANCELED", "{task}");
+                assert_eq!(kept, "TASK_STATE_CANCELED");
+            }
+            Canceled::Refused { reason, message } => {
+                completed += 1;
+                assert_eq!(reason, "TASK_NOT_CANCELABLE", "{message}");
+                assert_eq!(kept, "TASK_STATE_COMPLETED");
+            }
+        }
+    }
+    println!("200 cancels raced on one replica: {canceled} canceled, {completed} completed first");
+    assert!(canceled > 0 && completed > 0, "the drill raced both ways");
 }

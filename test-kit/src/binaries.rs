@@ -5,8 +5,12 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// The `daedalus-runtime` binary of this build (`cargo test --workspace` builds it next to the
-/// test binaries); built here when it is missing.
+/// test binaries); built here when it is missing. `DAEDALUS_RUNTIME_UNDER_TEST` names another
+/// build instead (to run the same tests or benchmarks against it).
 pub fn runtime_binary() -> PathBuf {
+    if let Ok(other) = std::env::var("DAEDALUS_RUNTIME_UNDER_TEST") {
+        return PathBuf::from(other);
+    }
     let dir = std::env::current_exe()
         .expect("the test binary's path")
         .parent()

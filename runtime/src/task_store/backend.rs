@@ -59,7 +59,8 @@ impl StoredTask {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Versioned {
     pub stored: StoredTask,
-    /// Grows with every write of any task in the backend; `0` is never a stored revision.
+    /// Grows with every write of the task (in a KV bucket, the bucket's sequence number of
+    /// the write); `0` is never a stored revision.
     pub revision: u64,
 }
 

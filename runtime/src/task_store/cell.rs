@@ -56,6 +56,8 @@ struct Live {
     /// This replica is writing the task; an entry seen meanwhile waits in `deferred`.
     writing: bool,
     deferred: Option<Versioned>,
+    /// The id of this replica's last write of the task: its echo from the bucket is not news.
+    own_write: Option<String>,
 }
 
 /// A turn running here: how to stop it, and when it has stopped.
@@ -177,6 +179,18 @@ impl TaskCell {
         self.live().writing = true;
     }
 
+    /// This replica writes the task as the write `write_id`.
+    pub(super) fn writes(&self, write_id: &str) {
+        self.live().own_write = Some(write_id.to_owned());
+    }
+
+    /// Whether memory wants the bucket's entry of this task at `revision`, written as
+    /// `write_id`: it holds an older revision, and the write is not this replica's own.
+    pub(super) fn wants(&self, revision: u64, write_id: &str) -> bool {
+        let live = self.live();
+        revision > live.revision && live.own_write.as_deref() != Some(write_id)
+    }
+
     /// This replica's write is settled; an entry from elsewhere seen meanwhile, if any.
     pub(super) fn stop_writing(&self) -> Option<Versioned> {
         let mut live = self.live();
@@ -246,6 +260,14 @@ impl TaskCell {
     pub(super) fn absorb(&self, versioned: Versioned) -> Absorbed {
         let mut live = self.live();
         if versioned.revision <= live.revision {
+            return Absorbed::Nothing;
+        }
+        if live.own_write.as_deref() == Some(versioned.stored.write_id.as_str()) {
+            // This replica's own write: memory holds it already (or its writer settles it);
+            // only a revision its writer never learned (an answer lost) is news.
+            if !live.writing {
+                live.revision = versioned.revision;
+            }
             return Absorbed::Nothing;
         }
         if live.writing {

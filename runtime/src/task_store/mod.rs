@@ -278,6 +278,14 @@ impl TaskStore {
         self.touch(&task_id);
     }
 
+    /// Whether memory wants task `task_id` at `revision`, written as `write_id` (a write by
+    /// another replica, newer than memory's), so the bucket's entry is worth reading whole.
+    fn wants(&self, task_id: &str, revision: u64, write_id: &str) -> bool {
+        self.lock()
+            .get(task_id)
+            .is_none_or(|cell| cell.wants(revision, write_id))
+    }
+
     /// Task `task_id` changed: it counts as recent again, its size is taken anew, and old
     /// tasks are dropped until the limits hold.
     fn touch(&self, task_id: &str) {
@@ -286,17 +294,21 @@ impl TaskStore {
         cells.evict(&self.0.limits);
     }
 
-    /// `task` as this replica writes it now.
-    fn stored(&self, task: Task, answered: Option<String>) -> StoredTask {
-        StoredTask::new(task, self.replica().unwrap_or_default(), answered)
-    }
-
-    /// Writes `stored` to the backend at revision `expected`; memory only answers `0`.
-    async fn write(&self, stored: &StoredTask, expected: u64) -> Result<u64, WriteError> {
-        match self.0.persistence.get() {
-            Some(p) => p.backend.write(stored, expected).await,
-            None => Ok(0),
-        }
+    /// Writes `task` (answering `answered`) to the backend at revision `expected`, as this
+    /// replica's write of `cell`'s task; memory alone answers `0` and builds nothing.
+    async fn write(
+        &self,
+        cell: &TaskCell,
+        task: &Task,
+        answered: Option<&str>,
+        expected: u64,
+    ) -> Result<u64, WriteError> {
+        let Some(p) = self.0.persistence.get() else {
+            return Ok(0);
+        };
+        let stored = StoredTask::new(task.clone(), &p.replica, answered.map(str::to_owned));
+        cell.writes(&stored.write_id);
+        p.backend.write(&stored, expected).await
     }
 
     /// Task `task_id` as the backend holds it (within [`READ_TIMEOUT`]).

@@ -12,7 +12,8 @@
 //!   wins: the turn learns it and answers from it.
 //!
 //! A turn dropped after it began without ending (its worker panicked) is ended `failed` by a
-//! task of its own, so no task is left `working` by a turn that is gone.
+//! task of its own, so no task is left `working` by a turn that is gone. A task too large for
+//! the backend is refused when it begins and failed, saying so, when its end would not fit.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,13 +22,13 @@ use daedalus_contract::{StreamEvent, Task, TaskStatusUpdateEvent};
 use tokio::sync::{OwnedMutexGuard, watch};
 
 use super::TaskStore;
-use super::backend::{self, StoredTask, Versioned, WriteError};
+use super::backend::{self, Versioned, WriteError};
 use super::cell::{TaskCell, changes};
 use super::replicas::Relay;
 use super::stop::TurnStop;
 
 /// How long an end keeps trying a backend that cannot be reached before it settles for
-/// memory.
+/// memory (this replica stores it later, once the backend answers).
 pub const END_STORE_DEADLINE: Duration = Duration::from_secs(10);
 
 /// The message of a task whose turn stopped without ending (its worker failed).
@@ -151,10 +152,13 @@ impl TaskTurn {
     /// events go.
     pub async fn begin(&mut self, task: Task, stop: TurnStop) -> Result<TurnLog, BeginError> {
         self.running = Some(self.cell.start_running(stop));
-        let stored = self.store.stored(task.clone(), self.cell.answered());
         let expected = self.revision();
         self.cell.start_writing();
-        let written = self.store.write(&stored, expected).await;
+        let answered = self.cell.answered();
+        let written = self
+            .store
+            .write(&self.cell, &task, answered.as_deref(), expected)
+            .await;
         let (revision, owner) = match written {
             Ok(revision) => (revision, self.store.replica().map(str::to_owned)),
             Err(e) => {
@@ -199,8 +203,7 @@ impl TaskTurn {
         let owner = self.store.replica().map(str::to_owned);
         let began_here = self.running.is_some();
         self.cell.start_writing();
-        let mut stored = self.store.stored(task.clone(), answered.clone());
-        let mut outcome = self.store_end(&stored).await;
+        let mut outcome = self.store_end(&task, answered.as_deref()).await;
         let (task, closing) = match outcome {
             EndStored::TooLarge { bytes, limit } => {
                 // No end this large can be stored: the task fails, saying so, in a form that
@@ -210,8 +213,7 @@ impl TaskTurn {
                 );
                 let mut failed = backend::failed_now(&self.cell.task().unwrap_or(task), &why);
                 failed.artifacts.clear();
-                stored = self.store.stored(failed.clone(), answered.clone());
-                outcome = self.store_end(&stored).await;
+                outcome = self.store_end(&failed, answered.as_deref()).await;
                 let closing = vec![final_update(&failed)];
                 (failed, closing)
             }
@@ -277,12 +279,15 @@ impl TaskTurn {
 
     /// Stores the end: at the revision the task stands at, retrying a backend that cannot be
     /// reached until [`END_STORE_DEADLINE`]; a conflict reads the end that won.
-    async fn store_end(&self, stored: &StoredTask) -> EndStored {
+    async fn store_end(&self, task: &Task, answered: Option<&str>) -> EndStored {
         let deadline = tokio::time::Instant::now() + END_STORE_DEADLINE;
         let mut pause = Duration::from_millis(50);
         let mut expected = self.revision();
         loop {
-            let attempt = tokio::time::timeout_at(deadline, self.store.write(stored, expected));
+            let attempt = tokio::time::timeout_at(
+                deadline,
+                self.store.write(&self.cell, task, answered, expected),
+            );
             let Ok(written) = attempt.await else {
                 return self.unsaved("no answer from the task store in time");
             };

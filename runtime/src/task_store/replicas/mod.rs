@@ -11,7 +11,9 @@
 //!   left) is gone, and a surviving replica fails the tasks it was running, by compare-and-set
 //!   (so one failure is stored, and never over an end the task stored first), with a message
 //!   saying the replica was lost. From a crash to `FAILED` in the store: at most the lease and
-//!   one renewal period, whatever name the replacement has.
+//!   one renewal period, whatever name the replacement has. On each renewal a replica also
+//!   settles its own leftovers: a task the store says it runs that no turn here runs (an end
+//!   it could not store while NATS was away) is stored as memory has it, or failed.
 //! - **The relay** ([`relay`]): live events of running turns, and requests to the replica
 //!   running a task.
 //!
@@ -21,11 +23,13 @@
 mod book;
 pub mod relay;
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::kv;
+use daedalus_contract::TaskState;
 use daedalus_contract::token::token;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -46,6 +50,41 @@ const SNAPSHOT_WAIT: Duration = Duration::from_mins(1);
 const CATCH_UP_WAIT: Duration = Duration::from_secs(2);
 /// How long a failed loop waits before it starts again.
 const RESTART_PAUSE: Duration = Duration::from_millis(500);
+
+/// The head of a task's entry: who wrote it, as which write, and the task's id and state,
+/// read without reading the rest of the task.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Head<'a> {
+    #[serde(default, borrow)]
+    task_id: Cow<'a, str>,
+    #[serde(borrow)]
+    owner: Cow<'a, str>,
+    #[serde(default, borrow)]
+    write_id: Cow<'a, str>,
+    #[serde(borrow)]
+    task: TaskHead<'a>,
+}
+
+#[derive(Debug, Deserialize)]
+struct TaskHead<'a> {
+    #[serde(borrow)]
+    id: Cow<'a, str>,
+    #[serde(borrow)]
+    status: StatusHead<'a>,
+}
+
+#[derive(Debug, Deserialize)]
+struct StatusHead<'a> {
+    #[serde(borrow)]
+    state: Cow<'a, str>,
+}
+
+impl<'a> Head<'a> {
+    fn read(bytes: &'a [u8]) -> Option<Self> {
+        serde_json::from_slice(bytes).ok()
+    }
+}
 
 /// What a lease entry holds.
 #[derive(Debug, Serialize, Deserialize)]
@@ -309,23 +348,7 @@ impl Shared {
         if let Some(key) = entry.key.strip_prefix(LEASE_KEYS) {
             self.on_lease(key, entry, now);
         } else if entry.key.starts_with(TASK_KEYS) && entry.operation == kv::Operation::Put {
-            match daedalus_contract::read::from_slice::<StoredTask>(&entry.value) {
-                Ok(stored) => {
-                    self.book().stored(
-                        &stored.task.id,
-                        &stored.owner,
-                        &token(&stored.owner),
-                        stored.is_running(),
-                    );
-                    store.absorb(Versioned {
-                        stored,
-                        revision: entry.revision,
-                    });
-                }
-                Err(e) => {
-                    tracing::warn!(key = entry.key, error = %e, "a stored task is unreadable; skipped");
-                }
-            }
+            self.on_task(store, entry);
         }
         self.applied.send_if_modified(|at| {
             let newer = entry.revision > *at;
@@ -334,6 +357,36 @@ impl Shared {
             }
             newer
         });
+    }
+
+    /// A task's entry: its owner and whether it runs into the book (from the entry's head,
+    /// read without the task), then the whole task into memory if memory wants it.
+    fn on_task(&self, store: &TaskStore, entry: &kv::Entry) {
+        let Some(head) = Head::read(&entry.value) else {
+            tracing::warn!(key = entry.key, "a stored task is unreadable; skipped");
+            return;
+        };
+        let running =
+            TaskState::parse_lenient(&head.task.status.state).is_some_and(backend::running);
+        let task_id = if head.task_id.is_empty() {
+            &head.task.id
+        } else {
+            &head.task_id
+        };
+        self.book()
+            .stored(task_id, &head.owner, &token(&head.owner), running);
+        if !store.wants(task_id, entry.revision, &head.write_id) {
+            return;
+        }
+        match daedalus_contract::read::from_slice::<StoredTask>(&entry.value) {
+            Ok(stored) => store.absorb(Versioned {
+                stored,
+                revision: entry.revision,
+            }),
+            Err(e) => {
+                tracing::warn!(key = entry.key, error = %e, "a stored task is unreadable; skipped");
+            }
+        }
     }
 
     fn on_lease(&self, key: &str, entry: &kv::Entry, now: Instant) {
