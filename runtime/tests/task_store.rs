@@ -1,37 +1,35 @@
 //! The task store with the real binary: `TASKS_DB` as a SQLite file keeps tasks across a
-//! restart, and a task the crash cut is reported failed, never left working; on one replica in
-//! memory, a cancel racing a turn's end gets one answer, the one the task keeps.
+//! restart, and a task the crash cut is reported failed, never left working; two replicas on
+//! one NATS KV bucket read, follow and cancel each other's tasks; on one replica in memory, a
+//! cancel racing a turn's end gets one answer, the one the task keeps.
 
 use std::time::Duration;
 
+use daedalus_test_kit::a2a_client::{id_of, state_of, state_told};
+use daedalus_test_kit::{A2aClient, Canceled, SseEvents};
 use serde_json::{Value, json};
 use support::process::runtime;
 
 mod support;
 
-/// Calls JSON-RPC `method` on `url` as A2A 1.0; answers the response.
-async fn rpc(client: &reqwest::Client, url: &str, method: &str, params: Value) -> Value {
-    client
-        .post(url)
-        .header("A2A-Version", "1.0")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-        .send()
-        .await
-        .expect("request sent")
-        .json()
-        .await
-        .expect("a JSON-RPC response")
-}
-
-fn send(message_id: &str, text: &str, return_immediately: bool) -> Value {
-    json!({
-        "message": {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]},
-        "configuration": {"returnImmediately": return_immediately},
+/// A stream's results until it ends (within a minute).
+async fn heard(mut stream: SseEvents) -> Vec<Value> {
+    tokio::time::timeout(Duration::from_mins(1), async {
+        let mut results = Vec::new();
+        while let Some(event) = stream.next_json().await {
+            results.push(event["result"].clone());
+        }
+        results
     })
+    .await
+    .expect("the stream ends")
 }
 
-fn state_of(task: &Value) -> &str {
-    task["status"]["state"].as_str().unwrap_or_default()
+fn last_state(results: &[Value]) -> String {
+    results
+        .last()
+        .and_then(state_told)
+        .expect("at least one event")
 }
 
 #[tokio::test]
@@ -44,101 +42,34 @@ async fn a_sqlite_task_store_keeps_tasks_across_a_crash_and_fails_the_one_it_cut
             .env("REPLICA_ID", "replica-a")
             .start()
     };
-    let client = reqwest::Client::new();
     let mut first = start();
-    let done = rpc(
-        &client,
-        &first.url("/"),
-        "SendMessage",
-        send("k-1", "kept", false),
-    )
-    .await;
-    let done_id = done["result"]["task"]["id"].clone();
-    assert_eq!(state_of(&done["result"]["task"]), "TASK_STATE_COMPLETED");
-    let running = rpc(
-        &client,
-        &first.url("/"),
-        "SendMessage",
-        send("k-2", "***SLEEP 600s never", true),
-    )
-    .await;
-    let running_id = running["result"]["task"]["id"].clone();
-    assert_eq!(state_of(&running["result"]["task"]), "TASK_STATE_WORKING");
+    let on_first = A2aClient::new(first.url("/"));
+    let done = on_first.run_task("kept").await;
+    assert_eq!(state_of(&done), "TASK_STATE_COMPLETED");
+    let running_id = on_first.start_task("***SLEEP 600s never").await;
+    assert_eq!(on_first.state_of(&running_id).await, "TASK_STATE_WORKING");
     first.child.kill().expect("killed");
     first.wait_exit(Duration::from_secs(10));
 
     let second = start();
-    let kept = rpc(&client, &second.url("/"), "GetTask", json!({"id": done_id})).await;
-    assert_eq!(state_of(&kept["result"]), "TASK_STATE_COMPLETED", "{kept}");
-    assert_eq!(kept["result"]["artifacts"][0]["parts"][0]["text"], "kept");
-    let cut = rpc(
-        &client,
-        &second.url("/"),
-        "GetTask",
-        json!({"id": running_id}),
-    )
-    .await;
-    assert_eq!(state_of(&cut["result"]), "TASK_STATE_FAILED", "{cut}");
-    let why = cut["result"]["status"]["message"]["parts"][0]["text"]
+    let on_second = A2aClient::new(second.url("/"));
+    let kept = on_second.get(&id_of(&done)).await.expect("kept");
+    assert_eq!(state_of(&kept), "TASK_STATE_COMPLETED", "{kept}");
+    assert_eq!(kept["artifacts"][0]["parts"][0]["text"], "kept");
+    let cut = on_second.get(&running_id).await.expect("kept");
+    assert_eq!(state_of(&cut), "TASK_STATE_FAILED", "{cut}");
+    let why = cut["status"]["message"]["parts"][0]["text"]
         .as_str()
         .unwrap_or_default();
     assert!(why.contains("restarted"), "{why}");
-    let subscribe = rpc(
-        &client,
-        &second.url("/"),
-        "SubscribeToTask",
-        json!({"id": running_id}),
-    )
-    .await;
+    let subscribe = on_second
+        .call("SubscribeToTask", json!({"id": running_id}))
+        .await;
     assert_eq!(
         subscribe["error"]["data"][0]["reason"], "UNSUPPORTED_OPERATION",
         "a subscriber learns it is over: {subscribe}"
     );
-    let listed = rpc(&client, &second.url("/"), "ListTasks", json!({})).await;
-    assert_eq!(listed["result"]["totalSize"], 2, "{listed}");
-}
-
-/// The `data` of each SSE event of `response`, as JSON, until the stream ends.
-async fn sse_results(response: reqwest::Response) -> Vec<Value> {
-    use futures::StreamExt;
-    let mut body = response.bytes_stream();
-    let mut text = String::new();
-    while let Some(chunk) = body.next().await {
-        text.push_str(&String::from_utf8_lossy(&chunk.expect("the stream reads")));
-    }
-    text.lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(|d| {
-            let response: Value = serde_json::from_str(d.trim()).expect("JSON data");
-            response["result"].clone()
-        })
-        .collect()
-}
-
-/// Subscribes to `task_id` through `url`; the stream's results, once it ends.
-async fn subscribe(client: &reqwest::Client, url: &str, task_id: &Value) -> Vec<Value> {
-    let response = client
-        .post(url)
-        .header("A2A-Version", "1.0")
-        .json(
-            &json!({"jsonrpc": "2.0", "id": 9, "method": "SubscribeToTask",
-            "params": {"id": task_id}}),
-        )
-        .send()
-        .await
-        .expect("subscribed");
-    tokio::time::timeout(Duration::from_mins(1), sse_results(response))
-        .await
-        .expect("the stream ends")
-}
-
-fn last_state(results: &[Value]) -> String {
-    let last = results.last().expect("at least one event");
-    last["statusUpdate"]["status"]["state"]
-        .as_str()
-        .or(last["task"]["status"]["state"].as_str())
-        .unwrap_or_default()
-        .to_owned()
+    assert_eq!(on_second.list_states().await.len(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -151,81 +82,56 @@ async fn two_replicas_on_one_nats_kv_store_share_tasks_their_events_and_cancels(
             .env("REPLICA_ID", replica)
             .start()
     };
-    let client = reqwest::Client::new();
     let mut a = start("replica-a");
     let b = start("replica-b");
-    let (a_url, b_url) = (a.url("/"), b.url("/"));
+    let (on_a, on_b) = (A2aClient::new(a.url("/")), A2aClient::new(b.url("/")));
 
     // A task started on A is read, and followed to its end, through B.
-    let started = rpc(
-        &client,
-        &a_url,
-        "SendMessage",
-        send("r-1", "***SLEEP 1500ms across replicas", true),
-    )
-    .await;
-    let id = started["result"]["task"]["id"].clone();
-    let read = rpc(&client, &b_url, "GetTask", json!({"id": id})).await;
-    assert_eq!(state_of(&read["result"]), "TASK_STATE_WORKING", "{read}");
-    let heard = subscribe(&client, &b_url, &id).await;
-    assert_eq!(heard[0]["task"]["id"], id, "the Task first: {heard:?}");
-    assert_eq!(last_state(&heard), "TASK_STATE_COMPLETED", "{heard:?}");
-    let text: String = heard
+    let id = on_a.start_task("***SLEEP 1500ms across replicas").await;
+    assert_eq!(on_b.state_of(&id).await, "TASK_STATE_WORKING");
+    let told = heard(on_b.subscribe(&id).await).await;
+    assert_eq!(
+        told[0]["task"]["id"],
+        id.as_str(),
+        "the Task first: {told:?}"
+    );
+    assert_eq!(last_state(&told), "TASK_STATE_COMPLETED", "{told:?}");
+    let text: String = told
         .iter()
         .filter_map(|r| r["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
         .collect();
-    assert_eq!(text, "across replicas", "no chunk lost: {heard:?}");
-    let done = rpc(&client, &b_url, "GetTask", json!({"id": id})).await;
-    assert_eq!(state_of(&done["result"]), "TASK_STATE_COMPLETED", "{done}");
+    assert_eq!(text, "across replicas", "no chunk lost: {told:?}");
+    assert_eq!(on_b.state_of(&id).await, "TASK_STATE_COMPLETED");
 
     // A cancel sent to B reaches the turn running on A.
-    let slow = rpc(
-        &client,
-        &a_url,
-        "SendMessage",
-        send("r-2", "***SLEEP 600s never", true),
-    )
-    .await;
-    let slow_id = slow["result"]["task"]["id"].clone();
-    let canceled = rpc(&client, &b_url, "CancelTask", json!({"id": slow_id})).await;
-    assert_eq!(
-        state_of(&canceled["result"]),
-        "TASK_STATE_CANCELED",
-        "{canceled}"
-    );
-    let on_a = rpc(&client, &a_url, "GetTask", json!({"id": slow_id})).await;
-    assert_eq!(state_of(&on_a["result"]), "TASK_STATE_CANCELED", "{on_a}");
+    let slow = on_a.start_task("***SLEEP 600s never").await;
+    let Canceled::Task(canceled) = on_b.cancel(&slow).await else {
+        panic!("canceled through B");
+    };
+    assert_eq!(state_of(&canceled), "TASK_STATE_CANCELED");
+    assert_eq!(on_a.state_of(&slow).await, "TASK_STATE_CANCELED");
 
     // A crashes mid-task: B's subscriber learns the task failed, and so does A once restarted.
-    let cut = rpc(
-        &client,
-        &a_url,
-        "SendMessage",
-        send("r-3", "***SLEEP 600s never", true),
-    )
-    .await;
-    let cut_id = cut["result"]["task"]["id"].clone();
-    let listening = {
-        let (client, b_url, cut_id) = (client.clone(), b_url.clone(), cut_id.clone());
-        tokio::spawn(async move { subscribe(&client, &b_url, &cut_id).await })
-    };
-    // The subscriber has the Task before the crash: wait until B has asked A for it.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let cut = on_a.start_task("***SLEEP 600s never").await;
+    let mut following = on_b.subscribe(&cut).await;
+    following.next_json().await.expect("the task first");
+    let listening = tokio::spawn(heard(following));
     a.child.kill().expect("killed");
     a.wait_exit(Duration::from_secs(10));
-    let heard = listening.await.expect("joined");
-    assert_eq!(last_state(&heard), "TASK_STATE_FAILED", "{heard:?}");
+    assert_eq!(
+        last_state(&listening.await.expect("joined")),
+        "TASK_STATE_FAILED"
+    );
     let a = start("replica-a");
-    let after = rpc(&client, &a.url("/"), "GetTask", json!({"id": cut_id})).await;
-    assert_eq!(state_of(&after["result"]), "TASK_STATE_FAILED", "{after}");
-    let from_b = rpc(&client, &b_url, "GetTask", json!({"id": cut_id})).await;
-    assert_eq!(state_of(&from_b["result"]), "TASK_STATE_FAILED", "{from_b}");
+    assert_eq!(
+        A2aClient::new(a.url("/")).state_of(&cut).await,
+        "TASK_STATE_FAILED"
+    );
+    assert_eq!(on_b.state_of(&cut).await, "TASK_STATE_FAILED");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_one_replica_a_cancel_racing_the_end_is_canceled_only_when_it_won() {
-    use daedalus_test_kit::a2a_client::state_of as state;
-    use daedalus_test_kit::{A2aClient, Canceled};
     use futures::StreamExt;
 
     let replica = runtime().start();
@@ -250,7 +156,7 @@ async fn on_one_replica_a_cancel_racing_the_end_is_canceled_only_when_it_won() {
         match answer {
             Canceled::Task(task) => {
                 canceled += 1;
-                assert_eq!(state(&task), "TASK_STATE_CANCELED", "{task}");
+                assert_eq!(state_of(&task), "TASK_STATE_CANCELED", "{task}");
                 assert_eq!(kept, "TASK_STATE_CANCELED");
             }
             Canceled::Refused { reason, message } => {

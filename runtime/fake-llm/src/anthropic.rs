@@ -108,8 +108,7 @@ pub(super) async fn messages(
         reply = *inner;
     }
     if let Reply::Trickled { text, every } = reply {
-        let pieces = u32::try_from(text.split_inclusive(' ').count().div_ceil(2)).unwrap_or(1);
-        tokio::time::sleep(every * pieces).await;
+        tokio::time::sleep(crate::trickle_time(&text, every)).await;
         reply = Reply::Text(text);
     }
     let prompt = state.prompt_cache.cost(&body, tokens);

@@ -289,6 +289,12 @@ pub(crate) fn held_at(head: String, gate: Gate, tail: String) -> axum::response:
         .into_response()
 }
 
+/// How long a trickled answer takes: one chunk (two words) every `every`.
+pub(crate) fn trickle_time(text: &str, every: Duration) -> Duration {
+    let chunks = text.split_inclusive(' ').count().div_ceil(2);
+    every * u32::try_from(chunks).unwrap_or(u32::MAX)
+}
+
 /// An SSE response whose `frames` go out `every` apart.
 pub(crate) fn trickled(frames: Vec<String>, every: Duration) -> axum::response::Response {
     use axum::response::IntoResponse as _;

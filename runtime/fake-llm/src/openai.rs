@@ -160,24 +160,11 @@ pub(super) async fn chat(
             crate::trickled(frames, every)
         }
         Reply::Trickled { text, every } => {
-            let pieces = u32::try_from(text.split_inclusive(' ').count().div_ceil(2)).unwrap_or(1);
-            tokio::time::sleep(every * pieces).await;
-            Json(completion(
-                &json!({"role": "assistant", "content": text}),
-                "stop",
-                prompt,
-                tokens(&text),
-            ))
-            .into_response()
+            tokio::time::sleep(crate::trickle_time(&text, every)).await;
+            text_completion(&text, prompt)
         }
         Reply::Text(text) if stream => sse(text_chunks(&text, prompt)),
-        Reply::Text(text) => Json(completion(
-            &json!({"role": "assistant", "content": text}),
-            "stop",
-            prompt,
-            tokens(&text),
-        ))
-        .into_response(),
+        Reply::Text(text) => text_completion(&text, prompt),
         Reply::ToolCalls(calls) if stream => sse(tool_chunks(&calls, prompt)),
         Reply::ToolCalls(calls) => {
             let tool_calls: Vec<Value> = calls
@@ -195,6 +182,17 @@ pub(super) async fn chat(
         }
         Reply::Delayed(..) => unreachable!("delays are unwrapped above"),
     }
+}
+
+/// A whole text answer, not streamed.
+fn text_completion(text: &str, prompt: u64) -> Response {
+    Json(completion(
+        &json!({"role": "assistant", "content": text}),
+        "stop",
+        prompt,
+        tokens(text),
+    ))
+    .into_response()
 }
 
 fn completion(message: &Value, finish: &str, prompt: u64, completion: u64) -> Value {
