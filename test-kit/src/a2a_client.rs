@@ -2,6 +2,7 @@
 //! plain JSON, so a test reads as what a user does.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Value, json};
 
@@ -143,10 +144,26 @@ impl A2aClient {
     }
 }
 
+/// A `messageId` no other message of this process has: the process, its start, a count.
+fn message_id() -> String {
+    static SENT: AtomicU64 = AtomicU64::new(0);
+    static STARTED: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
+    let started = STARTED.get_or_init(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    });
+    format!(
+        "m-{}-{started}-{}",
+        std::process::id(),
+        SENT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 /// A `SendMessageRequest` saying `text`, to task `task_id` if given.
 fn send(text: &str, task_id: Option<&str>, return_immediately: bool) -> Value {
     let mut message = json!({
-        "messageId": uuid::Uuid::new_v4().to_string(),
+        "messageId": message_id(),
         "role": "ROLE_USER",
         "parts": [{"text": text}],
     });
