@@ -224,7 +224,12 @@ impl TaskTurn {
                 let first = self
                     .cell
                     .finish(task.clone(), revision, owner, answered, &closing);
-                if began_here && let Some(relay) = self.store.relay() {
+                // Other replicas hear an end only once the store holds it: one kept here
+                // alone (the store did not answer) reaches them when this replica stores it.
+                if began_here
+                    && revision > 0
+                    && let Some(relay) = self.store.relay()
+                {
                     for (i, event) in (first..).zip(&closing) {
                         relay.publish(&self.task_id, i, event);
                     }
