@@ -1,6 +1,6 @@
 //! The runtime-wide core every face shares: the deployment's agents, the turn service that
 //! runs them, the session store they keep conversations in, the metrics, the LLM provider
-//! checks, the bounded book of live MCP sessions, and where the runtime is in its life. Per-face state (the contract face's discovery
+//! checks, the bounded book of live MCP sessions, who is calling, and where the runtime is in its life. Per-face state (the contract face's discovery
 //! documents, an MCP face's agent definition) lives with its face and holds a [`Core`].
 //!
 //! A reload ([`Core::redeploy`]) swaps the fleet and the provider checks; everything else lives
@@ -11,6 +11,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use crate::fleet::Fleet;
+use crate::identity::Identity;
 use crate::lifecycle::Lifecycle;
 use crate::llm::preflight::Preflight;
 use crate::mcp_sessions::{SessionBook, SessionLimits};
@@ -30,6 +31,7 @@ struct Shared {
     preflight: ArcSwap<Preflight>,
     lifecycle: Arc<Lifecycle>,
     mcp_sessions: Arc<SessionBook>,
+    identity: Identity,
 }
 
 impl Core {
@@ -57,6 +59,7 @@ impl Core {
             preflight: ArcSwap::from_pointee(preflight),
             lifecycle,
             mcp_sessions,
+            identity: Identity::off(),
         }))
     }
 
@@ -87,6 +90,12 @@ impl Core {
     /// The LLM provider checks behind `/healthz` and `get_health`, as of now.
     pub fn preflight(&self) -> Arc<Preflight> {
         self.0.preflight.load_full()
+    }
+
+    /// Who is calling: the one decision every face asks for (off until startup configures
+    /// it, and swapped on reload).
+    pub fn identity(&self) -> &Identity {
+        &self.0.identity
     }
 
     pub fn lifecycle(&self) -> &Lifecycle {

@@ -34,6 +34,7 @@ pub mod config;
 pub mod core;
 pub mod faces;
 pub mod fleet;
+pub mod identity;
 pub mod kv_bucket;
 pub mod lifecycle;
 pub mod llm;

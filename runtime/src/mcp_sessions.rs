@@ -21,6 +21,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::identity::{Caller, Principal};
 use crate::metrics::{AgentLabel, ExpiryLabel, Metrics};
 
 /// The bytes one idle MCP session costs the process (RSS): about 55,000, measured by
@@ -72,6 +73,8 @@ struct Entry {
     in_flight: u32,
     initialized: bool,
     closer: Arc<dyn SessionCloser>,
+    /// Who opened the session: only they may use it.
+    principal: Option<Principal>,
 }
 
 /// How long a client may take between its `initialize` answer and `notifications/initialized`
@@ -255,6 +258,7 @@ impl SessionBook {
                     in_flight: 0,
                     initialized: false,
                     closer,
+                    principal: None,
                 },
             )
             .is_none();
@@ -266,6 +270,22 @@ impl SessionBook {
                 })
                 .inc();
         }
+    }
+
+    /// Session `id` belongs to `principal` (who opened it).
+    pub fn claim(&self, id: &str, principal: Option<&Principal>) {
+        if let Some(entry) = self.lock().entries.get_mut(id) {
+            entry.principal = principal.cloned();
+        }
+    }
+
+    /// Whether `caller` may use session `id`: the principal that opened it may (a session
+    /// this book does not hold is for the transport to refuse).
+    pub fn open_to(&self, id: &str, caller: &Caller) -> bool {
+        self.lock()
+            .entries
+            .get(id)
+            .is_none_or(|entry| entry.principal.as_ref() == caller.principal())
     }
 
     /// The client sent `notifications/initialized`: the handshake is over.

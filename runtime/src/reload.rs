@@ -39,6 +39,8 @@ pub enum ReloadError {
     Discovery(#[source] daedalus_contract::SchemaErrors),
     #[error(transparent)]
     Bind(BindError),
+    #[error("cannot set up the new authentication")]
+    Identity(#[source] crate::identity::IdentityError),
 }
 
 /// What a reload did.
@@ -99,10 +101,17 @@ impl Live {
         servers: &mut Servers,
     ) -> Result<Reloaded, ReloadError> {
         let next = next.map_err(ReloadError::Config)?;
+        let core = self.contract.core().clone();
+        // The API key file is read again even when the configuration is unchanged.
+        let identity = core
+            .identity()
+            .prepare(&next.auth)
+            .await
+            .map_err(ReloadError::Identity)?;
         if next == self.config {
+            core.identity().apply(identity);
             return Ok(Reloaded::Unchanged);
         }
-        let core = self.contract.core().clone();
         let fleet =
             fleet::build(&next.deployment, core.sessions()).map_err(ReloadError::Provider)?;
         let a2a = a2a::wiring::prepare(&next, self.mcp.bound()).map_err(ReloadError::Discovery)?;
@@ -123,6 +132,7 @@ impl Live {
         }
 
         // Everything is built: swap.
+        core.identity().apply(identity);
         core.redeploy(fleet, Preflight::new(&next.deployment, PREFLIGHT_TTL));
         self.contract.apply(a2a);
         let changes = self.mcp.apply(table, next.limits.request_timeout, &core);

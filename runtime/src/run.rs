@@ -42,6 +42,7 @@ pub async fn run_core(
     mut reloads: reload::Reloader,
 ) -> Result<(), RunError> {
     let bound = listener.local_addr().map_err(RunError::Listener)?;
+    startup::authenticate_callers(&config, &core).await?;
     startup::attach_tasks(&config, &core, bound).await?;
     let contract = startup::contract_state(&config, core.clone(), bound)?;
     let mcp = startup::plan_mcp(&config, &core, bound);

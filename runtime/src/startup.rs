@@ -52,6 +52,8 @@ pub enum RunError {
     Dependency(#[source] crate::faces::mcp::endpoints::DependencyNotReady),
     #[error("cannot open the task store")]
     Tasks(#[source] crate::task_store::BackendError),
+    #[error("cannot set up authentication")]
+    Identity(#[source] crate::identity::IdentityError),
 }
 
 /// How long a provider preflight result is trusted before `/healthz` probes again.
@@ -160,6 +162,23 @@ pub fn build_core(config: &Config, fleet: Fleet, sessions: Option<Arc<dyn Sessio
     Core::new(fleet, sessions, preflight, limits, config.mcp_sessions)
 }
 
+/// Callers are checked as the configuration says from now on (an API key file that does not
+/// read stops startup; an identity provider that does not answer does not).
+pub async fn authenticate_callers(config: &Config, core: &Core) -> Result<(), RunError> {
+    core.identity()
+        .reload(&config.auth)
+        .await
+        .map_err(RunError::Identity)?;
+    if config.auth.is_on() {
+        tracing::info!(
+            tokens = config.auth.tokens.is_some(),
+            api_keys = config.auth.api_keys.is_some(),
+            "callers must authenticate"
+        );
+    }
+    Ok(())
+}
+
 /// The A2A face's state for a server bound at `bound`.
 pub fn contract_state(
     config: &Config,
@@ -200,9 +219,17 @@ impl Servers {
     /// Serves a side port: the MCP endpoint of whichever agent owns `port`, the registry and
     /// `/metrics`.
     pub(crate) fn open_side_port(&mut self, listener: TcpListener, port: u16) {
+        let identity = self.core.identity().clone();
         let router = mcp::own_port_routes(Arc::clone(&self.routes), port)
-            .merge(endpoints::registry_routes(Arc::clone(&self.routes)))
-            .merge(endpoints::metrics_routes(Arc::clone(self.core.metrics())));
+            .merge(mcp::auth::own_port_routes(Arc::clone(&self.routes), port))
+            .merge(endpoints::registry_routes(
+                Arc::clone(&self.routes),
+                identity.clone(),
+            ))
+            .merge(endpoints::metrics_routes(
+                Arc::clone(self.core.metrics()),
+                identity,
+            ));
         let close = self.stop.child_token();
         let server = tokio::spawn(serve::serve(
             listener,
@@ -252,8 +279,15 @@ pub fn serve_main_port(
     let core = contract.core().clone();
     let main = a2a::router(contract)
         .merge(mcp::main_port_routes(Arc::clone(plan.routes())))
-        .merge(endpoints::registry_routes(Arc::clone(plan.routes())))
-        .merge(endpoints::metrics_routes(Arc::clone(core.metrics())));
+        .merge(mcp::auth::main_port_routes(Arc::clone(plan.routes())))
+        .merge(endpoints::registry_routes(
+            Arc::clone(plan.routes()),
+            core.identity().clone(),
+        ))
+        .merge(endpoints::metrics_routes(
+            Arc::clone(core.metrics()),
+            core.identity().clone(),
+        ));
     let stop = CancellationToken::new();
     let connection_limits = ConnectionLimits::from(&config.limits);
     let main = tokio::spawn(serve::serve(

@@ -262,3 +262,148 @@ fn hostile_posts_get_documented_answers_and_ordinary_tasks_still_get_theirs() {
     rt.signal("TERM");
     assert!(rt.wait_exit(Duration::from_secs(30)).success());
 }
+
+/// A credential a hostile caller might send: random schemes, JWT-shaped strings whose parts
+/// are random (or random JSON), bytes outside ASCII, huge values.
+fn hostile_authorization(rng: &mut StdRng) -> Vec<u8> {
+    use base64::Engine;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let random_bytes = |rng: &mut StdRng, n: usize| -> Vec<u8> {
+        (0..n).map(|_| rng.random_range(0x20u8..=0xff)).collect()
+    };
+    let headers = [
+        r#"{"alg":"none"}"#,
+        r#"{"alg":"HS256","kid":"k1"}"#,
+        r#"{"alg":"EdDSA","kid":"k1","jku":"http://evil.example/jwks"}"#,
+        r#"{"alg":"RS256","kid":"../../etc/passwd"}"#,
+        r#"{"alg":["RS256"]}"#,
+        r#"{"alg":null}"#,
+        "{}",
+        "not json",
+    ];
+    let claims = [
+        r#"{"iss":"https://idp.fuzz","aud":"daedalus","sub":"root","exp":99999999999}"#,
+        r#"{"sub":null,"exp":"tomorrow"}"#,
+        "[]",
+        r#"{"exp":1e309}"#,
+    ];
+    let value: Vec<u8> = match rng.random_range(0..6) {
+        0 => {
+            let header = headers[rng.random_range(0..headers.len())];
+            let claim = claims[rng.random_range(0..claims.len())];
+            let n = rng.random_range(0..300);
+            let signature = random_bytes(rng, n);
+            format!(
+                "Bearer {}.{}.{}",
+                b64(header.as_bytes()),
+                b64(claim.as_bytes()),
+                b64(&signature)
+            )
+            .into_bytes()
+        }
+        1 => {
+            let mut v = b"Bearer ".to_vec();
+            let n = rng.random_range(0..20_000);
+            v.extend(random_bytes(rng, n));
+            v
+        }
+        2 => format!(
+            "{} {}",
+            ["Basic", "Digest", "bearer", "BEARER", "Token", ""][rng.random_range(0..6)],
+            "x".repeat(rng.random_range(0..100))
+        )
+        .into_bytes(),
+        3 => format!("Bearer {}", ".".repeat(rng.random_range(1..10))).into_bytes(),
+        4 => format!("Bearer {}", "a.".repeat(rng.random_range(1..3000))).into_bytes(),
+        _ => {
+            let mut v = b"Bearer ".to_vec();
+            v.extend(b64(&random_bytes(rng, 40)).into_bytes());
+            v
+        }
+    };
+    value
+        .into_iter()
+        .filter(|b| *b != b'\r' && *b != b'\n')
+        .collect()
+}
+
+#[test]
+fn hostile_credentials_get_a_challenge_and_good_ones_still_get_their_task() {
+    let dir = tempfile::tempdir().expect("a dir");
+    let keys = dir.path().join("keys.yaml");
+    std::fs::write(
+        &keys,
+        format!(
+            "keys:\n  - sha256: {}\n    principal: fuzz-bot\n",
+            daedalus_runtime::identity::api_keys::hash_hex("good-key")
+        ),
+    )
+    .expect("written");
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(
+        &jwks,
+        r#"{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"k1","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}]}"#,
+    )
+    .expect("written");
+    let mut rt = runtime()
+        .env("AUTH_API_KEYS_FILE", keys.to_str().expect("utf-8"))
+        .env("AUTH_ISSUER", "https://idp.fuzz")
+        .env("AUTH_AUDIENCE", "daedalus")
+        .env("AUTH_JWKS_FILE", jwks.to_str().expect("utf-8"))
+        .start();
+    let mut rng = StdRng::seed_from_u64(seed() ^ 0xA07);
+    let body = serde_json::to_vec(&json!({"message": {"messageId": "m-fuzz", "role": "user",
+        "parts": [{"text": "hi"}]}}))
+    .expect("JSON");
+    let post = |authorization: &[u8], extra: &str| {
+        let mut bytes = format!(
+            "POST / HTTP/1.1\r\nHost: fuzz\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\n",
+            body.len()
+        )
+        .into_bytes();
+        if !authorization.is_empty() {
+            bytes.extend_from_slice(b"Authorization: ");
+            bytes.extend_from_slice(authorization);
+            bytes.extend_from_slice(b"\r\n");
+        }
+        bytes.extend_from_slice(b"\r\n");
+        bytes.extend_from_slice(&body);
+        bytes
+    };
+    for round in 0..rounds() {
+        let what = format!("seed {} round {round}", seed());
+        let (bytes, good) = if round % 10 == 0 {
+            (post(b"", "X-API-Key: good-key\r\n"), true)
+        } else {
+            let authorization = hostile_authorization(&mut rng);
+            let extra = if rng.random_bool(0.3) {
+                "X-API-Key: bad-key\r\n"
+            } else {
+                ""
+            };
+            (post(&authorization, extra), false)
+        };
+        let mut stream = connect(rt.addr);
+        stream.write_all(&bytes).expect("writes");
+        let (status, answer) = read_response(&mut stream, &what);
+        if good {
+            let task = check(status, &answer, &what);
+            assert_eq!(status, 200, "{what}: {task}");
+        } else {
+            // 400 only for a header hyper will not read at all.
+            assert!(
+                status == 401 || status == 400,
+                "{what}: {status} for {}",
+                String::from_utf8_lossy(&bytes[..bytes.len().min(300)])
+            );
+            if status == 401 {
+                let value: Value = serde_json::from_slice(&answer).expect("a JSON body");
+                assert_eq!(value["error"]["code"], 401, "{what}: {value}");
+            }
+        }
+        assert!(
+            rt.child.try_wait().is_ok_and(|s| s.is_none()),
+            "{what}: the runtime exited"
+        );
+    }
+}

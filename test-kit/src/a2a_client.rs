@@ -13,6 +13,8 @@ use crate::SseEvents;
 pub struct A2aClient {
     http: reqwest::Client,
     url: String,
+    /// `Authorization: Bearer` on every request, when set.
+    bearer: Option<String>,
 }
 
 /// What a `CancelTask` answered.
@@ -30,21 +32,53 @@ impl A2aClient {
         Self {
             http: reqwest::Client::new(),
             url: url.into(),
+            bearer: None,
         }
     }
 
-    /// Calls `method` with `params`; the whole JSON-RPC response.
-    pub async fn call(&self, method: &str, params: Value) -> Value {
-        self.http
-            .post(&self.url)
-            .header("A2A-Version", "1.0")
+    /// The same client, presenting `token` as its bearer.
+    #[must_use]
+    pub fn with_bearer(mut self, token: impl Into<String>) -> Self {
+        self.bearer = Some(token.into());
+        self
+    }
+
+    fn post(&self) -> reqwest::RequestBuilder {
+        let request = self.http.post(&self.url).header("A2A-Version", "1.0");
+        match &self.bearer {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+    }
+
+    /// Sends `method` with `params`: the HTTP response, whatever it is.
+    pub async fn send_raw(&self, method: &str, params: Value) -> reqwest::Response {
+        self.post()
             .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
             .send()
             .await
             .expect("the request is sent")
+    }
+
+    /// Calls `method` with `params`; the whole JSON-RPC response.
+    pub async fn call(&self, method: &str, params: Value) -> Value {
+        self.send_raw(method, params)
+            .await
             .json()
             .await
             .expect("a JSON-RPC response")
+    }
+
+    /// The JSON-RPC error `reason` (`data[0].reason`) `method` answered, or `None` for a
+    /// result.
+    pub async fn refusal(&self, method: &str, params: Value) -> Option<String> {
+        let response = self.call(method, params).await;
+        response.get("error").map(|e| {
+            e["data"][0]["reason"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
     }
 
     /// Calls `method`, expecting a result.
@@ -66,6 +100,18 @@ impl A2aClient {
     /// Sends a new task saying `text` and waits for it: the task as it ended.
     pub async fn run_task(&self, text: &str) -> Value {
         self.result("SendMessage", send(text, None, false)).await["task"].clone()
+    }
+
+    /// Sends `text` in context `context_id` as a new task and waits: the whole response.
+    pub async fn send_in_context(&self, context_id: &str, text: &str) -> Value {
+        let mut params = send(text, None, false);
+        params["message"]["contextId"] = json!(context_id);
+        self.call("SendMessage", params).await
+    }
+
+    /// Sends `text` to task `id` (an answer to its question): the whole response.
+    pub async fn send_to_task(&self, id: &str, text: &str) -> Value {
+        self.call("SendMessage", send(text, Some(id), false)).await
     }
 
     /// Sends `text` to the task `id` (an answer to its question) and waits: the task.
@@ -130,9 +176,7 @@ impl A2aClient {
     /// Subscribes to task `id`: its stream of results (the Task first), as they come.
     pub async fn subscribe(&self, id: &str) -> SseEvents {
         let response = self
-            .http
-            .post(&self.url)
-            .header("A2A-Version", "1.0")
+            .post()
             .json(
                 &json!({"jsonrpc": "2.0", "id": 9, "method": "SubscribeToTask",
                 "params": {"id": id}}),

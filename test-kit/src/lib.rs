@@ -7,6 +7,8 @@
 //! - [`RuntimeProcess`]: the runtime binary as a child process, to SIGKILL and start again;
 //! - [`open_mcp_session`]: an MCP session opened by hand (a flood's); [`rss_bytes`];
 //! - [`wait_until`]: polling for a positive signal under a deadline, instead of sleeping;
+//! - [`OidcProvider`]: a real OpenID provider (discovery, JWKS, client credentials, token
+//!   exchange) whose tokens the identity tests present;
 //! - [`OtlpReceiver`]: an OTLP/HTTP trace receiver that decodes what it is sent;
 //! - [`SseEvents`]: an SSE response read event by event as it arrives;
 //! - [`EchoAgent`]: the official A2A Python SDK serving an echo agent (another agent to call);
@@ -28,6 +30,7 @@ mod fixture;
 mod llm;
 mod mcp;
 mod nats;
+mod oidc;
 mod otlp;
 mod runtime;
 mod runtime_process;
@@ -42,6 +45,7 @@ pub use fixture::AgentsYaml;
 pub use llm::{FakeFace, fake_llm_client};
 pub use mcp::{McpOpened, open_mcp_session, rss_bytes};
 pub use nats::{NatsCluster, NatsServer, binary as nats_server_binary, free_port};
+pub use oidc::{AUDIENCE, Alg, OidcClient, OidcProvider, now as unix_now};
 pub use otlp::{OtlpReceiver, ReceivedSpan};
 pub use runtime::Runtime;
 pub use runtime_process::RuntimeProcess;

@@ -158,6 +158,46 @@ pub(super) struct Cli {
     /// Pallas's name for `LOG_FILE` (a compatibility alias; `LOG_FILE` wins).
     #[arg(long, env = "PALLAS_LOG_FILE", global = true, hide = true)]
     pub(super) pallas_log_file: Option<PathBuf>,
+    /// Inbound authentication: the token issuer (`iss`); its OIDC discovery document names
+    /// the signing keys. Off (with AUTH_API_KEYS_FILE unset) means every caller is served.
+    #[arg(long, env = "AUTH_ISSUER", global = true)]
+    pub(super) auth_issuer: Option<String>,
+    /// The audience (`aud`) bearer tokens must be for.
+    #[arg(long, env = "AUTH_AUDIENCE", global = true)]
+    pub(super) auth_audience: Option<String>,
+    /// The issuer's JWKS, instead of the one its discovery document names.
+    #[arg(long, env = "AUTH_JWKS_URL", global = true)]
+    pub(super) auth_jwks_url: Option<String>,
+    /// A JWKS file instead.
+    #[arg(long, env = "AUTH_JWKS_FILE", global = true)]
+    pub(super) auth_jwks_file: Option<PathBuf>,
+    /// Clock difference allowed on a token's `exp` and `nbf` (at most 5m; default 30s).
+    #[arg(long, env = "AUTH_CLOCK_SKEW", global = true, value_parser = parse_duration)]
+    pub(super) auth_clock_skew: Option<Duration>,
+    /// API keys: a YAML file of SHA-256 hashes with their principals, tenants and scopes
+    /// (read again on SIGHUP).
+    #[arg(long, env = "AUTH_API_KEYS_FILE", global = true)]
+    pub(super) auth_api_keys_file: Option<PathBuf>,
+    /// The header an API key comes in (default X-API-Key; a key may also come as the bearer).
+    #[arg(long, env = "AUTH_API_KEY_HEADER", global = true)]
+    pub(super) auth_api_key_header: Option<String>,
+    /// Scopes every caller must hold (comma-separated); without one, `403`.
+    #[arg(
+        long,
+        env = "AUTH_REQUIRED_SCOPES",
+        global = true,
+        value_delimiter = ','
+    )]
+    pub(super) auth_required_scopes: Option<Vec<String>>,
+    /// The scope that sees every task and conversation of its tenant.
+    #[arg(long, env = "AUTH_ADMIN_SCOPE", global = true)]
+    pub(super) auth_admin_scope: Option<String>,
+    /// The token claim naming the caller's tenant.
+    #[arg(long, env = "AUTH_TENANT_CLAIM", global = true)]
+    pub(super) auth_tenant_claim: Option<String>,
+    /// Who may read /metrics: open (default), caller, or scope:<name>.
+    #[arg(long, env = "METRICS_AUTH", global = true)]
+    pub(super) metrics_auth: Option<String>,
     /// Print the resolved configuration and exit.
     #[arg(long, global = true)]
     pub(super) check_config: bool,

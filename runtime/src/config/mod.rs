@@ -2,6 +2,7 @@
 //! [`deployment`]), parsed and validated before anything binds. [`Launch::from_sources`] is a
 //! pure function of the arguments, an environment lookup and a working directory.
 
+pub use crate::identity::plan as auth;
 pub mod deployment;
 mod flags;
 mod size;
@@ -79,6 +80,8 @@ pub struct Config {
     pub log_format: LogFormat,
     /// JSON log lines also go to this file (`LOG_FILE`, or Pallas's `PALLAS_LOG_FILE`).
     pub log_file: Option<PathBuf>,
+    /// Inbound authentication (off unless configured).
+    pub auth: auth::AuthPlan,
 }
 
 #[expect(clippy::ref_option, reason = "serde's serialize_with passes &Option")]
@@ -229,6 +232,7 @@ impl Config {
                 .map_err(|m| ConfigError::invalid(&key_of("agent_skills", "--agent-skills"), m))?,
         };
         let log_level = log_level_of(&cli, &deployment, key_of)?;
+        let auth = auth_plan(&cli, &deployment, key_of)?;
         let public_url = cli
             .public_url
             .map(|url| validate_public_url(&url))
@@ -366,6 +370,7 @@ impl Config {
             log_level,
             log_format: cli.log_format,
             log_file: cli.log_file.or(cli.pallas_log_file),
+            auth,
         })
     }
 
@@ -395,6 +400,58 @@ impl Config {
     /// The resolved configuration as pretty JSON, for `--check-config`.
     pub fn to_pretty_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("the configuration serializes")
+    }
+}
+
+/// The authentication plan: the `AUTH_*` flags over the deployment file's `auth:` block. A
+/// wrong key is named as the flag (or variable) that set it, else as the file's key.
+fn auth_plan(
+    cli: &Cli,
+    deployment: &Deployment,
+    key_of: &dyn Fn(&str, &str) -> String,
+) -> Result<auth::AuthPlan, ConfigError> {
+    let flags = auth::AuthSettings {
+        issuer: cli.auth_issuer.clone(),
+        audience: cli.auth_audience.clone(),
+        jwks_url: cli.auth_jwks_url.clone(),
+        jwks_file: cli.auth_jwks_file.clone(),
+        clock_skew: cli.auth_clock_skew.map(|d| d.as_secs()),
+        api_keys_file: cli.auth_api_keys_file.clone(),
+        api_key_header: cli.auth_api_key_header.clone(),
+        required_scopes: cli.auth_required_scopes.clone(),
+        admin_scope: cli.auth_admin_scope.clone(),
+        tenant_claim: cli.auth_tenant_claim.clone(),
+        metrics: cli.metrics_auth.clone(),
+    };
+    deployment.auth.clone().over(flags).plan().map_err(|e| {
+        let id = e.key.to_ascii_lowercase();
+        let flag = format!("--{}", id.replace('_', "-"));
+        let key = key_of(&id, &flag);
+        let key = if key == flag && cli_is_silent(cli, &id) {
+            format!(
+                "auth.{}",
+                id.trim_start_matches("auth_")
+                    .trim_start_matches("metrics_")
+            )
+        } else {
+            key
+        };
+        ConfigError::invalid(&key, e.why)
+    })
+}
+
+/// Whether the flag `id` was not given (so the value came from the deployment file).
+fn cli_is_silent(cli: &Cli, id: &str) -> bool {
+    match id {
+        "auth_issuer" => cli.auth_issuer.is_none(),
+        "auth_audience" => cli.auth_audience.is_none(),
+        "auth_jwks_url" => cli.auth_jwks_url.is_none(),
+        "auth_clock_skew" => cli.auth_clock_skew.is_none(),
+        "auth_api_key_header" => cli.auth_api_key_header.is_none(),
+        "auth_admin_scope" => cli.auth_admin_scope.is_none(),
+        "auth_required_scopes" => cli.auth_required_scopes.is_none(),
+        "metrics_auth" => cli.metrics_auth.is_none(),
+        _ => true,
     }
 }
 

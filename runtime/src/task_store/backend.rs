@@ -13,6 +13,8 @@ use chrono::{SecondsFormat, Utc};
 use daedalus_contract::{Message, Part, Role, Task, TaskState};
 use serde::{Deserialize, Serialize};
 
+use crate::identity::Principal;
+
 /// What a backend keeps of a task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -34,6 +36,9 @@ pub struct StoredTask {
     /// redelivered message, on any replica).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answered: Option<String>,
+    /// Who the task belongs to: only it (or an admin of its tenant) sees the task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<Principal>,
 }
 
 impl StoredTask {
@@ -46,6 +51,7 @@ impl StoredTask {
             updated_ms: now_ms(),
             write_id: uuid::Uuid::new_v4().to_string(),
             answered,
+            principal: None,
         }
     }
 

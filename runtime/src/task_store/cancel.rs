@@ -21,6 +21,7 @@ use super::TaskStore;
 use super::backend::running;
 use super::replicas::Stopped;
 use super::turn::final_update;
+use crate::identity::Caller;
 
 /// How long a cancel waits for a turn here to stop and store its end (a turn stops within
 /// `CANCEL_SETTLE` of being told).
@@ -54,7 +55,11 @@ enum Step {
 
 impl TaskStore {
     /// Cancels task `task_id` (see the module): the task as it ended, `canceled`.
-    pub(crate) async fn cancel(&self, task_id: &str) -> Result<Task, CancelError> {
+    /// `caller` must be allowed to see the task: to anyone else it is not found.
+    pub(crate) async fn cancel(&self, task_id: &str, caller: &Caller) -> Result<Task, CancelError> {
+        if self.find_for(task_id, caller).await.is_none() {
+            return Err(CancelError::NotFound(task_id.to_owned()));
+        }
         for _ in 0..ATTEMPTS {
             if let Step::Done(answer) = self.try_cancel(task_id).await {
                 return answer;

@@ -24,6 +24,7 @@ use tokio::sync::{OwnedMutexGuard, watch};
 use super::backend::{Versioned, running};
 use super::size;
 use super::stop::TurnStop;
+use crate::identity::Principal;
 
 /// Bytes of events a task's log keeps for subscribers that fall behind.
 pub const LOG_BYTES: usize = 1 << 20;
@@ -46,6 +47,8 @@ struct Live {
     owner: Option<String>,
     /// The `messageId` the task as it stands answers.
     answered: Option<String>,
+    /// Who the task belongs to (set by its first turn, never changed).
+    principal: Option<Principal>,
     /// The last event's sequence number.
     seq: u64,
     /// Recent events, oldest first, with their sequence numbers and sizes.
@@ -104,6 +107,7 @@ impl TaskCell {
             live.revision = versioned.revision;
             live.owner = Some(versioned.stored.owner);
             live.answered = versioned.stored.answered;
+            live.principal = versioned.stored.principal;
             live.task = Some(versioned.stored.task);
         }
         cell
@@ -116,6 +120,19 @@ impl TaskCell {
 
     fn live(&self) -> MutexGuard<'_, Live> {
         self.live.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Who the task belongs to (`None`: made while authentication was off).
+    pub(super) fn principal(&self) -> Option<Principal> {
+        self.live().principal.clone()
+    }
+
+    /// A new task (none stands yet) belongs to `principal`; a task that stands keeps its own.
+    pub(super) fn claim(&self, principal: Option<&Principal>) {
+        let mut live = self.live();
+        if live.task.is_none() {
+            live.principal = principal.cloned();
+        }
     }
 
     /// The task as it stands.
@@ -259,6 +276,9 @@ impl TaskCell {
     /// nor one written while this replica writes the task (its writer settles it).
     pub(super) fn absorb(&self, versioned: Versioned) -> Absorbed {
         let mut live = self.live();
+        if live.principal.is_none() {
+            live.principal.clone_from(&versioned.stored.principal);
+        }
         if versioned.revision <= live.revision {
             return Absorbed::Nothing;
         }

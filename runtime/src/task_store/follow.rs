@@ -11,6 +11,7 @@
 //! stream with the events that lead there. A follower never waits on a replica that is gone:
 //! the store fails a lost replica's tasks ([`super::replicas`]), and the follower hears it.
 
+use crate::identity::Caller;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,9 +51,13 @@ enum Mode {
 impl TaskStore {
     /// The task as it stands and its events from here on, wherever its turn runs. A task that
     /// is over has nothing to follow.
-    pub async fn follow(&self, task_id: &str) -> Result<(Task, Follow), super::SubscribeRefusal> {
+    pub async fn follow(
+        &self,
+        task_id: &str,
+        caller: &Caller,
+    ) -> Result<(Task, Follow), super::SubscribeRefusal> {
         let cell = self
-            .find_cell(task_id)
+            .find_for(task_id, caller)
             .await
             .ok_or(super::SubscribeRefusal::Unknown)?;
         let (task, subscription) = cell.subscribe()?;

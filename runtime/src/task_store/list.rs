@@ -13,6 +13,7 @@ use chrono::{DateTime, Utc};
 use daedalus_contract::{Task, TaskState};
 
 use super::TaskCell;
+use crate::identity::Caller;
 
 /// A page holds at most this many tasks, whatever is asked.
 pub const MAX_PAGE_SIZE: u32 = 100;
@@ -32,6 +33,8 @@ pub struct ListQuery {
     /// The last this many messages of each task's history (none when unset).
     pub history_length: Option<u32>,
     pub include_artifacts: bool,
+    /// Who asks: only the tasks it may see are listed (spec §13.1).
+    pub caller: Caller,
 }
 
 /// One page of tasks.
@@ -103,6 +106,7 @@ pub(super) fn page(cells: &[Arc<TaskCell>], query: &ListQuery) -> Result<ListPag
     let after_micros = query.status_after.map(|t| t.timestamp_micros());
     let mut selected: Vec<(Key, &Arc<TaskCell>)> = cells
         .iter()
+        .filter(|cell| query.caller.may_see(cell.principal().as_ref()))
         .filter_map(|cell| {
             let key = cell.peek(|task| {
                 let micros = status_micros(task);

@@ -30,6 +30,7 @@ pub mod turn;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
+use crate::identity::Caller;
 use daedalus_contract::{Task, TaskState};
 
 pub use backend::{BackendError, StoredTask, TaskBackend, Versioned, WriteError};
@@ -143,16 +144,31 @@ impl TaskStore {
         TaskTurn::new(self.clone(), task_id, cell, lock)
     }
 
-    /// Task `task_id` as this replica holds it now.
-    pub fn get(&self, task_id: &str) -> Option<Task> {
-        self.existing(task_id)?.task()
+    /// Task `task_id` as this replica holds it now, if `caller` may see it.
+    pub fn get(&self, task_id: &str, caller: &Caller) -> Option<Task> {
+        self.existing(task_id)
+            .filter(|cell| caller.may_see(cell.principal().as_ref()))?
+            .task()
     }
 
-    /// Task `task_id` as it stands: from memory when a turn of it runs here or it is over,
-    /// else read from the backend (another replica may have moved it on, or it is from before
-    /// a restart).
-    pub async fn find(&self, task_id: &str) -> Option<Task> {
-        self.find_cell(task_id).await?.task()
+    /// Task `task_id` as it stands, if `caller` may see it: from memory when a turn of it
+    /// runs here or it is over, else read from the backend (another replica may have moved it
+    /// on, or it is from before a restart). To anyone else the task does not exist.
+    pub async fn find(&self, task_id: &str, caller: &Caller) -> Option<Task> {
+        self.find_for(task_id, caller).await?.task()
+    }
+
+    /// Whether context `context_id` is open to `caller`: no task of it belongs to someone
+    /// `caller` may not see.
+    pub fn context_open_to(&self, context_id: &str, caller: &Caller) -> bool {
+        if matches!(caller, Caller::Anyone) {
+            return true;
+        }
+        let cells = self.lock().all();
+        cells.iter().all(|cell| {
+            cell.peek(|t| t.context_id.as_deref() == Some(context_id)) != Some(true)
+                || caller.may_see(cell.principal().as_ref())
+        })
     }
 
     /// One page of the tasks that `query` selects, most recently changed status first. With
@@ -237,6 +253,13 @@ impl TaskStore {
         self.existing(task_id)
     }
 
+    /// The cell of `task_id` (as [`TaskStore::find_cell`]), if `caller` may see its task.
+    async fn find_for(&self, task_id: &str, caller: &Caller) -> Option<Arc<TaskCell>> {
+        self.find_cell(task_id)
+            .await
+            .filter(|cell| cell.task().is_some() && caller.may_see(cell.principal().as_ref()))
+    }
+
     /// Reads task `task_id` from the backend into memory.
     async fn refresh(&self, task_id: &str) {
         match self.load(task_id).await {
@@ -306,7 +329,8 @@ impl TaskStore {
         let Some(p) = self.0.persistence.get() else {
             return Ok(0);
         };
-        let stored = StoredTask::new(task.clone(), &p.replica, answered.map(str::to_owned));
+        let mut stored = StoredTask::new(task.clone(), &p.replica, answered.map(str::to_owned));
+        stored.principal = cell.principal();
         cell.writes(&stored.write_id);
         p.backend.write(&stored, expected).await
     }

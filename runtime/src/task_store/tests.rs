@@ -12,6 +12,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
+use crate::identity::Caller;
 use crate::task_store::turn::final_update;
 
 fn limits(max_tasks: usize, max_bytes: usize) -> StoreLimits {
@@ -194,7 +195,7 @@ async fn every_end_is_stored_before_anyone_hears_it() {
     ] {
         let (store, backend) = gated_store().await;
         let (turn, _) = begin(&store, "t").await;
-        let (_, mut follow) = store.follow("t").await.expect("running");
+        let (_, mut follow) = store.follow("t", &Caller::Anyone).await.expect("running");
         backend.shut();
         let ended = now_task("t", state);
         let ending = tokio::spawn(turn.end(ended.clone(), vec![final_update(&ended)]));
@@ -205,7 +206,7 @@ async fn every_end_is_stored_before_anyone_hears_it() {
             "{state}: told before stored"
         );
         assert_eq!(
-            store.get("t").map(|t| t.status.state),
+            store.get("t", &Caller::Anyone).map(|t| t.status.state),
             Some(TaskState::Working),
             "{state}: shown before stored"
         );
@@ -218,7 +219,10 @@ async fn every_end_is_stored_before_anyone_hears_it() {
             panic!("{state}: the end is told");
         };
         assert_eq!((end.status.state, end.r#final), (state, true));
-        assert_eq!(store.get("t").map(|t| t.status.state), Some(state));
+        assert_eq!(
+            store.get("t", &Caller::Anyone).map(|t| t.status.state),
+            Some(state)
+        );
     }
 }
 
@@ -227,7 +231,10 @@ async fn a_failure_for_a_gone_turn_is_stored_before_it_is_heard_and_only_over_a_
     let (store, backend) = gated_store().await;
     backend.written_elsewhere(now_task("lost", TaskState::Working));
     backend.written_elsewhere(now_task("done", TaskState::Completed));
-    let (_, mut follow) = store.follow("lost").await.expect("running elsewhere");
+    let (_, mut follow) = store
+        .follow("lost", &Caller::Anyone)
+        .await
+        .expect("running elsewhere");
     backend.shut();
     let failing = tokio::spawn({
         let store = store.clone();
@@ -257,7 +264,7 @@ async fn a_failure_for_a_gone_turn_is_stored_before_it_is_heard_and_only_over_a_
 async fn the_first_end_stored_wins_and_the_turn_that_lost_answers_from_it() {
     let (store, backend) = gated_store().await;
     let (turn, stop) = begin(&store, "t").await;
-    let (_, mut follow) = store.follow("t").await.expect("running");
+    let (_, mut follow) = store.follow("t", &Caller::Anyone).await.expect("running");
     // Another replica cancels the task in the store while the turn runs here.
     let canceled = backend.written_elsewhere(now_task("t", TaskState::Canceled));
     store.absorb(canceled);
@@ -270,7 +277,10 @@ async fn the_first_end_stored_wins_and_the_turn_that_lost_answers_from_it() {
     assert!(!ended.won);
     assert_eq!(ended.task.status.state, TaskState::Canceled);
     assert_eq!(backend.state_of("t"), Some(TaskState::Canceled));
-    assert_eq!(store.get("t").unwrap().status.state, TaskState::Canceled);
+    assert_eq!(
+        store.get("t", &Caller::Anyone).unwrap().status.state,
+        TaskState::Canceled
+    );
     let Some(StreamEvent::StatusUpdate(end)) = follow.next().await else {
         panic!("the end that won is told");
     };
@@ -295,7 +305,7 @@ async fn a_turn_that_cannot_begin_over_a_moved_task_writes_nothing() {
     let stored = backend.entries.lock().unwrap()["t"].clone();
     assert_eq!(stored.stored.owner, "replica-b");
     assert_eq!(
-        store.get("t").map(|t| t.status.state),
+        store.get("t", &Caller::Anyone).map(|t| t.status.state),
         Some(TaskState::Working),
         "memory took the task as it moved"
     );
@@ -323,7 +333,7 @@ async fn a_task_larger_than_the_store_takes_is_refused_at_its_beginning_and_fail
     assert_eq!(backend.state_of("big"), None, "nothing was written");
 
     let (turn, _) = begin(&store, "t").await;
-    let (_, mut follow) = store.follow("t").await.expect("running");
+    let (_, mut follow) = store.follow("t", &Caller::Anyone).await.expect("running");
     let mut answer = now_task("t", TaskState::Completed);
     answer.artifacts = vec![daedalus_contract::Artifact {
         artifact_id: "a".into(),
@@ -364,7 +374,13 @@ async fn a_turn_dropped_without_its_end_is_failed_for_it() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(backend.state_of("t"), Some(TaskState::Failed));
-    let why = store.get("t").unwrap().status.message.unwrap().parts[0]
+    let why = store
+        .get("t", &Caller::Anyone)
+        .unwrap()
+        .status
+        .message
+        .unwrap()
+        .parts[0]
         .as_text()
         .map(str::to_owned);
     assert_eq!(why.as_deref(), Some(turn::TURN_STOPPED));

@@ -26,6 +26,7 @@ use super::backend::{self, Versioned, WriteError};
 use super::cell::{TaskCell, changes};
 use super::replicas::Relay;
 use super::stop::TurnStop;
+use crate::identity::Principal;
 
 /// How long an end keeps trying a backend that cannot be reached before it settles for
 /// memory (this replica stores it later, once the backend answers).
@@ -140,6 +141,16 @@ impl TaskTurn {
     /// The `messageId` the task as it stands answers.
     pub fn answered(&self) -> Option<String> {
         self.cell.answered()
+    }
+
+    /// Who the task belongs to.
+    pub fn principal(&self) -> Option<Principal> {
+        self.cell.principal()
+    }
+
+    /// A new task will belong to `principal` (a task that stands keeps its own).
+    pub fn claim(&mut self, principal: Option<&Principal>) {
+        self.cell.claim(principal);
     }
 
     /// The end will answer `message_id` (a redelivery of it is answered from the store).

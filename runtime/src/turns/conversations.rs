@@ -34,6 +34,8 @@ impl ConversationLocks {
 const MCP_PREFIX: &str = "mcp/";
 /// The prefix that moves an A2A context id out of other faces' namespaces.
 const A2A_PREFIX: &str = "a2a/";
+/// Conversations of an authenticated caller: `owned/<principal key>/...`.
+const OWNED_PREFIX: &str = "owned/";
 
 /// The key a conversation is locked and stored under. Only these constructors make one, so
 /// each face stays in its own namespace.
@@ -45,10 +47,33 @@ impl ConversationKey {
     /// with `mcp/` or `a2a/`, which get `a2a/` in front. So no A2A client reaches the MCP
     /// face's conversations, and two different ids never share a key.
     pub fn a2a(context_id: &str) -> Self {
-        if context_id.starts_with(MCP_PREFIX) || context_id.starts_with(A2A_PREFIX) {
+        if context_id.starts_with(MCP_PREFIX)
+            || context_id.starts_with(A2A_PREFIX)
+            || context_id.starts_with(OWNED_PREFIX)
+        {
             Self(format!("{A2A_PREFIX}{context_id}"))
         } else {
             Self(context_id.to_owned())
+        }
+    }
+
+    /// Context `context_id` of a caller whose conversations live in `space` (its principal's
+    /// key; `None` when authentication is off): two principals' (or tenants') equal context
+    /// ids are two conversations.
+    pub fn a2a_of(context_id: &str, space: Option<String>) -> Self {
+        match space {
+            None => Self::a2a(context_id),
+            Some(space) => Self(format!("{OWNED_PREFIX}{space}/a2a/{context_id}")),
+        }
+    }
+
+    /// This MCP conversation (as [`ConversationKey::mcp_shared`] or
+    /// [`ConversationKey::mcp_session`] make it), kept apart for a caller in `space`.
+    #[must_use]
+    pub fn owned_by(self, space: Option<String>) -> Self {
+        match space {
+            None => self,
+            Some(space) => Self(format!("{OWNED_PREFIX}{space}/{}", self.0)),
         }
     }
 
@@ -77,6 +102,22 @@ mod tests {
         assert_eq!(a2a("ctx-1"), "ctx-1");
         assert_eq!(a2a("mcp/agent"), "a2a/mcp/agent");
         assert_eq!(a2a("a2a/mcp/agent"), "a2a/a2a/mcp/agent");
+        assert_eq!(a2a("owned/x"), "a2a/owned/x");
+        let space = Some("k".to_owned());
+        assert_ne!(
+            ConversationKey::a2a_of("c", space.clone()),
+            ConversationKey::a2a_of("c", Some("j".to_owned()))
+        );
+        assert_ne!(
+            ConversationKey::a2a_of("c", space.clone()).as_str(),
+            a2a("c")
+        );
+        assert!(
+            ConversationKey::a2a_of("c", space.clone())
+                .as_str()
+                .starts_with(OWNED_PREFIX)
+        );
+        assert!(!a2a("owned/k/a2a/c").starts_with(OWNED_PREFIX));
         for id in ["mcp/a", "mcp/a/s", "a2a/x", "x", "mcpx", ""] {
             assert!(!a2a(id).starts_with(MCP_PREFIX), "{id}");
         }

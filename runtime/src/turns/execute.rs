@@ -43,6 +43,9 @@ impl TurnService {
         let task_id = request.message.effective_task_id().to_owned();
         let mut turn = self.0.tasks.open_turn(&task_id).await;
         let standing = turn.task();
+        if standing.is_some() && !request.caller.may_see(turn.principal().as_ref()) {
+            return Err(TurnError::TaskNotFound(task_id));
+        }
         if let Some(task) = &standing
             && request.replay
             && turn.answered().as_deref() == Some(request.message.message_id.as_str())
@@ -56,11 +59,21 @@ impl TurnService {
             let context_id = task.context_id.clone().unwrap_or_default();
             stream::replay(&task, &started.name(&task_id, &context_id));
             return Ok(self
-                .with_history(agent, task, &history, request.history_length)
+                .with_history(
+                    agent,
+                    task,
+                    &history,
+                    request.history_length,
+                    &request.caller,
+                )
                 .await);
         }
         let known_context = standing.as_ref().and_then(|t| t.context_id.as_deref());
         let context_id = task::resolve_context(known_context, &request.message, &task_id)?;
+        if standing.is_none() && !self.0.tasks.context_open_to(&context_id, &request.caller) {
+            return Err(TurnError::ContextNotFound(context_id));
+        }
+        turn.claim(request.caller.principal());
         let mut message = request.message.clone();
         message.task_id = Some(task_id.clone());
         message.context_id = Some(context_id.clone());
@@ -69,7 +82,7 @@ impl TurnService {
             .as_ref()
             .is_some_and(|t| t.status.state.is_interrupted());
         let mut history = standing.and_then(|t| t.history).unwrap_or_default();
-        let key = ConversationKey::a2a(&context_id);
+        let key = ConversationKey::a2a_of(&context_id, request.caller.conversation_space());
         let mut agent_request = AgentRequest::new(&task_id, key.as_str(), message.clone());
         if waiting {
             agent_request.history.clone_from(&history);
@@ -92,6 +105,7 @@ impl TurnService {
         let lock = self.0.conversations.get(key.as_str());
         let _turn = lock.lock().await;
         let history_length = request.history_length;
+        let caller = request.caller.clone();
         let answered_id = request.message.message_id.clone();
         let ran = self
             .execute(
@@ -115,7 +129,7 @@ impl TurnService {
                 let mut answer = ended.task;
                 answer.history = None;
                 Ok(self
-                    .with_history(agent, answer, &history, history_length)
+                    .with_history(agent, answer, &history, history_length, &caller)
                     .await)
             }
             Ran::Refused { error, end } => self.end_refused(turn, &out, error, end).await,
@@ -315,6 +329,7 @@ impl TurnService {
         mut task: Task,
         own: &[daedalus_contract::Message],
         history_length: Option<u32>,
+        caller: &crate::identity::Caller,
     ) -> Task {
         let Some(n) = history_length else {
             return task;
@@ -322,7 +337,7 @@ impl TurnService {
         let n = usize::try_from(n).unwrap_or(usize::MAX);
         let stored = match &task.context_id {
             Some(context) => {
-                let key = ConversationKey::a2a(context);
+                let key = ConversationKey::a2a_of(context, caller.conversation_space());
                 agent.conversation(key.as_str()).await.map(|mut messages| {
                     // Stored under the conversation key; shown under the client's context id.
                     for m in &mut messages {

@@ -93,6 +93,12 @@ pub enum TurnError {
     StoreUnavailable(String),
     #[error("{0}")]
     TaskTooLarge(String),
+    /// No task of that id the caller may see (it may be someone else's).
+    #[error("task {0} not found")]
+    TaskNotFound(String),
+    /// The context belongs to someone else.
+    #[error("context {0} not found")]
+    ContextNotFound(String),
 }
 
 pub use crate::task_store::CancelError;

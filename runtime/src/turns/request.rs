@@ -4,6 +4,7 @@ use daedalus_contract::Message;
 
 use super::ConversationKey;
 use crate::agent_loop::{Bearer, TurnControls};
+use crate::identity::Caller;
 use crate::sampling::{SamplingError, SamplingParams};
 use crate::telemetry::TraceHeaders;
 
@@ -46,6 +47,8 @@ pub struct TurnRequest {
     pub replay: bool,
     /// What the caller changed for this turn (personality, tools, instruction).
     pub controls: TurnControls,
+    /// Who asks: a new task or conversation is theirs, and only theirs to continue.
+    pub caller: Caller,
 }
 
 impl TurnRequest {
@@ -62,6 +65,7 @@ impl TurnRequest {
             trace: TraceHeaders::default(),
             replay: true,
             controls: TurnControls::default(),
+            caller: Caller::Anyone,
         }
     }
 }

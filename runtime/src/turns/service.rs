@@ -1,6 +1,7 @@
 //! The turn service: admission, starting a turn on the runtime's tracker, and the handle a
 //! face holds while it runs.
 
+use crate::identity::Caller;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -142,19 +143,20 @@ impl TurnService {
     /// point (a tool call in flight is abandoned, which tells its MCP server) and ends
     /// `canceled`; a task waiting for input becomes `canceled`. A task that stored another end
     /// first is not cancelable. Answers the task as it ended.
-    pub async fn cancel(&self, task_id: &str) -> Result<Task, CancelError> {
-        self.0.tasks.cancel(task_id).await
+    pub async fn cancel(&self, task_id: &str, caller: &Caller) -> Result<Task, CancelError> {
+        self.0.tasks.cancel(task_id, caller).await
     }
 
-    /// Task `task_id` as this replica holds it now (its own messages as history).
-    pub fn task_now(&self, task_id: &str) -> Option<Task> {
-        self.0.tasks.get(task_id)
+    /// Task `task_id` as this replica holds it now (its own messages as history), if
+    /// `caller` may see it.
+    pub fn task_now(&self, task_id: &str, caller: &Caller) -> Option<Task> {
+        self.0.tasks.get(task_id, caller)
     }
 
     /// Task `task_id` as it stands, read from the task backend when memory does not hold it
     /// or another replica may have moved it on.
-    pub async fn find_task(&self, task_id: &str) -> Option<Task> {
-        self.0.tasks.find(task_id).await
+    pub async fn find_task(&self, task_id: &str, caller: &Caller) -> Option<Task> {
+        self.0.tasks.find(task_id, caller).await
     }
 
     /// One page of the tasks `query` selects.
@@ -163,8 +165,12 @@ impl TurnService {
     }
 
     /// Task `task_id` as it stands and its events from here on, wherever its turn runs.
-    pub async fn follow_task(&self, task_id: &str) -> Result<(Task, Follow), SubscribeRefusal> {
-        self.0.tasks.follow(task_id).await
+    pub async fn follow_task(
+        &self,
+        task_id: &str,
+        caller: &Caller,
+    ) -> Result<(Task, Follow), SubscribeRefusal> {
+        self.0.tasks.follow(task_id, caller).await
     }
 
     /// The stored conversation `key` of `agent`, oldest first (empty when it keeps none).

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::{CancelError, Memory, TurnError, TurnLimits, TurnRequest, TurnService};
 use crate::agent_loop::{Agent, AgentOutcome, AgentRequest, Passthrough};
 use crate::fleet::Fleet;
+use crate::identity::Caller;
 use crate::lifecycle::Lifecycle;
 use crate::metrics::Metrics;
 
@@ -81,7 +82,7 @@ async fn a_running_task_canceled_by_id_ends_canceled_not_refused() {
         .expect("started");
     assert_eq!(handle.task_id(), "t-1");
     let canceled = turns
-        .cancel("t-1")
+        .cancel("t-1", &Caller::Anyone)
         .await
         .expect("a running task can be canceled");
     assert_eq!(canceled.status.state, TaskState::Canceled);
@@ -90,7 +91,7 @@ async fn a_running_task_canceled_by_id_ends_canceled_not_refused() {
     assert_eq!(answered.id, canceled.id);
 
     assert_eq!(
-        turns.cancel("t-1").await,
+        turns.cancel("t-1", &Caller::Anyone).await,
         Err(CancelError::NotCancelable {
             task_id: "t-1".into(),
             state: TaskState::Canceled,
@@ -98,7 +99,7 @@ async fn a_running_task_canceled_by_id_ends_canceled_not_refused() {
         "a task that ended cannot be canceled again"
     );
     assert_eq!(
-        turns.cancel("nobody").await,
+        turns.cancel("nobody", &Caller::Anyone).await,
         Err(CancelError::NotFound("nobody".into()))
     );
 }
@@ -111,13 +112,16 @@ async fn a_task_waiting_for_input_can_be_canceled_and_a_finished_one_cannot() {
         .await
         .expect("ran");
     assert_eq!(asked.status.state, TaskState::InputRequired);
-    let canceled = turns.cancel("t-2").await.expect("cancelable");
+    let canceled = turns
+        .cancel("t-2", &Caller::Anyone)
+        .await
+        .expect("cancelable");
     assert_eq!(canceled.status.state, TaskState::Canceled);
 
     let done = turns.run(task_turn("t-3", "hello")).await.expect("ran");
     assert_eq!(done.status.state, TaskState::Completed);
     assert!(matches!(
-        turns.cancel("t-3").await,
+        turns.cancel("t-3", &Caller::Anyone).await,
         Err(CancelError::NotCancelable {
             state: TaskState::Completed,
             ..
@@ -149,7 +153,7 @@ async fn a_cancel_that_lands_as_the_turn_completes_is_not_cancelable_and_the_tas
         .await
         .expect("started");
     assert_eq!(
-        turns.cancel("t-5").await,
+        turns.cancel("t-5", &Caller::Anyone).await,
         Err(CancelError::NotCancelable {
             task_id: "t-5".into(),
             state: TaskState::Completed,
@@ -158,7 +162,10 @@ async fn a_cancel_that_lands_as_the_turn_completes_is_not_cancelable_and_the_tas
     let answered = handle.finish().await.expect("a Task");
     assert_eq!(answered.status.state, TaskState::Completed);
     assert_eq!(
-        turns.find_task("t-5").await.map(|t| t.status.state),
+        turns
+            .find_task("t-5", &Caller::Anyone)
+            .await
+            .map(|t| t.status.state),
         Some(TaskState::Completed)
     );
 }

@@ -32,6 +32,10 @@ pub enum A2aErrorKind {
     ExtendedAgentCardNotConfigured,
     ExtensionSupportRequired,
     VersionNotSupported,
+    /// No valid credential (HTTP `401`; JSON-RPC `-31401`, outside the spec's codes).
+    Unauthenticated,
+    /// A valid credential that may not (HTTP `403`; JSON-RPC `-31403`).
+    PermissionDenied,
 }
 
 impl A2aErrorKind {
@@ -52,6 +56,8 @@ impl A2aErrorKind {
             A2aErrorKind::ExtendedAgentCardNotConfigured => -32007,
             A2aErrorKind::ExtensionSupportRequired => -32008,
             A2aErrorKind::VersionNotSupported => -32009,
+            A2aErrorKind::Unauthenticated => -31401,
+            A2aErrorKind::PermissionDenied => -31403,
         }
     }
 
@@ -59,6 +65,8 @@ impl A2aErrorKind {
     pub fn http_status(self) -> u16 {
         match self {
             A2aErrorKind::TaskNotFound | A2aErrorKind::MethodNotFound => 404,
+            A2aErrorKind::Unauthenticated => 401,
+            A2aErrorKind::PermissionDenied => 403,
             A2aErrorKind::Internal | A2aErrorKind::InvalidAgentResponse => 500,
             _ => 400,
         }
@@ -69,6 +77,8 @@ impl A2aErrorKind {
         match self {
             A2aErrorKind::TaskNotFound | A2aErrorKind::MethodNotFound => "NOT_FOUND",
             A2aErrorKind::Internal | A2aErrorKind::InvalidAgentResponse => "INTERNAL",
+            A2aErrorKind::Unauthenticated => "UNAUTHENTICATED",
+            A2aErrorKind::PermissionDenied => "PERMISSION_DENIED",
             A2aErrorKind::ParseError
             | A2aErrorKind::InvalidRequest
             | A2aErrorKind::InvalidParams
@@ -94,6 +104,8 @@ impl A2aErrorKind {
             A2aErrorKind::ExtendedAgentCardNotConfigured => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
             A2aErrorKind::ExtensionSupportRequired => "EXTENSION_SUPPORT_REQUIRED",
             A2aErrorKind::VersionNotSupported => "VERSION_NOT_SUPPORTED",
+            A2aErrorKind::Unauthenticated => "UNAUTHENTICATED",
+            A2aErrorKind::PermissionDenied => "PERMISSION_DENIED",
         }
     }
 }

@@ -22,6 +22,8 @@ pub(super) struct DeploymentFile {
     pub(super) anthropic: Option<ProviderFile>,
     pub(super) mcp: Option<McpFile>,
     pub(super) logger: Option<LoggerFile>,
+    /// Inbound authentication (the `AUTH_*` variables win key by key).
+    pub(super) auth: Option<crate::identity::plan::AuthSettings>,
     pub(super) agents: BTreeMap<String, AgentFile>,
 }
 

@@ -48,6 +48,10 @@ pub struct Deployment {
     /// `--agent`: the one agent this process serves (its sub-agents are built, not served);
     /// `None` serves every agent.
     pub serve_only: Option<String>,
+    /// The file's `auth:` block, as written (validated with the `AUTH_*` flags over it, and
+    /// shown as the plan: `Config::auth`).
+    #[serde(skip)]
+    pub auth: crate::identity::plan::AuthSettings,
 }
 
 /// The registry's port when agents have ports of their own and the file names none (Pallas).

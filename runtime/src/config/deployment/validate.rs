@@ -151,6 +151,7 @@ pub(super) fn build(
         start_order,
         unset_variables: Vec::new(),
         serve_only: None,
+        auth: doc.auth.unwrap_or_default(),
     })
 }
 

@@ -108,6 +108,7 @@ impl Discovery {
 
 fn build_card(config: &Config, public_url: &str) -> AgentCard {
     let agent = &config.agent;
+    let (security_schemes, security_requirements) = security(config);
     AgentCard {
         name: agent.name.clone(),
         description: agent.description.clone(),
@@ -148,13 +149,34 @@ fn build_card(config: &Config, public_url: &str) -> AgentCard {
             extended_agent_card: Some(true),
             extensions: None,
         },
-        security_schemes: None,
-        security_requirements: None,
+        security_schemes,
+        security_requirements,
         default_input_modes: vec!["text/plain".to_owned(), "application/json".to_owned()],
         default_output_modes: vec!["text/plain".to_owned()],
         skills: agent.skills.clone(),
         icon_url: None,
     }
+}
+
+/// The card's `securitySchemes` and `securityRequirements`: what the runtime checks.
+fn security(
+    config: &Config,
+) -> (
+    Option<daedalus_contract::model::Metadata>,
+    Option<Vec<serde_json::Value>>,
+) {
+    let Some((schemes, requirements)) = crate::identity::card::security(&config.auth) else {
+        return (None, None);
+    };
+    let schemes = match serde_json::to_value(schemes) {
+        Ok(serde_json::Value::Object(map)) => Some(map),
+        _ => None,
+    };
+    let requirements = requirements
+        .iter()
+        .filter_map(|r| serde_json::to_value(r).ok())
+        .collect();
+    (schemes, Some(requirements))
 }
 
 fn build_manifest(port: u16) -> RuntimeContract {

@@ -44,6 +44,12 @@ pub enum ApiError {
     MethodNotAllowed { method: String, path: String },
     #[error("internal error: {0}")]
     Internal(String),
+    /// No task the caller may see has that id (it may be someone else's).
+    #[error("{0}")]
+    TaskNotFound(String),
+    /// Who is calling is unknown, or may not.
+    #[error("{0}")]
+    Refused(crate::identity::Refusal),
 }
 
 impl ApiError {
@@ -62,7 +68,8 @@ impl ApiError {
             | ApiError::CanceledByShutdown
             | ApiError::Busy
             | ApiError::RetryLater(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
+            ApiError::NotFound { .. } | ApiError::TaskNotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Refused(refusal) => refusal.status(),
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -78,11 +85,22 @@ impl IntoResponse for ApiError {
             tracing::debug!(status = status.as_u16(), error = %self, "request refused");
         }
         let busy = matches!(self, ApiError::Busy);
+        let challenge = match &self {
+            ApiError::Refused(refusal) => {
+                axum::http::HeaderValue::from_str(&refusal.challenge(None)).ok()
+            }
+            _ => None,
+        };
         let mut response = (
             status,
             Json(ErrorBody::new(status.as_u16(), self.to_string())),
         )
             .into_response();
+        if let Some(challenge) = challenge {
+            response
+                .headers_mut()
+                .insert(axum::http::header::WWW_AUTHENTICATE, challenge);
+        }
         if busy {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,

@@ -33,6 +33,8 @@ struct Healthz {
     /// This replica in a shared task store: its lease renewed, its watch live.
     #[serde(skip_serializing_if = "Option::is_none")]
     tasks: Option<crate::task_store::ReplicaHealth>,
+    /// Whether callers must authenticate, and the keys their credentials are checked with.
+    auth: crate::identity::IdentityHealth,
 }
 
 /// 200 `{"status":"ok"}` when the active provider passed its last check, every downstream
@@ -64,6 +66,7 @@ pub(super) async fn healthz(State(state): State<ContractState>) -> Response {
             downstream,
             mcp_sessions,
             tasks,
+            auth: state.core().identity().health(),
         }),
     )
         .into_response()

@@ -19,16 +19,18 @@ use daedalus_contract::{
 
 use super::method::{Answer, read};
 use super::{ContractState, operations, sse, v03};
+use crate::identity::Caller;
 
 /// Answers one JSON-RPC request.
 pub(super) async fn answer(
     state: &ContractState,
     headers: &HeaderMap,
     uri: &Uri,
+    caller: &Caller,
     request: JsonRpcRequest,
 ) -> Response {
     let id = request.id.clone().unwrap_or(JsonRpcId::Null);
-    match dispatch(state, headers, uri, request, &id).await {
+    match dispatch(state, headers, uri, caller, request, &id).await {
         Ok(Answer::Result(result)) => Json(JsonRpcResponse::result(id, result)).into_response(),
         Ok(Answer::Stream(response)) => response,
         Err(error) => Json(JsonRpcResponse::<()>::error(id, error.to_jsonrpc())).into_response(),
@@ -61,6 +63,7 @@ async fn dispatch(
     state: &ContractState,
     headers: &HeaderMap,
     uri: &Uri,
+    caller: &Caller,
     request: JsonRpcRequest,
     id: &JsonRpcId,
 ) -> Result<Answer, A2aError> {
@@ -71,17 +74,17 @@ async fn dispatch(
         ));
     }
     if v03::is_v03(&request.method) {
-        return v03::dispatch(state, headers, &request, id).await;
+        return v03::dispatch(state, headers, caller, &request, id).await;
     }
     operations::check_version(headers, uri)?;
     let params = request.params.as_deref();
     match request.method.as_str() {
-        "SendMessage" => operations::send_message(state, headers, read(params)?)
+        "SendMessage" => operations::send_message(state, headers, caller, read(params)?)
             .await
             .map(|task| Answer::Result(a2a_v1::to_value(&SendMessageResponse::Task(task)))),
         "SendStreamingMessage" => {
             let (handle, inflight) =
-                operations::start_stream(state, headers, read(params)?).await?;
+                operations::start_stream(state, headers, caller, read(params)?).await?;
             let id = id.clone();
             Ok(Answer::Stream(sse::respond_with(
                 handle,
@@ -89,21 +92,22 @@ async fn dispatch(
                 move |event| v1_response(&id, event),
             )))
         }
-        "GetTask" => operations::get_task(state, &read(params)?)
+        "GetTask" => operations::get_task(state, caller, &read(params)?)
             .await
             .map(|answer| v1_result(&answer)),
-        "ListTasks" => operations::list_tasks(state, read(params)?)
+        "ListTasks" => operations::list_tasks(state, caller, read(params)?)
             .await
             .map(|answer| v1_result(&answer)),
         "CancelTask" => {
             let params: TaskIdRequest = read(params)?;
-            operations::cancel_task(state, &params.id)
+            operations::cancel_task(state, caller, &params.id)
                 .await
                 .map(|answer| v1_result(&answer))
         }
         "SubscribeToTask" => {
             let params: TaskIdRequest = read(params)?;
-            let (task, subscription, inflight) = operations::subscribe(state, &params.id).await?;
+            let (task, subscription, inflight) =
+                operations::subscribe(state, caller, &params.id).await?;
             let id = id.clone();
             Ok(Answer::Stream(sse::respond_to_subscription(
                 task,

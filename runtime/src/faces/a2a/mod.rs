@@ -4,6 +4,7 @@
 //! decide nothing about turns. The standard A2A bindings join it here, sharing its request
 //! translation and error mapping.
 
+mod auth;
 mod controls;
 mod discovery;
 mod error;
@@ -108,6 +109,10 @@ pub fn router(state: ContractState) -> Router {
     let tasks = Router::new()
         .route(TASK_PATH, post(send::post))
         .merge(rest::routes())
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ))
         .route_layer(middleware::from_fn_with_state(state.clone(), admit));
     Router::new()
         .route(HEALTH_PATH, get(health::health))

@@ -17,6 +17,7 @@ use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::ContractState;
 use crate::agent_loop::Bearer;
+use crate::identity::Caller;
 use crate::task_store::{Follow, ListError, ListQuery, SubscribeRefusal};
 use crate::telemetry::TraceHeaders;
 use crate::turns::{CancelError, Memory, TaskHandle, TurnError, TurnRequest};
@@ -66,6 +67,7 @@ struct Send {
 async fn prepare(
     state: &ContractState,
     headers: &HeaderMap,
+    caller: &Caller,
     request: SendMessageRequest,
 ) -> Result<Send, A2aError> {
     let turns = state.core().turns();
@@ -82,7 +84,11 @@ async fn prepare(
     let mut message = request.message;
     match message.task_id.clone().filter(|id| !id.is_empty()) {
         // A message for a task continues it, if it may be continued.
-        Some(task_id) => match turns.find_task(&task_id).await.map(|t| t.status.state) {
+        Some(task_id) => match turns
+            .find_task(&task_id, caller)
+            .await
+            .map(|t| t.status.state)
+        {
             None => {
                 return Err(A2aError::new(
                     A2aErrorKind::TaskNotFound,
@@ -112,6 +118,7 @@ async fn prepare(
     turn.bearer = Bearer::from_headers(headers);
     turn.trace = TraceHeaders::from_headers(headers);
     turn.replay = false;
+    turn.caller = caller.clone();
     Ok(Send {
         turn,
         history_length,
@@ -124,9 +131,10 @@ async fn prepare(
 pub(super) async fn start_stream(
     state: &ContractState,
     headers: &HeaderMap,
+    caller: &Caller,
     request: SendMessageRequest,
 ) -> Result<(TaskHandle, TaskTrackerToken), A2aError> {
-    let Send { mut turn, .. } = prepare(state, headers, request).await?;
+    let Send { mut turn, .. } = prepare(state, headers, caller, request).await?;
     turn.stream = true;
     let turns = state.core().turns();
     let handle = turns.start(turn).await.map_err(|e| refusal(&e))?;
@@ -138,6 +146,7 @@ pub(super) async fn start_stream(
 pub(super) async fn send_message(
     state: &ContractState,
     headers: &HeaderMap,
+    caller: &Caller,
     request: SendMessageRequest,
 ) -> Result<Task, A2aError> {
     let turns = state.core().turns();
@@ -145,17 +154,17 @@ pub(super) async fn send_message(
         turn,
         history_length,
         return_immediately,
-    } = prepare(state, headers, request).await?;
+    } = prepare(state, headers, caller, request).await?;
     let handle = turns.start(turn).await.map_err(|e| refusal(&e))?;
     let task_id = handle.task_id().to_owned();
     let task = if return_immediately {
         // The turn goes on; the task as it stands is working (GetTask, SubscribeToTask and
         // CancelTask reach it by id).
-        turns.task_now(&task_id)
+        turns.task_now(&task_id, caller)
     } else {
         let mut task = handle.finish().await.map_err(|e| refusal(&e))?;
         // The v1 history is the task's own messages, as the store holds them.
-        task.history = turns.task_now(&task_id).and_then(|t| t.history);
+        task.history = turns.task_now(&task_id, caller).and_then(|t| t.history);
         Some(task)
     };
     let task = task.ok_or_else(|| not_found(&task_id))?;
@@ -164,19 +173,20 @@ pub(super) async fn send_message(
 
 pub(super) async fn get_task(
     state: &ContractState,
+    caller: &Caller,
     params: &GetTaskRequest,
 ) -> Result<Task, A2aError> {
     if params.history_length.is_some_and(|n| n < 0) {
         return Err(invalid_params("historyLength must not be negative"));
     }
-    match state.core().turns().find_task(&params.id).await {
+    match state.core().turns().find_task(&params.id, caller).await {
         Some(task) => Ok(shape_history(task, params.history_length)),
         None => Err(not_found(&params.id)),
     }
 }
 
 /// The store's query for `request`, or why its parameters are wrong.
-fn list_query(request: ListTasksRequest) -> Result<ListQuery, A2aError> {
+fn list_query(request: ListTasksRequest, caller: &Caller) -> Result<ListQuery, A2aError> {
     let state = match request.status.as_deref().map(str::trim) {
         None | Some("" | "TASK_STATE_UNSPECIFIED") => None,
         Some(named) => Some(
@@ -210,14 +220,16 @@ fn list_query(request: ListTasksRequest) -> Result<ListQuery, A2aError> {
         page_token: request.page_token,
         history_length: non_negative(request.history_length, "historyLength")?,
         include_artifacts: request.include_artifacts.unwrap_or(false),
+        caller: caller.clone(),
     })
 }
 
 pub(super) async fn list_tasks(
     state: &ContractState,
+    caller: &Caller,
     request: ListTasksRequest,
 ) -> Result<ListTasksResponse, A2aError> {
-    let query = list_query(request)?;
+    let query = list_query(request, caller)?;
     let page = state
         .core()
         .turns()
@@ -236,10 +248,11 @@ pub(super) async fn list_tasks(
 /// response in flight until its stream closes.
 pub(super) async fn subscribe(
     state: &ContractState,
+    caller: &Caller,
     task_id: &str,
 ) -> Result<(Task, Follow, TaskTrackerToken), A2aError> {
     let turns = state.core().turns();
-    match turns.follow_task(task_id).await {
+    match turns.follow_task(task_id, caller).await {
         Ok((task, follow)) => Ok((task, follow, turns.hold())),
         Err(SubscribeRefusal::Unknown) => Err(not_found(task_id)),
         Err(SubscribeRefusal::Terminal(state)) => Err(A2aError::new(
@@ -280,8 +293,12 @@ fn invalid_params(why: &str) -> A2aError {
     )
 }
 
-pub(super) async fn cancel_task(state: &ContractState, task_id: &str) -> Result<Task, A2aError> {
-    match state.core().turns().cancel(task_id).await {
+pub(super) async fn cancel_task(
+    state: &ContractState,
+    caller: &Caller,
+    task_id: &str,
+) -> Result<Task, A2aError> {
+    match state.core().turns().cancel(task_id, caller).await {
         Ok(task) => Ok(shape_history(task, Some(0))),
         Err(CancelError::NotFound(_)) => Err(not_found(task_id)),
         Err(e @ CancelError::NotCancelable { .. }) => Err(A2aError::new(
@@ -308,6 +325,8 @@ fn refusal(error: &TurnError) -> A2aError {
         | TurnError::WorkerStopped(_)
         | TurnError::TaskMoved(_)
         | TurnError::StoreUnavailable(_) => A2aErrorKind::Internal,
+        TurnError::TaskNotFound(id) => return not_found(id),
+        TurnError::ContextNotFound(_) => A2aErrorKind::TaskNotFound,
     };
     A2aError::new(kind, error.to_string())
 }

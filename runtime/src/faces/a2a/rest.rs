@@ -5,12 +5,12 @@
 //! JSON as `application/a2a+json`; errors are a `google.rpc.Status` with the HTTP status of
 //! the spec's table. The operations are [`super::operations`]'s, as for JSON-RPC.
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 use daedalus_contract::write::a2a_v1;
 use daedalus_contract::{
     A2aError, A2aErrorKind, GetTaskRequest, ListTasksRequest, SendMessageRequest,
@@ -20,6 +20,7 @@ use serde::Deserialize;
 
 use super::operations;
 use super::{ContractState, json, sse};
+use crate::identity::Caller;
 
 /// Where the binding is mounted.
 pub(super) const REST_PATH: &str = "/a2a/rest";
@@ -99,22 +100,30 @@ async fn send_request(
 }
 
 async fn message_send(State(state): State<ContractState>, req: Request) -> Response {
+    let caller = match caller_of(&req) {
+        Ok(caller) => caller,
+        Err(refused) => return *refused,
+    };
     let (headers, _, request) = match send_request(&state, req).await {
         Ok(read) => read,
         Err(refused) => return refused,
     };
-    match operations::send_message(&state, &headers, request).await {
+    match operations::send_message(&state, &headers, &caller, request).await {
         Ok(task) => ok(&a2a_v1::to_value(&SendMessageResponse::Task(task))),
         Err(e) => failed(&e),
     }
 }
 
 async fn message_stream(State(state): State<ContractState>, req: Request) -> Response {
+    let caller = match caller_of(&req) {
+        Ok(caller) => caller,
+        Err(refused) => return *refused,
+    };
     let (headers, _, request) = match send_request(&state, req).await {
         Ok(read) => read,
         Err(refused) => return refused,
     };
-    match operations::start_stream(&state, &headers, request).await {
+    match operations::start_stream(&state, &headers, &caller, request).await {
         Ok((handle, inflight)) => sse::respond_with(handle, inflight, |event| {
             a2a_v1::to_value(event).to_string()
         }),
@@ -140,6 +149,7 @@ fn task_and_action(segment: &str) -> (&str, Option<&str>) {
 
 async fn task_get(
     State(state): State<ContractState>,
+    Extension(caller): Extension<Caller>,
     Path(params): Path<Vec<(String, String)>>,
     Query(query): Query<TaskQuery>,
     headers: HeaderMap,
@@ -152,7 +162,7 @@ async fn task_get(
     let (task, action) = task_and_action(&segment);
     match action {
         None => {}
-        Some("subscribe") => return subscribe(&state, task).await,
+        Some("subscribe") => return subscribe(&state, &caller, task).await,
         Some(action) => {
             return failed(&A2aError::new(
                 A2aErrorKind::MethodNotFound,
@@ -165,7 +175,7 @@ async fn task_get(
         id: task.to_owned(),
         history_length: query.history_length,
     };
-    match operations::get_task(&state, &params).await {
+    match operations::get_task(&state, &caller, &params).await {
         Ok(task) => ok(&a2a_v1::to_value(&task)),
         Err(e) => failed(&e),
     }
@@ -173,6 +183,7 @@ async fn task_get(
 
 async fn task_action(
     State(state): State<ContractState>,
+    Extension(caller): Extension<Caller>,
     Path(params): Path<Vec<(String, String)>>,
     headers: HeaderMap,
     uri: Uri,
@@ -182,11 +193,11 @@ async fn task_action(
     }
     let segment = task_segment(&params);
     match task_and_action(&segment) {
-        (task, Some("cancel")) => match operations::cancel_task(&state, task).await {
+        (task, Some("cancel")) => match operations::cancel_task(&state, &caller, task).await {
             Ok(task) => ok(&a2a_v1::to_value(&task)),
             Err(e) => failed(&e),
         },
-        (task, Some("subscribe")) => subscribe(&state, task).await,
+        (task, Some("subscribe")) => subscribe(&state, &caller, task).await,
         (_, action) => failed(&A2aError::new(
             A2aErrorKind::MethodNotFound,
             format!(
@@ -198,8 +209,8 @@ async fn task_action(
 }
 
 /// `SubscribeToTask` (`POST`, or `GET`, `/tasks/{id}:subscribe`): SSE of v1 stream responses.
-async fn subscribe(state: &ContractState, task_id: &str) -> Response {
-    match operations::subscribe(state, task_id).await {
+async fn subscribe(state: &ContractState, caller: &Caller, task_id: &str) -> Response {
+    match operations::subscribe(state, caller, task_id).await {
         Ok((task, subscription, inflight)) => {
             sse::respond_to_subscription(task, subscription, inflight, |event| {
                 a2a_v1::to_value(event).to_string()
@@ -211,6 +222,7 @@ async fn subscribe(state: &ContractState, task_id: &str) -> Response {
 
 async fn tasks_list(
     State(state): State<ContractState>,
+    Extension(caller): Extension<Caller>,
     query: Result<Query<ListTasksRequest>, axum::extract::rejection::QueryRejection>,
     headers: HeaderMap,
     uri: Uri,
@@ -224,7 +236,7 @@ async fn tasks_list(
             "Invalid parameters: the query is not a ListTasksRequest",
         ));
     };
-    match operations::list_tasks(&state, params).await {
+    match operations::list_tasks(&state, &caller, params).await {
         Ok(page) => ok(&a2a_v1::to_value(&page)),
         Err(e) => failed(&e),
     }
@@ -239,6 +251,17 @@ async fn extended_card(
         return refused;
     }
     ok(&a2a_v1::to_value(&operations::extended_card(&state)))
+}
+
+/// Who sent `req`, as the face's authentication put it there (a request that never passed
+/// it is refused: nothing is served to nobody).
+fn caller_of(req: &Request) -> Result<Caller, Box<Response>> {
+    req.extensions().get::<Caller>().cloned().ok_or_else(|| {
+        Box::new(failed(&A2aError::new(
+            A2aErrorKind::Internal,
+            "the request was not authenticated",
+        )))
+    })
 }
 
 /// The `{task}` path segment (the tenant, when there is one, is the other).

@@ -8,10 +8,10 @@
 //! `history` is returned only when `configuration.historyLength` asks for it, so a result
 //! never grows by the size of its own input.
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use daedalus_contract::{SendMessageRequest, Task};
 
 use super::ContractState;
@@ -19,19 +19,23 @@ use super::error::ApiError;
 use super::json::TaskPost;
 use super::{jsonrpc, sse};
 use crate::agent_loop::Bearer;
+use crate::identity::Caller;
 use crate::telemetry::TraceHeaders;
 use crate::turns::{Memory, TurnError, TurnRequest};
 
 /// `POST /`: the contract binding, or the JSON-RPC binding for a JSON-RPC body.
 pub(super) async fn post(
     State(state): State<ContractState>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     uri: Uri,
     body: TaskPost,
 ) -> Result<Response, ApiError> {
     match body {
-        TaskPost::Contract(request) => send_message(&state, &headers, request).await,
-        TaskPost::JsonRpc(request) => Ok(jsonrpc::answer(&state, &headers, &uri, request).await),
+        TaskPost::Contract(request) => send_message(&state, &headers, caller, request).await,
+        TaskPost::JsonRpc(request) => {
+            Ok(jsonrpc::answer(&state, &headers, &uri, &caller, request).await)
+        }
         TaskPost::BadJsonRpc(why) => Ok(jsonrpc::invalid_request(&why)),
         TaskPost::JsonRpcMediaType { id, found } => Ok(jsonrpc::wrong_media_type(id, &found)),
     }
@@ -40,6 +44,7 @@ pub(super) async fn post(
 async fn send_message(
     state: &ContractState,
     headers: &HeaderMap,
+    caller: Caller,
     request: SendMessageRequest,
 ) -> Result<Response, ApiError> {
     let streaming = sse::wants_stream(headers);
@@ -56,6 +61,7 @@ async fn send_message(
     turn.history_length = history_length;
     turn.trace = TraceHeaders::from_headers(headers);
     turn.stream = streaming;
+    turn.caller = caller;
     let turns = state.core().turns();
     if streaming {
         let handle = turns.start(turn).await.map_err(|e| refusal(&e))?;
@@ -78,6 +84,9 @@ fn refusal(error: &TurnError) -> ApiError {
             ApiError::RetryLater(error.to_string())
         }
         TurnError::TaskTooLarge(why) => ApiError::TaskTooLarge(why.clone()),
+        TurnError::TaskNotFound(_) | TurnError::ContextNotFound(_) => {
+            ApiError::TaskNotFound(error.to_string())
+        }
         TurnError::UnknownAgent(_) | TurnError::WorkerStopped(_) => {
             ApiError::Internal(error.to_string())
         }

@@ -21,6 +21,7 @@ use serde::Deserialize;
 use super::method::{Answer, read};
 use super::operations;
 use super::{ContractState, sse};
+use crate::identity::Caller;
 
 /// `message/send`'s v0.3 configuration: only what v1 spells differently.
 #[derive(Debug, Default, Deserialize)]
@@ -77,6 +78,7 @@ pub(super) fn is_v03(method: &str) -> bool {
 pub(super) async fn dispatch(
     state: &ContractState,
     headers: &HeaderMap,
+    caller: &Caller,
     request: &JsonRpcRequest,
     id: &JsonRpcId,
 ) -> Result<Answer, A2aError> {
@@ -84,12 +86,12 @@ pub(super) async fn dispatch(
     match request.method.as_str() {
         "message/send" => {
             let send = send_request(params)?;
-            let task = operations::send_message(state, headers, send).await?;
+            let task = operations::send_message(state, headers, caller, send).await?;
             Ok(Answer::Result(a2a_v03::to_value(&task)))
         }
         "message/stream" => {
             let send = send_request(params)?;
-            let (handle, inflight) = operations::start_stream(state, headers, send).await?;
+            let (handle, inflight) = operations::start_stream(state, headers, caller, send).await?;
             let id = id.clone();
             Ok(Answer::Stream(sse::respond_with(
                 handle,
@@ -99,17 +101,18 @@ pub(super) async fn dispatch(
         }
         "tasks/get" => {
             let params: GetTaskRequest = read(params)?;
-            let task = operations::get_task(state, &params).await?;
+            let task = operations::get_task(state, caller, &params).await?;
             Ok(Answer::Result(a2a_v03::to_value(&task)))
         }
         "tasks/cancel" => {
             let params: TaskIdRequest = read(params)?;
-            let task = operations::cancel_task(state, &params.id).await?;
+            let task = operations::cancel_task(state, caller, &params.id).await?;
             Ok(Answer::Result(a2a_v03::to_value(&task)))
         }
         "tasks/resubscribe" => {
             let params: TaskIdRequest = read(params)?;
-            let (task, subscription, inflight) = operations::subscribe(state, &params.id).await?;
+            let (task, subscription, inflight) =
+                operations::subscribe(state, caller, &params.id).await?;
             let id = id.clone();
             Ok(Answer::Stream(sse::respond_to_subscription(
                 task,

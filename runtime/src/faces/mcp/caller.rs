@@ -7,6 +7,7 @@ use rmcp::service::RequestContext;
 use super::Face;
 use crate::agent_loop::Bearer;
 use crate::config::deployment::InstanceScope;
+use crate::identity::Caller;
 use crate::telemetry::TraceHeaders;
 use crate::turns::{ConversationKey, Memory};
 
@@ -28,6 +29,13 @@ pub(super) fn bearer(context: &RequestContext<RoleServer>) -> Bearer {
     parts(context).map_or_else(Bearer::default, |p| Bearer::from_headers(&p.headers))
 }
 
+/// Who is calling, as the endpoint's authentication decided (every request passes it).
+pub(super) fn who(context: &RequestContext<RoleServer>) -> Caller {
+    parts(context)
+        .and_then(|p| p.extensions.get::<Caller>().cloned())
+        .unwrap_or_default()
+}
+
 /// The caller's W3C trace headers.
 pub(super) fn trace(context: &RequestContext<RoleServer>) -> TraceHeaders {
     parts(context).map_or_else(TraceHeaders::default, |p| {
@@ -41,13 +49,15 @@ pub(super) fn conversation(
     face: &Face,
     context: &RequestContext<RoleServer>,
 ) -> Option<ConversationKey> {
-    match face.scope() {
+    let key = match face.scope() {
         InstanceScope::Shared => Some(ConversationKey::mcp_shared(face.name())),
         InstanceScope::Connection => {
             session_id(context).map(|session| ConversationKey::mcp_session(face.name(), session))
         }
         InstanceScope::Request => None,
-    }
+    };
+    // An authenticated caller's conversations are its own, even on a shared agent.
+    key.map(|key| key.owned_by(who(context).conversation_space()))
 }
 
 /// What the turn service keeps for a call of `face`.

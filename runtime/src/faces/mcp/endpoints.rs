@@ -6,11 +6,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Routes;
+use crate::identity::{Identity, Refusal};
 use crate::metrics::Metrics;
 use axum::Router;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::http::header::{ACCEPT, CONTENT_TYPE};
+use axum::http::HeaderValue;
+use axum::http::header::{ACCEPT, CONTENT_TYPE, WWW_AUTHENTICATE};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
@@ -19,29 +21,51 @@ pub const REGISTRY_PATH: &str = "/.well-known/mcp/server.json";
 /// How long an agent waits for each of its `depends_on` agents to answer.
 pub const DEPENDENCY_WAIT: Duration = Duration::from_mins(1);
 
-async fn registry(State(routes): State<Arc<Routes>>) -> Response {
+async fn registry(
+    State((routes, identity)): State<(Arc<Routes>, Identity)>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(refusal) = identity.authenticate(&headers).await {
+        return refused(&refusal);
+    }
     let table = routes.table();
     axum::Json(table.registry().as_ref()).into_response()
 }
 
-async fn metrics_text(State(m): State<Arc<Metrics>>, headers: HeaderMap) -> Response {
+async fn metrics_text(
+    State((m, identity)): State<(Arc<Metrics>, Identity)>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(refusal) = identity.may_read_metrics(&headers).await {
+        return refused(&refusal);
+    }
     let accept = headers.get(ACCEPT).and_then(|v| v.to_str().ok());
     let (kind, text) = m.render_for(accept);
     ([(CONTENT_TYPE, kind)], text).into_response()
 }
 
-/// `GET /.well-known/mcp/server.json`: the agents served as of this request.
-pub fn registry_routes(routes: Arc<Routes>) -> Router {
-    Router::new()
-        .route(REGISTRY_PATH, get(registry))
-        .with_state(routes)
+/// A refusal of a plain-HTTP companion: the status, the `Bearer` challenge, the reason.
+fn refused(refusal: &Refusal) -> Response {
+    let mut response = (refusal.status(), format!("{refusal}\n")).into_response();
+    if let Ok(challenge) = HeaderValue::from_str(&refusal.challenge(None)) {
+        response.headers_mut().insert(WWW_AUTHENTICATE, challenge);
+    }
+    response
 }
 
-/// `GET /metrics`.
-pub fn metrics_routes(m: Arc<Metrics>) -> Router {
+/// `GET /.well-known/mcp/server.json`: the agents served as of this request, to callers
+/// `identity` accepts.
+pub fn registry_routes(routes: Arc<Routes>, identity: Identity) -> Router {
+    Router::new()
+        .route(REGISTRY_PATH, get(registry))
+        .with_state((routes, identity))
+}
+
+/// `GET /metrics`, to whom `METRICS_AUTH` allows.
+pub fn metrics_routes(m: Arc<Metrics>, identity: Identity) -> Router {
     Router::new()
         .route("/metrics", get(metrics_text))
-        .with_state(m)
+        .with_state((m, identity))
 }
 
 /// Why an agent could not start.

@@ -8,6 +8,7 @@
 //! (none). The protocol versions offered stop at 2025-11-25, so modern clients still
 //! `initialize` and get the session that per-connection history needs.
 
+pub mod auth;
 mod caller;
 pub mod endpoints;
 mod handler;
@@ -83,6 +84,11 @@ pub struct ServiceSettings {
     pub allowed_hosts: Vec<String>,
     /// Largest request body (images travel base64 in it).
     pub max_body_bytes: usize,
+    /// The main port's base URL (`PUBLIC_URL`, or the deployment's host and port): endpoints
+    /// are named by it in their protected resource metadata.
+    pub public_base: String,
+    /// The deployment's `host`, which names agents' own ports.
+    pub host: String,
 }
 
 /// The Streamable HTTP service of `face`, its sessions entered in the runtime's session book

@@ -59,7 +59,41 @@ impl Endpoint {
         &self.face
     }
 
-    async fn answer(&self, request: Request) -> Response {
+    /// Answers `request` to this endpoint, named `resource` (its URL) in refusals: who is
+    /// calling is decided first, and only the principal that opened a session may use it.
+    async fn answer(&self, mut request: Request, resource: &str) -> Response {
+        let core = &self.face.core;
+        let caller = match core.identity().authenticate(request.headers()).await {
+            Ok(caller) => caller,
+            Err(refusal) => {
+                tracing::info!(agent = self.face.name(), %refusal, "MCP request refused");
+                return super::auth::refused(&refusal, resource);
+            }
+        };
+        let session = request
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        if let Some(id) = &session
+            && !core.mcp_sessions().open_to(id, &caller)
+        {
+            return super::auth::no_such_session();
+        }
+        request.extensions_mut().insert(caller.clone());
+        let response = self.serve(request).await;
+        if session.is_none()
+            && let Some(opened) = response
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+        {
+            core.mcp_sessions().claim(opened, caller.principal());
+        }
+        response
+    }
+
+    async fn serve(&self, request: Request) -> Response {
         // A POST without a session id opens a session: it needs a place in the runtime's
         // session book, held until its `initialize` is answered (and the session entered).
         let _admission = if opens_session(&request) {
@@ -118,6 +152,16 @@ impl Table {
 
     pub fn registry(&self) -> &Arc<ServerList> {
         &self.registry
+    }
+
+    /// The URL of the main port's endpoint at `path`.
+    pub fn resource_of(&self, path: &str) -> String {
+        format!("{}{path}", self.settings.public_base)
+    }
+
+    /// The URL of the endpoint on own port `port`.
+    pub fn own_port_resource(&self, port: u16) -> String {
+        format!("http://{}:{port}{OWN_PORT_PATH}", self.settings.host)
     }
 
     /// The agents served, by name.
@@ -254,17 +298,23 @@ async fn by_agent(
     Path(agent): Path<String>,
     request: Request,
 ) -> Response {
-    let endpoint = routes.table.load().agent(&agent).cloned();
+    let table = routes.table.load();
+    let endpoint = table.agent(&agent).cloned();
+    let resource = table.resource_of(&super::main_port_path(&agent));
+    drop(table);
     match endpoint {
-        Some(endpoint) => endpoint.answer(request).await,
+        Some(endpoint) => endpoint.answer(request, &resource).await,
         None => no_such_agent(),
     }
 }
 
 async fn by_port(State((routes, port)): State<(Arc<Routes>, u16)>, request: Request) -> Response {
-    let endpoint = routes.table.load().on_port(port).cloned();
+    let table = routes.table.load();
+    let endpoint = table.on_port(port).cloned();
+    let resource = table.own_port_resource(port);
+    drop(table);
     match endpoint {
-        Some(endpoint) => endpoint.answer(request).await,
+        Some(endpoint) => endpoint.answer(request, &resource).await,
         None => no_such_agent(),
     }
 }

@@ -216,6 +216,7 @@ async fn run(
     turn.controls = controls;
     turn.bearer = caller::bearer(context);
     turn.trace = caller::trace(context);
+    turn.caller = caller::who(context);
     // Progress only for a caller that asked for it with a token.
     let reporter = context
         .meta

@@ -39,11 +39,6 @@ impl McpPlan {
 
     /// The routing table for `config`'s deployment, run by `fleet`, not serving yet.
     pub fn prepare(&self, config: &Config, fleet: &Fleet, core: &Core) -> routes::Table {
-        let settings = ServiceSettings {
-            allowed_hosts: allowed_hosts(config),
-            max_body_bytes: usize::try_from(config.limits.max_body_bytes).unwrap_or(usize::MAX),
-        };
-        let faces = super::faces(&config.deployment, fleet, core);
         let addresses = registry::Addresses {
             main_base: config.public_url.clone().map_or_else(
                 || format!("http://{}:{}", config.deployment.host, self.bound.port()),
@@ -51,6 +46,13 @@ impl McpPlan {
             ),
             host: config.deployment.host.clone(),
         };
+        let settings = ServiceSettings {
+            allowed_hosts: allowed_hosts(config),
+            max_body_bytes: usize::try_from(config.limits.max_body_bytes).unwrap_or(usize::MAX),
+            public_base: addresses.main_base.clone(),
+            host: addresses.host.clone(),
+        };
+        let faces = super::faces(&config.deployment, fleet, core);
         let served: Vec<&AgentDef> = faces.iter().map(|f| &f.def).collect();
         let updated_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let document = registry::document(&config.deployment, &served, &addresses, &updated_at);

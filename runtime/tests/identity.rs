@@ -1,0 +1,784 @@
+//! Identity end to end, on the real runtime binary and a real OpenID provider (the test kit's,
+//! whose tokens joserfc signs): hostile credentials are refused on every binding and face and
+//! leave the process unharmed; tasks, contexts and MCP sessions belong to the principal (and
+//! tenant) that made them, on one replica and across two on NATS KV; keys rotate and the
+//! provider goes down without stopping anyone who holds a good token; API keys reload on
+//! SIGHUP; and no log line ever carries a token or a key.
+
+use std::time::Duration;
+
+use daedalus_test_kit::a2a_client::{id_of, state_of};
+use daedalus_test_kit::{A2aClient, Alg, OidcProvider, unix_now, wait_until};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use support::process::{Runtime, RuntimeBuilder, runtime};
+
+mod support;
+
+const AGENT: &str = "proc-test";
+const INPUT_REQUIRED: &str = "TASK_STATE_INPUT_REQUIRED";
+const COMPLETED: &str = "TASK_STATE_COMPLETED";
+
+/// A runtime checking tokens of `provider` (admins hold `admin`, the tenant is the `tenant`
+/// claim), logging everything.
+fn guarded(provider: &OidcProvider) -> RuntimeBuilder {
+    runtime()
+        .env("AUTH_ISSUER", provider.issuer())
+        .env("AUTH_AUDIENCE", daedalus_test_kit::AUDIENCE)
+        .env("AUTH_ADMIN_SCOPE", "admin")
+        .env("AUTH_TENANT_CLAIM", "tenant")
+        .env("LOG_LEVEL", "debug")
+}
+
+/// One request a hostile caller tries: method, path, extra headers, body.
+struct Probe {
+    method: reqwest::Method,
+    path: &'static str,
+    a2a: bool,
+    body: Option<Value>,
+}
+
+fn jsonrpc(method: &str, params: &Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+}
+
+fn message(text: &str) -> Value {
+    json!({"messageId": format!("m-{}", unix_now()), "role": "ROLE_USER", "parts": [{"text": text}]})
+}
+
+/// Every way in: the contract binding, JSON-RPC (v1 and v0.3), HTTP+JSON (with and without a
+/// tenant), SSE, the MCP face and the registry.
+fn probes() -> Vec<Probe> {
+    use reqwest::Method;
+    let post = |path, a2a, body| Probe {
+        method: Method::POST,
+        path,
+        a2a,
+        body: Some(body),
+    };
+    let get = |path| Probe {
+        method: Method::GET,
+        path,
+        a2a: true,
+        body: None,
+    };
+    vec![
+        post(
+            "/",
+            false,
+            json!({"message": {"messageId": "m-1", "role": "user", "parts": [{"kind": "text", "text": "hi"}]}}),
+        ),
+        post(
+            "/",
+            true,
+            jsonrpc("SendMessage", &json!({"message": message("hi")})),
+        ),
+        post(
+            "/",
+            true,
+            jsonrpc("SendStreamingMessage", &json!({"message": message("hi")})),
+        ),
+        post("/", true, jsonrpc("GetTask", &json!({"id": "t-1"}))),
+        post("/", true, jsonrpc("ListTasks", &json!({}))),
+        post("/", true, jsonrpc("CancelTask", &json!({"id": "t-1"}))),
+        post("/", true, jsonrpc("SubscribeToTask", &json!({"id": "t-1"}))),
+        post("/", true, jsonrpc("GetExtendedAgentCard", &json!({}))),
+        post(
+            "/",
+            false,
+            jsonrpc(
+                "message/send",
+                &json!({"message": {"messageId": "m", "role": "user", "parts": [{"kind": "text", "text": "hi"}]}}),
+            ),
+        ),
+        post(
+            "/a2a/rest/message:send",
+            true,
+            json!({"message": message("hi")}),
+        ),
+        post(
+            "/a2a/rest/message:stream",
+            true,
+            json!({"message": message("hi")}),
+        ),
+        get("/a2a/rest/tasks"),
+        get("/a2a/rest/acme/tasks"),
+        get("/a2a/rest/tasks/t-1"),
+        post("/a2a/rest/tasks/t-1:cancel", true, json!({})),
+        get("/a2a/rest/tasks/t-1:subscribe"),
+        get("/a2a/rest/extendedAgentCard"),
+        post(
+            "/agents/proc-test/mcp",
+            false,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}}),
+        ),
+        Probe {
+            method: Method::GET,
+            path: "/.well-known/mcp/server.json",
+            a2a: false,
+            body: None,
+        },
+    ]
+}
+
+/// `probe` sent with `authorization` (the whole header value, if any).
+async fn send(
+    http: &reqwest::Client,
+    rt: &Runtime,
+    probe: &Probe,
+    authorization: Option<&str>,
+) -> reqwest::Response {
+    let mut request = http
+        .request(probe.method.clone(), rt.url(probe.path))
+        .header("accept", "application/json, text/event-stream");
+    if probe.a2a {
+        request = request.header("A2A-Version", "1.0");
+    }
+    if let Some(value) = authorization {
+        request = request.header("authorization", value);
+    }
+    if let Some(body) = &probe.body {
+        request = request.json(body);
+    }
+    request.send().await.expect("the runtime answers")
+}
+
+/// Every hostile credential a caller can present, by name.
+async fn hostile_credentials(provider: &OidcProvider) -> Vec<(&'static str, Option<String>)> {
+    let now = unix_now();
+    let mut expired = provider.claims("mallory", "a2a");
+    expired["exp"] = json!(now - 600);
+    expired["iat"] = json!(now - 900);
+    expired["nbf"] = json!(now - 900);
+    let mut early = provider.claims("mallory", "a2a");
+    early["nbf"] = json!(now + 600);
+    let mut issuer = provider.claims("mallory", "a2a");
+    issuer["iss"] = json!("https://evil.example");
+    let mut audience = provider.claims("mallory", "a2a");
+    audience["aud"] = json!("someone-else");
+    let good = provider.claims("mallory", "a2a");
+    let signed = provider.token_for("mallory").await;
+    let (head, rest) = signed.split_once('.').expect("a JWT");
+    let tampered = format!(
+        "{head}.{}.{}",
+        base64_json(
+            &json!({"iss": provider.issuer(), "sub": "root", "aud": daedalus_test_kit::AUDIENCE, "exp": now + 300, "scope": "admin"})
+        ),
+        rest.rsplit('.').next().expect("a signature")
+    );
+    vec![
+        ("none", None),
+        ("empty bearer", Some("Bearer ".to_owned())),
+        ("basic", Some("Basic bWFsbG9yeTpzZWNyZXQ=".to_owned())),
+        ("garbage", Some("Bearer not-a-token".to_owned())),
+        ("malformed", Some("Bearer a.b.c".to_owned())),
+        (
+            "huge",
+            Some(format!(
+                "Bearer {}.{}.x",
+                "A".repeat(20_000),
+                "B".repeat(20_000)
+            )),
+        ),
+        (
+            "expired",
+            Some(format!(
+                "Bearer {}",
+                provider.mint(expired, Alg::Rs256, None).await
+            )),
+        ),
+        (
+            "not yet valid",
+            Some(format!(
+                "Bearer {}",
+                provider.mint(early, Alg::Es256, None).await
+            )),
+        ),
+        (
+            "wrong issuer",
+            Some(format!(
+                "Bearer {}",
+                provider.mint(issuer, Alg::Rs256, None).await
+            )),
+        ),
+        (
+            "wrong audience",
+            Some(format!(
+                "Bearer {}",
+                provider.mint(audience, Alg::EdDsa, None).await
+            )),
+        ),
+        (
+            "alg none",
+            Some(format!(
+                "Bearer {}",
+                provider.forge(good.clone(), "none").await
+            )),
+        ),
+        (
+            "hmac with the public key",
+            Some(format!(
+                "Bearer {}",
+                provider.forge(good.clone(), "hmac").await
+            )),
+        ),
+        (
+            "unknown kid",
+            Some(format!(
+                "Bearer {}",
+                provider
+                    .mint(good, Alg::Rs256, Some("kid-nobody-published"))
+                    .await
+            )),
+        ),
+        ("tampered claims", Some(format!("Bearer {tampered}"))),
+    ]
+}
+
+fn base64_json(value: &Value) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(serde_json::to_vec(value).expect("JSON"))
+}
+
+#[tokio::test]
+async fn hostile_credentials_are_refused_on_every_binding_and_face_and_harm_nothing() {
+    let provider = OidcProvider::start();
+    let rt = guarded(&provider).start();
+    let http = reqwest::Client::new();
+    let credentials = hostile_credentials(&provider).await;
+    let mut refused = 0;
+    for (name, credential) in &credentials {
+        for probe in probes() {
+            let response = send(&http, &rt, &probe, credential.as_deref()).await;
+            assert_eq!(
+                response.status(),
+                StatusCode::UNAUTHORIZED,
+                "{name}: {} {}",
+                probe.method,
+                probe.path
+            );
+            let challenge = response
+                .headers()
+                .get("www-authenticate")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            assert!(
+                challenge.starts_with("Bearer "),
+                "{name}: {} {}: {challenge:?}",
+                probe.method,
+                probe.path
+            );
+            if probe.path.ends_with("/mcp") {
+                assert!(
+                    challenge.contains("resource_metadata=\""),
+                    "{name}: {challenge}"
+                );
+            }
+            if credential.is_some() && !matches!(*name, "empty bearer" | "basic") {
+                assert!(
+                    challenge.contains("error=\"invalid_token\""),
+                    "{name}: {challenge}"
+                );
+            }
+            refused += 1;
+        }
+    }
+    assert_eq!(refused, credentials.len() * probes().len());
+
+    // Open: liveness and the public card, which says how to authenticate.
+    let health = http.get(rt.url("/health")).send().await.expect("answers");
+    assert_eq!(health.status(), StatusCode::OK);
+    let card: Value = http
+        .get(rt.url("/.well-known/agent-card.json"))
+        .send()
+        .await
+        .expect("answers")
+        .json()
+        .await
+        .expect("a card");
+    assert_eq!(
+        card["securitySchemes"]["oidc"]["openIdConnectSecurityScheme"]["openIdConnectUrl"],
+        format!("{}/.well-known/openid-configuration", provider.issuer())
+    );
+    assert_eq!(
+        card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
+        "Bearer"
+    );
+    assert!(
+        card["securityRequirements"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty())
+    );
+
+    // The process is unharmed: a good token is served on every binding.
+    let alice = A2aClient::new(rt.url("/")).with_bearer(provider.token_for("alice").await);
+    assert_eq!(state_of(&alice.run_task("hello").await), COMPLETED);
+    for probe in probes() {
+        let token = provider.token_for("alice").await;
+        let response = send(&http, &rt, &probe, Some(&format!("Bearer {token}"))).await;
+        assert!(
+            !matches!(
+                response.status(),
+                StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN
+            ),
+            "a good token on {} {}: {}",
+            probe.method,
+            probe.path,
+            response.status()
+        );
+    }
+}
+
+#[tokio::test]
+async fn another_principal_can_neither_see_list_cancel_subscribe_to_nor_continue_a_task() {
+    let provider = OidcProvider::start();
+    let rt = guarded(&provider).start();
+    let alice = A2aClient::new(rt.url("/")).with_bearer(provider.token_for("alice").await);
+    let bob = A2aClient::new(rt.url("/")).with_bearer(provider.token_for("bob").await);
+    let mut admin_claims = provider.claims("root", "a2a admin");
+    admin_claims["sub"] = json!("root");
+    let admin = A2aClient::new(rt.url("/"))
+        .with_bearer(provider.mint(admin_claims, Alg::EdDsa, None).await);
+
+    let task = alice.run_task("***INPUT which colour?").await;
+    assert_eq!(state_of(&task), INPUT_REQUIRED);
+    let id = id_of(&task);
+    let context = task["contextId"].as_str().expect("a context").to_owned();
+
+    let not_found = Some("TASK_NOT_FOUND".to_owned());
+    assert_eq!(bob.refusal("GetTask", json!({"id": id})).await, not_found);
+    assert_eq!(
+        bob.refusal("CancelTask", json!({"id": id})).await,
+        not_found
+    );
+    assert_eq!(
+        bob.refusal("SubscribeToTask", json!({"id": id})).await,
+        not_found
+    );
+    let continued = bob.send_to_task(&id, "red").await;
+    assert_eq!(
+        continued["error"]["data"][0]["reason"], "TASK_NOT_FOUND",
+        "{continued}"
+    );
+    let in_context = bob.send_in_context(&context, "what did alice say?").await;
+    assert_eq!(
+        in_context["error"]["data"][0]["reason"], "TASK_NOT_FOUND",
+        "{in_context}"
+    );
+    assert!(!bob.list_states().await.contains_key(&id));
+    let http = reqwest::Client::new();
+    let rest = http
+        .get(rt.url(&format!("/a2a/rest/tasks/{id}")))
+        .header("A2A-Version", "1.0")
+        .bearer_auth(provider.token_for("bob").await)
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(rest.status(), StatusCode::NOT_FOUND);
+
+    // Bob's refusals changed nothing: the task is alice's, still waiting for her answer.
+    assert_eq!(alice.state_of(&id).await, INPUT_REQUIRED);
+    assert_eq!(
+        alice.list_states().await.get(&id).map(String::as_str),
+        Some(INPUT_REQUIRED)
+    );
+    // An admin of the tenant sees it; alice continues it.
+    assert_eq!(admin.state_of(&id).await, INPUT_REQUIRED);
+    assert_eq!(state_of(&alice.continue_task(&id, "red").await), COMPLETED);
+    // A context of alice's stays hers for new tasks too.
+    let again = alice.send_in_context(&context, "and again").await;
+    assert!(again.get("result").is_some(), "{again}");
+}
+
+#[tokio::test]
+async fn tenants_never_see_each_other_and_a_path_tenant_must_match_the_token() {
+    let provider = OidcProvider::start();
+    let rt = guarded(&provider).start();
+    let acme =
+        A2aClient::new(rt.url("/")).with_bearer(provider.token_in_tenant("alice", "acme").await);
+    // The same subject in another tenant is someone else.
+    let other =
+        A2aClient::new(rt.url("/")).with_bearer(provider.token_in_tenant("alice", "other").await);
+    let mut admin_claims = provider.claims("root", "a2a admin");
+    admin_claims["tenant"] = json!("other");
+    let other_admin = A2aClient::new(rt.url("/"))
+        .with_bearer(provider.mint(admin_claims, Alg::Rs256, None).await);
+
+    let id = id_of(&acme.run_task("***INPUT acme only").await);
+    assert_eq!(acme.state_of(&id).await, INPUT_REQUIRED);
+    assert_eq!(other.get(&id).await, None);
+    assert_eq!(
+        other_admin.get(&id).await,
+        None,
+        "an admin sees its own tenant only"
+    );
+    assert!(!other.list_states().await.contains_key(&id));
+
+    let http = reqwest::Client::new();
+    let acme_token = provider.token_in_tenant("alice", "acme").await;
+    let get = |path: String, token: String| {
+        let http = http.clone();
+        let url = rt.url(&path);
+        async move {
+            http.get(url)
+                .header("A2A-Version", "1.0")
+                .bearer_auth(token)
+                .send()
+                .await
+                .expect("answers")
+        }
+    };
+    let own = get(format!("/a2a/rest/acme/tasks/{id}"), acme_token.clone()).await;
+    assert_eq!(own.status(), StatusCode::OK);
+    let elsewhere = get(format!("/a2a/rest/other/tasks/{id}"), acme_token).await;
+    assert_eq!(elsewhere.status(), StatusCode::FORBIDDEN);
+    // A token without a tenant takes the path's, and sees only that tenant's own tasks.
+    let untenanted = provider.token_for("alice").await;
+    let through_path = get(format!("/a2a/rest/acme/tasks/{id}"), untenanted.clone()).await;
+    assert_eq!(
+        through_path.status(),
+        StatusCode::OK,
+        "alice in tenant acme by path is the owner"
+    );
+    let without = get(format!("/a2a/rest/tasks/{id}"), untenanted).await;
+    assert_eq!(without.status(), StatusCode::NOT_FOUND);
+}
+
+/// Opens an MCP session as `token`: its id.
+async fn open_session(http: &reqwest::Client, url: &str, token: &str) -> String {
+    let response = http
+        .post(url)
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "identity-test", "version": "1"}}}),
+        )
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(response.status(), StatusCode::OK);
+    response.headers()["mcp-session-id"]
+        .to_str()
+        .expect("ascii")
+        .to_owned()
+}
+
+async fn in_session(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    session: &str,
+    body: Value,
+) -> reqwest::Response {
+    http.post(url)
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&body)
+        .send()
+        .await
+        .expect("answers")
+}
+
+#[tokio::test]
+async fn an_mcp_session_belongs_to_whoever_opened_it() {
+    let provider = OidcProvider::start();
+    let rt = guarded(&provider).start();
+    let http = reqwest::Client::new();
+    let url = rt.url(&format!("/agents/{AGENT}/mcp"));
+    let alice = provider.token_for("alice").await;
+    let bob = provider.token_for("bob").await;
+    let session = open_session(&http, &url, &alice).await;
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let done = in_session(&http, &url, &alice, &session, initialized).await;
+    assert!(done.status().is_success(), "{}", done.status());
+
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let stolen = in_session(&http, &url, &bob, &session, list.clone()).await;
+    assert_eq!(stolen.status(), StatusCode::NOT_FOUND);
+    let own = in_session(&http, &url, &alice, &session, list).await;
+    assert_eq!(own.status(), StatusCode::OK);
+
+    // Unauthenticated, the challenge names the endpoint's protected resource metadata.
+    let anonymous = http
+        .post(&url)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+    let challenge = anonymous.headers()["www-authenticate"]
+        .to_str()
+        .expect("ascii");
+    let metadata_url = challenge
+        .split("resource_metadata=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a metadata URL")
+        .to_owned();
+    assert!(
+        metadata_url.ends_with(&format!(
+            "/.well-known/oauth-protected-resource/agents/{AGENT}/mcp"
+        )),
+        "{metadata_url}"
+    );
+    let metadata: Value = http
+        .get(rt.url(&format!(
+            "/.well-known/oauth-protected-resource/agents/{AGENT}/mcp"
+        )))
+        .send()
+        .await
+        .expect("answers")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(metadata["authorization_servers"][0], provider.issuer());
+    assert!(
+        metadata["resource"]
+            .as_str()
+            .is_some_and(|r| r.ends_with(&format!("/agents/{AGENT}/mcp"))),
+        "{metadata}"
+    );
+}
+
+#[tokio::test]
+async fn keys_rotate_while_tasks_run_and_a_provider_that_is_down_stops_no_known_key() {
+    let provider = OidcProvider::start();
+    let rt = guarded(&provider).start();
+    let alice = A2aClient::new(rt.url("/")).with_bearer(provider.token_for("alice").await);
+    let running = alice.start_task("***SLEEP 2s finished").await;
+
+    provider.rotate(false).await;
+    let rotated = A2aClient::new(rt.url("/")).with_bearer(provider.token_for("alice").await);
+    assert!(
+        rotated.get(&running).await.is_some(),
+        "a token signed with the new key is accepted at once"
+    );
+    let stats = provider.stats().await;
+    wait_until("the task finishes", Duration::from_secs(10), || async {
+        rotated.state_of(&running).await == COMPLETED
+    })
+    .await;
+
+    // The provider goes down: keys already fetched keep working; a new key fails closed.
+    provider.pause().await;
+    let cached = A2aClient::new(rt.url("/")).with_bearer(provider.token_for("alice").await);
+    assert_eq!(state_of(&cached.run_task("still here").await), COMPLETED);
+    provider.rotate(false).await;
+    let unseen = A2aClient::new(rt.url("/")).with_bearer(provider.token_for("alice").await);
+    let refused = unseen.send_raw("GetTask", json!({"id": running})).await;
+    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    provider.resume().await;
+    wait_until(
+        "the new key is fetched",
+        Duration::from_secs(10),
+        || async { unseen.get(&running).await.is_some() },
+    )
+    .await;
+    // Unknown kids refetch, but not on every request.
+    let hammer = hostile_unknown_kid(&provider, rt.url("/")).await;
+    for _ in 0..50 {
+        let response = hammer.send_raw("ListTasks", json!({})).await;
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    }
+    let after = provider.stats().await;
+    let fetched = after["jwks"].as_u64().unwrap_or(0) - stats["jwks"].as_u64().unwrap_or(0);
+    assert!(
+        fetched < 20,
+        "50 unknown kids fetched the keys {fetched} times"
+    );
+}
+
+async fn hostile_unknown_kid(provider: &OidcProvider, url: String) -> A2aClient {
+    let token = provider
+        .mint(
+            provider.claims("mallory", "a2a"),
+            Alg::Rs256,
+            Some("kid-unknown"),
+        )
+        .await;
+    A2aClient::new(url).with_bearer(token)
+}
+
+#[tokio::test]
+async fn ownership_travels_with_the_task_across_replicas_on_nats_kv() {
+    let provider = OidcProvider::start();
+    let nats = daedalus_test_kit::NatsServer::start();
+    let tasks_db = format!("{}/owned-tasks", nats.url());
+    let replica = |name: &str| {
+        guarded(&provider)
+            .env("TASKS_DB", &tasks_db)
+            .env("REPLICA_ID", name)
+            .env("REPLICA_LEASE", "2s")
+            .start()
+    };
+    let (a, b) = (replica("a"), replica("b"));
+    let alice_token = provider.token_for("alice").await;
+    let bob_token = provider.token_for("bob").await;
+    let alice_on_a = A2aClient::new(a.url("/")).with_bearer(alice_token.clone());
+    let alice_on_b = A2aClient::new(b.url("/")).with_bearer(alice_token);
+    let bob_on_b = A2aClient::new(b.url("/")).with_bearer(bob_token.clone());
+    let bob_on_a = A2aClient::new(a.url("/")).with_bearer(bob_token);
+
+    let task = alice_on_a.run_task("***INPUT which replica?").await;
+    let id = id_of(&task);
+    let context = task["contextId"].as_str().expect("a context").to_owned();
+    wait_until("B sees alice's task", Duration::from_secs(10), || async {
+        alice_on_b.state_of(&id).await == INPUT_REQUIRED
+    })
+    .await;
+    let not_found = Some("TASK_NOT_FOUND".to_owned());
+    for bob in [&bob_on_a, &bob_on_b] {
+        assert_eq!(bob.refusal("GetTask", json!({"id": id})).await, not_found);
+        assert_eq!(
+            bob.refusal("CancelTask", json!({"id": id})).await,
+            not_found
+        );
+        assert_eq!(
+            bob.refusal("SubscribeToTask", json!({"id": id})).await,
+            not_found
+        );
+        assert!(!bob.list_states().await.contains_key(&id));
+        let stolen = bob.send_to_task(&id, "mine now").await;
+        assert_eq!(
+            stolen["error"]["data"][0]["reason"], "TASK_NOT_FOUND",
+            "{stolen}"
+        );
+        let context_stolen = bob.send_in_context(&context, "tell me").await;
+        assert_eq!(
+            context_stolen["error"]["data"][0]["reason"], "TASK_NOT_FOUND",
+            "{context_stolen}"
+        );
+    }
+    assert!(alice_on_b.list_states().await.contains_key(&id));
+    // Alice answers through B; the task ends hers on both.
+    assert_eq!(
+        state_of(&alice_on_b.continue_task(&id, "b").await),
+        COMPLETED
+    );
+    assert_eq!(alice_on_a.state_of(&id).await, COMPLETED);
+    assert_eq!(bob_on_a.get(&id).await, None);
+}
+
+/// `keys` (key, principal, tenant) as an API key file: SHA-256 hashes only.
+fn api_key_file(path: &std::path::Path, keys: &[(&str, &str, &str)]) {
+    use std::fmt::Write;
+    let mut text = String::from("keys:\n");
+    for (key, principal, tenant) in keys {
+        let hash = daedalus_runtime::identity::api_keys::hash_hex(key);
+        let _ = write!(
+            text,
+            "  - sha256: {hash}\n    principal: {principal}\n    tenant: {tenant}\n    scopes: [a2a]\n"
+        );
+    }
+    std::fs::write(path, text).expect("the key file is written");
+}
+
+#[tokio::test]
+async fn api_keys_name_their_holder_and_reload_on_sighup() {
+    let dir = tempfile::tempdir().expect("a dir");
+    let keys = dir.path().join("api-keys.yaml");
+    api_key_file(&keys, &[("key-of-ci", "ci-bot", "acme")]);
+    let rt = runtime()
+        .env("AUTH_API_KEYS_FILE", keys.to_str().expect("utf-8"))
+        .env("LOG_LEVEL", "debug")
+        .start();
+    let http = reqwest::Client::new();
+    let with_key = |key: &'static str| {
+        let http = http.clone();
+        let url = rt.url("/a2a/rest/tasks");
+        async move {
+            http.get(url)
+                .header("A2A-Version", "1.0")
+                .header("X-API-Key", key)
+                .send()
+                .await
+                .expect("answers")
+                .status()
+        }
+    };
+    assert_eq!(with_key("key-of-ci").await, StatusCode::OK);
+    assert_eq!(with_key("key-of-nobody").await, StatusCode::UNAUTHORIZED);
+    let as_bearer = A2aClient::new(rt.url("/")).with_bearer("key-of-ci");
+    let task = as_bearer.run_task("***INPUT keyed").await;
+    let id = id_of(&task);
+
+    // The key is rotated: the old one stops working, the new one names the same principal.
+    api_key_file(&keys, &[("key-of-ci-2", "ci-bot", "acme")]);
+    rt.signal("HUP");
+    wait_until("the new key works", Duration::from_secs(10), || async {
+        with_key("key-of-ci-2").await == StatusCode::OK
+    })
+    .await;
+    assert_eq!(with_key("key-of-ci").await, StatusCode::UNAUTHORIZED);
+    let rotated = A2aClient::new(rt.url("/")).with_bearer("key-of-ci-2");
+    assert_eq!(
+        rotated.state_of(&id).await,
+        INPUT_REQUIRED,
+        "the same principal"
+    );
+
+    // A broken file keeps the keys loaded.
+    std::fs::write(&keys, "keys: [ {").expect("written");
+    rt.signal("HUP");
+    rt.wait_for_log(Duration::from_secs(10), |l| {
+        l["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("reload refused"))
+    });
+    assert_eq!(with_key("key-of-ci-2").await, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn no_log_line_carries_a_token_or_a_key() {
+    let provider = OidcProvider::start();
+    let dir = tempfile::tempdir().expect("a dir");
+    let keys = dir.path().join("api-keys.yaml");
+    api_key_file(&keys, &[("secret-api-key-123", "ci-bot", "acme")]);
+    let rt = guarded(&provider)
+        .env("AUTH_API_KEYS_FILE", keys.to_str().expect("utf-8"))
+        .start();
+    let http = reqwest::Client::new();
+    let mut secrets = vec![
+        "secret-api-key-123".to_owned(),
+        "wrong-api-key-456".to_owned(),
+    ];
+    let good = provider.token_for("alice").await;
+    secrets.push(good.clone());
+    for (_, credential) in hostile_credentials(&provider).await {
+        if let Some(value) = credential {
+            let token = value.trim_start_matches("Bearer ").to_owned();
+            if token.len() > 8 && !token.starts_with("bWFsbG9y") {
+                secrets.push(token);
+            }
+            for probe in probes() {
+                send(&http, &rt, &probe, Some(&value)).await;
+            }
+        }
+    }
+    for key in ["secret-api-key-123", "wrong-api-key-456"] {
+        for probe in probes() {
+            send(&http, &rt, &probe, Some(&format!("Bearer {key}"))).await;
+        }
+    }
+    let alice = A2aClient::new(rt.url("/")).with_bearer(good);
+    assert_eq!(state_of(&alice.run_task("hello").await), COMPLETED);
+    let logs = rt.drain_logs();
+    assert!(logs.len() > 10, "the runtime logged at debug");
+    for line in &logs {
+        let text = line.to_string();
+        for secret in &secrets {
+            // Any 24-character piece of a token would do to replay or recognise it.
+            let piece = &secret[secret.len().saturating_sub(24)..];
+            assert!(
+                !text.contains(piece),
+                "a log line carries a credential: {text}"
+            );
+        }
+    }
+}
