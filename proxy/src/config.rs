@@ -1,6 +1,7 @@
 //! The proxy's configuration: flags with environment fallbacks, parsed and validated before
 //! anything connects. [`Launch::from_sources`] is a pure function of its inputs.
 
+use daedalus_contract::credentials::{CredentialSource, OAuthClient, Secret as CredentialSecret};
 use std::ffi::OsString;
 use std::fmt;
 use std::net::SocketAddr;
@@ -106,11 +107,45 @@ struct Cli {
     /// Log format: json or text.
     #[arg(long, env = "LOG_FORMAT", global = true, default_value = "json")]
     log_format: LogFormat,
+    #[command(flatten)]
+    runtime_auth: RuntimeAuthArgs,
     /// Print the resolved configuration (secrets masked) and exit.
     #[arg(long)]
     check_config: bool,
     #[command(subcommand)]
     command: Option<Command>,
+}
+
+/// The proxy's own credential for a runtime that requires a caller: a token file, or an
+/// OAuth2 client-credentials grant.
+#[derive(Debug, Args)]
+struct RuntimeAuthArgs {
+    /// A file holding the bearer token to present to the runtime (read again when it changes).
+    #[arg(long, env = "RUNTIME_TOKEN_FILE", global = true)]
+    runtime_token_file: Option<PathBuf>,
+    /// The token endpoint of an OAuth2 client-credentials grant for the runtime.
+    #[arg(long, env = "RUNTIME_TOKEN_URL", global = true)]
+    runtime_token_url: Option<String>,
+    /// The proxy's client id at that endpoint.
+    #[arg(long, env = "RUNTIME_CLIENT_ID", global = true)]
+    runtime_client_id: Option<String>,
+    /// Its client secret.
+    #[arg(
+        long,
+        env = "RUNTIME_CLIENT_SECRET",
+        global = true,
+        hide_env_values = true
+    )]
+    runtime_client_secret: Option<String>,
+    /// Its client secret, from a file.
+    #[arg(long, env = "RUNTIME_CLIENT_SECRET_FILE", global = true)]
+    runtime_client_secret_file: Option<PathBuf>,
+    /// Scopes to ask for (space-separated).
+    #[arg(long, env = "RUNTIME_SCOPE", global = true)]
+    runtime_scope: Option<String>,
+    /// The audience to ask for (the runtime's AUTH_AUDIENCE).
+    #[arg(long, env = "RUNTIME_AUDIENCE", global = true)]
+    runtime_audience: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -332,6 +367,9 @@ pub struct ProxyConfig {
     /// Spans are exported over OTLP (the standard `OTEL_*` variables ask for it). Without it
     /// the proxy makes no per-step spans and its trace ids without OpenTelemetry.
     pub export_spans: bool,
+    /// The credential the proxy presents to a runtime that requires a caller (secrets masked
+    /// when printed).
+    pub runtime_credential: Option<CredentialSource>,
 }
 
 /// What `daedalus-proxy publish` was asked to do.
@@ -386,22 +424,7 @@ impl Launch {
             results_max_age: cli.streams.results_max_age,
             replicas: cli.streams.stream_replicas,
         };
-        for (name, id, flag) in [
-            (&streams.tasks, "tasks_stream", "--tasks-stream"),
-            (&streams.results, "results_stream", "--results-stream"),
-            (
-                &streams.deadletter,
-                "deadletter_stream",
-                "--deadletter-stream",
-            ),
-        ] {
-            if !subjects::is_token(name, 255) {
-                return Err(ConfigError::invalid(
-                    &key(id, flag),
-                    format!("{name:?} is not a stream name"),
-                ));
-            }
-        }
+        check_stream_names(&streams, &key)?;
         tracing_subscriber::EnvFilter::try_new(&cli.log_level).map_err(|e| {
             ConfigError::invalid(
                 &key("log_level", "--log-level"),
@@ -517,6 +540,7 @@ impl Launch {
             log_level: cli.log_level,
             log_format: cli.log_format,
             export_spans: daedalus_contract::telemetry::exports(env),
+            runtime_credential: runtime_credential(&cli.runtime_auth, &key)?,
         };
         Ok(if cli.check_config {
             Launch::CheckConfig(config)
@@ -602,6 +626,120 @@ fn reply_prefixes(list: &str, key: &str) -> Result<Vec<String>, ConfigError> {
                 .map_err(|why| ConfigError::invalid(key, format!("{p:?}: {why}")))
         })
         .collect()
+}
+
+/// Every stream name is one NATS subject token.
+fn check_stream_names(
+    streams: &StreamsConfig,
+    key: &dyn Fn(&str, &str) -> String,
+) -> Result<(), ConfigError> {
+    for (name, id, flag) in [
+        (&streams.tasks, "tasks_stream", "--tasks-stream"),
+        (&streams.results, "results_stream", "--results-stream"),
+        (
+            &streams.deadletter,
+            "deadletter_stream",
+            "--deadletter-stream",
+        ),
+    ] {
+        if !subjects::is_token(name, 255) {
+            return Err(ConfigError::invalid(
+                &key(id, flag),
+                format!("{name:?} is not a stream name"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The proxy's credential for the runtime, from its flags: a token file, or a whole
+/// client-credentials grant (token URL, client id, and one secret), never both.
+fn runtime_credential(
+    args: &RuntimeAuthArgs,
+    key: &dyn Fn(&str, &str) -> String,
+) -> Result<Option<CredentialSource>, ConfigError> {
+    let grant_named = args.runtime_token_url.is_some()
+        || args.runtime_client_id.is_some()
+        || args.runtime_client_secret.is_some()
+        || args.runtime_client_secret_file.is_some();
+    if let Some(file) = &args.runtime_token_file {
+        if grant_named {
+            return Err(ConfigError::invalid(
+                &key("runtime_token_file", "--runtime-token-file"),
+                "names a token file and a client-credentials grant too; keep one",
+            ));
+        }
+        return Ok(Some(CredentialSource::TokenFile(file.clone())));
+    }
+    if !grant_named {
+        return Ok(None);
+    }
+    let required = |value: &Option<String>, id: &str, flag: &str| {
+        value
+            .clone()
+            .filter(|v| !v.trim().is_empty())
+            .ok_or_else(|| {
+                ConfigError::invalid(
+                    &key(id, flag),
+                    "is required for the proxy's client-credentials grant",
+                )
+            })
+    };
+    let token_url = required(
+        &args.runtime_token_url,
+        "runtime_token_url",
+        "--runtime-token-url",
+    )?;
+    if !(token_url.starts_with("https://") || token_url.starts_with("http://")) {
+        return Err(ConfigError::invalid(
+            &key("runtime_token_url", "--runtime-token-url"),
+            format!(
+                "{} is not an http(s) URL",
+                daedalus_contract::redact::redact_url(&token_url)
+            ),
+        ));
+    }
+    let client_id = required(
+        &args.runtime_client_id,
+        "runtime_client_id",
+        "--runtime-client-id",
+    )?;
+    let secret = match (
+        &args.runtime_client_secret,
+        &args.runtime_client_secret_file,
+    ) {
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::invalid(
+                &key("runtime_client_secret", "--runtime-client-secret"),
+                "and RUNTIME_CLIENT_SECRET_FILE both name the secret; keep one",
+            ));
+        }
+        (Some(secret), None) => secret.clone(),
+        (None, Some(file)) => std::fs::read_to_string(file)
+            .map(|s| s.trim().to_owned())
+            .map_err(|e| {
+                ConfigError::invalid(
+                    &key("runtime_client_secret_file", "--runtime-client-secret-file"),
+                    format!("cannot read {}: {e}", file.display()),
+                )
+            })?,
+        (None, None) => {
+            return Err(ConfigError::invalid(
+                &key("runtime_client_secret", "--runtime-client-secret"),
+                "is required for the proxy's client-credentials grant (or RUNTIME_CLIENT_SECRET_FILE)",
+            ));
+        }
+    };
+    Ok(Some(CredentialSource::ClientCredentials(OAuthClient {
+        token_url,
+        client_id,
+        client_secret: CredentialSecret::new(secret),
+        scope: args.runtime_scope.clone().filter(|s| !s.trim().is_empty()),
+        audience: args
+            .runtime_audience
+            .clone()
+            .filter(|s| !s.trim().is_empty()),
+    })))
 }
 
 fn masked_url<S: Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {

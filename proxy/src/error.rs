@@ -15,6 +15,12 @@ pub enum ProxyError {
     Runtime(#[from] RuntimeCheckError),
     #[error(transparent)]
     Startup(#[from] StartupError),
+    /// The runtime will not take the proxy as a caller.
+    #[error("startup stopped {step}: {source}", step = Step::RuntimeCredential)]
+    RuntimeCredential {
+        #[from]
+        source: crate::forward::http::CredentialCheckError,
+    },
 }
 
 /// A step of startup.
@@ -26,6 +32,7 @@ pub enum Step {
     RuntimeHealthy,
     AgentCard,
     Manifest,
+    RuntimeCredential,
 }
 
 impl fmt::Display for Step {
@@ -37,6 +44,7 @@ impl fmt::Display for Step {
             Step::RuntimeHealthy => "waiting for the runtime's /health to answer 200",
             Step::AgentCard => "reading the runtime's agent card",
             Step::Manifest => "reading the runtime's contract manifest",
+            Step::RuntimeCredential => "presenting the proxy's credential to the runtime",
         })
     }
 }

@@ -10,6 +10,10 @@
 //! bucket (every task stored by compare-and-set when it begins and when it ends), with a
 //! second replica on the same bucket mirroring every write, the load on the first.
 //!
+//! And one measures authentication: our runtime checking an RS256 bearer token of a real OpenID
+//! provider (the test kit's) on every request (`AUTH_ISSUER`, keys cached), against the same
+//! runtime with authentication off.
+//!
 //! Run: `cargo bench -p daedalus-runtime --bench a2a_jsonrpc` (needs `.venv-a2a`: `.ci/setup`).
 
 #![allow(clippy::print_stdout, reason = "a benchmark prints its table")]
@@ -17,7 +21,7 @@
 
 use std::time::{Duration, Instant};
 
-use daedalus_test_kit::{EchoAgent, NatsServer, RuntimeProcess};
+use daedalus_test_kit::{EchoAgent, NatsServer, OidcProvider, RuntimeProcess};
 use serde_json::json;
 
 /// The SDK's echo agent keeps its tasks in memory and no conversation; ours keeps its tasks in
@@ -67,10 +71,18 @@ async fn send(client: &reqwest::Client, url: &str, i: usize) -> Duration {
     started.elapsed()
 }
 
-/// `REQUESTS` requests to `url`, `in_flight` at a time.
-async fn load(url: &str, in_flight: usize) -> Figures {
+/// `REQUESTS` requests to `url`, `in_flight` at a time, presenting `bearer` if given.
+async fn load(url: &str, in_flight: usize, bearer: Option<&str>) -> Figures {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(token) = bearer {
+        headers.insert(
+            reqwest::header::AUTHORIZATION,
+            format!("Bearer {token}").parse().expect("a header value"),
+        );
+    }
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(in_flight)
+        .default_headers(headers)
         .build()
         .expect("a client");
     for i in 0..WARM_UP {
@@ -131,6 +143,18 @@ fn main() {
         };
         let (kv, _mirror) = (shared("bench-a").await, shared("bench-b").await);
         let kv_url = format!("{}/", kv.url());
+        let provider = OidcProvider::start();
+        let guarded = RuntimeProcess::start_with(
+            "bench",
+            &[
+                ("SESSIONS_DB", SESSIONS_DB),
+                ("AUTH_ISSUER", provider.issuer()),
+                ("AUTH_AUDIENCE", daedalus_test_kit::AUDIENCE),
+            ],
+        )
+        .await;
+        let guarded_url = format!("{}/", guarded.url());
+        let token = provider.token_for("bench").await;
         println!(
             "\nJSON-RPC SendMessage, {REQUESTS} requests per row after {WARM_UP} to warm up\n"
         );
@@ -138,13 +162,18 @@ fn main() {
         println!("|---|---|---|---|---|");
         let mut verdicts = Vec::new();
         for in_flight in [1, 16] {
-            let baseline = load(&sdk.jsonrpc_url(), in_flight).await;
-            let ours = load(&ours_url, in_flight).await;
-            let on_kv = load(&kv_url, in_flight).await;
+            let baseline = load(&sdk.jsonrpc_url(), in_flight, None).await;
+            let ours = load(&ours_url, in_flight, None).await;
+            let on_kv = load(&kv_url, in_flight, None).await;
+            let with_token = load(&guarded_url, in_flight, Some(&token)).await;
             for (name, f) in [
                 ("a2a-sdk 1.3.0 (uvicorn)", &baseline),
                 ("daedalus-runtime", &ours),
                 ("daedalus-runtime, TASKS_DB=nats (2 replicas)", &on_kv),
+                (
+                    "daedalus-runtime, RS256 bearer checked (AUTH_ISSUER)",
+                    &with_token,
+                ),
             ] {
                 println!(
                     "| {in_flight} | {name} | {:.0} | {:.3} ms | {:.3} ms |",

@@ -292,6 +292,7 @@ async fn over_the_wire(fake: &FakeLlm, fixture_url: &str) {
             url: fixture_url.to_owned(),
             headers: BTreeMap::new(),
             forward_inbound_auth: false,
+            auth: None,
             call_timeout: None,
         },
     )])));

@@ -32,6 +32,7 @@ pub mod agent_loop;
 pub mod bearer;
 pub mod config;
 pub mod core;
+pub mod downstream_auth;
 pub mod faces;
 pub mod fleet;
 pub mod identity;

@@ -782,3 +782,30 @@ async fn no_log_line_carries_a_token_or_a_key() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_provider_that_is_down_at_startup_stops_nothing_and_its_tokens_wait_for_it() {
+    let provider = OidcProvider::start();
+    provider.pause().await;
+    let rt = guarded(&provider).start();
+    let http = reqwest::Client::new();
+    let health: Value = http
+        .get(rt.url("/healthz"))
+        .send()
+        .await
+        .expect("answers")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(health["auth"]["on"], true, "{health}");
+    assert_eq!(health["auth"]["token_keys"]["keys"], 0, "{health}");
+    let alice = A2aClient::new(rt.url("/")).with_bearer(provider.token_for("alice").await);
+    let refused = alice.send_raw("ListTasks", json!({})).await;
+    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED, "fails closed");
+    provider.resume().await;
+    wait_until("the keys arrive", Duration::from_secs(10), || async {
+        alice.send_raw("ListTasks", json!({})).await.status() == StatusCode::OK
+    })
+    .await;
+    assert_eq!(state_of(&alice.run_task("hello").await), COMPLETED);
+}

@@ -31,6 +31,8 @@
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod container;
+#[cfg(feature = "credentials")]
+pub mod credentials;
 pub mod error_chain;
 #[cfg(feature = "service")]
 pub mod healthcheck;

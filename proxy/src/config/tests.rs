@@ -227,3 +227,76 @@ fn publish_takes_the_agent_from_a_flag_or_the_environment() {
     }
     assert_eq!(invalid_key(&["publish", "hi"], &[]), "--agent");
 }
+
+#[test]
+fn the_runtime_credential_is_a_token_file_or_a_whole_grant_and_its_secret_never_prints() {
+    let agent = ("AGENT_NAME", "coder");
+    assert_eq!(run_config(&[], &[agent]).runtime_credential, None);
+    let file = run_config(&[], &[agent, ("RUNTIME_TOKEN_FILE", "/var/run/token")]);
+    assert_eq!(
+        file.runtime_credential,
+        Some(CredentialSource::TokenFile("/var/run/token".into()))
+    );
+    let grant = [
+        agent,
+        ("RUNTIME_TOKEN_URL", "https://idp.example/token"),
+        ("RUNTIME_CLIENT_ID", "proxy"),
+        ("RUNTIME_CLIENT_SECRET", "s3cr3t-value"),
+        ("RUNTIME_AUDIENCE", "daedalus"),
+    ];
+    let c = run_config(&[], &grant);
+    let Some(CredentialSource::ClientCredentials(client)) = &c.runtime_credential else {
+        panic!("a grant: {:?}", c.runtime_credential)
+    };
+    assert_eq!(client.client_secret.expose(), "s3cr3t-value");
+    assert_eq!(client.audience.as_deref(), Some("daedalus"));
+    let shown = format!("{} {c:?}", c.to_pretty_json());
+    assert!(!shown.contains("s3cr3t-value"), "{shown}");
+
+    assert_eq!(
+        invalid_key(
+            &[],
+            &[
+                agent,
+                ("RUNTIME_TOKEN_URL", "https://idp/token"),
+                ("RUNTIME_CLIENT_ID", "p")
+            ]
+        ),
+        "--runtime-client-secret",
+        "a missing value is named by its flag"
+    );
+    assert_eq!(
+        invalid_key(
+            &[],
+            &[
+                agent,
+                ("RUNTIME_CLIENT_ID", "p"),
+                ("RUNTIME_CLIENT_SECRET", "s")
+            ]
+        ),
+        "--runtime-token-url"
+    );
+    assert_eq!(
+        invalid_key(
+            &[],
+            &[
+                agent,
+                ("RUNTIME_TOKEN_FILE", "/t"),
+                ("RUNTIME_CLIENT_ID", "p")
+            ]
+        ),
+        "RUNTIME_TOKEN_FILE"
+    );
+    assert_eq!(
+        invalid_key(
+            &[],
+            &[
+                agent,
+                ("RUNTIME_TOKEN_URL", "ftp://idp/token"),
+                ("RUNTIME_CLIENT_ID", "p"),
+                ("RUNTIME_CLIENT_SECRET", "s")
+            ]
+        ),
+        "RUNTIME_TOKEN_URL"
+    );
+}

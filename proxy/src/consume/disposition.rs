@@ -69,6 +69,13 @@ pub fn classify(task_id: &str, reply: Result<Reply, ForwardError>) -> Dispositio
             "runtime answered 503: {}",
             error_message(&reply.body)
         )),
+        // The runtime refuses the proxy's credential: a deployment fault to be fixed, not a
+        // fault of the task, which waits for it.
+        401 | 403 => Disposition::Transient(format!(
+            "the runtime refused the proxy's credential ({}): {}",
+            reply.status,
+            error_message(&reply.body)
+        )),
         408 | 429 | 500..=599 => Disposition::Transient(format!(
             "runtime answered {}: {}",
             reply.status,
@@ -242,6 +249,8 @@ mod tests {
             ("413", reply(413, err), "poison"),
             ("415", reply(415, err), "poison"),
             ("404", reply(404, ""), "poison"),
+            ("401", reply(401, ""), "transient"),
+            ("403", reply(403, ""), "transient"),
             ("408", reply(408, ""), "transient"),
             ("429", reply(429, ""), "transient"),
             ("500", reply(500, "boom"), "transient"),

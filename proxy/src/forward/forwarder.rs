@@ -29,6 +29,10 @@ pub enum ForwardError {
     /// received the task.
     #[error("runtime connection failed: {0}")]
     Io(String),
+    /// The proxy has no token to present to the runtime now (its token endpoint or file
+    /// failed): the task was not sent.
+    #[error("no credential for the runtime: {0}")]
+    Credential(String),
 }
 
 /// Sends tasks to a runtime.

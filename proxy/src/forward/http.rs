@@ -10,6 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use daedalus_contract::container::{AGENT_CARD_PATH, HEALTH_PATH, MANIFEST_PATH, TASK_PATH};
+use daedalus_contract::credentials::Credentials;
 use daedalus_contract::error_chain::error_chain;
 use daedalus_contract::{AgentCard, RuntimeContract, Schema, read};
 use tokio::sync::mpsc;
@@ -27,6 +28,8 @@ pub struct HttpRuntime {
     http: reqwest::Client,
     /// Tasks to an `http://` runtime (the pod's loopback, the usual case).
     tasks: Option<Arc<PlainHttp>>,
+    /// The proxy's own credential, when the runtime requires a caller.
+    credential: Option<Arc<Credentials>>,
 }
 
 /// Why the runtime cannot be served.
@@ -46,6 +49,17 @@ pub enum RuntimeCheckError {
     ManifestUnreadable(String),
     #[error("runtime implements contract {found}; this proxy speaks v{supported}")]
     ManifestIncompatible { found: String, supported: u32 },
+}
+
+/// Why the runtime does not take the proxy as a caller.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialCheckError {
+    #[error("the proxy has no token for the runtime: {0}")]
+    NoToken(String),
+    #[error("cannot reach the runtime: {0}")]
+    Unreached(String),
+    #[error("the runtime refuses the proxy ({status}){}", if *presented { ": it rejects the proxy's credential" } else { ": it requires a caller; give the proxy a credential (RUNTIME_TOKEN_FILE, or RUNTIME_TOKEN_URL with RUNTIME_CLIENT_ID and RUNTIME_CLIENT_SECRET)" })]
+    Refused { status: u16, presented: bool },
 }
 
 /// Longest wait for a TCP connection to the runtime.
@@ -68,7 +82,59 @@ impl HttpRuntime {
             .ok()
             .and_then(|uri| PlainHttp::new(&uri))
             .map(Arc::new);
-        Self { base, http, tasks }
+        Self {
+            base,
+            http,
+            tasks,
+            credential: None,
+        }
+    }
+
+    /// The runtime `config` names, presenting the proxy's credential if it has one.
+    pub fn for_config(config: &crate::config::ProxyConfig) -> Self {
+        Self::new(&config.runtime_url).with_credential(
+            config
+                .runtime_credential
+                .clone()
+                .map(|source| Arc::new(Credentials::new(source))),
+        )
+    }
+
+    /// The same runtime, presenting `credential` as its bearer on every task.
+    #[must_use]
+    pub fn with_credential(mut self, credential: Option<Arc<Credentials>>) -> Self {
+        self.credential = credential;
+        self
+    }
+
+    /// Whether the runtime takes the proxy as a caller: a `POST /` with an empty object (no
+    /// task: the contract answers `400`) and the proxy's credential, if it has one. `401` or
+    /// `403` is a refusal; any other answer (and a runtime that requires nobody) passes.
+    pub async fn check_credential(&self) -> Result<(), CredentialCheckError> {
+        let mut request = self
+            .http
+            .post(self.url(TASK_PATH))
+            .timeout(Duration::from_secs(10))
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body("{}");
+        if let Some(credential) = &self.credential {
+            let token = credential
+                .bearer()
+                .await
+                .map_err(|e| CredentialCheckError::NoToken(e.to_string()))?;
+            request = request.bearer_auth(token.expose());
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| CredentialCheckError::Unreached(error_chain(&e.without_url())))?;
+        match response.status().as_u16() {
+            status @ (401 | 403) => Err(CredentialCheckError::Refused {
+                status,
+                presented: self.credential.is_some(),
+            }),
+            _ => Ok(()),
+        }
     }
 
     fn url(&self, path: &str) -> String {
@@ -187,15 +253,44 @@ impl Forwarder for HttpRuntime {
 }
 
 impl HttpRuntime {
-    /// `POST /` of a task under `timeout`; with `events`, asking for its stream.
-    async fn post(
-        &self,
+    /// `POST /` of a task under `timeout`; with `events`, asking for its stream. With a
+    /// credential, a `401` (the token expired or was revoked early) fetches a new token and
+    /// sends the task once more.
+    async fn post<'a>(
+        &'a self,
         body: Bytes,
-        trace: &TraceContext,
+        trace: &'a TraceContext,
         timeout: Duration,
-        events: Option<&mpsc::Sender<Bytes>>,
+        events: Option<&'a mpsc::Sender<Bytes>>,
+    ) -> Result<Reply, ForwardError> {
+        let Some(credential) = self.credential.clone() else {
+            return self.post_once(body, trace, timeout, events, None).await;
+        };
+        let authorization = authorization_of(&credential).await?;
+        let reply = self
+            .post_once(body.clone(), trace, timeout, events, Some(authorization))
+            .await?;
+        if reply.status != 401 {
+            return Ok(reply);
+        }
+        credential.invalidate();
+        let authorization = authorization_of(&credential).await?;
+        self.post_once(body, trace, timeout, events, Some(authorization))
+            .await
+    }
+
+    async fn post_once<'a>(
+        &'a self,
+        body: Bytes,
+        trace: &'a TraceContext,
+        timeout: Duration,
+        events: Option<&'a mpsc::Sender<Bytes>>,
+        authorization: Option<http::HeaderValue>,
     ) -> Result<Reply, ForwardError> {
         let mut headers = trace_headers(trace);
+        if let Some(value) = authorization {
+            headers.insert(http::header::AUTHORIZATION, value);
+        }
         headers.insert(
             http::header::CONTENT_TYPE,
             http::HeaderValue::from_static("application/json"),
@@ -219,6 +314,18 @@ impl HttpRuntime {
             .await
             .map_err(|_| ForwardError::Timeout(timeout))?
     }
+}
+
+/// The `Authorization` header of `credential`'s token now (marked sensitive).
+async fn authorization_of(credential: &Credentials) -> Result<http::HeaderValue, ForwardError> {
+    let token = credential
+        .bearer()
+        .await
+        .map_err(|e| ForwardError::Credential(e.to_string()))?;
+    let mut value = http::HeaderValue::from_str(&format!("Bearer {}", token.expose()))
+        .map_err(|_| ForwardError::Credential("the token is not a header value".to_owned()))?;
+    value.set_sensitive(true);
+    Ok(value)
 }
 
 /// The trace headers of a runtime call: the runtime-call span's context when telemetry is on

@@ -25,7 +25,7 @@ pub async fn run(
     config: ProxyConfig,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ProxyError> {
-    let runtime = HttpRuntime::new(&config.runtime_url);
+    let runtime = HttpRuntime::for_config(&config);
     run_with(
         listener,
         config,

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use crate::config::ProxyConfig;
 use crate::error::{ProxyError, StartupError, Step};
-use crate::forward::http::{HttpRuntime, RuntimeCheckError};
+use crate::forward::http::{CredentialCheckError, HttpRuntime, RuntimeCheckError};
 use crate::nats::{self, NatsError, consumer_settings};
 
 /// Whether an error of a step may pass if the step is tried again.
@@ -43,6 +43,15 @@ impl Transience for RuntimeCheckError {
             RuntimeCheckError::CardInvalid(_)
             | RuntimeCheckError::CardWithoutSkills
             | RuntimeCheckError::ManifestIncompatible { .. } => false,
+        }
+    }
+}
+
+impl Transience for CredentialCheckError {
+    fn is_transient(&self) -> bool {
+        match self {
+            CredentialCheckError::NoToken(_) | CredentialCheckError::Unreached(_) => true,
+            CredentialCheckError::Refused { .. } => false,
         }
     }
 }
@@ -143,6 +152,10 @@ pub async fn start(
     } else {
         tracing::info!("runtime serves no manifest; assuming contract v1");
     }
+    retry(Step::RuntimeCredential, deadline, started, || {
+        runtime.check_credential()
+    })
+    .await?;
     Ok(Ready {
         client,
         consumer,

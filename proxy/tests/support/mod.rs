@@ -64,7 +64,7 @@ pub fn proxy_config(agent: &str, nats_url: &str, runtime_url: &str) -> ProxyConf
 
 impl Proxy {
     pub async fn start(config: ProxyConfig) -> Proxy {
-        let runtime = daedalus_proxy::forward::HttpRuntime::new(&config.runtime_url);
+        let runtime = daedalus_proxy::forward::HttpRuntime::for_config(&config);
         Self::start_with(config, Arc::new(runtime)).await
     }
 
@@ -80,7 +80,7 @@ impl Proxy {
         let addr = listener.local_addr().expect("has an address");
         let stop = CancellationToken::new();
         let shutdown = stop.clone().cancelled_owned();
-        let runtime = daedalus_proxy::forward::HttpRuntime::new(&config.runtime_url);
+        let runtime = daedalus_proxy::forward::HttpRuntime::for_config(&config);
         let task = tokio::spawn(daedalus_proxy::run_with(
             listener, config, forwarder, runtime, shutdown,
         ));

@@ -28,6 +28,8 @@ pub(super) struct Target<'a> {
     pub(super) def: &'a McpServer,
     pub(super) card: &'a AgentCard,
     pub(super) http: &'a reqwest::Client,
+    /// The runtime's token for the agent (its own, or the caller's exchanged), if it has one.
+    pub(super) token: Option<String>,
 }
 
 /// A JSON-RPC response, as far as a call reads it.
@@ -101,7 +103,8 @@ fn jsonrpc_url(card: &AgentCard) -> Option<&str> {
         .map(|i| i.url.as_str())
 }
 
-/// A POST to `url` with the entry's headers, the caller's trace and, when opted in, its bearer.
+/// A POST to `url` with the entry's headers, the caller's trace, and the runtime's token for
+/// the agent, or, when opted in, the caller's bearer.
 fn post(target: &Target<'_>, url: &str, context: &CallContext) -> reqwest::RequestBuilder {
     let mut request = target
         .http
@@ -114,7 +117,9 @@ fn post(target: &Target<'_>, url: &str, context: &CallContext) -> reqwest::Reque
     for (name, value) in &crate::telemetry::current_headers() {
         request = request.header(name, value);
     }
-    if target.def.forward_inbound_auth
+    if let Some(token) = &target.token {
+        request = request.bearer_auth(token);
+    } else if target.def.forward_inbound_auth
         && let Some(token) = context.bearer.expose()
     {
         request = request.bearer_auth(token);

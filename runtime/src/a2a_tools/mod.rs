@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 use crate::agent_loop::tools::split_name;
 use crate::agent_loop::{Bearer, CallContext, ToolResult, ToolSource};
 use crate::config::deployment::McpServer;
+use crate::downstream_auth::Downstream;
 use crate::llm::ToolSpec;
 
 /// How long a card read is trusted.
@@ -46,6 +47,8 @@ pub struct A2aAgents {
 struct RemoteAgent {
     def: McpServer,
     card: Mutex<Option<(Instant, Arc<AgentCard>)>>,
+    /// The runtime's credential for it, when its entry has an `auth` block.
+    credential: Option<Downstream>,
 }
 
 /// A tool call's arguments.
@@ -65,6 +68,7 @@ impl A2aAgents {
                     (
                         name,
                         RemoteAgent {
+                            credential: Downstream::of(&def),
                             def,
                             card: Mutex::new(None),
                         },
@@ -238,11 +242,19 @@ impl ToolSource for A2aAgents {
         if skill.is_none() && !card.skills.is_empty() {
             return error(format!("{server} has no skill {tool}"));
         }
+        let token = match &remote.credential {
+            Some(credential) => match credential.token(&context.bearer).await {
+                Ok(token) => Some(token),
+                Err(problem) => return error(format!("{server}: {problem}")),
+            },
+            None => None,
+        };
         let target = call::Target {
             server,
             def: &remote.def,
             card: &card,
             http: &self.http,
+            token,
         };
         call::send(&target, args.message, args.task_id, skill, context).await
     }

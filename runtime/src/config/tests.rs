@@ -528,3 +528,62 @@ fn the_log_file_is_log_file_or_pallas_log_file() {
         Some(std::path::Path::new("/var/log/r.log"))
     );
 }
+
+#[test]
+fn authentication_comes_from_the_environment_over_the_file_and_prints_without_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agents.yaml"),
+        "auth:\n  issuer: https://file-idp.example\n  audience: from-file\n  tenant_claim: org\n  api_keys_file: /etc/keys.yaml\nagents:\n  a: { instruction: hi }\n",
+    )
+    .unwrap();
+    let env = [(
+        "AUTH_ISSUER",
+        "https://user:secret@env-idp.example/realm?key=hidden",
+    )];
+    let config = match launch_in(dir.path(), &["--check-config"], &env) {
+        Ok(Launch::CheckConfig(c)) => c,
+        other => panic!("{other:?}"),
+    };
+    let tokens = config.auth.tokens.as_ref().expect("tokens on");
+    assert_eq!(
+        tokens.issuer,
+        "https://user:secret@env-idp.example/realm?key=hidden"
+    );
+    assert_eq!(
+        tokens.audience, "from-file",
+        "the file fills what the environment does not"
+    );
+    assert_eq!(config.auth.tenant_claim.as_deref(), Some("org"));
+    assert!(config.auth.is_on());
+    let json = config.to_pretty_json();
+    assert!(json.contains("\"auth\""), "{json}");
+    assert!(
+        !json.contains("secret") && !json.contains("hidden"),
+        "{json}"
+    );
+
+    // A wrong key is named as the variable that set it, or as the file's key.
+    match launch_in(dir.path(), &[], &[("AUTH_CLOCK_SKEW", "1h")]) {
+        Err(ConfigError::Invalid { key, .. }) => assert_eq!(key, "AUTH_CLOCK_SKEW"),
+        other => panic!("{other:?}"),
+    }
+    std::fs::write(
+        dir.path().join("agents.yaml"),
+        "auth:\n  issuer: https://idp.example\nagents:\n  a: { instruction: hi }\n",
+    )
+    .unwrap();
+    match launch_in(dir.path(), &[], &[]) {
+        Err(ConfigError::Invalid { key, .. }) => assert_eq!(key, "auth.audience"),
+        other => panic!("{other:?}"),
+    }
+    std::fs::write(
+        dir.path().join("agents.yaml"),
+        "auth:\n  issuer: https://idp.example\n  audiense: typo\nagents:\n  a: { instruction: hi }\n",
+    )
+    .unwrap();
+    assert!(
+        launch_in(dir.path(), &[], &[]).is_err(),
+        "an unknown key in auth: is an error"
+    );
+}

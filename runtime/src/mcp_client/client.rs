@@ -16,6 +16,12 @@
 //! outlives the call ever holds a caller's token, so no request can see another's. A server
 //! whose configured headers set `Authorization` keeps that header; the inbound token never
 //! replaces it. Servers without the flag never see an inbound token.
+//!
+//! A server with an `auth` block gets the runtime's credential instead: with
+//! `oauth2_client_credentials`, the runtime's own token (fetched before the call, so a token
+//! endpoint that fails is the call's error; presented afresh on every request of the shared
+//! connection); with `token_exchange`, the caller's token exchanged (RFC 8693) for one whose
+//! audience is the server, on a connection of the call's own, as for a forwarded token.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -39,8 +45,10 @@ use tokio::time::Instant;
 use crate::agent_loop::{Bearer, CallContext, ToolResult, ToolSource};
 use crate::config::deployment::McpServer;
 use crate::config::{redact_text, redact_url};
+use crate::downstream_auth::Downstream;
 use crate::llm::ToolSpec;
 use crate::mcp_client::McpError;
+use daedalus_contract::credentials::Credentials;
 
 /// How long `initialize` may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -129,6 +137,8 @@ pub struct McpStatus {
 pub struct McpServers {
     servers: BTreeMap<String, McpServer>,
     links: BTreeMap<String, Link>,
+    /// The runtime's credential of each server that has one.
+    credentials: BTreeMap<String, Downstream>,
 }
 
 impl McpServers {
@@ -137,7 +147,41 @@ impl McpServers {
             .keys()
             .map(|k| (k.clone(), Link::default()))
             .collect();
-        Self { servers, links }
+        let credentials = servers
+            .iter()
+            .filter_map(|(name, server)| Some((name.clone(), Downstream::of(server)?)))
+            .collect();
+        Self {
+            servers,
+            links,
+            credentials,
+        }
+    }
+
+    /// The runtime's own token source for `name` (client credentials), for its shared
+    /// connection.
+    fn own_credential(&self, name: &str) -> Option<Arc<Credentials>> {
+        match self.credentials.get(name)? {
+            Downstream::Own(credentials) => Some(Arc::clone(credentials)),
+            Downstream::Exchange(_) => None,
+        }
+    }
+
+    /// The token a call on behalf of the caller holding `bearer` takes to `name` on a
+    /// connection of its own: an exchanged token, or the forwarded one; `None` for the shared
+    /// connection. The runtime's own token is fetched here too, so that a token endpoint that
+    /// fails is this call's error.
+    async fn call_token(
+        &self,
+        name: &str,
+        server: &McpServer,
+        bearer: &Bearer,
+    ) -> Result<Option<String>, McpError> {
+        match self.credentials.get(name) {
+            Some(exchange @ Downstream::Exchange(_)) => exchange.token(bearer).await.map(Some),
+            Some(own @ Downstream::Own(_)) => own.token(bearer).await.map(|_| None),
+            None => Ok(forwarded_token(server, bearer)),
+        }
     }
 
     /// The last known state of every server. Never waits on a connection in progress.
@@ -177,6 +221,7 @@ impl McpServers {
     async fn connect(
         server: &McpServer,
         token: Option<String>,
+        credential: Option<Arc<Credentials>>,
         watcher: Watcher,
     ) -> Result<Client, McpError> {
         let mut config = StreamableHttpClientTransportConfig::with_uri(server.url.clone())
@@ -184,7 +229,8 @@ impl McpServers {
         if let Some(token) = token {
             config = config.auth_header(token);
         }
-        let transport = StreamableHttpClientTransport::with_client(TracedHttp::default(), config);
+        let transport =
+            StreamableHttpClientTransport::with_client(TracedHttp::presenting(credential), config);
         match tokio::time::timeout(CONNECT_TIMEOUT, watcher.serve(transport)).await {
             Ok(Ok(client)) => Ok(client),
             Ok(Err(e)) => Err(McpError::Initialize {
@@ -226,8 +272,10 @@ impl McpServers {
         let watcher = Watcher {
             stale: Arc::clone(&link.stale),
         };
+        let credential = self.own_credential(name);
         let attempt = async {
-            let client = Self::connect(server, Self::configured_auth(server), watcher).await?;
+            let client =
+                Self::connect(server, Self::configured_auth(server), credential, watcher).await?;
             let tools = list_tools(&client).await?;
             Ok::<_, McpError>((client, tools))
         };
@@ -260,7 +308,7 @@ impl McpServers {
     async fn tools_for_caller(&self, name: &str, token: String) -> Vec<ToolSpec> {
         let server = &self.servers[name];
         let listed = async {
-            let client = Self::connect(server, Some(token), Watcher::default()).await?;
+            let client = Self::connect(server, Some(token), None, Watcher::default()).await?;
             let tools = list_tools(&client).await;
             let _ = client.cancel().await;
             tools
@@ -331,6 +379,17 @@ impl ToolSource for McpServers {
         // not the sum.
         let lists =
             futures::future::join_all(self.servers.iter().map(|(name, server)| async move {
+                if let Some(exchange @ Downstream::Exchange(_)) = self.credentials.get(name) {
+                    // The server sees callers only as themselves: its tools are listed with
+                    // the caller's exchanged token, and kept for nobody.
+                    return match exchange.token(bearer).await {
+                        Ok(token) => self.tools_for_caller(name, token).await,
+                        Err(problem) => {
+                            tracing::warn!(server = name.as_str(), %problem, "no tools from this server for this call");
+                            Vec::new()
+                        }
+                    };
+                }
                 match self.shared(name, false).await {
                     Ok(_) => self.links[name].state().tools.clone(),
                     Err(_) => match forwarded_token(server, bearer) {
@@ -351,8 +410,13 @@ impl ToolSource for McpServers {
                 is_error: true,
             };
         };
-        let forwarded = forwarded_token(server, &context.bearer);
-        let call = self.call_via(server_name, server, tool, arguments, forwarded);
+        let call = async {
+            let token = self
+                .call_token(server_name, server, &context.bearer)
+                .await?;
+            self.call_via(server_name, server, tool, arguments, token)
+                .await
+        };
         let outcome = match server.call_timeout {
             Some(limit) => tokio::time::timeout(limit, call)
                 .await
@@ -379,7 +443,8 @@ impl McpServers {
     ) -> Result<ToolResult, McpError> {
         match forwarded {
             // A connection of this request's own, closed after the call.
-            Some(token) => match Self::connect(server, Some(token), Watcher::default()).await {
+            Some(token) => match Self::connect(server, Some(token), None, Watcher::default()).await
+            {
                 Ok(client) => {
                     let result = Self::call_on(&client, tool, arguments).await;
                     let _ = client.cancel().await;

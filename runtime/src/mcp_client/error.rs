@@ -27,6 +27,10 @@ pub enum McpError {
     /// A call whose connection was gone could not be tried again: reconnecting failed.
     #[error("{first}; reconnecting: {then}")]
     Reconnect { first: String, then: Box<McpError> },
+    /// The runtime has no token for the server now (its token endpoint failed, or there is
+    /// no caller token to exchange).
+    #[error("no credential for the server: {0}")]
+    Credential(String),
     /// No answer within the server's `read_timeout_seconds`.
     #[error("no answer within {0:?} (read_timeout_seconds); the call was abandoned")]
     CallTimeout(Duration),

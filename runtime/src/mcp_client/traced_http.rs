@@ -1,4 +1,6 @@
-//! The HTTP client under every MCP connection: rmcp's reqwest client, plus the caller's trace.
+//! The HTTP client under every MCP connection: rmcp's reqwest client, plus the caller's trace
+//! and, for a server with a client-credentials grant, the runtime's token as it stands at each
+//! request (a shared connection outlives any one token).
 //!
 //! One connection serves many turns, each in its own trace, and rmcp sends requests from its
 //! own task; so a tool call carries its trace in the request itself, as MCP's `_meta`
@@ -8,6 +10,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use daedalus_contract::credentials::Credentials;
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage};
@@ -19,9 +22,39 @@ use sse_stream::Sse;
 /// The `_meta` keys (and HTTP headers) of W3C trace context.
 pub(super) const TRACE_KEYS: [&str; 2] = ["traceparent", "tracestate"];
 
-/// rmcp's reqwest client, sending a tool call's `_meta` trace context as HTTP headers.
+/// rmcp's reqwest client, sending a tool call's `_meta` trace context as HTTP headers, and the
+/// runtime's current token when the server has a credential of its own.
 #[derive(Debug, Clone, Default)]
-pub(super) struct TracedHttp(reqwest::Client);
+pub(super) struct TracedHttp {
+    http: reqwest::Client,
+    credential: Option<Arc<Credentials>>,
+}
+
+impl TracedHttp {
+    /// A client presenting `credential`'s token on every request.
+    pub(super) fn presenting(credential: Option<Arc<Credentials>>) -> Self {
+        Self {
+            http: reqwest::Client::default(),
+            credential,
+        }
+    }
+
+    /// The `Authorization` to send: the credential's token now, else what rmcp was given.
+    async fn authorization(
+        &self,
+        given: Option<String>,
+    ) -> Result<Option<String>, StreamableHttpError<reqwest::Error>> {
+        let Some(credential) = &self.credential else {
+            return Ok(given);
+        };
+        match credential.bearer().await {
+            Ok(token) => Ok(Some(token.expose().to_owned())),
+            Err(e) => Err(StreamableHttpError::UnexpectedServerResponse(
+                format!("no token for the server: {e}").into(),
+            )),
+        }
+    }
+}
 
 /// The trace headers a message carries in its `_meta`.
 fn trace_headers(message: &ClientJsonRpcMessage) -> Vec<(HeaderName, HeaderValue)> {
@@ -58,7 +91,8 @@ impl StreamableHttpClient for TracedHttp {
         mut custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         custom_headers.extend(trace_headers(&message));
-        self.0
+        let auth_header = self.authorization(auth_header).await?;
+        self.http
             .post_message(uri, message, session_id, auth_header, custom_headers)
             .await
     }
@@ -73,7 +107,8 @@ impl StreamableHttpClient for TracedHttp {
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         custom_headers.extend(trace_headers(&message));
-        self.0
+        let auth_header = self.authorization(auth_header).await?;
+        self.http
             .post_message_with_max_sse_event_size(
                 uri,
                 message,
@@ -92,7 +127,8 @@ impl StreamableHttpClient for TracedHttp {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), StreamableHttpError<Self::Error>> {
-        self.0
+        let auth_header = self.authorization(auth_header).await?;
+        self.http
             .delete_session(uri, session_id, auth_header, custom_headers)
             .await
     }
@@ -105,7 +141,8 @@ impl StreamableHttpClient for TracedHttp {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
-        self.0
+        let auth_header = self.authorization(auth_header).await?;
+        self.http
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
             .await
     }
@@ -119,7 +156,8 @@ impl StreamableHttpClient for TracedHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
-        self.0
+        let auth_header = self.authorization(auth_header).await?;
+        self.http
             .get_stream_with_max_sse_event_size(
                 uri,
                 session_id,

@@ -69,8 +69,28 @@ pub(super) struct McpServerFile {
     pub(super) url: Option<String>,
     pub(super) headers: BTreeMap<String, String>,
     pub(super) forward_inbound_auth: bool,
+    /// The runtime's credential for this server (`oauth2_client_credentials` or
+    /// `token_exchange`).
+    pub(super) auth: Option<DownstreamAuthFile>,
     /// fast-agent's per-server call timeout, in seconds.
     pub(super) read_timeout_seconds: Option<f64>,
+}
+
+/// An `mcp.servers.<name>.auth` block.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(super) struct DownstreamAuthFile {
+    /// `oauth2_client_credentials` or `token_exchange`.
+    #[serde(rename = "type")]
+    pub(super) kind: Option<String>,
+    pub(super) token_url: Option<String>,
+    pub(super) client_id: Option<String>,
+    /// The secret itself (`${VAR}` takes it from the environment), or:
+    pub(super) client_secret: Option<String>,
+    /// a file holding it.
+    pub(super) client_secret_file: Option<std::path::PathBuf>,
+    pub(super) scope: Option<String>,
+    pub(super) audience: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

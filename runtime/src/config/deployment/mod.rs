@@ -309,9 +309,24 @@ pub struct McpServer {
     /// Forward the inbound request's bearer token to this server (explicit opt-in; the MCP
     /// spec forbids token passthrough by default).
     pub forward_inbound_auth: bool,
+    /// The runtime's own credential for this server, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<DownstreamAuth>,
     /// How long one tool call may take (`read_timeout_seconds`); the agent's 60 s otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub call_timeout: Option<std::time::Duration>,
+}
+
+/// The credential the runtime presents to a downstream server (`mcp.servers.<name>.auth`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum DownstreamAuth {
+    /// The runtime's own token, from an OAuth2 client-credentials grant: the server sees the
+    /// runtime.
+    Oauth2ClientCredentials(daedalus_contract::credentials::OAuthClient),
+    /// The caller's token exchanged (RFC 8693) for one whose audience is the server: the
+    /// server sees the end user.
+    TokenExchange(daedalus_contract::credentials::OAuthClient),
 }
 
 /// How an agent keeps a conversation inside its model's budget (`agents.<name>.compaction`):

@@ -8,8 +8,9 @@ use daedalus_contract::container::validate_agent_name;
 
 use super::file::{CompactionFile, DeploymentFile, McpServerFile, ProviderFile};
 use super::{
-    AgentDef, CompactionPolicy, DEFAULT_MAX_ITERATIONS, Deployment, DeploymentError, McpServer,
-    ModelCapabilities, ModelRef, ProviderSettings, ServerKind, ServerRef, parse_model,
+    AgentDef, CompactionPolicy, DEFAULT_MAX_ITERATIONS, Deployment, DeploymentError,
+    DownstreamAuth, McpServer, ModelCapabilities, ModelRef, ProviderSettings, ServerKind,
+    ServerRef, parse_model,
 };
 use crate::sampling::SamplingParams;
 
@@ -436,13 +437,127 @@ fn downstream_server(
             });
         }
     };
+    let auth = server
+        .auth
+        .map(|block| downstream_auth(file, name, block))
+        .transpose()?;
+    if auth.is_some() {
+        let clash = if server.forward_inbound_auth {
+            Some("forward_inbound_auth")
+        } else if server
+            .headers
+            .keys()
+            .any(|k| k.eq_ignore_ascii_case("authorization"))
+        {
+            Some("headers.Authorization")
+        } else {
+            None
+        };
+        if let Some(other) = clash {
+            return Err(DeploymentError::Shape {
+                file: file.to_owned(),
+                path: format!("mcp.servers.{name}.auth"),
+                message: format!("and {other} both give this server a credential; keep one"),
+            });
+        }
+    }
     Ok(McpServer {
         kind,
         url,
         headers: server.headers,
         forward_inbound_auth: server.forward_inbound_auth,
+        auth,
         call_timeout,
     })
+}
+
+/// An `mcp.servers.<name>.auth` block, checked: its type, a token URL, a client id, one
+/// secret (inline, where `${VAR}` takes it from the environment, or from a file), and an
+/// audience for an exchange.
+fn downstream_auth(
+    file: &str,
+    name: &str,
+    block: super::file::DownstreamAuthFile,
+) -> Result<DownstreamAuth, DeploymentError> {
+    let wrong = |key: &str, message: String| DeploymentError::Shape {
+        file: file.to_owned(),
+        path: format!(
+            "mcp.servers.{name}.auth{}",
+            if key.is_empty() {
+                String::new()
+            } else {
+                format!(".{key}")
+            }
+        ),
+        message,
+    };
+    let present = |v: Option<String>| v.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty());
+    let token_url =
+        present(block.token_url).ok_or_else(|| wrong("token_url", "is required".to_owned()))?;
+    if !(token_url.starts_with("https://") || token_url.starts_with("http://")) {
+        return Err(wrong(
+            "token_url",
+            format!(
+                "{} is not an http(s) URL",
+                crate::config::redact_url(&token_url)
+            ),
+        ));
+    }
+    let client_id =
+        present(block.client_id).ok_or_else(|| wrong("client_id", "is required".to_owned()))?;
+    let secret = match (present(block.client_secret), block.client_secret_file) {
+        (Some(secret), None) => secret,
+        (None, Some(path)) => std::fs::read_to_string(&path)
+            .map(|s| s.trim().to_owned())
+            .map_err(|e| {
+                wrong(
+                    "client_secret_file",
+                    format!("cannot read {}: {e}", path.display()),
+                )
+            })?,
+        (None, None) => {
+            return Err(wrong(
+                "client_secret",
+                "is required (write ${VAR} to take it from the environment), or client_secret_file"
+                    .to_owned(),
+            ));
+        }
+        (Some(_), Some(_)) => {
+            return Err(wrong(
+                "client_secret",
+                "and client_secret_file both name the secret; keep one".to_owned(),
+            ));
+        }
+    };
+    let client = daedalus_contract::credentials::OAuthClient {
+        token_url,
+        client_id,
+        client_secret: daedalus_contract::credentials::Secret::new(secret),
+        scope: present(block.scope),
+        audience: present(block.audience),
+    };
+    match block.kind.as_deref() {
+        Some("oauth2_client_credentials") => Ok(DownstreamAuth::Oauth2ClientCredentials(client)),
+        Some("token_exchange") => {
+            if client.audience.is_none() {
+                return Err(wrong(
+                    "audience",
+                    "is required for token_exchange (the server's own audience)".to_owned(),
+                ));
+            }
+            Ok(DownstreamAuth::TokenExchange(client))
+        }
+        Some(other) => Err(wrong(
+            "type",
+            format!(
+                "{other:?} is not a credential type: use oauth2_client_credentials or token_exchange"
+            ),
+        )),
+        None => Err(wrong(
+            "type",
+            "is required: oauth2_client_credentials or token_exchange".to_owned(),
+        )),
+    }
 }
 
 #[cfg(test)]
