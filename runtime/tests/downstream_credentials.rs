@@ -7,56 +7,25 @@
 
 mod support;
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use daedalus_test_kit::a2a_client::state_of;
 use daedalus_test_kit::{A2aClient, OidcClient, OidcProvider};
 use serde_json::Value;
 use support::process::{Runtime, runtime};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use support::python::PythonServer;
 
 const TOOLS_AUDIENCE: &str = "tools-api";
 const COMPLETED: &str = "TASK_STATE_COMPLETED";
 const FAILED: &str = "TASK_STATE_FAILED";
 
-/// The guarded MCP server, killed when dropped.
-struct GuardedServer {
-    _child: Child,
-    url: String,
-}
-
-async fn guarded_server(provider: &OidcProvider) -> GuardedServer {
-    let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py/guarded_mcp_server.py");
-    let mut child = Command::new(&python)
-        .arg(&script)
-        .arg(provider.issuer())
-        .arg(TOOLS_AUDIENCE)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("python starts");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let port = tokio::time::timeout(Duration::from_mins(1), async {
-        while let Some(line) = lines.next_line().await.expect("reads") {
-            if let Some(port) = line.strip_prefix("LISTENING ") {
-                return port.parse::<u16>().expect("a port");
-            }
-        }
-        panic!("the guarded server exited before it listened");
-    })
+/// The guarded MCP server (for audience [`TOOLS_AUDIENCE`] of `provider`), killed on drop.
+async fn guarded_server(provider: &OidcProvider) -> PythonServer {
+    PythonServer::start(
+        "guarded_mcp_server.py",
+        &[provider.issuer(), TOOLS_AUDIENCE],
+    )
     .await
-    .expect("the guarded server listens");
-    // Keep reading its refusals so its stdout never fills.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    GuardedServer {
-        _child: child,
-        url: format!("http://127.0.0.1:{port}/mcp"),
-    }
 }
 
 /// A runtime whose agent `proc-test` (passthrough) has the one server `tools` at `url` with
@@ -136,7 +105,7 @@ async fn a_caller_s_token_is_exchanged_so_the_server_sees_the_end_user_and_100_c
         "runtime-exchanger",
         "exchange-secret",
     );
-    let rt = runtime_with(&dir, &provider, &server.url, &auth, "", true);
+    let rt = runtime_with(&dir, &provider, &server.mcp_url(), &auth, "", true);
 
     let alice_token = provider.token_for("alice").await;
     let alice = A2aClient::new(rt.url("/")).with_bearer(alice_token.clone());
@@ -197,7 +166,7 @@ async fn the_runtime_s_own_token_reaches_the_server_through_its_expiry() {
         "runtime-itself",
         "own-secret",
     );
-    let rt = runtime_with(&dir, &provider, &server.url, &auth, "", false);
+    let rt = runtime_with(&dir, &provider, &server.mcp_url(), &auth, "", false);
     let client = A2aClient::new(rt.url("/"));
     let calls = 6;
     for _ in 0..calls {
@@ -230,7 +199,7 @@ async fn a_token_endpoint_that_refuses_or_hangs_fails_the_call_clearly_within_it
         "runtime-itself",
         "wrong-secret",
     );
-    let rt = runtime_with(&dir, &provider, &server.url, &auth, "", false);
+    let rt = runtime_with(&dir, &provider, &server.mcp_url(), &auth, "", false);
     let task = A2aClient::new(rt.url("/"))
         .run_task("***TOOL tools__whoami")
         .await;
@@ -253,7 +222,7 @@ async fn a_token_endpoint_that_refuses_or_hangs_fails_the_call_clearly_within_it
     let rt = runtime_with(
         &dir,
         &provider,
-        &server.url,
+        &server.mcp_url(),
         &auth,
         "      read_timeout_seconds: 2\n",
         false,

@@ -6,72 +6,26 @@
 
 mod support;
 
-use std::path::PathBuf;
-use std::process::Stdio;
-use std::time::Duration;
-
 use daedalus_fake_llm::{FakeLlm, Logged, Reply};
 use serde_json::{Value, json};
+use support::python::PythonServer;
 use support::runtime::Runtime;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
 
 const KEY: &str = "sk-reference";
 
 /// The reference server on a port of its own choosing, killed on drop.
-struct ReferenceServer {
-    _child: Child,
-    url: String,
-}
-
-/// The Python of `.venv` (mcp 2.x), or the one `MCP_PYTHON` names.
-fn python() -> PathBuf {
-    std::env::var_os("MCP_PYTHON").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python"),
-        PathBuf::from,
-    )
-}
-
-/// Starts the server and waits for the line that says where it listens.
-async fn reference_server() -> ReferenceServer {
-    let python = python();
-    assert!(
-        python.is_file(),
-        "{} is missing: run .ci/setup",
-        python.display()
-    );
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py/reference_mcp_server.py");
-    let mut child = Command::new(&python)
-        .arg(&script)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("python starts");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let port = tokio::time::timeout(Duration::from_mins(1), async {
-        while let Some(line) = lines.next_line().await.expect("reads") {
-            if let Some(port) = line.strip_prefix("LISTENING ") {
-                return port.parse::<u16>().expect("a port number");
-            }
-        }
-        panic!("the reference server exited before it listened");
-    })
-    .await
-    .expect("the reference server listens within a minute");
-    ReferenceServer {
-        _child: child,
-        url: format!("http://127.0.0.1:{port}/mcp"),
-    }
+async fn reference_server() -> PythonServer {
+    PythonServer::start("reference_mcp_server.py", &[]).await
 }
 
 /// An agent `a` on the OpenAI-compatible fake whose one server is `py` (with `extra` keys).
-fn deployment(fake: &FakeLlm, server: &ReferenceServer, extra: &str) -> String {
+fn deployment(fake: &FakeLlm, server: &PythonServer, extra: &str) -> String {
     format!(
         "default_model: openai.gpt-fake\nopenai: {{ api_key: {KEY}, base_url: \"{}\" }}\n\
          mcp:\n  servers:\n    py: {{ url: \"{}\"{extra} }}\n\
          agents:\n  a: {{ instruction: Use the tools., servers: [py] }}\n",
-        fake.openai_base_url, server.url
+        fake.openai_base_url,
+        server.mcp_url()
     )
 }
 
@@ -198,7 +152,8 @@ async fn the_anthropic_provider_marks_a_python_tool_error_as_an_error() {
         "default_model: anthropic.claude-fake\nanthropic: {{ api_key: {KEY}, base_url: \"{}\" }}\n\
          mcp:\n  servers:\n    py: {{ url: \"{}\" }}\n\
          agents:\n  a: {{ instruction: Divide., servers: [py] }}\n",
-        fake.anthropic_base_url, server.url
+        fake.anthropic_base_url,
+        server.mcp_url()
     );
     let rt = Runtime::start(&yaml).await;
 

@@ -30,14 +30,24 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest discovery document or JWKS read.
 const MAX_DOCUMENT_BYTES: usize = 1 << 20;
 
-/// The signing algorithms tokens may use: asymmetric only.
-pub const ALGORITHMS: [Algorithm; 9] = [
+/// The algorithms an RSA key verifies.
+const RSA: [Algorithm; 6] = [
     Algorithm::RS256,
     Algorithm::RS384,
     Algorithm::RS512,
     Algorithm::PS256,
     Algorithm::PS384,
     Algorithm::PS512,
+];
+
+/// The signing algorithms tokens may use: asymmetric only.
+pub const ALGORITHMS: [Algorithm; 9] = [
+    RSA[0],
+    RSA[1],
+    RSA[2],
+    RSA[3],
+    RSA[4],
+    RSA[5],
     Algorithm::ES256,
     Algorithm::ES384,
     Algorithm::EdDSA,
@@ -308,14 +318,7 @@ fn usable_key(jwk: &Jwk) -> Option<SigningKey> {
         return None;
     }
     let verifies: &'static [Algorithm] = match &jwk.algorithm {
-        AlgorithmParameters::RSA(_) => &[
-            Algorithm::RS256,
-            Algorithm::RS384,
-            Algorithm::RS512,
-            Algorithm::PS256,
-            Algorithm::PS384,
-            Algorithm::PS512,
-        ],
+        AlgorithmParameters::RSA(_) => &RSA,
         AlgorithmParameters::EllipticCurve(ec) => match ec.curve {
             EllipticCurve::P256 => &[Algorithm::ES256],
             EllipticCurve::P384 => &[Algorithm::ES384],

@@ -70,7 +70,12 @@ impl TurnService {
         }
         let known_context = standing.as_ref().and_then(|t| t.context_id.as_deref());
         let context_id = task::resolve_context(known_context, &request.message, &task_id)?;
-        if standing.is_none() && !self.0.tasks.context_open_to(&context_id, &request.caller) {
+        // A context the client named may be someone else's; one the server just made is not.
+        let named = request.message.context_id.as_deref() == Some(context_id.as_str());
+        if standing.is_none()
+            && named
+            && !self.0.tasks.context_open_to(&context_id, &request.caller)
+        {
             return Err(TurnError::ContextNotFound(context_id));
         }
         turn.claim(request.caller.principal());

@@ -8,6 +8,7 @@
 
 pub mod mcp_client;
 pub mod process;
+pub mod python;
 pub mod runtime;
 
 use std::sync::Mutex;
