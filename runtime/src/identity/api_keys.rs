@@ -115,6 +115,13 @@ impl ApiKeys {
             if principal.is_empty() || principal.len() > 256 {
                 return Err(wrong("the principal must be 1 to 256 bytes"));
             }
+            if key
+                .tenant
+                .as_deref()
+                .is_some_and(|t| t.len() > super::caller::MAX_TENANT_BYTES)
+            {
+                return Err(wrong("the tenant must be at most 256 bytes"));
+            }
             let hash = parse_hash(&key.sha256)
                 .ok_or_else(|| wrong("sha256 must be 64 hex digits (the key's SHA-256)"))?;
             if entries.iter().any(|e: &Entry| e.hash == hash) {

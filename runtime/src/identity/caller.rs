@@ -81,6 +81,9 @@ fn digest(parts: &[&str], bytes: usize) -> String {
         })
 }
 
+/// The longest tenant name taken (from a claim, a key file or a path).
+pub const MAX_TENANT_BYTES: usize = 256;
+
 /// Who is calling.
 #[derive(Clone, Debug, Default)]
 pub enum Caller {
@@ -146,6 +149,9 @@ impl Caller {
         let (Some(named), Self::Known(known)) = (tenant.filter(|t| !t.is_empty()), &self) else {
             return Ok(self);
         };
+        if named.len() > MAX_TENANT_BYTES {
+            return Err(TenantMismatch);
+        }
         match known.principal.tenant.as_deref() {
             Some(own) if own == named => Ok(self),
             Some(_) => Err(TenantMismatch),
@@ -241,6 +247,13 @@ mod tests {
         let none = caller("alice", None, false);
         assert_eq!(none.in_tenant(Some("acme")).unwrap().tenant(), Some("acme"));
         assert!(Caller::Anyone.in_tenant(Some("x")).is_ok());
+        let long = "t".repeat(MAX_TENANT_BYTES + 1);
+        assert_eq!(
+            caller("alice", None, false)
+                .in_tenant(Some(&long))
+                .unwrap_err(),
+            TenantMismatch
+        );
     }
 
     #[test]

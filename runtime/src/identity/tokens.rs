@@ -166,7 +166,9 @@ impl TokenVerifier {
             .and_then(|name| claims.rest.get(name))
         {
             None | Some(serde_json::Value::Null) => None,
-            Some(serde_json::Value::String(t)) if !t.is_empty() && t.len() <= 256 => {
+            Some(serde_json::Value::String(t))
+                if !t.is_empty() && t.len() <= super::caller::MAX_TENANT_BYTES =>
+            {
                 Some(t.clone())
             }
             Some(_) => return Err(TokenRefusal::Tenant),
