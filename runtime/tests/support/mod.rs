@@ -6,6 +6,7 @@
     reason = "each test file uses a different part"
 )]
 
+pub mod identity;
 pub mod mcp_client;
 pub mod process;
 pub mod python;
