@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::a2a_tools::A2aAgents;
 use crate::agent_loop::{
-    Agent, LlmAgent, Passthrough, Remembering, SubAgents, ToolPassthrough, ToolSource, Toolbox,
+    Agent, LlmAgent, Passthrough, Remembering, SubAgents, Tck, ToolPassthrough, ToolSource, Toolbox,
 };
 use crate::config::deployment::{
     AgentDef, Deployment, ModelRef, OpenAiDialect, ProviderSettings, ServerKind, ServerRef,
@@ -174,6 +174,7 @@ fn build_one(
             let agent = Remembering::new(ToolPassthrough::new(tools), sessions);
             return Ok((Arc::new(agent), Some(servers)));
         }
+        ModelRef::Tck => return Ok((Arc::new(Remembering::new(Tck, sessions)), None)),
         ModelRef::OpenAi(model) => {
             let (client, native) = providers.openai()?;
             let declared = deployment.model_capabilities.reasoning;

@@ -309,6 +309,7 @@ impl Metrics {
             } => self.tool_call(agent, server, "error", *elapsed_ms),
             LoopEvent::LlmTurnStarted { .. }
             | LoopEvent::TextDelta { .. }
+            | LoopEvent::ArtifactChunk { .. }
             | LoopEvent::LlmRetrying { .. }
             | LoopEvent::ToolStarted { .. }
             | LoopEvent::Final { .. } => {}

@@ -190,6 +190,7 @@ async fn the_model_calls_a_tool_reads_the_result_and_answers_on_both_providers()
                 LoopEvent::ToolFinished { .. } => Some("tool-end"),
                 LoopEvent::ToolFailed { .. } => Some("tool-failed"),
                 LoopEvent::Final { .. } => Some("final"),
+                LoopEvent::ArtifactChunk { .. } => Some("artifact"),
                 LoopEvent::TextDelta { .. }
                 | LoopEvent::LlmRetrying { .. }
                 | LoopEvent::Compacted { .. } => None,

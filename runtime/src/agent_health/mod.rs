@@ -56,7 +56,7 @@ impl AgentHealth {
             })
             .collect();
         let provider = match def.model {
-            ModelRef::Passthrough => None,
+            ModelRef::Passthrough | ModelRef::Tck => None,
             ModelRef::OpenAi(_) => Some("openai"),
             ModelRef::Anthropic(_) => Some("anthropic"),
         };

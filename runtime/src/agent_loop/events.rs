@@ -39,6 +39,16 @@ pub enum LoopEvent {
         depth: u32,
         text: String,
     },
+    /// An artifact the agent streams itself, whole or a chunk at a time: with `append` its
+    /// parts add to the artifact of the same id, and `last_chunk` closes it. The turn's
+    /// outcome holds each such artifact whole.
+    ArtifactChunk {
+        agent: String,
+        depth: u32,
+        artifact: daedalus_contract::Artifact,
+        append: bool,
+        last_chunk: bool,
+    },
     /// A tool call began.
     ToolStarted {
         agent: String,

@@ -1,9 +1,10 @@
 //! The agent seam: what the HTTP faces call to run one turn of a task.
 //!
 //! An [`Agent`] gets the new user message and the task's earlier messages, and ends the turn
-//! in one of three ways: completed with output, input-required with a question, or failed with
-//! a reason. The HTTP layer turns that into a contract `Task`. The built-in [`Passthrough`]
-//! model echoes; the LLM agent loop implements the same trait.
+//! as an [`AgentOutcome`]: completed with output, answered with a message, input-required with
+//! a question, rejected or failed with a reason. The HTTP layer turns that into a contract
+//! `Task`. The built-in [`Passthrough`] model echoes, [`Tck`] plays the A2A conformance kit's
+//! scenarios; the LLM agent loop implements the same trait.
 
 mod compaction;
 pub mod events;
@@ -11,6 +12,7 @@ mod llm;
 mod passthrough;
 mod remembering;
 mod subagents;
+mod tck;
 pub mod tools;
 mod transcript;
 mod unknown_keys;
@@ -28,6 +30,7 @@ pub use llm::{ASK_USER_TOOL, LlmAgent};
 pub use passthrough::{Passthrough, ToolPassthrough};
 pub use remembering::Remembering;
 pub use subagents::{SUBAGENT_TOOL, SubAgents};
+pub use tck::Tck;
 pub use tools::{Bearer, CallContext, NoTools, ToolResult, ToolSource, Toolbox};
 pub use unknown_keys::warn_unknown_keys;
 
@@ -143,12 +146,32 @@ impl AgentRequest {
 pub enum AgentOutcome {
     /// The agent finished; its output. An empty list is reported as a failure.
     Completed { artifacts: Vec<Artifact> },
+    /// The agent answered with a message rather than a task's output (A2A lets a server
+    /// answer a simple request so): the A2A bindings answer the message; the task, which
+    /// others may follow by id, completes with it as its status message and its output.
+    Replied { parts: Vec<Part> },
     /// The agent needs the user to answer `question` before it can go on.
     InputRequired { question: Vec<Part> },
+    /// The agent refused the request (it will not do it, not that it could not); `reason`
+    /// says why.
+    Rejected { reason: String },
     /// The agent could not do the work; `reason` says why, for a person to act on.
     Failed { reason: String },
     /// The turn stopped because `cancel` fired (shutdown); nothing was finished.
     Canceled,
+}
+
+impl AgentOutcome {
+    /// The state a task ends in, in the contract's spelling (for events and logs).
+    pub fn state_name(&self) -> &'static str {
+        match self {
+            AgentOutcome::Completed { .. } | AgentOutcome::Replied { .. } => "completed",
+            AgentOutcome::InputRequired { .. } => "input-required",
+            AgentOutcome::Rejected { .. } => "rejected",
+            AgentOutcome::Failed { .. } => "failed",
+            AgentOutcome::Canceled => "canceled",
+        }
+    }
 }
 
 /// Something that can run a turn of a task.

@@ -64,8 +64,11 @@ fn answer_text(outcome: &AgentOutcome) -> Option<String> {
                 .collect::<Vec<_>>()
                 .join("\n"),
         ),
+        AgentOutcome::Replied { parts } => Some(texts(parts)),
         AgentOutcome::InputRequired { question } => Some(texts(question)),
-        AgentOutcome::Failed { .. } | AgentOutcome::Canceled => None,
+        AgentOutcome::Rejected { .. } | AgentOutcome::Failed { .. } | AgentOutcome::Canceled => {
+            None
+        }
     }
 }
 

@@ -104,6 +104,17 @@ impl ToolSource for SubAgents {
                     is_error: false,
                 }
             }
+            AgentOutcome::Replied { parts } => {
+                let texts: Vec<&str> = parts.iter().filter_map(Part::as_text).collect();
+                ToolResult {
+                    content: texts.join("\n"),
+                    is_error: false,
+                }
+            }
+            AgentOutcome::Rejected { reason } => ToolResult {
+                content: format!("{agent_name} declined: {reason}"),
+                is_error: true,
+            },
             AgentOutcome::InputRequired { question } => {
                 let q: Vec<&str> = question.iter().filter_map(Part::as_text).collect();
                 ToolResult {

@@ -46,7 +46,8 @@ pub(super) struct Cli {
     /// Base URL under which clients reach this runtime (default: http://127.0.0.1:<port>).
     #[arg(long, env = "PUBLIC_URL", global = true)]
     pub(super) public_url: Option<String>,
-    /// Model of the agent, as `provider.model`; `passthrough` echoes.
+    /// Model of the agent, as `provider.model`; `passthrough` echoes, `tck` plays the A2A
+    /// conformance kit's scenarios.
     #[arg(
         long,
         env = "DEFAULT_MODEL",

@@ -10,6 +10,7 @@ use std::time::Instant;
 use daedalus_contract::{Compaction, StreamEvent, Task};
 
 use super::conversations::ConversationKey;
+use super::handle::Finished;
 use super::request::TurnRequest;
 use super::service::{Started, TurnService};
 use super::stream::{self, EventSender, Translator};
@@ -24,6 +25,8 @@ pub(super) enum Ran {
     Finished {
         task: Task,
         closing: Vec<StreamEvent>,
+        /// The agent answered with a message (the Task's status message).
+        replied: bool,
     },
     Refused {
         error: TurnError,
@@ -39,7 +42,7 @@ impl TurnService {
         agent: &Arc<dyn Agent>,
         request: TurnRequest,
         started: Started,
-    ) -> Result<Task, TurnError> {
+    ) -> Result<Finished, TurnError> {
         let task_id = request.message.effective_task_id().to_owned();
         let mut turn = self.0.tasks.open_turn(&task_id).await;
         let standing = turn.task();
@@ -58,15 +61,16 @@ impl TurnService {
             let history = task.history.take().unwrap_or_default();
             let context_id = task.context_id.clone().unwrap_or_default();
             stream::replay(&task, &started.name(&task_id, &context_id));
-            return Ok(self
-                .with_history(
+            return Ok(Finished::task(
+                self.with_history(
                     agent,
                     task,
                     &history,
                     request.history_length,
                     &request.caller,
                 )
-                .await);
+                .await,
+            ));
         }
         let known_context = standing.as_ref().and_then(|t| t.context_id.as_deref());
         let context_id = task::resolve_context(known_context, &request.message, &task_id)?;
@@ -124,7 +128,11 @@ impl TurnService {
             )
             .await;
         match ran {
-            Ran::Finished { task, closing } => {
+            Ran::Finished {
+                task,
+                closing,
+                replied,
+            } => {
                 history.extend(task.status.message.clone());
                 let mut kept = task;
                 kept.history = Some(history.clone());
@@ -133,11 +141,17 @@ impl TurnService {
                 out.deliver(ended.events);
                 let mut answer = ended.task;
                 answer.history = None;
-                Ok(self
+                let task = self
                     .with_history(agent, answer, &history, history_length, &caller)
-                    .await)
+                    .await;
+                // A reply stands only if this turn's end is the task's.
+                let replied = replied && ended.won;
+                Ok(Finished { task, replied })
             }
-            Ran::Refused { error, end } => self.end_refused(turn, &out, error, end).await,
+            Ran::Refused { error, end } => self
+                .end_refused(turn, &out, error, end)
+                .await
+                .map(Finished::task),
         }
     }
 
@@ -174,7 +188,7 @@ impl TurnService {
         request: TurnRequest,
         conversation: Option<&str>,
         started: Started,
-    ) -> Result<Task, TurnError> {
+    ) -> Result<Finished, TurnError> {
         let task_id = uuid::Uuid::new_v4().to_string();
         let context = conversation.unwrap_or(&task_id);
         let out = started.name(&task_id, context);
@@ -193,9 +207,13 @@ impl TurnService {
             )
             .await
         {
-            Ran::Finished { task, closing } => {
+            Ran::Finished {
+                task,
+                closing,
+                replied,
+            } => {
                 out.deliver(closing);
-                Ok(task)
+                Ok(Finished { task, replied })
             }
             Ran::Refused { error, end } => {
                 out.deliver(end.into_iter().collect());
@@ -281,7 +299,9 @@ impl TurnService {
                 return Ran::Refused { error, end };
             }
         };
+        let replied = matches!(outcome, AgentOutcome::Replied { .. });
         let mut task = task::finish(task_id, context_id, outcome);
+        let replied = replied && task.status.state == daedalus_contract::TaskState::Completed;
         if let Some(report) = *compacted.lock().unwrap_or_else(PoisonError::into_inner) {
             report.insert_into(&mut task.metadata);
         }
@@ -300,7 +320,11 @@ impl TurnService {
             .metrics
             .task_duration
             .observe(started.elapsed().as_secs_f64());
-        Ran::Finished { task, closing }
+        Ran::Finished {
+            task,
+            closing,
+            replied,
+        }
     }
 
     /// Runs `agent` under the request timeout, the shutdown token and a cancel by its task id;

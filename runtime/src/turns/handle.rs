@@ -1,11 +1,29 @@
 //! What a face holds while a turn runs: the task's ids, its live events, and its finished
 //! Task. Dropping the handle (a client that went away) does not stop the turn.
 
-use daedalus_contract::Task;
+use daedalus_contract::{SendMessageResponse, Task};
 use tokio::task::JoinHandle;
 
 use super::TurnError;
 use super::stream::EventReceiver;
+
+/// A finished turn: its Task, and whether the agent answered with a message instead (the
+/// Task's status message), which the A2A bindings then answer.
+#[derive(Debug)]
+pub(crate) struct Finished {
+    pub(crate) task: Task,
+    pub(crate) replied: bool,
+}
+
+impl Finished {
+    /// A turn that ended in a Task.
+    pub(crate) fn task(task: Task) -> Self {
+        Self {
+            task,
+            replied: false,
+        }
+    }
+}
 
 /// A started turn.
 #[derive(Debug)]
@@ -13,7 +31,7 @@ pub struct TaskHandle {
     task_id: String,
     context_id: String,
     events: Option<EventReceiver>,
-    done: JoinHandle<Result<Task, TurnError>>,
+    done: JoinHandle<Result<Finished, TurnError>>,
 }
 
 impl TaskHandle {
@@ -21,7 +39,7 @@ impl TaskHandle {
         task_id: String,
         context_id: String,
         events: Option<EventReceiver>,
-        done: JoinHandle<Result<Task, TurnError>>,
+        done: JoinHandle<Result<Finished, TurnError>>,
     ) -> Self {
         Self {
             task_id,
@@ -48,7 +66,21 @@ impl TaskHandle {
     }
 
     /// Waits for the turn's finished Task (its events are no longer listened to).
-    pub async fn finish(mut self) -> Result<Task, TurnError> {
+    pub async fn finish(self) -> Result<Task, TurnError> {
+        self.finished().await.map(|f| f.task)
+    }
+
+    /// Waits for the turn's answer as A2A's `SendMessage` gives it: the agent's message when
+    /// it replied with one, else the finished Task.
+    pub async fn answer(self) -> Result<SendMessageResponse, TurnError> {
+        let Finished { task, replied } = self.finished().await?;
+        Ok(match task.status.message {
+            Some(message) if replied => SendMessageResponse::Message(message),
+            _ => SendMessageResponse::Task(task),
+        })
+    }
+
+    async fn finished(mut self) -> Result<Finished, TurnError> {
         drop(self.events.take());
         self.done
             .await

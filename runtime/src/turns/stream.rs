@@ -11,6 +11,9 @@
 //!   and the next step's first chunk replaces it (`append: false`): the answer artifact holds
 //!   the model's last step, as the finished Task does. A provider retry after a partial
 //!   answer starts over the same way, so no listener shows the same text twice;
+//! - artifacts the agent streams itself (files, data, chunked output), as it sends them: a
+//!   chunk with `append: true` adds to the artifact it names (the first chunk of one goes out
+//!   with `append: false`), `lastChunk: true` closes it;
 //! - each step as a `statusUpdate` `working` whose message says what happens, in the words
 //!   MCP progress uses: `"{agent} step N (llm)"`, `"{agent} step N (tool)"`,
 //!   `"{server}/{tool}: started|completed|failed"`;
@@ -136,6 +139,16 @@ struct Answer {
     text: String,
 }
 
+/// An artifact the agent streamed itself, as streamed so far.
+#[derive(Debug)]
+struct OwnArtifact {
+    artifact: Artifact,
+    /// Its last chunk went out.
+    closed: bool,
+    /// A chunk of it was dropped: it goes out whole at the end.
+    dropped: bool,
+}
+
 /// Turns one task's loop events into its stream, and closes it with its finished Task.
 #[derive(Debug)]
 pub(crate) struct Translator {
@@ -143,6 +156,10 @@ pub(crate) struct Translator {
     context_id: String,
     out: EventSender,
     answer: Option<Answer>,
+    /// Artifacts the agent streamed itself, in the order they began.
+    own: Vec<OwnArtifact>,
+    /// The ids of the artifacts streamed, in the order a listener first saw them.
+    seen: Vec<String>,
     /// The next chunk starts the answer artifact over (a new step, or a provider retry).
     start_over: bool,
     /// A chunk was dropped: the answer goes out whole at the end.
@@ -157,6 +174,8 @@ impl Translator {
             context_id: context_id.to_owned(),
             out,
             answer: None,
+            own: Vec::new(),
+            seen: Vec::new(),
             start_over: false,
             dropped: false,
         };
@@ -185,6 +204,13 @@ impl Translator {
     pub(crate) fn on_event(&mut self, event: &LoopEvent) {
         match event {
             LoopEvent::TextDelta { depth: 0, text, .. } => self.chunk(text),
+            LoopEvent::ArtifactChunk {
+                depth: 0,
+                artifact,
+                append,
+                last_chunk,
+                ..
+            } => self.own_chunk(artifact, *append, *last_chunk),
             LoopEvent::LlmRetrying { depth: 0, .. } => self.start_over = self.answer.is_some(),
             LoopEvent::LlmTurnStarted { depth, .. } => {
                 if *depth == 0 {
@@ -201,9 +227,25 @@ impl Translator {
     /// Answers the closing events (the artifacts as the Task holds them, then the final
     /// status update), which are told once the end is stored.
     pub(crate) fn close(mut self, task: &mut Task) -> Vec<StreamEvent> {
-        let mut closing = Vec::new();
-        if let Some(answer) = self.answer.take() {
-            match task.artifacts.first_mut() {
+        // What the agent streamed itself stays in the Task, even if its outcome lacks it.
+        for own in &self.own {
+            if !task
+                .artifacts
+                .iter()
+                .any(|a| a.artifact_id == own.artifact.artifact_id)
+            {
+                task.artifacts.push(own.artifact.clone());
+            }
+        }
+        let answer = self.answer.take();
+        if let Some(answer) = &answer {
+            let first = task.artifacts.iter_mut().find(|a| {
+                !self
+                    .own
+                    .iter()
+                    .any(|o| o.artifact.artifact_id == a.artifact_id)
+            });
+            match first {
                 Some(first) => first.artifact_id.clone_from(&answer.artifact_id),
                 None if !answer.text.is_empty() => task.artifacts.push(Artifact {
                     artifact_id: answer.artifact_id.clone(),
@@ -215,9 +257,17 @@ impl Translator {
                 }),
                 None => {}
             }
-            for (i, artifact) in task.artifacts.iter().enumerate() {
-                let streamed_whole = i == 0
-                    && !self.dropped
+        }
+        // The Task lists its artifacts as a listener first saw them; the rest follow.
+        let first_seen = |id: &str| self.seen.iter().position(|s| s == id).unwrap_or(usize::MAX);
+        task.artifacts.sort_by_key(|a| first_seen(&a.artifact_id));
+        let mut closing = Vec::new();
+        for artifact in &task.artifacts {
+            if let Some(answer) = answer
+                .as_ref()
+                .filter(|a| a.artifact_id == artifact.artifact_id)
+            {
+                let streamed_whole = !self.dropped
                     && artifact.parts.len() == 1
                     && artifact.parts[0].as_text() == Some(answer.text.as_str());
                 if streamed_whole {
@@ -225,14 +275,17 @@ impl Translator {
                     let mut close = artifact.clone();
                     close.parts = vec![Part::text("")];
                     closing.push(self.artifact_update(close, true, true));
-                } else {
-                    closing.push(self.artifact_update(artifact.clone(), false, true));
+                    continue;
                 }
+            } else if self
+                .own
+                .iter()
+                .any(|o| o.closed && !o.dropped && o.artifact == *artifact)
+            {
+                // Streamed whole and closed by the agent: nothing more to say.
+                continue;
             }
-        } else {
-            for artifact in &task.artifacts {
-                closing.push(self.artifact_update(artifact.clone(), false, true));
-            }
+            closing.push(self.artifact_update(artifact.clone(), false, true));
         }
         closing.push(self.status_update(task.status.clone(), true, task.metadata.clone()));
         closing
@@ -265,8 +318,10 @@ impl Translator {
                 false
             }
             None => {
+                let artifact_id = uuid::Uuid::new_v4().to_string();
+                self.seen.push(artifact_id.clone());
                 self.answer = Some(Answer {
-                    artifact_id: uuid::Uuid::new_v4().to_string(),
+                    artifact_id,
                     text: text.to_owned(),
                 });
                 false
@@ -284,6 +339,45 @@ impl Translator {
         };
         if !self.send_artifact(artifact, append, false, true) {
             self.dropped = true;
+        }
+    }
+
+    /// A chunk of an artifact the agent streams itself.
+    fn own_chunk(&mut self, chunk: &Artifact, append: bool, last_chunk: bool) {
+        let known = self
+            .own
+            .iter()
+            .position(|o| o.artifact.artifact_id == chunk.artifact_id);
+        // An append to an artifact not yet sent begins it: a stream never appends to nothing.
+        let append = append && known.is_some();
+        let i = known.unwrap_or_else(|| {
+            self.seen.push(chunk.artifact_id.clone());
+            self.own.push(OwnArtifact {
+                artifact: chunk.clone(),
+                closed: false,
+                dropped: false,
+            });
+            self.own.len() - 1
+        });
+        let own = &mut self.own[i];
+        if known.is_some() {
+            if append {
+                own.artifact.append_chunk(chunk);
+            } else {
+                own.artifact = chunk.clone();
+            }
+        }
+        own.closed = last_chunk;
+        let update = StreamEvent::ArtifactUpdate(TaskArtifactUpdateEvent {
+            task_id: self.task_id.clone(),
+            context_id: self.context_id.clone(),
+            artifact: chunk.clone(),
+            append,
+            last_chunk,
+            metadata: None,
+        });
+        if !self.out.send(update, true) {
+            own.dropped = true;
         }
     }
 
@@ -405,6 +499,7 @@ pub fn step_text(event: &LoopEvent) -> Option<String> {
         LoopEvent::LlmTurnFinished { .. }
         | LoopEvent::LlmRetrying { .. }
         | LoopEvent::TextDelta { .. }
+        | LoopEvent::ArtifactChunk { .. }
         | LoopEvent::Final { .. } => None,
     }
 }
@@ -584,6 +679,87 @@ mod tests {
         );
         assert_eq!(task.status.state, TaskState::Failed);
         assert_eq!(task.artifacts[0].parts, vec![Part::text("Partial")]);
+    }
+
+    fn own_chunk(id: &str, part: Part, append: bool, last_chunk: bool) -> LoopEvent {
+        LoopEvent::ArtifactChunk {
+            agent: "a".into(),
+            depth: 0,
+            artifact: Artifact {
+                artifact_id: id.into(),
+                name: None,
+                description: None,
+                parts: vec![part],
+                extensions: None,
+                metadata: None,
+            },
+            append,
+            last_chunk,
+        }
+    }
+
+    fn whole(id: &str, parts: Vec<Part>) -> AgentOutcome {
+        AgentOutcome::Completed {
+            artifacts: vec![Artifact {
+                artifact_id: id.into(),
+                name: None,
+                description: None,
+                parts,
+                extensions: None,
+                metadata: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn an_artifact_the_agent_streams_in_chunks_is_not_sent_again() {
+        let (stream, task) = translate(
+            &[
+                own_chunk("f", Part::text("chunk-1 "), false, false),
+                own_chunk("f", Part::text("chunk-2"), true, true),
+            ],
+            whole("f", vec![Part::text("chunk-1 chunk-2")]),
+        );
+        assert_eq!(
+            chunks(&stream),
+            [
+                ("chunk-1 ".to_owned(), false, false),
+                ("chunk-2".to_owned(), true, true),
+            ],
+            "closed by the agent: no whole copy at the end"
+        );
+        assert_eq!(task.artifacts.len(), 1);
+    }
+
+    #[test]
+    fn an_own_artifact_left_open_or_different_goes_out_whole_and_a_stray_append_begins_one() {
+        let file = Part::from_content(daedalus_contract::PartContent::Raw("dGNr".into()));
+        // An append to nothing begins the artifact (append: false on the wire); left open, it
+        // is sent whole at the end.
+        let (stream, _) = translate(
+            &[own_chunk("f", file.clone(), true, false)],
+            whole("f", vec![file.clone()]),
+        );
+        let updates: Vec<(bool, bool)> = stream
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::ArtifactUpdate(u) => Some((u.append, u.last_chunk)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(updates, [(false, false), (false, true)]);
+        // Streamed, but the outcome forgot it: the Task still holds it (translate checks the
+        // stream rebuilds to the Task).
+        let (_, task) = translate(
+            &[own_chunk("g", Part::text("kept"), false, true)],
+            whole("other", vec![Part::text("answer")]),
+        );
+        let ids: Vec<&str> = task
+            .artifacts
+            .iter()
+            .map(|a| a.artifact_id.as_str())
+            .collect();
+        assert_eq!(ids, ["g", "other"], "in the order a listener saw them");
     }
 
     #[test]

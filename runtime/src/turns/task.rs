@@ -3,7 +3,7 @@
 //! `failed` a `status.message`).
 
 use chrono::{SecondsFormat, Utc};
-use daedalus_contract::{Message, Part, Role, Task, TaskState, TaskStatus};
+use daedalus_contract::{Artifact, Message, Part, Role, Task, TaskState, TaskStatus};
 
 use super::TurnError;
 use crate::agent_loop::AgentOutcome;
@@ -57,7 +57,9 @@ pub(super) fn working(task_id: &str, context_id: &str, history: Vec<Message>) ->
     }
 }
 
-/// The contract Task for an outcome: completed ⇒ artifacts, failed ⇒ `status.message`.
+/// The contract Task for an outcome: completed ⇒ artifacts, failed or rejected ⇒
+/// `status.message`. A reply completes the task with the reply as its status message and its
+/// parts as the output (the contract binding answers the Task, the A2A bindings the message).
 pub(super) fn finish(task_id: &str, context_id: &str, outcome: AgentOutcome) -> Task {
     let agent_message = |parts: Vec<Part>| {
         let mut m = Message::new(uuid::Uuid::new_v4().to_string(), Role::Agent, parts);
@@ -81,6 +83,34 @@ pub(super) fn finish(task_id: &str, context_id: &str, outcome: AgentOutcome) -> 
                 Vec::new(),
             )
         }
+        AgentOutcome::Replied { parts } if !parts.is_empty() => {
+            let artifact = Artifact {
+                artifact_id: uuid::Uuid::new_v4().to_string(),
+                name: Some("response".to_owned()),
+                description: None,
+                parts: parts.clone(),
+                extensions: None,
+                metadata: None,
+            };
+            (
+                TaskState::Completed,
+                Some(agent_message(parts)),
+                vec![artifact],
+            )
+        }
+        AgentOutcome::Replied { .. } => {
+            let why = "the agent replied with an empty message";
+            (
+                TaskState::Failed,
+                Some(agent_message(vec![Part::text(why)])),
+                Vec::new(),
+            )
+        }
+        AgentOutcome::Rejected { reason } => (
+            TaskState::Rejected,
+            Some(agent_message(vec![Part::text(reason)])),
+            Vec::new(),
+        ),
         AgentOutcome::InputRequired { mut question } => {
             if question.is_empty() {
                 question.push(Part::text("More input is needed."));

@@ -80,7 +80,7 @@ impl TaskRebuilder {
                 let id = &update.artifact.artifact_id;
                 let existing = task.artifacts.iter_mut().find(|a| &a.artifact_id == id);
                 match (existing, update.append) {
-                    (Some(artifact), true) => append(artifact, &update.artifact),
+                    (Some(artifact), true) => artifact.append_chunk(&update.artifact),
                     (None, true) => return Err(RebuildError::AppendToUnknown(id.clone())),
                     (Some(artifact), false) => *artifact = update.artifact.clone(),
                     (None, false) => task.artifacts.push(update.artifact.clone()),
@@ -124,31 +124,38 @@ fn same_task(task: &Task, id: &str) -> Result<(), RebuildError> {
 
 /// Adds `more`'s parts to `artifact` (text onto a plain text part that ends it, anything else
 /// after), and takes the descriptive fields `more` carries.
-fn append(artifact: &mut Artifact, more: &Artifact) {
-    if more.name.is_some() {
-        artifact.name.clone_from(&more.name);
-    }
-    if more.description.is_some() {
-        artifact.description.clone_from(&more.description);
-    }
-    if more.extensions.is_some() {
-        artifact.extensions.clone_from(&more.extensions);
-    }
-    if more.metadata.is_some() {
-        artifact.metadata.clone_from(&more.metadata);
-    }
-    for part in &more.parts {
-        let joined = match (artifact.parts.last_mut(), &part.content) {
-            (Some(last), PartContent::Text(more)) if is_plain_text(last) && is_plain_text(part) => {
-                if let PartContent::Text(text) = &mut last.content {
-                    text.push_str(more);
+impl Artifact {
+    /// Adds a chunk of this artifact (an `artifactUpdate` with `append: true`): its parts, a
+    /// plain text part joining a plain text part that ends this one, and whichever of `name`,
+    /// `description`, `extensions` and `metadata` it carries.
+    pub fn append_chunk(&mut self, more: &Artifact) {
+        if more.name.is_some() {
+            self.name.clone_from(&more.name);
+        }
+        if more.description.is_some() {
+            self.description.clone_from(&more.description);
+        }
+        if more.extensions.is_some() {
+            self.extensions.clone_from(&more.extensions);
+        }
+        if more.metadata.is_some() {
+            self.metadata.clone_from(&more.metadata);
+        }
+        for part in &more.parts {
+            let joined = match (self.parts.last_mut(), &part.content) {
+                (Some(last), PartContent::Text(more))
+                    if is_plain_text(last) && is_plain_text(part) =>
+                {
+                    if let PartContent::Text(text) = &mut last.content {
+                        text.push_str(more);
+                    }
+                    true
                 }
-                true
+                _ => false,
+            };
+            if !joined {
+                self.parts.push(part.clone());
             }
-            _ => false,
-        };
-        if !joined {
-            artifact.parts.push(part.clone());
         }
     }
 }

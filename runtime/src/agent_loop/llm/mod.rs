@@ -268,19 +268,15 @@ impl Agent for LlmAgent {
         let outcome = self.work(&request, &cancel, &mut transcript).await;
         let settled = matches!(
             outcome,
-            AgentOutcome::Completed { .. } | AgentOutcome::InputRequired { .. }
+            AgentOutcome::Completed { .. }
+                | AgentOutcome::Replied { .. }
+                | AgentOutcome::InputRequired { .. }
         );
         transcript.settle(settled).await;
-        let state = match &outcome {
-            AgentOutcome::Completed { .. } => "completed",
-            AgentOutcome::InputRequired { .. } => "input-required",
-            AgentOutcome::Failed { .. } => "failed",
-            AgentOutcome::Canceled => "canceled",
-        };
         request.events.emit(LoopEvent::Final {
             agent: self.name.clone(),
             depth: request.depth,
-            state,
+            state: outcome.state_name(),
         });
         outcome
     }

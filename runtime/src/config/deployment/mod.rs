@@ -100,6 +100,8 @@ impl Deployment {
 pub enum ModelRef {
     /// Echoes; understands the `***` test directives.
     Passthrough,
+    /// Plays the A2A conformance kit's scenarios, chosen by `messageId` prefix.
+    Tck,
     /// An OpenAI-compatible chat completions model.
     OpenAi(String),
     /// An Anthropic Messages model.
@@ -625,11 +627,13 @@ impl Deployment {
     }
 }
 
-/// `provider.model` ⇒ a model reference; `passthrough` alone is the echo model.
+/// `provider.model` ⇒ a model reference; `passthrough` alone is the echo model, `tck` the
+/// conformance kit's scripted one.
 pub fn parse_model(model: &str) -> Option<ModelRef> {
     match model.split_once('.') {
         None if model == "passthrough" => Some(ModelRef::Passthrough),
         Some(("passthrough", _)) => Some(ModelRef::Passthrough),
+        None if model == "tck" => Some(ModelRef::Tck),
         Some(("openai", m)) if !m.is_empty() => Some(ModelRef::OpenAi(m.to_owned())),
         Some(("anthropic", m)) if !m.is_empty() => Some(ModelRef::Anthropic(m.to_owned())),
         _ => None,
@@ -640,6 +644,7 @@ impl std::fmt::Display for ModelRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ModelRef::Passthrough => f.write_str("passthrough"),
+            ModelRef::Tck => f.write_str("tck"),
             ModelRef::OpenAi(m) => write!(f, "openai.{m}"),
             ModelRef::Anthropic(m) => write!(f, "anthropic.{m}"),
         }

@@ -69,7 +69,7 @@ fn refused(req: &Request, refusal: &Refusal) -> Response {
     let mut response = if req.uri().path().starts_with(REST_PATH) {
         (
             status,
-            [(header::CONTENT_TYPE, "application/json")],
+            [(header::CONTENT_TYPE, super::rest::media_type(req.headers()))],
             serde_json::to_vec(&error.to_status_body()).unwrap_or_default(),
         )
             .into_response()

@@ -1,15 +1,19 @@
 //! Discovery documents: the agent card and the runtime-contract manifest.
 //!
 //! Both are built once from configuration, checked against their schemas (the card against
-//! the contract's and A2A v1.0's), serialized once, and served with an `ETag` and
-//! `Cache-Control` so clients can cache them.
+//! the contract's and A2A v1.0's), serialized once, and served with an `ETag`, a
+//! `Last-Modified` (when they were built) and `Cache-Control` so clients can cache them; a
+//! matching `If-None-Match` (or, without one, an `If-Modified-Since` not before the build) is
+//! answered `304`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
+use axum::http::header::{
+    CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED,
+};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -39,6 +43,9 @@ pub struct Discovery {
 struct Document {
     body: Bytes,
     etag: HeaderValue,
+    /// When the document was built, to the second (HTTP dates have no finer grain).
+    built: chrono::DateTime<chrono::Utc>,
+    last_modified: HeaderValue,
 }
 
 impl Document {
@@ -47,17 +54,34 @@ impl Document {
         let digest = Sha256::digest(&body);
         let hex: String = digest[..12].iter().flat_map(|b| hex_digits(*b)).collect();
         let etag = HeaderValue::from_str(&format!("\"{hex}\"")).expect("hex is a valid header");
-        Self { body, etag }
+        let now = chrono::Utc::now();
+        let built = chrono::DateTime::from_timestamp(now.timestamp(), 0).unwrap_or(now);
+        let last_modified = HeaderValue::from_str(&http_date(built)).expect("a valid header");
+        Self {
+            body,
+            etag,
+            built,
+            last_modified,
+        }
     }
 
-    fn respond(&self, headers: &HeaderMap) -> Response {
-        let cached = headers
-            .get(IF_NONE_MATCH)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| {
+    /// Whether the client's copy is this one (RFC 9110 §13.1.1, §13.1.3).
+    fn cached(&self, headers: &HeaderMap) -> bool {
+        if let Some(tags) = headers.get(IF_NONE_MATCH) {
+            return tags.to_str().is_ok_and(|v| {
                 v.split(',')
                     .any(|t| t.trim() == self.etag || t.trim() == "*")
             });
+        }
+        headers
+            .get(IF_MODIFIED_SINCE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| chrono::DateTime::parse_from_rfc2822(v).ok())
+            .is_some_and(|since| since >= self.built)
+    }
+
+    fn respond(&self, headers: &HeaderMap) -> Response {
+        let cached = self.cached(headers);
         let mut response = if cached {
             StatusCode::NOT_MODIFIED.into_response()
         } else {
@@ -68,12 +92,18 @@ impl Document {
         };
         let h = response.headers_mut();
         h.insert(ETAG, self.etag.clone());
+        h.insert(LAST_MODIFIED, self.last_modified.clone());
         h.insert(
             CACHE_CONTROL,
             HeaderValue::from_static("public, max-age=300"),
         );
         response
     }
+}
+
+/// An HTTP date (IMF-fixdate): `Sun, 06 Nov 1994 08:49:37 GMT`.
+fn http_date(at: chrono::DateTime<chrono::Utc>) -> String {
+    at.format("%a, %d %b %Y %H:%M:%S GMT").to_string()
 }
 
 fn hex_digits(byte: u8) -> [char; 2] {

@@ -5,6 +5,9 @@
 //! body that does not arrive within the body timeout is 408. Then a body whose object has a
 //! `"jsonrpc"` key is a JSON-RPC request (DESIGN §4); any other is read leniently as a contract
 //! `SendMessageRequest`, and anything the reader refuses is 400 with the offending field's path.
+//!
+//! A request that carries `A2A-Version` is never the contract binding (the contract has no
+//! such header): whatever its body or media type, it is answered as JSON-RPC.
 
 use axum::body::Body;
 use axum::extract::{FromRequest, Request};
@@ -38,10 +41,16 @@ impl FromRequest<ContractState> for TaskPost {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &ContractState) -> Result<Self, ApiError> {
+        let a2a = req.headers().contains_key(super::operations::VERSION_PARAM);
         if let Err(refused) = check_content_type(req.headers().get(CONTENT_TYPE)) {
-            return refused_media_type(req, state, refused).await;
+            return refused_media_type(req, state, refused, a2a).await;
         }
         let bytes = checked_body(req, state).await?;
+        if a2a && !is_jsonrpc(&bytes) {
+            return Ok(TaskPost::BadJsonRpc(
+                "a request with A2A-Version must be a JSON-RPC request".to_owned(),
+            ));
+        }
         if is_jsonrpc(&bytes) {
             return Ok(match serde_json::from_slice(&bytes) {
                 Ok(request) => TaskPost::JsonRpc(request),
@@ -63,11 +72,13 @@ fn is_jsonrpc(bytes: &[u8]) -> bool {
 }
 
 /// A body in a media type `POST /` does not take: a JSON-RPC request (one that fits the size
-/// limit) gets the binding's `ContentTypeNotSupportedError`; anything else the contract's 415.
+/// limit), or any request with `A2A-Version` (`a2a`), gets the binding's
+/// `ContentTypeNotSupportedError`; anything else the contract's 415.
 async fn refused_media_type(
     req: Request,
     state: &ContractState,
     refused: ApiError,
+    a2a: bool,
 ) -> Result<TaskPost, ApiError> {
     let limits = state.limits();
     let found = req
@@ -84,6 +95,10 @@ async fn refused_media_type(
         .or_else(|| http_body::Body::size_hint(req.body()).exact());
     if declared.is_none_or(|len| len > limits.max_body_bytes) {
         discard(req.into_body(), limits.body_read_timeout).await;
+        if a2a {
+            let id = daedalus_contract::JsonRpcId::Null;
+            return Ok(TaskPost::JsonRpcMediaType { id, found });
+        }
         return Err(refused);
     }
     let body = read_body(
@@ -93,7 +108,7 @@ async fn refused_media_type(
         limits.body_read_timeout,
     )
     .await?;
-    if !is_jsonrpc(&body) {
+    if !a2a && !is_jsonrpc(&body) {
         return Err(refused);
     }
     let id = serde_json::from_slice::<daedalus_contract::JsonRpcRequest>(&body)

@@ -13,8 +13,7 @@ use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 use daedalus_contract::write::a2a_v1;
 use daedalus_contract::{
-    A2aError, A2aErrorKind, JsonRpcId, JsonRpcRequest, JsonRpcResponse, SendMessageResponse,
-    TaskIdRequest,
+    A2aError, A2aErrorKind, JsonRpcId, JsonRpcRequest, JsonRpcResponse, TaskIdRequest,
 };
 
 use super::method::{Answer, read};
@@ -81,7 +80,7 @@ async fn dispatch(
     match request.method.as_str() {
         "SendMessage" => operations::send_message(state, headers, caller, read(params)?)
             .await
-            .map(|task| Answer::Result(a2a_v1::to_value(&SendMessageResponse::Task(task)))),
+            .map(|answer| Answer::Result(a2a_v1::to_value(&answer))),
         "SendStreamingMessage" => {
             let (handle, inflight) =
                 operations::start_stream(state, headers, caller, read(params)?).await?;
@@ -120,10 +119,7 @@ async fn dispatch(
         "CreateTaskPushNotificationConfig"
         | "GetTaskPushNotificationConfig"
         | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig" => Err(A2aError::new(
-            A2aErrorKind::PushNotificationNotSupported,
-            "push notifications are not supported (the card says pushNotifications: false)",
-        )),
+        | "DeleteTaskPushNotificationConfig" => Err(operations::push_not_supported()),
         other => Err(A2aError::new(
             A2aErrorKind::MethodNotFound,
             format!("Method not found: {other}"),

@@ -181,6 +181,8 @@ mod jsonrpc_tests;
 #[cfg(test)]
 mod rest_tests;
 #[cfg(test)]
+mod shapes_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod v03_tests;

@@ -11,7 +11,7 @@
 use axum::http::{HeaderMap, Uri};
 use daedalus_contract::{
     A2aError, A2aErrorKind, GetTaskRequest, ListTasksRequest, ListTasksResponse,
-    SendMessageRequest, Task, TaskState,
+    SendMessageRequest, SendMessageResponse, Task, TaskState,
 };
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
@@ -53,6 +53,14 @@ pub(super) fn check_version(headers: &HeaderMap, uri: &Uri) -> Result<(), A2aErr
             "A2A version '{asked}' is not supported by this handler. Expected version '{VERSION}'."
         ),
     ))
+}
+
+/// The answer of every push-config operation while push notifications are off.
+pub(super) fn push_not_supported() -> A2aError {
+    A2aError::new(
+        A2aErrorKind::PushNotificationNotSupported,
+        "push notifications are not supported (the card says pushNotifications: false)",
+    )
 }
 
 /// What `SendMessage` and `SendStreamingMessage` read from their request.
@@ -142,13 +150,13 @@ pub(super) async fn start_stream(
 }
 
 /// `SendMessage`: the task the message started or continued, finished unless the caller asked
-/// to return at once.
+/// to return at once; or the agent's message, when it answered with one.
 pub(super) async fn send_message(
     state: &ContractState,
     headers: &HeaderMap,
     caller: &Caller,
     request: SendMessageRequest,
-) -> Result<Task, A2aError> {
+) -> Result<SendMessageResponse, A2aError> {
     let turns = state.core().turns();
     let Send {
         turn,
@@ -157,18 +165,28 @@ pub(super) async fn send_message(
     } = prepare(state, headers, caller, request).await?;
     let handle = turns.start(turn).await.map_err(|e| refusal(&e))?;
     let task_id = handle.task_id().to_owned();
-    let task = if return_immediately {
+    if return_immediately {
         // The turn goes on; the task as it stands is working (GetTask, SubscribeToTask and
         // CancelTask reach it by id).
-        turns.task_now(&task_id, caller)
-    } else {
-        let mut task = handle.finish().await.map_err(|e| refusal(&e))?;
-        // The v1 history is the task's own messages, as the store holds them.
-        task.history = turns.task_now(&task_id, caller).and_then(|t| t.history);
-        Some(task)
-    };
-    let task = task.ok_or_else(|| not_found(&task_id))?;
-    Ok(shape_history(task, history_length))
+        let task = turns
+            .task_now(&task_id, caller)
+            .ok_or_else(|| not_found(&task_id))?;
+        return Ok(SendMessageResponse::Task(shape_history(
+            task,
+            history_length,
+        )));
+    }
+    match handle.answer().await.map_err(|e| refusal(&e))? {
+        SendMessageResponse::Task(mut task) => {
+            // The v1 history is the task's own messages, as the store holds them.
+            task.history = turns.task_now(&task_id, caller).and_then(|t| t.history);
+            Ok(SendMessageResponse::Task(shape_history(
+                task,
+                history_length,
+            )))
+        }
+        reply @ SendMessageResponse::Message(_) => Ok(reply),
+    }
 }
 
 pub(super) async fn get_task(

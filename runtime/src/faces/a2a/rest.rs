@@ -1,9 +1,12 @@
 //! The A2A HTTP+JSON binding (spec §11) under `/a2a/rest` (and `/a2a/rest/{tenant}`):
 //! `POST /message:send`, `POST /message:stream` and `POST|GET /tasks/{id}:subscribe` (SSE of v1
 //! stream responses), `GET /tasks/{id}` (`?historyLength=`), `GET /tasks` (`ListTasks`, its
-//! parameters in the query), `POST /tasks/{id}:cancel` and `GET /extendedAgentCard`. Bodies are strict A2A v1
-//! JSON as `application/a2a+json`; errors are a `google.rpc.Status` with the HTTP status of
-//! the spec's table. The operations are [`super::operations`]'s, as for JSON-RPC.
+//! parameters in the query), `POST /tasks/{id}:cancel`, `GET /extendedAgentCard` and the push
+//! configs under `/tasks/{id}/pushNotificationConfigs`. Bodies are strict A2A v1 JSON, answered
+//! in the media type the client used: `application/a2a+json` (A2A v1.0.1) when the request's
+//! `Content-Type` or `Accept` names it, else `application/json` (v1.0.0); errors are a
+//! `google.rpc.Status` with the HTTP status of the spec's table. The operations are
+//! [`super::operations`]'s, as for JSON-RPC.
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
@@ -14,7 +17,6 @@ use axum::{Extension, Router};
 use daedalus_contract::write::a2a_v1;
 use daedalus_contract::{
     A2aError, A2aErrorKind, GetTaskRequest, ListTasksRequest, SendMessageRequest,
-    SendMessageResponse,
 };
 use serde::Deserialize;
 
@@ -24,8 +26,10 @@ use crate::identity::Caller;
 
 /// Where the binding is mounted.
 pub(super) const REST_PATH: &str = "/a2a/rest";
-/// The binding's media type.
-const MEDIA_TYPE: &str = "application/a2a+json";
+/// The binding's media type since A2A v1.0.1.
+const A2A_MEDIA_TYPE: &str = "application/a2a+json";
+/// The binding's media type in A2A v1.0.0.
+const JSON_MEDIA_TYPE: &str = "application/json";
 
 /// The binding's routes, with and without a tenant.
 pub(super) fn routes() -> Router<ContractState> {
@@ -35,6 +39,14 @@ pub(super) fn routes() -> Router<ContractState> {
             .route("/message:stream", post(message_stream))
             .route("/tasks", get(tasks_list))
             .route("/tasks/{task}", get(task_get).post(task_action))
+            .route(
+                "/tasks/{task}/pushNotificationConfigs",
+                get(push_configs).post(push_configs),
+            )
+            .route(
+                "/tasks/{task}/pushNotificationConfigs/{config}",
+                get(push_configs).delete(push_configs),
+            )
             .route("/extendedAgentCard", get(extended_card))
     };
     Router::new()
@@ -42,42 +54,74 @@ pub(super) fn routes() -> Router<ContractState> {
         .nest(&format!("{REST_PATH}/{{tenant}}"), operations())
 }
 
-/// A body in the binding's media type.
-fn ok(value: &serde_json::Value) -> Response {
-    (
-        [(header::CONTENT_TYPE, MEDIA_TYPE)],
-        serde_json::to_vec(value).unwrap_or_default(),
-    )
-        .into_response()
+/// The media type to answer a request in: `application/a2a+json` when its `Content-Type` or
+/// `Accept` names it, else `application/json`.
+pub(super) fn media_type(headers: &HeaderMap) -> &'static str {
+    let names_a2a = |name| {
+        headers.get_all(name).iter().any(|v| {
+            v.to_str().is_ok_and(|v| {
+                v.split(',').any(|t| {
+                    let essence = t.split(';').next().unwrap_or_default().trim();
+                    essence.eq_ignore_ascii_case(A2A_MEDIA_TYPE)
+                })
+            })
+        })
+    };
+    if names_a2a(header::CONTENT_TYPE) || names_a2a(header::ACCEPT) {
+        A2A_MEDIA_TYPE
+    } else {
+        JSON_MEDIA_TYPE
+    }
 }
 
-/// An error as a `google.rpc.Status`, with its HTTP status.
-fn failed(error: &A2aError) -> Response {
-    let status =
-        StatusCode::from_u16(error.kind.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (
-        status,
-        [(header::CONTENT_TYPE, MEDIA_TYPE)],
-        serde_json::to_vec(&error.to_status_body()).unwrap_or_default(),
-    )
-        .into_response()
-}
+/// How one request is answered: in its media type.
+#[derive(Debug, Clone, Copy)]
+struct Reply(&'static str);
 
-/// The version check of every operation: the refusal to answer, if the version is not ours.
-fn version_refusal(headers: &HeaderMap, uri: &Uri) -> Option<Response> {
-    operations::check_version(headers, uri)
-        .err()
-        .map(|e| failed(&e))
+impl Reply {
+    fn to(headers: &HeaderMap) -> Self {
+        Self(media_type(headers))
+    }
+
+    /// A body in the request's media type.
+    fn ok(self, value: &serde_json::Value) -> Response {
+        (
+            [(header::CONTENT_TYPE, self.0)],
+            serde_json::to_vec(value).unwrap_or_default(),
+        )
+            .into_response()
+    }
+
+    /// An error as a `google.rpc.Status`, with its HTTP status.
+    fn failed(self, error: &A2aError) -> Response {
+        let status = StatusCode::from_u16(error.kind.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (
+            status,
+            [(header::CONTENT_TYPE, self.0)],
+            serde_json::to_vec(&error.to_status_body()).unwrap_or_default(),
+        )
+            .into_response()
+    }
+
+    /// The version check of every operation: the refusal to answer, if the version is not
+    /// ours.
+    fn version_refusal(self, headers: &HeaderMap, uri: &Uri) -> Option<Response> {
+        operations::check_version(headers, uri)
+            .err()
+            .map(|e| self.failed(&e))
+    }
 }
 
 /// The request's `SendMessageRequest`, under the contract face's body rules (content type,
 /// size, read time), or the error to answer.
 async fn send_request(
     state: &ContractState,
+    reply: Reply,
     req: Request,
 ) -> Result<(HeaderMap, Uri, SendMessageRequest), Response> {
     let (headers, uri) = (req.headers().clone(), req.uri().clone());
-    if let Some(refused) = version_refusal(&headers, &uri) {
+    if let Some(refused) = reply.version_refusal(&headers, &uri) {
         return Err(refused);
     }
     let bytes: Bytes = json::checked_body(req, state).await.map_err(|e| {
@@ -86,12 +130,12 @@ async fn send_request(
         } else {
             A2aErrorKind::InvalidRequest
         };
-        let mut response = failed(&A2aError::new(kind, e.to_string()));
+        let mut response = reply.failed(&A2aError::new(kind, e.to_string()));
         *response.status_mut() = e.status();
         response
     })?;
     let request = daedalus_contract::read::from_slice(&bytes).map_err(|e| {
-        failed(&A2aError::new(
+        reply.failed(&A2aError::new(
             A2aErrorKind::InvalidParams,
             format!("not a SendMessageRequest: {e}"),
         ))
@@ -100,26 +144,28 @@ async fn send_request(
 }
 
 async fn message_send(State(state): State<ContractState>, req: Request) -> Response {
-    let caller = match caller_of(&req) {
+    let reply = Reply::to(req.headers());
+    let caller = match caller_of(reply, &req) {
         Ok(caller) => caller,
         Err(refused) => return *refused,
     };
-    let (headers, _, request) = match send_request(&state, req).await {
+    let (headers, _, request) = match send_request(&state, reply, req).await {
         Ok(read) => read,
         Err(refused) => return refused,
     };
     match operations::send_message(&state, &headers, &caller, request).await {
-        Ok(task) => ok(&a2a_v1::to_value(&SendMessageResponse::Task(task))),
-        Err(e) => failed(&e),
+        Ok(answer) => reply.ok(&a2a_v1::to_value(&answer)),
+        Err(e) => reply.failed(&e),
     }
 }
 
 async fn message_stream(State(state): State<ContractState>, req: Request) -> Response {
-    let caller = match caller_of(&req) {
+    let reply = Reply::to(req.headers());
+    let caller = match caller_of(reply, &req) {
         Ok(caller) => caller,
         Err(refused) => return *refused,
     };
-    let (headers, _, request) = match send_request(&state, req).await {
+    let (headers, _, request) = match send_request(&state, reply, req).await {
         Ok(read) => read,
         Err(refused) => return refused,
     };
@@ -127,7 +173,7 @@ async fn message_stream(State(state): State<ContractState>, req: Request) -> Res
         Ok((handle, inflight)) => sse::respond_with(handle, inflight, |event| {
             a2a_v1::to_value(event).to_string()
         }),
-        Err(e) => failed(&e),
+        Err(e) => reply.failed(&e),
     }
 }
 
@@ -155,16 +201,17 @@ async fn task_get(
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    if let Some(refused) = version_refusal(&headers, &uri) {
+    let reply = Reply::to(&headers);
+    if let Some(refused) = reply.version_refusal(&headers, &uri) {
         return refused;
     }
     let segment = task_segment(&params);
     let (task, action) = task_and_action(&segment);
     match action {
         None => {}
-        Some("subscribe") => return subscribe(&state, &caller, task).await,
+        Some("subscribe") => return subscribe(&state, reply, &caller, task).await,
         Some(action) => {
-            return failed(&A2aError::new(
+            return reply.failed(&A2aError::new(
                 A2aErrorKind::MethodNotFound,
                 format!("GET /tasks/{{id}}:{action} is not an operation"),
             ));
@@ -176,8 +223,8 @@ async fn task_get(
         history_length: query.history_length,
     };
     match operations::get_task(&state, &caller, &params).await {
-        Ok(task) => ok(&a2a_v1::to_value(&task)),
-        Err(e) => failed(&e),
+        Ok(task) => reply.ok(&a2a_v1::to_value(&task)),
+        Err(e) => reply.failed(&e),
     }
 }
 
@@ -188,17 +235,18 @@ async fn task_action(
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    if let Some(refused) = version_refusal(&headers, &uri) {
+    let reply = Reply::to(&headers);
+    if let Some(refused) = reply.version_refusal(&headers, &uri) {
         return refused;
     }
     let segment = task_segment(&params);
     match task_and_action(&segment) {
         (task, Some("cancel")) => match operations::cancel_task(&state, &caller, task).await {
-            Ok(task) => ok(&a2a_v1::to_value(&task)),
-            Err(e) => failed(&e),
+            Ok(task) => reply.ok(&a2a_v1::to_value(&task)),
+            Err(e) => reply.failed(&e),
         },
-        (task, Some("subscribe")) => subscribe(&state, &caller, task).await,
-        (_, action) => failed(&A2aError::new(
+        (task, Some("subscribe")) => subscribe(&state, reply, &caller, task).await,
+        (_, action) => reply.failed(&A2aError::new(
             A2aErrorKind::MethodNotFound,
             format!(
                 "POST /tasks/{{id}}{} is not an operation",
@@ -209,14 +257,19 @@ async fn task_action(
 }
 
 /// `SubscribeToTask` (`POST`, or `GET`, `/tasks/{id}:subscribe`): SSE of v1 stream responses.
-async fn subscribe(state: &ContractState, caller: &Caller, task_id: &str) -> Response {
+async fn subscribe(
+    state: &ContractState,
+    reply: Reply,
+    caller: &Caller,
+    task_id: &str,
+) -> Response {
     match operations::subscribe(state, caller, task_id).await {
         Ok((task, subscription, inflight)) => {
             sse::respond_to_subscription(task, subscription, inflight, |event| {
                 a2a_v1::to_value(event).to_string()
             })
         }
-        Err(e) => failed(&e),
+        Err(e) => reply.failed(&e),
     }
 }
 
@@ -227,18 +280,19 @@ async fn tasks_list(
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    if let Some(refused) = version_refusal(&headers, &uri) {
+    let reply = Reply::to(&headers);
+    if let Some(refused) = reply.version_refusal(&headers, &uri) {
         return refused;
     }
     let Ok(Query(params)) = query else {
-        return failed(&A2aError::new(
+        return reply.failed(&A2aError::new(
             A2aErrorKind::InvalidParams,
             "Invalid parameters: the query is not a ListTasksRequest",
         ));
     };
     match operations::list_tasks(&state, &caller, params).await {
-        Ok(page) => ok(&a2a_v1::to_value(&page)),
-        Err(e) => failed(&e),
+        Ok(page) => reply.ok(&a2a_v1::to_value(&page)),
+        Err(e) => reply.failed(&e),
     }
 }
 
@@ -247,17 +301,27 @@ async fn extended_card(
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    if let Some(refused) = version_refusal(&headers, &uri) {
+    let reply = Reply::to(&headers);
+    if let Some(refused) = reply.version_refusal(&headers, &uri) {
         return refused;
     }
-    ok(&a2a_v1::to_value(&operations::extended_card(&state)))
+    reply.ok(&a2a_v1::to_value(&operations::extended_card(&state)))
+}
+
+/// The push-config operations (`/tasks/{id}/pushNotificationConfigs[/{configId}]`).
+async fn push_configs(headers: HeaderMap, uri: Uri) -> Response {
+    let reply = Reply::to(&headers);
+    if let Some(refused) = reply.version_refusal(&headers, &uri) {
+        return refused;
+    }
+    reply.failed(&operations::push_not_supported())
 }
 
 /// Who sent `req`, as the face's authentication put it there (a request that never passed
 /// it is refused: nothing is served to nobody).
-fn caller_of(req: &Request) -> Result<Caller, Box<Response>> {
+fn caller_of(reply: Reply, req: &Request) -> Result<Caller, Box<Response>> {
     req.extensions().get::<Caller>().cloned().ok_or_else(|| {
-        Box::new(failed(&A2aError::new(
+        Box::new(reply.failed(&A2aError::new(
             A2aErrorKind::Internal,
             "the request was not authenticated",
         )))

@@ -80,7 +80,10 @@ async fn send_get_and_cancel_with_a2a_json_bodies_and_status_errors() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(kind, "application/a2a+json");
+    assert_eq!(
+        kind, "application/a2a+json",
+        "answered in the media type it was asked in"
+    );
     valid_task(&body["task"]);
     assert_eq!(body["task"]["status"]["state"], "TASK_STATE_COMPLETED");
     let id = body["task"]["id"].as_str().unwrap().to_owned();
@@ -285,5 +288,98 @@ async fn the_extended_card_is_served() {
     assert_eq!(kind, "application/a2a+json");
     if let Err(e) = Schema::A2aV1AgentCard.validate(&card) {
         panic!("not an AgentCard: {e}\n{card}");
+    }
+}
+
+/// `path` called with `content_type` and `accept`: the status and the answer's media type.
+async fn media_type_of(
+    state: &ContractState,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    accept: Option<&str>,
+) -> (StatusCode, String) {
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("A2A-Version", "1.0");
+    if let Some(ct) = content_type {
+        request = request.header(header::CONTENT_TYPE, ct);
+    }
+    if let Some(accept) = accept {
+        request = request.header(header::ACCEPT, accept);
+    }
+    let body = if method == "POST" {
+        Body::from(send("hi").to_string())
+    } else {
+        Body::empty()
+    };
+    let response = router(state.clone())
+        .oneshot(request.body(body).unwrap())
+        .await
+        .unwrap();
+    let kind = response.headers()[header::CONTENT_TYPE]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    (response.status(), kind)
+}
+
+#[tokio::test]
+async fn answers_in_the_media_type_the_client_used() {
+    let state = passthrough();
+    let send = "/a2a/rest/message:send";
+    let json = "application/json";
+    let a2a = "application/a2a+json";
+    // v1.0.0 clients send and expect application/json; v1.0.1 ones application/a2a+json.
+    assert_eq!(
+        media_type_of(&state, "POST", send, Some(json), None).await,
+        (StatusCode::OK, json.to_owned())
+    );
+    assert_eq!(
+        media_type_of(&state, "POST", send, Some(a2a), None).await,
+        (StatusCode::OK, a2a.to_owned())
+    );
+    assert_eq!(
+        media_type_of(
+            &state,
+            "POST",
+            send,
+            Some(json),
+            Some("application/a2a+json, */*")
+        )
+        .await,
+        (StatusCode::OK, a2a.to_owned())
+    );
+    // Errors too: an unknown task, asked plainly, is a 404 in application/json.
+    let missing = "/a2a/rest/tasks/nobody";
+    assert_eq!(
+        media_type_of(&state, "GET", missing, None, None).await,
+        (StatusCode::NOT_FOUND, json.to_owned())
+    );
+    assert_eq!(
+        media_type_of(&state, "GET", missing, None, Some(a2a)).await,
+        (StatusCode::NOT_FOUND, a2a.to_owned())
+    );
+}
+
+#[tokio::test]
+async fn push_config_routes_answer_push_not_supported_while_push_is_off() {
+    let state = passthrough();
+    for (method, path) in [
+        ("POST", "/a2a/rest/tasks/t-1/pushNotificationConfigs"),
+        ("GET", "/a2a/rest/tasks/t-1/pushNotificationConfigs"),
+        ("GET", "/a2a/rest/tasks/t-1/pushNotificationConfigs/c-1"),
+        ("DELETE", "/a2a/rest/tasks/t-1/pushNotificationConfigs/c-1"),
+        ("GET", "/a2a/rest/acme/tasks/t-1/pushNotificationConfigs"),
+    ] {
+        let body = (method == "POST").then(|| json!({"url": "http://127.0.0.1:9/hook"}));
+        let (status, _, error) = call(&state, method, path, body, true).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{method} {path}: {error}");
+        assert_eq!(
+            status_error(&error).2,
+            "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            "{method} {path}: {error}"
+        );
     }
 }

@@ -22,7 +22,7 @@ fn config() -> Config {
     Config::for_agent("tester", "127.0.0.1:8080".parse().unwrap())
 }
 
-fn state_with(agent: Arc<dyn Agent>, tweak: impl FnOnce(&mut Config)) -> ContractState {
+pub(super) fn state_with(agent: Arc<dyn Agent>, tweak: impl FnOnce(&mut Config)) -> ContractState {
     let mut config = config();
     tweak(&mut config);
     let state = starting(&config, agent);
@@ -137,6 +137,8 @@ async fn agent_card_is_valid_cacheable_and_has_a_skill() {
             .contains("max-age")
     );
     let etag = headers[header::ETAG].clone();
+    let last_modified = headers[header::LAST_MODIFIED].to_str().unwrap().to_owned();
+    assert!(last_modified.ends_with(" GMT"), "{last_modified}");
 
     let revalidate = get()
         .header(header::IF_NONE_MATCH, etag)
@@ -144,6 +146,18 @@ async fn agent_card_is_valid_cacheable_and_has_a_skill() {
         .unwrap();
     let (status, body, _) = call(&state, revalidate).await;
     assert_eq!((status, body), (StatusCode::NOT_MODIFIED, Value::Null));
+
+    // By date: a copy as new as the card is current; an older one is not.
+    let since = |date: &str| {
+        get()
+            .header(header::IF_MODIFIED_SINCE, date)
+            .body(Body::empty())
+            .unwrap()
+    };
+    let (status, _, _) = call(&state, since(&last_modified)).await;
+    assert_eq!(status, StatusCode::NOT_MODIFIED);
+    let (status, card_again, _) = call(&state, since("Sun, 06 Nov 1994 08:49:37 GMT")).await;
+    assert_eq!((status, card_again), (StatusCode::OK, card));
 }
 
 #[tokio::test]
@@ -443,6 +457,35 @@ async fn content_type_must_be_json() {
         let (status, _, _) = call(&state, post(body(), Some(ct))).await;
         assert_eq!(status, StatusCode::OK, "{ct}");
     }
+}
+
+#[tokio::test]
+async fn a_request_with_a2a_version_is_never_the_contract_binding() {
+    let state = passthrough();
+    let versioned = |body: &str, ct: &str| {
+        Request::post("/")
+            .header(header::CONTENT_TYPE, ct)
+            .header("A2A-Version", "1.0")
+            .body(Body::from(body.to_owned()))
+            .unwrap()
+    };
+    // Not JSON at all, in a media type POST / does not take: JSON-RPC's -32005, not a 415.
+    let python_repr = "{'jsonrpc': '2.0', 'id': 1, 'method': 'SendMessage'}";
+    let (status, body, _) = call(&state, versioned(python_repr, "text/plain")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["error"]["code"], -32005, "{body}");
+    assert_eq!(body["id"], Value::Null);
+    // A contract body with the header: a JSON-RPC error, not a contract Task.
+    let contract = json!({"message": user("m-v", "hi")}).to_string();
+    let (status, body, _) = call(&state, versioned(&contract, "application/json")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["error"]["code"], -32600, "{body}");
+    // Without the header the same body is the contract's.
+    let (status, task, _) = call(&state, post(contract, Some("application/json"))).await;
+    assert_eq!(
+        (status, &task["status"]["state"]),
+        (StatusCode::OK, &json!("completed"))
+    );
 }
 
 #[tokio::test]

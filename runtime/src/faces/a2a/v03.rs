@@ -14,7 +14,7 @@ use axum::http::HeaderMap;
 use daedalus_contract::write::a2a_v03;
 use daedalus_contract::{
     A2aError, A2aErrorKind, GetTaskRequest, JsonRpcId, JsonRpcRequest, JsonRpcResponse,
-    SendMessageRequest, TaskIdRequest,
+    SendMessageRequest, SendMessageResponse, TaskIdRequest,
 };
 use serde::Deserialize;
 
@@ -86,8 +86,13 @@ pub(super) async fn dispatch(
     match request.method.as_str() {
         "message/send" => {
             let send = send_request(params)?;
-            let task = operations::send_message(state, headers, caller, send).await?;
-            Ok(Answer::Result(a2a_v03::to_value(&task)))
+            // v0.3 answers the Task or the Message itself, told apart by its `kind`.
+            Ok(Answer::Result(
+                match operations::send_message(state, headers, caller, send).await? {
+                    SendMessageResponse::Task(task) => a2a_v03::to_value(&task),
+                    SendMessageResponse::Message(message) => a2a_v03::to_value(&message),
+                },
+            ))
         }
         "message/stream" => {
             let send = send_request(params)?;

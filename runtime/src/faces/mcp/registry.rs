@@ -55,6 +55,7 @@ pub fn remote_url(def: &AgentDef, addresses: &Addresses) -> String {
 fn model_name(model: &ModelRef) -> String {
     match model {
         ModelRef::Passthrough => "passthrough".to_owned(),
+        ModelRef::Tck => "tck".to_owned(),
         ModelRef::OpenAi(m) | ModelRef::Anthropic(m) => m.clone(),
     }
 }

@@ -1,0 +1,294 @@
+//! The `tck` model: the scripted scenarios of the official A2A conformance kit (a2a-tck), so
+//! the kit can be run against the runtime with only the model scripted.
+//!
+//! The kit names a scenario by the prefix of the message's `messageId`, as its Python system
+//! under test (`sut/a2a-python/sut_agent.py` in the kit) does:
+//!
+//! | `messageId` prefix             | the turn                                                    |
+//! |--------------------------------|-------------------------------------------------------------|
+//! | `tck-complete-task`            | completed: "Hello from TCK"                                 |
+//! | `tck-artifact-text`            | completed: a text artifact "Generated text content"        |
+//! | `tck-artifact-file-url`        | completed: a file part by URL (`https://example.com/output.txt`, `output.txt`, `text/plain`) |
+//! | `tck-artifact-file`            | completed: a file part of raw bytes (`tck`, `output.txt`, `text/plain`) |
+//! | `tck-artifact-data`            | completed: a data part `{"key": "value", "count": 42}`     |
+//! | `tck-message-response`         | a Message, not a Task: "Direct message response"            |
+//! | `tck-input-required`           | input-required                                              |
+//! | `tck-reject-task`              | rejected: "rejected"                                        |
+//! | `tck-stream-artifact-chunked`  | streams one text artifact in two chunks (`append`, `lastChunk`) |
+//! | `tck-stream-artifact-text`, `-file` | streams a text (or file) artifact, then completes     |
+//! | `tck-stream-ordering-001`, `tck-stream-001`, `-003` | streams a text artifact, then completes |
+//! | `tck-stream-002`               | completes at once                                           |
+//! | `test-resubscribe-message-id`  | works for 4 s (a cancel stops it), then completes           |
+//! | anything else                  | completed: "Unhandled messageId prefix: <id>"               |
+//!
+//! Where the kit's agent completes a task with no output, this one says "completed": the
+//! contract wants an artifact on every completed task.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use daedalus_contract::{Artifact, Part, PartContent};
+use tokio_util::sync::CancellationToken;
+
+use super::{Agent, AgentOutcome, AgentRequest, LoopEvent};
+
+/// The conformance kit's scripted model.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Tck;
+
+/// How long `test-resubscribe-message-id` works before it completes.
+const RESUBSCRIBE_WORK: Duration = Duration::from_secs(4);
+
+/// What a scenario does.
+enum Scenario {
+    /// Completes with these parts as one artifact.
+    Complete(Vec<Part>),
+    /// Streams these chunks of one artifact (the last closes it), then completes with it.
+    Stream(Vec<Part>),
+    Reply(&'static str),
+    InputRequired,
+    Reject,
+    /// Works for a while (a cancel stops it), then completes.
+    Work(Duration),
+}
+
+/// The file part the kit expects: `output.txt`, `text/plain`.
+fn file(content: PartContent) -> Part {
+    let mut part = Part::from_content(content);
+    part.media_type = Some("text/plain".to_owned());
+    part.filename = Some("output.txt".to_owned());
+    part
+}
+
+/// The bytes `tck`, base64-encoded as a part carries them.
+const TCK_BYTES: &str = "dGNr";
+
+/// The scenarios' prefixes; where one starts another (`tck-artifact-file-url` and
+/// `tck-artifact-file`), the longer comes first.
+const PREFIXES: [&str; 16] = [
+    "tck-stream-artifact-chunked",
+    "test-resubscribe-message-id",
+    "tck-stream-artifact-text",
+    "tck-stream-artifact-file",
+    "tck-stream-ordering-001",
+    "tck-artifact-file-url",
+    "tck-message-response",
+    "tck-input-required",
+    "tck-complete-task",
+    "tck-artifact-text",
+    "tck-artifact-file",
+    "tck-artifact-data",
+    "tck-reject-task",
+    "tck-stream-001",
+    "tck-stream-002",
+    "tck-stream-003",
+];
+
+fn scenario(message_id: &str) -> Scenario {
+    let text = |t: &str| vec![Part::text(t)];
+    let prefix = PREFIXES
+        .iter()
+        .find(|p| message_id.starts_with(*p))
+        .copied()
+        .unwrap_or_default();
+    match prefix {
+        "tck-stream-artifact-chunked" => {
+            Scenario::Stream(vec![Part::text("chunk-1 "), Part::text("chunk-2")])
+        }
+        "test-resubscribe-message-id" => Scenario::Work(RESUBSCRIBE_WORK),
+        "tck-stream-artifact-text" => Scenario::Stream(text("Streamed text content")),
+        "tck-stream-artifact-file" => {
+            Scenario::Stream(vec![file(PartContent::Raw(TCK_BYTES.to_owned()))])
+        }
+        "tck-stream-ordering-001" => Scenario::Stream(text("Ordered output")),
+        "tck-artifact-file-url" => Scenario::Complete(vec![file(PartContent::Url(
+            "https://example.com/output.txt".to_owned(),
+        ))]),
+        "tck-message-response" => Scenario::Reply("Direct message response"),
+        "tck-input-required" => Scenario::InputRequired,
+        "tck-complete-task" => Scenario::Complete(text("Hello from TCK")),
+        "tck-artifact-text" => Scenario::Complete(text("Generated text content")),
+        "tck-artifact-file" => {
+            Scenario::Complete(vec![file(PartContent::Raw(TCK_BYTES.to_owned()))])
+        }
+        "tck-artifact-data" => Scenario::Complete(vec![Part::from_content(PartContent::Data(
+            serde_json::json!({"key": "value", "count": 42}),
+        ))]),
+        "tck-reject-task" => Scenario::Reject,
+        "tck-stream-001" => Scenario::Stream(text("Stream hello from TCK")),
+        "tck-stream-002" => Scenario::Complete(text("completed")),
+        "tck-stream-003" => Scenario::Stream(text("Stream task lifecycle")),
+        _ => Scenario::Complete(text(&format!("Unhandled messageId prefix: {message_id}"))),
+    }
+}
+
+fn artifact(parts: Vec<Part>) -> Artifact {
+    Artifact {
+        artifact_id: uuid::Uuid::new_v4().to_string(),
+        name: Some("response".to_owned()),
+        description: None,
+        parts,
+        extensions: None,
+        metadata: None,
+    }
+}
+
+#[async_trait]
+impl Agent for Tck {
+    async fn run(&self, request: AgentRequest, cancel: CancellationToken) -> AgentOutcome {
+        match scenario(&request.message.message_id) {
+            Scenario::Complete(parts) => AgentOutcome::Completed {
+                artifacts: vec![artifact(parts)],
+            },
+            Scenario::Stream(chunks) => {
+                let mut whole = artifact(Vec::new());
+                let last = chunks.len().saturating_sub(1);
+                for (i, part) in chunks.into_iter().enumerate() {
+                    let mut chunk = whole.clone();
+                    chunk.parts = vec![part];
+                    whole.append_chunk(&chunk);
+                    request.events.emit(LoopEvent::ArtifactChunk {
+                        agent: "tck".to_owned(),
+                        depth: request.depth,
+                        artifact: chunk,
+                        append: i > 0,
+                        last_chunk: i == last,
+                    });
+                }
+                AgentOutcome::Completed {
+                    artifacts: vec![whole],
+                }
+            }
+            Scenario::Reply(text) => AgentOutcome::Replied {
+                parts: vec![Part::text(text)],
+            },
+            Scenario::InputRequired => AgentOutcome::InputRequired {
+                question: vec![Part::text("More input is needed.")],
+            },
+            Scenario::Reject => AgentOutcome::Rejected {
+                reason: "rejected".to_owned(),
+            },
+            Scenario::Work(duration) => {
+                tokio::select! {
+                    () = tokio::time::sleep(duration) => AgentOutcome::Completed {
+                        artifacts: vec![artifact(vec![Part::text("completed")])],
+                    },
+                    () = cancel.cancelled() => AgentOutcome::Canceled,
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use daedalus_contract::{Message, Role};
+
+    use super::*;
+
+    async fn run(message_id: &str) -> AgentOutcome {
+        let message = Message::new(message_id, Role::User, vec![Part::text("TCK test")]);
+        Tck.run(
+            AgentRequest::new("t", "c", message),
+            CancellationToken::new(),
+        )
+        .await
+    }
+
+    fn parts(outcome: &AgentOutcome) -> &[Part] {
+        match outcome {
+            AgentOutcome::Completed { artifacts } => &artifacts[0].parts,
+            other => panic!("not completed: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn each_prefix_plays_its_scenario() {
+        assert_eq!(
+            parts(&run("tck-artifact-text-1f").await),
+            [Part::text("Generated text content")]
+        );
+        let url = run("tck-artifact-file-url-2").await;
+        assert!(
+            matches!(&parts(&url)[0].content, PartContent::Url(u) if u == "https://example.com/output.txt")
+        );
+        assert_eq!(parts(&url)[0].filename.as_deref(), Some("output.txt"));
+        let raw = run("tck-artifact-file-3").await;
+        assert!(matches!(&parts(&raw)[0].content, PartContent::Raw(b) if b == "dGNr"));
+        assert_eq!(parts(&raw)[0].media_type.as_deref(), Some("text/plain"));
+        let data = run("tck-artifact-data-4").await;
+        assert!(
+            matches!(&parts(&data)[0].content, PartContent::Data(v) if v["count"] == 42 && v["key"] == "value")
+        );
+        assert_eq!(
+            run("tck-message-response-5").await,
+            AgentOutcome::Replied {
+                parts: vec![Part::text("Direct message response")]
+            }
+        );
+        assert!(matches!(
+            run("tck-input-required-6").await,
+            AgentOutcome::InputRequired { .. }
+        ));
+        assert_eq!(
+            run("tck-reject-task-7").await,
+            AgentOutcome::Rejected {
+                reason: "rejected".into()
+            }
+        );
+        assert_eq!(
+            parts(&run("something-else").await),
+            [Part::text("Unhandled messageId prefix: something-else")]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_chunked_artifact_streams_in_chunks_and_completes_whole() {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = std::sync::Arc::clone(&seen);
+        let message = Message::new(
+            "tck-stream-artifact-chunked-1",
+            Role::User,
+            vec![Part::text("x")],
+        );
+        let mut request = AgentRequest::new("t", "c", message);
+        request.events = super::super::EventSink::new(move |e| {
+            if let LoopEvent::ArtifactChunk {
+                artifact,
+                append,
+                last_chunk,
+                ..
+            } = e
+            {
+                sink.lock().unwrap().push((
+                    artifact.parts[0].as_text().unwrap_or_default().to_owned(),
+                    append,
+                    last_chunk,
+                    artifact.artifact_id,
+                ));
+            }
+        });
+        let outcome = Tck.run(request, CancellationToken::new()).await;
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(
+            seen.iter()
+                .map(|(t, a, l, _)| (t.as_str(), *a, *l))
+                .collect::<Vec<_>>(),
+            [("chunk-1 ", false, false), ("chunk-2", true, true)]
+        );
+        let AgentOutcome::Completed { artifacts } = outcome else {
+            panic!("{outcome:?}");
+        };
+        assert_eq!(artifacts[0].artifact_id, seen[0].3);
+        assert_eq!(artifacts[0].parts, [Part::text("chunk-1 chunk-2")]);
+    }
+
+    #[tokio::test]
+    async fn resubscribe_work_stops_when_canceled() {
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let message = Message::new("test-resubscribe-message-id-1", Role::User, vec![]);
+        let outcome = Tck.run(AgentRequest::new("t", "c", message), cancel).await;
+        assert_eq!(outcome, AgentOutcome::Canceled);
+    }
+}
