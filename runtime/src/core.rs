@@ -1,6 +1,7 @@
 //! The runtime-wide core every face shares: the deployment's agents, the turn service that
 //! runs them, the session store they keep conversations in, the metrics, the LLM provider
-//! checks, the bounded book of live MCP sessions, who is calling, and where the runtime is in its life. Per-face state (the contract face's discovery
+//! checks, the bounded book of live MCP sessions, who is calling, push notifications, and where
+//! the runtime is in its life. Per-face state (the contract face's discovery
 //! documents, an MCP face's agent definition) lives with its face and holds a [`Core`].
 //!
 //! A reload ([`Core::redeploy`]) swaps the fleet and the provider checks; everything else lives
@@ -16,6 +17,7 @@ use crate::lifecycle::Lifecycle;
 use crate::llm::preflight::Preflight;
 use crate::mcp_sessions::{SessionBook, SessionLimits};
 use crate::metrics::Metrics;
+use crate::push::{Push, PushSettings};
 use crate::sessions::SessionStore;
 use crate::turns::{TurnLimits, TurnService};
 
@@ -32,6 +34,7 @@ struct Shared {
     lifecycle: Arc<Lifecycle>,
     mcp_sessions: Arc<SessionBook>,
     identity: Identity,
+    push: Push,
 }
 
 impl Core {
@@ -42,6 +45,7 @@ impl Core {
         preflight: Preflight,
         limits: TurnLimits,
         mcp_sessions: SessionLimits,
+        push: PushSettings,
     ) -> Self {
         let metrics = Arc::new(Metrics::new());
         let lifecycle = Arc::new(Lifecycle::default());
@@ -52,6 +56,7 @@ impl Core {
             limits,
         );
         let mcp_sessions = Arc::new(SessionBook::new(mcp_sessions, Arc::clone(&metrics)));
+        let push = Push::new(push, turns.task_store(), Arc::clone(&metrics));
         Self(Arc::new(Shared {
             turns,
             sessions,
@@ -60,6 +65,7 @@ impl Core {
             lifecycle,
             mcp_sessions,
             identity: Identity::off(),
+            push,
         }))
     }
 
@@ -96,6 +102,11 @@ impl Core {
     /// it, and swapped on reload).
     pub fn identity(&self) -> &Identity {
         &self.0.identity
+    }
+
+    /// Push notifications: tasks' webhooks and their deliveries.
+    pub fn push(&self) -> &Push {
+        &self.0.push
     }
 
     pub fn lifecycle(&self) -> &Lifecycle {

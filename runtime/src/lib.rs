@@ -44,6 +44,7 @@ pub mod mcp_sessions;
 pub mod memory;
 pub mod metrics;
 pub mod migrate;
+pub mod push;
 pub mod reload;
 pub mod run;
 pub mod sampling;

@@ -31,6 +31,12 @@ pub struct ExpiryLabel {
     pub reason: &'static str,
 }
 
+/// What came of push deliveries: `delivered`, `retried`, `gave_up`, `dropped`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    pub outcome: &'static str,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct AgentInfo {
     pub agent: String,
@@ -137,6 +143,8 @@ pub struct Metrics {
     pub mcp_sessions_expired: Family<ExpiryLabel, Counter>,
     /// Conversations compacted, by agent and the strategy that was carried out.
     pub compactions: Family<CompactionLabels, Counter>,
+    /// Push notification deliveries, by outcome.
+    pub push_deliveries: Family<OutcomeLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -169,6 +177,7 @@ impl Metrics {
             mcp_sessions_evicted: Counter::default(),
             mcp_sessions_expired: Family::default(),
             compactions: Family::default(),
+            push_deliveries: Family::default(),
             registry,
         };
         let mut m = m;
@@ -257,6 +266,11 @@ impl Metrics {
             "daedalus_runtime_compactions",
             "Conversations compacted to fit the model's budget, by agent and strategy (a summary that failed counts as truncate)",
             m.compactions.clone(),
+        );
+        r.register(
+            "daedalus_runtime_push_deliveries",
+            "Push notifications: states delivered to webhooks, tries that failed and were made again (retried), deliveries given up, and states dropped at the queue's bound",
+            m.push_deliveries.clone(),
         );
         r.register_collector(Box::new(ProcessCollector));
         m

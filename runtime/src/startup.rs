@@ -52,6 +52,8 @@ pub enum RunError {
     Dependency(#[source] crate::faces::mcp::endpoints::DependencyNotReady),
     #[error("cannot open the task store")]
     Tasks(#[source] crate::task_store::BackendError),
+    #[error("cannot read the tasks' push notification configs back")]
+    Push(#[source] crate::push::PushError),
     #[error("cannot set up authentication")]
     Identity(#[source] crate::identity::IdentityError),
 }
@@ -102,21 +104,29 @@ pub async fn attach_tasks(config: &Config, core: &Core, bound: SocketAddr) -> Re
         TasksDb::Sqlite { path } => {
             let backend = task_store::SqliteTasks::open(path, config.task_ttl, config.max_tasks)
                 .map_err(RunError::Tasks)?;
-            store
+            let failed = store
                 .attach(Arc::new(backend), &replica)
                 .await
-                .map_err(RunError::Tasks)?
+                .map_err(RunError::Tasks)?;
+            attach_push(core, crate::push::sqlite::SqlitePush::open(path)).await?;
+            failed
         }
         TasksDb::NatsKv { url, bucket } => {
             let kv = task_store::NatsKvTasks::open(url, bucket, config.task_ttl)
                 .await
                 .map_err(RunError::Tasks)?;
+            let push = crate::push::nats_kv::NatsKvPush::beside(&kv);
             let lease = task_store::replicas::LeaseConfig {
                 lease: config.replica_lease,
             };
-            task_store::replicas::join(store, kv, &replica, lease)
+            let failed = task_store::replicas::join(store, kv, &replica, lease)
                 .await
-                .map_err(RunError::Tasks)?
+                .map_err(RunError::Tasks)?;
+            if core.push().enabled() {
+                let owed = core.push().share(push).await.map_err(RunError::Push)?;
+                owed_deliveries(owed);
+            }
+            failed
         }
     };
     if failed > 0 {
@@ -127,6 +137,37 @@ pub async fn attach_tasks(config: &Config, core: &Core, bound: SocketAddr) -> Re
         );
     }
     Ok(())
+}
+
+/// How long push deliveries in flight get to stop at shutdown.
+const PUSH_STOP: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Keeps tasks' webhooks in `backend` too (beside the tasks), and delivers what a restart
+/// left owed.
+async fn attach_push(
+    core: &Core,
+    backend: Result<crate::push::sqlite::SqlitePush, task_store::BackendError>,
+) -> Result<(), RunError> {
+    if !core.push().enabled() {
+        return Ok(());
+    }
+    let backend = backend.map_err(RunError::Tasks)?;
+    let owed = core
+        .push()
+        .attach(Arc::new(backend))
+        .await
+        .map_err(RunError::Push)?;
+    owed_deliveries(owed);
+    Ok(())
+}
+
+fn owed_deliveries(owed: usize) {
+    if owed > 0 {
+        tracing::info!(
+            deliveries = owed,
+            "push: webhooks that had not taken their task's last state get it now"
+        );
+    }
 }
 
 /// `<hostname>:<port>`: the same after a restart on the same machine and port, different for
@@ -159,7 +200,14 @@ pub fn build_core(config: &Config, fleet: Fleet, sessions: Option<Arc<dyn Sessio
         task_memory_bytes: usize::try_from(config.limits.task_memory_bytes).unwrap_or(usize::MAX),
         task_ttl: config.task_ttl,
     };
-    Core::new(fleet, sessions, preflight, limits, config.mcp_sessions)
+    Core::new(
+        fleet,
+        sessions,
+        preflight,
+        limits,
+        config.mcp_sessions,
+        config.push.clone(),
+    )
 }
 
 /// Callers are checked as the configuration says from now on (an API key file that does not
@@ -252,11 +300,13 @@ impl Servers {
         self.side.keys().copied()
     }
 
-    /// Drains the turn service under `grace`, leaves the shared task store, then ends MCP
-    /// sessions and closes every port.
+    /// Drains the turn service under `grace`, leaves the shared task store, stops push
+    /// deliveries (what they had not delivered is owed from the store after a restart), then
+    /// ends MCP sessions and closes every port.
     pub async fn stop(self, grace: std::time::Duration) {
         self.core.turns().drain(grace).await;
         self.core.turns().task_store().leave().await;
+        self.core.push().stop(PUSH_STOP).await;
         self.mcp_sessions.cancel();
         self.stop.cancel();
         let servers = std::iter::once(self.main).chain(self.side.into_values().map(|s| s.server));

@@ -295,6 +295,51 @@ async fn fault_5_a_subscriber_to_a_waiting_task_hears_a_cancel_or_an_answer_from
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_continuing_one_waiting_task_at_once_one_wins_and_the_other_hears_why() {
+    let store = Store::start();
+    let (_a, on_a) = store.replica("replica-a");
+    let (_b, on_b) = store.replica("replica-b");
+    for round in 0..6 {
+        let id = id_of(&on_a.run_task("***INPUT which one?").await);
+        wait_until("B sees the task wait", Duration::from_secs(5), || async {
+            on_b.state_of(&id).await == INPUT_REQUIRED
+        })
+        .await;
+        let (first, second) = tokio::join!(
+            on_a.send_to_task(&id, "***SLEEP 300ms from a"),
+            on_b.send_to_task(&id, "***SLEEP 300ms from b"),
+        );
+        let answers = [&first, &second];
+        let won: Vec<&&Value> = answers
+            .iter()
+            .filter(|a| a.get("result").is_some())
+            .collect();
+        let lost: Vec<&&Value> = answers
+            .iter()
+            .filter(|a| a["error"]["code"] == -32004)
+            .collect();
+        assert_eq!(
+            (won.len(), lost.len()),
+            (1, 1),
+            "round {round}: one wins, the other is UnsupportedOperationError: {first} {second}"
+        );
+        let winner = &won[0]["result"]["task"];
+        assert_eq!(state_of(winner), COMPLETED);
+        let said = winner["artifacts"][0]["parts"][0]["text"].clone();
+        // One story: both replicas and the store hold the winner's end.
+        for via in [&on_a, &on_b] {
+            wait_until("both replicas agree", Duration::from_secs(5), || async {
+                via.get(&id).await.is_some_and(|t| {
+                    state_of(&t) == COMPLETED && t["artifacts"][0]["parts"][0]["text"] == said
+                })
+            })
+            .await;
+        }
+        assert_eq!(store.stored_state(&id).await.as_deref(), Some("completed"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_6_and_7_a_lost_replicas_running_tasks_fail_in_the_store_within_its_lease() {
     let store = Store::start();
     let (mut a, on_a) = store.replica("replica-a");

@@ -97,6 +97,28 @@ impl A2aClient {
         id_of(&sent["task"])
     }
 
+    /// Sends a new task saying `text` with a webhook at `url` (inline
+    /// `taskPushNotificationConfig`, `Bearer <bearer>`), returning at once: its id.
+    pub async fn start_task_pushing_to(&self, text: &str, url: &str, bearer: &str) -> String {
+        let mut params = send(text, None, true);
+        params["configuration"]["taskPushNotificationConfig"] = json!({
+            "url": url,
+            "authentication": {"scheme": "Bearer", "credentials": bearer},
+        });
+        let sent = self.result("SendMessage", params).await;
+        id_of(&sent["task"])
+    }
+
+    /// Sets up a webhook at `url` for task `id` (`CreateTaskPushNotificationConfig`): the
+    /// whole response.
+    pub async fn push_to(&self, id: &str, url: &str) -> Value {
+        self.call(
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": id, "url": url}),
+        )
+        .await
+    }
+
     /// Sends a new task saying `text` and waits for it: the task as it ended.
     pub async fn run_task(&self, text: &str) -> Value {
         self.result("SendMessage", send(text, None, false)).await["task"].clone()

@@ -12,7 +12,9 @@
 //! - [`OtlpReceiver`]: an OTLP/HTTP trace receiver that decodes what it is sent;
 //! - [`SseEvents`]: an SSE response read event by event as it arrives;
 //! - [`EchoAgent`]: the official A2A Python SDK serving an echo agent (another agent to call);
-//! - [`A2aClient`]: an A2A v1 JSON-RPC client (send, get, list, cancel, subscribe);
+//! - [`A2aClient`]: an A2A v1 JSON-RPC client (send, get, list, cancel, subscribe, push
+//!   configs);
+//! - [`Webhook`]: a push notification receiver on loopback that can be down;
 //! - [`fake_llm_client`]: a provider client on the strict fake LLM;
 //! - [`runtime_config`]: the runtime's configuration as its pure parser builds it;
 //! - the architecture checks ([`architecture`]): the module graph read from `use` lines.
@@ -36,6 +38,7 @@ mod runtime;
 mod runtime_process;
 mod sse;
 mod wait;
+mod webhook;
 
 pub use a2a_client::{A2aClient, Canceled};
 pub use a2a_echo::{EchoAgent, a2a_python};
@@ -51,3 +54,4 @@ pub use runtime::Runtime;
 pub use runtime_process::RuntimeProcess;
 pub use sse::SseEvents;
 pub use wait::{wait_until, wait_until_some};
+pub use webhook::{Notification, Webhook};

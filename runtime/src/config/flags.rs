@@ -77,6 +77,24 @@ pub(super) struct Cli {
     /// was running. 1s to 10m.
     #[arg(long, env = "REPLICA_LEASE", global = true, default_value = "5s", value_parser = parse_duration)]
     pub(super) replica_lease: Duration,
+    /// Whether A2A push notifications are served (`on` or `off`): tasks' webhooks, and the
+    /// delivery of each state of a task to them.
+    #[arg(long, env = "PUSH_NOTIFICATIONS", global = true, default_value = "on", value_parser = parse_switch)]
+    pub(super) push_notifications: bool,
+    /// Hosts a webhook may be at although they are not public addresses (loopback, private,
+    /// link-local), comma-separated: names, addresses or CIDR ranges (`127.0.0.1,10.0.0.0/8`).
+    #[arg(long, env = "PUSH_ALLOW_HOSTS", global = true, value_delimiter = ',')]
+    pub(super) push_allow_hosts: Vec<String>,
+    /// How long one POST to a webhook may take.
+    #[arg(long, env = "PUSH_TIMEOUT", global = true, default_value = "10s", value_parser = parse_duration)]
+    pub(super) push_timeout: Duration,
+    /// How long a delivery a webhook cannot take is tried again (with backoff) before it is
+    /// given up.
+    #[arg(long, env = "PUSH_RETRY_FOR", global = true, default_value = "5m", value_parser = parse_duration)]
+    pub(super) push_retry_for: Duration,
+    /// Bytes that may wait for webhooks, in all (with a unit: 64MiB).
+    #[arg(long, env = "PUSH_QUEUE_BYTES", global = true, default_value = "64MiB", value_parser = parse_size)]
+    pub(super) push_queue_bytes: u64,
     /// How long a conversation idle for longer is kept in the session store (`720h` = 30
     /// days); `0` keeps them forever.
     #[arg(long, env = "SESSION_TTL", global = true, default_value = "720h", value_parser = parse_duration)]
@@ -220,4 +238,13 @@ pub(super) enum Command {
         /// The Python module.
         module: PathBuf,
     },
+}
+
+/// `on`/`off` (also `true`/`false`, `1`/`0`, `yes`/`no`).
+fn parse_switch(value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "1" | "yes" => Ok(true),
+        "off" | "false" | "0" | "no" => Ok(false),
+        other => Err(format!("{other:?} is neither on nor off")),
+    }
 }

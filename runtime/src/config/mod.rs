@@ -82,6 +82,8 @@ pub struct Config {
     pub log_file: Option<PathBuf>,
     /// Inbound authentication (off unless configured).
     pub auth: auth::AuthPlan,
+    /// A2A push notifications.
+    pub push: crate::push::PushSettings,
 }
 
 #[expect(clippy::ref_option, reason = "serde's serialize_with passes &Option")]
@@ -233,6 +235,7 @@ impl Config {
         };
         let log_level = log_level_of(&cli, &deployment, key_of)?;
         let auth = auth_plan(&cli, &deployment, key_of)?;
+        let push = push_settings(&cli, key_of)?;
         let public_url = cli
             .public_url
             .map(|url| validate_public_url(&url))
@@ -371,6 +374,7 @@ impl Config {
             log_format: cli.log_format,
             log_file: cli.log_file.or(cli.pallas_log_file),
             auth,
+            push,
         })
     }
 
@@ -401,6 +405,38 @@ impl Config {
     pub fn to_pretty_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("the configuration serializes")
     }
+}
+
+/// The push notification settings of the `PUSH_*` flags.
+fn push_settings(
+    cli: &Cli,
+    key_of: &dyn Fn(&str, &str) -> String,
+) -> Result<crate::push::PushSettings, ConfigError> {
+    let allow = crate::push::guard::AllowList::parse(&cli.push_allow_hosts).map_err(|why| {
+        ConfigError::invalid(&key_of("push_allow_hosts", "--push-allow-hosts"), why)
+    })?;
+    for (zero, id, flag) in [
+        (cli.push_timeout.is_zero(), "push_timeout", "--push-timeout"),
+        (
+            cli.push_queue_bytes == 0,
+            "push_queue_bytes",
+            "--push-queue-bytes",
+        ),
+    ] {
+        if zero {
+            return Err(ConfigError::invalid(
+                &key_of(id, flag),
+                "must be more than zero",
+            ));
+        }
+    }
+    Ok(crate::push::PushSettings {
+        enabled: cli.push_notifications,
+        allow,
+        timeout: cli.push_timeout,
+        retry_for: cli.push_retry_for,
+        queue_bytes: usize::try_from(cli.push_queue_bytes).unwrap_or(usize::MAX),
+    })
 }
 
 /// The authentication plan: the `AUTH_*` flags over the deployment file's `auth:` block. A

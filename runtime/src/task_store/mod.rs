@@ -55,6 +55,13 @@ use cells::Cells;
 /// How long a read of the backend may take before memory answers alone.
 const READ_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// Told of every state of a task this replica stores, after the store took it (push
+/// notifications deliver them). Called on the writer's path: it must only queue.
+pub trait StoreObserver: Send + Sync + std::fmt::Debug + 'static {
+    /// `task` was stored at `revision` (`0` where no backend keeps revisions).
+    fn stored(&self, task: &Task, revision: u64);
+}
+
 /// What the store may hold in memory.
 #[derive(Debug, Clone, Copy)]
 pub struct StoreLimits {
@@ -76,6 +83,8 @@ struct Inner {
     cells: Mutex<Cells>,
     /// Where tasks are kept beyond memory, once attached at startup.
     persistence: OnceLock<Persistence>,
+    /// Who is told of each state stored.
+    observer: OnceLock<Arc<dyn StoreObserver>>,
 }
 
 #[derive(Debug)]
@@ -96,7 +105,25 @@ impl TaskStore {
             },
             cells: Mutex::default(),
             persistence: OnceLock::new(),
+            observer: OnceLock::new(),
         }))
+    }
+
+    /// From now on tells `observer` of each state stored (once; a second is ignored).
+    pub fn observe(&self, observer: Arc<dyn StoreObserver>) {
+        let _ = self.0.observer.set(observer);
+    }
+
+    /// Task `task_id` as memory holds it and the revision it stands at, if this replica
+    /// wrote it last (or no other replica shares the store).
+    pub fn written_here(&self, task_id: &str) -> Option<(Task, u64)> {
+        let cell = self.existing(task_id)?;
+        let (revision, owner) = cell.revision();
+        let here = self.replica();
+        if here.is_some() && owner.as_deref() != here {
+            return None;
+        }
+        Some((cell.task()?, revision))
     }
 
     /// From now on keeps tasks in `backend` too, as replica `replica`, after reading back the
@@ -327,12 +354,21 @@ impl TaskStore {
         expected: u64,
     ) -> Result<u64, WriteError> {
         let Some(p) = self.0.persistence.get() else {
+            self.told_stored(task, 0);
             return Ok(0);
         };
         let mut stored = StoredTask::new(task.clone(), &p.replica, answered.map(str::to_owned));
         stored.principal = cell.principal();
         cell.writes(&stored.write_id);
-        p.backend.write(&stored, expected).await
+        let revision = p.backend.write(&stored, expected).await?;
+        self.told_stored(task, revision);
+        Ok(revision)
+    }
+
+    fn told_stored(&self, task: &Task, revision: u64) {
+        if let Some(observer) = self.0.observer.get() {
+            observer.stored(task, revision);
+        }
     }
 
     /// Task `task_id` as the backend holds it (within [`READ_TIMEOUT`]).

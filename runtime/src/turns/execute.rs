@@ -72,6 +72,17 @@ impl TurnService {
                 .await,
             ));
         }
+        if let Some(task) = &standing {
+            // One turn of a task at a time, on every replica; the standard bindings take no
+            // message for a finished task.
+            let state = task.status.state;
+            if crate::task_store::backend::running(state) {
+                return Err(TurnError::TaskBusy(task_id));
+            }
+            if !request.replay && state.is_terminal() {
+                return Err(TurnError::TaskFinished { task_id, state });
+            }
+        }
         let known_context = standing.as_ref().and_then(|t| t.context_id.as_deref());
         let context_id = task::resolve_context(known_context, &request.message, &task_id)?;
         // A context the client named may be someone else's; one the server just made is not.

@@ -89,6 +89,19 @@ pub enum TurnError {
     WorkerStopped(String),
     #[error("task {0} changed on another replica as this turn began; send the message again")]
     TaskMoved(String),
+    /// A turn of the task runs (here or on another replica): it takes a message again when
+    /// it asks for input.
+    #[error(
+        "task {0} is working: a turn of it runs (another message continued it); it takes a message again when it asks for input"
+    )]
+    TaskBusy(String),
+    /// A standard binding's message for a task that ended (the contract binding's starts a
+    /// new turn of it).
+    #[error("task {task_id} is {state}, and a finished task takes no more messages")]
+    TaskFinished {
+        task_id: String,
+        state: daedalus_contract::TaskState,
+    },
     #[error("the task store cannot record tasks now ({0}); retry later")]
     StoreUnavailable(String),
     #[error("{0}")]

@@ -12,6 +12,7 @@ mod jsonrpc;
 mod manifest;
 mod message;
 mod part;
+mod push;
 mod rebuild;
 pub mod registry;
 mod request;
@@ -32,6 +33,10 @@ pub use jsonrpc::{JsonRpcId, JsonRpcMarker, JsonRpcOutcome, JsonRpcRequest, Json
 pub use manifest::{ManifestCapabilities, ManifestRuntime, ManifestServer, RuntimeContract};
 pub use message::Message;
 pub use part::{Part, PartContent};
+pub use push::{
+    AuthenticationInfo, ListPushConfigsRequest, ListPushConfigsResponse, PushConfigRequest,
+    TaskPushNotificationConfig,
+};
 pub use rebuild::{RebuildError, TaskRebuilder};
 pub use request::{SendMessageConfiguration, SendMessageRequest};
 pub use response::{ListTasksResponse, SendMessageResponse};

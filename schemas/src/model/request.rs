@@ -17,8 +17,8 @@ pub struct SendMessageRequest {
 }
 
 /// How the client wants the send handled.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", from = "ConfigurationIn")]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct SendMessageConfiguration {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub accepted_output_modes: Option<Vec<String>>,
@@ -27,6 +27,9 @@ pub struct SendMessageConfiguration {
     pub history_length: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub return_immediately: Option<bool>,
+    /// A webhook for the task's updates, set up with the task.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_push_notification_config: Option<super::TaskPushNotificationConfig>,
 }
 
 impl SendMessageRequest {
@@ -65,6 +68,27 @@ impl Serialize for SendMessageRequest {
     }
 }
 
+impl<'de> Deserialize<'de> for SendMessageConfiguration {
+    /// Only from an object (serde would fill a struct from an array of as many elements),
+    /// each field read where it stands, so an error names its path.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Object;
+        impl<'de> serde::de::Visitor<'de> for Object {
+            type Value = ConfigurationIn;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a SendMessageConfiguration object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Self::Value, A::Error> {
+                ConfigurationIn::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(Object).map(Self::from)
+    }
+}
+
 /// Every spelling of the configuration the reader accepts: v1 (`historyLength` as a number
 /// or, in ProtoJSON, a string), snake_case, and v0.3's `blocking`.
 #[derive(Deserialize)]
@@ -78,6 +102,14 @@ struct ConfigurationIn {
     return_immediately: Option<bool>,
     #[serde(default)]
     blocking: Option<bool>,
+    /// v1 (`taskPushNotificationConfig`), v0.3 (`pushNotificationConfig`).
+    #[serde(
+        default,
+        alias = "task_push_notification_config",
+        alias = "pushNotificationConfig",
+        alias = "push_notification_config"
+    )]
+    task_push_notification_config: Option<super::TaskPushNotificationConfig>,
 }
 
 impl From<ConfigurationIn> for SendMessageConfiguration {
@@ -86,6 +118,7 @@ impl From<ConfigurationIn> for SendMessageConfiguration {
             accepted_output_modes: c.accepted_output_modes,
             history_length: c.history_length,
             return_immediately: c.return_immediately.or(c.blocking.map(|b| !b)),
+            task_push_notification_config: c.task_push_notification_config,
         }
     }
 }

@@ -175,7 +175,7 @@ fn build_card(config: &Config, public_url: &str) -> AgentCard {
         documentation_url: None,
         capabilities: AgentCapabilities {
             streaming: Some(true),
-            push_notifications: Some(false),
+            push_notifications: Some(config.push.enabled),
             extended_agent_card: Some(true),
             extensions: None,
         },

@@ -35,6 +35,9 @@ struct Healthz {
     tasks: Option<crate::task_store::ReplicaHealth>,
     /// Whether callers must authenticate, and the keys their credentials are checked with.
     auth: crate::identity::IdentityHealth,
+    /// Push notifications: what waits for webhooks, what was delivered, retried, given up
+    /// and dropped, and the last delivery given up.
+    push: crate::push::PushHealth,
 }
 
 /// 200 `{"status":"ok"}` when the active provider passed its last check, every downstream
@@ -67,6 +70,7 @@ pub(super) async fn healthz(State(state): State<ContractState>) -> Response {
             mcp_sessions,
             tasks,
             auth: state.core().identity().health(),
+            push: state.core().push().health(),
         }),
     )
         .into_response()

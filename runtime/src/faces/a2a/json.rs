@@ -27,7 +27,7 @@ const DISCARD_CAP: usize = 64 * 1024 * 1024;
 /// `"jsonrpc"` key), or JSON-RPC whose envelope does not read.
 #[derive(Debug)]
 pub(super) enum TaskPost {
-    Contract(daedalus_contract::SendMessageRequest),
+    Contract(Box<daedalus_contract::SendMessageRequest>),
     JsonRpc(daedalus_contract::JsonRpcRequest),
     BadJsonRpc(String),
     /// A JSON-RPC request sent in another media type: answered `ContentTypeNotSupportedError`.
@@ -58,7 +58,7 @@ impl FromRequest<ContractState> for TaskPost {
             });
         }
         daedalus_contract::read::from_slice(&bytes)
-            .map(TaskPost::Contract)
+            .map(|request| TaskPost::Contract(Box::new(request)))
             .map_err(ApiError::Unreadable)
     }
 }

@@ -5,8 +5,8 @@
 //! Served: `SendMessage` (blocking, or `returnImmediately`), `SendStreamingMessage` and
 //! `SubscribeToTask` (SSE, each `data` a full JSON-RPC response: the Task first, status updates
 //! without `final`, and the stream simply ends), `GetTask`, `ListTasks`, `CancelTask` and
-//! `GetExtendedAgentCard`, with the rules of [`super::operations`]. The push-notification
-//! methods answer `PushNotificationNotSupportedError`.
+//! `GetExtendedAgentCard` and the four push-notification config methods, with the rules of
+//! [`super::operations`].
 
 use axum::Json;
 use axum::http::{HeaderMap, Uri};
@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use daedalus_contract::write::a2a_v1;
 use daedalus_contract::{
     A2aError, A2aErrorKind, JsonRpcId, JsonRpcRequest, JsonRpcResponse, TaskIdRequest,
+    TaskPushNotificationConfig,
 };
 
 use super::method::{Answer, read};
@@ -116,10 +117,28 @@ async fn dispatch(
             )))
         }
         "GetExtendedAgentCard" => Ok(v1_result(&operations::extended_card(state))),
-        "CreateTaskPushNotificationConfig"
-        | "GetTaskPushNotificationConfig"
-        | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig" => Err(operations::push_not_supported()),
+        "CreateTaskPushNotificationConfig" => {
+            let config: TaskPushNotificationConfig = read(params)?;
+            let task_id = config.task_id.clone();
+            operations::create_push_config(state, caller, &task_id, config)
+                .await
+                .map(|kept| Answer::Result(serde_json::to_value(kept).unwrap_or_default()))
+        }
+        "GetTaskPushNotificationConfig" => {
+            operations::get_push_config(state, caller, &read(params)?)
+                .await
+                .map(|config| Answer::Result(serde_json::to_value(config).unwrap_or_default()))
+        }
+        "ListTaskPushNotificationConfigs" => {
+            operations::list_push_configs(state, caller, &read(params)?)
+                .await
+                .map(|page| Answer::Result(serde_json::to_value(page).unwrap_or_default()))
+        }
+        "DeleteTaskPushNotificationConfig" => {
+            operations::delete_push_config(state, caller, &read(params)?)
+                .await
+                .map(|()| Answer::Result(serde_json::json!({})))
+        }
         other => Err(A2aError::new(
             A2aErrorKind::MethodNotFound,
             format!("Method not found: {other}"),

@@ -163,7 +163,22 @@ async fn versions_methods_and_params_get_the_spec_errors() {
         (-32601, "METHOD_NOT_FOUND".to_owned())
     );
     assert_eq!(
-        error_of(&rpc(&state, "GetTaskPushNotificationConfig", json!({})).await),
+        error_of(
+            &rpc(
+                &state,
+                "GetTaskPushNotificationConfig",
+                json!({"taskId": "x"})
+            )
+            .await
+        ),
+        (-32001, "TASK_NOT_FOUND".to_owned()),
+        "a config of a task that is not there"
+    );
+    let off = super::tests::state_with(std::sync::Arc::new(crate::agent_loop::Passthrough), |c| {
+        c.push.enabled = false;
+    });
+    assert_eq!(
+        error_of(&rpc(&off, "GetTaskPushNotificationConfig", json!({})).await),
         (-32003, "PUSH_NOTIFICATION_NOT_SUPPORTED".to_owned())
     );
     assert_eq!(
@@ -461,7 +476,7 @@ async fn the_extended_card_is_the_card_and_the_card_says_so() {
         panic!("not an A2A v1.0 AgentCard: {e}\n{card}");
     }
     assert_eq!(card["capabilities"]["extendedAgentCard"], true);
-    assert_eq!(card["capabilities"]["pushNotifications"], false);
+    assert_eq!(card["capabilities"]["pushNotifications"], true);
 }
 
 #[tokio::test]

@@ -179,6 +179,8 @@ async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
 #[cfg(test)]
 mod jsonrpc_tests;
 #[cfg(test)]
+mod push_tests;
+#[cfg(test)]
 mod rest_tests;
 #[cfg(test)]
 mod shapes_tests;

@@ -10,14 +10,16 @@
 
 use axum::http::{HeaderMap, Uri};
 use daedalus_contract::{
-    A2aError, A2aErrorKind, GetTaskRequest, ListTasksRequest, ListTasksResponse,
-    SendMessageRequest, SendMessageResponse, Task, TaskState,
+    A2aError, A2aErrorKind, GetTaskRequest, ListPushConfigsRequest, ListPushConfigsResponse,
+    ListTasksRequest, ListTasksResponse, PushConfigRequest, SendMessageRequest,
+    SendMessageResponse, Task, TaskPushNotificationConfig, TaskState,
 };
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::ContractState;
 use crate::agent_loop::Bearer;
 use crate::identity::Caller;
+use crate::push::PushError;
 use crate::task_store::{Follow, ListError, ListQuery, SubscribeRefusal};
 use crate::telemetry::TraceHeaders;
 use crate::turns::{CancelError, Memory, TaskHandle, TurnError, TurnRequest};
@@ -55,12 +57,75 @@ pub(super) fn check_version(headers: &HeaderMap, uri: &Uri) -> Result<(), A2aErr
     ))
 }
 
-/// The answer of every push-config operation while push notifications are off.
-pub(super) fn push_not_supported() -> A2aError {
-    A2aError::new(
-        A2aErrorKind::PushNotificationNotSupported,
-        "push notifications are not supported (the card says pushNotifications: false)",
-    )
+/// A push service's refusal, as A2A says it.
+fn push_refusal(error: &PushError) -> A2aError {
+    let kind = match error {
+        PushError::NotSupported => A2aErrorKind::PushNotificationNotSupported,
+        PushError::TaskNotFound(_) | PushError::ConfigNotFound { .. } => A2aErrorKind::TaskNotFound,
+        PushError::Invalid(_) => A2aErrorKind::InvalidParams,
+        PushError::Unavailable(_) => A2aErrorKind::Internal,
+    };
+    A2aError::new(kind, error.to_string())
+}
+
+/// `CreateTaskPushNotificationConfig`: the config as kept (its id named if it had none).
+pub(super) async fn create_push_config(
+    state: &ContractState,
+    caller: &Caller,
+    task_id: &str,
+    config: TaskPushNotificationConfig,
+) -> Result<TaskPushNotificationConfig, A2aError> {
+    if task_id.is_empty() {
+        return Err(invalid_params("taskId is required"));
+    }
+    state
+        .core()
+        .push()
+        .create(caller, task_id, config)
+        .await
+        .map_err(|e| push_refusal(&e))
+}
+
+/// `GetTaskPushNotificationConfig`.
+pub(super) async fn get_push_config(
+    state: &ContractState,
+    caller: &Caller,
+    request: &PushConfigRequest,
+) -> Result<TaskPushNotificationConfig, A2aError> {
+    state
+        .core()
+        .push()
+        .get(caller, &request.task_id, &request.id)
+        .await
+        .map_err(|e| push_refusal(&e))
+}
+
+/// `ListTaskPushNotificationConfigs`.
+pub(super) async fn list_push_configs(
+    state: &ContractState,
+    caller: &Caller,
+    request: &ListPushConfigsRequest,
+) -> Result<ListPushConfigsResponse, A2aError> {
+    state
+        .core()
+        .push()
+        .list(caller, request)
+        .await
+        .map_err(|e| push_refusal(&e))
+}
+
+/// `DeleteTaskPushNotificationConfig`: done also when there was no such config.
+pub(super) async fn delete_push_config(
+    state: &ContractState,
+    caller: &Caller,
+    request: &PushConfigRequest,
+) -> Result<(), A2aError> {
+    state
+        .core()
+        .push()
+        .delete(caller, &request.task_id, &request.id)
+        .await
+        .map_err(|e| push_refusal(&e))
 }
 
 /// What `SendMessage` and `SendStreamingMessage` read from their request.
@@ -68,6 +133,33 @@ struct Send {
     turn: TurnRequest,
     history_length: Option<i32>,
     return_immediately: bool,
+    /// The new task a webhook was set up for (dropped again if the turn does not begin).
+    pushed: Option<String>,
+}
+
+impl Send {
+    /// Starts the turn; a refused one leaves no webhook behind. Answers its handle, the
+    /// `historyLength` and whether to return at once.
+    async fn start(
+        self,
+        state: &ContractState,
+    ) -> Result<(TaskHandle, Option<i32>, bool), A2aError> {
+        let Send {
+            turn,
+            history_length,
+            return_immediately,
+            pushed,
+        } = self;
+        match state.core().turns().start(turn).await {
+            Ok(handle) => Ok((handle, history_length, return_immediately)),
+            Err(e) => {
+                if let Some(task_id) = &pushed {
+                    state.core().push().forget(task_id).await;
+                }
+                Err(refusal(&e))
+            }
+        }
+    }
 }
 
 /// The turn a send asks for, under the spec's task rules: a new task gets an id from the
@@ -89,7 +181,12 @@ async fn prepare(
         .as_ref()
         .and_then(|c| c.return_immediately)
         .unwrap_or(false);
+    let push = request
+        .configuration
+        .as_ref()
+        .and_then(|c| c.task_push_notification_config.clone());
     let mut message = request.message;
+    let new_task = message.task_id.as_deref().is_none_or(str::is_empty);
     match message.task_id.clone().filter(|id| !id.is_empty()) {
         // A message for a task continues it, if it may be continued.
         Some(task_id) => match turns
@@ -120,6 +217,20 @@ async fn prepare(
     let invalid = |e: crate::sampling::SamplingError| invalid_params(&e.to_string());
     let sampling = super::controls::sampling(metadata).map_err(invalid)?;
     let controls = super::controls::controls(metadata).map_err(invalid)?;
+    // A webhook of the send is set up before the turn begins, so it hears every state.
+    let task_id = message.task_id.clone().unwrap_or_default();
+    let pushed = match push {
+        Some(config) => {
+            state
+                .core()
+                .push()
+                .set_up(caller, &task_id, config)
+                .await
+                .map_err(|e| push_refusal(&e))?;
+            new_task.then_some(task_id)
+        }
+        None => None,
+    };
     let mut turn = TurnRequest::new(state.agent(), message, Memory::Task);
     turn.sampling = Ok(sampling);
     turn.controls = controls;
@@ -131,6 +242,7 @@ async fn prepare(
         turn,
         history_length,
         return_immediately,
+        pushed,
     })
 }
 
@@ -142,11 +254,10 @@ pub(super) async fn start_stream(
     caller: &Caller,
     request: SendMessageRequest,
 ) -> Result<(TaskHandle, TaskTrackerToken), A2aError> {
-    let Send { mut turn, .. } = prepare(state, headers, caller, request).await?;
-    turn.stream = true;
-    let turns = state.core().turns();
-    let handle = turns.start(turn).await.map_err(|e| refusal(&e))?;
-    Ok((handle, turns.hold()))
+    let mut send = prepare(state, headers, caller, request).await?;
+    send.turn.stream = true;
+    let (handle, ..) = send.start(state).await?;
+    Ok((handle, state.core().turns().hold()))
 }
 
 /// `SendMessage`: the task the message started or continued, finished unless the caller asked
@@ -158,12 +269,10 @@ pub(super) async fn send_message(
     request: SendMessageRequest,
 ) -> Result<SendMessageResponse, A2aError> {
     let turns = state.core().turns();
-    let Send {
-        turn,
-        history_length,
-        return_immediately,
-    } = prepare(state, headers, caller, request).await?;
-    let handle = turns.start(turn).await.map_err(|e| refusal(&e))?;
+    let (handle, history_length, return_immediately) = prepare(state, headers, caller, request)
+        .await?
+        .start(state)
+        .await?;
     let task_id = handle.task_id().to_owned();
     if return_immediately {
         // The turn goes on; the task as it stands is working (GetTask, SubscribeToTask and
@@ -341,8 +450,11 @@ fn refusal(error: &TurnError) -> A2aError {
         | TurnError::CanceledByShutdown
         | TurnError::UnknownAgent(_)
         | TurnError::WorkerStopped(_)
-        | TurnError::TaskMoved(_)
         | TurnError::StoreUnavailable(_) => A2aErrorKind::Internal,
+        // Another message of the task came first (on this replica or another).
+        TurnError::TaskMoved(_) | TurnError::TaskBusy(_) | TurnError::TaskFinished { .. } => {
+            A2aErrorKind::UnsupportedOperation
+        }
         TurnError::TaskNotFound(id) => return not_found(id),
         TurnError::ContextNotFound(_) => A2aErrorKind::TaskNotFound,
     };

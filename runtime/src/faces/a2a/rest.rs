@@ -16,7 +16,8 @@ use axum::routing::{get, post};
 use axum::{Extension, Router};
 use daedalus_contract::write::a2a_v1;
 use daedalus_contract::{
-    A2aError, A2aErrorKind, GetTaskRequest, ListTasksRequest, SendMessageRequest,
+    A2aError, A2aErrorKind, GetTaskRequest, ListPushConfigsRequest, ListTasksRequest,
+    PushConfigRequest, SendMessageRequest, TaskPushNotificationConfig,
 };
 use serde::Deserialize;
 
@@ -41,11 +42,11 @@ pub(super) fn routes() -> Router<ContractState> {
             .route("/tasks/{task}", get(task_get).post(task_action))
             .route(
                 "/tasks/{task}/pushNotificationConfigs",
-                get(push_configs).post(push_configs),
+                get(push_configs_list).post(push_config_create),
             )
             .route(
                 "/tasks/{task}/pushNotificationConfigs/{config}",
-                get(push_configs).delete(push_configs),
+                get(push_config_get).delete(push_config_delete),
             )
             .route("/extendedAgentCard", get(extended_card))
     };
@@ -308,13 +309,115 @@ async fn extended_card(
     reply.ok(&a2a_v1::to_value(&operations::extended_card(&state)))
 }
 
-/// The push-config operations (`/tasks/{id}/pushNotificationConfigs[/{configId}]`).
-async fn push_configs(headers: HeaderMap, uri: Uri) -> Response {
+/// `POST /tasks/{id}/pushNotificationConfigs`: the body is the config (its `taskId` is the
+/// path's).
+async fn push_config_create(
+    State(state): State<ContractState>,
+    Path(params): Path<Vec<(String, String)>>,
+    req: Request,
+) -> Response {
+    let reply = Reply::to(req.headers());
+    let caller = match caller_of(reply, &req) {
+        Ok(caller) => caller,
+        Err(refused) => return *refused,
+    };
+    let (headers, uri) = (req.headers().clone(), req.uri().clone());
+    if let Some(refused) = reply.version_refusal(&headers, &uri) {
+        return refused;
+    }
+    let bytes: Bytes = match json::checked_body(req, &state).await {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            let mut response =
+                reply.failed(&A2aError::new(A2aErrorKind::InvalidRequest, e.to_string()));
+            *response.status_mut() = e.status();
+            return response;
+        }
+    };
+    let config: TaskPushNotificationConfig = match daedalus_contract::read::from_slice(&bytes) {
+        Ok(config) => config,
+        Err(e) => {
+            return reply.failed(&A2aError::new(
+                A2aErrorKind::InvalidParams,
+                format!("not a TaskPushNotificationConfig: {e}"),
+            ));
+        }
+    };
+    let task_id = path_param(&params, "task");
+    match operations::create_push_config(&state, &caller, &task_id, config).await {
+        Ok(kept) => reply.ok(&serde_json::to_value(kept).unwrap_or_default()),
+        Err(e) => reply.failed(&e),
+    }
+}
+
+/// `GET /tasks/{id}/pushNotificationConfigs` (`pageSize`, `pageToken` in the query).
+async fn push_configs_list(
+    State(state): State<ContractState>,
+    Extension(caller): Extension<Caller>,
+    Path(params): Path<Vec<(String, String)>>,
+    query: Result<Query<ListPushConfigsRequest>, axum::extract::rejection::QueryRejection>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
     let reply = Reply::to(&headers);
     if let Some(refused) = reply.version_refusal(&headers, &uri) {
         return refused;
     }
-    reply.failed(&operations::push_not_supported())
+    let Ok(Query(mut request)) = query else {
+        return reply.failed(&A2aError::new(
+            A2aErrorKind::InvalidParams,
+            "Invalid parameters: the query is not a ListTaskPushNotificationConfigsRequest",
+        ));
+    };
+    request.task_id = path_param(&params, "task");
+    match operations::list_push_configs(&state, &caller, &request).await {
+        Ok(page) => reply.ok(&serde_json::to_value(page).unwrap_or_default()),
+        Err(e) => reply.failed(&e),
+    }
+}
+
+/// `GET /tasks/{id}/pushNotificationConfigs/{configId}`.
+async fn push_config_get(
+    State(state): State<ContractState>,
+    Extension(caller): Extension<Caller>,
+    Path(params): Path<Vec<(String, String)>>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    let reply = Reply::to(&headers);
+    if let Some(refused) = reply.version_refusal(&headers, &uri) {
+        return refused;
+    }
+    match operations::get_push_config(&state, &caller, &push_config_request(&params)).await {
+        Ok(config) => reply.ok(&serde_json::to_value(config).unwrap_or_default()),
+        Err(e) => reply.failed(&e),
+    }
+}
+
+/// `DELETE /tasks/{id}/pushNotificationConfigs/{configId}`: `{}`, also when there was none.
+async fn push_config_delete(
+    State(state): State<ContractState>,
+    Extension(caller): Extension<Caller>,
+    Path(params): Path<Vec<(String, String)>>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    let reply = Reply::to(&headers);
+    if let Some(refused) = reply.version_refusal(&headers, &uri) {
+        return refused;
+    }
+    match operations::delete_push_config(&state, &caller, &push_config_request(&params)).await {
+        Ok(()) => reply.ok(&serde_json::json!({})),
+        Err(e) => reply.failed(&e),
+    }
+}
+
+fn push_config_request(params: &[(String, String)]) -> PushConfigRequest {
+    PushConfigRequest {
+        tenant: None,
+        task_id: path_param(params, "task"),
+        id: path_param(params, "config"),
+    }
 }
 
 /// Who sent `req`, as the face's authentication put it there (a request that never passed
@@ -330,9 +433,14 @@ fn caller_of(reply: Reply, req: &Request) -> Result<Caller, Box<Response>> {
 
 /// The `{task}` path segment (the tenant, when there is one, is the other).
 fn task_segment(params: &[(String, String)]) -> String {
+    path_param(params, "task")
+}
+
+/// The path segment `name`.
+fn path_param(params: &[(String, String)], name: &str) -> String {
     params
         .iter()
-        .find(|(name, _)| name == "task")
+        .find(|(n, _)| n == name)
         .map(|(_, value)| value.clone())
         .unwrap_or_default()
 }

@@ -365,7 +365,10 @@ async fn answers_in_the_media_type_the_client_used() {
 
 #[tokio::test]
 async fn push_config_routes_answer_push_not_supported_while_push_is_off() {
-    let state = passthrough();
+    let state =
+        super::tests::state_with(std::sync::Arc::new(crate::agent_loop::Passthrough), |c| {
+            c.push.enabled = false;
+        });
     for (method, path) in [
         ("POST", "/a2a/rest/tasks/t-1/pushNotificationConfigs"),
         ("GET", "/a2a/rest/tasks/t-1/pushNotificationConfigs"),

@@ -32,7 +32,7 @@ pub(super) async fn post(
     body: TaskPost,
 ) -> Result<Response, ApiError> {
     match body {
-        TaskPost::Contract(request) => send_message(&state, &headers, caller, request).await,
+        TaskPost::Contract(request) => send_message(&state, &headers, caller, *request).await,
         TaskPost::JsonRpc(request) => {
             Ok(jsonrpc::answer(&state, &headers, &uri, &caller, request).await)
         }
@@ -80,9 +80,10 @@ fn refusal(error: &TurnError) -> ApiError {
         TurnError::ShuttingDown => ApiError::ShuttingDown,
         TurnError::Busy => ApiError::Busy,
         TurnError::CanceledByShutdown => ApiError::CanceledByShutdown,
-        TurnError::TaskMoved(_) | TurnError::StoreUnavailable(_) => {
-            ApiError::RetryLater(error.to_string())
-        }
+        TurnError::TaskMoved(_)
+        | TurnError::TaskBusy(_)
+        | TurnError::TaskFinished { .. }
+        | TurnError::StoreUnavailable(_) => ApiError::RetryLater(error.to_string()),
         TurnError::TaskTooLarge(why) => ApiError::TaskTooLarge(why.clone()),
         TurnError::TaskNotFound(_) | TurnError::ContextNotFound(_) => {
             ApiError::TaskNotFound(error.to_string())

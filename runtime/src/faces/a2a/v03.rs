@@ -134,7 +134,7 @@ pub(super) async fn dispatch(
         }
         method if method.starts_with("tasks/pushNotificationConfig/") => Err(A2aError::new(
             A2aErrorKind::PushNotificationNotSupported,
-            "push notifications are not supported (the card says pushNotifications: false)",
+            "push notifications are served over A2A v1.0 (A2A-Version: 1.0), not v0.3",
         )),
         other => Err(A2aError::new(
             A2aErrorKind::MethodNotFound,

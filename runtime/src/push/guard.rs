@@ -1,0 +1,315 @@
+//! The SSRF guard of webhook deliveries: a webhook must be an `http(s)` URL whose host is a
+//! public address, unless `PUSH_ALLOW_HOSTS` names it.
+//!
+//! Refused: loopback, private (RFC 1918, IPv6 unique-local), link-local (and with it cloud
+//! metadata at 169.254.169.254), shared (100.64/10), unspecified, multicast, broadcast and
+//! documentation ranges, and IPv4 addresses spelled as IPv6. A host name is resolved once per
+//! delivery, by the HTTP client's own resolver ([`GuardedResolver`]), and every address it
+//! answers is checked before a connection is made to one of them: a name that resolves to
+//! a private address (DNS rebinding) is refused whatever it resolved to before. The client
+//! follows no redirect and uses no proxy, so neither can lead elsewhere.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+
+/// Why a webhook URL is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GuardError {
+    #[error("the webhook URL does not parse: {0}")]
+    Unparsable(String),
+    #[error("the webhook URL must be http or https, not {0}")]
+    Scheme(String),
+    #[error("the webhook URL must not carry a user name or password")]
+    Userinfo,
+    #[error("the webhook URL has no host")]
+    NoHost,
+    #[error(
+        "the webhook host {host} is a {kind} address ({address}); PUSH_ALLOW_HOSTS must name it to be called"
+    )]
+    Private {
+        host: String,
+        address: IpAddr,
+        kind: &'static str,
+    },
+    #[error("the webhook host {0} did not resolve to any address")]
+    Unresolved(String),
+}
+
+/// The hosts (names, addresses or `address/prefix` ranges) a webhook may be at although
+/// they are not public (`PUSH_ALLOW_HOSTS`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct AllowList {
+    names: Vec<String>,
+    #[serde(serialize_with = "as_strings")]
+    ranges: Vec<(IpAddr, u8)>,
+}
+
+fn as_strings<S: serde::Serializer>(ranges: &[(IpAddr, u8)], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(ranges.iter().map(|(ip, prefix)| format!("{ip}/{prefix}")))
+}
+
+impl AllowList {
+    /// Reads `PUSH_ALLOW_HOSTS` entries: host names, IP addresses, or CIDR ranges.
+    pub fn parse(entries: &[String]) -> Result<Self, String> {
+        let mut list = Self::default();
+        for entry in entries.iter().map(|e| e.trim()).filter(|e| !e.is_empty()) {
+            if let Some((ip, prefix)) = entry.split_once('/') {
+                let ip: IpAddr = ip
+                    .parse()
+                    .map_err(|_| format!("{entry:?} is not an address range"))?;
+                let max = if ip.is_ipv4() { 32 } else { 128 };
+                let prefix: u8 = prefix
+                    .parse()
+                    .ok()
+                    .filter(|p| *p <= max)
+                    .ok_or_else(|| format!("{entry:?} has no valid prefix length"))?;
+                list.ranges.push((ip, prefix));
+            } else if let Ok(ip) = entry.trim_matches(['[', ']']).parse::<IpAddr>() {
+                list.ranges.push((ip, if ip.is_ipv4() { 32 } else { 128 }));
+            } else {
+                list.names.push(entry.to_ascii_lowercase());
+            }
+        }
+        Ok(list)
+    }
+
+    fn allows_name(&self, host: &str) -> bool {
+        self.names.iter().any(|n| n.eq_ignore_ascii_case(host))
+    }
+
+    fn allows_address(&self, ip: IpAddr) -> bool {
+        self.ranges
+            .iter()
+            .any(|(range, prefix)| in_range(ip, *range, *prefix))
+    }
+}
+
+fn in_range(ip: IpAddr, range: IpAddr, prefix: u8) -> bool {
+    match (canonical(ip), canonical(range)) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
+            u32::from(a) & mask == u32::from(b) & mask
+        }
+        (IpAddr::V6(a), IpAddr::V6(b)) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
+            u128::from(a) & mask == u128::from(b) & mask
+        }
+        _ => false,
+    }
+}
+
+/// An IPv4 address spelled as IPv6 (`::ffff:10.0.0.1`) is that IPv4 address.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 @ IpAddr::V4(_) => v4,
+    }
+}
+
+/// What kind of non-public address `ip` is, if it is one.
+pub fn non_public(ip: IpAddr) -> Option<&'static str> {
+    match canonical(ip) {
+        IpAddr::V4(v4) => non_public_v4(v4),
+        IpAddr::V6(v6) => non_public_v6(v6),
+    }
+}
+
+fn non_public_v4(ip: Ipv4Addr) -> Option<&'static str> {
+    let [a, b, ..] = ip.octets();
+    if ip.is_loopback() {
+        Some("loopback")
+    } else if ip.is_private() {
+        Some("private")
+    } else if ip.is_link_local() {
+        Some("link-local (cloud metadata lives here)")
+    } else if a == 100 && (64..128).contains(&b) {
+        Some("shared (carrier-grade NAT)")
+    } else if ip.is_unspecified() || a == 0 {
+        Some("unspecified")
+    } else if ip.is_multicast() || ip.is_broadcast() || a >= 240 {
+        Some("multicast or reserved")
+    } else if ip.is_documentation() || (a == 198 && (b == 18 || b == 19)) {
+        Some("documentation or benchmarking")
+    } else {
+        None
+    }
+}
+
+fn non_public_v6(ip: Ipv6Addr) -> Option<&'static str> {
+    let first = ip.segments()[0];
+    if ip.is_loopback() {
+        Some("loopback")
+    } else if ip.is_unspecified() {
+        Some("unspecified")
+    } else if first & 0xfe00 == 0xfc00 {
+        Some("private (unique local)")
+    } else if first & 0xffc0 == 0xfe80 {
+        Some("link-local")
+    } else if ip.is_multicast() {
+        Some("multicast")
+    } else if first == 0x2001 && ip.segments()[1] == 0x0db8 {
+        Some("documentation")
+    } else if first == 0x0064 && ip.segments()[1] == 0xff9b {
+        // NAT64: the IPv4 address in its last 32 bits decides.
+        let [.., c, d] = ip.segments();
+        non_public_v4(Ipv4Addr::from((u32::from(c) << 16) | u32::from(d)))
+    } else {
+        None
+    }
+}
+
+/// Checks a webhook URL before it is stored or called: its form, and its host when that is an
+/// address (a name is checked when it resolves, at each delivery).
+pub fn check_url(raw: &str, allow: &AllowList) -> Result<reqwest::Url, GuardError> {
+    let url = reqwest::Url::parse(raw).map_err(|e| GuardError::Unparsable(e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(GuardError::Scheme(url.scheme().to_owned()));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(GuardError::Userinfo);
+    }
+    let address = match url.host() {
+        None => return Err(GuardError::NoHost),
+        Some(url::Host::Domain(_)) => return Ok(url),
+        Some(url::Host::Ipv4(v4)) => IpAddr::V4(v4),
+        Some(url::Host::Ipv6(v6)) => IpAddr::V6(v6),
+    };
+    let host = url.host_str().unwrap_or_default().to_owned();
+    check_address(&host, address, allow)?;
+    Ok(url)
+}
+
+fn check_address(host: &str, address: IpAddr, allow: &AllowList) -> Result<(), GuardError> {
+    match non_public(address) {
+        Some(kind) if !allow.allows_name(host) && !allow.allows_address(address) => {
+            Err(GuardError::Private {
+                host: host.to_owned(),
+                address,
+                kind,
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The delivery client's resolver: the system's, then every address checked (see the module).
+#[derive(Debug, Clone)]
+pub struct GuardedResolver {
+    allow: Arc<AllowList>,
+}
+
+impl GuardedResolver {
+    pub fn new(allow: Arc<AllowList>) -> Self {
+        Self { allow }
+    }
+
+    /// The addresses of `host` a delivery may connect to.
+    pub async fn resolve_checked(&self, host: &str) -> Result<Vec<SocketAddr>, GuardError> {
+        let found: Vec<SocketAddr> = tokio::net::lookup_host((host, 0))
+            .await
+            .map_err(|_| GuardError::Unresolved(host.to_owned()))?
+            .collect();
+        if found.is_empty() {
+            return Err(GuardError::Unresolved(host.to_owned()));
+        }
+        for address in &found {
+            check_address(host, address.ip(), &self.allow)?;
+        }
+        Ok(found)
+    }
+}
+
+impl reqwest::dns::Resolve for GuardedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let this = self.clone();
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let found = this.resolve_checked(&host).await?;
+            let addrs: reqwest::dns::Addrs = Box::new(found.into_iter());
+            Ok(addrs)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allow(entries: &[&str]) -> AllowList {
+        AllowList::parse(&entries.iter().map(|e| (*e).to_owned()).collect::<Vec<_>>()).unwrap()
+    }
+
+    #[test]
+    fn public_addresses_pass_and_every_private_kind_is_refused() {
+        let none = AllowList::default();
+        for ok in [
+            "https://hooks.example.com/a2a?x=1",
+            "http://93.184.216.34:8080/hook",
+            "http://[2606:4700::1111]/hook",
+        ] {
+            assert!(check_url(ok, &none).is_ok(), "{ok}");
+        }
+        for refused in [
+            "http://127.0.0.1:9/hook",
+            "http://10.1.2.3/",
+            "http://172.16.0.1/",
+            "http://192.168.1.1/",
+            "http://169.254.169.254/latest/meta-data/",
+            "http://100.64.0.1/",
+            "http://0.0.0.0/",
+            "http://[::1]/",
+            "http://[fd00::1]/",
+            "http://[fe80::1]/",
+            "http://[::ffff:127.0.0.1]/",
+            "http://[64:ff9b::a00:1]/",
+            "http://224.0.0.1/",
+        ] {
+            assert!(
+                matches!(check_url(refused, &none), Err(GuardError::Private { .. })),
+                "{refused}"
+            );
+        }
+        assert!(matches!(
+            check_url("file:///etc/passwd", &none),
+            Err(GuardError::Scheme(_))
+        ));
+        assert!(matches!(
+            check_url("http://user:pw@example.com/", &none),
+            Err(GuardError::Userinfo)
+        ));
+        assert!(matches!(
+            check_url("not a url", &none),
+            Err(GuardError::Unparsable(_))
+        ));
+    }
+
+    #[test]
+    fn the_allow_list_lets_named_hosts_addresses_and_ranges_through() {
+        let list = allow(&["127.0.0.1", "10.0.0.0/8", "hooks.internal", "[::1]"]);
+        for ok in [
+            "http://127.0.0.1:9/hook",
+            "http://10.200.0.7/",
+            "http://[::1]:80/",
+        ] {
+            assert!(check_url(ok, &list).is_ok(), "{ok}");
+        }
+        assert!(check_url("http://127.0.0.2/", &list).is_err());
+        assert!(check_url("http://192.168.0.1/", &list).is_err());
+        assert!(AllowList::parse(&["10.0.0.0/33".to_owned()]).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_name_is_checked_where_it_resolves() {
+        let none = GuardedResolver::new(Arc::new(AllowList::default()));
+        // `localhost` resolves to loopback: refused, as a name pointing at a private address
+        // (DNS rebinding) would be.
+        assert!(matches!(
+            none.resolve_checked("localhost").await,
+            Err(GuardError::Private { .. })
+        ));
+        let named = GuardedResolver::new(Arc::new(allow(&["localhost"])));
+        assert!(named.resolve_checked("localhost").await.is_ok());
+        let by_address = GuardedResolver::new(Arc::new(allow(&["127.0.0.0/8", "::1"])));
+        assert!(by_address.resolve_checked("localhost").await.is_ok());
+    }
+}

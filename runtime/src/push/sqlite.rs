@@ -1,0 +1,210 @@
+//! Push records in SQLite (`TASKS_DB=<file>`): a table beside the tasks' in the same file,
+//! one row per task with webhooks, compare-and-set on its revision.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::record::{PushBackend, PushRecord};
+use crate::task_store::{BackendError, WriteError};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS a2a_push (
+    task_id   TEXT    PRIMARY KEY,
+    revision  INTEGER NOT NULL,
+    body      TEXT    NOT NULL
+);
+";
+
+/// Push records in one SQLite file.
+#[derive(Debug, Clone)]
+pub struct SqlitePush {
+    location: String,
+    db: Arc<Mutex<Connection>>,
+}
+
+impl SqlitePush {
+    /// Opens (creating if needed) the table in the file at `path`.
+    pub fn open(path: &str) -> Result<Self, BackendError> {
+        let open = || -> rusqlite::Result<Connection> {
+            let conn = Connection::open(path)?;
+            conn.pragma_update(None, "journal_mode", "WAL")?;
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+            conn.busy_timeout(Duration::from_secs(5))?;
+            conn.execute_batch(SCHEMA)?;
+            Ok(conn)
+        };
+        let conn = open().map_err(|e| BackendError {
+            location: path.to_owned(),
+            message: e.to_string(),
+        })?;
+        Ok(Self {
+            location: path.to_owned(),
+            db: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    async fn with<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Connection) -> Result<T, String> + Send + 'static,
+    ) -> Result<T, BackendError> {
+        let db = Arc::clone(&self.db);
+        let joined = tokio::task::spawn_blocking(move || {
+            work(&db.lock().unwrap_or_else(PoisonError::into_inner))
+        })
+        .await;
+        let message = match joined {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(message)) => message,
+            Err(e) => format!("the store's worker stopped: {e}"),
+        };
+        Err(BackendError {
+            location: self.location.clone(),
+            message,
+        })
+    }
+}
+
+fn parse(body: &str) -> Result<PushRecord, String> {
+    serde_json::from_str(body).map_err(|e| format!("a push record does not read: {e}"))
+}
+
+#[async_trait]
+impl PushBackend for SqlitePush {
+    async fn load(&self, task_id: &str) -> Result<Option<(PushRecord, u64)>, BackendError> {
+        let task_id = task_id.to_owned();
+        self.with(move |db| {
+            let row = db
+                .query_row(
+                    "SELECT body, revision FROM a2a_push WHERE task_id = ?1",
+                    params![task_id],
+                    |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)),
+                )
+                .optional()
+                .map_err(|e| e.to_string())?;
+            row.map(|(body, revision)| {
+                Ok((parse(&body)?, u64::try_from(revision).unwrap_or_default()))
+            })
+            .transpose()
+        })
+        .await
+    }
+
+    async fn write(&self, record: &PushRecord, expected: u64) -> Result<u64, WriteError> {
+        let body = serde_json::to_string(record).map_err(|e| BackendError {
+            location: self.location.clone(),
+            message: e.to_string(),
+        })?;
+        let task_id = record.task_id.clone();
+        let remove = record.webhooks.is_empty();
+        let expected = i64::try_from(expected).unwrap_or(i64::MAX);
+        let outcome = self
+            .with(move |db| {
+                let changed = if remove {
+                    db.execute(
+                        "DELETE FROM a2a_push WHERE task_id = ?1 AND revision = ?2",
+                        params![task_id, expected],
+                    )
+                } else if expected == 0 {
+                    db.execute(
+                        "INSERT OR IGNORE INTO a2a_push (task_id, revision, body) VALUES (?1, 1, ?2)",
+                        params![task_id, body],
+                    )
+                } else {
+                    db.execute(
+                        "UPDATE a2a_push SET body = ?2, revision = revision + 1 \
+                         WHERE task_id = ?1 AND revision = ?3",
+                        params![task_id, body, expected],
+                    )
+                }
+                .map_err(|e| e.to_string())?;
+                Ok(changed)
+            })
+            .await?;
+        match (outcome, remove) {
+            // Removing what is not there (any more) is done.
+            (0, true) if expected == 0 => Ok(0),
+            (0, _) => Err(WriteError::Conflict),
+            (_, true) => Ok(0),
+            (_, false) => Ok(u64::try_from(expected).unwrap_or_default() + 1),
+        }
+    }
+
+    async fn all(&self) -> Result<Vec<(PushRecord, u64)>, BackendError> {
+        self.with(|db| {
+            let mut rows = db
+                .prepare("SELECT body, revision FROM a2a_push")
+                .map_err(|e| e.to_string())?;
+            let read = rows
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+                .map_err(|e| e.to_string())?;
+            let mut out = Vec::new();
+            for row in read {
+                let (body, revision) = row.map_err(|e| e.to_string())?;
+                match parse(&body) {
+                    Ok(record) => out.push((record, u64::try_from(revision).unwrap_or_default())),
+                    Err(why) => tracing::warn!(error = why, "a push record was skipped"),
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use daedalus_contract::TaskPushNotificationConfig;
+
+    use super::*;
+    use crate::push::record::Webhook;
+
+    fn record(task: &str, urls: &[&str]) -> PushRecord {
+        let mut r = PushRecord::new(task, None);
+        for (i, url) in urls.iter().enumerate() {
+            r.webhooks.push(Webhook {
+                config: TaskPushNotificationConfig {
+                    tenant: None,
+                    id: format!("c{i}"),
+                    task_id: task.to_owned(),
+                    url: (*url).to_owned(),
+                    token: None,
+                    authentication: None,
+                },
+                delivered: 0,
+            });
+        }
+        r
+    }
+
+    #[tokio::test]
+    async fn writes_are_compare_and_set_and_outlive_the_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tasks.sqlite");
+        let path = path.to_str().unwrap();
+        let db = SqlitePush::open(path).unwrap();
+        let first = db.write(&record("t", &["https://a/"]), 0).await.unwrap();
+        assert_eq!(first, 1);
+        assert!(matches!(
+            db.write(&record("t", &["https://b/"]), 0).await,
+            Err(WriteError::Conflict)
+        ));
+        let second = db
+            .write(&record("t", &["https://a/", "https://b/"]), first)
+            .await
+            .unwrap();
+        assert!(matches!(
+            db.write(&record("t", &["https://c/"]), first).await,
+            Err(WriteError::Conflict)
+        ));
+        drop(db);
+        let again = SqlitePush::open(path).unwrap();
+        let (kept, revision) = again.load("t").await.unwrap().unwrap();
+        assert_eq!((kept.webhooks.len(), revision), (2, second));
+        assert_eq!(again.all().await.unwrap().len(), 1);
+        assert_eq!(again.write(&record("t", &[]), second).await.unwrap(), 0);
+        assert!(again.load("t").await.unwrap().is_none());
+    }
+}
