@@ -451,3 +451,70 @@ async fn a_contract_task_is_stored_byte_for_byte_and_other_spellings_are_rewritt
 fn header_of<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).map(async_nats::HeaderValue::as_str)
 }
+
+/// Every shape an agent answers with travels through the proxy to NATS as the contract's Task
+/// (the runtime on the `tck` model plays them): file parts by bytes and URL with their names
+/// and media types, a data part, a rejected task with its reason, and a Message reply as the
+/// completed task holding it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_shape_reaches_nats_whole() {
+    let nats = NatsServer::start();
+    let (runtime, _stop) = real_runtime_with("shapes", |config| {
+        for agent in &mut config.deployment.agents {
+            agent.model = daedalus_runtime::config::deployment::ModelRef::Tck;
+        }
+        config.agent.model = daedalus_runtime::config::deployment::ModelRef::Tck;
+    })
+    .await;
+    let proxy = Proxy::start(proxy_config("shapes", &nats.url(), &runtime)).await;
+    let (_client, js) = client(&nats).await;
+    let scenarios = [
+        "tck-artifact-file-1",
+        "tck-artifact-file-url-1",
+        "tck-artifact-data-1",
+        "tck-reject-task-1",
+        "tck-message-response-1",
+    ];
+    for id in scenarios {
+        publish(&js, "shapes", id, task_body(id, None, "shapes")).await;
+    }
+    let found = wait_results(&js, "shapes", scenarios.len(), WAIT).await;
+    let task = |id: &str| {
+        found
+            .iter()
+            .map(|(_, _, t)| t)
+            .find(|t| t.id == id)
+            .unwrap_or_else(|| panic!("no result for {id}"))
+    };
+    let part = |id: &str| serde_json::to_value(&task(id).artifacts[0].parts[0]).unwrap();
+    assert_eq!(
+        part("tck-artifact-file-1"),
+        serde_json::json!({"raw": "dGNr", "mediaType": "text/plain", "filename": "output.txt"})
+    );
+    assert_eq!(
+        part("tck-artifact-file-url-1"),
+        serde_json::json!({"url": "https://example.com/output.txt", "mediaType": "text/plain",
+            "filename": "output.txt"})
+    );
+    assert_eq!(
+        part("tck-artifact-data-1"),
+        serde_json::json!({"data": {"key": "value", "count": 42}})
+    );
+    let rejected = task("tck-reject-task-1");
+    assert_eq!(rejected.status.state, TaskState::Rejected);
+    assert_eq!(
+        rejected
+            .status
+            .message
+            .as_ref()
+            .map(daedalus_contract::Message::text),
+        Some("rejected".to_owned())
+    );
+    let replied = task("tck-message-response-1");
+    assert_eq!(replied.status.state, TaskState::Completed);
+    assert_eq!(
+        replied.artifacts[0].parts[0].as_text(),
+        Some("Direct message response")
+    );
+    proxy.shutdown().await.unwrap();
+}

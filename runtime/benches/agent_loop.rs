@@ -165,6 +165,7 @@ impl ToolSource for InstantTools {
         ToolResult {
             content: format!("ok {}", arguments["n"]),
             is_error: false,
+            files: Vec::new(),
         }
     }
 }
@@ -193,6 +194,7 @@ fn agent(
         sessions,
         personalities: std::collections::BTreeMap::new(),
         default_personality: None,
+        answering: daedalus_runtime::agent_loop::Answering::default(),
     }
 }
 

@@ -119,6 +119,7 @@ fn agent(provider: Arc<dyn LlmProvider>, model: &str, target: Target) -> LlmAgen
         sessions: None,
         personalities: std::collections::BTreeMap::new(),
         default_personality: None,
+        answering: daedalus_runtime::agent_loop::Answering::default(),
     }
 }
 

@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use crate::a2a_tools::A2aAgents;
 use crate::agent_loop::{
-    Agent, LlmAgent, Passthrough, Remembering, SubAgents, Tck, ToolPassthrough, ToolSource, Toolbox,
+    Agent, Answering, LlmAgent, Passthrough, Remembering, SubAgents, Tck, ToolPassthrough,
+    ToolSource, Toolbox,
 };
 use crate::config::deployment::{
-    AgentDef, Deployment, ModelRef, OpenAiDialect, ProviderSettings, ServerKind, ServerRef,
+    AgentDef, Deployment, ModelRef, OpenAiDialect, ProviderSettings, ReplyAs, ServerKind, ServerRef,
 };
 use crate::llm::anthropic::AnthropicClient;
 use crate::llm::openai::OpenAiClient;
@@ -210,6 +211,10 @@ fn build_one(
         sessions,
         personalities: def.personalities.clone(),
         default_personality: def.default_personality.clone(),
+        answering: Answering {
+            reply_as_message: def.reply_as == ReplyAs::Message,
+            may_decline: def.may_decline,
+        },
     });
     Ok((agent, Some(servers)))
 }

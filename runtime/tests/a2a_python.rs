@@ -22,13 +22,24 @@ fn python() -> PathBuf {
 
 /// Runs the interop script against `url` on `binding`; its steps by name.
 async fn interop(url: &str, binding: &str) -> std::collections::HashMap<String, Value> {
+    run_script("a2a_interop.py", url, binding).await
+}
+
+/// Runs `tests/py/<script>` against `url` on `binding`; its steps by name.
+async fn run_script(
+    script: &str,
+    url: &str,
+    binding: &str,
+) -> std::collections::HashMap<String, Value> {
     let python = python();
     assert!(
         python.is_file(),
         "{} is missing: run .ci/setup",
         python.display()
     );
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py/a2a_interop.py");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/py")
+        .join(script);
     let run = tokio::process::Command::new(&python)
         .arg(script)
         .arg(url)
@@ -111,4 +122,48 @@ async fn the_official_sdk_client_works_over_http_json() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_sdk_client_speaking_v03_works_over_json_rpc() {
     the_sdk_client_works_over("JSONRPC-0.3").await;
+}
+
+/// The SDK client reads every shape an agent answers with (the `tck` model plays them): a
+/// Message reply, file parts by bytes and by URL with their names and media types, a data part,
+/// a rejected task.
+async fn the_sdk_client_reads_every_answer_shape_over(binding: &str) {
+    let rt = Runtime::start("default_model: tck\nagents:\n  shapes: {}\n").await;
+    let steps = run_script("a2a_shapes.py", &rt.url, binding).await;
+    assert_eq!(
+        steps["reply"]["kinds"],
+        serde_json::json!(["message"]),
+        "{steps:?}"
+    );
+    assert_eq!(steps["reply"]["role"], "ROLE_AGENT");
+    assert_eq!(
+        steps["reply"]["parts"],
+        serde_json::json!([{"text": "Direct message response"}])
+    );
+    assert_eq!(steps["file"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        steps["file"]["part"],
+        serde_json::json!({"raw": "dGNr", "mediaType": "text/plain", "filename": "output.txt"})
+    );
+    assert_eq!(
+        steps["url"]["part"],
+        serde_json::json!({"url": "https://example.com/output.txt", "mediaType": "text/plain",
+            "filename": "output.txt"})
+    );
+    assert_eq!(
+        steps["data"]["part"],
+        serde_json::json!({"data": {"key": "value", "count": 42.0}})
+    );
+    assert_eq!(steps["rejected"]["state"], "TASK_STATE_REJECTED");
+    assert_eq!(steps["rejected"]["why"], "rejected");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_sdk_client_reads_every_answer_shape_over_json_rpc() {
+    the_sdk_client_reads_every_answer_shape_over("JSONRPC").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_sdk_client_reads_every_answer_shape_over_http_json() {
+    the_sdk_client_reads_every_answer_shape_over("HTTP+JSON").await;
 }

@@ -55,11 +55,13 @@ impl ToolSource for FixtureTools {
                 ToolResult {
                     content: sum.to_string(),
                     is_error: false,
+                    files: Vec::new(),
                 }
             }
             "fixture__fail" => ToolResult {
                 content: "division by zero".into(),
                 is_error: true,
+                files: Vec::new(),
             },
             "fixture__hang" => std::future::pending().await,
             "fixture__sleep" => {
@@ -68,11 +70,13 @@ impl ToolSource for FixtureTools {
                 ToolResult {
                     content: "slept".into(),
                     is_error: false,
+                    files: Vec::new(),
                 }
             }
             other => ToolResult {
                 content: format!("no tool {other}"),
                 is_error: true,
+                files: Vec::new(),
             },
         }
     }
@@ -112,6 +116,7 @@ fn agent(
         sessions: None,
         personalities: std::collections::BTreeMap::new(),
         default_personality: None,
+        answering: daedalus_runtime::agent_loop::Answering::default(),
     }
 }
 

@@ -71,6 +71,7 @@ fn agent(
         sessions: Some(store),
         personalities: std::collections::BTreeMap::new(),
         default_personality: None,
+        answering: daedalus_runtime::agent_loop::Answering::default(),
     }
 }
 

@@ -117,6 +117,11 @@ impl ServerHandler for Tools {
                 "Reports progress steps times, then answers",
                 schema(&json!({"steps": int}), &[]),
             ),
+            Tool::new(
+                "report",
+                "Writes a report: a line of text, the report as an embedded resource and a link to its data",
+                schema(&json!({}), &[]),
+            ),
         ]))
     }
 
@@ -161,6 +166,24 @@ impl ServerHandler for Tools {
                     }
                 }
                 Ok(text("done"))
+            }
+            "report" => {
+                let mut data =
+                    rmcp::model::Resource::new("https://example.com/data.csv", "data.csv");
+                data.mime_type = Some("text/csv".to_owned());
+                Ok(CallToolResult::success(vec![
+                    ContentBlock::text("the report is attached"),
+                    ContentBlock::Resource(rmcp::model::EmbeddedResource::new(
+                        rmcp::model::ResourceContents::TextResourceContents {
+                            uri: "file:///reports/summary.txt".to_owned(),
+                            mime_type: Some("text/plain".to_owned()),
+                            text: "all good".to_owned(),
+                            meta: None,
+                        },
+                    )),
+                    ContentBlock::resource_link(data),
+                ])
+                .into())
             }
             other => Err(ErrorData::invalid_params(
                 format!("no tool named {other}"),

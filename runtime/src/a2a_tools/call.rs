@@ -311,6 +311,14 @@ fn result_of(server: &str, task: &Task) -> ToolResult {
                 .collect::<Vec<_>>()
                 .join("\n"),
             is_error: false,
+            // The remote agent's files reach this agent's caller.
+            files: task
+                .artifacts
+                .iter()
+                .flat_map(|a| &a.parts)
+                .filter(|p| matches!(p.content, PartContent::Raw(_) | PartContent::Url(_)))
+                .cloned()
+                .collect(),
         },
         TaskState::InputRequired | TaskState::AuthRequired => ToolResult {
             content: format!(
@@ -319,6 +327,7 @@ fn result_of(server: &str, task: &Task) -> ToolResult {
                 task.id
             ),
             is_error: false,
+            files: Vec::new(),
         },
         state => failure(format!(
             "{server}'s task ended {state}{}",
@@ -335,5 +344,6 @@ fn failure(content: String) -> ToolResult {
     ToolResult {
         content,
         is_error: true,
+        files: Vec::new(),
     }
 }

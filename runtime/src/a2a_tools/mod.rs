@@ -218,6 +218,7 @@ impl ToolSource for A2aAgents {
         let error = |content: String| ToolResult {
             content,
             is_error: true,
+            files: Vec::new(),
         };
         let Some(remote) = self.servers.get(server) else {
             return error(format!("no tool named {name}"));

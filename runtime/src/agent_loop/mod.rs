@@ -26,7 +26,7 @@ use crate::sampling::SamplingParams;
 
 pub use compaction::{SUMMARY_HEADING, SUMMARY_PROMPT};
 pub use events::{EventSink, LoopEvent};
-pub use llm::{ASK_USER_TOOL, LlmAgent};
+pub use llm::{ASK_USER_TOOL, Answering, DECLINE_TOOL, LlmAgent};
 pub use passthrough::{Passthrough, ToolPassthrough};
 pub use remembering::Remembering;
 pub use subagents::{SUBAGENT_TOOL, SubAgents};

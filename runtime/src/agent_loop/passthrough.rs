@@ -171,12 +171,25 @@ impl Agent for ToolPassthrough {
             () = cancel.cancelled() => return AgentOutcome::Canceled,
         };
         if result.is_error {
-            AgentOutcome::Failed {
+            return AgentOutcome::Failed {
                 reason: format!("***TOOL {name}: {}", result.content),
-            }
-        } else {
-            echo(vec![Part::text(result.content)])
+            };
         }
+        let mut outcome = echo(vec![Part::text(result.content)]);
+        if let AgentOutcome::Completed { artifacts } = &mut outcome
+            && !result.files.is_empty()
+        {
+            // The tool's files (MCP resources), as the LLM agent hands them on.
+            artifacts.push(Artifact {
+                artifact_id: uuid::Uuid::new_v4().to_string(),
+                name: Some(name.to_owned()),
+                description: Some(format!("files {name} returned")),
+                parts: result.files,
+                extensions: None,
+                metadata: None,
+            });
+        }
+        outcome
     }
 }
 

@@ -73,12 +73,14 @@ impl ToolSource for SubAgents {
             return ToolResult {
                 content: format!("no sub-agent tool named {name}"),
                 is_error: true,
+                files: Vec::new(),
             };
         };
         let Some(text) = arguments.get("message").and_then(Value::as_str) else {
             return ToolResult {
                 content: "the argument `message` (a string) is required".to_owned(),
                 is_error: true,
+                files: Vec::new(),
             };
         };
         let id = uuid::Uuid::new_v4().to_string();
@@ -102,6 +104,7 @@ impl ToolSource for SubAgents {
                 ToolResult {
                     content: texts.join("\n"),
                     is_error: false,
+                    files: Vec::new(),
                 }
             }
             AgentOutcome::Replied { parts } => {
@@ -109,26 +112,31 @@ impl ToolSource for SubAgents {
                 ToolResult {
                     content: texts.join("\n"),
                     is_error: false,
+                    files: Vec::new(),
                 }
             }
             AgentOutcome::Rejected { reason } => ToolResult {
                 content: format!("{agent_name} declined: {reason}"),
                 is_error: true,
+                files: Vec::new(),
             },
             AgentOutcome::InputRequired { question } => {
                 let q: Vec<&str> = question.iter().filter_map(Part::as_text).collect();
                 ToolResult {
                     content: format!("{agent_name} needs more input: {}", q.join(" ")),
                     is_error: true,
+                    files: Vec::new(),
                 }
             }
             AgentOutcome::Failed { reason } => ToolResult {
                 content: format!("{agent_name} failed: {reason}"),
                 is_error: true,
+                files: Vec::new(),
             },
             AgentOutcome::Canceled => ToolResult {
                 content: format!("{agent_name} was canceled"),
                 is_error: true,
+                files: Vec::new(),
             },
         }
     }

@@ -12,12 +12,16 @@ use crate::llm::ToolSpec;
 
 pub use crate::bearer::Bearer;
 
-/// What a tool call gives back to the model.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a tool call gives back: text for the model, and files for the caller.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ToolResult {
     pub content: String,
     /// The tool reported an error (or could not be reached): the model reads it and may recover.
     pub is_error: bool,
+    /// Files the tool returned (an MCP embedded resource, resource link, image or audio; a
+    /// remote agent's file artifact), as A2A file parts: the model reads a line about each,
+    /// and they reach the caller as the turn's artifacts.
+    pub files: Vec<daedalus_contract::Part>,
 }
 
 /// Everything a tool call needs besides its arguments.
@@ -68,6 +72,7 @@ impl ToolSource for NoTools {
         ToolResult {
             content: format!("no tool named {name}"),
             is_error: true,
+            files: Vec::new(),
         }
     }
 }
@@ -122,6 +127,7 @@ impl ToolSource for Toolbox {
             None => ToolResult {
                 content: format!("no tool named {name}"),
                 is_error: true,
+                files: Vec::new(),
             },
         }
     }

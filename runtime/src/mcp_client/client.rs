@@ -334,6 +334,7 @@ impl McpServers {
                 return Ok(ToolResult {
                     content: format!("arguments must be a JSON object, got {other}"),
                     is_error: true,
+                    files: Vec::new(),
                 });
             }
         };
@@ -348,14 +349,16 @@ impl McpServers {
             ),
             message: redact_text(&e.to_string()),
         })?;
-        let mut texts: Vec<String> = result
-            .content
-            .iter()
-            .map(|c| match c.as_text() {
-                Some(t) => t.text.clone(),
-                None => serde_json::to_string(c).unwrap_or_default(),
-            })
-            .collect();
+        let mut texts: Vec<String> = Vec::with_capacity(result.content.len());
+        let mut files = Vec::new();
+        for block in &result.content {
+            if let Some(t) = block.as_text() {
+                texts.push(t.text.clone());
+            } else if let Some(file) = super::files::file_of(block) {
+                texts.push(file.line);
+                files.push(file.part);
+            }
+        }
         if texts.is_empty()
             && let Some(structured) = &result.structured_content
         {
@@ -364,6 +367,7 @@ impl McpServers {
         Ok(ToolResult {
             content: texts.join("\n"),
             is_error: result.is_error == Some(true),
+            files,
         })
     }
 }
@@ -408,6 +412,7 @@ impl ToolSource for McpServers {
             return ToolResult {
                 content: format!("no MCP server named {server_name}"),
                 is_error: true,
+                files: Vec::new(),
             };
         };
         let call = async {
@@ -426,6 +431,7 @@ impl ToolSource for McpServers {
         outcome.unwrap_or_else(|problem| ToolResult {
             content: format!("{server_name}/{tool} failed: {problem}"),
             is_error: true,
+            files: Vec::new(),
         })
     }
 }

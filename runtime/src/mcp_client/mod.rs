@@ -2,6 +2,7 @@
 
 mod client;
 mod error;
+pub mod files;
 mod traced_http;
 
 pub use client::{McpServers, McpStatus};

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use daedalus_contract::{Artifact, Message, Part};
+use daedalus_contract::{Artifact, Message, Part, PartContent};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -28,6 +28,8 @@ mod turn_setup;
 
 /// The built-in tool that turns a task `input-required`.
 pub const ASK_USER_TOOL: &str = "request_user_input";
+/// The built-in tool (offered with `may_decline: true`) that ends a task `rejected`.
+pub const DECLINE_TOOL: &str = "decline_request";
 
 /// An agent whose answers come from a model, working through tools.
 #[derive(Debug)]
@@ -60,6 +62,18 @@ pub struct LlmAgent {
     pub personalities: std::collections::BTreeMap<String, crate::config::deployment::Personality>,
     /// The personality of a call that names none.
     pub default_personality: Option<String>,
+    /// How the agent answers: a Message or a Task; whether it may decline.
+    pub answering: Answering,
+}
+
+/// How an agent answers beyond its text (`agents.<name>.reply_as`, `may_decline`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Answering {
+    /// A turn that completes is answered with a Message instead of a Task (A2A lets a
+    /// server answer a simple request so); one that asks or fails is still a Task.
+    pub reply_as_message: bool,
+    /// The model is offered `decline_request`: calling it ends the task rejected.
+    pub may_decline: bool,
 }
 
 fn fail(reason: String) -> AgentOutcome {
@@ -133,6 +147,8 @@ impl LlmAgent {
         };
         let events = &request.events;
         let (agent, depth) = (self.name.clone(), request.depth);
+        // Files the tools returned, one artifact per call, for the answer.
+        let mut files: Vec<Artifact> = Vec::new();
         let on_llm = |e: LlmEvent| match e {
             LlmEvent::TextDelta(text) => events.emit(LoopEvent::TextDelta {
                 agent: agent.clone(),
@@ -186,12 +202,25 @@ impl LlmAgent {
                 return match response.text {
                     Some(text) => {
                         transcript.assistant(Some(text.clone()), Vec::new()).await;
-                        completed(text)
+                        self.answer(text, &chat.sampling, files)
                     }
                     None => fail(format!(
                         "the model {} answered without any text",
                         self.model
                     )),
+                };
+            }
+            if let Some(decline) = response.tool_calls.iter().find(|c| c.name == DECLINE_TOOL) {
+                let reason = decline
+                    .arguments
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("The agent declined the request.");
+                transcript
+                    .assistant(Some(reason.to_owned()), Vec::new())
+                    .await;
+                return AgentOutcome::Rejected {
+                    reason: reason.to_owned(),
                 };
             }
             if let Some(ask) = response.tool_calls.iter().find(|c| c.name == ASK_USER_TOOL) {
@@ -223,22 +252,7 @@ impl LlmAgent {
                 // (`notifications/cancelled`), and a sub-agent's token is a child of `cancel`.
                 () = cancel.cancelled() => return AgentOutcome::Canceled,
             };
-            transcript
-                .tool_results(
-                    calls
-                        .iter()
-                        .zip(&results)
-                        .map(|(c, r)| (c.id.clone(), r.content.clone(), r.is_error))
-                        .collect(),
-                )
-                .await;
-            for (call, result) in calls.iter().zip(results) {
-                chat.messages.push(ChatMessage::Tool {
-                    call_id: call.id.clone(),
-                    content: result.content,
-                    is_error: result.is_error,
-                });
-            }
+            hand_back(&calls, results, transcript, &mut chat.messages, &mut files).await;
         }
         fail(format!(
             "stopped after {} LLM turns without a final answer (max_iterations is {})",
@@ -247,16 +261,101 @@ impl LlmAgent {
     }
 }
 
-fn completed(text: String) -> AgentOutcome {
-    AgentOutcome::Completed {
-        artifacts: vec![Artifact {
+impl LlmAgent {
+    /// The model's final `text` as the turn's answer: a data part when the request asked for
+    /// JSON (`response_format`), else text; then the tools' `files`; as a Message when the
+    /// agent replies so, else as the task's artifacts.
+    fn answer(
+        &self,
+        text: String,
+        sampling: &crate::sampling::Sampling,
+        files: Vec<Artifact>,
+    ) -> AgentOutcome {
+        let part = if asks_for_json(sampling) {
+            match serde_json::from_str::<Value>(&text) {
+                Ok(data) => {
+                    let mut part = Part::from_content(PartContent::Data(data));
+                    part.media_type = Some("application/json".to_owned());
+                    part
+                }
+                Err(e) => {
+                    return fail(format!(
+                        "the model {} was asked for JSON (response_format) and answered something else ({e})",
+                        self.model
+                    ));
+                }
+            }
+        } else {
+            Part::text(text)
+        };
+        if self.answering.reply_as_message {
+            let mut parts = vec![part];
+            parts.extend(files.into_iter().flat_map(|a| a.parts));
+            return AgentOutcome::Replied { parts };
+        }
+        let mut artifacts = vec![Artifact {
             artifact_id: uuid::Uuid::new_v4().to_string(),
             name: Some("response".to_owned()),
             description: None,
-            parts: vec![Part::text(text)],
+            parts: vec![part],
             extensions: None,
             metadata: None,
-        }],
+        }];
+        artifacts.extend(files);
+        AgentOutcome::Completed { artifacts }
+    }
+}
+
+/// The results of a step's tool calls: kept in the transcript, given to the model, and their
+/// files kept for the answer.
+async fn hand_back(
+    calls: &[crate::llm::ToolCall],
+    results: Vec<super::ToolResult>,
+    transcript: &mut Transcript,
+    messages: &mut Vec<ChatMessage>,
+    files: &mut Vec<Artifact>,
+) {
+    transcript
+        .tool_results(
+            calls
+                .iter()
+                .zip(&results)
+                .map(|(c, r)| (c.id.clone(), r.content.clone(), r.is_error))
+                .collect(),
+        )
+        .await;
+    for (call, result) in calls.iter().zip(results) {
+        if !result.files.is_empty() {
+            files.push(file_artifact(&call.name, result.files));
+        }
+        messages.push(ChatMessage::Tool {
+            call_id: call.id.clone(),
+            content: result.content,
+            is_error: result.is_error,
+        });
+    }
+}
+
+/// Whether the request asked the model for JSON (`response_format` of type `json_object` or
+/// `json_schema`).
+fn asks_for_json(sampling: &crate::sampling::Sampling) -> bool {
+    sampling
+        .response_format
+        .as_ref()
+        .and_then(|f| f.get("type"))
+        .and_then(Value::as_str)
+        .is_some_and(|t| t == "json_object" || t == "json_schema")
+}
+
+/// The files of one tool call, as an artifact named after the tool.
+fn file_artifact(tool: &str, parts: Vec<Part>) -> Artifact {
+    Artifact {
+        artifact_id: uuid::Uuid::new_v4().to_string(),
+        name: Some(tool.to_owned()),
+        description: Some(format!("files {tool} returned")),
+        parts,
+        extensions: None,
+        metadata: None,
     }
 }
 

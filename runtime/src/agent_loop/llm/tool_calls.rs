@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use super::{ASK_USER_TOOL, LlmAgent};
+use super::{ASK_USER_TOOL, DECLINE_TOOL, LlmAgent};
 use crate::agent_loop::AgentRequest;
 use crate::agent_loop::events::LoopEvent;
 use crate::agent_loop::tools::{self, CallContext, ToolResult, split_name};
@@ -41,6 +41,14 @@ fn ask_user_spec() -> ToolSpec {
     }
 }
 
+fn decline_spec() -> ToolSpec {
+    ToolSpec {
+        name: DECLINE_TOOL.to_owned(),
+        description: "Decline the request: you will not do it (it is outside what you are for, or not allowed). Say why; the task ends rejected.".to_owned(),
+        input_schema: json!({"type": "object", "properties": {"reason": {"type": "string"}}, "required": ["reason"]}),
+    }
+}
+
 impl LlmAgent {
     /// Runs one tool call under the timeout, reporting it.
     pub(super) async fn call_tool(
@@ -58,6 +66,7 @@ impl LlmAgent {
                     call.name
                 ),
                 is_error: true,
+                files: Vec::new(),
             };
         }
         let (server, tool) = split_name(&call.name);
@@ -119,6 +128,7 @@ impl LlmAgent {
                     call.name, self.tool_timeout
                 ),
                 is_error: true,
+                files: Vec::new(),
             },
         };
         let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -160,6 +170,9 @@ impl LlmAgent {
             Some(allow) => Some(Arc::new(allowed_tools(&mut tools, allow)?)),
         };
         tools.push(ask_user_spec());
+        if self.answering.may_decline {
+            tools.push(decline_spec());
+        }
         Ok((tools, allowed))
     }
 }

@@ -122,6 +122,9 @@ pub(super) struct AgentFile {
     /// Named prompt overlays a call picks with `personality`.
     pub(super) personalities: BTreeMap<String, PersonalityFile>,
     pub(super) default_personality: Option<String>,
+    /// `task` (the default) or `message`.
+    pub(super) reply_as: Option<super::ReplyAs>,
+    pub(super) may_decline: Option<bool>,
 }
 
 /// An agent's `compaction:` block.

@@ -397,6 +397,21 @@ pub struct AgentDef {
     pub personalities: BTreeMap<String, Personality>,
     /// The personality of a call that names none.
     pub default_personality: Option<String>,
+    /// What a completed turn answers with (`reply_as`): a Task (the default) or a Message.
+    pub reply_as: ReplyAs,
+    /// Whether the model may decline a request (`may_decline`): the task then ends rejected.
+    pub may_decline: bool,
+}
+
+/// What an agent's completed turn answers with on the A2A bindings.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReplyAs {
+    /// A Task holding the answer as its artifact.
+    #[default]
+    Task,
+    /// A Message holding the answer (the task it began completes with it).
+    Message,
 }
 
 /// A prompt overlay a call picks with `personality`: text added after the agent's instruction,

@@ -111,6 +111,8 @@ pub(super) fn build(
             compaction,
             personalities,
             default_personality,
+            reply_as: def.reply_as.unwrap_or_default(),
+            may_decline: def.may_decline.unwrap_or(false),
         });
     }
     let start_order = start_order(file, &agents)?;

@@ -121,6 +121,35 @@ fn sampling(args: &SendArgs) -> Result<SamplingParams, SamplingError> {
     Ok(SamplingParams::from_map(&top)?.over(&nested))
 }
 
+/// A part of an answer that is not text, as MCP content: JSON data as text, bytes as an
+/// embedded resource (an image as an image), a URL as a resource link.
+fn content_of(part: &Part) -> Option<ContentBlock> {
+    let media_type = part.media_type.clone();
+    let name = part.filename.clone().unwrap_or_else(|| "file".to_owned());
+    match &part.content {
+        PartContent::Text(_) => None,
+        PartContent::Data(data) => Some(ContentBlock::text(data.to_string())),
+        PartContent::Raw(bytes) => Some(match media_type.as_deref() {
+            Some(image) if image.starts_with("image/") => {
+                ContentBlock::image(bytes.clone(), image.to_owned())
+            }
+            _ => ContentBlock::Resource(rmcp::model::EmbeddedResource::new(
+                rmcp::model::ResourceContents::BlobResourceContents {
+                    uri: format!("file:///{name}"),
+                    mime_type: media_type,
+                    blob: bytes.clone(),
+                    meta: None,
+                },
+            )),
+        }),
+        PartContent::Url(url) => {
+            let mut link = rmcp::model::Resource::new(url.clone(), name);
+            link.mime_type = media_type;
+            Some(ContentBlock::resource_link(link))
+        }
+    }
+}
+
 /// The tool result for a turn's task.
 fn answer(task: &Task) -> CallToolResult {
     let status_text = || {
@@ -132,13 +161,12 @@ fn answer(task: &Task) -> CallToolResult {
     };
     match task.status.state {
         TaskState::Completed => {
-            let text: Vec<&str> = task
-                .artifacts
-                .iter()
-                .flat_map(|a| &a.parts)
-                .filter_map(Part::as_text)
-                .collect();
-            CallToolResult::success(vec![ContentBlock::text(text.join("\n"))])
+            let parts = || task.artifacts.iter().flat_map(|a| &a.parts);
+            let text: Vec<&str> = parts().filter_map(Part::as_text).collect();
+            // The text first, as Daedalus reads it; then files and data, if any.
+            let mut content = vec![ContentBlock::text(text.join("\n"))];
+            content.extend(parts().filter_map(content_of));
+            CallToolResult::success(content)
         }
         TaskState::InputRequired => {
             CallToolResult::success(vec![ContentBlock::text(status_text())])
@@ -254,5 +282,43 @@ mod tests {
         assert_eq!(starting.is_error, Some(true));
         assert!(first_text(&starting).contains("still starting"));
         assert!(first_text(&stopping).contains("shutting down"));
+    }
+
+    #[test]
+    fn files_and_data_follow_the_text_as_mcp_content() {
+        let mut file = Part::from_content(PartContent::Raw("dGNr".into()));
+        file.media_type = Some("text/plain".into());
+        file.filename = Some("out.txt".into());
+        let mut link = Part::from_content(PartContent::Url("https://example.com/a.csv".into()));
+        link.filename = Some("a.csv".into());
+        let data = Part::from_content(PartContent::Data(serde_json::json!({"n": 1})));
+        let task = Task {
+            id: "t".into(),
+            context_id: None,
+            status: daedalus_contract::TaskStatus::new(TaskState::Completed),
+            artifacts: vec![daedalus_contract::Artifact {
+                artifact_id: "a".into(),
+                name: None,
+                description: None,
+                parts: vec![Part::text("here"), file, link, data],
+                extensions: None,
+                metadata: None,
+            }],
+            history: None,
+            metadata: None,
+        };
+        let result = answer(&task);
+        assert_eq!(first_text(&result), "here");
+        let json = serde_json::to_value(&result.content).unwrap();
+        assert_eq!(json[1]["type"], "resource");
+        assert_eq!(json[1]["resource"]["blob"], "dGNr");
+        assert_eq!(json[1]["resource"]["uri"], "file:///out.txt");
+        assert_eq!(json[2]["type"], "resource_link");
+        assert_eq!(json[2]["uri"], "https://example.com/a.csv");
+        assert_eq!(json[3]["text"], "{\"n\":1}");
+        // A text-only answer stays one text block, as Daedalus reads it.
+        let mut plain = task.clone();
+        plain.artifacts[0].parts.truncate(1);
+        assert_eq!(answer(&plain).content.len(), 1);
     }
 }
