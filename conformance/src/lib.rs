@@ -41,6 +41,9 @@ pub struct SuiteOptions {
     /// Level 2: the `TERMINATION_GRACE_PERIOD` the drain check runs the runtime with (the
     /// grace-period check uses a short one).
     pub grace: Duration,
+    /// Level 3: the most text (bytes) the compaction check sends one context of a runtime
+    /// whose manifest declares `contextCompaction`, waiting for it to compact.
+    pub compaction_budget: usize,
 }
 
 impl SuiteOptions {
@@ -63,6 +66,7 @@ impl SuiteOptions {
             exec: None,
             slow_probe: "***SLEEP {duration} conformance probe: finished slowly".to_owned(),
             grace: Duration::from_secs(10),
+            compaction_budget: level3::COMPACTION_BUDGET,
         }
     }
 }
@@ -101,7 +105,7 @@ pub async fn run(options: &SuiteOptions) -> Result<Report, SuiteError> {
         let mut before_restart = None;
         if options.level >= 3 {
             // Before level 2's checks, which stop the process.
-            results.extend(level3::run(&client).await);
+            results.extend(level3::run(&client, options.compaction_budget).await);
             before_restart = Some(level3::SessionBeforeRestart::send(&client).await);
         }
         results.extend(level2::run_launched(&client, launched, work_dir.path(), options).await);
@@ -127,7 +131,7 @@ pub async fn run(options: &SuiteOptions) -> Result<Report, SuiteError> {
         results.extend(level2::run_without_process(&client).await);
     }
     if options.level >= 3 {
-        results.extend(level3::run(&client).await);
+        results.extend(level3::run(&client, options.compaction_budget).await);
         results.push(CheckResult {
             check: CheckId::SessionRestart,
             outcome: Outcome::Skip(

@@ -44,6 +44,31 @@ struct Cli {
     /// Level 2: the TERMINATION_GRACE_PERIOD the drain check starts the runtime with.
     #[arg(long, default_value = "10s", value_parser = daedalus_contract::container::parse_duration)]
     grace: Duration,
+    /// Level 3: the most text one context is sent (bytes, or with a unit: 1MiB) to make a
+    /// runtime whose manifest declares contextCompaction compact; one that does not by then
+    /// fails L3-COMPACTION-METADATA.
+    #[arg(long, default_value = "1MiB", value_parser = parse_bytes)]
+    compaction_budget: usize,
+}
+
+/// `1048576`, `1MiB`, `512KiB`.
+fn parse_bytes(value: &str) -> Result<usize, String> {
+    let value = value.trim();
+    let (number, unit) = value
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or((value, ""), |i| value.split_at(i));
+    let number: usize = number
+        .parse()
+        .map_err(|_| format!("{value:?} is not a size"))?;
+    let unit = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        other => return Err(format!("{other:?} is not a unit (B, KiB, MiB)")),
+    };
+    number
+        .checked_mul(unit)
+        .ok_or_else(|| format!("{value:?} is too large"))
 }
 
 #[tokio::main]
@@ -63,6 +88,7 @@ async fn main() -> ExitCode {
     }
     options.exec = cli.exec;
     options.grace = cli.grace;
+    options.compaction_budget = cli.compaction_budget;
     let report = match run(&options).await {
         Ok(report) => report,
         Err(e) => {

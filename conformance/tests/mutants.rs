@@ -160,6 +160,16 @@ async fn level_three_mutants_each_fail_exactly_their_check() {
             "does not hold",
         ),
         ("bad-compaction", CheckId::CompactionMetadata, "squash"),
+        (
+            "compaction-strings",
+            CheckId::CompactionMetadata,
+            "(integers)",
+        ),
+        (
+            "never-compacts",
+            CheckId::CompactionMetadata,
+            "brought no metadata.compaction",
+        ),
     ];
     let reports =
         futures::future::join_all(mutants.iter().map(|(defect, ..)| judge_level_three(defect)))

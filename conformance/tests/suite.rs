@@ -266,3 +266,29 @@ async fn without_exec_level_two_is_skipped_with_the_reason_and_not_certified() {
     );
     stop.cancel();
 }
+
+/// The compaction check is not vacuous on our runtime: on a model's agent (the strict fake
+/// LLM) with a small context window, the manifest declares compaction, and the suite's drive
+/// of one context makes it compact and report it, five fields right.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_runtime_on_a_model_compacts_when_the_suite_drives_a_context() {
+    use daedalus_fake_llm::{AutoReply, FakeLlm};
+    let fake = FakeLlm::start("sk-conformance", &["gpt-small"]).await;
+    fake.auto(AutoReply {
+        tools: Vec::new(),
+        text: "noted".to_owned(),
+    });
+    let yaml = format!(
+        "default_model: openai.gpt-small\n\
+         model_capabilities: {{ context_window: 32768, max_output_tokens: 512 }}\n\
+         openai: {{ api_key: sk-conformance, base_url: \"{}\" }}\n\
+         agents:\n  talker:\n    instruction: Answer.\n    compaction: {{ strategy: truncate }}\n",
+        fake.openai_base_url
+    );
+    let rt = daedalus_test_kit::Runtime::start(&yaml).await;
+    let mut options = SuiteOptions::new(&rt.url);
+    options.level = 3;
+    let report = run(&options).await.unwrap();
+    let judged = report.result(CheckId::CompactionMetadata).unwrap();
+    assert_eq!(judged.outcome, Outcome::Pass, "{}", report.to_text());
+}

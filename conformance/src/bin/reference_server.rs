@@ -16,13 +16,15 @@
 //! the whole answer as one SSE body (the task, `working`, the text in two chunks, the final
 //! status), the card says `streaming: true`, and each context's messages are kept (in
 //! `$WORK_DIR/reference-sessions.json`, so a restart keeps them) and shown in `history` when
-//! `configuration.historyLength` asks. A task that continues a context and asks for its history
-//! reports a compaction that removed nothing, so the suite has a `metadata.compaction` to judge. Its level-3 defects:
-//! `no-sse` (JSON for an SSE request, and a card that says so), `card-not-streaming`,
+//! `configuration.historyLength` asks. Its manifest declares `contextCompaction: true`: a
+//! context whose text passes [`COMPACT_AT`] bytes keeps only its last [`KEPT_AFTER`] messages,
+//! and the task that made it so reports the compaction in `metadata.compaction`. Its level-3
+//! defects: `no-sse` (JSON for an SSE request, and a card that says so), `card-not-streaming`,
 //! `no-final` (the last status update is not `final`), `bad-event` (a status update outside the
 //! schema), `stream-differs` (a chunk sent twice), `no-resume` (`history` holds only the new
 //! message), `forget-on-restart` (contexts kept in memory only), `bad-compaction` (a strategy
-//! the contract does not know).
+//! the contract does not know), `compaction-strings` (counts as strings, and no strategy),
+//! `never-compacts` (declares compaction, and never reports one).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -69,7 +71,14 @@ enum Defect {
     NoResume,
     ForgetOnRestart,
     BadCompaction,
+    CompactionStrings,
+    NeverCompacts,
 }
+
+/// Bytes of text a context holds before it is compacted (level 3).
+const COMPACT_AT: usize = 48 * 1024;
+/// Messages a compacted context keeps.
+const KEPT_AFTER: usize = 4;
 
 impl Defect {
     fn from_env() -> Self {
@@ -87,6 +96,8 @@ impl Defect {
             Ok("no-resume") => Defect::NoResume,
             Ok("forget-on-restart") => Defect::ForgetOnRestart,
             Ok("bad-compaction") => Defect::BadCompaction,
+            Ok("compaction-strings") => Defect::CompactionStrings,
+            Ok("never-compacts") => Defect::NeverCompacts,
             _ => Defect::None,
         }
     }
@@ -111,18 +122,49 @@ impl Contexts {
     }
 
     /// Adds `new` to `context` and writes the file again; returns what the context held before.
-    fn record(&mut self, context: &str, new: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
+    /// Adds `new` to `context`: the messages it held before, and the compaction this made,
+    /// if its text passed [`COMPACT_AT`] (`compact`: whether it may compact).
+    fn record(
+        &mut self,
+        context: &str,
+        new: Vec<serde_json::Value>,
+        compact: bool,
+    ) -> (Vec<serde_json::Value>, Option<Compacted>) {
         let kept = self.messages.entry(context.to_owned()).or_default();
         let before = kept.clone();
         kept.extend(new);
+        let bytes = |messages: &[serde_json::Value]| -> usize {
+            messages.iter().map(|m| m.to_string().len()).sum()
+        };
+        let mut compacted = None;
+        let size = bytes(kept);
+        if compact && size > COMPACT_AT && kept.len() > KEPT_AFTER {
+            let messages_before = kept.len();
+            kept.drain(..kept.len() - KEPT_AFTER);
+            compacted = Some(Compacted {
+                messages_before,
+                messages_after: kept.len(),
+                tokens_before: size / 4,
+                tokens_after: bytes(kept) / 4,
+            });
+        }
         if let Some(file) = &self.file
             && let Ok(bytes) = serde_json::to_vec(&self.messages)
             && let Err(e) = std::fs::write(file, bytes)
         {
             eprintln!("cannot keep the contexts in {}: {e}", file.display());
         }
-        before
+        (before, compacted)
     }
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone, Copy)]
+struct Compacted {
+    messages_before: usize,
+    messages_after: usize,
+    tokens_before: usize,
+    tokens_after: usize,
 }
 
 /// What the handlers share.
@@ -197,6 +239,31 @@ async fn card(State(shared): State<Shared>) -> Response {
         icon_url: None,
     };
     json(StatusCode::OK, &card)
+}
+
+/// The manifest, at level 3 only (a level-1 runtime serves none, and need not): the level it
+/// reaches and `contextCompaction: true`.
+async fn manifest(State(shared): State<Shared>) -> Response {
+    if !shared.level3 {
+        return error(StatusCode::NOT_FOUND, "no manifest");
+    }
+    let manifest = daedalus_contract::RuntimeContract {
+        contract_version: daedalus_contract::CONTRACT_VERSION.to_owned(),
+        runtime: daedalus_contract::ManifestRuntime {
+            name: "reference-server".to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            description: None,
+        },
+        server: None,
+        capabilities: daedalus_contract::ManifestCapabilities {
+            streaming: true,
+            trace_context: true,
+            graceful_shutdown: true,
+            context_compaction: true,
+        },
+        conformance_level: 3,
+    };
+    json(StatusCode::OK, &manifest)
 }
 
 async fn send(State(shared): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
@@ -315,8 +382,8 @@ async fn answer(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Response 
     json(StatusCode::OK, &task)
 }
 
-/// Level 3: keeps the exchange in its context, fills `history` when asked, and reports a
-/// compaction that removed nothing on a task that continues a context and asks for history.
+/// Level 3: keeps the exchange in its context, fills `history` when asked, and reports the
+/// compaction of a context that outgrew [`COMPACT_AT`].
 fn remember(
     shared: &Shared,
     task: &mut Task,
@@ -330,11 +397,15 @@ fn remember(
         "messageId": format!("reply-{}", task.id), "role": "agent",
         "parts": [{"text": reply_text}], "contextId": context,
     });
-    let before = shared
+    let (before, compacted) = shared
         .contexts
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .record(&context, vec![sent.clone(), reply]);
+        .record(
+            &context,
+            vec![sent.clone(), reply],
+            shared.defect != Defect::NeverCompacts,
+        );
     if let Some(n) = history_length {
         let mut history = if shared.defect == Defect::NoResume {
             Vec::new()
@@ -348,20 +419,22 @@ fn remember(
         task.history =
             serde_json::from_value(serde_json::Value::Array(history.split_off(skip))).ok();
     }
-    if !before.is_empty() && history_length.is_some() {
-        let strategy = if shared.defect == Defect::BadCompaction {
-            "squash"
-        } else {
-            "truncate"
+    if let Some(c) = compacted {
+        let report = match shared.defect {
+            Defect::BadCompaction => serde_json::json!({"strategy": "squash",
+                "messagesBefore": c.messages_before, "messagesAfter": c.messages_after,
+                "tokensBefore": c.tokens_before, "tokensAfter": c.tokens_after}),
+            Defect::CompactionStrings => serde_json::json!({
+                "messagesBefore": c.messages_before.to_string(),
+                "messagesAfter": c.messages_after.to_string(),
+                "tokensBefore": c.tokens_before.to_string(),
+                "tokensAfter": c.tokens_after.to_string()}),
+            _ => serde_json::json!({"strategy": "truncate",
+                "messagesBefore": c.messages_before, "messagesAfter": c.messages_after,
+                "tokensBefore": c.tokens_before, "tokensAfter": c.tokens_after}),
         };
-        let count = before.len() + 1;
-        let tokens = count * 10;
         let mut metadata = daedalus_contract::Metadata::new();
-        metadata.insert(
-            "compaction".into(),
-            serde_json::json!({"strategy": strategy, "messagesBefore": count,
-                "messagesAfter": count, "tokensBefore": tokens, "tokensAfter": tokens}),
-        );
+        metadata.insert("compaction".into(), report);
         task.metadata = Some(metadata);
     }
 }
@@ -449,6 +522,7 @@ async fn main() -> std::io::Result<()> {
     let app = Router::new()
         .route("/health", get(health))
         .route("/.well-known/agent-card.json", get(card))
+        .route("/.well-known/runtime-contract.json", get(manifest))
         .route("/", post(send))
         .layer(DefaultBodyLimit::disable())
         .with_state(shared.clone());

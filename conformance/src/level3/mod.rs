@@ -18,10 +18,16 @@
 //! - **Across a restart** (`--exec` only): the first task of another context goes to the runtime
 //!   before level 2's checks stop it; the suite then starts it again with the same `WORK_DIR`
 //!   and sends the second ([`CheckId::SessionRestart`], [`SessionBeforeRestart`]).
-//! - **Compaction** cannot be forced on a foreign runtime: every Task and final status update
-//!   the level-3 probes brought back is looked at, and a `metadata.compaction` found must
-//!   have its five fields right; none found is a skip that says so, and does not keep the level
-//!   from being certified ([`CheckId::CompactionMetadata`]).
+//! - **Compaction** ([`CheckId::CompactionMetadata`]): when the manifest declares
+//!   `capabilities.contextCompaction: true`, one new context is sent messages of
+//!   [`COMPACTION_CHUNK`] bytes of text, up to the budget ([`COMPACTION_BUDGET`] by default),
+//!   until a Task reports `metadata.compaction`; a runtime that declares compaction and never
+//!   reports it within the budget fails. Every report seen (the drive's, and any the other
+//!   probes brought back) must have its five fields right: `strategy` `summarize` or
+//!   `truncate`, and four integer counts. A runtime that does not declare compaction is judged
+//!   on the reports it happens to give; none is a skip that says so.
+
+use std::fmt::Write as _;
 
 use daedalus_contract::{Schema, StreamEvent, Task, TaskRebuilder, read};
 use serde_json::{Value, json};
@@ -30,6 +36,12 @@ use crate::check::{CheckId, CheckResult, Outcome};
 use crate::client::{Exchange, Probe};
 
 const PROBE_TEXT: &str = "conformance stream probe: reply with anything";
+
+/// The text of each message that drives a context toward compaction, in bytes.
+pub const COMPACTION_CHUNK: usize = 32 * 1024;
+/// The most text one context is sent by default before a runtime that declares compaction
+/// must have compacted it.
+pub const COMPACTION_BUDGET: usize = 1 << 20;
 
 fn result(check: CheckId, outcome: Outcome) -> CheckResult {
     CheckResult { check, outcome }
@@ -47,8 +59,9 @@ fn message(message_id: &str, context_id: Option<&str>, text: &str) -> Value {
     message
 }
 
-/// Sends the level-3 probes and judges them.
-pub async fn run(probe: &Probe) -> Vec<CheckResult> {
+/// Sends the level-3 probes and judges them; `compaction_budget` bounds the text the compaction
+/// check sends one context.
+pub async fn run(probe: &Probe, compaction_budget: usize) -> Vec<CheckResult> {
     let streamed = probe
         .post_stream(&json!({"message": message(&new_id("conformance-sse"), None, PROBE_TEXT)}))
         .await;
@@ -92,8 +105,58 @@ pub async fn run(probe: &Probe) -> Vec<CheckResult> {
             .iter()
             .filter_map(|e| e.json_200().ok()),
     );
-    results.push(result(CheckId::CompactionMetadata, compaction(&seen)));
+    let drive = if declares_compaction(probe).await {
+        Some(drive_compaction(probe, compaction_budget).await)
+    } else {
+        None
+    };
+    results.push(result(
+        CheckId::CompactionMetadata,
+        compaction(&seen, drive),
+    ));
     results
+}
+
+/// Whether the runtime's manifest declares `capabilities.contextCompaction: true`.
+async fn declares_compaction(probe: &Probe) -> bool {
+    probe
+        .get("/.well-known/runtime-contract.json")
+        .await
+        .json_200()
+        .is_ok_and(|m| m["capabilities"]["contextCompaction"] == true)
+}
+
+/// `n`-th filler of [`COMPACTION_CHUNK`] bytes: distinct words, so no runtime can fold it.
+fn filler(n: usize) -> String {
+    let mut text = format!("conformance compaction filler {n}:");
+    let mut word = 0usize;
+    while text.len() < COMPACTION_CHUNK {
+        let _ = write!(text, " w{n}x{word}");
+        word += 1;
+    }
+    text
+}
+
+/// Sends one new context messages until a Task reports `metadata.compaction` (the Task), or
+/// `budget` bytes went without one (why that fails).
+async fn drive_compaction(probe: &Probe, budget: usize) -> Result<Value, String> {
+    let context = new_id("conformance-compaction");
+    let messages = budget.div_ceil(COMPACTION_CHUNK).max(1);
+    for n in 0..messages {
+        let sent = probe
+            .post_json(&json!({"message": message(&new_id("conformance-compact"), Some(&context), &filler(n))}))
+            .await;
+        let task = sent
+            .json_200()
+            .map_err(|e| format!("message {} of the compaction drive: {e}", n + 1))?;
+        if task["metadata"].get("compaction").is_some() {
+            return Ok(task);
+        }
+    }
+    Err(format!(
+        "the manifest declares contextCompaction, but {messages} messages ({} KiB of text) in          one context brought no metadata.compaction",
+        messages * COMPACTION_CHUNK / 1024
+    ))
 }
 
 fn sse_content_type(streamed: &Exchange) -> Outcome {
@@ -330,7 +393,15 @@ fn session_resume(
     }
 }
 
-fn compaction(seen: &[Value]) -> Outcome {
+/// Judges every compaction report seen, and the drive's when the manifest declared compaction
+/// (`drive`: `None` when it did not).
+fn compaction(seen: &[Value], drive: Option<Result<Value, String>>) -> Outcome {
+    let mut seen = seen.to_vec();
+    match drive {
+        Some(Ok(task)) => seen.push(task),
+        Some(Err(why)) => return Outcome::Fail(why),
+        None => {}
+    }
     let found: Vec<&Value> = seen
         .iter()
         .filter_map(|v| {
@@ -402,11 +473,23 @@ mod tests {
     fn compaction_metadata_is_judged_where_it_appears_and_skipped_when_absent() {
         let good = json!({"metadata": {"compaction": {"strategy": "truncate", "messagesBefore": 9, "messagesAfter": 4, "tokensBefore": 900, "tokensAfter": 400}}});
         let bad = json!({"metadata": {"compaction": {"strategy": "forget", "messagesBefore": 9}}});
-        assert_eq!(compaction(&[good]), Outcome::Pass);
-        assert!(matches!(compaction(&[bad]), Outcome::Fail(_)));
+        assert_eq!(compaction(std::slice::from_ref(&good), None), Outcome::Pass);
+        assert!(matches!(compaction(&[bad], None), Outcome::Fail(_)));
         assert!(matches!(
-            compaction(&[json!({"id": "t"})]),
+            compaction(&[json!({"id": "t"})], None),
             Outcome::Skip(_)
+        ));
+        // Declared: the drive's report is judged, and none at all fails.
+        assert_eq!(compaction(&[], Some(Ok(good))), Outcome::Pass);
+        let strings = json!({"metadata": {"compaction": {"messagesBefore": "9",
+            "messagesAfter": "4", "tokensBefore": "900", "tokensAfter": "400"}}});
+        assert!(matches!(
+            compaction(&[], Some(Ok(strings))),
+            Outcome::Fail(_)
+        ));
+        assert!(matches!(
+            compaction(&[], Some(Err("never".into()))),
+            Outcome::Fail(why) if why == "never"
         ));
     }
 }

@@ -126,7 +126,13 @@ impl Discovery {
         let card_json = serde_json::to_value(&card).expect("the card serializes");
         Schema::AgentCard.validate(&card_json)?;
         Schema::A2aV1AgentCard.validate(&card_json)?;
-        let manifest = build_manifest(bound.port());
+        // Only a model's conversation is compacted: the test models never compact.
+        let compacts = matches!(
+            config.agent.model,
+            crate::config::deployment::ModelRef::OpenAi(_)
+                | crate::config::deployment::ModelRef::Anthropic(_)
+        );
+        let manifest = build_manifest(bound.port(), compacts);
         Schema::RuntimeContract.validate(&serde_json::to_value(&manifest).expect("serializes"))?;
         Ok(Self {
             card: Document::new(&card),
@@ -209,7 +215,7 @@ fn security(
     (schemes, Some(requirements))
 }
 
-fn build_manifest(port: u16) -> RuntimeContract {
+fn build_manifest(port: u16, compacts: bool) -> RuntimeContract {
     RuntimeContract {
         contract_version: CONTRACT_VERSION.to_owned(),
         runtime: ManifestRuntime {
@@ -227,7 +233,7 @@ fn build_manifest(port: u16) -> RuntimeContract {
             streaming: true,
             trace_context: true,
             graceful_shutdown: true,
-            context_compaction: true,
+            context_compaction: compacts,
         },
         conformance_level: 3,
     }

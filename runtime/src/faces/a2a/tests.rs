@@ -162,22 +162,28 @@ async fn agent_card_is_valid_cacheable_and_has_a_skill() {
 
 #[tokio::test]
 async fn manifest_declares_level_three_of_contract_v1_with_every_capability() {
-    let req = Request::get("/.well-known/runtime-contract.json")
-        .body(Body::empty())
-        .unwrap();
-    let (status, manifest, _) = call(&passthrough(), req).await;
-    assert_eq!(status, StatusCode::OK);
-    Schema::RuntimeContract.validate(&manifest).unwrap();
+    let manifest_of = |state: ContractState| async move {
+        let req = Request::get("/.well-known/runtime-contract.json")
+            .body(Body::empty())
+            .unwrap();
+        let (status, manifest, _) = call(&state, req).await;
+        assert_eq!(status, StatusCode::OK);
+        Schema::RuntimeContract.validate(&manifest).unwrap();
+        manifest
+    };
+    let manifest = manifest_of(passthrough()).await;
     assert_eq!(manifest["contractVersion"], "v1");
     assert_eq!(manifest["conformanceLevel"], 3);
-    for capability in [
-        "traceContext",
-        "streaming",
-        "contextCompaction",
-        "gracefulShutdown",
-    ] {
+    for capability in ["traceContext", "streaming", "gracefulShutdown"] {
         assert_eq!(manifest["capabilities"][capability], true, "{capability}");
     }
+    // The passthrough model never compacts, so it does not say it does; a model's agent does.
+    assert_eq!(manifest["capabilities"]["contextCompaction"], false);
+    let on_a_model = state_with(Arc::new(Passthrough), |c| {
+        c.agent.model = crate::config::deployment::ModelRef::OpenAi("gpt".into());
+    });
+    let manifest = manifest_of(on_a_model).await;
+    assert_eq!(manifest["capabilities"]["contextCompaction"], true);
 }
 
 #[tokio::test]
