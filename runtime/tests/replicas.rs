@@ -295,6 +295,53 @@ async fn fault_5_a_subscriber_to_a_waiting_task_hears_a_cancel_or_an_answer_from
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_lists_every_task_of_the_bucket_not_only_those_its_memory_keeps() {
+    let store = Store::start();
+    let (_a, on_a) = store.replica("replica-a");
+    // B keeps at most 5 tasks whole in memory.
+    let (_b, on_b) = store.replica_with("replica-b", &[("MAX_TASKS", "5")]);
+    let mut ids = Vec::new();
+    for n in 0..30 {
+        ids.push(id_of(&on_a.run_task(&format!("task {n}")).await));
+    }
+    ids.sort();
+    // Every page, walked to its end through B (100 a page, and 7 a page).
+    let listed: Vec<String> = on_b.list_states().await.into_keys().collect();
+    assert_eq!(listed, ids, "B lists every task of the bucket");
+    let mut walked = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = on_b
+            .call(
+                "ListTasks",
+                serde_json::json!({"pageSize": 7, "pageToken": token, "includeArtifacts": true}),
+            )
+            .await["result"]
+            .clone();
+        assert_eq!(page["totalSize"], 30, "{page}");
+        for task in page["tasks"].as_array().unwrap() {
+            assert_eq!(state_of(task), COMPLETED);
+            assert!(
+                task["artifacts"][0]["parts"][0]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("task ")),
+                "read whole from the bucket when memory lacks it: {task}"
+            );
+            walked.push(id_of(task));
+        }
+        token = page["nextPageToken"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if token.is_empty() {
+            break;
+        }
+    }
+    walked.sort();
+    assert_eq!(walked, ids, "no task twice, none missing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_continuing_one_waiting_task_at_once_one_wins_and_the_other_hears_why() {
     let store = Store::start();
     let (_a, on_a) = store.replica("replica-a");

@@ -84,15 +84,41 @@ impl Key {
 
 /// The time a task's status last changed, in microseconds (0 when it says none).
 fn status_micros(task: &Task) -> i64 {
-    task.status
-        .timestamp
-        .as_deref()
+    micros_of(task.status.timestamp.as_deref())
+}
+
+/// An RFC 3339 time in microseconds (0 when there is none, or it does not read).
+pub(super) fn micros_of(timestamp: Option<&str>) -> i64 {
+    timestamp
         .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
         .map_or(0, |t| t.timestamp_micros())
 }
 
-/// The page of `cells` that `query` asks for.
-pub(super) fn page(cells: &[Arc<TaskCell>], query: &ListQuery) -> Result<ListPage, ListError> {
+/// What a query is judged on, of one task.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Facts<'a> {
+    pub(super) id: &'a str,
+    pub(super) principal: Option<&'a crate::identity::Principal>,
+    pub(super) context_id: Option<&'a str>,
+    pub(super) state: TaskState,
+    /// When its status last changed, in microseconds (0 when it says none).
+    pub(super) status_micros: i64,
+}
+
+/// The ids of one page of the tasks a query selects, in order, and what the page says.
+#[derive(Debug)]
+pub(super) struct Selection {
+    pub(super) ids: Vec<String>,
+    pub(super) next_page_token: String,
+    pub(super) page_size: u32,
+    pub(super) total_size: u32,
+}
+
+/// The page `query` selects among `tasks`.
+pub(super) fn select<'a>(
+    tasks: impl Iterator<Item = Facts<'a>>,
+    query: &ListQuery,
+) -> Result<Selection, ListError> {
     let page_size = query.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
     if !(1..=MAX_PAGE_SIZE).contains(&page_size) {
         return Err(ListError::PageSize(page_size));
@@ -104,53 +130,98 @@ pub(super) fn page(cells: &[Arc<TaskCell>], query: &ListQuery) -> Result<ListPag
         .map(Key::from_token)
         .transpose()?;
     let after_micros = query.status_after.map(|t| t.timestamp_micros());
-    let mut selected: Vec<(Key, &Arc<TaskCell>)> = cells
-        .iter()
-        .filter(|cell| query.caller.may_see(cell.principal().as_ref()))
-        .filter_map(|cell| {
-            let key = cell.peek(|task| {
-                let micros = status_micros(task);
-                let chosen = query
-                    .context_id
-                    .as_deref()
-                    .is_none_or(|c| task.context_id.as_deref() == Some(c))
-                    && query.state.is_none_or(|s| task.status.state == s)
-                    && after_micros.is_none_or(|after| micros >= after);
-                chosen.then(|| Key {
-                    newest_first: std::cmp::Reverse(micros),
-                    id: task.id.clone(),
-                })
-            })??;
-            Some((key, cell))
+    let mut selected: Vec<Key> = tasks
+        .filter(|t| query.caller.may_see(t.principal))
+        .filter(|t| {
+            query
+                .context_id
+                .as_deref()
+                .is_none_or(|c| t.context_id == Some(c))
+                && query.state.is_none_or(|s| t.state == s)
+                && after_micros.is_none_or(|after| t.status_micros >= after)
+        })
+        .map(|t| Key {
+            newest_first: std::cmp::Reverse(t.status_micros),
+            id: t.id.to_owned(),
         })
         .collect();
-    selected.sort_by(|a, b| a.0.cmp(&b.0));
+    selected.sort();
     let total_size = u32::try_from(selected.len()).unwrap_or(u32::MAX);
-    let start = after.map_or(0, |after| {
-        selected.partition_point(|(key, _)| *key <= after)
-    });
+    let start = after.map_or(0, |after| selected.partition_point(|key| *key <= after));
     let rest = &selected[start..];
     let shown = &rest[..rest.len().min(page_size as usize)];
     let next_page_token = if rest.len() > shown.len() {
-        shown.last().map(|(key, _)| key.token()).unwrap_or_default()
+        shown.last().map(Key::token).unwrap_or_default()
     } else {
         String::new()
     };
-    let tasks = shown
-        .iter()
-        .filter_map(|(_, cell)| cell.task())
-        .map(|task| shape(task, query))
-        .collect();
-    Ok(ListPage {
-        tasks,
+    Ok(Selection {
+        ids: shown.iter().map(|k| k.id.clone()).collect(),
         next_page_token,
         page_size,
         total_size,
     })
 }
 
+/// The page of `cells` that `query` asks for.
+pub(super) fn page(cells: &[Arc<TaskCell>], query: &ListQuery) -> Result<ListPage, ListError> {
+    // What the query is judged on, read without copying any task whole.
+    type Held<'c> = (
+        (String, Option<String>, TaskState, i64),
+        Option<crate::identity::Principal>,
+        &'c Arc<TaskCell>,
+    );
+    let held: Vec<Held<'_>> = cells
+        .iter()
+        .filter_map(|cell| {
+            let facts = cell.peek(|t| {
+                (
+                    t.id.clone(),
+                    t.context_id.clone(),
+                    t.status.state,
+                    status_micros(t),
+                )
+            })?;
+            Some((facts, cell.principal(), cell))
+        })
+        .collect();
+    let facts = held
+        .iter()
+        .map(|((id, context, state, micros), principal, _)| Facts {
+            id,
+            principal: principal.as_ref(),
+            context_id: context.as_deref(),
+            state: *state,
+            status_micros: *micros,
+        });
+    let selection = select(facts, query)?;
+    let by_id: std::collections::HashMap<&str, &Arc<TaskCell>> = held
+        .iter()
+        .map(|((id, ..), _, cell)| (id.as_str(), *cell))
+        .collect();
+    let tasks = selection
+        .ids
+        .iter()
+        .filter_map(|id| by_id.get(id.as_str())?.task())
+        .map(|task| shape(task, query))
+        .collect();
+    Ok(selection.into_page(tasks))
+}
+
+impl Selection {
+    /// The page, holding `tasks` (those of [`Selection::ids`] still to be found).
+    pub(super) fn into_page(self, tasks: Vec<Task>) -> ListPage {
+        ListPage {
+            tasks,
+            next_page_token: self.next_page_token,
+            page_size: self.page_size,
+            total_size: self.total_size,
+        }
+    }
+}
+
 /// A listed task: artifacts only when asked for, and the last `history_length` messages.
-fn shape(mut task: Task, query: &ListQuery) -> Task {
+pub(super) fn shape(mut task: Task, query: &ListQuery) -> Task {
     if !query.include_artifacts {
         task.artifacts = Vec::new();
     }

@@ -19,6 +19,7 @@ mod cancel;
 mod cell;
 mod cells;
 pub mod follow;
+mod index;
 pub mod list;
 pub mod nats_kv;
 pub mod replicas;
@@ -85,6 +86,8 @@ struct Inner {
     persistence: OnceLock<Persistence>,
     /// Who is told of each state stored.
     observer: OnceLock<Arc<dyn StoreObserver>>,
+    /// Every task of a shared bucket, as `ListTasks` selects from (empty otherwise).
+    index: Mutex<index::TaskIndex>,
 }
 
 #[derive(Debug)]
@@ -106,6 +109,7 @@ impl TaskStore {
             cells: Mutex::default(),
             persistence: OnceLock::new(),
             observer: OnceLock::new(),
+            index: Mutex::new(index::TaskIndex::new(index::INDEX_BYTES)),
         }))
     }
 
@@ -203,6 +207,7 @@ impl TaskStore {
     pub async fn list(&self, query: &ListQuery) -> Result<ListPage, ListError> {
         if let Some(replicas) = self.replicas() {
             replicas.catch_up().await;
+            return self.list_shared(query).await;
         }
         let cells = {
             let mut cells = self.lock();
@@ -210,6 +215,58 @@ impl TaskStore {
             cells.all()
         };
         list::page(&cells, query)
+    }
+
+    /// `ListTasks` on a shared bucket: selected from the index of every task the bucket
+    /// holds; each task of the page from memory when memory holds it as indexed, else read
+    /// from the bucket.
+    async fn list_shared(&self, query: &ListQuery) -> Result<ListPage, ListError> {
+        let (selection, revisions) = {
+            let index = self.0.index.lock().unwrap_or_else(PoisonError::into_inner);
+            let selection = list::select(index.facts(), query)?;
+            let revisions: Vec<Option<u64>> =
+                selection.ids.iter().map(|id| index.revision(id)).collect();
+            (selection, revisions)
+        };
+        let read = selection.ids.iter().zip(revisions).map(|(id, indexed)| async move {
+            if let Some(cell) = self.existing(id)
+                && cell.revision().0 >= indexed.unwrap_or(0)
+            {
+                return cell.task();
+            }
+            match self.load(id).await {
+                Ok(Some(versioned)) => Some(versioned.stored.task),
+                Ok(None) => {
+                    // Aged out of the bucket since.
+                    self.0
+                        .index
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .forget(id);
+                    None
+                }
+                Err(e) => {
+                    tracing::warn!(task_id = id.as_str(), error = %e, "ListTasks could not read a task");
+                    None
+                }
+            }
+        });
+        let tasks = futures::future::join_all(read)
+            .await
+            .into_iter()
+            .flatten()
+            .map(|task| list::shape(task, query))
+            .collect();
+        Ok(selection.into_page(tasks))
+    }
+
+    /// The mirror read task `task_id`'s entry: what `ListTasks` selects on.
+    fn index(&self, task_id: &str, entry: index::Entry) {
+        self.0
+            .index
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .record(task_id, entry);
     }
 
     /// Bytes the tasks in memory hold, as last taken.

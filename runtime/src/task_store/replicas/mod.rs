@@ -62,14 +62,19 @@ struct Head<'a> {
     owner: Cow<'a, str>,
     #[serde(default, borrow)]
     write_id: Cow<'a, str>,
+    #[serde(default)]
+    principal: Option<crate::identity::Principal>,
     #[serde(borrow)]
     task: TaskHead<'a>,
 }
 
 #[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct TaskHead<'a> {
     #[serde(borrow)]
     id: Cow<'a, str>,
+    #[serde(default, borrow)]
+    context_id: Option<Cow<'a, str>>,
     #[serde(borrow)]
     status: StatusHead<'a>,
 }
@@ -78,6 +83,8 @@ struct TaskHead<'a> {
 struct StatusHead<'a> {
     #[serde(borrow)]
     state: Cow<'a, str>,
+    #[serde(default, borrow)]
+    timestamp: Option<Cow<'a, str>>,
 }
 
 impl<'a> Head<'a> {
@@ -366,8 +373,8 @@ impl Shared {
             tracing::warn!(key = entry.key, "a stored task is unreadable; skipped");
             return;
         };
-        let running =
-            TaskState::parse_lenient(&head.task.status.state).is_some_and(backend::running);
+        let state = TaskState::parse_lenient(&head.task.status.state);
+        let running = state.is_some_and(backend::running);
         let task_id = if head.task_id.is_empty() {
             &head.task.id
         } else {
@@ -375,6 +382,18 @@ impl Shared {
         };
         self.book()
             .stored(task_id, &head.owner, &token(&head.owner), running);
+        if let Some(state) = state {
+            store.index(
+                task_id,
+                super::index::Entry {
+                    principal: head.principal.clone(),
+                    context_id: head.task.context_id.as_deref().map(str::to_owned),
+                    state,
+                    status_micros: super::list::micros_of(head.task.status.timestamp.as_deref()),
+                    revision: entry.revision,
+                },
+            );
+        }
         if !store.wants(task_id, entry.revision, &head.write_id) {
             return;
         }
