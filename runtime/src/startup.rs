@@ -104,11 +104,12 @@ pub async fn attach_tasks(config: &Config, core: &Core, bound: SocketAddr) -> Re
         TasksDb::Sqlite { path } => {
             let backend = task_store::SqliteTasks::open(path, config.task_ttl, config.max_tasks)
                 .map_err(RunError::Tasks)?;
+            let push = crate::push::sqlite::SqlitePush::beside(&backend).await;
             let failed = store
                 .attach(Arc::new(backend), &replica)
                 .await
                 .map_err(RunError::Tasks)?;
-            attach_push(core, crate::push::sqlite::SqlitePush::open(path)).await?;
+            attach_push(core, push).await?;
             failed
         }
         TasksDb::NatsKv { url, bucket } => {

@@ -9,21 +9,20 @@ use std::time::Duration;
 
 use async_nats::jetstream::kv;
 use async_trait::async_trait;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 
 use super::record::{PushBackend, PushRecord};
 use crate::task_store::{BackendError, NatsKvTasks, WriteError};
 
 /// The prefix of push record keys.
 const PUSH_KEYS: &str = "p.";
-/// Entries read at once when every record is read back.
-const READ_CONCURRENCY: usize = 32;
 /// How long a write waits for the server's answer.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Push records in the tasks' bucket.
 #[derive(Debug, Clone)]
 pub struct NatsKvPush {
+    tasks: NatsKvTasks,
     kv: kv::Store,
     location: String,
 }
@@ -36,6 +35,7 @@ impl NatsKvPush {
     /// Push records in the bucket `tasks` keeps the tasks in.
     pub fn beside(tasks: &NatsKvTasks) -> Self {
         Self {
+            tasks: tasks.clone(),
             kv: tasks.kv().clone(),
             location: format!("push records in nats bucket {}", tasks.bucket()),
         }
@@ -133,25 +133,9 @@ impl PushBackend for NatsKvPush {
     }
 
     async fn all(&self) -> Result<Vec<(PushRecord, u64)>, BackendError> {
-        let keys: Vec<String> = self
-            .kv
-            .keys()
-            .await
-            .map_err(|e| self.fail(e))?
-            .try_filter(|k| std::future::ready(k.starts_with(PUSH_KEYS)))
-            .try_collect()
-            .await
-            .map_err(|e| self.fail(e))?;
-        let entries: Vec<Option<kv::Entry>> = futures::stream::iter(keys)
-            .map(|key| async move { self.kv.entry(key).await })
-            .buffer_unordered(READ_CONCURRENCY)
-            .try_collect()
-            .await
-            .map_err(|e| self.fail(e))?;
+        let entries = self.tasks.entries_under(PUSH_KEYS).await?;
         Ok(entries
             .into_iter()
-            .flatten()
-            .filter(|e| e.operation == kv::Operation::Put)
             .filter_map(|entry| match self.decode(&entry.value) {
                 Ok(record) => Some((record, entry.revision)),
                 Err(e) => {

@@ -1,14 +1,11 @@
 //! Push records in SQLite (`TASKS_DB=<file>`): a table beside the tasks' in the same file,
 //! one row per task with webhooks, compare-and-set on its revision.
 
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
-
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::record::{PushBackend, PushRecord};
-use crate::task_store::{BackendError, WriteError};
+use crate::task_store::{BackendError, SqliteTasks, WriteError};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS a2a_push (
@@ -18,31 +15,20 @@ CREATE TABLE IF NOT EXISTS a2a_push (
 );
 ";
 
-/// Push records in one SQLite file.
+/// Push records in the tasks' SQLite file, on its connection.
 #[derive(Debug, Clone)]
 pub struct SqlitePush {
-    location: String,
-    db: Arc<Mutex<Connection>>,
+    tasks: SqliteTasks,
 }
 
 impl SqlitePush {
-    /// Opens (creating if needed) the table in the file at `path`.
-    pub fn open(path: &str) -> Result<Self, BackendError> {
-        let open = || -> rusqlite::Result<Connection> {
-            let conn = Connection::open(path)?;
-            conn.pragma_update(None, "journal_mode", "WAL")?;
-            conn.pragma_update(None, "synchronous", "NORMAL")?;
-            conn.busy_timeout(Duration::from_secs(5))?;
-            conn.execute_batch(SCHEMA)?;
-            Ok(conn)
-        };
-        let conn = open().map_err(|e| BackendError {
-            location: path.to_owned(),
-            message: e.to_string(),
-        })?;
+    /// Push records beside `tasks` (the table made if absent).
+    pub async fn beside(tasks: &SqliteTasks) -> Result<Self, BackendError> {
+        tasks
+            .with(|db| db.execute_batch(SCHEMA).map_err(|e| e.to_string()))
+            .await?;
         Ok(Self {
-            location: path.to_owned(),
-            db: Arc::new(Mutex::new(conn)),
+            tasks: tasks.clone(),
         })
     }
 
@@ -50,20 +36,7 @@ impl SqlitePush {
         &self,
         work: impl FnOnce(&Connection) -> Result<T, String> + Send + 'static,
     ) -> Result<T, BackendError> {
-        let db = Arc::clone(&self.db);
-        let joined = tokio::task::spawn_blocking(move || {
-            work(&db.lock().unwrap_or_else(PoisonError::into_inner))
-        })
-        .await;
-        let message = match joined {
-            Ok(Ok(value)) => return Ok(value),
-            Ok(Err(message)) => message,
-            Err(e) => format!("the store's worker stopped: {e}"),
-        };
-        Err(BackendError {
-            location: self.location.clone(),
-            message,
-        })
+        self.tasks.with(work).await
     }
 }
 
@@ -94,7 +67,7 @@ impl PushBackend for SqlitePush {
 
     async fn write(&self, record: &PushRecord, expected: u64) -> Result<u64, WriteError> {
         let body = serde_json::to_string(record).map_err(|e| BackendError {
-            location: self.location.clone(),
+            location: "push records".to_owned(),
             message: e.to_string(),
         })?;
         let task_id = record.task_id.clone();
@@ -184,7 +157,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tasks.sqlite");
         let path = path.to_str().unwrap();
-        let db = SqlitePush::open(path).unwrap();
+        let tasks = SqliteTasks::open(path, std::time::Duration::from_mins(1), 100).unwrap();
+        let db = SqlitePush::beside(&tasks).await.unwrap();
         let first = db.write(&record("t", &["https://a/"]), 0).await.unwrap();
         assert_eq!(first, 1);
         assert!(matches!(
@@ -199,8 +173,9 @@ mod tests {
             db.write(&record("t", &["https://c/"]), first).await,
             Err(WriteError::Conflict)
         ));
-        drop(db);
-        let again = SqlitePush::open(path).unwrap();
+        drop((db, tasks));
+        let tasks = SqliteTasks::open(path, std::time::Duration::from_mins(1), 100).unwrap();
+        let again = SqlitePush::beside(&tasks).await.unwrap();
         let (kept, revision) = again.load("t").await.unwrap().unwrap();
         assert_eq!((kept.webhooks.len(), revision), (2, second));
         assert_eq!(again.all().await.unwrap().len(), 1);

@@ -106,6 +106,31 @@ impl NatsKvTasks {
         }))
     }
 
+    /// Every entry of the bucket whose key starts `prefix`, as it stands (values put, not
+    /// deleted), read [`READ_CONCURRENCY`] at a time.
+    pub(crate) async fn entries_under(&self, prefix: &str) -> Result<Vec<kv::Entry>, BackendError> {
+        let keys: Vec<String> = self
+            .kv
+            .keys()
+            .await
+            .map_err(|e| self.fail(e))?
+            .try_filter(|k| std::future::ready(k.starts_with(prefix)))
+            .try_collect()
+            .await
+            .map_err(|e| self.fail(e))?;
+        let entries: Vec<Option<kv::Entry>> = futures::stream::iter(keys)
+            .map(|key| async move { self.kv.entry(key).await })
+            .buffer_unordered(READ_CONCURRENCY)
+            .try_collect()
+            .await
+            .map_err(|e| self.fail(e))?;
+        Ok(entries
+            .into_iter()
+            .flatten()
+            .filter(|e| e.operation == kv::Operation::Put)
+            .collect())
+    }
+
     /// After a write whose answer was lost: its revision if the entry holds it.
     async fn written(&self, stored: &StoredTask) -> Option<u64> {
         let now = tokio::time::timeout(WRITE_TIMEOUT, self.entry(&stored.task.id))
@@ -166,25 +191,9 @@ impl TaskBackend for NatsKvTasks {
     }
 
     async fn recent(&self, limit: usize) -> Result<Vec<Versioned>, BackendError> {
-        let keys: Vec<String> = self
-            .kv
-            .keys()
-            .await
-            .map_err(|e| self.fail(e))?
-            .try_filter(|k| std::future::ready(k.starts_with(TASK_KEYS)))
-            .try_collect()
-            .await
-            .map_err(|e| self.fail(e))?;
-        let entries: Vec<Option<kv::Entry>> = futures::stream::iter(keys)
-            .map(|key| async move { self.kv.entry(key).await })
-            .buffer_unordered(READ_CONCURRENCY)
-            .try_collect()
-            .await
-            .map_err(|e| self.fail(e))?;
+        let entries = self.entries_under(TASK_KEYS).await?;
         let mut tasks: Vec<Versioned> = entries
             .into_iter()
-            .flatten()
-            .filter(|e| e.operation == kv::Operation::Put)
             .filter_map(|entry| match self.decode(&entry.value) {
                 Ok(stored) => Some(Versioned {
                     stored,

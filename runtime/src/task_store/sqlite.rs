@@ -78,7 +78,9 @@ impl SqliteTasks {
         })
     }
 
-    async fn with<T: Send + 'static>(
+    /// Runs `work` on the file's connection, off the async workers (the push records share
+    /// it: one connection per file).
+    pub(crate) async fn with<T: Send + 'static>(
         &self,
         work: impl FnOnce(&Connection) -> Result<T, String> + Send + 'static,
     ) -> Result<T, BackendError> {

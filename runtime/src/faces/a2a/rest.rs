@@ -114,6 +114,25 @@ impl Reply {
     }
 }
 
+/// A request of the binding whose `A2A-Version` is ours, and the media type to answer it in;
+/// the version's refusal otherwise.
+struct Checked(Reply);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Checked {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Response> {
+        let reply = Reply::to(&parts.headers);
+        match reply.version_refusal(&parts.headers, &parts.uri) {
+            Some(refused) => Err(refused),
+            None => Ok(Self(reply)),
+        }
+    }
+}
+
 /// The request's `SendMessageRequest`, under the contract face's body rules (content type,
 /// size, read time), or the error to answer.
 async fn send_request(
@@ -122,9 +141,6 @@ async fn send_request(
     req: Request,
 ) -> Result<(HeaderMap, Uri, SendMessageRequest), Response> {
     let (headers, uri) = (req.headers().clone(), req.uri().clone());
-    if let Some(refused) = reply.version_refusal(&headers, &uri) {
-        return Err(refused);
-    }
     let bytes: Bytes = json::checked_body(req, state).await.map_err(|e| {
         let kind = if e.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
             A2aErrorKind::ContentTypeNotSupported
@@ -144,8 +160,11 @@ async fn send_request(
     Ok((headers, uri, request))
 }
 
-async fn message_send(State(state): State<ContractState>, req: Request) -> Response {
-    let reply = Reply::to(req.headers());
+async fn message_send(
+    State(state): State<ContractState>,
+    Checked(reply): Checked,
+    req: Request,
+) -> Response {
     let caller = match caller_of(reply, &req) {
         Ok(caller) => caller,
         Err(refused) => return *refused,
@@ -160,8 +179,11 @@ async fn message_send(State(state): State<ContractState>, req: Request) -> Respo
     }
 }
 
-async fn message_stream(State(state): State<ContractState>, req: Request) -> Response {
-    let reply = Reply::to(req.headers());
+async fn message_stream(
+    State(state): State<ContractState>,
+    Checked(reply): Checked,
+    req: Request,
+) -> Response {
     let caller = match caller_of(reply, &req) {
         Ok(caller) => caller,
         Err(refused) => return *refused,
@@ -199,13 +221,8 @@ async fn task_get(
     Extension(caller): Extension<Caller>,
     Path(params): Path<Vec<(String, String)>>,
     Query(query): Query<TaskQuery>,
-    headers: HeaderMap,
-    uri: Uri,
+    Checked(reply): Checked,
 ) -> Response {
-    let reply = Reply::to(&headers);
-    if let Some(refused) = reply.version_refusal(&headers, &uri) {
-        return refused;
-    }
     let segment = task_segment(&params);
     let (task, action) = task_and_action(&segment);
     match action {
@@ -233,13 +250,8 @@ async fn task_action(
     State(state): State<ContractState>,
     Extension(caller): Extension<Caller>,
     Path(params): Path<Vec<(String, String)>>,
-    headers: HeaderMap,
-    uri: Uri,
+    Checked(reply): Checked,
 ) -> Response {
-    let reply = Reply::to(&headers);
-    if let Some(refused) = reply.version_refusal(&headers, &uri) {
-        return refused;
-    }
     let segment = task_segment(&params);
     match task_and_action(&segment) {
         (task, Some("cancel")) => match operations::cancel_task(&state, &caller, task).await {
@@ -278,13 +290,8 @@ async fn tasks_list(
     State(state): State<ContractState>,
     Extension(caller): Extension<Caller>,
     query: Result<Query<ListTasksRequest>, axum::extract::rejection::QueryRejection>,
-    headers: HeaderMap,
-    uri: Uri,
+    Checked(reply): Checked,
 ) -> Response {
-    let reply = Reply::to(&headers);
-    if let Some(refused) = reply.version_refusal(&headers, &uri) {
-        return refused;
-    }
     let Ok(Query(params)) = query else {
         return reply.failed(&A2aError::new(
             A2aErrorKind::InvalidParams,
@@ -297,15 +304,7 @@ async fn tasks_list(
     }
 }
 
-async fn extended_card(
-    State(state): State<ContractState>,
-    headers: HeaderMap,
-    uri: Uri,
-) -> Response {
-    let reply = Reply::to(&headers);
-    if let Some(refused) = reply.version_refusal(&headers, &uri) {
-        return refused;
-    }
+async fn extended_card(State(state): State<ContractState>, Checked(reply): Checked) -> Response {
     reply.ok(&a2a_v1::to_value(&operations::extended_card(&state)))
 }
 
@@ -314,17 +313,13 @@ async fn extended_card(
 async fn push_config_create(
     State(state): State<ContractState>,
     Path(params): Path<Vec<(String, String)>>,
+    Checked(reply): Checked,
     req: Request,
 ) -> Response {
-    let reply = Reply::to(req.headers());
     let caller = match caller_of(reply, &req) {
         Ok(caller) => caller,
         Err(refused) => return *refused,
     };
-    let (headers, uri) = (req.headers().clone(), req.uri().clone());
-    if let Some(refused) = reply.version_refusal(&headers, &uri) {
-        return refused;
-    }
     let bytes: Bytes = match json::checked_body(req, &state).await {
         Ok(bytes) => bytes,
         Err(e) => {
@@ -356,13 +351,8 @@ async fn push_configs_list(
     Extension(caller): Extension<Caller>,
     Path(params): Path<Vec<(String, String)>>,
     query: Result<Query<ListPushConfigsRequest>, axum::extract::rejection::QueryRejection>,
-    headers: HeaderMap,
-    uri: Uri,
+    Checked(reply): Checked,
 ) -> Response {
-    let reply = Reply::to(&headers);
-    if let Some(refused) = reply.version_refusal(&headers, &uri) {
-        return refused;
-    }
     let Ok(Query(mut request)) = query else {
         return reply.failed(&A2aError::new(
             A2aErrorKind::InvalidParams,
@@ -381,13 +371,8 @@ async fn push_config_get(
     State(state): State<ContractState>,
     Extension(caller): Extension<Caller>,
     Path(params): Path<Vec<(String, String)>>,
-    headers: HeaderMap,
-    uri: Uri,
+    Checked(reply): Checked,
 ) -> Response {
-    let reply = Reply::to(&headers);
-    if let Some(refused) = reply.version_refusal(&headers, &uri) {
-        return refused;
-    }
     match operations::get_push_config(&state, &caller, &push_config_request(&params)).await {
         Ok(config) => reply.ok(&serde_json::to_value(config).unwrap_or_default()),
         Err(e) => reply.failed(&e),
@@ -399,13 +384,8 @@ async fn push_config_delete(
     State(state): State<ContractState>,
     Extension(caller): Extension<Caller>,
     Path(params): Path<Vec<(String, String)>>,
-    headers: HeaderMap,
-    uri: Uri,
+    Checked(reply): Checked,
 ) -> Response {
-    let reply = Reply::to(&headers);
-    if let Some(refused) = reply.version_refusal(&headers, &uri) {
-        return refused;
-    }
     match operations::delete_push_config(&state, &caller, &push_config_request(&params)).await {
         Ok(()) => reply.ok(&serde_json::json!({})),
         Err(e) => reply.failed(&e),
