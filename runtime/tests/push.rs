@@ -115,3 +115,88 @@ async fn on_shared_kv_a_webhook_hears_its_task_from_whichever_replica_stores_it(
     );
     assert_eq!(client_b.state_of(&lost).await, FAILED);
 }
+
+/// The drill: 40 tasks, each with a webhook that keeps going down and coming back, and the
+/// runtime killed (SIGKILL) once every task has ended and a quarter of the ends got through,
+/// then started again on its SQLite file.
+/// Every task's end reaches the webhook, and no webhook hears a task go back in time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_a_flapping_webhook_and_a_crash_every_end_reaches_its_webhook_in_order() {
+    const TASKS: usize = 40;
+    let dir = tempfile::tempdir().unwrap();
+    let tasks_db = dir.path().join("tasks.sqlite");
+    let tasks_db = tasks_db.to_str().unwrap();
+    let env = [("TASKS_DB", tasks_db), ("REPLICA_ID", "r1")];
+    let hook = std::sync::Arc::new(Webhook::start().await);
+    let flapping = tokio_util::sync::CancellationToken::new();
+    let flapper = {
+        let (hook, stop) = (std::sync::Arc::clone(&hook), flapping.clone());
+        tokio::spawn(async move {
+            let mut down = false;
+            while !stop.is_cancelled() {
+                down = !down;
+                hook.set_down(down);
+                tokio::time::sleep(Duration::from_millis(150)).await;
+            }
+        })
+    };
+    let (mut first, client) = pushing_runtime(&env);
+    let mut ids = Vec::new();
+    for n in 0..TASKS {
+        ids.push(
+            client
+                .start_task_pushing_to(
+                    &format!("***SLEEP {}ms done {n}", n * 10),
+                    hook.url(),
+                    "tok",
+                )
+                .await,
+        );
+    }
+    for id in &ids {
+        wait_until("every task ends", Duration::from_secs(20), || async {
+            client.state_of(id).await == COMPLETED
+        })
+        .await;
+    }
+    // Some ends get through the flapping before the crash; the others wait for the restart.
+    let delivered = |hook: &Webhook| {
+        ids.iter()
+            .filter(|id| hook.states_of(id).iter().any(|s| s == COMPLETED))
+            .count()
+    };
+    wait_until(
+        "a quarter of the ends arrive through the flapping",
+        Duration::from_secs(20),
+        || async { delivered(&hook) >= TASKS / 4 },
+    )
+    .await;
+    first.child.kill().expect("SIGKILL");
+    first.child.wait().expect("reaped");
+    let before_restart = ids
+        .iter()
+        .filter(|id| hook.states_of(id).iter().any(|s| s == COMPLETED))
+        .count();
+    let (_second, _) = pushing_runtime(&env);
+    flapping.cancel();
+    flapper.await.unwrap();
+    hook.set_down(false);
+    for id in &ids {
+        assert!(
+            hook.told(id, COMPLETED, Duration::from_secs(30)).await,
+            "task {id}'s end was lost: {:?} ({before_restart} of {TASKS} ends had arrived before the crash)",
+            hook.states_of(id)
+        );
+        let states = hook.states_of(id);
+        let ended_at = states.iter().position(|s| s == COMPLETED).unwrap();
+        assert!(
+            states[ended_at..].iter().all(|s| s == COMPLETED),
+            "task {id} went back in time: {states:?}"
+        );
+    }
+    eprintln!(
+        "push drill: {TASKS} of {TASKS} ends delivered ({before_restart} before the crash, the rest after the restart); {} refused while down, {} notifications taken",
+        hook.refused(),
+        hook.taken().len()
+    );
+}
