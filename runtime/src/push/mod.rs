@@ -532,8 +532,18 @@ impl Inner {
         let body = Bytes::from(a2a_v1::to_value(&StreamEvent::Task(shown)).to_string());
         let mut queued = 0;
         for webhook in webhooks {
-            let Ok(url) = guard::check_url(&webhook.config.url, &self.settings.allow) else {
-                continue;
+            let url = match guard::check_url(&webhook.config.url, &self.settings.allow) {
+                Ok(url) => url,
+                // Kept from a run that allowed it (PUSH_ALLOW_HOSTS changed): not called now.
+                Err(refused) => {
+                    self.gave_up(
+                        &task.id,
+                        &webhook.config.id,
+                        "(refused)",
+                        refused.to_string(),
+                    );
+                    continue;
+                }
             };
             let target = Target {
                 url,
@@ -595,28 +605,34 @@ impl Inner {
                     self.took(&key, pending.revision).await;
                 }
                 Delivery::GaveUp { why, retries } => {
-                    self.counts.gave_up.fetch_add(1, Ordering::Relaxed);
                     self.counts
                         .retried
                         .fetch_add(u64::from(retries), Ordering::Relaxed);
-                    self.count("gave_up", 1);
                     self.count("retried", u64::from(retries));
-                    tracing::warn!(
-                        task_id = key.0,
-                        webhook = key.1,
-                        url = target.shown(),
-                        error = why,
-                        "push: a state of the task was not delivered to its webhook; given up"
-                    );
-                    *lock(&self.last_failure) = Some(Failure {
-                        task_id: key.0.clone(),
-                        webhook: target.shown(),
-                        why,
-                        at: chrono::Utc::now().to_rfc3339(),
-                    });
+                    self.gave_up(&key.0, &key.1, &target.shown(), why);
                 }
             }
         }
+    }
+
+    /// A state of task `task_id` was not delivered to its webhook `config_id` (at `shown`):
+    /// counted, logged and shown in `/healthz`.
+    fn gave_up(&self, task_id: &str, config_id: &str, shown: &str, why: String) {
+        self.counts.gave_up.fetch_add(1, Ordering::Relaxed);
+        self.count("gave_up", 1);
+        tracing::warn!(
+            task_id,
+            webhook = config_id,
+            url = shown,
+            error = why,
+            "push: a state of the task was not delivered to its webhook; given up"
+        );
+        *lock(&self.last_failure) = Some(Failure {
+            task_id: task_id.to_owned(),
+            webhook: shown.to_owned(),
+            why,
+            at: chrono::Utc::now().to_rfc3339(),
+        });
     }
 
     /// The webhook `key` took the state stored at `revision`: its record says so (where the

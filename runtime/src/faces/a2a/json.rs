@@ -30,6 +30,8 @@ pub(super) enum TaskPost {
     Contract(Box<daedalus_contract::SendMessageRequest>),
     JsonRpc(daedalus_contract::JsonRpcRequest),
     BadJsonRpc(String),
+    /// A JSON-RPC request (it carries `A2A-Version`) whose body is not JSON.
+    NotJson(String),
     /// A JSON-RPC request sent in another media type: answered `ContentTypeNotSupportedError`.
     JsonRpcMediaType {
         id: daedalus_contract::JsonRpcId,
@@ -47,6 +49,9 @@ impl FromRequest<ContractState> for TaskPost {
         }
         let bytes = checked_body(req, state).await?;
         if a2a && !is_jsonrpc(&bytes) {
+            if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+                return Ok(TaskPost::NotJson(e.to_string()));
+            }
             return Ok(TaskPost::BadJsonRpc(
                 "a request with A2A-Version must be a JSON-RPC request".to_owned(),
             ));

@@ -50,6 +50,16 @@ pub(super) fn invalid_request(why: &str) -> Response {
     .into_response()
 }
 
+/// A JSON-RPC request whose body is not JSON.
+pub(super) fn parse_error(why: &str) -> Response {
+    let error = A2aError::new(A2aErrorKind::ParseError, format!("Parse error: {why}"));
+    Json(JsonRpcResponse::<()>::error(
+        JsonRpcId::Null,
+        error.to_jsonrpc(),
+    ))
+    .into_response()
+}
+
 /// A JSON-RPC request sent as `found` instead of `application/json`.
 pub(super) fn wrong_media_type(id: JsonRpcId, found: &str) -> Response {
     let error = A2aError::new(

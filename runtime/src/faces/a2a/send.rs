@@ -37,6 +37,7 @@ pub(super) async fn post(
             Ok(jsonrpc::answer(&state, &headers, &uri, &caller, request).await)
         }
         TaskPost::BadJsonRpc(why) => Ok(jsonrpc::invalid_request(&why)),
+        TaskPost::NotJson(why) => Ok(jsonrpc::parse_error(&why)),
         TaskPost::JsonRpcMediaType { id, found } => Ok(jsonrpc::wrong_media_type(id, &found)),
     }
 }

@@ -486,6 +486,13 @@ async fn a_request_with_a2a_version_is_never_the_contract_binding() {
     let (status, body, _) = call(&state, versioned(&contract, "application/json")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["error"]["code"], -32600, "{body}");
+    // Not JSON at all, in JSON's media type: JSON-RPC's parse error.
+    let (status, body, _) = call(&state, versioned("{not json", "application/json")).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (StatusCode::OK, &json!(-32700)),
+        "{body}"
+    );
     // Without the header the same body is the contract's.
     let (status, task, _) = call(&state, post(contract, Some("application/json"))).await;
     assert_eq!(
