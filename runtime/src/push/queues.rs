@@ -1,5 +1,5 @@
 //! What waits to be delivered: one queue per webhook of a task, in the order the task's
-//! states were stored, bounded in bytes per queue ([`QUEUE_BYTES`]) and in all
+//! states were stored, bounded in bytes per task ([`TASK_BYTES`], all its webhooks) and in all
 //! (`PUSH_QUEUE_BYTES`). At a bound the oldest state waiting in that queue makes room (a later
 //! state of the task holds everything an earlier one did, and its end); each is counted and
 //! logged. One worker drains a queue at a time, so a webhook gets a task's states in order;
@@ -14,8 +14,8 @@ use tokio::sync::Semaphore;
 
 use super::send::Target;
 
-/// Bytes one webhook's queue may hold.
-pub(super) const QUEUE_BYTES: usize = 4 << 20;
+/// Bytes one task's states may hold, waiting for all its webhooks.
+pub(super) const TASK_BYTES: usize = 4 << 20;
 /// Deliveries at once to one host (scheme, host and port).
 pub(super) const PER_HOST: usize = 8;
 
@@ -50,6 +50,8 @@ pub(super) struct Enqueued {
 #[derive(Debug)]
 pub(super) struct Queues {
     queues: HashMap<QueueKey, Queue>,
+    /// Bytes waiting, by task.
+    tasks: HashMap<String, usize>,
     bytes: usize,
     limit: usize,
     hosts: HashMap<String, Arc<Semaphore>>,
@@ -59,6 +61,7 @@ impl Queues {
     pub(super) fn new(limit: usize) -> Self {
         Self {
             queues: HashMap::new(),
+            tasks: HashMap::new(),
             bytes: 0,
             limit,
             hosts: HashMap::new(),
@@ -79,7 +82,7 @@ impl Queues {
     /// never dropped).
     pub(super) fn push(&mut self, key: &QueueKey, target: Target, pending: Pending) -> Enqueued {
         let size = pending.body.len();
-        if size > QUEUE_BYTES.min(self.limit) {
+        if size > TASK_BYTES.min(self.limit) {
             return Enqueued {
                 start: false,
                 dropped: 1,
@@ -92,21 +95,25 @@ impl Queues {
             bytes: 0,
         });
         queue.target = target;
+        let task = self.tasks.entry(key.0.clone()).or_default();
+        let over = |task: usize, all: usize| task + size > TASK_BYTES || all + size > self.limit;
         let mut dropped = 0;
-        while (queue.bytes + size > QUEUE_BYTES || self.bytes + size > self.limit)
-            && queue.pending.len() > 1
-        {
+        while over(*task, self.bytes) && queue.pending.len() > 1 {
             // Keep the head (a worker is on it); the next oldest goes.
             if let Some(old) = queue.pending.remove(1) {
                 queue.bytes -= old.body.len();
+                *task -= old.body.len();
                 self.bytes -= old.body.len();
                 dropped += 1;
             }
         }
-        if self.bytes + size > self.limit {
-            // Other webhooks hold the room: this state cannot wait.
+        if over(*task, self.bytes) {
+            // The task's other webhooks, or other tasks, hold the room: this state cannot wait.
             if queue.pending.is_empty() {
                 self.queues.remove(key);
+            }
+            if *task == 0 {
+                self.tasks.remove(&key.0);
             }
             return Enqueued {
                 start: false,
@@ -114,9 +121,21 @@ impl Queues {
             };
         }
         queue.bytes += size;
+        *task += size;
         self.bytes += size;
         queue.pending.push_back(pending);
         Enqueued { start, dropped }
+    }
+
+    /// Takes `bytes` off task `task_id`'s count.
+    fn release(&mut self, task_id: &str, bytes: usize) {
+        self.bytes -= bytes;
+        if let Some(held) = self.tasks.get_mut(task_id) {
+            *held -= bytes;
+            if *held == 0 {
+                self.tasks.remove(task_id);
+            }
+        }
     }
 
     /// The state to deliver next to `key`, and where; `None` (and the queue is gone) when
@@ -136,7 +155,7 @@ impl Queues {
             && let Some(done) = queue.pending.pop_front()
         {
             queue.bytes -= done.body.len();
-            self.bytes -= done.body.len();
+            self.release(&key.0, done.body.len());
         }
     }
 
@@ -144,7 +163,7 @@ impl Queues {
     pub(super) fn forget(&mut self, key: &QueueKey) -> usize {
         match self.queues.remove(key) {
             Some(queue) => {
-                self.bytes -= queue.bytes;
+                self.release(&key.0, queue.bytes);
                 queue.pending.len()
             }
             None => 0,
@@ -223,5 +242,27 @@ mod tests {
         assert!(q.bytes() <= 100);
         assert_eq!(q.forget(&key("t")), 1);
         assert_eq!(q.bytes(), 0);
+    }
+
+    #[test]
+    fn one_task_holds_at_most_its_bytes_across_its_webhooks() {
+        let mut q = Queues::new(usize::MAX);
+        let webhook = |id: &str| ("t".to_owned(), id.to_owned());
+        let half = TASK_BYTES / 2;
+        q.push(&webhook("a"), target(), pending(1, half));
+        q.push(&webhook("b"), target(), pending(1, half - 10));
+        // A third webhook of the same task finds no room, and nothing of its own to drop.
+        let third = q.push(&webhook("c"), target(), pending(1, 100));
+        assert_eq!(third.dropped, 1);
+        // Another task is not held up by this one.
+        assert!(
+            q.push(&("u".to_owned(), "a".to_owned()), target(), pending(1, 100))
+                .start
+        );
+        q.pop(&webhook("a"));
+        assert!(
+            q.push(&webhook("c"), target(), pending(2, 100)).start,
+            "room again"
+        );
     }
 }
