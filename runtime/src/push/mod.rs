@@ -163,17 +163,25 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Push {
     /// The service, told of every write of `tasks`.
-    pub fn new(settings: PushSettings, tasks: &TaskStore, metrics: Arc<Metrics>) -> Self {
+    pub fn new(mut settings: PushSettings, tasks: &TaskStore, metrics: Arc<Metrics>) -> Self {
         let allow = Arc::new(settings.allow.clone());
-        let http = reqwest::Client::builder()
+        let guarded = reqwest::Client::builder()
             .dns_resolver(GuardedResolver::new(allow))
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
             .connect_timeout(settings.timeout)
             .timeout(settings.timeout)
             .user_agent(concat!("daedalus-runtime/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .unwrap_or_default();
+            .build();
+        let http = match guarded {
+            Ok(http) => http,
+            Err(e) => {
+                // Never deliver through a client without the guard: push is off instead.
+                tracing::error!(error = %e, "push: the delivery client could not be built; push notifications are off");
+                settings.enabled = false;
+                reqwest::Client::new()
+            }
+        };
         let push = Self(Arc::new(Inner {
             sender: Sender::new(http, settings.retry_for),
             queues: Mutex::new(Queues::new(settings.queue_bytes)),
