@@ -59,7 +59,8 @@ pub struct Sender {
 
 /// The first pause between two tries; it doubles up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_millis(250);
-const MAX_PAUSE: Duration = Duration::from_secs(30);
+/// Short enough that a webhook back from an outage gets what waited within seconds.
+const MAX_PAUSE: Duration = Duration::from_secs(5);
 
 /// What one try found.
 enum Tried {
