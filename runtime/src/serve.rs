@@ -8,8 +8,11 @@
 //!   must arrive within the same timeout;
 //! - HTTP/2 connections are pinged every `HEADER_READ_TIMEOUT` and closed when a ping goes
 //!   unanswered for as long;
-//! - at most `MAX_CONNECTIONS` connections are served at once per port; more wait in the
-//!   listen backlog.
+//! - at most `MAX_CONNECTIONS` connections are served at once per port. One more is still
+//!   accepted and answered at once, `503` with `Retry-After` and `Connection: close`, instead
+//!   of waiting in the listen backlog (where a full backlog drops SYNs, and a client waits
+//!   seconds for its kernel to try again); past [`REFUSING_AT_ONCE`] such answers in flight,
+//!   a connection is closed as soon as it is accepted.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +30,13 @@ use crate::config::Limits;
 
 /// How long open connections get to close once the server stops.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
+/// Connections over `MAX_CONNECTIONS` being answered `503` at once; past it, they are closed.
+pub const REFUSING_AT_ONCE: usize = 256;
+/// How long an answered connection over the limit may keep sending before it is closed.
+const REFUSAL_LINGER: Duration = Duration::from_secs(1);
+/// The most of its request read (and dropped) from a connection over the limit.
+const REFUSAL_DRAIN: usize = 64 * 1024;
+
 /// The HTTP/2 connection preface: a connection whose first bytes could still be it is not yet
 /// known to be HTTP/1.
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -69,14 +79,8 @@ pub async fn serve(
         .keep_alive_timeout(timeout);
     let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let refusing = Arc::new(Semaphore::new(REFUSING_AT_ONCE));
     loop {
-        let slot = tokio::select! {
-            slot = Arc::clone(&slots).acquire_owned() => match slot {
-                Ok(slot) => slot,
-                Err(_) => break,
-            },
-            () = stop.cancelled() => break,
-        };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(conn) => conn,
@@ -88,6 +92,17 @@ pub async fn serve(
                 }
             },
             () = stop.cancelled() => break,
+        };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            // Over the limit: answered at once, never left waiting.
+            if let Ok(permit) = Arc::clone(&refusing).try_acquire_owned() {
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    refuse_busy(stream).await;
+                });
+            }
+            tracing::debug!(%peer, "a connection over MAX_CONNECTIONS was answered 503");
+            continue;
         };
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone());
@@ -112,6 +127,38 @@ pub async fn serve(
     {
         tracing::warn!("some connections were still open when the server stopped");
     }
+}
+
+/// Answers a connection over the limit: `503` with `Retry-After` and `Connection: close`, then
+/// reads (and drops) what it still sends for a moment, so its request does not reset the
+/// connection before it reads the answer.
+async fn refuse_busy(mut stream: TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body = serde_json::to_string(&daedalus_contract::ErrorBody::new(
+        503,
+        "the runtime serves as many connections as it may (MAX_CONNECTIONS); retry later",
+    ))
+    .unwrap_or_default();
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.set_nodelay(true);
+    if stream.write_all(answer.as_bytes()).await.is_err() {
+        return;
+    }
+    let _ = stream.shutdown().await;
+    let drain = async {
+        let mut buf = [0u8; 4096];
+        let mut read = 0;
+        while read < REFUSAL_DRAIN {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => read += n,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(REFUSAL_LINGER, drain).await;
 }
 
 /// Waits (at most `timeout`) until the client has sent enough to tell HTTP/1 from HTTP/2:

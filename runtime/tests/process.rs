@@ -261,7 +261,7 @@ fn a_connection_that_sends_nothing_is_closed_after_the_header_timeout() {
 }
 
 #[test]
-fn connections_past_max_connections_wait_for_a_free_slot() {
+fn connections_past_max_connections_are_answered_503_at_once_not_left_waiting() {
     let rt = runtime().env("MAX_CONNECTIONS", "1").start();
     let request = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
     let mut first = TcpStream::connect(rt.addr).unwrap();
@@ -269,25 +269,32 @@ fn connections_past_max_connections_wait_for_a_free_slot() {
     let mut buf = [0u8; 4096];
     let n = first.read(&mut buf).unwrap();
     assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
-    // The first connection stays open (keep-alive): the second is not served meanwhile.
-    let mut second = TcpStream::connect(rt.addr).unwrap();
-    second.write_all(request).unwrap();
-    second
-        .set_read_timeout(Some(Duration::from_millis(500)))
-        .unwrap();
-    assert!(
-        second.read(&mut buf).is_err(),
-        "the second connection waits while the first holds the only slot"
-    );
+    // The first connection stays open (keep-alive) and holds the only slot: the next ones are
+    // answered, 503 with Retry-After, and closed.
+    for _ in 0..3 {
+        let mut over = TcpStream::connect(rt.addr).unwrap();
+        over.write_all(request).unwrap();
+        over.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut answer = String::new();
+        over.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+        assert!(answer.contains("Retry-After: 1"), "{answer}");
+        assert!(answer.contains("MAX_CONNECTIONS"), "{answer}");
+    }
     drop(first);
-    second
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let n = second.read(&mut buf).unwrap();
-    assert!(
-        String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"),
-        "served once the slot was free"
-    );
+    // The slot is free again: a new connection is served.
+    let served = (0..100).any(|_| {
+        let mut next = TcpStream::connect(rt.addr).unwrap();
+        next.write_all(request).unwrap();
+        let n = next.read(&mut buf).unwrap_or(0);
+        if String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200") {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        false
+    });
+    assert!(served, "served once the slot was free");
 }
 
 /// A line of `/proc/<pid>/status` in KiB (`VmRSS`, `VmHWM`).
