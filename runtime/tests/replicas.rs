@@ -22,10 +22,10 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use daedalus_test_kit::a2a_client::{ends_stream, id_of, state_of, state_told};
-use daedalus_test_kit::{A2aClient, Canceled, NatsServer, SseEvents, wait_until};
+use daedalus_test_kit::{A2aClient, Canceled, SseEvents, wait_until};
 use futures::StreamExt;
 use serde_json::Value;
-use support::process::{Runtime, runtime};
+use support::kv_store::Store;
 
 mod support;
 
@@ -40,56 +40,6 @@ const CANCELED: &str = "TASK_STATE_CANCELED";
 const FAILED: &str = "TASK_STATE_FAILED";
 const WORKING: &str = "TASK_STATE_WORKING";
 const INPUT_REQUIRED: &str = "TASK_STATE_INPUT_REQUIRED";
-
-/// A NATS server and the task store URL replicas share on it.
-struct Store {
-    nats: NatsServer,
-    tasks_db: String,
-}
-
-impl Store {
-    fn start() -> Self {
-        let nats = NatsServer::start();
-        let tasks_db = format!("{}/drill-tasks", nats.url());
-        Self { nats, tasks_db }
-    }
-
-    /// A replica named `name` on this store.
-    fn replica(&self, name: &str) -> (Runtime, A2aClient) {
-        self.replica_with(name, &[])
-    }
-
-    /// A replica named `name` on this store, with more environment.
-    fn replica_with(&self, name: &str, env: &[(&str, &str)]) -> (Runtime, A2aClient) {
-        let mut builder = runtime()
-            .env("TASKS_DB", &self.tasks_db)
-            .env("REPLICA_ID", name)
-            .env("REPLICA_LEASE", "2s");
-        for (key, value) in env {
-            builder = builder.env(key, value);
-        }
-        let process = builder.start();
-        let client = A2aClient::new(process.url("/"));
-        (process, client)
-    }
-
-    /// The state the bucket holds for task `id` (contract spelling: `completed`, ...).
-    async fn stored_state(&self, id: &str) -> Option<String> {
-        let client = async_nats::connect(self.nats.url())
-            .await
-            .expect("connects");
-        let kv = async_nats::jetstream::new(client)
-            .get_key_value("drill-tasks")
-            .await
-            .expect("the bucket");
-        let key = format!("t.{}", daedalus_contract::token::token(id));
-        let entry = kv.get(key).await.expect("read")?;
-        let stored: Value = serde_json::from_slice(&entry).expect("JSON");
-        stored["task"]["status"]["state"]
-            .as_str()
-            .map(str::to_owned)
-    }
-}
 
 /// The stream's results until it ends, or what came within `within` if it does not.
 async fn heard_until_end(stream: &mut SseEvents, within: Duration) -> Vec<Value> {
@@ -292,98 +242,6 @@ async fn fault_5_a_subscriber_to_a_waiting_task_hears_a_cancel_or_an_answer_from
         told.ends_with("the blue one"),
         "the answer is told: {heard:?}"
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_replica_lists_every_task_of_the_bucket_not_only_those_its_memory_keeps() {
-    let store = Store::start();
-    let (_a, on_a) = store.replica("replica-a");
-    // B keeps at most 5 tasks whole in memory.
-    let (_b, on_b) = store.replica_with("replica-b", &[("MAX_TASKS", "5")]);
-    let mut ids = Vec::new();
-    for n in 0..30 {
-        ids.push(id_of(&on_a.run_task(&format!("task {n}")).await));
-    }
-    ids.sort();
-    // Every page, walked to its end through B (100 a page, and 7 a page).
-    let listed: Vec<String> = on_b.list_states().await.into_keys().collect();
-    assert_eq!(listed, ids, "B lists every task of the bucket");
-    let mut walked = Vec::new();
-    let mut token = String::new();
-    loop {
-        let page = on_b
-            .call(
-                "ListTasks",
-                serde_json::json!({"pageSize": 7, "pageToken": token, "includeArtifacts": true}),
-            )
-            .await["result"]
-            .clone();
-        assert_eq!(page["totalSize"], 30, "{page}");
-        for task in page["tasks"].as_array().unwrap() {
-            assert_eq!(state_of(task), COMPLETED);
-            assert!(
-                task["artifacts"][0]["parts"][0]["text"]
-                    .as_str()
-                    .is_some_and(|t| t.starts_with("task ")),
-                "read whole from the bucket when memory lacks it: {task}"
-            );
-            walked.push(id_of(task));
-        }
-        token = page["nextPageToken"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        if token.is_empty() {
-            break;
-        }
-    }
-    walked.sort();
-    assert_eq!(walked, ids, "no task twice, none missing");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_replicas_continuing_one_waiting_task_at_once_one_wins_and_the_other_hears_why() {
-    let store = Store::start();
-    let (_a, on_a) = store.replica("replica-a");
-    let (_b, on_b) = store.replica("replica-b");
-    for round in 0..6 {
-        let id = id_of(&on_a.run_task("***INPUT which one?").await);
-        wait_until("B sees the task wait", Duration::from_secs(5), || async {
-            on_b.state_of(&id).await == INPUT_REQUIRED
-        })
-        .await;
-        let (first, second) = tokio::join!(
-            on_a.send_to_task(&id, "***SLEEP 300ms from a"),
-            on_b.send_to_task(&id, "***SLEEP 300ms from b"),
-        );
-        let answers = [&first, &second];
-        let won: Vec<&&Value> = answers
-            .iter()
-            .filter(|a| a.get("result").is_some())
-            .collect();
-        let lost: Vec<&&Value> = answers
-            .iter()
-            .filter(|a| a["error"]["code"] == -32004)
-            .collect();
-        assert_eq!(
-            (won.len(), lost.len()),
-            (1, 1),
-            "round {round}: one wins, the other is UnsupportedOperationError: {first} {second}"
-        );
-        let winner = &won[0]["result"]["task"];
-        assert_eq!(state_of(winner), COMPLETED);
-        let said = winner["artifacts"][0]["parts"][0]["text"].clone();
-        // One story: both replicas and the store hold the winner's end.
-        for via in [&on_a, &on_b] {
-            wait_until("both replicas agree", Duration::from_secs(5), || async {
-                via.get(&id).await.is_some_and(|t| {
-                    state_of(&t) == COMPLETED && t["artifacts"][0]["parts"][0]["text"] == said
-                })
-            })
-            .await;
-        }
-        assert_eq!(store.stored_state(&id).await.as_deref(), Some("completed"));
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,6 +7,7 @@
 )]
 
 pub mod identity;
+pub mod kv_store;
 pub mod mcp_client;
 pub mod process;
 pub mod python;
