@@ -9,10 +9,12 @@
 //! - HTTP/2 connections are pinged every `HEADER_READ_TIMEOUT` and closed when a ping goes
 //!   unanswered for as long;
 //! - at most `MAX_CONNECTIONS` connections are served at once per port. One more is still
-//!   accepted and answered at once, `503` with `Retry-After` and `Connection: close`, instead
-//!   of waiting in the listen backlog (where a full backlog drops SYNs, and a client waits
-//!   seconds for its kernel to try again); past [`REFUSING_AT_ONCE`] such answers in flight,
-//!   a connection is closed as soon as it is accepted.
+//!   accepted and answered at once instead of waiting in the listen backlog (where a full
+//!   backlog drops SYNs, and a client waits seconds for its kernel to try again): a probe
+//!   (`GET /health`, `/healthz`, the agent card) is served, one request and closed, so held
+//!   streams never starve it; anything else gets `503` with `Retry-After` and
+//!   `Connection: close`. Past [`REFUSING_AT_ONCE`] such connections in flight, a connection
+//!   is closed as soon as it is accepted.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -96,9 +98,18 @@ pub async fn serve(
         let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
             // Over the limit: answered at once, never left waiting.
             if let Ok(permit) = Arc::clone(&refusing).try_acquire_owned() {
+                let (app, mut builder) = (app.clone(), builder.clone());
+                builder.http1().keep_alive(false);
                 tokio::spawn(async move {
                     let _permit = permit;
-                    refuse_busy(stream).await;
+                    if is_probe(&stream, timeout).await {
+                        let service = TowerToHyperService::new(app);
+                        let _ = builder
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    } else {
+                        refuse_busy(stream).await;
+                    }
                 });
             }
             tracing::debug!(%peer, "a connection over MAX_CONNECTIONS was answered 503");
@@ -127,6 +138,40 @@ pub async fn serve(
     {
         tracing::warn!("some connections were still open when the server stopped");
     }
+}
+
+/// Whether the connection's first request (read within `timeout`, not consumed) is a probe
+/// that must never wait: `GET /health`, `GET /healthz`, or the agent card.
+async fn is_probe(stream: &TcpStream, timeout: Duration) -> bool {
+    const PROBES: [&[u8]; 3] = [
+        b"GET /health ",
+        b"GET /healthz ",
+        b"GET /.well-known/agent-card.json ",
+    ];
+    let longest = PROBES.iter().map(|p| p.len()).max().unwrap_or(0);
+    let sniff = async {
+        let mut buf = [0u8; 64];
+        loop {
+            let n = match stream.peek(&mut buf).await {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => n,
+            };
+            let seen = &buf[..n];
+            if PROBES.iter().any(|p| seen.starts_with(p)) {
+                return true;
+            }
+            let could_be = PROBES
+                .iter()
+                .any(|p| p.starts_with(&seen[..n.min(p.len())]));
+            if !could_be || n >= longest {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(timeout.min(REFUSAL_LINGER), sniff)
+        .await
+        .unwrap_or(false)
 }
 
 /// Answers a connection over the limit: `503` with `Retry-After` and `Connection: close`, then

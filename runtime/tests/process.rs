@@ -264,6 +264,7 @@ fn a_connection_that_sends_nothing_is_closed_after_the_header_timeout() {
 fn connections_past_max_connections_are_answered_503_at_once_not_left_waiting() {
     let rt = runtime().env("MAX_CONNECTIONS", "1").start();
     let request = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    let work = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
     let mut first = TcpStream::connect(rt.addr).unwrap();
     first.write_all(request).unwrap();
     let mut buf = [0u8; 4096];
@@ -273,7 +274,7 @@ fn connections_past_max_connections_are_answered_503_at_once_not_left_waiting() 
     // answered, 503 with Retry-After, and closed.
     for _ in 0..3 {
         let mut over = TcpStream::connect(rt.addr).unwrap();
-        over.write_all(request).unwrap();
+        over.write_all(work).unwrap();
         over.set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
         let mut answer = String::new();
@@ -282,6 +283,15 @@ fn connections_past_max_connections_are_answered_503_at_once_not_left_waiting() 
         assert!(answer.contains("Retry-After: 1"), "{answer}");
         assert!(answer.contains("MAX_CONNECTIONS"), "{answer}");
     }
+    // A probe is never starved: served, one request, and closed.
+    let mut probe = TcpStream::connect(rt.addr).unwrap();
+    probe.write_all(request).unwrap();
+    probe
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut answer = String::new();
+    probe.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     drop(first);
     // The slot is free again: a new connection is served.
     let served = (0..100).any(|_| {
