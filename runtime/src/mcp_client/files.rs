@@ -52,36 +52,21 @@ fn said(what: &str, name: Option<&str>, media_type: Option<&str>, bytes: Option<
     line
 }
 
+/// An image or audio clip (`what`): its base64 `data`, of `media_type`.
+fn clip(what: &str, data: &str, media_type: &str) -> File {
+    let bytes = STANDARD.decode(data).map(|b| b.len()).ok();
+    File {
+        part: part(PartContent::Raw(data.to_owned()), Some(media_type), None),
+        line: said(what, None, Some(media_type), bytes),
+    }
+}
+
 /// The file `block` holds, if it holds one (text, and what is not known yet, is no file).
 pub fn file_of(block: &ContentBlock) -> Option<File> {
     let decoded_len = |b64: &str| STANDARD.decode(b64).map(|b| b.len()).ok();
     match block {
-        ContentBlock::Image(image) => Some(File {
-            part: part(
-                PartContent::Raw(image.data.clone()),
-                Some(&image.mime_type),
-                None,
-            ),
-            line: said(
-                "image",
-                None,
-                Some(&image.mime_type),
-                decoded_len(&image.data),
-            ),
-        }),
-        ContentBlock::Audio(audio) => Some(File {
-            part: part(
-                PartContent::Raw(audio.data.clone()),
-                Some(&audio.mime_type),
-                None,
-            ),
-            line: said(
-                "audio",
-                None,
-                Some(&audio.mime_type),
-                decoded_len(&audio.data),
-            ),
-        }),
+        ContentBlock::Image(image) => Some(clip("image", &image.data, &image.mime_type)),
+        ContentBlock::Audio(audio) => Some(clip("audio", &audio.data, &audio.mime_type)),
         ContentBlock::Resource(embedded) => match &embedded.resource {
             ResourceContents::TextResourceContents {
                 uri,

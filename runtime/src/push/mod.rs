@@ -320,6 +320,7 @@ impl Push {
     /// Drops the webhooks set up for a task whose turn never began.
     pub async fn forget(&self, task_id: &str) {
         let _ = self
+            .0
             .change(task_id, None, |record| {
                 record.webhooks.clear();
                 Ok(())
@@ -386,11 +387,12 @@ impl Push {
     /// not an error). What waited for the webhook is dropped.
     pub async fn delete(&self, caller: &Caller, task_id: &str, id: &str) -> Result<(), PushError> {
         self.visible(caller, task_id).await?;
-        self.change(task_id, None, |record| {
-            record.webhooks.retain(|w| w.config.id != id);
-            Ok(())
-        })
-        .await?;
+        self.0
+            .change(task_id, None, |record| {
+                record.webhooks.retain(|w| w.config.id != id);
+                Ok(())
+            })
+            .await?;
         lock(&self.0.queues).forget(&(task_id.to_owned(), id.to_owned()));
         Ok(())
     }
@@ -428,43 +430,35 @@ impl Push {
             )));
         }
         let kept = config.clone();
-        self.change(task_id, caller.principal().cloned(), move |record| {
-            let count = record.webhooks.len();
-            match record
-                .webhooks
-                .iter_mut()
-                .find(|w| w.config.id == config.id)
-            {
-                Some(same) => same.config = config.clone(),
-                None if count >= MAX_WEBHOOKS => {
-                    return Err(PushError::Invalid(format!(
-                        "a task has at most {MAX_WEBHOOKS} push notification configs"
-                    )));
+        self.0
+            .change(task_id, caller.principal().cloned(), move |record| {
+                let count = record.webhooks.len();
+                match record
+                    .webhooks
+                    .iter_mut()
+                    .find(|w| w.config.id == config.id)
+                {
+                    Some(same) => same.config = config.clone(),
+                    None if count >= MAX_WEBHOOKS => {
+                        return Err(PushError::Invalid(format!(
+                            "a task has at most {MAX_WEBHOOKS} push notification configs"
+                        )));
+                    }
+                    None => record.webhooks.push(Webhook {
+                        config: config.clone(),
+                        delivered: 0,
+                    }),
                 }
-                None => record.webhooks.push(Webhook {
-                    config: config.clone(),
-                    delivered: 0,
-                }),
-            }
-            Ok(())
-        })
-        .await?;
+                Ok(())
+            })
+            .await?;
         Ok(kept)
-    }
-
-    /// Changes task `task_id`'s record by `edit`, in memory and (compare-and-set) in the
-    /// backend.
-    async fn change(
-        &self,
-        task_id: &str,
-        principal: Option<crate::identity::Principal>,
-        edit: impl Fn(&mut PushRecord) -> Result<(), PushError>,
-    ) -> Result<(), PushError> {
-        self.0.change(task_id, principal, edit).await
     }
 }
 
 impl Inner {
+    /// Changes task `task_id`'s record by `edit`, in memory and (compare-and-set) in the
+    /// backend.
     async fn change(
         &self,
         task_id: &str,
