@@ -17,11 +17,12 @@
 //! Run: `cargo bench -p daedalus-runtime --bench a2a_jsonrpc` (needs `.venv-a2a`: `.ci/setup`).
 
 #![allow(clippy::print_stdout, reason = "a benchmark prints its table")]
-#![allow(clippy::cast_precision_loss, reason = "figures for people")]
 
-use std::time::{Duration, Instant};
+#[path = "support/load.rs"]
+mod load;
 
 use daedalus_test_kit::{EchoAgent, NatsServer, OidcProvider, RuntimeProcess};
+use load::Figures;
 use serde_json::json;
 
 /// The SDK's echo agent keeps its tasks in memory and no conversation; ours keeps its tasks in
@@ -31,13 +32,6 @@ const SESSIONS_DB: &str = "off";
 /// Requests per concurrency level and server, after a warm-up.
 const REQUESTS: usize = 1_600;
 const WARM_UP: usize = 200;
-
-/// What one load run measured.
-struct Figures {
-    rate: f64,
-    p50_ms: f64,
-    p99_ms: f64,
-}
 
 /// The one request shape: a new task with one text part.
 fn body(i: usize) -> Vec<u8> {
@@ -51,8 +45,7 @@ fn body(i: usize) -> Vec<u8> {
     .expect("serializes")
 }
 
-async fn send(client: &reqwest::Client, url: &str, i: usize) -> Duration {
-    let started = Instant::now();
+async fn send(client: &reqwest::Client, url: &str, i: usize) {
     let response = client
         .post(url)
         .header("A2A-Version", "1.0")
@@ -68,7 +61,6 @@ async fn send(client: &reqwest::Client, url: &str, i: usize) -> Duration {
         "{}",
         String::from_utf8_lossy(&bytes)
     );
-    started.elapsed()
 }
 
 /// `REQUESTS` requests to `url`, `in_flight` at a time, presenting `bearer` if given.
@@ -88,35 +80,10 @@ async fn load(url: &str, in_flight: usize, bearer: Option<&str>) -> Figures {
     for i in 0..WARM_UP {
         send(&client, url, i).await;
     }
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let started = Instant::now();
-    let lanes = (0..in_flight).map(|_| {
-        let (client, next) = (&client, &next);
-        async move {
-            let mut samples = Vec::new();
-            loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if i >= REQUESTS {
-                    return samples;
-                }
-                samples.push(send(client, url, WARM_UP + i).await);
-            }
-        }
-    });
-    let mut samples: Vec<Duration> = futures::future::join_all(lanes)
-        .await
-        .into_iter()
-        .flatten()
-        .collect();
-    let elapsed = started.elapsed().as_secs_f64();
-    samples.sort();
-    let at =
-        |p: usize| samples[(samples.len() * p / 100).min(samples.len() - 1)].as_secs_f64() * 1e3;
-    Figures {
-        rate: samples.len() as f64 / elapsed,
-        p50_ms: at(50),
-        p99_ms: at(99),
-    }
+    load::run(in_flight, WARM_UP..WARM_UP + REQUESTS, |i| {
+        send(&client, url, i)
+    })
+    .await
 }
 
 fn main() {

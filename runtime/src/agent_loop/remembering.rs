@@ -1,5 +1,6 @@
 //! A conversation for agents that keep none themselves (the `passthrough` models): each turn's
-//! user text and answer are written to the session store under the turn's context, so tasks
+//! user text and answer are written to the session store under the turn's context, together
+//! when the turn ends (one store call; a failed turn's text is kept as `error`), so tasks
 //! with the same `contextId` continue one conversation across restarts (contract level 3,
 //! session resume) and `history` shows it, as for an LLM agent. A text longer than
 //! [`KEPT_TEXT`] is kept cut there, saying how much was left out: an echo model's conversation
@@ -78,18 +79,17 @@ impl<A: Agent> Agent for Remembering<A> {
         if !request.persist || self.sessions.is_none() {
             return self.inner.run(request, cancel).await;
         }
+        // The turn's rows are written as it ends, in one store call: the user's message is
+        // shown only with its answer anyway.
         let mut transcript = Transcript::new(self.sessions.clone(), &request.context_id);
-        transcript
-            .user(kept(request.message.text()), &request.message.message_id)
-            .await;
+        transcript.user_at_settle(kept(request.message.text()), &request.message.message_id);
         let outcome = self.inner.run(request, cancel).await;
         let answer = answer_text(&outcome);
-        if let Some(text) = &answer {
-            transcript
-                .assistant(Some(kept(text.clone())), Vec::new())
-                .await;
+        let answered = answer.is_some();
+        if let Some(text) = answer {
+            transcript.answer(kept(text));
         }
-        transcript.settle(answer.is_some()).await;
+        transcript.settle(answered).await;
         outcome
     }
 

@@ -1,6 +1,7 @@
 //! What one turn writes to the session store: rows appended as `pending` while the loop runs,
 //! then all marked `complete` (or `error` if the turn failed or was interrupted), so a crash
-//! mid-loop leaves nothing half-true in the conversation.
+//! mid-loop leaves nothing half-true in the conversation. The turn's answer is written with
+//! that last change, in one store call.
 
 use std::sync::Arc;
 
@@ -13,6 +14,8 @@ pub(crate) struct Transcript {
     store: Option<Arc<dyn SessionStore>>,
     context: String,
     written: Vec<i64>,
+    /// Rows written when the turn settles (its answer, say), with the status it ends with.
+    staged: Vec<NewRow>,
 }
 
 impl Transcript {
@@ -21,6 +24,7 @@ impl Transcript {
             store,
             context: context.to_owned(),
             written: Vec::new(),
+            staged: Vec::new(),
         }
     }
 
@@ -72,11 +76,23 @@ impl Transcript {
         NewRow::new(role, content, RowStatus::Pending)
     }
 
-    /// The user's message `text`, sent as `message_id`.
-    pub(crate) async fn user(&mut self, text: String, message_id: &str) {
+    fn user_row(text: String, message_id: &str) -> NewRow {
         let mut row = Self::row(RowRole::User, text);
         row.message_id = Some(message_id.to_owned());
+        row
+    }
+
+    /// The user's message `text`, sent as `message_id`.
+    pub(crate) async fn user(&mut self, text: String, message_id: &str) {
+        let row = Self::user_row(text, message_id);
         self.write(vec![row]).await;
+    }
+
+    /// The user's message, written only when the turn settles: for a turn with nothing to
+    /// record in between (a pending row is never shown, so writing it first would only cost
+    /// a store call).
+    pub(crate) fn user_at_settle(&mut self, text: String, message_id: &str) {
+        self.staged.push(Self::user_row(text, message_id));
     }
 
     /// Compaction: the rows through turn `through` give way to `summary` (or just go).
@@ -100,6 +116,11 @@ impl Transcript {
         self.write(vec![row]).await;
     }
 
+    /// The turn's answer: written when it settles, with the status the turn ends with.
+    pub(crate) fn answer(&mut self, text: String) {
+        self.staged.push(Self::row(RowRole::Assistant, text));
+    }
+
     pub(crate) async fn tool_results(&mut self, results: Vec<(String, String, bool)>) {
         let rows = results
             .into_iter()
@@ -113,18 +134,26 @@ impl Transcript {
         self.write(rows).await;
     }
 
-    /// Marks this turn's rows `complete` (`ok`) or `error`.
+    /// Writes the answer, if any, and marks this turn's rows `complete` (`ok`) or `error`.
     pub(crate) async fn settle(self, ok: bool) {
         let Some(store) = &self.store else { return };
-        if self.written.is_empty() {
-            return;
-        }
         let status = if ok {
             RowStatus::Complete
         } else {
             RowStatus::Error
         };
-        if let Err(e) = store.set_status(&self.context, &self.written, status).await {
+        let staged: Vec<NewRow> = self
+            .staged
+            .into_iter()
+            .map(|row| NewRow { status, ..row })
+            .collect();
+        if self.written.is_empty() && staged.is_empty() {
+            return;
+        }
+        if let Err(e) = store
+            .finish(&self.context, &self.written, staged, status)
+            .await
+        {
             tracing::error!(error = %e, context = %self.context, "cannot settle the conversation's rows");
         }
     }

@@ -121,6 +121,19 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
         ids: &[i64],
         status: RowStatus,
     ) -> Result<(), StoreError>;
+    /// Ends a turn in one write where the store can: appends `rows` as they are (their own
+    /// status) and sets `status` on the rows of `ids`. Returns the new rows' ids.
+    async fn finish(
+        &self,
+        context: &str,
+        ids: &[i64],
+        rows: Vec<NewRow>,
+        status: RowStatus,
+    ) -> Result<Vec<i64>, StoreError> {
+        let appended = self.append(context, rows).await?;
+        self.set_status(context, ids, status).await?;
+        Ok(appended)
+    }
     /// The last `last` rows of `context` (all of them with `usize::MAX`), by turn.
     async fn rows(&self, context: &str, last: usize) -> Result<Vec<Row>, StoreError>;
     /// Compaction: removes every row of `context` up to and including turn `through`, and,

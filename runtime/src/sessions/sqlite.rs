@@ -1,14 +1,23 @@
 //! The embedded session store: one SQLite file (or `:memory:`), WAL mode, one table of message
-//! rows with a unique (context, turn). Calls run on the blocking pool.
+//! rows with a unique (context, turn).
+//!
+//! One writer thread owns the connection and its prepared statements. Calls queue to it as
+//! jobs; every job waiting when the thread comes round runs in one transaction (group commit),
+//! each under its own savepoint, so one job's failure undoes only that job, and every caller
+//! hears back only once the transaction is committed. A turn's few writes thus cost a share of
+//! one commit instead of a commit each, and no call blocks a worker of the async runtime.
 //!
 //! With a retention (`SESSION_TTL`), contexts whose newest row is older than it are deleted:
-//! swept on the write path at most once per sweep interval, so no background task is needed.
+//! swept by the writer at most once per sweep interval, so no other background task is needed.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use tokio::sync::oneshot;
 
 use super::{NewRow, Row, RowRole, RowStatus, SessionStore, StoreError};
 use crate::llm::ToolCall;
@@ -28,23 +37,42 @@ CREATE TABLE IF NOT EXISTS messages (
     created_at   TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     UNIQUE (context, turn)
 );
-CREATE INDEX IF NOT EXISTS messages_status ON messages (status);
-CREATE INDEX IF NOT EXISTS messages_context_created ON messages (context, created_at);
+DROP INDEX IF EXISTS messages_status;
+DROP INDEX IF EXISTS messages_context_created;
+CREATE INDEX IF NOT EXISTS messages_pending ON messages (status) WHERE status = 'pending';
 ";
 
-/// The longest time between two retention sweeps.
-const SWEEP_EVERY_AT_MOST: std::time::Duration = std::time::Duration::from_hours(1);
+/// WAL pages written before a checkpoint copies them into the file: a page written many
+/// times in between is copied once, so a larger WAL means fewer copies of the hot pages.
+const WAL_CHECKPOINT_PAGES: u32 = 10_000;
 
-/// Sessions in SQLite.
+/// The longest time between two retention sweeps.
+const SWEEP_EVERY_AT_MOST: Duration = Duration::from_hours(1);
+
+/// The most jobs one transaction takes; the rest wait for the next (so no caller waits behind
+/// an unbounded batch).
+const JOBS_PER_COMMIT: usize = 512;
+
+/// Sessions in SQLite. Cheap to clone: clones share the writer thread, which ends when the
+/// last clone is dropped.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     location: String,
-    db: Arc<Mutex<Connection>>,
-    /// Contexts idle for longer are deleted.
-    ttl: Option<std::time::Duration>,
-    /// When the last retention sweep ran.
-    swept: Arc<Mutex<std::time::Instant>>,
+    jobs: mpsc::Sender<Job>,
+    /// Jobs sent and not yet taken by the writer.
+    queued: Arc<AtomicUsize>,
+    /// Transactions the writer has committed (or tried to).
+    #[cfg_attr(not(test), expect(dead_code, reason = "the tests count commits by it"))]
+    rounds: Arc<AtomicU64>,
 }
+
+/// A call waiting for the writer: given the round's transaction (or why there is none), it
+/// does its work and hands back its [`Reply`].
+type Job = Box<dyn FnOnce(Result<&Transaction<'_>, &rusqlite::Error>) -> Reply + Send>;
+
+/// What a job leaves to do once its transaction is over: answer its caller, told whether the
+/// commit held.
+type Reply = Box<dyn FnOnce(Result<(), String>) + Send>;
 
 fn status_str(s: RowStatus) -> &'static str {
     match s {
@@ -62,7 +90,7 @@ impl SqliteStore {
     }
 
     /// [`SqliteStore::open`], deleting contexts idle for longer than `ttl`.
-    pub fn open_with_ttl(path: &str, ttl: Option<std::time::Duration>) -> Result<Self, StoreError> {
+    pub fn open_with_ttl(path: &str, ttl: Option<Duration>) -> Result<Self, StoreError> {
         let fail = |e: rusqlite::Error| StoreError::Backend {
             location: path.to_owned(),
             message: e.to_string(),
@@ -82,22 +110,18 @@ impl SqliteStore {
             .map_err(fail)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(fail)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
+        conn.pragma_update(None, "wal_autocheckpoint", WAL_CHECKPOINT_PAGES)
             .map_err(fail)?;
+        // After a checkpoint, a WAL file grown past twice its usual size is cut back.
+        conn.pragma_update(None, "journal_size_limit", 2 * 4096 * WAL_CHECKPOINT_PAGES)
+            .map_err(fail)?;
+        conn.busy_timeout(Duration::from_secs(5)).map_err(fail)?;
+        conn.set_prepared_statement_cache_capacity(32);
         conn.execute_batch(SCHEMA).map_err(fail)?;
         migrate(&conn).map_err(fail)?;
-        let store = Self {
-            location: path.to_owned(),
-            db: Arc::new(Mutex::new(conn)),
-            ttl: ttl.filter(|t| !t.is_zero()),
-            swept: Arc::new(Mutex::new(std::time::Instant::now())),
-        };
-        if let Some(ttl) = store.ttl {
-            let mut conn = store
-                .db
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let removed = delete_idle(&mut conn, ttl).map_err(fail)?;
+        let ttl = ttl.filter(|t| !t.is_zero());
+        if let Some(ttl) = ttl {
+            let removed = delete_idle(&conn, ttl).map_err(fail)?;
             if removed > 0 {
                 tracing::info!(
                     rows = removed,
@@ -105,46 +129,153 @@ impl SqliteStore {
                 );
             }
         }
-        Ok(store)
+        let (jobs, queue) = mpsc::channel();
+        let (queued, rounds) = (Arc::default(), Arc::default());
+        let writer = Writer {
+            conn,
+            ttl,
+            swept: Instant::now(),
+            queued: Arc::clone(&queued),
+            rounds: Arc::clone(&rounds),
+        };
+        std::thread::Builder::new()
+            .name("sessions-sqlite".to_owned())
+            .spawn(move || writer.run(&queue))
+            .map_err(|e| StoreError::Backend {
+                location: path.to_owned(),
+                message: format!("cannot start the store's writer: {e}"),
+            })?;
+        Ok(Self {
+            location: path.to_owned(),
+            jobs,
+            queued,
+            rounds,
+        })
     }
 
     /// Deletes every context whose newest row is older than `idle`; returns how many rows went.
-    pub async fn expire_idle(&self, idle: std::time::Duration) -> Result<u64, StoreError> {
-        self.with(move |conn| delete_idle(conn, idle)).await
+    pub async fn expire_idle(&self, idle: Duration) -> Result<u64, StoreError> {
+        self.with(move |tx| delete_idle(tx, idle)).await
     }
 
-    /// Whether a retention sweep is due now (and, if so, marks it done).
-    fn sweep_due(&self) -> Option<std::time::Duration> {
-        let ttl = self.ttl?;
-        let interval = (ttl / 10).clamp(std::time::Duration::from_secs(1), SWEEP_EVERY_AT_MOST);
-        let mut swept = self
-            .swept
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        (swept.elapsed() >= interval).then(|| {
-            *swept = std::time::Instant::now();
-            ttl
-        })
-    }
-
+    /// Runs `work` in the writer's next transaction and answers its result once that
+    /// transaction is committed.
     async fn with<T: Send + 'static>(
         &self,
-        work: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+        work: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let db = Arc::clone(&self.db);
-        let location = self.location.clone();
-        let fail = move |message: String| StoreError::Backend {
-            location: location.clone(),
-            message,
+        let (answer, answered) = oneshot::channel::<Result<T, String>>();
+        let job: Job = Box::new(move |tx| {
+            let result = match tx {
+                Ok(tx) => in_savepoint(tx, work).map_err(|e| e.to_string()),
+                Err(e) => Err(format!("cannot begin a transaction: {e}")),
+            };
+            Box::new(move |committed: Result<(), String>| {
+                let _ = answer.send(committed.and(result));
+            })
+        });
+        let stopped = || StoreError::Backend {
+            location: self.location.clone(),
+            message: "the store's writer stopped".to_owned(),
         };
-        let joined = tokio::task::spawn_blocking(move || {
-            let mut conn = db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            work(&mut conn)
-        })
-        .await;
-        match joined {
-            Ok(result) => result.map_err(|e| fail(e.to_string())),
-            Err(e) => Err(fail(format!("the store's worker stopped: {e}"))),
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        self.jobs.send(job).map_err(|_| stopped())?;
+        match answered.await {
+            Ok(result) => result.map_err(|message| StoreError::Backend {
+                location: self.location.clone(),
+                message,
+            }),
+            Err(_) => Err(stopped()),
+        }
+    }
+}
+
+/// Runs `work` under a savepoint of `tx`: kept if it succeeds, undone if it fails.
+fn in_savepoint<T>(
+    tx: &Transaction<'_>,
+    work: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    tx.execute_batch("SAVEPOINT job")?;
+    match work(tx) {
+        Ok(value) => {
+            tx.execute_batch("RELEASE job")?;
+            Ok(value)
+        }
+        Err(e) => {
+            let _ = tx.execute_batch("ROLLBACK TO job; RELEASE job");
+            Err(e)
+        }
+    }
+}
+
+/// The thread that owns the connection.
+struct Writer {
+    conn: Connection,
+    ttl: Option<Duration>,
+    /// When the last retention sweep ran.
+    swept: Instant,
+    queued: Arc<AtomicUsize>,
+    rounds: Arc<AtomicU64>,
+}
+
+impl Writer {
+    /// Takes jobs until every handle on the store is dropped: each round, every job waiting
+    /// (up to [`JOBS_PER_COMMIT`]) in one transaction.
+    fn run(mut self, queue: &mpsc::Receiver<Job>) {
+        while let Ok(first) = queue.recv() {
+            let mut batch = vec![first];
+            while batch.len() < JOBS_PER_COMMIT {
+                match queue.try_recv() {
+                    Ok(job) => batch.push(job),
+                    Err(_) => break,
+                }
+            }
+            self.queued.fetch_sub(batch.len(), Ordering::Relaxed);
+            self.rounds.fetch_add(1, Ordering::Relaxed);
+            self.sweep_if_due();
+            // A panic in one round fails that round's callers (their answers are dropped),
+            // not the store: the transaction rolls back as it unwinds.
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.commit(batch)))
+                .is_err()
+            {
+                tracing::error!("a session store round panicked; its calls failed");
+            }
+        }
+    }
+
+    /// Runs `batch` in one transaction, then answers each job with whether it committed.
+    fn commit(&mut self, batch: Vec<Job>) {
+        let (replies, committed): (Vec<Reply>, _) = match self.conn.transaction() {
+            Ok(tx) => {
+                let replies = batch.into_iter().map(|job| job(Ok(&tx))).collect();
+                (
+                    replies,
+                    tx.commit().map_err(|e| format!("cannot commit: {e}")),
+                )
+            }
+            Err(e) => {
+                let replies = batch.into_iter().map(|job| job(Err(&e))).collect();
+                (replies, Ok(()))
+            }
+        };
+        if let Err(why) = &committed {
+            tracing::error!(error = %why, "the session store cannot commit");
+        }
+        for reply in replies {
+            reply(committed.clone());
+        }
+    }
+
+    /// Deletes idle contexts when a retention sweep is due.
+    fn sweep_if_due(&mut self) {
+        let Some(ttl) = self.ttl else { return };
+        let interval = (ttl / 10).clamp(Duration::from_secs(1), SWEEP_EVERY_AT_MOST);
+        if self.swept.elapsed() < interval {
+            return;
+        }
+        self.swept = Instant::now();
+        if let Err(e) = delete_idle(&self.conn, ttl) {
+            tracing::error!(error = %e, "the session store cannot delete idle conversations");
         }
     }
 }
@@ -153,31 +284,7 @@ impl SqliteStore {
 impl SessionStore for SqliteStore {
     async fn append(&self, context: &str, rows: Vec<NewRow>) -> Result<Vec<i64>, StoreError> {
         let context = context.to_owned();
-        let sweep = self.sweep_due();
-        self.with(move |conn| {
-            if let Some(ttl) = sweep {
-                delete_idle(conn, ttl)?;
-            }
-            let tx = conn.transaction()?;
-            let first: i64 = tx
-                .query_row("SELECT MAX(turn) FROM messages WHERE context = ?1", params![context], |r| r.get::<_, Option<i64>>(0))
-                .optional()?
-                .flatten()
-                .map_or(0, |t| t + 1);
-            let mut ids = Vec::with_capacity(rows.len());
-            for (turn, row) in (first..).zip(rows) {
-                let calls = serde_json::to_string(&row.tool_calls).unwrap_or_else(|_| "[]".to_owned());
-                tx.execute(
-                    "INSERT INTO messages (context, turn, role, content, message_id, tool_calls, tool_call_id, is_error, status)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                    params![context, turn, row.role.as_str(), row.content, row.message_id, calls, row.tool_call_id, row.is_error, status_str(row.status)],
-                )?;
-                ids.push(tx.last_insert_rowid());
-            }
-            tx.commit()?;
-            Ok(ids)
-        })
-        .await
+        self.with(move |tx| insert_rows(tx, &context, rows)).await
     }
 
     async fn set_status(
@@ -187,15 +294,22 @@ impl SessionStore for SqliteStore {
         status: RowStatus,
     ) -> Result<(), StoreError> {
         let (context, ids) = (context.to_owned(), ids.to_vec());
-        self.with(move |conn| {
-            let tx = conn.transaction()?;
-            for id in ids {
-                tx.execute(
-                    "UPDATE messages SET status = ?1 WHERE id = ?2 AND context = ?3",
-                    params![status_str(status), id, context],
-                )?;
-            }
-            tx.commit()
+        self.with(move |tx| update_status(tx, &context, &ids, status))
+            .await
+    }
+
+    async fn finish(
+        &self,
+        context: &str,
+        ids: &[i64],
+        rows: Vec<NewRow>,
+        status: RowStatus,
+    ) -> Result<Vec<i64>, StoreError> {
+        let (context, ids) = (context.to_owned(), ids.to_vec());
+        self.with(move |tx| {
+            let appended = insert_rows(tx, &context, rows)?;
+            update_status(tx, &context, &ids, status)?;
+            Ok(appended)
         })
         .await
     }
@@ -203,8 +317,8 @@ impl SessionStore for SqliteStore {
     async fn rows(&self, context: &str, last: usize) -> Result<Vec<Row>, StoreError> {
         let context = context.to_owned();
         let last = i64::try_from(last).unwrap_or(i64::MAX);
-        self.with(move |conn| {
-            let mut stmt = conn.prepare(
+        self.with(move |tx| {
+            let mut stmt = tx.prepare_cached(
                 "SELECT * FROM (
                     SELECT id, turn, role, content, tool_calls, tool_call_id, is_error, status, message_id
                     FROM messages WHERE context = ?1 ORDER BY turn DESC LIMIT ?2
@@ -247,8 +361,7 @@ impl SessionStore for SqliteStore {
         summary: Option<String>,
     ) -> Result<u64, StoreError> {
         let context = context.to_owned();
-        self.with(move |conn| {
-            let tx = conn.transaction()?;
+        self.with(move |tx| {
             let removed = tx.execute(
                 "DELETE FROM messages WHERE context = ?1 AND turn <= ?2",
                 params![context, through],
@@ -260,15 +373,14 @@ impl SessionStore for SqliteStore {
                     params![context, through, summary],
                 )?;
             }
-            tx.commit()?;
             Ok(u64::try_from(removed).unwrap_or(u64::MAX))
         })
         .await
     }
 
     async fn recover(&self) -> Result<u64, StoreError> {
-        self.with(|conn| {
-            let changed = conn.execute(
+        self.with(|tx| {
+            let changed = tx.execute(
                 "UPDATE messages SET status = 'error' WHERE status = 'pending'",
                 [],
             )?;
@@ -276,6 +388,56 @@ impl SessionStore for SqliteStore {
         })
         .await
     }
+}
+
+/// Appends `rows` to `context`, each with the next turn index; returns their ids.
+fn insert_rows(
+    tx: &Transaction<'_>,
+    context: &str,
+    rows: Vec<NewRow>,
+) -> rusqlite::Result<Vec<i64>> {
+    let first: i64 = tx
+        .prepare_cached("SELECT MAX(turn) FROM messages WHERE context = ?1")?
+        .query_row(params![context], |r| r.get::<_, Option<i64>>(0))
+        .optional()?
+        .flatten()
+        .map_or(0, |t| t + 1);
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO messages (context, turn, role, content, message_id, tool_calls, tool_call_id, is_error, status)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?;
+    let mut ids = Vec::with_capacity(rows.len());
+    for (turn, row) in (first..).zip(rows) {
+        let calls = serde_json::to_string(&row.tool_calls).unwrap_or_else(|_| "[]".to_owned());
+        insert.execute(params![
+            context,
+            turn,
+            row.role.as_str(),
+            row.content,
+            row.message_id,
+            calls,
+            row.tool_call_id,
+            row.is_error,
+            status_str(row.status)
+        ])?;
+        ids.push(tx.last_insert_rowid());
+    }
+    Ok(ids)
+}
+
+/// Sets `status` on the rows of `context` with `ids`.
+fn update_status(
+    tx: &Transaction<'_>,
+    context: &str,
+    ids: &[i64],
+    status: RowStatus,
+) -> rusqlite::Result<()> {
+    let mut update =
+        tx.prepare_cached("UPDATE messages SET status = ?1 WHERE id = ?2 AND context = ?3")?;
+    for id in ids {
+        update.execute(params![status_str(status), id, context])?;
+    }
+    Ok(())
 }
 
 /// Brings a file written by an earlier version up to [`SCHEMA`]: the `message_id` column.
@@ -292,14 +454,27 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 /// Deletes the contexts whose newest row is older than `idle`.
-fn delete_idle(conn: &mut Connection, idle: std::time::Duration) -> rusqlite::Result<u64> {
+///
+/// Rows are written by one writer in order, so row ids grow with `created_at`: the first row
+/// written since the cutoff (found by walking only the rows older than it) splits the
+/// contexts, and those whose newest row id is below it go. The walk over contexts reads only
+/// the (context, turn) index, which holds every row's id: no other index is kept for this.
+fn delete_idle(conn: &Connection, idle: Duration) -> rusqlite::Result<u64> {
     let cutoff = format!("-{:.3} seconds", idle.as_secs_f64());
+    let first_kept: Option<i64> = conn
+        .query_row(
+            "SELECT id FROM messages
+             WHERE created_at >= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1)
+             ORDER BY id LIMIT 1",
+            params![cutoff],
+            |r| r.get(0),
+        )
+        .optional()?;
     let removed = conn.execute(
         "DELETE FROM messages WHERE context IN (
-            SELECT context FROM messages GROUP BY context
-            HAVING MAX(created_at) < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1)
+            SELECT context FROM messages GROUP BY context HAVING MAX(id) < ?1
          )",
-        params![cutoff],
+        params![first_kept.unwrap_or(i64::MAX)],
     )?;
     Ok(u64::try_from(removed).unwrap_or(u64::MAX))
 }
@@ -382,6 +557,122 @@ mod tests {
         assert_eq!(reopened.recover().await.unwrap(), 0);
     }
 
+    /// Blocks the writer until the returned sender is dropped or sent to.
+    async fn hold_the_writer(store: &SqliteStore) -> std::sync::mpsc::Sender<()> {
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let (started, running) = oneshot::channel();
+        let blocker = store.clone();
+        tokio::spawn(async move {
+            blocker
+                .with(move |_| {
+                    let _ = started.send(());
+                    let _ = held.recv();
+                    Ok(())
+                })
+                .await
+        });
+        running.await.unwrap();
+        release
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_calls_waiting_for_the_writer_share_one_commit() {
+        let store = SqliteStore::open(":memory:").unwrap();
+        let release = hold_the_writer(&store).await;
+        let rounds_before = store.rounds.load(Ordering::Relaxed);
+        let appends: Vec<_> = (0..100)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    store
+                        .append(
+                            &format!("ctx-{}", i % 10),
+                            vec![new_row(RowRole::User, "hi", RowStatus::Pending)],
+                        )
+                        .await
+                })
+            })
+            .collect();
+        while store.queued.load(Ordering::Relaxed) < 100 {
+            tokio::task::yield_now().await;
+        }
+        drop(release);
+        for append in appends {
+            assert_eq!(append.await.unwrap().unwrap().len(), 1);
+        }
+        assert_eq!(
+            store.rounds.load(Ordering::Relaxed) - rounds_before,
+            1,
+            "the hundred appends queued behind one job committed together"
+        );
+        for i in 0..10 {
+            let rows = store.rows(&format!("ctx-{i}"), usize::MAX).await.unwrap();
+            assert_eq!(
+                rows.iter().map(|r| r.turn).collect::<Vec<_>>(),
+                (0..10).collect::<Vec<_>>()
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failing_call_undoes_only_its_own_writes_in_a_shared_commit() {
+        let store = SqliteStore::open(":memory:").unwrap();
+        let release = hold_the_writer(&store).await;
+        let before = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .append(
+                        "ctx",
+                        vec![new_row(RowRole::User, "kept", RowStatus::Complete)],
+                    )
+                    .await
+            })
+        };
+        let failing = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .with(|tx| {
+                        tx.execute(
+                            "INSERT INTO messages (context, turn, role, content, status)
+                             VALUES ('ctx', 100, 'user', 'undone', 'complete')",
+                            [],
+                        )?;
+                        tx.execute("INSERT INTO no_such_table VALUES (1)", [])
+                    })
+                    .await
+            })
+        };
+        let after = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .append(
+                        "other",
+                        vec![new_row(RowRole::User, "kept too", RowStatus::Complete)],
+                    )
+                    .await
+            })
+        };
+        while store.queued.load(Ordering::Relaxed) < 3 {
+            tokio::task::yield_now().await;
+        }
+        drop(release);
+        assert!(before.await.unwrap().is_ok());
+        assert!(matches!(
+            failing.await.unwrap(),
+            Err(StoreError::Backend { .. })
+        ));
+        assert!(after.await.unwrap().is_ok());
+        let rows = store.rows("ctx", usize::MAX).await.unwrap();
+        assert_eq!(
+            rows.iter().map(|r| r.content.as_str()).collect::<Vec<_>>(),
+            ["kept"]
+        );
+        assert_eq!(store.rows("other", usize::MAX).await.unwrap().len(), 1);
+    }
+
     #[tokio::test]
     async fn a_read_takes_only_the_last_rows_it_asks_for() {
         let store = SqliteStore::open(":memory:").unwrap();
@@ -416,13 +707,13 @@ mod tests {
             "both are recent"
         );
         store
-            .db
-            .lock()
-            .unwrap()
-            .execute(
-                "UPDATE messages SET created_at = '2000-01-01T00:00:00.000Z' WHERE context = 'old'",
-                [],
-            )
+            .with(|tx| {
+                tx.execute(
+                    "UPDATE messages SET created_at = '2000-01-01T00:00:00.000Z' WHERE context = 'old'",
+                    [],
+                )
+            })
+            .await
             .unwrap();
         assert_eq!(
             store

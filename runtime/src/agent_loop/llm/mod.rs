@@ -201,7 +201,7 @@ impl LlmAgent {
             if response.tool_calls.is_empty() {
                 return match response.text {
                     Some(text) => {
-                        transcript.assistant(Some(text.clone()), Vec::new()).await;
+                        transcript.answer(text.clone());
                         self.answer(text, &chat.sampling, files)
                     }
                     None => fail(format!(

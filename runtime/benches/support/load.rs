@@ -1,0 +1,60 @@
+//! One load tool for the benchmarks that drive a server over HTTP: `in_flight` lanes take
+//! request numbers from one counter, each timing its own round trips, and the figures are the
+//! requests per second over the whole run and the round trip's percentiles.
+
+use std::future::Future;
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// What one load run measured.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Figures {
+    pub(crate) rate: f64,
+    pub(crate) p50_ms: f64,
+    pub(crate) p99_ms: f64,
+}
+
+/// Sends requests `numbers` through `send` (which asserts each answer), `in_flight` at a time.
+pub(crate) async fn run<F, Fut>(in_flight: usize, numbers: Range<usize>, send: F) -> Figures
+where
+    F: Fn(usize) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let next = AtomicUsize::new(numbers.start);
+    let started = Instant::now();
+    let lanes = (0..in_flight).map(|_| {
+        let (next, send, end) = (&next, &send, numbers.end);
+        async move {
+            let mut samples = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= end {
+                    return samples;
+                }
+                let sent = Instant::now();
+                send(i).await;
+                samples.push(sent.elapsed());
+            }
+        }
+    });
+    let mut samples: Vec<Duration> = futures::future::join_all(lanes)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    let elapsed = started.elapsed().as_secs_f64();
+    samples.sort();
+    let at = |p: usize| {
+        samples
+            .get((samples.len() * p / 100).min(samples.len().saturating_sub(1)))
+            .map_or(0.0, |d| d.as_secs_f64() * 1e3)
+    };
+    #[expect(clippy::cast_precision_loss, reason = "a figure for people")]
+    let rate = samples.len() as f64 / elapsed;
+    Figures {
+        rate,
+        p50_ms: at(50),
+        p99_ms: at(99),
+    }
+}
