@@ -16,6 +16,7 @@ const RUNTIME: Binary = Binary {
 
 fn main() -> ExitCode {
     return_large_buffers_to_the_os();
+    raise_the_open_file_limit();
     let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("."));
     let args = || std::env::args_os();
     let config = match Launch::from_sources(args(), &|k| std::env::var(k).ok(), &cwd) {
@@ -103,3 +104,30 @@ fn return_large_buffers_to_the_os() {
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn return_large_buffers_to_the_os() {}
+
+/// Raises the soft limit on open files to the hard one, as Go's runtime does: every held
+/// connection is a file, and `MAX_CONNECTIONS` (20,000 by default) is far above the 1,024 soft
+/// limit many shells and init systems start a process with.
+#[cfg(target_os = "linux")]
+fn raise_the_open_file_limit() {
+    #[expect(
+        unsafe_code,
+        reason = "getrlimit and setrlimit are the documented calls, given a valid struct"
+    )]
+    // SAFETY: both calls only read or write the `rlimit` struct we own.
+    unsafe {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) == 0
+            && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &raw const limit);
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn raise_the_open_file_limit() {}

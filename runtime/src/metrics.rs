@@ -38,6 +38,12 @@ pub struct OutcomeLabel {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct LimitLabel {
+    /// The setting of the limit (`TURN_MEMORY`, ...).
+    pub limit: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct AgentInfo {
     pub agent: String,
     pub port: String,
@@ -145,6 +151,8 @@ pub struct Metrics {
     pub compactions: Family<CompactionLabels, Counter>,
     /// Push notification deliveries, by outcome.
     pub push_deliveries: Family<OutcomeLabel, Counter>,
+    /// Turns refused at a turn limit, by the limit's setting.
+    pub turns_refused: Family<LimitLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -178,6 +186,7 @@ impl Metrics {
             mcp_sessions_expired: Family::default(),
             compactions: Family::default(),
             push_deliveries: Family::default(),
+            turns_refused: Family::default(),
             registry,
         };
         let mut m = m;
@@ -271,6 +280,11 @@ impl Metrics {
             "daedalus_runtime_push_deliveries",
             "Push notifications: states delivered to webhooks, tries that failed and were made again (retried), deliveries given up, and states dropped at the queue's bound",
             m.push_deliveries.clone(),
+        );
+        r.register(
+            "daedalus_runtime_turns_refused",
+            "Turns refused at once (503, Retry-After) because a turn limit had no room, by the limit's setting",
+            m.turns_refused.clone(),
         );
         r.register_collector(Box::new(ProcessCollector));
         m

@@ -196,7 +196,12 @@ pub fn build_core(config: &Config, fleet: Fleet, sessions: Option<Arc<dyn Sessio
     let preflight = Preflight::new(&config.deployment, PREFLIGHT_TTL);
     let limits = TurnLimits {
         request_timeout: config.limits.request_timeout,
-        max_concurrent: config.limits.max_concurrent_tasks,
+        budgets: crate::turns::Budgets {
+            max_turns: config.limits.max_concurrent_tasks,
+            memory: usize::try_from(config.limits.turn_memory_bytes).unwrap_or(usize::MAX),
+            agent_memory: usize::try_from(config.limits.agent_turn_memory_bytes)
+                .unwrap_or(usize::MAX),
+        },
         max_tasks: config.max_tasks,
         task_memory_bytes: usize::try_from(config.limits.task_memory_bytes).unwrap_or(usize::MAX),
         task_ttl: config.task_ttl,

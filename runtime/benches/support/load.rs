@@ -32,9 +32,9 @@ where
                 if i >= end {
                     return samples;
                 }
-                let sent = Instant::now();
+                let began = Instant::now();
                 send(i).await;
-                samples.push(sent.elapsed());
+                samples.push(began.elapsed());
             }
         }
     });

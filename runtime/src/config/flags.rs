@@ -109,9 +109,9 @@ pub(super) struct Cli {
     /// Time allowed for a client to send the request headers.
     #[arg(long, env = "HEADER_READ_TIMEOUT", global = true, default_value = "10s", value_parser = parse_duration)]
     pub(super) header_read_timeout: Duration,
-    /// Most client connections open at once on each port; past it new connections wait in the
-    /// listen backlog.
-    #[arg(long, env = "MAX_CONNECTIONS", global = true, default_value_t = 1024)]
+    /// Most client connections open at once on each port; past it a new connection is answered
+    /// 503 with `Retry-After` at once (a health probe or card fetch is served) and closed.
+    #[arg(long, env = "MAX_CONNECTIONS", global = true, default_value_t = 20_000)]
     pub(super) max_connections: usize,
     /// Time allowed for a client to send the request body.
     #[arg(long, env = "BODY_READ_TIMEOUT", global = true, default_value = "30s", value_parser = parse_duration)]
@@ -133,15 +133,24 @@ pub(super) struct Cli {
     /// and replay).
     #[arg(long, env = "TASK_TTL", global = true, default_value = "24h", value_parser = parse_duration)]
     pub(super) task_ttl: Duration,
-    /// Turns run at once; past it `POST /` answers 503 with `Retry-After` (the proxy retries
-    /// later) and the MCP face answers with an error to retry.
+    /// Turns run at once, at most: a rail far above what `TURN_MEMORY` admits. Past any
+    /// turn limit `POST /` and the A2A bindings answer 503 with `Retry-After` (the proxy
+    /// retries later) and the MCP face answers with an error to retry.
     #[arg(
         long,
         env = "MAX_CONCURRENT_TASKS",
         global = true,
-        default_value_t = 256
+        default_value_t = 100_000
     )]
     pub(super) max_concurrent_tasks: usize,
+    /// Bytes the running turns may hold, every agent's together (each is charged what a held
+    /// turn costs plus its message); with a unit: 512MiB.
+    #[arg(long, env = "TURN_MEMORY", global = true, default_value = "512MiB", value_parser = parse_size)]
+    pub(super) turn_memory: u64,
+    /// Bytes one agent's running turns may hold (default: all of TURN_MEMORY); set it lower so
+    /// one agent's flood leaves the others room.
+    #[arg(long, env = "AGENT_TURN_MEMORY", global = true, value_parser = parse_size)]
+    pub(super) agent_turn_memory: Option<u64>,
     /// Live MCP sessions at most, across every agent. At the bound a new session ends the
     /// idle session first in line (an unfinished handshake, else the least recently used); when
     /// every session has a call in flight, a new `initialize` gets 503 with `Retry-After`.

@@ -121,10 +121,31 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// Client connections open at once, per listening port.
     pub max_connections: usize,
-    /// Turns running at once.
+    /// Turns running at once, at most (a rail).
     pub max_concurrent_tasks: usize,
+    /// Bytes the running turns may hold.
+    pub turn_memory_bytes: u64,
+    /// Bytes one agent's running turns may hold.
+    pub agent_turn_memory_bytes: u64,
     /// Bytes the task registry may hold.
     pub task_memory_bytes: u64,
+}
+
+impl Limits {
+    /// The limits the flags set.
+    fn of(cli: &Cli) -> Self {
+        Self {
+            max_body_bytes: cli.max_body_size,
+            header_read_timeout: cli.header_read_timeout,
+            body_read_timeout: cli.body_read_timeout,
+            request_timeout: cli.request_timeout,
+            max_connections: cli.max_connections,
+            max_concurrent_tasks: cli.max_concurrent_tasks,
+            turn_memory_bytes: cli.turn_memory,
+            agent_turn_memory_bytes: cli.agent_turn_memory.unwrap_or(cli.turn_memory),
+            task_memory_bytes: cli.task_memory,
+        }
+    }
 }
 
 impl Launch {
@@ -224,6 +245,7 @@ impl Config {
         deployment: Deployment,
         key_of: &dyn Fn(&str, &str) -> String,
     ) -> Result<Config, ConfigError> {
+        let limits = Limits::of(&cli);
         let name_key = key_of("agent_name", "--agent-name");
         let requested = cli.agent_name.as_deref().or(cli.serve_agent.as_deref());
         let served =
@@ -358,15 +380,7 @@ impl Config {
                 handshake_timeout: cli.mcp_handshake_timeout,
                 idle: cli.mcp_session_idle,
             },
-            limits: Limits {
-                max_body_bytes: cli.max_body_size,
-                header_read_timeout: cli.header_read_timeout,
-                body_read_timeout: cli.body_read_timeout,
-                request_timeout: cli.request_timeout,
-                max_connections: cli.max_connections,
-                max_concurrent_tasks: cli.max_concurrent_tasks,
-                task_memory_bytes: cli.task_memory,
-            },
+            limits,
             termination_grace_period: cli.termination_grace_period,
             max_tasks: cli.max_tasks,
             task_ttl: cli.task_ttl,

@@ -340,7 +340,28 @@ fn max_connections_must_be_positive() {
         invalid_key(&[], &[("MAX_CONNECTIONS", "0")]),
         "MAX_CONNECTIONS"
     );
-    assert_eq!(config(&[], &[]).limits.max_connections, 1024);
+    assert_eq!(config(&[], &[]).limits.max_connections, 20_000);
+}
+
+#[test]
+fn turns_are_bounded_by_bytes_per_process_and_per_agent_with_a_count_rail() {
+    let defaults = config(&[], &[]).limits;
+    assert_eq!(defaults.turn_memory_bytes, 512 * 1024 * 1024);
+    assert_eq!(
+        defaults.agent_turn_memory_bytes, defaults.turn_memory_bytes,
+        "one agent may use all of it unless told otherwise"
+    );
+    assert_eq!(defaults.max_concurrent_tasks, 100_000);
+    let set = config(
+        &[],
+        &[("TURN_MEMORY", "64MiB"), ("AGENT_TURN_MEMORY", "16MiB")],
+    )
+    .limits;
+    assert_eq!(
+        (set.turn_memory_bytes, set.agent_turn_memory_bytes),
+        (64 << 20, 16 << 20)
+    );
+    assert_eq!(invalid_key(&[], &[("TURN_MEMORY", "lots")]), "TURN_MEMORY");
 }
 
 #[test]

@@ -4,8 +4,9 @@
 //! wire into a [`TurnRequest`] and the [`Task`] it gets back into its wire; everything in
 //! between is decided here:
 //!
-//! - admission: 503-class refusals while starting or draining, and the `MAX_CONCURRENT_TASKS`
-//!   cap ([`TurnError::Busy`]);
+//! - admission: 503-class refusals while starting or draining, and by bytes, against the
+//!   process's and the agent's turn memory with a count rail ([`admission`],
+//!   [`TurnError::Busy`]);
 //! - one turn at a time per conversation, shared by every face ([`conversations`]);
 //! - for A2A tasks: the task id and context rules, continuation of an `input-required` task,
 //!   replay of a redelivered `messageId`, and every event of the turn in the task's log, all
@@ -24,6 +25,7 @@
 //!
 //! [`drain`]: TurnService::drain
 
+pub mod admission;
 pub mod conversations;
 mod drain;
 mod execute;
@@ -37,6 +39,7 @@ mod tests;
 
 use std::time::Duration;
 
+pub use admission::{Budgets, Limit};
 pub use conversations::ConversationKey;
 pub use handle::TaskHandle;
 pub use request::{Memory, TurnRequest};
@@ -51,8 +54,9 @@ pub(super) const CANCEL_SETTLE: Duration = Duration::from_secs(5);
 pub struct TurnLimits {
     /// Longest a turn may run (`REQUEST_TIMEOUT`); past it the turn fails.
     pub request_timeout: Duration,
-    /// Turns running at once (`MAX_CONCURRENT_TASKS`).
-    pub max_concurrent: usize,
+    /// What running turns may hold (`TURN_MEMORY`, `AGENT_TURN_MEMORY`,
+    /// `MAX_CONCURRENT_TASKS`).
+    pub budgets: Budgets,
     /// Tasks kept (`MAX_TASKS`).
     pub max_tasks: usize,
     /// Bytes they may hold (`TASK_MEMORY`).
@@ -81,8 +85,9 @@ pub enum TurnError {
     NotReady,
     #[error("runtime is shutting down; send the task to another replica")]
     ShuttingDown,
-    #[error("runtime is running as many tasks as it may (MAX_CONCURRENT_TASKS); retry later")]
-    Busy,
+    /// A turn limit has no room for the turn now.
+    #[error("runtime is running as many tasks as it may ({0}); retry later")]
+    Busy(Limit),
     #[error("runtime is shutting down; the task was canceled before it finished")]
     CanceledByShutdown,
     #[error("the task's worker stopped: {0}")]

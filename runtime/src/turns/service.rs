@@ -10,6 +10,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::admission::Admission;
 use super::conversations::{ConversationKey, ConversationLocks};
 use super::handle::TaskHandle;
 use super::request::{Memory, TurnRequest};
@@ -19,6 +20,7 @@ use crate::agent_loop::Agent;
 use crate::fleet::Fleet;
 use crate::lifecycle::{Lifecycle, Phase};
 use crate::metrics::Metrics;
+use crate::task_store::size::message_bytes;
 use crate::task_store::{
     Follow, ListError, ListPage, ListQuery, StoreLimits, SubscribeRefusal, TaskStore,
 };
@@ -39,7 +41,7 @@ pub(super) struct Inner {
     /// through it to wherever the turn runs.
     pub(super) tasks: TaskStore,
     pub(super) conversations: ConversationLocks,
-    pub(super) permits: Arc<tokio::sync::Semaphore>,
+    pub(super) admission: Admission,
     /// Every turn being worked on; shutdown waits for it to empty.
     pub(super) inflight: TaskTracker,
     /// Fired when the grace period is over: agents stop at their next safe point.
@@ -63,7 +65,7 @@ impl TurnService {
                 ttl: limits.task_ttl,
             }),
             conversations: ConversationLocks::default(),
-            permits: Arc::new(tokio::sync::Semaphore::new(limits.max_concurrent)),
+            admission: Admission::new(limits.budgets),
             limits,
             inflight: TaskTracker::new(),
             cancel: CancellationToken::new(),
@@ -93,9 +95,20 @@ impl TurnService {
             task::check_message(&request.message)?;
         }
         let agent = self.agent(&request.agent)?;
-        let permit = Arc::clone(&self.0.permits)
-            .try_acquire_owned()
-            .map_err(|_| TurnError::Busy)?;
+        let permit = self
+            .0
+            .admission
+            .admit(&request.agent, message_bytes(&request.message))
+            .map_err(|limit| {
+                self.0
+                    .metrics
+                    .turns_refused
+                    .get_or_create(&crate::metrics::LimitLabel {
+                        limit: limit.setting(),
+                    })
+                    .inc();
+                TurnError::Busy(limit)
+            })?;
         let span = tracing::info_span!(
             "invoke_agent",
             otel.name = %format_args!("invoke_agent {}", request.agent),
@@ -198,9 +211,10 @@ impl TurnService {
         self.0.inflight.token()
     }
 
-    /// Turns that could start now before `MAX_CONCURRENT_TASKS` is reached.
+    /// Turns (of the smallest size) that could start now before a process-wide turn limit
+    /// is reached.
     pub fn free_permits(&self) -> usize {
-        self.0.permits.available_permits()
+        self.0.admission.room()
     }
 
     /// The token that cancels running turns (fired when the grace period runs out).

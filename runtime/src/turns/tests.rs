@@ -57,7 +57,11 @@ fn service(agent: Arc<dyn Agent>) -> TurnService {
         lifecycle,
         TurnLimits {
             request_timeout: Duration::from_mins(1),
-            max_concurrent: 8,
+            budgets: super::Budgets {
+                max_turns: 8,
+                memory: 1 << 30,
+                agent_memory: 1 << 30,
+            },
             max_tasks: 100,
             task_memory_bytes: 1 << 20,
             task_ttl: Duration::from_hours(1),

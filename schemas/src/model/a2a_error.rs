@@ -36,6 +36,9 @@ pub enum A2aErrorKind {
     Unauthenticated,
     /// A valid credential that may not (HTTP `403`; JSON-RPC `-31403`).
     PermissionDenied,
+    /// The server is at a limit and the same request may succeed shortly (HTTP `503` with
+    /// `Retry-After` on every binding; JSON-RPC `-31503`, outside the spec's codes).
+    Unavailable,
 }
 
 impl A2aErrorKind {
@@ -58,6 +61,7 @@ impl A2aErrorKind {
             A2aErrorKind::VersionNotSupported => -32009,
             A2aErrorKind::Unauthenticated => -31401,
             A2aErrorKind::PermissionDenied => -31403,
+            A2aErrorKind::Unavailable => -31503,
         }
     }
 
@@ -68,6 +72,7 @@ impl A2aErrorKind {
             A2aErrorKind::Unauthenticated => 401,
             A2aErrorKind::PermissionDenied => 403,
             A2aErrorKind::Internal | A2aErrorKind::InvalidAgentResponse => 500,
+            A2aErrorKind::Unavailable => 503,
             _ => 400,
         }
     }
@@ -79,6 +84,7 @@ impl A2aErrorKind {
             A2aErrorKind::Internal | A2aErrorKind::InvalidAgentResponse => "INTERNAL",
             A2aErrorKind::Unauthenticated => "UNAUTHENTICATED",
             A2aErrorKind::PermissionDenied => "PERMISSION_DENIED",
+            A2aErrorKind::Unavailable => "UNAVAILABLE",
             A2aErrorKind::ParseError
             | A2aErrorKind::InvalidRequest
             | A2aErrorKind::InvalidParams
@@ -106,6 +112,7 @@ impl A2aErrorKind {
             A2aErrorKind::VersionNotSupported => "VERSION_NOT_SUPPORTED",
             A2aErrorKind::Unauthenticated => "UNAUTHENTICATED",
             A2aErrorKind::PermissionDenied => "PERMISSION_DENIED",
+            A2aErrorKind::Unavailable => "UNAVAILABLE",
         }
     }
 }

@@ -10,6 +10,9 @@ use daedalus_contract::container::format_duration;
 use daedalus_contract::{ErrorBody, ReadError};
 
 /// An error of the HTTP face. The message is written for the caller; it never holds secrets.
+/// What `Retry-After` says when a limit refuses a request: try again in a second.
+pub(super) const RETRY_AFTER_SECONDS: &str = "1";
+
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     #[error("unsupported content type {found}: send application/json")]
@@ -30,8 +33,8 @@ pub enum ApiError {
     ShuttingDown,
     #[error("runtime is shutting down; the task was canceled before it finished")]
     CanceledByShutdown,
-    #[error("runtime is running as many tasks as it may (MAX_CONCURRENT_TASKS); retry later")]
-    Busy,
+    #[error("runtime is running as many tasks as it may ({0}); retry later")]
+    Busy(crate::turns::Limit),
     /// Nothing was done, and the same request may succeed soon (the task store).
     #[error("{0}")]
     RetryLater(String),
@@ -66,7 +69,7 @@ impl ApiError {
             ApiError::NotReady
             | ApiError::ShuttingDown
             | ApiError::CanceledByShutdown
-            | ApiError::Busy
+            | ApiError::Busy(_)
             | ApiError::RetryLater(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::NotFound { .. } | ApiError::TaskNotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Refused(refusal) => refusal.status(),
@@ -84,7 +87,7 @@ impl IntoResponse for ApiError {
         } else {
             tracing::debug!(status = status.as_u16(), error = %self, "request refused");
         }
-        let busy = matches!(self, ApiError::Busy);
+        let busy = matches!(self, ApiError::Busy(_));
         let challenge = match &self {
             ApiError::Refused(refusal) => {
                 axum::http::HeaderValue::from_str(&refusal.challenge(None)).ok()
@@ -104,7 +107,7 @@ impl IntoResponse for ApiError {
         if busy {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from_static("1"),
+                axum::http::HeaderValue::from_static(RETRY_AFTER_SECONDS),
             );
         }
         response

@@ -33,7 +33,20 @@ pub(super) async fn answer(
     match dispatch(state, headers, uri, caller, request, &id).await {
         Ok(Answer::Result(result)) => Json(JsonRpcResponse::result(id, result)).into_response(),
         Ok(Answer::Stream(response)) => response,
-        Err(error) => Json(JsonRpcResponse::<()>::error(id, error.to_jsonrpc())).into_response(),
+        Err(error) => {
+            let body = Json(JsonRpcResponse::<()>::error(id, error.to_jsonrpc()));
+            if error.kind == A2aErrorKind::Unavailable {
+                // At a limit: the HTTP status and Retry-After tell any client (and a load
+                // balancer) to come back, the body says why in JSON-RPC's words.
+                let retry = [(
+                    axum::http::header::RETRY_AFTER,
+                    super::error::RETRY_AFTER_SECONDS,
+                )];
+                (axum::http::StatusCode::SERVICE_UNAVAILABLE, retry, body).into_response()
+            } else {
+                body.into_response()
+            }
+        }
     }
 }
 

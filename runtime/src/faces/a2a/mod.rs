@@ -177,6 +177,8 @@ async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
 }
 
 #[cfg(test)]
+mod admission_tests;
+#[cfg(test)]
 mod jsonrpc_tests;
 #[cfg(test)]
 mod push_tests;

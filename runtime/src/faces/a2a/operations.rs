@@ -444,9 +444,9 @@ fn refusal(error: &TurnError) -> A2aError {
         TurnError::InvalidMessage { .. }
         | TurnError::ContextMismatch { .. }
         | TurnError::TaskTooLarge(_) => A2aErrorKind::InvalidParams,
+        TurnError::Busy(_) => A2aErrorKind::Unavailable,
         TurnError::NotReady
         | TurnError::ShuttingDown
-        | TurnError::Busy
         | TurnError::CanceledByShutdown
         | TurnError::UnknownAgent(_)
         | TurnError::WorkerStopped(_)

@@ -97,12 +97,19 @@ impl Reply {
     fn failed(self, error: &A2aError) -> Response {
         let status = StatusCode::from_u16(error.kind.http_status())
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (
+        let mut response = (
             status,
             [(header::CONTENT_TYPE, self.0)],
             serde_json::to_vec(&error.to_status_body()).unwrap_or_default(),
         )
-            .into_response()
+            .into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                header::HeaderValue::from_static(super::error::RETRY_AFTER_SECONDS),
+            );
+        }
+        response
     }
 
     /// The version check of every operation: the refusal to answer, if the version is not

@@ -79,7 +79,7 @@ fn refusal(error: &TurnError) -> ApiError {
         }
         TurnError::NotReady => ApiError::NotReady,
         TurnError::ShuttingDown => ApiError::ShuttingDown,
-        TurnError::Busy => ApiError::Busy,
+        TurnError::Busy(limit) => ApiError::Busy(*limit),
         TurnError::CanceledByShutdown => ApiError::CanceledByShutdown,
         TurnError::TaskMoved(_)
         | TurnError::TaskBusy(_)

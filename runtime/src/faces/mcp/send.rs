@@ -185,9 +185,9 @@ fn refusal(error: &TurnError) -> CallToolResult {
         TurnError::ShuttingDown => {
             failure("the runtime is shutting down and takes no new work; try again shortly")
         }
-        TurnError::Busy => failure(
-            "the runtime is running as many tasks as it may (MAX_CONCURRENT_TASKS); try again shortly",
-        ),
+        TurnError::Busy(limit) => failure(format!(
+            "the runtime is running as many tasks as it may ({limit}); try again shortly"
+        )),
         other => failure(other.to_string()),
     }
 }

@@ -1,0 +1,177 @@
+//! Turn limits as every binding answers them: with the turn memory full, a new turn is
+//! refused at once with 503 and `Retry-After` on the contract binding, JSON-RPC and HTTP+JSON,
+//! each in its own error shape, naming the limit; room comes back when the turn holding it
+//! ends.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use super::tests::state_with;
+use super::{ContractState, router};
+use crate::agent_loop::Passthrough;
+use crate::turns::admission::HELD_TURN_BYTES;
+
+/// Answers `request`'s status, `Retry-After` and JSON body.
+async fn answer(
+    state: &ContractState,
+    request: Request<Body>,
+) -> (StatusCode, Option<String>, Value) {
+    let response = router(state.clone()).oneshot(request).await.unwrap();
+    let status = response.status();
+    let retry = response
+        .headers()
+        .get(header::RETRY_AFTER)
+        .map(|v| v.to_str().unwrap().to_owned());
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        retry,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+fn message(id: &str, text: &str) -> Value {
+    json!({"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]})
+}
+
+fn jsonrpc(id: &str, text: &str) -> Request<Body> {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": message(id, text)}});
+    Request::post("/")
+        .header("A2A-Version", "1.0")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+fn rest(id: &str, text: &str) -> Request<Body> {
+    Request::post("/a2a/rest/message:send")
+        .header("A2A-Version", "1.0")
+        .header(header::CONTENT_TYPE, "application/a2a+json")
+        .body(Body::from(
+            json!({"message": message(id, text)}).to_string(),
+        ))
+        .unwrap()
+}
+
+fn contract(id: &str, text: &str) -> Request<Body> {
+    let body = json!({"message": {"messageId": id, "role": "user", "parts": [{"text": text}]}});
+    Request::post("/")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+/// Waits until no turn of the smallest size fits any more.
+async fn until_full(state: &ContractState) {
+    for _ in 0..2_000 {
+        if state.core().turns().free_permits() == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("the slow turn never took the room");
+}
+
+#[tokio::test]
+async fn with_the_turn_memory_full_every_binding_answers_503_at_once_and_room_comes_back() {
+    // Room for one held turn with a short message, not two.
+    let state = state_with(Arc::new(Passthrough), |c| {
+        c.limits.turn_memory_bytes = u64::try_from(HELD_TURN_BYTES + 2048).unwrap();
+    });
+    let slow = {
+        let state = state.clone();
+        // The contract binding names the task after the message: `m-slow`.
+        tokio::spawn(async move { answer(&state, contract("m-slow", "***SLEEP 30s late")).await })
+    };
+    until_full(&state).await;
+
+    let (status, retry, body) = answer(&state, jsonrpc("m-2", "x")).await;
+    assert_eq!(
+        (status, retry.as_deref()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("1")),
+        "{body}"
+    );
+    assert_eq!(body["error"]["code"], -31503, "{body}");
+    assert_eq!(body["error"]["data"][0]["reason"], "UNAVAILABLE");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("TURN_MEMORY"),
+        "{body}"
+    );
+
+    let (status, retry, body) = answer(&state, rest("m-3", "x")).await;
+    assert_eq!(
+        (status, retry.as_deref()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("1")),
+        "{body}"
+    );
+    assert_eq!(body["error"]["status"], "UNAVAILABLE", "{body}");
+
+    let (status, retry, body) = answer(&state, contract("m-4", "x")).await;
+    assert_eq!(
+        (status, retry.as_deref()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("1")),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("TURN_MEMORY"),
+        "{body}"
+    );
+
+    let metrics = state.core().metrics().render();
+    assert!(
+        metrics.contains("daedalus_runtime_turns_refused_total{limit=\"TURN_MEMORY\"} 3"),
+        "{metrics}"
+    );
+
+    // The slow turn ends (canceled): its room comes back, and the same request is served.
+    let cancel =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "CancelTask", "params": {"id": "m-slow"}});
+    let (status, _, body) = answer(
+        &state,
+        Request::post("/")
+            .header("A2A-Version", "1.0")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(cancel.to_string()))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        body["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{status} {body}"
+    );
+    let (status, _, body) = slow.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    for i in 0..3 {
+        let (status, _, body) = answer(&state, jsonrpc(&format!("m-after-{i}"), "x")).await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "one turn at a time fits, each after the last: {body}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_message_larger_than_the_room_left_is_refused_while_a_small_one_fits() {
+    let state = state_with(Arc::new(Passthrough), |c| {
+        c.limits.turn_memory_bytes = u64::try_from(3 * HELD_TURN_BYTES).unwrap();
+    });
+    let big = "x".repeat(4 * HELD_TURN_BYTES);
+    let (status, _, body) = answer(&state, jsonrpc("m-big", &big)).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let (status, _, body) = answer(&state, jsonrpc("m-small", "small")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}

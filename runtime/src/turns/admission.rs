@@ -1,0 +1,191 @@
+//! Admission by bytes: a turn starts only if what it holds while it runs fits both the
+//! process's budget (`TURN_MEMORY`) and its agent's (`AGENT_TURN_MEMORY`), so one agent's flood
+//! cannot take the others' room; the count of turns (`MAX_CONCURRENT_TASKS`) stays as a rail
+//! far above what the budgets admit. A turn is charged [`HELD_TURN_BYTES`] (what a held
+//! streamed turn was measured to cost) plus its message's bytes. A
+//! refusal names the limit it hit; nothing waits for room.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// What a running turn holds besides its message: its task and event log, its stream queue,
+/// its span, its future and its connection's buffers. Measured: 50.5 KiB of RSS per held
+/// streamed JSON-RPC turn with 2,000 held (`test-kit/py/held_turns.py`; the README gives the
+/// figures), so a turn is charged that, rounded down to 48 KiB for the share of the
+/// process's fixed cost in the figure.
+pub const HELD_TURN_BYTES: usize = 48 * 1024;
+
+/// Budgets are kept in units of this many bytes (a semaphore's permits).
+const UNIT: usize = 1024;
+
+/// Which limit refused a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// `MAX_CONCURRENT_TASKS`, the count rail.
+    Turns,
+    /// `TURN_MEMORY`, the bytes every running turn may hold.
+    Memory,
+    /// `AGENT_TURN_MEMORY`, the bytes one agent's running turns may hold.
+    AgentMemory,
+}
+
+impl Limit {
+    /// The setting that sets the limit.
+    pub fn setting(self) -> &'static str {
+        match self {
+            Limit::Turns => "MAX_CONCURRENT_TASKS",
+            Limit::Memory => "TURN_MEMORY",
+            Limit::AgentMemory => "AGENT_TURN_MEMORY",
+        }
+    }
+}
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.setting())
+    }
+}
+
+/// The budgets turns are admitted under.
+#[derive(Debug, Clone, Copy)]
+pub struct Budgets {
+    /// Turns at once, at most.
+    pub max_turns: usize,
+    /// Bytes every running turn may hold.
+    pub memory: usize,
+    /// Bytes one agent's running turns may hold.
+    pub agent_memory: usize,
+}
+
+/// The room left under each budget.
+#[derive(Debug)]
+pub(super) struct Admission {
+    budgets: Budgets,
+    turns: Arc<Semaphore>,
+    memory: Arc<Semaphore>,
+    agents: Mutex<HashMap<String, Arc<Semaphore>>>,
+}
+
+/// What an admitted turn holds until it ends: its share of every budget.
+#[derive(Debug)]
+pub(super) struct Admitted {
+    _turn: OwnedSemaphorePermit,
+    _memory: OwnedSemaphorePermit,
+    _agent: OwnedSemaphorePermit,
+}
+
+/// `bytes` in budget units, rounded up.
+fn units(bytes: usize) -> usize {
+    bytes.div_ceil(UNIT).min(Semaphore::MAX_PERMITS)
+}
+
+/// `n` units as one acquisition (a charge too large for one is refused).
+fn acquire(semaphore: &Arc<Semaphore>, n: usize) -> Option<OwnedSemaphorePermit> {
+    let n = u32::try_from(n).ok()?;
+    Arc::clone(semaphore).try_acquire_many_owned(n).ok()
+}
+
+impl Admission {
+    pub(super) fn new(budgets: Budgets) -> Self {
+        Self {
+            budgets,
+            turns: Arc::new(Semaphore::new(
+                budgets.max_turns.min(Semaphore::MAX_PERMITS),
+            )),
+            memory: Arc::new(Semaphore::new(units(budgets.memory))),
+            agents: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Admits a turn of `agent` whose message is `message_bytes` long, or says which limit
+    /// has no room for it.
+    pub(super) fn admit(&self, agent: &str, message_bytes: usize) -> Result<Admitted, Limit> {
+        let charge = units(HELD_TURN_BYTES.saturating_add(message_bytes));
+        let turn = acquire(&self.turns, 1).ok_or(Limit::Turns)?;
+        let agent_room = self.agent(agent);
+        let agent = acquire(&agent_room, charge).ok_or(Limit::AgentMemory)?;
+        let memory = acquire(&self.memory, charge).ok_or(Limit::Memory)?;
+        Ok(Admitted {
+            _turn: turn,
+            _memory: memory,
+            _agent: agent,
+        })
+    }
+
+    /// Turns that could start now, each of the smallest size, as far as the process-wide
+    /// limits go.
+    pub(super) fn room(&self) -> usize {
+        let by_memory = self.memory.available_permits() / units(HELD_TURN_BYTES);
+        self.turns.available_permits().min(by_memory)
+    }
+
+    fn agent(&self, name: &str) -> Arc<Semaphore> {
+        let mut agents = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(
+            agents
+                .entry(name.to_owned())
+                .or_insert_with(|| Arc::new(Semaphore::new(units(self.budgets.agent_memory)))),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admission(max_turns: usize, memory: usize, agent_memory: usize) -> Admission {
+        Admission::new(Budgets {
+            max_turns,
+            memory,
+            agent_memory,
+        })
+    }
+
+    #[test]
+    fn turns_are_admitted_by_their_bytes_and_room_comes_back_when_they_end() {
+        let room = admission(1_000, 4 * HELD_TURN_BYTES, 1 << 30);
+        let held: Vec<_> = (0..4).map(|_| room.admit("a", 0).unwrap()).collect();
+        assert_eq!(room.admit("a", 0).unwrap_err(), Limit::Memory);
+        drop(held);
+        assert!(room.admit("a", 0).is_ok());
+    }
+
+    #[test]
+    fn a_large_message_takes_the_room_of_many_small_turns() {
+        let room = admission(1_000, 64 * HELD_TURN_BYTES, 1 << 30);
+        let _big = room.admit("a", 60 * HELD_TURN_BYTES).unwrap();
+        let small: Vec<_> = (0..3).map(|_| room.admit("a", 0).unwrap()).collect();
+        assert_eq!(room.admit("a", 0).unwrap_err(), Limit::Memory);
+        assert_eq!(small.len(), 3);
+    }
+
+    #[test]
+    fn one_agent_at_its_budget_leaves_the_others_their_room() {
+        let room = admission(1_000, 10 * HELD_TURN_BYTES, 4 * HELD_TURN_BYTES);
+        let flood: Vec<_> = (0..4).map(|_| room.admit("flood", 0).unwrap()).collect();
+        assert_eq!(room.admit("flood", 0).unwrap_err(), Limit::AgentMemory);
+        let other: Vec<_> = (0..4).map(|_| room.admit("other", 0).unwrap()).collect();
+        assert_eq!((flood.len(), other.len()), (4, 4));
+    }
+
+    #[test]
+    fn the_count_rail_holds_whatever_the_bytes() {
+        let room = admission(2, 1 << 30, 1 << 30);
+        let _held = [room.admit("a", 0).unwrap(), room.admit("b", 0).unwrap()];
+        assert_eq!(room.admit("c", 0).unwrap_err(), Limit::Turns);
+        assert_eq!(room.room(), 0);
+    }
+
+    #[test]
+    fn a_refusal_gives_back_what_it_took() {
+        let room = admission(10, HELD_TURN_BYTES, 1 << 30);
+        let held = room.admit("a", 0).unwrap();
+        for _ in 0..5 {
+            assert_eq!(room.admit("a", 0).unwrap_err(), Limit::Memory);
+        }
+        drop(held);
+        assert_eq!(room.room(), 1, "the refused turns left no permit taken");
+    }
+}
