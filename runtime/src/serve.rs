@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use hyper::server::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
@@ -69,6 +70,7 @@ pub async fn serve(
     stop: CancellationToken,
 ) {
     let timeout = limits.header_read_timeout;
+    let speakers = Speakers::new(timeout);
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -117,16 +119,28 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone());
-        let builder = builder.clone();
+        let speakers = speakers.clone();
         let watcher = graceful.watcher();
         tokio::spawn(async move {
             let _slot = slot;
-            if !first_bytes_arrive(&stream, timeout).await {
-                tracing::debug!(%peer, "closed a connection that sent nothing to tell its protocol by");
-                return;
-            }
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-            if let Err(e) = watcher.watch(conn.into_owned()).await {
+            let io = TokioIo::new(stream);
+            let ended = match protocol_of(io.inner(), timeout).await {
+                None => {
+                    tracing::debug!(%peer, "closed a connection that sent nothing to tell its protocol by");
+                    return;
+                }
+                // Each protocol's connection in its own allocation: a held HTTP/1 stream does
+                // not carry the room of an HTTP/2 connection's state.
+                Some(Protocol::Http1) => {
+                    let conn = speakers.http1.serve_connection(io, service);
+                    watcher.watch(conn).await
+                }
+                Some(Protocol::Http2) => {
+                    let conn = speakers.http2.serve_connection(io, service);
+                    Box::pin(watcher.watch(conn)).await
+                }
+            };
+            if let Err(e) = ended {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
         });
@@ -206,21 +220,49 @@ async fn refuse_busy(mut stream: TcpStream) {
     let _ = tokio::time::timeout(REFUSAL_LINGER, drain).await;
 }
 
+/// The protocol a connection speaks, told by its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    Http1,
+    Http2,
+}
+
+/// How each protocol is served: the timeouts of the module docs.
+#[derive(Clone)]
+struct Speakers {
+    http1: http1::Builder,
+    http2: http2::Builder<TokioExecutor>,
+}
+
+impl Speakers {
+    fn new(timeout: Duration) -> Self {
+        let mut http1 = http1::Builder::new();
+        http1.timer(TokioTimer::new()).header_read_timeout(timeout);
+        let mut http2 = http2::Builder::new(TokioExecutor::new());
+        http2
+            .timer(TokioTimer::new())
+            .keep_alive_interval(Some(timeout))
+            .keep_alive_timeout(timeout);
+        Self { http1, http2 }
+    }
+}
+
 /// Waits (at most `timeout`) until the client has sent enough to tell HTTP/1 from HTTP/2:
-/// bytes that are not a prefix of the HTTP/2 preface, or the whole preface. False when the
-/// time ran out or the client closed first.
-async fn first_bytes_arrive(stream: &TcpStream, timeout: Duration) -> bool {
+/// bytes that are not a prefix of the HTTP/2 preface (HTTP/1), or the whole preface (HTTP/2).
+/// `None` when the time ran out or the client closed first. Nothing is consumed.
+async fn protocol_of(stream: &TcpStream, timeout: Duration) -> Option<Protocol> {
     let sniff = async {
         let mut buf = [0u8; H2_PREFACE.len()];
         loop {
             match stream.peek(&mut buf).await {
-                Ok(0) | Err(_) => return false,
-                Ok(n) if n == buf.len() || !H2_PREFACE.starts_with(&buf[..n]) => return true,
+                Ok(0) | Err(_) => return None,
+                Ok(n) if !H2_PREFACE.starts_with(&buf[..n]) => return Some(Protocol::Http1),
+                Ok(n) if n == buf.len() => return Some(Protocol::Http2),
                 // Part of the preface so far: peek returns at once while nothing new came, so
                 // look again a little later.
                 Ok(_) => tokio::time::sleep(Duration::from_millis(5)).await,
             }
         }
     };
-    tokio::time::timeout(timeout, sniff).await.unwrap_or(false)
+    tokio::time::timeout(timeout, sniff).await.ok().flatten()
 }

@@ -68,6 +68,16 @@ impl EchoAgent {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Its port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// Its JSON-RPC endpoint.
     pub fn jsonrpc_url(&self) -> String {
         format!("{}/a2a/jsonrpc", self.url())

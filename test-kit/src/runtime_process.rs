@@ -47,6 +47,11 @@ impl RuntimeProcess {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    /// Its port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// The process id while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)

@@ -11,11 +11,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// What a running turn holds besides its message: its task and event log, its stream queue,
-/// its span, its future and its connection's buffers. Measured: 50.5 KiB of RSS per held
-/// streamed JSON-RPC turn with 2,000 held (`test-kit/py/held_turns.py`; the README gives the
-/// figures), so a turn is charged that, rounded down to 48 KiB for the share of the
-/// process's fixed cost in the figure.
-pub const HELD_TURN_BYTES: usize = 48 * 1024;
+/// its span, its future and its connection's buffers. Measured: 40.3 KiB of RSS per held
+/// streamed JSON-RPC turn with 2,000 held (the `held_turns` benchmark; the README gives the
+/// figures), so a turn is charged that, rounded down for the share of the process's fixed
+/// cost in the figure.
+pub const HELD_TURN_BYTES: usize = 40 * 1024;
 
 /// Budgets are kept in units of this many bytes (a semaphore's permits).
 const UNIT: usize = 1024;
@@ -114,6 +114,19 @@ impl Admission {
         })
     }
 
+    /// Whether a turn of `agent` with a message `message_bytes` long could ever be admitted:
+    /// one larger than a whole budget is refused as too large, not asked to retry.
+    pub(super) fn could_ever_fit(&self, message_bytes: usize) -> Result<(), Limit> {
+        let charge = HELD_TURN_BYTES.saturating_add(message_bytes);
+        if charge > self.budgets.agent_memory {
+            return Err(Limit::AgentMemory);
+        }
+        if charge > self.budgets.memory {
+            return Err(Limit::Memory);
+        }
+        Ok(())
+    }
+
     /// Turns that could start now, each of the smallest size, as far as the process-wide
     /// limits go.
     pub(super) fn room(&self) -> usize {
@@ -176,6 +189,18 @@ mod tests {
         let _held = [room.admit("a", 0).unwrap(), room.admit("b", 0).unwrap()];
         assert_eq!(room.admit("c", 0).unwrap_err(), Limit::Turns);
         assert_eq!(room.room(), 0);
+    }
+
+    #[test]
+    fn a_message_larger_than_a_whole_budget_could_never_fit() {
+        let room = admission(10, 4 * HELD_TURN_BYTES, 2 * HELD_TURN_BYTES);
+        assert_eq!(room.could_ever_fit(0), Ok(()));
+        assert_eq!(
+            room.could_ever_fit(3 * HELD_TURN_BYTES),
+            Err(Limit::AgentMemory)
+        );
+        let room = admission(10, 2 * HELD_TURN_BYTES, 4 * HELD_TURN_BYTES);
+        assert_eq!(room.could_ever_fit(3 * HELD_TURN_BYTES), Err(Limit::Memory));
     }
 
     #[test]

@@ -95,10 +95,16 @@ impl TurnService {
             task::check_message(&request.message)?;
         }
         let agent = self.agent(&request.agent)?;
+        let bytes = message_bytes(&request.message);
+        if let Err(limit) = self.0.admission.could_ever_fit(bytes) {
+            return Err(TurnError::TaskTooLarge(format!(
+                "the message ({bytes} bytes) is larger than {limit} lets one turn hold"
+            )));
+        }
         let permit = self
             .0
             .admission
-            .admit(&request.agent, message_bytes(&request.message))
+            .admit(&request.agent, bytes)
             .map_err(|limit| {
                 self.0
                     .metrics

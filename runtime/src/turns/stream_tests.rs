@@ -27,7 +27,7 @@ fn drain(events: &mut EventReceiver) -> Vec<StreamEvent> {
     let mut out = Vec::new();
     while let Ok((event, size)) = events.rx.try_recv() {
         events.queued.fetch_sub(size, Ordering::Relaxed);
-        out.push(event);
+        out.push(*event);
     }
     out
 }

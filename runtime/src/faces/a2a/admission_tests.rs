@@ -165,13 +165,21 @@ async fn with_the_turn_memory_full_every_binding_answers_503_at_once_and_room_co
 }
 
 #[tokio::test]
-async fn a_message_larger_than_the_room_left_is_refused_while_a_small_one_fits() {
+async fn a_message_larger_than_a_whole_budget_is_refused_as_too_large_not_asked_to_retry() {
     let state = state_with(Arc::new(Passthrough), |c| {
         c.limits.turn_memory_bytes = u64::try_from(3 * HELD_TURN_BYTES).unwrap();
     });
     let big = "x".repeat(4 * HELD_TURN_BYTES);
-    let (status, _, body) = answer(&state, jsonrpc("m-big", &big)).await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let (status, retry, body) = answer(&state, jsonrpc("m-big", &big)).await;
+    assert_eq!((status, retry), (StatusCode::OK, None), "{body}");
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("larger than TURN_MEMORY"),
+        "{body}"
+    );
     let (status, _, body) = answer(&state, jsonrpc("m-small", "small")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
 }
