@@ -23,7 +23,6 @@ mod load;
 
 use daedalus_test_kit::{EchoAgent, NatsServer, OidcProvider, RuntimeProcess};
 use load::Figures;
-use serde_json::json;
 
 /// The SDK's echo agent keeps its tasks in memory and no conversation; ours keeps its tasks in
 /// memory too (`TASKS_DB=memory`, the default) and, like it, no conversation store.
@@ -32,36 +31,6 @@ const SESSIONS_DB: &str = "off";
 /// Requests per concurrency level and server, after a warm-up.
 const REQUESTS: usize = 1_600;
 const WARM_UP: usize = 200;
-
-/// The one request shape: a new task with one text part.
-fn body(i: usize) -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "jsonrpc": "2.0",
-        "id": i,
-        "method": "SendMessage",
-        "params": {"message": {"messageId": format!("bench-{i}"), "role": "ROLE_USER",
-            "parts": [{"text": "hello"}]}},
-    }))
-    .expect("serializes")
-}
-
-async fn send(client: &reqwest::Client, url: &str, i: usize) {
-    let response = client
-        .post(url)
-        .header("A2A-Version", "1.0")
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .body(body(i))
-        .send()
-        .await
-        .expect("answered");
-    assert!(response.status().is_success(), "{}", response.status());
-    let bytes = response.bytes().await.expect("a body");
-    assert!(
-        bytes.windows(20).any(|w| w == b"TASK_STATE_COMPLETED"),
-        "{}",
-        String::from_utf8_lossy(&bytes)
-    );
-}
 
 /// `REQUESTS` requests to `url`, `in_flight` at a time, presenting `bearer` if given.
 async fn load(url: &str, in_flight: usize, bearer: Option<&str>) -> Figures {
@@ -78,10 +47,10 @@ async fn load(url: &str, in_flight: usize, bearer: Option<&str>) -> Figures {
         .build()
         .expect("a client");
     for i in 0..WARM_UP {
-        send(&client, url, i).await;
+        load::send_message(&client, url, i).await;
     }
     load::run(in_flight, WARM_UP..WARM_UP + REQUESTS, |i| {
-        send(&client, url, i)
+        load::send_message(&client, url, i)
     })
     .await
 }

@@ -19,7 +19,6 @@ mod load;
 
 use daedalus_test_kit::{NatsServer, RuntimeProcess};
 use load::Figures;
-use serde_json::json;
 
 /// Requests per row of the first table, after a warm-up.
 const REQUESTS: usize = 20_000;
@@ -27,36 +26,6 @@ const WARM_UP: usize = 1_000;
 const IN_FLIGHT: usize = 16;
 /// Requests per stretch of the growth run (each timed on its own), at most.
 const STRETCH: usize = 10_000;
-
-/// A new task in a new conversation.
-fn body(i: usize) -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "jsonrpc": "2.0",
-        "id": i,
-        "method": "SendMessage",
-        "params": {"message": {"messageId": format!("bench-{i}"), "role": "ROLE_USER",
-            "parts": [{"text": "hello"}]}},
-    }))
-    .expect("serializes")
-}
-
-async fn send(client: &reqwest::Client, url: &str, i: usize) {
-    let response = client
-        .post(url)
-        .header("A2A-Version", "1.0")
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .body(body(i))
-        .send()
-        .await
-        .expect("answered");
-    assert!(response.status().is_success(), "{}", response.status());
-    let bytes = response.bytes().await.expect("a body");
-    assert!(
-        bytes.windows(20).any(|w| w == b"TASK_STATE_COMPLETED"),
-        "{}",
-        String::from_utf8_lossy(&bytes)
-    );
-}
 
 fn client() -> reqwest::Client {
     reqwest::Client::builder()
@@ -69,9 +38,9 @@ fn client() -> reqwest::Client {
 async fn load(url: &str, numbers: std::ops::Range<usize>) -> Figures {
     let client = client();
     for i in 0..WARM_UP {
-        send(&client, url, 100_000_000 + i).await;
+        load::send_message(&client, url, 100_000_000 + i).await;
     }
-    load::run(IN_FLIGHT, numbers, |i| send(&client, url, i)).await
+    load::run(IN_FLIGHT, numbers, |i| load::send_message(&client, url, i)).await
 }
 
 fn row(name: &str, f: &Figures) {
@@ -120,7 +89,7 @@ fn main() {
         let mut done = 0;
         while done < conversations {
             let end = (done + stretch).min(conversations);
-            let figures = load::run(IN_FLIGHT, done..end, |i| send(&client, &url, i)).await;
+            let figures = load::run(IN_FLIGHT, done..end, |i| load::send_message(&client, &url, i)).await;
             stretches.push((done, end, figures));
             done = end;
         }

@@ -1,6 +1,7 @@
 //! One load tool for the benchmarks that drive a server over HTTP: `in_flight` lanes take
 //! request numbers from one counter, each timing its own round trips, and the figures are the
-//! requests per second over the whole run and the round trip's percentiles.
+//! requests per second over the whole run and the round trip's percentiles; and the one
+//! request shape of the JSON-RPC benchmarks.
 
 use std::future::Future;
 use std::ops::Range;
@@ -57,4 +58,35 @@ where
         p50_ms: at(50),
         p99_ms: at(99),
     }
+}
+
+/// JSON-RPC `SendMessage` number `i`: a new task with one text part.
+fn send_message_body(i: usize) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": i,
+        "method": "SendMessage",
+        "params": {"message": {"messageId": format!("bench-{i}"), "role": "ROLE_USER",
+            "parts": [{"text": "hello"}]}},
+    }))
+    .expect("serializes")
+}
+
+/// Sends `SendMessage` number `i` to `url` and checks the task completed.
+pub(crate) async fn send_message(client: &reqwest::Client, url: &str, i: usize) {
+    let response = client
+        .post(url)
+        .header("A2A-Version", "1.0")
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(send_message_body(i))
+        .send()
+        .await
+        .expect("answered");
+    assert!(response.status().is_success(), "{}", response.status());
+    let bytes = response.bytes().await.expect("a body");
+    assert!(
+        bytes.windows(20).any(|w| w == b"TASK_STATE_COMPLETED"),
+        "{}",
+        String::from_utf8_lossy(&bytes)
+    );
 }
