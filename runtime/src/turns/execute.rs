@@ -40,7 +40,7 @@ impl TurnService {
     pub(super) async fn run_task(
         &self,
         agent: &Arc<dyn Agent>,
-        request: TurnRequest,
+        request: Box<TurnRequest>,
         started: Started,
     ) -> Result<Finished, TurnError> {
         let task_id = request.message.effective_task_id().to_owned();
@@ -103,7 +103,8 @@ impl TurnService {
             .is_some_and(|t| t.status.state.is_interrupted());
         let mut history = standing.and_then(|t| t.history).unwrap_or_default();
         let key = ConversationKey::a2a_of(&context_id, request.caller.conversation_space());
-        let mut agent_request = AgentRequest::new(&task_id, key.as_str(), message.clone());
+        let mut agent_request =
+            Box::new(AgentRequest::new(&task_id, key.as_str(), message.clone()));
         if waiting {
             agent_request.history.clone_from(&history);
         }
@@ -196,14 +197,18 @@ impl TurnService {
     pub(super) async fn run_once(
         &self,
         agent: &Arc<dyn Agent>,
-        request: TurnRequest,
+        request: Box<TurnRequest>,
         conversation: Option<&str>,
         started: Started,
     ) -> Result<Finished, TurnError> {
         let task_id = uuid::Uuid::new_v4().to_string();
         let context = conversation.unwrap_or(&task_id);
         let out = started.name(&task_id, context);
-        let mut agent_request = AgentRequest::new(&task_id, context, request.message.clone());
+        let mut agent_request = Box::new(AgentRequest::new(
+            &task_id,
+            context,
+            request.message.clone(),
+        ));
         agent_request.persist = conversation.is_some();
         let stop = TurnStop::new(self.0.cancel.child_token());
         match self
@@ -244,8 +249,8 @@ impl TurnService {
     async fn execute(
         &self,
         agent: &Arc<dyn Agent>,
-        request: TurnRequest,
-        mut agent_request: AgentRequest,
+        request: Box<TurnRequest>,
+        mut agent_request: Box<AgentRequest>,
         task_id: &str,
         context_id: &str,
         out: &EventSender,
@@ -294,7 +299,7 @@ impl TurnService {
         let outcome = match request.sampling {
             Ok(sampling) => {
                 agent_request.sampling = sampling;
-                self.run_agent(agent, agent_request, stop).await
+                self.run_agent(agent, *agent_request, stop).await
             }
             Err(e) => Ok(AgentOutcome::Failed {
                 reason: e.to_string(),

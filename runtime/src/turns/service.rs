@@ -124,6 +124,8 @@ impl TurnService {
             span_id = tracing::field::Empty,
         );
         crate::telemetry::continue_trace(&span, &request.trace);
+        // Boxed: the turn's future holds a pointer to it at each step, not a copy.
+        let request = Box::new(request);
         let (out, events) = stream::queue();
         let events = listening.then_some(events);
         let (named, ids) = oneshot::channel();
