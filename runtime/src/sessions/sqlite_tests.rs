@@ -134,21 +134,28 @@ async fn the_calls_waiting_for_the_writer_share_one_commit() {
     }
 }
 
+/// Appends one complete user row saying `text` to `context`, on a task of its own.
+fn spawn_append(
+    store: &SqliteStore,
+    context: &'static str,
+    text: &'static str,
+) -> tokio::task::JoinHandle<Result<Vec<i64>, StoreError>> {
+    let store = store.clone();
+    tokio::spawn(async move {
+        store
+            .append(
+                context,
+                vec![new_row(RowRole::User, text, RowStatus::Complete)],
+            )
+            .await
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_call_undoes_only_its_own_writes_in_a_shared_commit() {
     let store = SqliteStore::open(":memory:").unwrap();
     let release = hold_the_writer(&store).await;
-    let before = {
-        let store = store.clone();
-        tokio::spawn(async move {
-            store
-                .append(
-                    "ctx",
-                    vec![new_row(RowRole::User, "kept", RowStatus::Complete)],
-                )
-                .await
-        })
-    };
+    let before = spawn_append(&store, "ctx", "kept");
     let failing = {
         let store = store.clone();
         tokio::spawn(async move {
@@ -164,17 +171,7 @@ async fn a_failing_call_undoes_only_its_own_writes_in_a_shared_commit() {
                 .await
         })
     };
-    let after = {
-        let store = store.clone();
-        tokio::spawn(async move {
-            store
-                .append(
-                    "other",
-                    vec![new_row(RowRole::User, "kept too", RowStatus::Complete)],
-                )
-                .await
-        })
-    };
+    let after = spawn_append(&store, "other", "kept too");
     while store.queued.load(Ordering::Relaxed) < 3 {
         tokio::task::yield_now().await;
     }

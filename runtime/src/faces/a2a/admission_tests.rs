@@ -68,6 +68,17 @@ fn contract(id: &str, text: &str) -> Request<Body> {
         .unwrap()
 }
 
+/// Answers `request`'s body, checking it was refused with 503 and `Retry-After: 1`.
+async fn refused_at_once(state: &ContractState, request: Request<Body>) -> Value {
+    let (status, retry, body) = answer(state, request).await;
+    assert_eq!(
+        (status, retry.as_deref()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("1")),
+        "{body}"
+    );
+    body
+}
+
 /// Waits until no turn of the smallest size fits any more.
 async fn until_full(state: &ContractState) {
     for _ in 0..2_000 {
@@ -92,12 +103,7 @@ async fn with_the_turn_memory_full_every_binding_answers_503_at_once_and_room_co
     };
     until_full(&state).await;
 
-    let (status, retry, body) = answer(&state, jsonrpc("m-2", "x")).await;
-    assert_eq!(
-        (status, retry.as_deref()),
-        (StatusCode::SERVICE_UNAVAILABLE, Some("1")),
-        "{body}"
-    );
+    let body = refused_at_once(&state, jsonrpc("m-2", "x")).await;
     assert_eq!(body["error"]["code"], -31503, "{body}");
     assert_eq!(body["error"]["data"][0]["reason"], "UNAVAILABLE");
     assert!(
@@ -108,20 +114,10 @@ async fn with_the_turn_memory_full_every_binding_answers_503_at_once_and_room_co
         "{body}"
     );
 
-    let (status, retry, body) = answer(&state, rest("m-3", "x")).await;
-    assert_eq!(
-        (status, retry.as_deref()),
-        (StatusCode::SERVICE_UNAVAILABLE, Some("1")),
-        "{body}"
-    );
+    let body = refused_at_once(&state, rest("m-3", "x")).await;
     assert_eq!(body["error"]["status"], "UNAVAILABLE", "{body}");
 
-    let (status, retry, body) = answer(&state, contract("m-4", "x")).await;
-    assert_eq!(
-        (status, retry.as_deref()),
-        (StatusCode::SERVICE_UNAVAILABLE, Some("1")),
-        "{body}"
-    );
+    let body = refused_at_once(&state, contract("m-4", "x")).await;
     assert!(
         body["error"]["message"]
             .as_str()
