@@ -89,7 +89,7 @@ async fn a_thousand_tasks_survive_the_stream_leader_being_killed_and_brought_bac
     let mut cluster = NatsCluster::start(3);
     let urls = cluster.urls();
     let runtime = FakeRuntime::start(Mode::Echo).await;
-    let proxies = [
+    let mut proxies = [
         Proxy::start({
             let mut c = proxy_config(AGENT, &urls, &runtime.url);
             c.streams.replicas = 3;
@@ -105,7 +105,7 @@ async fn a_thousand_tasks_survive_the_stream_leader_being_killed_and_brought_bac
         })
         .await,
     ];
-    for proxy in &proxies {
+    for proxy in &mut proxies {
         proxy.wait_consuming().await;
     }
     let servers: Vec<async_nats::ServerAddr> = urls

@@ -6,7 +6,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -42,18 +42,37 @@ pub fn binary() -> PathBuf {
 
 impl NatsServer {
     /// Starts a server with JetStream on free ports and waits until JetStream is healthy.
+    ///
+    /// A port found free can be taken by another test before the server binds it; a server
+    /// that exits before it is ready is started again on fresh ports (three tries), and
+    /// why is printed.
     pub fn start() -> Self {
-        let mut server = Self {
-            child: None,
-            port: free_port(),
-            monitor_port: free_port(),
-            dir: tempfile::tempdir().expect("temp dir"),
-        };
-        server.launch();
-        server
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let mut server = Self {
+                child: None,
+                port: free_port(),
+                monitor_port: free_port(),
+                dir: tempfile::tempdir().expect("temp dir"),
+            };
+            match server.try_launch() {
+                Ok(()) => return server,
+                Err(why) if tries < START_TRIES => {
+                    eprintln!("nats-server did not start, trying fresh ports: {why}");
+                }
+                Err(why) => panic!("nats-server did not start {START_TRIES} times: {why}"),
+            }
+        }
     }
 
     fn launch(&mut self) {
+        if let Err(why) = self.try_launch() {
+            panic!("nats-server did not start again: {why}");
+        }
+    }
+
+    fn try_launch(&mut self) -> Result<(), String> {
         let child = Command::new(binary())
             .args([
                 "-a",
@@ -66,6 +85,7 @@ impl NatsServer {
                 "-sd",
             ])
             .arg(self.dir.path())
+            .args(["-l", &log_path(self.dir.path()).display().to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -75,24 +95,13 @@ impl NatsServer {
                     binary().display()
                 )
             });
-        self.child = Some(child);
-        self.wait_ready();
-    }
-
-    /// Polls the monitoring endpoint until JetStream is up.
-    fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if self.jetstream_healthy() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("nats-server did not become ready within 30s");
-    }
-
-    fn jetstream_healthy(&self) -> bool {
-        answers_200(self.monitor_port, "/healthz?js-enabled-only=true")
+        let child = self.child.insert(child);
+        wait_healthy(
+            child,
+            self.monitor_port,
+            "/healthz?js-enabled-only=true",
+            self.dir.path(),
+        )
     }
 
     /// `nats://127.0.0.1:<port>`.
@@ -147,7 +156,29 @@ pub struct NatsCluster {
 impl NatsCluster {
     /// Starts `size` nodes and waits until each reports JetStream healthy (a meta leader is
     /// elected).
+    ///
+    /// A port found free can be taken by another test before a node binds it; a cluster
+    /// with a node that exits or never becomes healthy is stopped and started again on
+    /// fresh ports (three tries), and why is printed with the node's log.
     pub fn start(size: usize) -> Self {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let mut cluster = Self::on_fresh_ports(size);
+            for i in 0..size {
+                cluster.spawn(i);
+            }
+            match cluster.wait_all_healthy() {
+                Ok(()) => return cluster,
+                Err(why) if tries < START_TRIES => {
+                    eprintln!("the nats cluster did not start, trying fresh ports: {why}");
+                }
+                Err(why) => panic!("the nats cluster did not start {START_TRIES} times: {why}"),
+            }
+        }
+    }
+
+    fn on_fresh_ports(size: usize) -> Self {
         let nodes = (0..size)
             .map(|i| Node {
                 name: format!("n{i}"),
@@ -158,17 +189,19 @@ impl NatsCluster {
                 dir: tempfile::tempdir().expect("temp dir"),
             })
             .collect();
-        let mut cluster = Self { nodes };
-        for i in 0..size {
-            cluster.launch(i);
-        }
-        for node in &cluster.nodes {
-            wait_healthy(node.monitor_port, "/healthz");
-        }
-        cluster
+        Self { nodes }
     }
 
-    fn launch(&mut self, i: usize) {
+    fn wait_all_healthy(&mut self) -> Result<(), String> {
+        for node in &mut self.nodes {
+            let child = node.child.as_mut().expect("spawned");
+            wait_healthy(child, node.monitor_port, "/healthz", node.dir.path())
+                .map_err(|why| format!("node {}: {why}", node.name))?;
+        }
+        Ok(())
+    }
+
+    fn spawn(&mut self, i: usize) {
         let routes: Vec<String> = self
             .nodes
             .iter()
@@ -193,6 +226,7 @@ impl NatsCluster {
             .args(["--routes", &routes.join(",")])
             .args(["-js", "-sd"])
             .arg(node.dir.path())
+            .args(["-l", &log_path(node.dir.path()).display().to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -225,8 +259,12 @@ impl NatsCluster {
     /// Starts node `i` again on its ports and store, and waits until it is healthy.
     pub fn restart(&mut self, i: usize) {
         self.kill(i);
-        self.launch(i);
-        wait_healthy(self.nodes[i].monitor_port, "/healthz");
+        self.spawn(i);
+        let node = &mut self.nodes[i];
+        let child = node.child.as_mut().expect("spawned");
+        if let Err(why) = wait_healthy(child, node.monitor_port, "/healthz", node.dir.path()) {
+            panic!("node {} did not start again: {why}", node.name);
+        }
     }
 }
 
@@ -238,16 +276,51 @@ impl Drop for NatsCluster {
     }
 }
 
-/// Polls `path` on the monitoring port until it answers 200 (60 s at most).
-fn wait_healthy(monitor_port: u16, path: &str) {
-    let deadline = Instant::now() + Duration::from_mins(1);
+/// How many times a server or cluster is started on fresh ports before a test gives up.
+const START_TRIES: usize = 3;
+
+/// How long a starting server has to answer healthy.
+const READY_WITHIN: Duration = Duration::from_secs(30);
+
+/// Where a server in `dir` writes its log.
+fn log_path(dir: &Path) -> PathBuf {
+    dir.join("nats-server.log")
+}
+
+/// Polls `path` on the monitoring port until it answers 200. An error says why not (the
+/// server exited, or was not healthy in time) with the end of its log.
+fn wait_healthy(
+    child: &mut Child,
+    monitor_port: u16,
+    path: &str,
+    dir: &Path,
+) -> Result<(), String> {
+    let deadline = Instant::now() + READY_WITHIN;
     while Instant::now() < deadline {
         if answers_200(monitor_port, path) {
-            return;
+            return Ok(());
         }
-        std::thread::sleep(Duration::from_millis(100));
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!(
+                "it exited ({status}); its log ends:\n{}",
+                log_tail(dir)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
-    panic!("nats-server on monitor port {monitor_port} was not healthy within 60s");
+    let _ = child.kill();
+    let _ = child.wait();
+    Err(format!(
+        "monitor port {monitor_port} was not healthy within {READY_WITHIN:?}; its log ends:\n{}",
+        log_tail(dir)
+    ))
+}
+
+/// The last lines of the log of the server in `dir`.
+fn log_tail(dir: &Path) -> String {
+    let log = std::fs::read_to_string(log_path(dir)).unwrap_or_default();
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(12)..].join("\n")
 }
 
 fn answers_200(monitor_port: u16, path: &str) -> bool {

@@ -57,7 +57,8 @@ pub fn proxy_config(agent: &str, nats_url: &str, runtime_url: &str) -> ProxyConf
     c.pull_expires = Duration::from_secs(1);
     c.retry_base_delay = Duration::from_millis(100);
     c.retry_max_delay = Duration::from_millis(400);
-    c.startup_timeout = Duration::from_secs(10);
+    // A loaded 2-core machine can take tens of seconds to place a new R3 stream.
+    c.startup_timeout = Duration::from_mins(1);
     c.termination_grace_period = Duration::from_secs(5);
     c
 }
@@ -84,7 +85,7 @@ impl Proxy {
         let task = tokio::spawn(daedalus_proxy::run_with(
             listener, config, forwarder, runtime, shutdown,
         ));
-        let proxy = Proxy { stop, task, addr };
+        let mut proxy = Proxy { stop, task, addr };
         proxy.wait_consuming().await;
         proxy
     }
@@ -115,11 +116,16 @@ impl Proxy {
         }
     }
 
-    /// Waits until `/healthz` reports consuming.
-    pub async fn wait_consuming(&self) {
+    /// Waits until `/healthz` reports consuming; a proxy that stops first fails the test
+    /// with what it returned.
+    pub async fn wait_consuming(&mut self) {
         let client = reqwest::Client::new();
-        for _ in 0..200 {
-            assert!(!self.task.is_finished(), "the proxy stopped during startup");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+        while tokio::time::Instant::now() < deadline {
+            if self.task.is_finished() {
+                let returned = (&mut self.task).await;
+                panic!("the proxy stopped during startup: {returned:?}");
+            }
             let healthz = client
                 .get(format!("http://{}/healthz", self.addr))
                 .send()
