@@ -16,6 +16,7 @@ use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use tokio::sync::oneshot;
 
@@ -41,6 +42,21 @@ DROP INDEX IF EXISTS messages_status;
 DROP INDEX IF EXISTS messages_context_created;
 CREATE INDEX IF NOT EXISTS messages_pending ON messages (status) WHERE status = 'pending';
 ";
+
+/// The next turn number's source: the highest turn of a context.
+const TURN_LOOKUP: &str = "SELECT MAX(turn) FROM messages WHERE context = ?1";
+
+const INSERT_ROW: &str = "INSERT INTO messages
+    (context, turn, role, content, message_id, tool_calls, tool_call_id, is_error, status)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+
+const UPDATE_STATUS: &str = "UPDATE messages SET status = ?1 WHERE id = ?2 AND context = ?3";
+
+/// A context's last `?2` rows, oldest first.
+const RECENT_ROWS: &str = "SELECT * FROM (
+    SELECT id, turn, role, content, tool_calls, tool_call_id, is_error, status, message_id
+    FROM messages WHERE context = ?1 ORDER BY turn DESC LIMIT ?2
+) ORDER BY turn";
 
 /// WAL pages written before a checkpoint copies them into the file: a page written many
 /// times in between is copied once, so a larger WAL means fewer copies of the hot pages.
@@ -105,20 +121,7 @@ impl SqliteStore {
                 message: e.to_string(),
             })?;
         }
-        let conn = Connection::open(path).map_err(fail)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(fail)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(fail)?;
-        conn.pragma_update(None, "wal_autocheckpoint", WAL_CHECKPOINT_PAGES)
-            .map_err(fail)?;
-        // After a checkpoint, a WAL file grown past twice its usual size is cut back.
-        conn.pragma_update(None, "journal_size_limit", 2 * 4096 * WAL_CHECKPOINT_PAGES)
-            .map_err(fail)?;
-        conn.busy_timeout(Duration::from_secs(5)).map_err(fail)?;
-        conn.set_prepared_statement_cache_capacity(32);
-        conn.execute_batch(SCHEMA).map_err(fail)?;
-        migrate(&conn).map_err(fail)?;
+        let conn = connect(path).map_err(fail)?;
         let ttl = ttl.filter(|t| !t.is_zero());
         if let Some(ttl) = ttl {
             let removed = delete_idle(&conn, ttl).map_err(fail)?;
@@ -193,15 +196,34 @@ impl SqliteStore {
     }
 }
 
+/// Opens the connection the writer owns, with its settings, schema and migrations.
+fn connect(path: &str) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "wal_autocheckpoint", WAL_CHECKPOINT_PAGES)?;
+    // After a checkpoint, a WAL file grown past twice its usual size is cut back.
+    conn.pragma_update(None, "journal_size_limit", 2 * 4096 * WAL_CHECKPOINT_PAGES)?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    // A plan fixed when a statement is prepared: otherwise SQLite prepares a cached statement
+    // again whenever a bound value could pick another plan, and `messages_pending` (a
+    // partial index) made that every run of the turn lookup.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+    conn.set_prepared_statement_cache_capacity(32);
+    conn.execute_batch(SCHEMA)?;
+    migrate(&conn)?;
+    Ok(conn)
+}
+
 /// Runs `work` under a savepoint of `tx`: kept if it succeeds, undone if it fails.
 fn in_savepoint<T>(
     tx: &Transaction<'_>,
     work: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T>,
 ) -> rusqlite::Result<T> {
-    tx.execute_batch("SAVEPOINT job")?;
+    tx.prepare_cached("SAVEPOINT job")?.execute([])?;
     match work(tx) {
         Ok(value) => {
-            tx.execute_batch("RELEASE job")?;
+            tx.prepare_cached("RELEASE job")?.execute([])?;
             Ok(value)
         }
         Err(e) => {
@@ -320,41 +342,7 @@ impl SessionStore for SqliteStore {
     async fn rows(&self, context: &str, last: usize) -> Result<Vec<Row>, StoreError> {
         let context = context.to_owned();
         let last = i64::try_from(last).unwrap_or(i64::MAX);
-        self.with(move |tx| {
-            let mut stmt = tx.prepare_cached(
-                "SELECT * FROM (
-                    SELECT id, turn, role, content, tool_calls, tool_call_id, is_error, status, message_id
-                    FROM messages WHERE context = ?1 ORDER BY turn DESC LIMIT ?2
-                 ) ORDER BY turn",
-            )?;
-            let rows = stmt.query_map(params![context, last], |r| {
-                let role: String = r.get(2)?;
-                let calls: String = r.get(4)?;
-                let status: String = r.get(7)?;
-                Ok(Row {
-                    id: r.get(0)?,
-                    turn: r.get(1)?,
-                    role: match role.as_str() {
-                        "user" => RowRole::User,
-                        "tool" => RowRole::Tool,
-                        "summary" => RowRole::Summary,
-                        _ => RowRole::Assistant,
-                    },
-                    content: r.get(3)?,
-                    message_id: r.get(8)?,
-                    tool_calls: serde_json::from_str::<Vec<ToolCall>>(&calls).unwrap_or_default(),
-                    tool_call_id: r.get(5)?,
-                    is_error: r.get(6)?,
-                    status: match status.as_str() {
-                        "pending" => RowStatus::Pending,
-                        "complete" => RowStatus::Complete,
-                        _ => RowStatus::Error,
-                    },
-                })
-            })?;
-            rows.collect()
-        })
-        .await
+        self.with(move |tx| recent_rows(tx, &context, last)).await
     }
 
     async fn compact(
@@ -400,15 +388,12 @@ fn insert_rows(
     rows: Vec<NewRow>,
 ) -> rusqlite::Result<Vec<i64>> {
     let first: i64 = tx
-        .prepare_cached("SELECT MAX(turn) FROM messages WHERE context = ?1")?
+        .prepare_cached(TURN_LOOKUP)?
         .query_row(params![context], |r| r.get::<_, Option<i64>>(0))
         .optional()?
         .flatten()
         .map_or(0, |t| t + 1);
-    let mut insert = tx.prepare_cached(
-        "INSERT INTO messages (context, turn, role, content, message_id, tool_calls, tool_call_id, is_error, status)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    )?;
+    let mut insert = tx.prepare_cached(INSERT_ROW)?;
     let mut ids = Vec::with_capacity(rows.len());
     for (turn, row) in (first..).zip(rows) {
         let calls = serde_json::to_string(&row.tool_calls).unwrap_or_else(|_| "[]".to_owned());
@@ -428,6 +413,37 @@ fn insert_rows(
     Ok(ids)
 }
 
+/// The last `last` rows of `context`, oldest first.
+fn recent_rows(tx: &Transaction<'_>, context: &str, last: i64) -> rusqlite::Result<Vec<Row>> {
+    let mut stmt = tx.prepare_cached(RECENT_ROWS)?;
+    let rows = stmt.query_map(params![context, last], |r| {
+        let role: String = r.get(2)?;
+        let calls: String = r.get(4)?;
+        let status: String = r.get(7)?;
+        Ok(Row {
+            id: r.get(0)?,
+            turn: r.get(1)?,
+            role: match role.as_str() {
+                "user" => RowRole::User,
+                "tool" => RowRole::Tool,
+                "summary" => RowRole::Summary,
+                _ => RowRole::Assistant,
+            },
+            content: r.get(3)?,
+            message_id: r.get(8)?,
+            tool_calls: serde_json::from_str::<Vec<ToolCall>>(&calls).unwrap_or_default(),
+            tool_call_id: r.get(5)?,
+            is_error: r.get(6)?,
+            status: match status.as_str() {
+                "pending" => RowStatus::Pending,
+                "complete" => RowStatus::Complete,
+                _ => RowStatus::Error,
+            },
+        })
+    })?;
+    rows.collect()
+}
+
 /// Sets `status` on the rows of `context` with `ids`.
 fn update_status(
     tx: &Transaction<'_>,
@@ -435,8 +451,7 @@ fn update_status(
     ids: &[i64],
     status: RowStatus,
 ) -> rusqlite::Result<()> {
-    let mut update =
-        tx.prepare_cached("UPDATE messages SET status = ?1 WHERE id = ?2 AND context = ?3")?;
+    let mut update = tx.prepare_cached(UPDATE_STATUS)?;
     for id in ids {
         update.execute(params![status_str(status), id, context])?;
     }
