@@ -238,6 +238,11 @@ impl Speakers {
     fn new(timeout: Duration) -> Self {
         let mut http1 = http1::Builder::new();
         http1.timer(TokioTimer::new()).header_read_timeout(timeout);
+        // No read while a response is being written: otherwise hyper reserves a second 8 KiB
+        // read buffer per connection to watch for the client's EOF, on every held stream. A
+        // client that goes away mid-stream is found by the next write instead (a stream's
+        // keep-alive comment comes every 15 s), and stops nothing either way.
+        http1.half_close(true);
         let mut http2 = http2::Builder::new(TokioExecutor::new());
         http2
             .timer(TokioTimer::new())

@@ -89,7 +89,8 @@ impl<A: Agent> Agent for Remembering<A> {
         if let Some(text) = answer {
             transcript.answer(kept(text));
         }
-        transcript.settle(answered).await;
+        // Boxed: the store call's future would otherwise be room in every held turn's.
+        Box::pin(transcript.settle(answered)).await;
         outcome
     }
 

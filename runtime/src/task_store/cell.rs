@@ -51,8 +51,9 @@ struct Live {
     principal: Option<Principal>,
     /// The last event's sequence number.
     seq: u64,
-    /// Recent events, oldest first, with their sequence numbers and sizes.
-    log: VecDeque<(u64, StreamEvent, usize)>,
+    /// Recent events, oldest first, with their sequence numbers and sizes. Boxed: the log's
+    /// first block holds four entries, and a held turn has logged two events.
+    log: VecDeque<(u64, Box<StreamEvent>, usize)>,
     log_bytes: usize,
     /// A turn of the task runs here.
     running: Option<RunningHere>,
@@ -376,7 +377,7 @@ impl Live {
     fn log(&mut self, event: StreamEvent) -> u64 {
         self.seq += 1;
         let size = size::event_bytes(&event);
-        self.log.push_back((self.seq, event, size));
+        self.log.push_back((self.seq, Box::new(event), size));
         self.log_bytes += size;
         while self.log_bytes > LOG_BYTES && self.log.len() > 1 {
             if let Some((_, _, dropped)) = self.log.pop_front() {
@@ -483,7 +484,7 @@ impl Subscription {
             if is_final(event) {
                 self.done = true;
             }
-            return Some(event.clone());
+            return Some(StreamEvent::clone(event));
         }
         if self.next > live.seq {
             return None;

@@ -62,13 +62,13 @@ impl TurnService {
             let context_id = task.context_id.clone().unwrap_or_default();
             stream::replay(&task, &started.name(&task_id, &context_id));
             return Ok(Finished::task(
-                self.with_history(
+                Box::pin(self.with_history(
                     agent,
                     task,
                     &history,
                     request.history_length,
                     &request.caller,
-                )
+                ))
                 .await,
             ));
         }
@@ -110,17 +110,18 @@ impl TurnService {
         }
         history.push(message);
         let stop = TurnStop::new(self.0.cancel.child_token());
-        let log = turn
-            .begin(
-                task::working(&task_id, &context_id, history.clone()),
-                stop.clone(),
-            )
-            .await
-            .map_err(|e| match e {
-                BeginError::Moved(task_id) => TurnError::TaskMoved(task_id),
-                e @ BeginError::TooLarge { .. } => TurnError::TaskTooLarge(e.to_string()),
-                BeginError::Unavailable(e) => TurnError::StoreUnavailable(e.to_string()),
-            })?;
+        // The store's calls boxed: a turn's future is as large as its largest step, and a held
+        // turn waits in the agent's, not in these.
+        let log = Box::pin(turn.begin(
+            task::working(&task_id, &context_id, history.clone()),
+            stop.clone(),
+        ))
+        .await
+        .map_err(|e| match e {
+            BeginError::Moved(task_id) => TurnError::TaskMoved(task_id),
+            e @ BeginError::TooLarge { .. } => TurnError::TaskTooLarge(e.to_string()),
+            BeginError::Unavailable(e) => TurnError::StoreUnavailable(e.to_string()),
+        })?;
         // Named only now: whoever learns the id finds the task, on any replica.
         let out = started.name(&task_id, &context_id).with_log(log);
         let lock = self.0.conversations.get(key.as_str());
@@ -149,19 +150,18 @@ impl TurnService {
                 let mut kept = task;
                 kept.history = Some(history.clone());
                 turn.answers(&answered_id);
-                let ended = turn.end(kept, closing).await;
+                let ended = Box::pin(turn.end(kept, closing)).await;
                 out.deliver(ended.events);
                 let mut answer = ended.task;
                 answer.history = None;
-                let task = self
-                    .with_history(agent, answer, &history, history_length, &caller)
-                    .await;
+                let task =
+                    Box::pin(self.with_history(agent, answer, &history, history_length, &caller))
+                        .await;
                 // A reply stands only if this turn's end is the task's.
                 let replied = replied && ended.won;
                 Ok(Finished { task, replied })
             }
-            Ran::Refused { error, end } => self
-                .end_refused(turn, &out, error, end)
+            Ran::Refused { error, end } => Box::pin(self.end_refused(turn, &out, error, end))
                 .await
                 .map(Finished::task),
         }

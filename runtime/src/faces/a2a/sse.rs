@@ -99,7 +99,8 @@ impl Events {
             Events::Turn(events) => events.recv().await,
             Events::Task(first, subscription) => match first.take() {
                 Some(task) => Some(StreamEvent::Task(*task)),
-                None => subscription.next().await,
+                // Boxed: its future is kilobytes, and a held turn's stream never waits on it.
+                None => Box::pin(subscription.next()).await,
             },
         }
     }
@@ -119,4 +120,20 @@ fn sse_events(
         let next = (!last).then_some((events, inflight, write));
         Some((Ok(Event::default().data(data)), next))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A held turn's SSE stream is allocated once per turn and lives as long as the turn: it
+    /// must not carry the room of a subscription's (kilobytes) it never waits on.
+    #[tokio::test]
+    async fn a_turns_event_stream_is_a_fraction_of_a_kib() {
+        let tracker = tokio_util::task::TaskTracker::new();
+        let (_out, events) = crate::turns::stream::queue();
+        let stream = sse_events(Events::Turn(events), tracker.token(), |_| String::new());
+        let bytes = std::mem::size_of_val(&stream);
+        assert!(bytes <= 512, "a turn's event stream takes {bytes} bytes");
+    }
 }
