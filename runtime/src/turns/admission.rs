@@ -11,11 +11,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// What a running turn holds besides its message: its task and event log, its stream queue,
-/// its span, its future and its connection's buffers. Measured: 40.3 KiB of RSS per held
-/// streamed JSON-RPC turn with 2,000 held (the `held_turns` benchmark; the README gives the
-/// figures), so a turn is charged that, rounded down for the share of the process's fixed
-/// cost in the figure.
+/// its span, its future and its connection's buffers. Measured: 33.0 KiB of RSS per held
+/// streamed JSON-RPC turn with 2,000 held, 31.1 KiB with 10,000 (the `held_turns` benchmark;
+/// the README gives the figures); a turn is charged more, for what its message's parsing and
+/// a real model's client hold beyond the benchmark's, so 512 MiB still admits over 10,000.
 pub const HELD_TURN_BYTES: usize = 40 * 1024;
+
+/// What a held subscription (`SubscribeToTask`) holds while it streams: its connection's
+/// buffers, its SSE stream, the follow of the task and its queue of events not yet read. It
+/// is a held turn without the turn's future, its agent and its task.
+pub const HELD_STREAM_BYTES: usize = 24 * 1024;
 
 /// Budgets are kept in units of this many bytes (a semaphore's permits).
 const UNIT: usize = 1024;
@@ -114,6 +119,12 @@ impl Admission {
         })
     }
 
+    /// Admits a subscription to a running task: it takes [`HELD_STREAM_BYTES`] of the
+    /// process's turn memory until the room it answers is dropped.
+    pub(super) fn admit_stream(&self) -> Result<OwnedSemaphorePermit, Limit> {
+        acquire(&self.memory, units(HELD_STREAM_BYTES)).ok_or(Limit::Memory)
+    }
+
     /// Whether a turn of `agent` with a message `message_bytes` long could ever be admitted:
     /// one larger than a whole budget is refused as too large, not asked to retry.
     pub(super) fn could_ever_fit(&self, message_bytes: usize) -> Result<(), Limit> {
@@ -163,6 +174,17 @@ mod tests {
         assert_eq!(room.admit("a", 0).unwrap_err(), Limit::Memory);
         drop(held);
         assert!(room.admit("a", 0).is_ok());
+    }
+
+    #[test]
+    fn subscriptions_take_room_from_the_turn_memory_and_give_it_back() {
+        let room = admission(1_000, HELD_TURN_BYTES + 2 * HELD_STREAM_BYTES, 1 << 30);
+        let _turn = room.admit("a", 0).unwrap();
+        let streams: Vec<_> = (0..2).map(|_| room.admit_stream().unwrap()).collect();
+        assert_eq!(room.admit_stream().unwrap_err(), Limit::Memory);
+        assert_eq!(room.admit("b", 0).unwrap_err(), Limit::Memory);
+        drop(streams);
+        assert!(room.admit_stream().is_ok());
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub mod admission;
 pub mod conversations;
 mod drain;
 mod execute;
+mod following;
 pub mod handle;
 mod request;
 mod service;
@@ -41,6 +42,7 @@ use std::time::Duration;
 
 pub use admission::{Budgets, Limit};
 pub use conversations::ConversationKey;
+pub use following::{FollowError, Following};
 pub use handle::TaskHandle;
 pub use request::{Memory, TurnRequest};
 pub use service::TurnService;

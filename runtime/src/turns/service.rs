@@ -15,15 +15,13 @@ use super::conversations::{ConversationKey, ConversationLocks};
 use super::handle::TaskHandle;
 use super::request::{Memory, TurnRequest};
 use super::stream::{self, EventSender};
-use super::{CancelError, TurnError, TurnLimits, task};
+use super::{CancelError, FollowError, Following, Limit, TurnError, TurnLimits, task};
 use crate::agent_loop::Agent;
 use crate::fleet::Fleet;
 use crate::lifecycle::{Lifecycle, Phase};
 use crate::metrics::Metrics;
 use crate::task_store::size::message_bytes;
-use crate::task_store::{
-    Follow, ListError, ListPage, ListQuery, StoreLimits, SubscribeRefusal, TaskStore,
-};
+use crate::task_store::{ListError, ListPage, ListQuery, StoreLimits, TaskStore};
 
 /// Runs turns for every face. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -105,16 +103,7 @@ impl TurnService {
             .0
             .admission
             .admit(&request.agent, bytes)
-            .map_err(|limit| {
-                self.0
-                    .metrics
-                    .turns_refused
-                    .get_or_create(&crate::metrics::LimitLabel {
-                        limit: limit.setting(),
-                    })
-                    .inc();
-                TurnError::Busy(limit)
-            })?;
+            .map_err(|limit| TurnError::Busy(self.refused_by(limit)))?;
         let span = tracing::info_span!(
             "invoke_agent",
             otel.name = %format_args!("invoke_agent {}", request.agent),
@@ -185,13 +174,38 @@ impl TurnService {
         self.0.tasks.list(query).await
     }
 
-    /// Task `task_id` as it stands and its events from here on, wherever its turn runs.
+    /// Counts a refusal by `limit` (`daedalus_runtime_turns_refused`), and answers it.
+    fn refused_by(&self, limit: Limit) -> Limit {
+        self.0
+            .metrics
+            .turns_refused
+            .get_or_create(&crate::metrics::LimitLabel {
+                limit: limit.setting(),
+            })
+            .inc();
+        limit
+    }
+
+    /// Task `task_id` as it stands and its events from here on, wherever its turn runs; the
+    /// stream takes its room in the turn memory, or is refused at once when there is none.
     pub async fn follow_task(
         &self,
         task_id: &str,
         caller: &Caller,
-    ) -> Result<(Task, Follow), SubscribeRefusal> {
-        self.0.tasks.follow(task_id, caller).await
+    ) -> Result<(Task, Following), FollowError> {
+        let (task, follow) = self
+            .0
+            .tasks
+            .follow(task_id, caller)
+            .await
+            .map_err(FollowError::Refused)?;
+        // Asked only for a task there is to follow: an unknown one is not found, full or not.
+        let room = self
+            .0
+            .admission
+            .admit_stream()
+            .map_err(|limit| FollowError::Busy(self.refused_by(limit)))?;
+        Ok((task, Following::new(follow, room)))
     }
 
     /// The stored conversation `key` of `agent`, oldest first (empty when it keeps none).

@@ -179,3 +179,71 @@ async fn a_message_larger_than_a_whole_budget_is_refused_as_too_large_not_asked_
     let (status, _, body) = answer(&state, jsonrpc("m-small", "small")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
 }
+
+fn subscribe(task_id: &str) -> Request<Body> {
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "SubscribeToTask",
+        "params": {"id": task_id}});
+    Request::post("/")
+        .header("A2A-Version", "1.0")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ACCEPT, "text/event-stream")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_subscription_holds_room_in_the_turn_memory_and_one_past_it_is_refused_at_once() {
+    use crate::turns::admission::HELD_STREAM_BYTES;
+    // Room for one held turn and one subscription to it, not two.
+    let state = state_with(Arc::new(Passthrough), |c| {
+        c.limits.turn_memory_bytes =
+            u64::try_from(HELD_TURN_BYTES + 2048 + HELD_STREAM_BYTES).unwrap();
+    });
+    let slow = {
+        let state = state.clone();
+        tokio::spawn(async move { answer(&state, contract("m-slow", "***SLEEP 30s late")).await })
+    };
+    let mut first = None;
+    for _ in 0..2_000 {
+        let response = router(state.clone())
+            .oneshot(subscribe("m-slow"))
+            .await
+            .unwrap();
+        if response.status() == StatusCode::OK
+            && response.headers()[header::CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .starts_with("text/event-stream")
+        {
+            first = Some(response);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let first = first.expect("the slow turn's task can be subscribed to");
+
+    let body = refused_at_once(&state, subscribe("m-slow")).await;
+    assert_eq!(body["error"]["code"], -31503, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("TURN_MEMORY"),
+        "{body}"
+    );
+    let metrics = state.core().metrics().render();
+    assert!(
+        metrics.contains("daedalus_runtime_turns_refused_total{limit=\"TURN_MEMORY\"} 1"),
+        "{metrics}"
+    );
+
+    // The first subscriber goes away: its room comes back.
+    drop(first);
+    let response = router(state.clone())
+        .oneshot(subscribe("m-slow"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    drop(response);
+    slow.abort();
+}

@@ -20,9 +20,11 @@ use super::ContractState;
 use crate::agent_loop::Bearer;
 use crate::identity::Caller;
 use crate::push::PushError;
-use crate::task_store::{Follow, ListError, ListQuery, SubscribeRefusal};
+use crate::task_store::{ListError, ListQuery, SubscribeRefusal};
 use crate::telemetry::TraceHeaders;
-use crate::turns::{CancelError, Memory, TaskHandle, TurnError, TurnRequest};
+use crate::turns::{
+    CancelError, FollowError, Following, Memory, TaskHandle, TurnError, TurnRequest,
+};
 
 /// The protocol version the standard bindings speak.
 pub(super) const VERSION: &str = "1.0";
@@ -377,12 +379,13 @@ pub(super) async fn subscribe(
     state: &ContractState,
     caller: &Caller,
     task_id: &str,
-) -> Result<(Task, Follow, TaskTrackerToken), A2aError> {
+) -> Result<(Task, Following, TaskTrackerToken), A2aError> {
     let turns = state.core().turns();
     match turns.follow_task(task_id, caller).await {
-        Ok((task, follow)) => Ok((task, follow, turns.hold())),
-        Err(SubscribeRefusal::Unknown) => Err(not_found(task_id)),
-        Err(SubscribeRefusal::Terminal(state)) => Err(A2aError::new(
+        Ok((task, following)) => Ok((task, following, turns.hold())),
+        Err(FollowError::Busy(limit)) => Err(refusal(&TurnError::Busy(limit))),
+        Err(FollowError::Refused(SubscribeRefusal::Unknown)) => Err(not_found(task_id)),
+        Err(FollowError::Refused(SubscribeRefusal::Terminal(state))) => Err(A2aError::new(
             A2aErrorKind::UnsupportedOperation,
             format!("Task {task_id} is {state}: a finished task has no updates to subscribe to"),
         )),

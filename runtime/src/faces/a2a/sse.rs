@@ -19,8 +19,7 @@ use daedalus_contract::{StreamEvent, Task};
 use futures::Stream;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
-use crate::task_store::Follow;
-use crate::turns::{EventReceiver, TaskHandle};
+use crate::turns::{EventReceiver, Following, TaskHandle};
 
 /// How often an idle stream sends a comment, so proxies and clients keep it open.
 pub(super) const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -66,7 +65,7 @@ pub(super) fn respond_with(
 /// the turn ends.
 pub(super) fn respond_to_subscription(
     task: Task,
-    subscription: Follow,
+    subscription: Following,
     inflight: TaskTrackerToken,
     write: impl Fn(&StreamEvent) -> String + Send + 'static,
 ) -> Response {
@@ -90,7 +89,7 @@ fn respond_to(
 /// Where a stream's events come from: the turn a request started, or a task's log.
 enum Events {
     Turn(EventReceiver),
-    Task(Option<Box<Task>>, Follow),
+    Task(Option<Box<Task>>, Following),
 }
 
 impl Events {
