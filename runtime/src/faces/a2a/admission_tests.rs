@@ -79,6 +79,19 @@ async fn refused_at_once(state: &ContractState, request: Request<Body>) -> Value
     body
 }
 
+/// Checks that the refusal's message names the limit it hit.
+fn names_turn_memory(body: &Value) {
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("TURN_MEMORY"), "{body}");
+}
+
+/// Checks that `n` refusals by `TURN_MEMORY` were counted.
+fn counted_turn_memory_refusals(state: &ContractState, n: usize) {
+    let metrics = state.core().metrics().render();
+    let line = format!("daedalus_runtime_turns_refused_total{{limit=\"TURN_MEMORY\"}} {n}");
+    assert!(metrics.contains(&line), "{metrics}");
+}
+
 /// Waits until no turn of the smallest size fits any more.
 async fn until_full(state: &ContractState) {
     for _ in 0..2_000 {
@@ -106,31 +119,15 @@ async fn with_the_turn_memory_full_every_binding_answers_503_at_once_and_room_co
     let body = refused_at_once(&state, jsonrpc("m-2", "x")).await;
     assert_eq!(body["error"]["code"], -31503, "{body}");
     assert_eq!(body["error"]["data"][0]["reason"], "UNAVAILABLE");
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("TURN_MEMORY"),
-        "{body}"
-    );
+    names_turn_memory(&body);
 
     let body = refused_at_once(&state, rest("m-3", "x")).await;
     assert_eq!(body["error"]["status"], "UNAVAILABLE", "{body}");
 
     let body = refused_at_once(&state, contract("m-4", "x")).await;
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("TURN_MEMORY"),
-        "{body}"
-    );
+    names_turn_memory(&body);
 
-    let metrics = state.core().metrics().render();
-    assert!(
-        metrics.contains("daedalus_runtime_turns_refused_total{limit=\"TURN_MEMORY\"} 3"),
-        "{metrics}"
-    );
+    counted_turn_memory_refusals(&state, 3);
 
     // The slow turn ends (canceled): its room comes back, and the same request is served.
     let cancel =
@@ -224,18 +221,8 @@ async fn a_subscription_holds_room_in_the_turn_memory_and_one_past_it_is_refused
 
     let body = refused_at_once(&state, subscribe("m-slow")).await;
     assert_eq!(body["error"]["code"], -31503, "{body}");
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("TURN_MEMORY"),
-        "{body}"
-    );
-    let metrics = state.core().metrics().render();
-    assert!(
-        metrics.contains("daedalus_runtime_turns_refused_total{limit=\"TURN_MEMORY\"} 1"),
-        "{metrics}"
-    );
+    names_turn_memory(&body);
+    counted_turn_memory_refusals(&state, 1);
 
     // The first subscriber goes away: its room comes back.
     drop(first);
