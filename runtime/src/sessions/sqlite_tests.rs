@@ -203,8 +203,8 @@ async fn a_read_takes_only_the_last_rows_it_asks_for() {
 
 #[tokio::test]
 async fn idle_contexts_past_the_retention_are_deleted() {
-    let store =
-        SqliteStore::open_with_ttl(":memory:", Some(std::time::Duration::from_hours(1))).unwrap();
+    let hour = std::time::Duration::from_hours(1);
+    let store = SqliteStore::open_with_ttl(":memory:", Some(hour)).unwrap();
     for context in ["old", "new"] {
         store
             .append(
@@ -214,14 +214,7 @@ async fn idle_contexts_past_the_retention_are_deleted() {
             .await
             .unwrap();
     }
-    assert_eq!(
-        store
-            .expire_idle(std::time::Duration::from_hours(1))
-            .await
-            .unwrap(),
-        0,
-        "both are recent"
-    );
+    assert_eq!(store.expire_idle(hour).await.unwrap(), 0, "both are recent");
     store
         .with(|tx| {
             tx.execute(
@@ -231,13 +224,7 @@ async fn idle_contexts_past_the_retention_are_deleted() {
         })
         .await
         .unwrap();
-    assert_eq!(
-        store
-            .expire_idle(std::time::Duration::from_hours(1))
-            .await
-            .unwrap(),
-        1
-    );
+    assert_eq!(store.expire_idle(hour).await.unwrap(), 1);
     assert!(store.rows("old", usize::MAX).await.unwrap().is_empty());
     assert_eq!(store.rows("new", usize::MAX).await.unwrap().len(), 1);
 }
