@@ -24,7 +24,9 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 const ROUND_TRIPS: usize = 400;
-const BATCH: usize = 2000;
+/// Tasks per throughput run: long enough (a second or more at 32 in flight) that one slow
+/// moment of a 2-core machine moves the ratio by a few hundredths, not a tenth.
+const BATCH: usize = 10_000;
 
 struct Stats {
     p50: Duration,
