@@ -15,6 +15,16 @@ CREATE TABLE IF NOT EXISTS a2a_push (
 );
 ";
 
+/// A task's record, by task id.
+const LOAD: &str = "SELECT body, revision FROM a2a_push WHERE task_id = ?1";
+/// A record without webhooks is removed, if still at the revision its writer read.
+const DELETE_AT: &str = "DELETE FROM a2a_push WHERE task_id = ?1 AND revision = ?2";
+/// A task's first record, unless it has one already.
+const INSERT: &str = "INSERT OR IGNORE INTO a2a_push (task_id, revision, body) VALUES (?1, 1, ?2)";
+/// A record's next revision, if it is still at the one its writer read.
+const UPDATE_AT: &str = "UPDATE a2a_push SET body = ?2, revision = revision + 1 \
+                         WHERE task_id = ?1 AND revision = ?3";
+
 /// Push records in the tasks' SQLite file, on its connection.
 #[derive(Debug, Clone)]
 pub struct SqlitePush {
@@ -50,12 +60,13 @@ impl PushBackend for SqlitePush {
         let task_id = task_id.to_owned();
         self.with(move |db| {
             let row = db
-                .query_row(
-                    "SELECT body, revision FROM a2a_push WHERE task_id = ?1",
-                    params![task_id],
-                    |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)),
-                )
-                .optional()
+                .prepare_cached(LOAD)
+                .and_then(|mut load| {
+                    load.query_row(params![task_id], |r| {
+                        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+                    })
+                    .optional()
+                })
                 .map_err(|e| e.to_string())?;
             row.map(|(body, revision)| {
                 Ok((parse(&body)?, u64::try_from(revision).unwrap_or_default()))
@@ -75,24 +86,23 @@ impl PushBackend for SqlitePush {
         let expected = i64::try_from(expected).unwrap_or(i64::MAX);
         let outcome = self
             .with(move |db| {
-                let changed = if remove {
-                    db.execute(
-                        "DELETE FROM a2a_push WHERE task_id = ?1 AND revision = ?2",
-                        params![task_id, expected],
-                    )
-                } else if expected == 0 {
-                    db.execute(
-                        "INSERT OR IGNORE INTO a2a_push (task_id, revision, body) VALUES (?1, 1, ?2)",
-                        params![task_id, body],
-                    )
-                } else {
-                    db.execute(
-                        "UPDATE a2a_push SET body = ?2, revision = revision + 1 \
-                         WHERE task_id = ?1 AND revision = ?3",
-                        params![task_id, body, expected],
-                    )
-                }
-                .map_err(|e| e.to_string())?;
+                let statement = match (remove, expected) {
+                    (true, _) => DELETE_AT,
+                    (false, 0) => INSERT,
+                    (false, _) => UPDATE_AT,
+                };
+                let changed = db
+                    .prepare_cached(statement)
+                    .and_then(|mut write| {
+                        if remove {
+                            write.execute(params![task_id, expected])
+                        } else if expected == 0 {
+                            write.execute(params![task_id, body])
+                        } else {
+                            write.execute(params![task_id, body, expected])
+                        }
+                    })
+                    .map_err(|e| e.to_string())?;
                 Ok(changed)
             })
             .await?;
@@ -130,6 +140,8 @@ impl PushBackend for SqlitePush {
 #[cfg(test)]
 mod tests {
     use daedalus_contract::TaskPushNotificationConfig;
+
+    use rusqlite::StatementStatus;
 
     use super::*;
     use crate::push::record::Webhook;
@@ -173,6 +185,7 @@ mod tests {
             db.write(&record("t", &["https://c/"]), first).await,
             Err(WriteError::Conflict)
         ));
+        assert_eq!(runs_of(&db, [INSERT, UPDATE_AT]).await, [2, 2]);
         drop((db, tasks));
         let tasks = SqliteTasks::open(path, std::time::Duration::from_mins(1), 100).unwrap();
         let again = SqlitePush::beside(&tasks).await.unwrap();
@@ -181,5 +194,20 @@ mod tests {
         assert_eq!(again.all().await.unwrap().len(), 1);
         assert_eq!(again.write(&record("t", &[]), second).await.unwrap(), 0);
         assert!(again.load("t").await.unwrap().is_none());
+        assert_eq!(runs_of(&again, [LOAD, DELETE_AT]).await, [2, 1]);
+    }
+
+    /// How often each cached statement ran: every run of a write or a load counts only if
+    /// the statement is prepared once and kept.
+    async fn runs_of<const N: usize>(db: &SqlitePush, statements: [&'static str; N]) -> [i32; N] {
+        db.with(move |conn| {
+            Ok(statements.map(|sql| {
+                conn.prepare_cached(sql)
+                    .unwrap()
+                    .get_status(StatementStatus::Run)
+            }))
+        })
+        .await
+        .unwrap()
     }
 }

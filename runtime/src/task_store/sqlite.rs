@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::backend::{BackendError, StoredTask, TaskBackend, Versioned, WriteError, now_ms};
@@ -27,6 +28,17 @@ CREATE INDEX IF NOT EXISTS a2a_tasks_updated ON a2a_tasks (updated_ms);
 
 /// The revision column, added to a file an earlier version wrote.
 const ADD_REVISION: &str = "ALTER TABLE a2a_tasks ADD COLUMN revision INTEGER NOT NULL DEFAULT 1";
+
+/// A task as it stands, by id.
+const LOAD: &str = "SELECT body, revision FROM a2a_tasks WHERE id = ?1";
+/// A new task, unless one with its id is there already.
+const INSERT: &str = "INSERT INTO a2a_tasks (id, owner, updated_ms, body, revision) \
+                      VALUES (?1, ?2, ?3, ?4, 1) ON CONFLICT (id) DO NOTHING";
+/// A task's next revision, if it is still at the one the writer read.
+const UPDATE_AT: &str = "UPDATE a2a_tasks SET owner = ?2, updated_ms = ?3, body = ?4, \
+                         revision = revision + 1 WHERE id = ?1 AND revision = ?5";
+/// The newest tasks.
+const RECENT: &str = "SELECT body, revision FROM a2a_tasks ORDER BY updated_ms DESC LIMIT ?1";
 
 /// Writes between two retention sweeps.
 const SWEEP_EVERY: u64 = 1_000;
@@ -61,6 +73,9 @@ impl SqliteTasks {
             conn.pragma_update(None, "journal_mode", "WAL")?;
             conn.pragma_update(None, "synchronous", "NORMAL")?;
             conn.busy_timeout(Duration::from_secs(5))?;
+            // A statement's plan is fixed when it is prepared, so a cached one is not prepared
+            // again for a new `LIMIT` (see the conversation store).
+            conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
             conn.execute_batch(SCHEMA)?;
             if !has_revision(&conn)? {
                 conn.execute_batch(ADD_REVISION)?;
@@ -148,12 +163,11 @@ impl TaskBackend for SqliteTasks {
         let id = task_id.to_owned();
         self.with(move |conn| {
             let row: Option<(String, i64)> = conn
-                .query_row(
-                    "SELECT body, revision FROM a2a_tasks WHERE id = ?1",
-                    params![id],
-                    |row| Ok((row.get(0)?, row.get(1)?)),
-                )
-                .optional()
+                .prepare_cached(LOAD)
+                .and_then(|mut load| {
+                    load.query_row(params![id], |row| Ok((row.get(0)?, row.get(1)?)))
+                        .optional()
+                })
                 .map_err(|e| e.to_string())?;
             row.map(|(body, revision)| decode(&body, revision))
                 .transpose()
@@ -177,17 +191,12 @@ impl TaskBackend for SqliteTasks {
         let written = self
             .with(move |conn| {
                 let changed = if expected == 0 {
-                    conn.execute(
-                        "INSERT INTO a2a_tasks (id, owner, updated_ms, body, revision) \
-                         VALUES (?1, ?2, ?3, ?4, 1) ON CONFLICT (id) DO NOTHING",
-                        params![id, owner, updated, body],
-                    )
+                    conn.prepare_cached(INSERT)
+                        .and_then(|mut insert| insert.execute(params![id, owner, updated, body]))
                 } else {
-                    conn.execute(
-                        "UPDATE a2a_tasks SET owner = ?2, updated_ms = ?3, body = ?4, \
-                         revision = revision + 1 WHERE id = ?1 AND revision = ?5",
-                        params![id, owner, updated, body, expected],
-                    )
+                    conn.prepare_cached(UPDATE_AT).and_then(|mut update| {
+                        update.execute(params![id, owner, updated, body, expected])
+                    })
                 }
                 .map_err(|e| e.to_string())?;
                 if due {
@@ -209,9 +218,7 @@ impl TaskBackend for SqliteTasks {
     async fn recent(&self, limit: usize) -> Result<Vec<Versioned>, BackendError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.with(move |conn| {
-            let mut statement = conn
-                .prepare("SELECT body, revision FROM a2a_tasks ORDER BY updated_ms DESC LIMIT ?1")
-                .map_err(|e| e.to_string())?;
+            let mut statement = conn.prepare_cached(RECENT).map_err(|e| e.to_string())?;
             let rows = statement
                 .query_map(params![limit], |row| {
                     Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
@@ -228,5 +235,62 @@ impl TaskBackend for SqliteTasks {
             Ok(tasks)
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use daedalus_contract::{Task, TaskState, TaskStatus};
+    use rusqlite::StatementStatus;
+
+    use super::*;
+
+    fn stored(id: &str) -> StoredTask {
+        let task = Task {
+            id: id.into(),
+            context_id: Some("c".into()),
+            status: TaskStatus::new(TaskState::Working),
+            artifacts: Vec::new(),
+            history: None,
+            metadata: None,
+        };
+        StoredTask::new(task, "replica-a", None)
+    }
+
+    /// Counts, for each statement a task's life runs, how often its cached statement ran and
+    /// was prepared again: each is prepared once and runs from the cache after.
+    #[tokio::test]
+    async fn a_tasks_statements_are_prepared_once() {
+        let tasks = SqliteTasks::open(":memory:", Duration::from_hours(1), 100).unwrap();
+        for i in 0..3 {
+            let id = format!("t{i}");
+            assert_eq!(tasks.write(&stored(&id), 0).await.unwrap(), 1);
+            assert_eq!(tasks.write(&stored(&id), 1).await.unwrap(), 2);
+            assert!(matches!(
+                tasks.write(&stored(&id), 1).await,
+                Err(WriteError::Conflict)
+            ));
+            assert_eq!(tasks.load(&id).await.unwrap().unwrap().revision, 2);
+            assert_eq!(tasks.recent(10).await.unwrap().len(), i + 1);
+        }
+        let counts = tasks
+            .with(|conn| {
+                Ok(
+                    [(LOAD, 3), (INSERT, 3), (UPDATE_AT, 6), (RECENT, 3)].map(|(sql, runs)| {
+                        let statement = conn.prepare_cached(sql).unwrap();
+                        (
+                            sql,
+                            runs,
+                            statement.get_status(StatementStatus::Run),
+                            statement.get_status(StatementStatus::RePrepare),
+                        )
+                    }),
+                )
+            })
+            .await
+            .unwrap();
+        for (sql, runs, ran, reprepared) in counts {
+            assert_eq!((ran, reprepared), (runs, 0), "{sql}");
+        }
     }
 }
