@@ -86,23 +86,18 @@ impl PushBackend for SqlitePush {
         let expected = i64::try_from(expected).unwrap_or(i64::MAX);
         let outcome = self
             .with(move |db| {
-                let statement = match (remove, expected) {
-                    (true, _) => DELETE_AT,
-                    (false, 0) => INSERT,
-                    (false, _) => UPDATE_AT,
-                };
-                let changed = db
-                    .prepare_cached(statement)
-                    .and_then(|mut write| {
-                        if remove {
-                            write.execute(params![task_id, expected])
-                        } else if expected == 0 {
-                            write.execute(params![task_id, body])
-                        } else {
-                            write.execute(params![task_id, body, expected])
-                        }
-                    })
-                    .map_err(|e| e.to_string())?;
+                let changed = match (remove, expected) {
+                    (true, _) => db
+                        .prepare_cached(DELETE_AT)
+                        .and_then(|mut delete| delete.execute(params![task_id, expected])),
+                    (false, 0) => db
+                        .prepare_cached(INSERT)
+                        .and_then(|mut insert| insert.execute(params![task_id, body])),
+                    (false, _) => db
+                        .prepare_cached(UPDATE_AT)
+                        .and_then(|mut update| update.execute(params![task_id, body, expected])),
+                }
+                .map_err(|e| e.to_string())?;
                 Ok(changed)
             })
             .await?;
