@@ -242,13 +242,56 @@ async fn a_server_that_failed_is_left_alone_for_a_while_instead_of_slowing_every
 }
 
 /// A server whose tool list grows: calling `grow` adds `extra` and announces it with
-/// `notifications/tools/list_changed`.
+/// `notifications/tools/list_changed`: on the session (legacy revisions), or to every
+/// `subscriptions/listen` (2026-07-28). `legacy_only` keeps it to the revisions with
+/// sessions.
 #[derive(Debug, Clone, Default)]
 struct Growing {
     grown: Arc<std::sync::atomic::AtomicBool>,
+    announce: Arc<tokio::sync::Notify>,
+    legacy_only: bool,
 }
 
 impl ServerHandler for Growing {
+    fn supported_protocol_versions(
+        &self,
+    ) -> std::borrow::Cow<'static, [rmcp::model::ProtocolVersion]> {
+        use rmcp::model::ProtocolVersion;
+        std::borrow::Cow::Borrowed(if self.legacy_only {
+            ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25)
+        } else {
+            ProtocolVersion::KNOWN_VERSIONS
+        })
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        Some(
+            rmcp::model::SubscriptionFilter::builder()
+                .tools_list_changed()
+                .build(),
+        )
+    }
+
+    async fn listen(
+        &self,
+        subscription: rmcp::service::SubscriptionContext,
+    ) -> Result<(), rmcp::ErrorData> {
+        loop {
+            tokio::select! {
+                () = subscription.cancelled() => return Ok(()),
+                () = self.announce.notified() => {
+                    let note = rmcp::model::ServerNotification::ToolListChangedNotification(
+                        rmcp::model::ToolListChangedNotification::default(),
+                    );
+                    let _ = subscription.sink().send(note).await;
+                }
+            }
+        }
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
@@ -287,6 +330,7 @@ impl ServerHandler for Growing {
     ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
         if request.name == "grow" {
             self.grown.store(true, std::sync::atomic::Ordering::SeqCst);
+            self.announce.notify_waiters();
             let _ = context.peer.notify_tool_list_changed().await;
         }
         Ok(
@@ -306,9 +350,12 @@ struct GrowingFixture {
     initializes: Arc<std::sync::atomic::AtomicUsize>,
 }
 
-async fn growing() -> GrowingFixture {
+async fn growing(legacy_only: bool) -> GrowingFixture {
     let sessions = Arc::new(LocalSessionManager::default());
-    let server = Growing::default();
+    let server = Growing {
+        legacy_only,
+        ..Growing::default()
+    };
     let service: StreamableHttpService<Growing, LocalSessionManager> = StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::clone(&sessions),
@@ -358,9 +405,10 @@ fn growing_yaml(fake: &FakeLlm, server: &str) -> String {
     )
 }
 
-#[tokio::test]
-async fn the_tool_cache_refreshes_after_tools_list_changed() {
-    let server = growing().await;
+/// Two turns over a server whose tools grow during the first; answers how many `initialize`s
+/// the server saw.
+async fn tool_cache_refresh(legacy_only: bool) -> usize {
+    let server = growing(legacy_only).await;
     let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
     fake.script([
         Reply::ToolCalls(vec![("g__grow".into(), json!({}))]),
@@ -370,7 +418,8 @@ async fn the_tool_cache_refreshes_after_tools_list_changed() {
     let rt = Runtime::start(&growing_yaml(&fake, &server.url)).await;
     let url = rt.url.clone();
     post(&url, None, "m-1").await;
-    // The notification travels on the session's stream; give it a moment to land.
+    // The notification travels on the session's stream (or the subscription's); give it a
+    // moment to land.
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     post(&url, None, "m-2").await;
 
@@ -381,16 +430,30 @@ async fn the_tool_cache_refreshes_after_tools_list_changed() {
         "the next turn offers the new tool: {:?}",
         tool_names(&log[2])
     );
+    server.initializes.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+#[tokio::test]
+async fn the_tool_cache_refreshes_after_tools_list_changed() {
     assert_eq!(
-        server.initializes.load(std::sync::atomic::Ordering::SeqCst),
+        tool_cache_refresh(true).await,
         1,
         "refreshed on the same session, not by reconnecting"
     );
 }
 
 #[tokio::test]
+async fn on_2026_07_28_the_tool_cache_refreshes_from_a_subscription() {
+    assert_eq!(
+        tool_cache_refresh(false).await,
+        0,
+        "no initialize: the server was spoken to statelessly"
+    );
+}
+
+#[tokio::test]
 async fn a_lost_session_is_initialized_again_and_the_call_goes_through() {
-    let server = growing().await;
+    let server = growing(true).await;
     let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
     fake.script([
         Reply::Text("ready".into()),
@@ -654,10 +717,15 @@ async fn the_demo_tools_server_answers_an_agent_over_mcp() {
 }
 
 /// A turn canceled while a tool call is in flight abandons the call, and the MCP server is told
-/// (`notifications/cancelled`) instead of working on until its timeout.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_canceled_turn_tells_the_mcp_server_its_call_is_abandoned() {
-    let server = fixture().await;
+/// instead of working on until its timeout: on the legacy revisions by
+/// `notifications/cancelled`, on 2026-07-28 by the call's stream closing (the spec's signal
+/// over HTTP). Answers the server, once it has stopped the call.
+async fn canceled_turn_on(revisions: daedalus_mcp_fixture::Revisions) -> McpFixture {
+    let server = McpFixture::start_with(daedalus_mcp_fixture::Options {
+        revisions,
+        ..Default::default()
+    })
+    .await;
     let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
     fake.script([Reply::ToolCalls(vec![("fx__hang".into(), json!({}))])]);
     let yaml = fixture_yaml(&fake, &server, "");
@@ -687,15 +755,82 @@ async fn a_canceled_turn_tells_the_mcp_server_its_call_is_abandoned() {
         calls,
     )
     .await;
-    assert_eq!(server.count("notifications/cancelled"), 0);
+    assert_eq!(server.abandoned_calls(), 0);
     // REQUEST_TIMEOUT ends while the tool hangs: the turn is canceled, and fails saying so.
     let status = task.await.expect("joined").expect("answered");
     assert_eq!(status, 200);
-    let cancelled = || {
+    let stopped = || {
         let server = &server;
-        async move { server.count("notifications/cancelled") == 1 }
+        async move { server.abandoned_calls() == 1 }
     };
-    daedalus_test_kit::wait_until("the server to be told", Duration::from_secs(10), cancelled)
-        .await;
+    daedalus_test_kit::wait_until(
+        "the server to stop the call",
+        Duration::from_secs(10),
+        stopped,
+    )
+    .await;
     assert_eq!(fake.requests().len(), 1, "no model call after the cancel");
+    server
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canceled_turn_tells_the_mcp_server_its_call_is_abandoned() {
+    let server = canceled_turn_on(daedalus_mcp_fixture::Revisions::LegacyOnly).await;
+    assert_eq!(server.count("notifications/cancelled"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_2026_07_28_a_canceled_turn_closes_the_calls_stream() {
+    let server = canceled_turn_on(daedalus_mcp_fixture::Revisions::ModernOnly).await;
+    assert_eq!(server.count("initialize"), 0, "spoken to statelessly");
+}
+
+/// One downstream server of each revision in one deployment: a tool of each runs.
+#[tokio::test]
+async fn downstream_servers_of_either_revision_serve_one_agent() {
+    let legacy = McpFixture::start_with(daedalus_mcp_fixture::Options {
+        revisions: daedalus_mcp_fixture::Revisions::LegacyOnly,
+        ..Default::default()
+    })
+    .await;
+    let modern = McpFixture::start_with(daedalus_mcp_fixture::Options {
+        revisions: daedalus_mcp_fixture::Revisions::ModernOnly,
+        ..Default::default()
+    })
+    .await;
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    fake.script([
+        Reply::ToolCalls(vec![
+            ("old__add".into(), json!({"a": 1, "b": 2})),
+            ("new__add".into(), json!({"a": 30, "b": 4})),
+        ]),
+        Reply::Text("3 and 34".into()),
+    ]);
+    let yaml = format!(
+        "default_model: openai.gpt-fake\nopenai: {{ api_key: {KEY}, base_url: \"{}\" }}\n\
+         mcp:\n  servers:\n    old: {{ url: \"{}\" }}\n    new: {{ url: \"{}\" }}\n\
+         agents:\n  a: {{ instruction: Add., servers: [old, new] }}\n",
+        fake.openai_base_url,
+        legacy.url(),
+        modern.url()
+    );
+    let rt = Runtime::start(&yaml).await;
+    let task = post(&rt.url, None, "m-both").await;
+    assert_eq!(
+        task["artifacts"][0]["parts"][0]["text"], "3 and 34",
+        "{task}"
+    );
+    let mut results = tool_results(&fake, 1);
+    results.sort();
+    assert_eq!(results, ["3", "34"]);
+    assert!(
+        legacy.count("initialize") >= 1,
+        "the legacy server got a session"
+    );
+    assert_eq!(
+        modern.count("initialize"),
+        0,
+        "the 2026-07-28 server got none"
+    );
+    assert!(modern.count("server/discover") >= 1);
 }

@@ -10,7 +10,8 @@
 //! Every HTTP request's `Authorization` header and every `tools/call` (tool, arguments,
 //! `Authorization`) are recorded. The server can be stopped and started again on the same
 //! port, to play a downstream server that goes down and comes back. [`Options`] make it
-//! answer `tools/list` late, or refuse (401) every request without a given bearer token.
+//! answer `tools/list` late, refuse (401) every request without a given bearer token, or speak
+//! only the legacy revisions (`initialize`, sessions) or only MCP 2026-07-28 (stateless).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -21,7 +22,8 @@ use axum::middleware::{self, Next};
 use axum::response::IntoResponse;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ServerCapabilities,
+    ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -60,6 +62,21 @@ struct Log {
 #[derive(Debug, Clone, Default)]
 struct Tools {
     list_delay: Option<Duration>,
+    revisions: Revisions,
+    /// `hang` calls that ended because their caller went away or canceled them.
+    abandoned: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// The MCP revisions the fixture speaks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Revisions {
+    /// 2026-07-28 and every older one (rmcp's default).
+    #[default]
+    Every,
+    /// Up to 2025-11-25: `initialize` and sessions; `server/discover` is refused.
+    LegacyOnly,
+    /// 2026-07-28 only: `initialize` is refused.
+    ModernOnly,
 }
 
 /// How the fixture misbehaves.
@@ -69,6 +86,7 @@ pub struct Options {
     pub list_delay: Option<Duration>,
     /// Every HTTP request without `Authorization: Bearer <this>` gets 401.
     pub required_token: Option<String>,
+    pub revisions: Revisions,
 }
 
 fn schema(properties: &Value, required: &[&str]) -> Arc<Map<String, Value>> {
@@ -83,6 +101,16 @@ fn text(result: impl Into<String>) -> CallToolResponse {
 impl ServerHandler for Tools {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        match self.revisions {
+            Revisions::Every => std::borrow::Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS),
+            Revisions::LegacyOnly => std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(
+                &ProtocolVersion::V_2025_11_25,
+            )),
+            Revisions::ModernOnly => std::borrow::Cow::Owned(vec![ProtocolVersion::V_2026_07_28]),
+        }
     }
 
     async fn list_tools(
@@ -144,6 +172,8 @@ impl ServerHandler for Tools {
             }
             "hang" => {
                 context.ct.cancelled().await;
+                self.abandoned
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 Ok(text("canceled"))
             }
             "slow" => {
@@ -198,6 +228,7 @@ impl ServerHandler for Tools {
 pub struct McpFixture {
     addr: SocketAddr,
     log: Arc<Mutex<Log>>,
+    abandoned: Arc<std::sync::atomic::AtomicUsize>,
     stop: CancellationToken,
     options: Options,
 }
@@ -217,6 +248,7 @@ impl McpFixture {
         let mut fixture = Self {
             addr,
             log: Arc::default(),
+            abandoned: Arc::default(),
             stop: CancellationToken::new(),
             options,
         };
@@ -227,6 +259,8 @@ impl McpFixture {
     fn serve(&mut self, listener: tokio::net::TcpListener) {
         let tools = Tools {
             list_delay: self.options.list_delay,
+            revisions: self.options.revisions,
+            abandoned: Arc::clone(&self.abandoned),
         };
         let service: StreamableHttpService<Tools, LocalSessionManager> = StreamableHttpService::new(
             move || Ok(tools.clone()),
@@ -364,6 +398,13 @@ impl McpFixture {
             .filter(|(m, _)| m == method)
             .map(|(_, t)| t.clone())
             .collect()
+    }
+
+    /// How many `hang` calls ended because they were canceled: told by
+    /// `notifications/cancelled` (legacy revisions) or by the caller closing the call's
+    /// stream (2026-07-28).
+    pub fn abandoned_calls(&self) -> usize {
+        self.abandoned.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// How many requests used JSON-RPC `method`.

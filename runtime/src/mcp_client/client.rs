@@ -30,9 +30,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::{CallToolRequestParams, ClientConfig, MetaObject, RequestMetaObject};
+use rmcp::model::{
+    CallToolRequestParams, ClientConfig, MetaObject, ProtocolVersion, RequestMetaObject,
+    ServerNotification, SubscriptionFilter,
+};
 use rmcp::service::NotificationContext;
-use rmcp::service::{RunningService, ServiceError};
+use rmcp::service::{
+    ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RunningService, ServiceError,
+};
 use rmcp::transport::StreamableHttpClientTransport;
 
 use super::traced_http::TracedHttp;
@@ -50,7 +55,7 @@ use crate::llm::ToolSpec;
 use crate::mcp_client::McpError;
 use daedalus_contract::credentials::Credentials;
 
-/// How long `initialize` may take.
+/// How long connecting (`server/discover`, or `initialize` after it) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long listing a server's tools (every page) may take.
 const LIST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -218,20 +223,49 @@ impl McpServers {
             .map(|(_, v)| v.strip_prefix("Bearer ").unwrap_or(v).to_owned())
     }
 
+    /// A transport to `server`, presenting `token` (or `credential`'s).
+    fn transport(
+        server: &McpServer,
+        token: Option<String>,
+        credential: Option<Arc<Credentials>>,
+    ) -> StreamableHttpClientTransport<TracedHttp> {
+        let mut config = StreamableHttpClientTransportConfig::with_uri(server.url.clone())
+            .custom_headers(Self::headers(server));
+        if let Some(token) = token {
+            config = config.auth_header(token);
+        }
+        StreamableHttpClientTransport::with_client(TracedHttp::presenting(credential), config)
+    }
+
+    /// Connects on the newest revision the server speaks: MCP 2026-07-28 (`server/discover`,
+    /// no session) when it does, else `initialize` and a session, whether the server does not
+    /// know `server/discover` or knows it and serves only older revisions.
     async fn connect(
         server: &McpServer,
         token: Option<String>,
         credential: Option<Arc<Credentials>>,
         watcher: Watcher,
     ) -> Result<Client, McpError> {
-        let mut config = StreamableHttpClientTransportConfig::with_uri(server.url.clone())
-            .custom_headers(Self::headers(server));
-        if let Some(token) = token {
-            config = config.auth_header(token);
-        }
-        let transport =
-            StreamableHttpClientTransport::with_client(TracedHttp::presenting(credential), config);
-        match tokio::time::timeout(CONNECT_TIMEOUT, watcher.serve(transport)).await {
+        let attempt = async {
+            let modern = ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: None,
+            };
+            let transport = Self::transport(server, token.clone(), credential.clone());
+            match watcher
+                .clone()
+                .serve_with_lifecycle(transport, modern)
+                .await
+            {
+                Err(ClientInitializeError::NoCompatibleProtocolVersion { .. }) => {
+                    watcher
+                        .serve(Self::transport(server, token, credential))
+                        .await
+                }
+                other => other,
+            }
+        };
+        match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
             Ok(Ok(client)) => Ok(client),
             Ok(Err(e)) => Err(McpError::Initialize {
                 url: redact_url(&server.url),
@@ -289,6 +323,7 @@ impl McpServers {
                     tracing::info!(server = name, "downstream MCP server reachable again");
                 }
                 let client = Arc::new(client);
+                listen_for_tool_changes(name, &client, &link.stale);
                 state.client = Some(Arc::clone(&client));
                 Ok(client)
             }
@@ -370,6 +405,46 @@ impl McpServers {
             files,
         })
     }
+}
+
+/// On a 2026-07-28 connection, where there is no session stream, a `subscriptions/listen`
+/// for `notifications/tools/list_changed` marks the tool cache stale, as the legacy session's
+/// notification does. The listener lives as long as the connection (it ends with the stream),
+/// and a server that does not offer subscriptions is simply not listened to.
+fn listen_for_tool_changes(name: &str, client: &Client, stale: &Arc<AtomicBool>) {
+    let modern = client.peer().peer_info().is_some_and(|info| {
+        info.protocol_version.as_str() >= ProtocolVersion::V_2026_07_28.as_str()
+    });
+    let offers = client.peer().peer_info().and_then(|info| {
+        info.capabilities
+            .tools
+            .as_ref()
+            .and_then(|t| t.list_changed)
+    }) == Some(true);
+    if !modern || !offers {
+        return;
+    }
+    let peer = client.peer().clone();
+    let stale = Arc::clone(stale);
+    let server = name.to_owned();
+    tokio::spawn(async move {
+        let filter = SubscriptionFilter::builder().tools_list_changed().build();
+        let mut subscription = match peer.listen(filter).await {
+            Ok(subscription) => subscription,
+            Err(e) => {
+                tracing::debug!(server, error = %e, "the server takes no subscriptions/listen");
+                return;
+            }
+        };
+        while let Ok(Some(notification)) = subscription.next().await {
+            if matches!(
+                notification,
+                ServerNotification::ToolListChangedNotification(_)
+            ) {
+                stale.store(true, Ordering::Release);
+            }
+        }
+    });
 }
 
 #[async_trait]

@@ -102,7 +102,9 @@ impl TurnService {
             .as_ref()
             .is_some_and(|t| t.status.state.is_interrupted());
         let mut history = standing.and_then(|t| t.history).unwrap_or_default();
-        let key = ConversationKey::a2a_of(&context_id, request.caller.conversation_space());
+        let key = request.conversation.clone().unwrap_or_else(|| {
+            ConversationKey::a2a_of(&context_id, request.caller.conversation_space())
+        });
         let mut agent_request =
             Box::new(AgentRequest::new(&task_id, key.as_str(), message.clone()));
         if waiting {

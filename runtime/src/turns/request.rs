@@ -49,6 +49,10 @@ pub struct TurnRequest {
     pub controls: TurnControls,
     /// Who asks: a new task or conversation is theirs, and only theirs to continue.
     pub caller: Caller,
+    /// For an A2A task: the conversation it continues, when a face keeps it by a key of its
+    /// own rather than by the task's context (the MCP face's `shared` scope on 2026-07-28,
+    /// where a call is a task but the conversation is everybody's).
+    pub conversation: Option<ConversationKey>,
 }
 
 impl TurnRequest {
@@ -66,6 +70,7 @@ impl TurnRequest {
             replay: true,
             controls: TurnControls::default(),
             caller: Caller::Anyone,
+            conversation: None,
         }
     }
 }

@@ -233,6 +233,11 @@ impl TurnService {
         self.0.inflight.token()
     }
 
+    /// How long a task is kept after it last changed (`TASK_TTL`).
+    pub fn task_ttl(&self) -> std::time::Duration {
+        self.0.limits.task_ttl
+    }
+
     /// Turns (of the smallest size) that could start now before a process-wide turn limit
     /// is reached.
     pub fn free_permits(&self) -> usize {

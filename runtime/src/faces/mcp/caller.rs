@@ -1,7 +1,9 @@
-//! What an MCP call's HTTP request says about its caller: the MCP session, the bearer token,
-//! and so the conversation the call continues.
+//! What an MCP call's request says about its caller: the protocol revision, the MCP session
+//! (legacy revisions only), the bearer token, the trace, and so the conversation the call
+//! continues.
 
 use rmcp::RoleServer;
+use rmcp::model::ProtocolVersion;
 use rmcp::service::RequestContext;
 
 use super::Face;
@@ -36,11 +38,37 @@ pub(super) fn who(context: &RequestContext<RoleServer>) -> Caller {
         .unwrap_or_default()
 }
 
-/// The caller's W3C trace headers.
+/// Whether the call speaks MCP 2026-07-28 or newer: stateless, every request carrying its
+/// revision and capabilities in `_meta`, no session.
+pub(super) fn modern(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// The caller's W3C trace: the HTTP headers, else the request's `_meta` (`traceparent`,
+/// `tracestate`, as MCP 2026-07-28 carries them).
 pub(super) fn trace(context: &RequestContext<RoleServer>) -> TraceHeaders {
-    parts(context).map_or_else(TraceHeaders::default, |p| {
+    let headers = parts(context).map_or_else(TraceHeaders::default, |p| {
         TraceHeaders::from_headers(&p.headers)
-    })
+    });
+    if headers.traceparent.is_some() {
+        return headers;
+    }
+    let text = |key: &str| {
+        context
+            .meta
+            .get(key)
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+    };
+    match text("traceparent") {
+        Some(traceparent) => TraceHeaders {
+            traceparent: Some(traceparent),
+            tracestate: text("tracestate"),
+        },
+        None => headers,
+    }
 }
 
 /// The conversation a call continues, by the agent's `instance_scope`: `None` for the

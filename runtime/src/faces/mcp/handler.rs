@@ -1,38 +1,49 @@
 //! The MCP methods of one agent's server: `tools/list`, `tools/call`, `prompts/list`,
-//! `prompts/get`.
+//! `prompts/get`; on 2026-07-28 also `server/discover`, `subscriptions/listen` (the agent's
+//! tools changed by a reload) and the tasks extension's `tasks/*`.
 
 use std::borrow::Cow;
 use std::sync::{Arc, LazyLock};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
-    GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult, ListToolsResult,
-    PaginatedRequestParams, Prompt, PromptMessage, ProtocolVersion, Role as McpRole,
-    ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, GetTaskParams, GetTaskResult,
+    Implementation, ListPromptsResult, ListToolsResult, PaginatedRequestParams, Prompt,
+    PromptArgument, PromptMessage, ProtocolVersion, Role as McpRole, ServerCapabilities,
+    ServerConfig, ServerNotification, SubscriptionFilter, Tool, ToolListChangedNotification,
+    UpdateTaskParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
-use super::caller::{bearer, conversation, trace};
-use super::{Face, send};
+use super::caller::{self, bearer, conversation, trace};
+use super::routes::ChangeFeed;
+use super::{Face, send, tasks};
 use crate::config::deployment::InstanceScope;
 use crate::sampling::SamplingParams;
+use crate::turns::ConversationKey;
 
 /// The tool that runs the agent.
 pub const SEND_MESSAGE: &str = "send_message";
 /// The tool that reports health without the model.
 pub const GET_HEALTH: &str = "get_health";
 
-/// One MCP session's handler of an agent.
+/// The handler of an agent's MCP session (legacy revisions) or of one request (2026-07-28).
 #[derive(Debug, Clone)]
 pub struct AgentServer {
     face: Arc<Face>,
+    /// What reloads changed, for `subscriptions/listen`.
+    changes: ChangeFeed,
 }
 
+/// The argument of the history prompt (and of `send_message`) that names a 2026-07-28
+/// conversation of a `connection` agent.
+const CONVERSATION_ID: &str = "conversation_id";
+
 impl AgentServer {
-    pub fn new(face: Arc<Face>) -> Self {
-        Self { face }
+    pub fn new(face: Arc<Face>, changes: ChangeFeed) -> Self {
+        Self { face, changes }
     }
 
     fn history_prompt(&self) -> String {
@@ -51,6 +62,20 @@ fn object(value: &Value) -> Arc<Map<String, Value>> {
 
 /// [`send_schema`], the same for every agent and every listing: derived once.
 static SEND_SCHEMA: LazyLock<Arc<Map<String, Value>>> = LazyLock::new(|| object(&send_schema()));
+/// [`send_schema`] with `conversation_id`, for `connection` agents.
+static SEND_SCHEMA_WITH_CONVERSATION: LazyLock<Arc<Map<String, Value>>> = LazyLock::new(|| {
+    let mut schema = send_schema();
+    if let Some(properties) = schema["properties"].as_object_mut() {
+        properties.insert(
+            CONVERSATION_ID.to_owned(),
+            json!({
+                "type": "string",
+                "description": "MCP 2026-07-28: the conversation to continue (the conversation_id in an earlier answer's _meta); leave it out to start one. A legacy session continues its own."
+            }),
+        );
+    }
+    object(&schema)
+});
 
 /// The `send_message` arguments, as a JSON schema; the sampling keys come from
 /// [`SamplingParams`], the one list of them, and the chat controls from the typed
@@ -97,12 +122,14 @@ impl AgentServer {
 impl ServerHandler for AgentServer {
     fn get_info(&self) -> ServerConfig {
         let def = &self.face.def;
+        let builder = ServerCapabilities::builder().enable_tools();
         let capabilities = if def.instance_scope == InstanceScope::Request {
-            ServerCapabilities::builder().enable_tools().build()
+            builder.enable_tool_list_changed().enable_tasks().build()
         } else {
-            ServerCapabilities::builder()
-                .enable_tools()
+            builder
+                .enable_tool_list_changed()
                 .enable_prompts()
+                .enable_tasks()
                 .build()
         };
         ServerConfig::new(capabilities)
@@ -116,10 +143,65 @@ impl ServerHandler for AgentServer {
             ))
     }
 
-    /// Stop at the last revision with `initialize` and sessions, which per-connection
-    /// history needs; clients fall back to it.
+    /// Every revision up to 2026-07-28: the stateless one, and the legacy ones with
+    /// `initialize` and sessions, chosen per request.
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28))
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    /// Tells the listener when a reload changes (or removes) this agent, until the client
+    /// cancels or the runtime stops.
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut changes = self.changes.subscribe();
+        loop {
+            tokio::select! {
+                () = subscription.cancelled() => return Ok(()),
+                changed = changes.recv() => match changed {
+                    Ok(changes) if !changes.touches(self.face.name()) => {}
+                    // A listener that fell behind may have missed a change: say so.
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        let note = ServerNotification::ToolListChangedNotification(
+                            ToolListChangedNotification::default(),
+                        );
+                        if subscription.sink().send(note).await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
+                },
+            }
+        }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        tasks::get(&self.face, request, &context).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        tasks::update(&self.face, request, &context).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        tasks::cancel(&self.face, request, &context).await
     }
 
     async fn list_tools(
@@ -139,7 +221,11 @@ impl ServerHandler for AgentServer {
                 def.title, def.description
             )
         };
-        let schema = Arc::clone(&SEND_SCHEMA);
+        let schema = if def.instance_scope == InstanceScope::Connection {
+            Arc::clone(&SEND_SCHEMA_WITH_CONVERSATION)
+        } else {
+            Arc::clone(&SEND_SCHEMA)
+        };
         let mut tools = vec![Tool::new(SEND_MESSAGE, about.clone(), Arc::clone(&schema))];
         if let Some(alias) = self.alias() {
             tools.push(Tool::new(alias.to_owned(), about, schema));
@@ -170,10 +256,7 @@ impl ServerHandler for AgentServer {
             return Ok(report.into());
         }
         if name == SEND_MESSAGE || Some(name) == self.alias() {
-            let arguments = request.arguments.unwrap_or_default();
-            return Ok(send::send_message(&self.face, arguments, &context)
-                .await
-                .into());
+            return Ok(send::send_message(&self.face, request, &context).await);
         }
         Err(ErrorData::invalid_params(
             format!("no tool named {name}; this agent offers {SEND_MESSAGE} and {GET_HEALTH}"),
@@ -189,13 +272,19 @@ impl ServerHandler for AgentServer {
         if self.face.scope() == InstanceScope::Request {
             return Ok(ListPromptsResult::with_all_items(Vec::new()));
         }
+        // A 2026-07-28 client names its conversation; a legacy session's is its own.
+        let arguments = (self.face.scope() == InstanceScope::Connection).then(|| {
+            vec![PromptArgument::new(CONVERSATION_ID).with_description(
+                "MCP 2026-07-28: the conversation (the conversation_id in an answer's _meta)",
+            )]
+        });
         Ok(ListPromptsResult::with_all_items(vec![Prompt::new(
             self.history_prompt(),
             Some(format!(
                 "The conversation with {} so far",
                 self.face.def.title
             )),
-            None,
+            arguments,
         )]))
     }
 
@@ -210,7 +299,17 @@ impl ServerHandler for AgentServer {
                 None,
             ));
         }
-        let messages = match conversation(&self.face, &context) {
+        let key = if caller::modern(&context) && self.face.scope() == InstanceScope::Connection {
+            request
+                .arguments
+                .as_ref()
+                .and_then(|arguments| arguments.get(CONVERSATION_ID))
+                .and_then(Value::as_str)
+                .map(|id| ConversationKey::a2a_of(id, caller::who(&context).conversation_space()))
+        } else {
+            conversation(&self.face, &context)
+        };
+        let messages = match key {
             Some(key) => {
                 let turns = self.face.core.turns();
                 turns.conversation(self.face.name(), &key).await

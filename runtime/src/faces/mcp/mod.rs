@@ -4,9 +4,13 @@
 //! Each offers the tools `send_message` and an alias named after the agent (both
 //! `{message, images?, sampling...}`), `get_health`, and — unless the agent's `instance_scope` is
 //! `request` — the prompt `<agent>_history`. `instance_scope` decides which conversation a call
-//! continues: `shared` (one for everybody), `connection` (one per MCP session), `request`
-//! (none). The protocol versions offered stop at 2025-11-25, so modern clients still
-//! `initialize` and get the session that per-connection history needs.
+//! continues: `shared` (one for everybody), `connection` (one per MCP session, or on
+//! 2026-07-28 the one a call names), `request` (none).
+//!
+//! Both kinds of MCP revision are served on the same endpoints, chosen per request as rmcp
+//! reads it: 2026-07-28 (and `server/discover`) statelessly, each request on its own, so any
+//! replica answers any call ([`stateless`], [`tasks`]); 2025-11-25 and older with
+//! `initialize` and a session, bounded by the runtime's session book ([`sessions`]).
 
 pub mod auth;
 mod caller;
@@ -17,6 +21,8 @@ pub mod registry;
 pub mod routes;
 mod send;
 pub mod sessions;
+mod stateless;
+mod tasks;
 pub mod wiring;
 
 use std::sync::Arc;
@@ -97,6 +103,7 @@ pub fn service(
     face: &Arc<Face>,
     settings: &ServiceSettings,
     sessions: tokio_util::sync::CancellationToken,
+    changes: routes::ChangeFeed,
 ) -> StreamableHttpService<AgentServer, BoundedSessions> {
     let mut config = StreamableHttpServerConfig::default();
     config.allowed_hosts.clone_from(&settings.allowed_hosts);
@@ -105,7 +112,7 @@ pub fn service(
     let manager = BoundedSessions::new(face.name(), Arc::clone(face.core.mcp_sessions()));
     let face = Arc::clone(face);
     StreamableHttpService::new(
-        move || Ok(AgentServer::new(Arc::clone(&face))),
+        move || Ok(AgentServer::new(Arc::clone(&face), changes.clone())),
         Arc::new(manager),
         config,
     )

@@ -27,6 +27,29 @@ use super::sessions::BoundedSessions;
 use super::{AgentServer, Face, OWN_PORT_PATH, ServiceSettings};
 use crate::mcp_sessions::SessionsFull;
 
+/// What each reload changed, told to every `subscriptions/listen` of every endpoint.
+#[derive(Debug, Clone)]
+pub struct ChangeFeed(tokio::sync::broadcast::Sender<Arc<Changes>>);
+
+impl ChangeFeed {
+    /// A few reloads' worth: a listener further behind is told its tools may have changed.
+    const BACKLOG: usize = 16;
+
+    fn new() -> Self {
+        Self(tokio::sync::broadcast::channel(Self::BACKLOG).0)
+    }
+
+    /// The changes of the reloads from now on.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Arc<Changes>> {
+        self.0.subscribe()
+    }
+
+    fn tell(&self, changes: Changes) {
+        // No listener is not an error.
+        let _ = self.0.send(Arc::new(changes));
+    }
+}
+
 /// One agent's MCP server: its face, the Streamable HTTP service over it, and the token that
 /// ends its sessions.
 pub struct Endpoint {
@@ -45,9 +68,14 @@ impl std::fmt::Debug for Endpoint {
 }
 
 impl Endpoint {
-    fn new(face: Arc<Face>, settings: &ServiceSettings, stop: &CancellationToken) -> Self {
+    fn new(
+        face: Arc<Face>,
+        settings: &ServiceSettings,
+        stop: &CancellationToken,
+        changes: &ChangeFeed,
+    ) -> Self {
         let sessions = stop.child_token();
-        let service = super::service(&face, settings, sessions.clone());
+        let service = super::service(&face, settings, sessions.clone(), changes.clone());
         Self {
             face,
             service,
@@ -171,11 +199,18 @@ impl Table {
 }
 
 /// What a reload changed, by agent name.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Changes {
     pub added: Vec<String>,
     pub changed: Vec<String>,
     pub removed: Vec<String>,
+}
+
+impl Changes {
+    /// Whether `agent`'s MCP server (its tools) changed or went away.
+    pub fn touches(&self, agent: &str) -> bool {
+        self.changed.iter().chain(&self.removed).any(|a| a == agent)
+    }
 }
 
 /// The live table, and the token whose firing (at shutdown) ends every MCP session.
@@ -183,6 +218,7 @@ pub struct Changes {
 pub struct Routes {
     table: ArcSwap<Table>,
     stop: CancellationToken,
+    changes: ChangeFeed,
 }
 
 impl Routes {
@@ -191,6 +227,7 @@ impl Routes {
         Self {
             table: ArcSwap::from_pointee(Table::default()),
             stop,
+            changes: ChangeFeed::new(),
         }
     }
 
@@ -223,7 +260,12 @@ impl Routes {
         for face in faces {
             let endpoint = match current.agent(face.name()) {
                 Some(kept) if same_settings && kept.face.serves_as(&face) => Arc::clone(kept),
-                _ => Arc::new(Endpoint::new(face, &table.settings, &self.stop)),
+                _ => Arc::new(Endpoint::new(
+                    face,
+                    &table.settings,
+                    &self.stop,
+                    &self.changes,
+                )),
             };
             if let Some(port) = endpoint.face.def.port {
                 table.ports.insert(port, Arc::clone(&endpoint));
@@ -262,6 +304,7 @@ impl Routes {
                 }
             }
         }
+        self.changes.tell(changes.clone());
         changes
     }
 }
@@ -319,10 +362,22 @@ async fn by_port(State((routes, port)): State<(Arc<Routes>, u16)>, request: Requ
     }
 }
 
-/// Whether `request` would open a new session: a POST without `Mcp-Session-Id` (rmcp answers
-/// any such POST but an `initialize` with 400, opening nothing; the place is then released).
+/// Whether `request` would open a new session: a POST without `Mcp-Session-Id` that does not
+/// declare MCP 2026-07-28 or newer, which has no sessions (rmcp answers any such POST but an
+/// `initialize` with 400, opening nothing; the place is then released).
 fn opens_session(request: &Request) -> bool {
-    request.method() == http::Method::POST && !request.headers().contains_key("mcp-session-id")
+    request.method() == http::Method::POST
+        && !request.headers().contains_key("mcp-session-id")
+        && !declares_stateless(request.headers())
+}
+
+/// Whether the request's `MCP-Protocol-Version` is 2026-07-28 or newer (dates compare as
+/// text).
+fn declares_stateless(headers: &http::HeaderMap) -> bool {
+    headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str())
 }
 
 /// 503 with `Retry-After` and a JSON-RPC error saying why: every session has a call in flight.

@@ -3,15 +3,16 @@
 //!
 //! Arguments: `message` (required), `images` (`[{data, mime_type}]`, base64), and sampling
 //! parameters — top-level keys (`temperature`, `top_p`, ...) or a `request_params` object; the
-//! top-level keys win, and `null` clears the agent's default. The conversation is chosen by
-//! the agent's `instance_scope` ([`super::caller`]).
+//! top-level keys win, and `null` clears the agent's default. On the legacy revisions the
+//! conversation is chosen by the agent's `instance_scope` ([`super::caller`]); a 2026-07-28
+//! call goes through [`super::stateless`], which also reads `conversation_id`.
 
 use std::time::Instant;
 
 use base64::Engine as _;
 use daedalus_contract::{Message, Part, PartContent, Role, Task, TaskState};
 use rmcp::RoleServer;
-use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock};
 use rmcp::service::RequestContext;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -22,11 +23,15 @@ use super::progress::{self, Reporter};
 use crate::agent_loop::{TurnControls, warn_unknown_keys};
 use crate::metrics::{AgentLabel, AgentOutcome as OutcomeLabel};
 use crate::sampling::{SamplingError, SamplingParams};
-use crate::turns::{TurnError, TurnRequest};
+use crate::turns::{Memory, TurnError, TurnRequest};
 
 #[derive(Debug, Deserialize)]
 struct SendArgs {
     message: String,
+    /// The conversation a 2026-07-28 call continues (`instance_scope: connection`); a
+    /// legacy call's is its session's.
+    #[serde(default)]
+    conversation_id: Option<String>,
     #[serde(default)]
     images: Vec<ImageArg>,
     #[serde(default)]
@@ -42,23 +47,29 @@ struct ImageArg {
     mime_type: String,
 }
 
-fn failure(text: impl Into<String>) -> CallToolResult {
+pub(super) fn failure(text: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text)])
 }
 
-/// Runs the call and records it in `pallas_send_message_*`.
+/// Runs the call, on whichever revision it speaks, and records it in
+/// `pallas_send_message_*`.
 pub(super) async fn send_message(
     face: &Face,
-    arguments: Map<String, Value>,
+    call: CallToolRequestParams,
     context: &RequestContext<RoleServer>,
-) -> CallToolResult {
+) -> CallToolResponse {
     let started = Instant::now();
-    let result = run(face, arguments, context).await;
-    let metrics = face.core.metrics();
-    let outcome = if result.is_error == Some(true) {
-        "error"
+    let response = if caller::modern(context) {
+        super::stateless::send(face, call, context).await
     } else {
-        "ok"
+        run(face, call.arguments.unwrap_or_default(), context)
+            .await
+            .into()
+    };
+    let metrics = face.core.metrics();
+    let outcome = match &response {
+        CallToolResponse::Complete(result) if result.is_error == Some(true) => "error",
+        _ => "ok",
     };
     metrics
         .send_message
@@ -73,7 +84,7 @@ pub(super) async fn send_message(
             agent: face.name().to_owned(),
         })
         .observe(started.elapsed().as_secs_f64());
-    result
+    response
 }
 
 /// The user message for `args`, or why it cannot be made.
@@ -151,7 +162,7 @@ fn content_of(part: &Part) -> Option<ContentBlock> {
 }
 
 /// The tool result for a turn's task.
-fn answer(task: &Task) -> CallToolResult {
+pub(super) fn answer(task: &Task) -> CallToolResult {
     let status_text = || {
         task.status
             .message
@@ -177,7 +188,7 @@ fn answer(task: &Task) -> CallToolResult {
 }
 
 /// Why the turn did not run, for the caller.
-fn refusal(error: &TurnError) -> CallToolResult {
+pub(super) fn refusal(error: &TurnError) -> CallToolResult {
     match error {
         TurnError::NotReady => failure(
             "the runtime is still starting (its MCP servers are not all up); try again shortly",
@@ -192,7 +203,22 @@ fn refusal(error: &TurnError) -> CallToolResult {
     }
 }
 
-/// Runs `turn`, reporting each of its steps as a progress notification.
+/// Runs `turn`, reporting each of its steps as a progress notification when the caller sent a
+/// `progressToken`.
+pub(super) async fn run_turn(
+    face: &Face,
+    turn: TurnRequest,
+    context: &RequestContext<RoleServer>,
+) -> Result<Task, TurnError> {
+    let Some(token) = context.meta.get_progress_token() else {
+        return face.core.turns().run(turn).await;
+    };
+    let reporter = Reporter::start(context.peer.clone(), token);
+    let outcome = with_progress(face, turn, &reporter).await;
+    reporter.flush().await;
+    outcome
+}
+
 async fn with_progress(
     face: &Face,
     turn: TurnRequest,
@@ -209,56 +235,70 @@ async fn with_progress(
     handle.finish().await
 }
 
+/// What a `send_message` call asks for, read from its arguments.
+#[derive(Debug)]
+pub(super) struct Prepared {
+    pub(super) message: Message,
+    pub(super) conversation_id: Option<String>,
+    sampling: SamplingParams,
+    controls: TurnControls,
+}
+
+impl Prepared {
+    /// The call's arguments, read; or the tool result saying what is wrong with them.
+    pub(super) fn read(face: &Face, arguments: Map<String, Value>) -> Result<Self, CallToolResult> {
+        let args: SendArgs = serde_json::from_value(Value::Object(arguments)).map_err(|e| {
+            failure(format!(
+                "invalid arguments: {e}; send {{\"message\": \"...\"}}"
+            ))
+        })?;
+        let message = user_message(&args).map_err(failure)?;
+        let sampling = sampling(&args).map_err(|e| failure(format!("invalid arguments: {e}")))?;
+        let controls = TurnControls::deserialize(Value::Object(args.rest.clone()))
+            .map_err(|e| failure(format!("invalid arguments: {e}")))?;
+        warn_unknown_keys(
+            &format!("{}/send_message", face.name()),
+            args.rest.keys(),
+            |k| SamplingParams::KEYS.contains(&k) || TurnControls::KEYS.contains(&k),
+        );
+        Ok(Self {
+            message,
+            conversation_id: args.conversation_id,
+            sampling,
+            controls,
+        })
+    }
+
+    /// The turn of `face` this call asks for, remembering as `memory`.
+    pub(super) fn turn(
+        self,
+        face: &Face,
+        memory: Memory,
+        context: &RequestContext<RoleServer>,
+    ) -> TurnRequest {
+        let mut turn = TurnRequest::new(face.name(), self.message, memory);
+        turn.sampling = Ok(self.sampling);
+        turn.controls = self.controls;
+        turn.bearer = caller::bearer(context);
+        turn.trace = caller::trace(context);
+        turn.caller = caller::who(context);
+        turn
+    }
+}
+
+/// A legacy call: the conversation by `instance_scope` and session, the answer when the turn
+/// ends (a question as text).
 async fn run(
     face: &Face,
     arguments: Map<String, Value>,
     context: &RequestContext<RoleServer>,
 ) -> CallToolResult {
-    let args: SendArgs = match serde_json::from_value(Value::Object(arguments)) {
-        Ok(a) => a,
-        Err(e) => {
-            return failure(format!(
-                "invalid arguments: {e}; send {{\"message\": \"...\"}}"
-            ));
-        }
+    let prepared = match Prepared::read(face, arguments) {
+        Ok(prepared) => prepared,
+        Err(refused) => return refused,
     };
-    let message = match user_message(&args) {
-        Ok(m) => m,
-        Err(why) => return failure(why),
-    };
-    let sampling = match sampling(&args) {
-        Ok(s) => s,
-        Err(e) => return failure(format!("invalid arguments: {e}")),
-    };
-    let controls = match TurnControls::deserialize(Value::Object(args.rest.clone())) {
-        Ok(controls) => controls,
-        Err(e) => return failure(format!("invalid arguments: {e}")),
-    };
-    warn_unknown_keys(
-        &format!("{}/send_message", face.name()),
-        args.rest.keys(),
-        |k| SamplingParams::KEYS.contains(&k) || TurnControls::KEYS.contains(&k),
-    );
-    let mut turn = TurnRequest::new(face.name(), message, caller::memory(face, context));
-    turn.sampling = Ok(sampling);
-    turn.controls = controls;
-    turn.bearer = caller::bearer(context);
-    turn.trace = caller::trace(context);
-    turn.caller = caller::who(context);
-    // Progress only for a caller that asked for it with a token.
-    let reporter = context
-        .meta
-        .get_progress_token()
-        .map(|token| Reporter::start(context.peer.clone(), token));
-    let outcome = match &reporter {
-        None => face.core.turns().run(turn).await,
-        Some(reporter) => {
-            let outcome = with_progress(face, turn, reporter).await;
-            reporter.flush().await;
-            outcome
-        }
-    };
-    match outcome {
+    let turn = prepared.turn(face, caller::memory(face, context), context);
+    match run_turn(face, turn, context).await {
         Ok(task) => answer(&task),
         Err(e) => refusal(&e),
     }
