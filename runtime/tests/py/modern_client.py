@@ -16,7 +16,7 @@ import asyncio
 import json
 import re
 import sys
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import ConfigDict, Field
 
@@ -26,7 +26,6 @@ from mcp.client.extension import ClientExtension, ResultClaim
 
 PATTERN = re.compile(r"^(\S+/\S+: (started|completed|failed)|\S+ step \d+ \((llm|tool)\))$")
 TASKS = "io.modelcontextprotocol/tasks"
-TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
 def check(condition, what):
@@ -67,9 +66,12 @@ class AnyResult(types.Result):
 
 
 class CreateTaskResult(types.Result):
+    """The task handle, its fields at the top level (SEP-2663)."""
+
     model_config = ConfigDict(extra="allow")
     result_type: Literal["task"] = Field(alias="resultType")
-    task: dict[str, Any]
+    task_id: str = Field(alias="taskId")
+    status: str
 
 
 async def get_task(session, task_id):
@@ -80,16 +82,16 @@ async def get_task(session, task_id):
 async def poll(session, task_id, until, rounds=400):
     for _ in range(rounds):
         task = await get_task(session, task_id)
-        if task["task"]["status"] in until:
+        if task["status"] in until:
             return task
         await asyncio.sleep(0.05)
     raise AssertionError(f"task {task_id} never reached {until}: {task}")
 
 
 async def resolve(created, ctx):
-    task = await poll(ctx.session, created.task["taskId"], {"completed", "failed", "cancelled"})
-    check(task["task"]["status"] == "completed", f"the task ended {task}")
-    return types.CallToolResult.model_validate(task["task"]["result"])
+    task = await poll(ctx.session, created.task_id, {"completed", "failed", "cancelled"})
+    check(task["status"] == "completed", f"the task ended {task}")
+    return types.CallToolResult.model_validate(task["result"])
 
 
 class Tasks(ClientExtension):
@@ -122,10 +124,7 @@ async def main(mode, url, agent):
         async def on_progress(progress, total, message):
             seen.append((progress, total, message))
 
-        first = await client.call_tool(
-            agent, {"message": "go"}, progress_callback=on_progress,
-            meta={"traceparent": TRACEPARENT},
-        )
+        first = await client.call_tool(agent, {"message": "go"}, progress_callback=on_progress)
         check(not first.is_error, f"send_message failed: {text_of(first)}")
         values = [p for p, _, _ in seen]
         check(len(values) >= 5, f"progress arrived: {seen}")
@@ -169,12 +168,12 @@ async def main(mode, url, agent):
 
         created = await client.session.call_tool(agent, {"message": "hang on"}, allow_claimed=True)
         check(isinstance(created, CreateTaskResult), f"a task came back: {created!r}")
-        task_id = created.task["taskId"]
-        check(created.task["status"] == "working", f"created working: {created.task}")
+        task_id = created.task_id
+        check(created.status == "working", f"created working: {created}")
         wait_for_driver("HANGING")
         await client.session.send_request(TasksCancel(params=TaskParams(taskId=task_id)), AnyResult)
         canceled = await poll(client.session, task_id, {"cancelled", "completed", "failed"})
-        check(canceled["task"]["status"] == "cancelled", f"canceled: {canceled}")
+        check(canceled["status"] == "cancelled", f"canceled: {canceled}")
         summary["canceled_task"] = task_id
 
     print("RESULT " + json.dumps(summary), flush=True)

@@ -83,6 +83,14 @@ pub struct EntryMeta {
         skip_serializing_if = "Option::is_none"
     )]
     pub personalities: Option<Personalities>,
+    /// The MCP revisions the endpoint serves, newest first (2026-07-28 statelessly, the older
+    /// ones with `initialize` and a session).
+    #[serde(
+        rename = "dev.daedalus.runtime/protocolVersions",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub protocol_versions: Vec<String>,
 }
 
 /// An agent's personalities, as the registry lists them.

@@ -146,7 +146,7 @@ impl ServerHandler for AgentServer {
     /// Every revision up to 2026-07-28: the stateless one, and the legacy ones with
     /// `initialize` and sessions, chosen per request.
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28))
+        Cow::Borrowed(super::revisions())
     }
 
     fn accepted_subscription_filter(

@@ -38,6 +38,20 @@ use sessions::BoundedSessions;
 pub use handler::{AgentServer, GET_HEALTH, SEND_MESSAGE};
 pub use routes::{Routes, main_port_routes, own_port_routes};
 
+/// The newest MCP revision served; every older one rmcp knows is served too.
+pub const NEWEST_REVISION: rmcp::model::ProtocolVersion =
+    rmcp::model::ProtocolVersion::V_2026_07_28;
+
+/// The MCP revisions every endpoint serves.
+pub fn revisions() -> &'static [rmcp::model::ProtocolVersion] {
+    rmcp::model::ProtocolVersion::known_up_to(&NEWEST_REVISION)
+}
+
+/// [`revisions`] as the registry lists them, newest first.
+pub fn served_revisions() -> Vec<String> {
+    revisions().iter().rev().map(|v| v.as_str().to_owned()).collect()
+}
+
 /// The MCP endpoint path on an agent's own port.
 pub const OWN_PORT_PATH: &str = "/mcp";
 

@@ -114,6 +114,7 @@ pub fn document(
                         })
                         .collect(),
                 }),
+                protocol_versions: super::served_revisions(),
             }),
         })
         .collect();
