@@ -23,24 +23,24 @@ const KEY: &str = "sk-modern";
 /// server and a sub-agent; answers the client's summary, the fixture, and the model's log.
 async fn modern_session(mode: &str) -> (Value, McpFixture, FakeLlm) {
     let python = support::python::python();
-    assert!(python.is_file(), "{} is missing: run .ci/setup", python.display());
+    assert!(
+        python.is_file(),
+        "{} is missing: run .ci/setup",
+        python.display()
+    );
     let fx = McpFixture::start().await;
     let fake = FakeLlm::start(KEY, &["gpt-modern"]).await;
-    fake.script(
-        support::two_tools_and_a_sub_agent()
-            .into_iter()
-            .chain([
-                Reply::Text("again, answered".into()),
-                Reply::ToolCalls(vec![(
-                    "request_user_input".into(),
-                    json!({"question": "Which city?"}),
-                )]),
-                Reply::Text("booked Lisbon".into()),
-                Reply::ToolCalls(vec![("fx__slow".into(), json!({"ms": 200}))]),
-                Reply::Text("took my time".into()),
-                Reply::ToolCalls(vec![("fx__hang".into(), json!({}))]),
-            ]),
-    );
+    fake.script(support::two_tools_and_a_sub_agent().into_iter().chain([
+        Reply::Text("again, answered".into()),
+        Reply::ToolCalls(vec![(
+            "request_user_input".into(),
+            json!({"question": "Which city?"}),
+        )]),
+        Reply::Text("booked Lisbon".into()),
+        Reply::ToolCalls(vec![("fx__slow".into(), json!({"ms": 200}))]),
+        Reply::Text("took my time".into()),
+        Reply::ToolCalls(vec![("fx__hang".into(), json!({}))]),
+    ]));
     let rt = Runtime::start(&format!(
         "name: modern\nhost: 127.0.0.1\nnamespace: org.example.modern\n\
          default_model: openai.gpt-modern\nopenai: {{ api_key: {KEY}, base_url: \"{}\" }}\n\
@@ -65,7 +65,7 @@ async fn modern_session(mode: &str) -> (Value, McpFixture, FakeLlm) {
         .expect("python starts");
     let mut stdin = child.stdin.take().expect("stdin");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let result = tokio::time::timeout(Duration::from_secs(120), async {
+    let result = tokio::time::timeout(Duration::from_mins(2), async {
         while let Some(line) = lines.next_line().await.expect("reads") {
             match line.as_str() {
                 "HANGING" => {

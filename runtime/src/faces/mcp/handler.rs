@@ -159,11 +159,11 @@ impl ServerHandler for AgentServer {
     /// Tells the listener when a reload changes (or removes) this agent, until the client
     /// cancels or the runtime stops.
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
-        let mut changes = self.changes.subscribe();
+        let mut reloads = self.changes.subscribe();
         loop {
             tokio::select! {
                 () = subscription.cancelled() => return Ok(()),
-                changed = changes.recv() => match changed {
+                told = reloads.recv() => match told {
                     Ok(changes) if !changes.touches(self.face.name()) => {}
                     // A listener that fell behind may have missed a change: say so.
                     Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {

@@ -49,7 +49,11 @@ pub fn revisions() -> &'static [rmcp::model::ProtocolVersion] {
 
 /// [`revisions`] as the registry lists them, newest first.
 pub fn served_revisions() -> Vec<String> {
-    revisions().iter().rev().map(|v| v.as_str().to_owned()).collect()
+    revisions()
+        .iter()
+        .rev()
+        .map(|v| v.as_str().to_owned())
+        .collect()
 }
 
 /// The MCP endpoint path on an agent's own port.
