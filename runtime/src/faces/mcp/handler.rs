@@ -19,7 +19,7 @@ use serde_json::{Map, Value, json};
 
 use super::caller::{self, bearer, conversation, trace};
 use super::routes::ChangeFeed;
-use super::{Face, send, tasks};
+use super::{Face, send, stateless, tasks};
 use crate::config::deployment::InstanceScope;
 use crate::sampling::SamplingParams;
 use crate::turns::ConversationKey;
@@ -256,7 +256,15 @@ impl ServerHandler for AgentServer {
             return Ok(report.into());
         }
         if name == SEND_MESSAGE || Some(name) == self.alias() {
-            return Ok(send::send_message(&self.face, request, &context).await);
+            let started = std::time::Instant::now();
+            let response = if caller::modern(&context) {
+                stateless::send(&self.face, request, &context).await
+            } else {
+                let arguments = request.arguments.unwrap_or_default();
+                send::legacy(&self.face, arguments, &context).await.into()
+            };
+            send::record(&self.face, &response, started);
+            return Ok(response);
         }
         Err(ErrorData::invalid_params(
             format!("no tool named {name}; this agent offers {SEND_MESSAGE} and {GET_HEALTH}"),

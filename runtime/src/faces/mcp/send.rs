@@ -12,7 +12,7 @@ use std::time::Instant;
 use base64::Engine as _;
 use daedalus_contract::{Message, Part, PartContent, Role, Task, TaskState};
 use rmcp::RoleServer;
-use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock};
+use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock};
 use rmcp::service::RequestContext;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -51,21 +51,8 @@ pub(super) fn failure(text: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text)])
 }
 
-/// Runs the call, on whichever revision it speaks, and records it in
-/// `pallas_send_message_*`.
-pub(super) async fn send_message(
-    face: &Face,
-    call: CallToolRequestParams,
-    context: &RequestContext<RoleServer>,
-) -> CallToolResponse {
-    let started = Instant::now();
-    let response = if caller::modern(context) {
-        super::stateless::send(face, call, context).await
-    } else {
-        run(face, call.arguments.unwrap_or_default(), context)
-            .await
-            .into()
-    };
+/// Records an answered `send_message` in `pallas_send_message_*`.
+pub(super) fn record(face: &Face, response: &CallToolResponse, started: Instant) {
     let metrics = face.core.metrics();
     let outcome = match &response {
         CallToolResponse::Complete(result) if result.is_error == Some(true) => "error",
@@ -84,7 +71,6 @@ pub(super) async fn send_message(
             agent: face.name().to_owned(),
         })
         .observe(started.elapsed().as_secs_f64());
-    response
 }
 
 /// The user message for `args`, or why it cannot be made.
@@ -288,7 +274,7 @@ impl Prepared {
 
 /// A legacy call: the conversation by `instance_scope` and session, the answer when the turn
 /// ends (a question as text).
-async fn run(
+pub(super) async fn legacy(
     face: &Face,
     arguments: Map<String, Value>,
     context: &RequestContext<RoleServer>,

@@ -11,7 +11,7 @@
 //!   `InputRequiredResult`: one form elicitation with the question, and the task id as
 //!   `requestState`. The client's retry carries the answer and continues the same task.
 //! - **Tasks.** A client that declares the tasks extension gets the task back at once
-//!   (`CreateTaskResult`); [`super::tasks`] serves `tasks/get`, `tasks/update` and
+//!   (`CreateTaskResult`); `tasks.rs` serves `tasks/get`, `tasks/update` and
 //!   `tasks/cancel` from the same store.
 
 use daedalus_contract::{Message, Part, Role, Task};
@@ -19,13 +19,14 @@ use rmcp::RoleServer;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CreateTaskResult, ElicitRequest,
     ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, InputRequest,
-    InputRequests, InputRequiredResult, InputResponses, MetaObject,
+    InputRequests, InputRequiredResult, InputResponses, MetaObject, Task as McpTask,
+    TaskStatus as McpTaskStatus,
 };
 use rmcp::service::RequestContext;
 
+use super::Face;
 use super::caller;
 use super::send::{self, Prepared};
-use super::{Face, tasks};
 use crate::config::deployment::InstanceScope;
 use crate::turns::{Memory, TurnRequest};
 
@@ -65,6 +66,21 @@ pub(super) async fn send(
         Ok(task) => respond(face, &task),
         Err(e) => send::refusal(&e).into(),
     }
+}
+
+/// How often a client is asked to poll a working task.
+const POLL_INTERVAL_MS: u64 = 500;
+
+/// A task just started, as `CreateTaskResult` names it.
+fn working(task_id: &str, now: &str, face: &Face) -> McpTask {
+    mcp_task(task_id, McpTaskStatus::Working, now, face)
+}
+
+pub(super) fn mcp_task(task_id: &str, status: McpTaskStatus, at: &str, face: &Face) -> McpTask {
+    let ttl = u64::try_from(face.core.turns().task_ttl().as_millis()).unwrap_or(u64::MAX);
+    McpTask::new(task_id, status, at, at)
+        .with_ttl_ms(ttl)
+        .with_poll_interval_ms(POLL_INTERVAL_MS)
 }
 
 /// Whether the request declares the tasks extension (`io.modelcontextprotocol/tasks`).
@@ -200,7 +216,7 @@ async fn as_task(face: &Face, turn: TurnRequest) -> CallToolResponse {
         // The turn runs on the runtime's tracker; the handle is not needed to finish it.
         Ok(handle) => {
             let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-            let task = tasks::working(handle.task_id(), &now, face);
+            let task = working(handle.task_id(), &now, face);
             CreateTaskResult::new(task).into()
         }
         Err(e) => send::refusal(&e).into(),

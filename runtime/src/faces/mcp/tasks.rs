@@ -8,29 +8,13 @@ use daedalus_contract::{Task, TaskState};
 use rmcp::ErrorData;
 use rmcp::RoleServer;
 use rmcp::model::{
-    CancelTaskParams, DetailedTask, GetTaskParams, GetTaskResult, Task as McpTask, TaskPayload,
-    TaskStatus as McpTaskStatus, UpdateTaskParams,
+    CancelTaskParams, DetailedTask, GetTaskParams, GetTaskResult, TaskPayload, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 
 use super::stateless::{self, Answer};
 use super::{Face, caller, send};
 use crate::turns::CancelError;
-
-/// How often a client is asked to poll a working task.
-const POLL_INTERVAL_MS: u64 = 500;
-
-/// A task just started, as `CreateTaskResult` names it.
-pub(super) fn working(task_id: &str, now: &str, face: &Face) -> McpTask {
-    base(task_id, McpTaskStatus::Working, now, face)
-}
-
-fn base(task_id: &str, status: McpTaskStatus, at: &str, face: &Face) -> McpTask {
-    let ttl = u64::try_from(face.core.turns().task_ttl().as_millis()).unwrap_or(u64::MAX);
-    McpTask::new(task_id, status, at, at)
-        .with_ttl_ms(ttl)
-        .with_poll_interval_ms(POLL_INTERVAL_MS)
-}
 
 fn not_found(task_id: &str) -> ErrorData {
     ErrorData::invalid_params(format!("task {task_id} not found"), None)
@@ -75,7 +59,10 @@ fn detailed(task: &Task, face: &Face) -> DetailedTask {
         task.status.timestamp.clone().unwrap_or_else(|| {
             chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
         });
-    DetailedTask::new(base(&task.id, payload.status(), &at, face), payload)
+    DetailedTask::new(
+        stateless::mcp_task(&task.id, payload.status(), &at, face),
+        payload,
+    )
 }
 
 /// `tasks/update`: the answer to a waiting task's question; the task goes on in the
