@@ -7,15 +7,13 @@
 
 mod support;
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 use daedalus_fake_llm::{FakeLlm, Reply};
 use daedalus_mcp_fixture::McpFixture;
 use serde_json::{Value, json};
+use support::python::{Heard, PythonClient};
 use support::runtime::Runtime;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 const KEY: &str = "sk-modern";
 
@@ -23,11 +21,6 @@ const KEY: &str = "sk-modern";
 /// server and a sub-agent; answers the client's summary, the fixture, and the model's log.
 async fn modern_session(mode: &str) -> (Value, McpFixture, FakeLlm) {
     let python = support::python::python();
-    assert!(
-        python.is_file(),
-        "{} is missing: run .ci/setup",
-        python.display()
-    );
     let fx = McpFixture::start().await;
     let fake = FakeLlm::start(KEY, &["gpt-modern"]).await;
     fake.script(support::two_tools_and_a_sub_agent().into_iter().chain([
@@ -51,24 +44,12 @@ async fn modern_session(mode: &str) -> (Value, McpFixture, FakeLlm) {
         fx.url()
     ))
     .await;
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py/modern_client.py");
-    let mut child = tokio::process::Command::new(&python)
-        .arg(&script)
-        .arg(mode)
-        .arg(rt.mcp("harper"))
-        .arg("harper")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("python starts");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let url = rt.mcp("harper");
+    let mut client = PythonClient::start(&python, "modern_client.py", &[mode, &url, "harper"]);
     let result = tokio::time::timeout(Duration::from_mins(2), async {
-        while let Some(line) = lines.next_line().await.expect("reads") {
-            match line.as_str() {
-                "HANGING" => {
+        loop {
+            match client.next().await {
+                Heard::Asks(word) if word == "HANGING" => {
                     let inside = || {
                         let fx = &fx;
                         async move { fx.calls().iter().any(|c| c.tool == "hang") }
@@ -80,21 +61,15 @@ async fn modern_session(mode: &str) -> (Value, McpFixture, FakeLlm) {
                     )
                     .await;
                 }
-                other if other.starts_with("RESULT ") => {
-                    return serde_json::from_str::<Value>(&other["RESULT ".len()..]).expect("JSON");
-                }
-                other if other.starts_with("FAILED ") => panic!("the Python client: {other}"),
-                _ => continue,
+                Heard::Asks(word) => panic!("the client asked for {word}"),
+                Heard::Result(result) => return result,
             }
-            stdin.write_all(b"ok\n").await.expect("answers");
-            stdin.flush().await.expect("flushes");
+            client.ok().await;
         }
-        panic!("the Python client ended without a result");
     })
     .await
     .expect("the Python client finished in time");
-    let status = child.wait().await.expect("exits");
-    assert!(status.success(), "{status}");
+    client.finish().await;
     (result, fx, fake)
 }
 

@@ -9,14 +9,13 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 use daedalus_fake_llm::{FakeLlm, Reply};
 use daedalus_mcp_fixture::McpFixture;
 use serde_json::{Value, json};
+use support::python::{Heard, PythonClient};
 use support::runtime::Runtime;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 const KEY: &str = "sk-python";
 
@@ -30,11 +29,6 @@ fn python(env: &str, venv: &str) -> PathBuf {
 }
 
 async fn daedalus_session(python: PathBuf) -> Value {
-    assert!(
-        python.is_file(),
-        "{} is missing: run .ci/setup",
-        python.display()
-    );
     let mut fx = McpFixture::start().await;
     let fake = FakeLlm::start(KEY, &["gpt-py"]).await;
     fake.script(
@@ -54,40 +48,21 @@ async fn daedalus_session(python: PathBuf) -> Value {
     .await;
     let base = rt.url.clone();
 
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py/daedalus_client.py");
-    let mut child = tokio::process::Command::new(&python)
-        .arg(&script)
-        .arg(&base)
-        .arg("harper")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("python starts");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut client = PythonClient::start(&python, "daedalus_client.py", &[&base, "harper"]);
     let result = tokio::time::timeout(Duration::from_secs(90), async {
-        while let Some(line) = lines.next_line().await.expect("reads") {
-            match line.as_str() {
-                "STOP" => fx.stop().await,
-                "START" => fx.restart().await,
-                other if other.starts_with("RESULT ") => {
-                    return serde_json::from_str::<Value>(&other["RESULT ".len()..]).expect("JSON");
-                }
-                other if other.starts_with("FAILED ") => panic!("the Python client: {other}"),
-                // Anything else the client prints is left for the test's output on failure.
-                _ => continue,
+        loop {
+            match client.next().await {
+                Heard::Asks(word) if word == "STOP" => fx.stop().await,
+                Heard::Asks(word) if word == "START" => fx.restart().await,
+                Heard::Asks(word) => panic!("the client asked for {word}"),
+                Heard::Result(result) => return result,
             }
-            stdin.write_all(b"ok\n").await.expect("answers");
-            stdin.flush().await.expect("flushes");
+            client.ok().await;
         }
-        panic!("the Python client ended without a result");
     })
     .await
     .expect("the Python client finished in time");
-    let status = child.wait().await.expect("exits");
-    assert!(status.success(), "{status}");
+    client.finish().await;
     result
 }
 

@@ -6,8 +6,6 @@
 
 mod support;
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 use daedalus_runtime::mcp_sessions::SESSION_COST;
@@ -17,7 +15,7 @@ use daedalus_test_kit::{
 use futures::StreamExt;
 use serde_json::{Value, json};
 use support::mcp_client::{call, connect, text};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use support::python::{Heard, PythonClient};
 
 const AGENT: &str = "bounded";
 
@@ -236,47 +234,28 @@ async fn unfinished_handshakes_and_idle_sessions_expire() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daedalus_whose_session_was_ended_for_room_reconnects_and_gets_its_answer() {
-    let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
-    assert!(
-        python.is_file(),
-        "{} is missing: run .ci/setup",
-        python.display()
-    );
     let rt = runtime(2, Duration::from_mins(1), Duration::from_mins(5)).await;
     let url = rt.mcp(AGENT);
     let http = reqwest::Client::new();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py/evicted_client.py");
-    let mut child = tokio::process::Command::new(&python)
-        .arg(&script)
-        .arg(&url)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("python starts");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut client = PythonClient::start(&support::python::python(), "evicted_client.py", &[&url]);
     let result = tokio::time::timeout(Duration::from_mins(1), async {
-        while let Some(line) = lines.next_line().await.expect("reads") {
-            if line == "CALLED" {
-                // Two newer sessions that finish their handshake: the Python client's is
-                // the least recently used, and is ended for the second.
-                open(&http, &url, true).await;
-                open(&http, &url, true).await;
-                stdin.write_all(b"ok\n").await.expect("answers");
-                stdin.flush().await.expect("flushes");
-            } else if let Some(json) = line.strip_prefix("RESULT ") {
-                return serde_json::from_str::<Value>(json).expect("JSON");
-            } else if line.starts_with("FAILED ") {
-                panic!("the Python client: {line}");
+        loop {
+            match client.next().await {
+                Heard::Asks(word) if word == "CALLED" => {
+                    // Two newer sessions that finish their handshake: the Python client's is
+                    // the least recently used, and is ended for the second.
+                    open(&http, &url, true).await;
+                    open(&http, &url, true).await;
+                    client.ok().await;
+                }
+                Heard::Asks(word) => panic!("the client asked for {word}"),
+                Heard::Result(result) => return result,
             }
         }
-        panic!("the Python client ended without a result");
     })
     .await
     .expect("the Python client finished in time");
-    assert!(child.wait().await.expect("exits").success());
+    client.finish().await;
     assert_eq!(result["answer"], "after", "{result}");
     assert!(
         result["ended"]

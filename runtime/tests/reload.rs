@@ -376,42 +376,38 @@ async fn a_runtime_whose_reload_requests_end_keeps_serving() {
 /// nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listening_client_hears_that_a_reload_changed_its_agent() {
-    use tokio::io::AsyncBufReadExt;
+    use support::python::{Heard, PythonClient};
     let file = DeploymentFile::new(&agents(&[("alpha", ""), ("beta", "")]));
     let rt = start(&file);
     let python = support::python::python();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py/listen_client.py");
     let listen = |agent: &str| {
-        let mut child = tokio::process::Command::new(&python)
-            .arg(&script)
-            .arg(rt.url(&format!("/agents/{agent}/mcp")))
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("python starts");
-        let lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
-        (child, lines)
+        let url = rt.url(&format!("/agents/{agent}/mcp"));
+        PythonClient::start(&python, "listen_client.py", &[&url])
     };
-    let (_alpha, mut alpha_lines) = listen("alpha");
-    let (_beta, mut beta_lines) = listen("beta");
-    for lines in [&mut alpha_lines, &mut beta_lines] {
-        let first = tokio::time::timeout(RELOAD_WITHIN, lines.next_line())
+    let mut alpha = listen("alpha");
+    let mut beta = listen("beta");
+    for client in [&mut alpha, &mut beta] {
+        let heard = tokio::time::timeout(RELOAD_WITHIN, client.next())
             .await
-            .expect("acknowledged in time")
-            .expect("reads");
-        assert_eq!(first.as_deref(), Some("LISTENING"));
+            .expect("acknowledged in time");
+        assert!(matches!(heard, Heard::Asks(word) if word == "LISTENING"));
+        client.ok().await;
     }
     file.write(&agents(&[("alpha", "renamed"), ("beta", "")]));
     rt.signal("HUP");
-    let changed = tokio::time::timeout(RELOAD_WITHIN, alpha_lines.next_line())
+    let Heard::Result(result) = tokio::time::timeout(RELOAD_WITHIN, alpha.next())
         .await
         .expect("told in time")
-        .expect("reads")
-        .expect("a line");
+    else {
+        panic!("alpha asked for something else");
+    };
     assert!(
-        changed.starts_with("CHANGED ") && changed.contains("send_message"),
-        "{changed}"
+        result["tools"]
+            .as_array()
+            .is_some_and(|tools| tools.contains(&json!("send_message"))),
+        "{result}"
     );
-    let quiet = tokio::time::timeout(Duration::from_millis(500), beta_lines.next_line()).await;
-    assert!(quiet.is_err(), "beta did not change: {quiet:?}");
+    alpha.finish().await;
+    let quiet = tokio::time::timeout(Duration::from_millis(500), beta.next()).await;
+    assert!(quiet.is_err(), "beta did not change");
 }

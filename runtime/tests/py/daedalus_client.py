@@ -15,6 +15,7 @@ import sys
 import urllib.request
 
 import mcp
+from driven import check, run, text_of, wait_for_driver
 
 SDK_MAJOR = int(mcp.__version__.split(".")[0]) if hasattr(mcp, "__version__") else None
 if SDK_MAJOR is None:
@@ -23,17 +24,6 @@ if SDK_MAJOR is None:
     SDK_MAJOR = int(version("mcp").split(".")[0])
 
 PATTERN = re.compile(r"^(\S+/\S+: (started|completed|failed)|\S+ step \d+ \((llm|tool)\))$")
-
-
-def check(condition, what):
-    if not condition:
-        raise AssertionError(what)
-
-
-def wait_for_driver(word):
-    print(word, flush=True)
-    line = sys.stdin.readline()
-    check(line.strip() == "ok", f"the driver answered {line!r} to {word}")
 
 
 class Notes:
@@ -67,10 +57,6 @@ async def with_session(url, notes, work):
 def is_error(result):
     # 1.x names the field isError, 2.x is_error.
     return bool(getattr(result, "is_error", None) or getattr(result, "isError", None))
-
-
-def text_of(result):
-    return "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
 
 
 async def health(session):
@@ -147,12 +133,8 @@ async def main(registry_base, agent):
         return {"progress": len(seen), "history": len(texts), "answer": text_of(result)}
 
     summary.update(await with_session(remotes[agent], notes, chat))
-    print("RESULT " + json.dumps(summary), flush=True)
+    return summary
 
 
 if __name__ == "__main__":
-    try:
-        asyncio.run(main(sys.argv[1], sys.argv[2]))
-    except AssertionError as e:
-        print(f"FAILED {e}", flush=True)
-        sys.exit(1)
+    run(main, sys.argv[1], sys.argv[2])

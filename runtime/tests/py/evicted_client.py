@@ -7,16 +7,10 @@ Prints "CALLED" after its first call and waits for a line ("ok") once the driver
 session; prints "RESULT <json>" and exits 0, or "FAILED <why>" and exits 1.
 """
 
-import asyncio
-import json
 import sys
 
+from driven import check, run, wait_for_driver
 from mcp import Client
-
-
-def check(condition, what):
-    if not condition:
-        raise AssertionError(what)
 
 
 def text_of(result):
@@ -27,9 +21,7 @@ async def main(url):
     async with Client(url, mode="legacy") as client:
         first = await client.call_tool("send_message", {"message": "before"})
         check(text_of(first) == "before", f"first answer: {text_of(first)!r}")
-        print("CALLED", flush=True)
-        line = sys.stdin.readline()
-        check(line.strip() == "ok", f"the driver answered {line!r}")
+        wait_for_driver("CALLED")
         try:
             await client.call_tool("send_message", {"message": "lost"})
             ended = None
@@ -38,12 +30,8 @@ async def main(url):
     check(ended is not None, "the call on the ended session failed")
     async with Client(url, mode="legacy") as client:
         again = await client.call_tool("send_message", {"message": "after"})
-    print("RESULT " + json.dumps({"ended": ended, "answer": text_of(again)}), flush=True)
+    return {"ended": ended, "answer": text_of(again)}
 
 
 if __name__ == "__main__":
-    try:
-        asyncio.run(main(sys.argv[1]))
-    except AssertionError as e:
-        print(f"FAILED {e}", flush=True)
-        sys.exit(1)
+    run(main, sys.argv[1])

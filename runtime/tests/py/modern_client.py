@@ -22,25 +22,11 @@ from pydantic import ConfigDict, Field
 
 import mcp_types as types
 from mcp import Client
+from driven import check, run, text_of, wait_for_driver
 from mcp.client.extension import ClientExtension, ResultClaim
 
 PATTERN = re.compile(r"^(\S+/\S+: (started|completed|failed)|\S+ step \d+ \((llm|tool)\))$")
 TASKS = "io.modelcontextprotocol/tasks"
-
-
-def check(condition, what):
-    if not condition:
-        raise AssertionError(what)
-
-
-def wait_for_driver(word):
-    print(word, flush=True)
-    line = sys.stdin.readline()
-    check(line.strip() == "ok", f"the driver answered {line!r} to {word}")
-
-
-def text_of(result):
-    return "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
 
 
 # The tasks extension, as a client writes it with the SDK's extension points: a claim on the
@@ -175,13 +161,8 @@ async def main(mode, url, agent):
         canceled = await poll(client.session, task_id, {"cancelled", "completed", "failed"})
         check(canceled["status"] == "cancelled", f"canceled: {canceled}")
         summary["canceled_task"] = task_id
-
-    print("RESULT " + json.dumps(summary), flush=True)
+    return summary
 
 
 if __name__ == "__main__":
-    try:
-        asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))
-    except AssertionError as e:
-        print(f"FAILED {e}", flush=True)
-        sys.exit(1)
+    run(main, sys.argv[1], sys.argv[2], sys.argv[3])

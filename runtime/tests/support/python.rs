@@ -1,6 +1,7 @@
-//! A Python server of the runtime's tests (`tests/py/*.py`, run by the `.venv` that `.ci/setup`
-//! installs): started, its port read from the `LISTENING <port>` line it prints, killed on
-//! drop.
+//! The Python programs of the runtime's tests (`tests/py/*.py`, run by the `.venv` that
+//! `.ci/setup` installs, or `.venv-mcp1`): a server, started and its port read from the
+//! `LISTENING <port>` line it prints; and a client script driven line by line
+//! ([`PythonClient`]). Both are killed on drop.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -65,5 +66,82 @@ impl PythonServer {
     /// Its MCP endpoint.
     pub fn mcp_url(&self) -> String {
         format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+}
+
+/// What a driven client script said.
+pub enum Heard {
+    /// A word asking the driver to act; the script waits for [`PythonClient::ok`].
+    Asks(String),
+    /// `RESULT <json>`: every check passed.
+    Result(serde_json::Value),
+}
+
+/// A Python client script of the tests (`tests/py/<script>`, using `tests/py/driven.py`),
+/// driven line by line on its stdin and stdout; killed on drop.
+pub struct PythonClient {
+    child: Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+impl PythonClient {
+    /// Runs `tests/py/<script>` with `args` under `python` (its stderr goes to the test's).
+    pub fn start(python: &std::path::Path, script: &str, args: &[&str]) -> Self {
+        assert!(
+            python.is_file(),
+            "{} is missing: run .ci/setup",
+            python.display()
+        );
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/py")
+            .join(script);
+        let mut child = Command::new(python)
+            .arg(&script)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("python starts");
+        let stdin = child.stdin.take().expect("stdin");
+        let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        Self {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    /// The next word or the result; a failed check or an early end fails the test.
+    pub async fn next(&mut self) -> Heard {
+        while let Some(line) = self.lines.next_line().await.expect("reads") {
+            if let Some(json) = line.strip_prefix("RESULT ") {
+                return Heard::Result(serde_json::from_str(json).expect("JSON"));
+            }
+            if line.starts_with("FAILED ") {
+                panic!("the Python client: {line}");
+            }
+            if !line.is_empty() && line.chars().all(|c| c.is_ascii_uppercase()) {
+                return Heard::Asks(line);
+            }
+            // Anything else the script prints is left for the test's output on failure.
+            println!("python: {line}");
+        }
+        panic!("the Python client ended without a result");
+    }
+
+    /// Tells the script the driver has done what it asked.
+    pub async fn ok(&mut self) {
+        use tokio::io::AsyncWriteExt;
+        self.stdin.write_all(b"ok\n").await.expect("answers");
+        self.stdin.flush().await.expect("flushes");
+    }
+
+    /// Waits for the script to exit, successfully.
+    pub async fn finish(mut self) {
+        let status = self.child.wait().await.expect("exits");
+        assert!(status.success(), "{status}");
     }
 }

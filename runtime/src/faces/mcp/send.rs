@@ -255,6 +255,17 @@ impl Prepared {
         })
     }
 
+    /// `message` alone, with the agent's own sampling and controls (an answer to the agent's
+    /// question, sent with no arguments of its own).
+    pub(super) fn answer(message: Message) -> Self {
+        Self {
+            message,
+            conversation_id: None,
+            sampling: SamplingParams::default(),
+            controls: TurnControls::default(),
+        }
+    }
+
     /// The turn of `face` this call asks for, remembering as `memory`.
     pub(super) fn turn(
         self,

@@ -99,10 +99,7 @@ fn first_turn(
     if face.scope() == InstanceScope::Connection {
         prepared.message.context_id = prepared.conversation_id.take();
     }
-    let mut turn = prepared.turn(face, Memory::Task, context);
-    shared_conversation(face, &mut turn, context);
-    turn.replay = false;
-    turn
+    task_turn(face, prepared, context)
 }
 
 /// The turn that continues task `task_id`, waiting for input, with the user's `answer`.
@@ -114,10 +111,7 @@ fn continuing(
     context: &RequestContext<RoleServer>,
 ) -> TurnRequest {
     prepared.message = answer_message(task_id, answer);
-    let mut turn = prepared.turn(face, Memory::Task, context);
-    shared_conversation(face, &mut turn, context);
-    turn.replay = false;
-    turn
+    task_turn(face, prepared, context)
 }
 
 /// A turn continuing task `task_id` with `answer`, and nothing else from the caller (for
@@ -128,11 +122,20 @@ pub(super) fn answering(
     answer: String,
     context: &RequestContext<RoleServer>,
 ) -> TurnRequest {
-    let mut turn = TurnRequest::new(face.name(), answer_message(task_id, answer), Memory::Task);
-    turn.bearer = caller::bearer(context);
-    turn.trace = caller::trace(context);
-    turn.caller = caller::who(context);
-    shared_conversation(face, &mut turn, context);
+    task_turn(
+        face,
+        Prepared::answer(answer_message(task_id, answer)),
+        context,
+    )
+}
+
+/// The A2A task turn `prepared` asks for. A `shared` agent's call continues everybody's
+/// conversation, whatever task it is; a task that ended takes no more messages.
+fn task_turn(face: &Face, prepared: Prepared, context: &RequestContext<RoleServer>) -> TurnRequest {
+    let mut turn = prepared.turn(face, Memory::Task, context);
+    if face.scope() == InstanceScope::Shared {
+        turn.conversation = caller::conversation(face, context);
+    }
     turn.replay = false;
     turn
 }
@@ -145,13 +148,6 @@ fn answer_message(task_id: &str, answer: String) -> Message {
     );
     message.task_id = Some(task_id.to_owned());
     message
-}
-
-/// A `shared` agent's call continues everybody's conversation, whatever task it is.
-fn shared_conversation(face: &Face, turn: &mut TurnRequest, context: &RequestContext<RoleServer>) {
-    if face.scope() == InstanceScope::Shared {
-        turn.conversation = caller::conversation(face, context);
-    }
 }
 
 /// The user's answer to the question, as the client's retry carries it.
