@@ -107,6 +107,22 @@ pub fn tool_names(request: &daedalus_fake_llm::Logged) -> Vec<String> {
         .collect()
 }
 
+/// A deployment of agent `a` on the OpenAI-compatible fake (`key`), whose one server `fx` is
+/// at `url` (with `extra` keys).
+pub fn one_server_yaml(
+    fake: &daedalus_fake_llm::FakeLlm,
+    key: &str,
+    url: &str,
+    extra: &str,
+) -> String {
+    format!(
+        "default_model: openai.gpt-fake\nopenai: {{ api_key: {key}, base_url: \"{}\" }}\n\
+         mcp:\n  servers:\n    fx: {{ url: \"{url}\"{extra} }}\n\
+         agents:\n  a: {{ instruction: Work., servers: [fx] }}\n",
+        fake.openai_base_url
+    )
+}
+
 /// The contents of the tool messages in model request `n`.
 pub fn tool_results(fake: &daedalus_fake_llm::FakeLlm, n: usize) -> Vec<String> {
     fake.requests()[n].body["messages"]
