@@ -545,3 +545,80 @@ async fn shutdown_ends_open_mcp_sessions_instead_of_waiting_on_them() {
         .expect("ran");
     drop((first, second));
 }
+
+/// The agent asks the user (`request_user_input`): a legacy session gets the question as the
+/// tool's text, as Daedalus always did; a 2026-07-28 client gets an `InputRequiredResult`
+/// (one form elicitation with the question, `requestState` naming the task), and its retry
+/// with the answer continues that task, the question and the answer in one conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_text_to_a_session_and_a_round_trip_on_2026_07_28() {
+    use rmcp::model::{CallToolRequestParams, CallToolResponse, InputResponses, ProtocolVersion};
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    let fake = FakeLlm::start(KEY, &["gpt-face"]).await;
+    let ask = || {
+        Reply::ToolCalls(vec![(
+            "request_user_input".into(),
+            json!({"question": "Which city?"}),
+        )])
+    };
+    fake.script([ask(), ask(), Reply::Text("booked Lisbon".into())]);
+    let rt = Runtime::start(&deployment(&fake, "{}", "  asker: { instruction: Ask. }\n")).await;
+    let url = rt.mcp("asker");
+
+    let (legacy, _) = connect(&url, None).await;
+    let asked = call(&legacy, "send_message", json!({"message": "book a trip"})).await;
+    assert_ne!(asked.is_error, Some(true));
+    assert_eq!(text(&asked), "Which city?");
+
+    let discover = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let modern = ()
+        .serve_with_lifecycle(
+            rmcp::transport::StreamableHttpClientTransport::from_uri(url.clone()),
+            discover,
+        )
+        .await
+        .expect("connected statelessly");
+    let call_params = || {
+        CallToolRequestParams::new("send_message").with_arguments(
+            json!({"message": "book a trip"})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        )
+    };
+    let CallToolResponse::InputRequired(question) = modern
+        .call_tool_once(call_params())
+        .await
+        .expect("answered")
+    else {
+        panic!("a question comes back as InputRequiredResult");
+    };
+    let wire = serde_json::to_value(&question).expect("serializes");
+    let (key, form) = wire["inputRequests"]
+        .as_object()
+        .and_then(|requests| requests.iter().next())
+        .expect("one input request");
+    assert_eq!(form["method"], "elicitation/create", "{wire}");
+    assert_eq!(form["params"]["message"], "Which city?", "{wire}");
+    let task_id = question.request_state.clone().expect("requestState");
+
+    let mut retry = call_params();
+    retry.request_state = Some(task_id);
+    retry.input_responses = Some(InputResponses::from([(
+        key.clone(),
+        json!({"action": "accept", "content": {"answer": "Lisbon"}}),
+    )]));
+    let CallToolResponse::Complete(answered) =
+        modern.call_tool_once(retry).await.expect("answered")
+    else {
+        panic!("the retry completes the task");
+    };
+    assert_eq!(text(&answered), "booked Lisbon");
+    let last = &fake.requests()[2].body;
+    assert!(
+        last.to_string().contains("Which city?") && last.to_string().contains("Lisbon"),
+        "the answer continued the task's conversation: {last}"
+    );
+}

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use daedalus_fake_llm::{FakeLlm, Reply};
+use daedalus_test_kit::{ModernClient, modern_mcp_request};
 use serde_json::{Value, json};
 use support::kv_store::Store;
 
@@ -43,57 +44,16 @@ async fn round_robin(backends: Vec<std::net::SocketAddr>) -> (String, Arc<Vec<At
     (format!("http://{addr}"), counts)
 }
 
-/// One 2026-07-28 request, on a connection of its own: its JSON-RPC answer (the last message
-/// of the SSE stream that carries an id).
+/// One 2026-07-28 request, on a connection of its own.
 async fn modern(http: &reqwest::Client, url: &str, method: &str, params: Value) -> Value {
-    modern_as(http, url, method, params, json!({})).await
+    let client = ModernClient::named("replica-drill");
+    modern_mcp_request(http, url, &client, method, params).await
 }
 
 /// [`modern`] from a client that declares the tasks extension.
 async fn with_tasks(http: &reqwest::Client, url: &str, method: &str, params: Value) -> Value {
-    let capabilities = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
-    modern_as(http, url, method, params, capabilities).await
-}
-
-async fn modern_as(
-    http: &reqwest::Client,
-    url: &str,
-    method: &str,
-    params: Value,
-    capabilities: Value,
-) -> Value {
-    let mut params = params;
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": capabilities,
-        "io.modelcontextprotocol/clientInfo": {"name": "replica-drill", "version": "1"},
-    });
-    let name = params["name"]
-        .as_str()
-        .or(params["taskId"].as_str())
-        .map(str::to_owned);
-    let mut request = http
-        .post(url)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method);
-    if let Some(name) = name {
-        request = request.header("mcp-name", name);
-    }
-    let response = request
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-        .send()
-        .await
-        .expect("sent");
-    let status = response.status();
-    let body = response.text().await.expect("body");
-    assert!(status.is_success(), "{method}: {status} {body}");
-    body.lines()
-        .filter_map(|line| line.strip_prefix("data:"))
-        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
-        .chain(serde_json::from_str::<Value>(&body).ok())
-        .rfind(|message| message.get("id").is_some())
-        .unwrap_or_else(|| panic!("{method}: no answer in {body}"))
+    let client = ModernClient::named("replica-drill").with_tasks();
+    modern_mcp_request(http, url, &client, method, params).await
 }
 
 fn text(answer: &Value) -> String {

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use daedalus_runtime::mcp_sessions::SESSION_COST;
 use daedalus_test_kit::{
-    McpOpened, Runtime, RuntimeProcess, open_mcp_session, rss_bytes, wait_until,
+    McpOpened, ModernClient, Runtime, RuntimeProcess, modern_mcp_request, open_mcp_session,
+    rss_bytes, wait_until,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -303,5 +304,68 @@ async fn a_flood_of_twice_the_bound_keeps_the_process_within_its_session_budget(
     assert_eq!(
         value(&text, "daedalus_runtime_mcp_sessions{agent=\"flooded\"}"),
         MAX as u64
+    );
+}
+
+/// MCP 2026-07-28 has no sessions: a flood of modern calls, each from a client of its own,
+/// takes no place in a session book that legacy sessions have filled (a new session there
+/// would evict one of them), and leaves nothing per
+/// client behind. RSS after 5,000 more such clients stays where it was (within 1 MiB, the
+/// allocator's slack; 200 bytes a client would be a leak of that size).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_modern_calls_keeps_no_per_client_state() {
+    const CLIENTS: usize = 5_000;
+    let rt = RuntimeProcess::start_with("flooded", &[("MAX_MCP_SESSIONS", "2")]).await;
+    let url = format!("{}/agents/flooded/mcp", rt.url());
+    let pid = rt.pid().expect("running");
+    let http = reqwest::Client::new();
+    for _ in 0..2 {
+        assert_eq!(open(&http, &url, true).await.status, 200);
+    }
+    let flood = |from: usize, to: usize| {
+        let (http, url) = (http.clone(), url.clone());
+        futures::stream::iter(from..to)
+            .map(move |i| {
+                let (http, url) = (http.clone(), url.clone());
+                async move {
+                    let client = ModernClient::named(format!("client-{i}"));
+                    let (method, params) = if i % 2 == 0 {
+                        ("tools/list", json!({}))
+                    } else {
+                        ("tools/call", json!({"name": "get_health", "arguments": {}}))
+                    };
+                    let answer = modern_mcp_request(&http, &url, &client, method, params).await;
+                    answer.get("result").is_some()
+                }
+            })
+            .buffer_unordered(32)
+            .filter(|answered| std::future::ready(*answered))
+            .count()
+    };
+    // Warm up: what the first requests allocate, every later one reuses.
+    assert_eq!(flood(0, 1_000).await, 1_000);
+    let before = rss_bytes(pid);
+    assert_eq!(
+        flood(1_000, 1_000 + CLIENTS).await,
+        CLIENTS,
+        "every call answered"
+    );
+    let grown = rss_bytes(pid).saturating_sub(before);
+    assert!(
+        grown < 1 << 20,
+        "RSS grew {grown} bytes for {CLIENTS} modern clients"
+    );
+    let text = http
+        .get(format!("{}/metrics", rt.url()))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert_eq!(
+        value(&text, "daedalus_runtime_mcp_sessions{agent=\"flooded\"}"),
+        2,
+        "the two legacy sessions, and nothing for the modern clients"
     );
 }

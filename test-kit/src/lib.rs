@@ -46,7 +46,7 @@ pub use binaries::runtime_binary;
 pub use config::runtime_config;
 pub use fixture::AgentsYaml;
 pub use llm::{FakeFace, fake_llm_client};
-pub use mcp::{McpOpened, open_mcp_session, rss_bytes};
+pub use mcp::{McpOpened, ModernClient, modern_mcp_request, open_mcp_session, rss_bytes};
 pub use nats::{NatsCluster, NatsServer, binary as nats_server_binary, free_port};
 pub use oidc::{AUDIENCE, Alg, OidcClient, OidcProvider, now as unix_now};
 pub use otlp::{OtlpReceiver, ReceivedSpan};

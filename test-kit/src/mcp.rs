@@ -1,5 +1,6 @@
-//! MCP sessions opened by hand over Streamable HTTP (as a flood would), and a process's RSS:
-//! what tests and benchmarks of the MCP session bound share.
+//! MCP by hand over Streamable HTTP, as a flood would send it: legacy sessions opened, and
+//! MCP 2026-07-28 requests (stateless, the client's context in `_meta`); and a process's RSS.
+//! What tests and benchmarks of the MCP face share.
 
 use serde_json::json;
 
@@ -57,6 +58,82 @@ pub async fn open_mcp_session(http: &reqwest::Client, url: &str, finish: bool) -
         retry_after,
         body,
     }
+}
+
+/// Who sends a 2026-07-28 request: its name (each request may come from a client of its own)
+/// and whether it declares the tasks extension.
+#[derive(Debug, Clone)]
+pub struct ModernClient {
+    pub name: String,
+    pub tasks: bool,
+}
+
+impl ModernClient {
+    /// A client called `name`, declaring no extension.
+    pub fn named(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            tasks: false,
+        }
+    }
+
+    /// The same client, declaring the tasks extension.
+    #[must_use]
+    pub fn with_tasks(self) -> Self {
+        Self {
+            tasks: true,
+            ..self
+        }
+    }
+}
+
+/// One MCP 2026-07-28 request to `url`, from `client`: `_meta` carries the revision, the
+/// client's capabilities and its name; `Mcp-Method` (and `Mcp-Name` for a named call) ride as
+/// headers. Answers the JSON-RPC response (the last message of the SSE stream with an id);
+/// an HTTP error fails the caller.
+pub async fn modern_mcp_request(
+    http: &reqwest::Client,
+    url: &str,
+    client: &ModernClient,
+    method: &str,
+    mut params: serde_json::Value,
+) -> serde_json::Value {
+    let capabilities = if client.tasks {
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
+    } else {
+        json!({})
+    };
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": {"name": client.name, "version": "1"},
+    });
+    let name = params["name"]
+        .as_str()
+        .or(params["taskId"].as_str())
+        .map(str::to_owned);
+    let mut request = http
+        .post(url)
+        .header("accept", ACCEPT)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method);
+    if let Some(name) = name {
+        request = request.header("mcp-name", name);
+    }
+    let response = request
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .expect("sent");
+    let status = response.status();
+    let body = response.text().await.expect("a body");
+    assert!(status.is_success(), "{method}: {status} {body}");
+    body.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<serde_json::Value>(data.trim()).ok())
+        .chain(serde_json::from_str::<serde_json::Value>(&body).ok())
+        .rfind(|message| message.get("id").is_some())
+        .unwrap_or_else(|| panic!("{method}: no answer in {body}"))
 }
 
 /// The resident set size of process `pid`, in bytes (from `/proc`).
