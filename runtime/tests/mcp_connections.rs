@@ -26,12 +26,16 @@ const KEY: &str = "sk-connections";
 /// A server whose tool list grows: calling `grow` adds `extra` and announces it with
 /// `notifications/tools/list_changed`: on the session (legacy revisions), or to every
 /// `subscriptions/listen` (2026-07-28). `legacy_only` keeps it to the revisions with
-/// sessions.
+/// sessions; `ends_first_subscription` ends the first `subscriptions/listen` at once, as a
+/// server restarting its notifier would.
 #[derive(Debug, Clone, Default)]
 struct Growing {
     grown: Arc<std::sync::atomic::AtomicBool>,
     announce: Arc<tokio::sync::Notify>,
     legacy_only: bool,
+    ends_first_subscription: bool,
+    /// How many `subscriptions/listen` it took.
+    listens: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl ServerHandler for Growing {
@@ -61,6 +65,12 @@ impl ServerHandler for Growing {
         &self,
         subscription: rmcp::service::SubscriptionContext,
     ) -> Result<(), rmcp::ErrorData> {
+        let before = self
+            .listens
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if self.ends_first_subscription && before == 0 {
+            return Ok(());
+        }
         loop {
             tokio::select! {
                 () = subscription.cancelled() => return Ok(()),
@@ -125,19 +135,26 @@ impl ServerHandler for Growing {
     }
 }
 
-/// A `Growing` server whose sessions the test can drop, and which counts `initialize`s.
+/// A `Growing` server whose sessions the test can drop, and which counts `initialize`s and
+/// subscriptions.
 struct GrowingFixture {
     url: String,
     sessions: Arc<LocalSessionManager>,
     initializes: Arc<std::sync::atomic::AtomicUsize>,
+    listens: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 async fn growing(legacy_only: bool) -> GrowingFixture {
-    let sessions = Arc::new(LocalSessionManager::default());
-    let server = Growing {
+    serve_growing(Growing {
         legacy_only,
         ..Growing::default()
-    };
+    })
+    .await
+}
+
+async fn serve_growing(server: Growing) -> GrowingFixture {
+    let sessions = Arc::new(LocalSessionManager::default());
+    let listens = Arc::clone(&server.listens);
     let service: StreamableHttpService<Growing, LocalSessionManager> = StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::clone(&sessions),
@@ -175,6 +192,7 @@ async fn growing(legacy_only: bool) -> GrowingFixture {
         url: format!("http://{addr}/mcp"),
         sessions,
         initializes,
+        listens,
     }
 }
 
@@ -230,6 +248,49 @@ async fn on_2026_07_28_the_tool_cache_refreshes_from_a_subscription() {
         tool_cache_refresh(false).await,
         0,
         "no initialize: the server was spoken to statelessly"
+    );
+}
+
+/// A 2026-07-28 server that ends the subscription telling its tool changes (as one
+/// restarting its notifier would) is connected to again on the next turn, which listens again:
+/// a change after that still reaches the tool cache.
+#[tokio::test]
+async fn an_ended_subscription_is_opened_again_and_later_changes_still_arrive() {
+    let server = serve_growing(Growing {
+        ends_first_subscription: true,
+        ..Growing::default()
+    })
+    .await;
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    fake.script([
+        Reply::Text("first".into()),
+        Reply::ToolCalls(vec![("g__grow".into(), json!({}))]),
+        Reply::Text("grown".into()),
+        Reply::Text("I see more tools".into()),
+    ]);
+    let rt = Runtime::start(&growing_yaml(&fake, &server.url)).await;
+    let url = rt.url.clone();
+    post(&url, None, "m-1").await;
+    let ended = || {
+        let listens = Arc::clone(&server.listens);
+        async move { listens.load(std::sync::atomic::Ordering::SeqCst) >= 1 }
+    };
+    daedalus_test_kit::wait_until("the first subscription", Duration::from_secs(10), ended).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    post(&url, None, "m-2").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    post(&url, None, "m-3").await;
+
+    assert_eq!(
+        server.listens.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "listened again after the first subscription ended"
+    );
+    let log = fake.requests();
+    assert!(
+        tool_names(&log[3]).contains(&"g__extra".to_owned()),
+        "the change after the new subscription arrived: {:?}",
+        tool_names(&log[3])
     );
 }
 

@@ -95,6 +95,9 @@ struct Link {
     connecting: Mutex<()>,
     /// Set by the server's `tools/list_changed`.
     stale: Arc<AtomicBool>,
+    /// Set when the 2026-07-28 subscription that tells tool changes ended while its
+    /// connection lived on: the next turn connects again, and so listens again.
+    deaf: Arc<AtomicBool>,
 }
 
 #[derive(Debug, Default)]
@@ -119,6 +122,9 @@ impl Link {
     /// The answer without connecting: the live connection (unless its tool list is stale), or
     /// the last failure while it is too early to try again.
     fn settled(&self) -> Option<Result<Arc<Client>, McpError>> {
+        if self.deaf.load(Ordering::Acquire) {
+            return None;
+        }
         let state = self.state();
         if let Some(client) = &state.client {
             return (!self.stale.load(Ordering::Acquire)).then(|| Ok(Arc::clone(client)));
@@ -290,6 +296,8 @@ impl McpServers {
         if !reconnect && let Some(answer) = link.settled() {
             return answer;
         }
+        // A connection whose subscription ended is replaced, listening again.
+        let reconnect = link.deaf.swap(false, Ordering::AcqRel) || reconnect;
         let current = link.state().client.clone();
         if let Some(client) = current.filter(|_| !reconnect) {
             // Connected, but the server said its tools changed.
@@ -323,7 +331,7 @@ impl McpServers {
                     tracing::info!(server = name, "downstream MCP server reachable again");
                 }
                 let client = Arc::new(client);
-                listen_for_tool_changes(name, &client, &link.stale);
+                listen_for_tool_changes(name, &client, link);
                 state.client = Some(Arc::clone(&client));
                 Ok(client)
             }
@@ -409,9 +417,11 @@ impl McpServers {
 
 /// On a 2026-07-28 connection, where there is no session stream, a `subscriptions/listen`
 /// for `notifications/tools/list_changed` marks the tool cache stale, as the legacy session's
-/// notification does. The listener lives as long as the connection (it ends with the stream),
-/// and a server that does not offer subscriptions is simply not listened to.
-fn listen_for_tool_changes(name: &str, client: &Client, stale: &Arc<AtomicBool>) {
+/// notification does. The listener lives as long as the connection; if the subscription ends
+/// while the connection is still in use (the server ended it, or it broke), the link is marked
+/// deaf and the next turn connects again, which listens again. A server that does not offer
+/// subscriptions is simply not listened to.
+fn listen_for_tool_changes(name: &str, client: &Arc<Client>, link: &Link) {
     let modern = client.peer().peer_info().is_some_and(|info| {
         info.protocol_version.as_str() >= ProtocolVersion::V_2026_07_28.as_str()
     });
@@ -425,7 +435,8 @@ fn listen_for_tool_changes(name: &str, client: &Client, stale: &Arc<AtomicBool>)
         return;
     }
     let peer = client.peer().clone();
-    let stale = Arc::clone(stale);
+    let connection = Arc::downgrade(client);
+    let (stale, deaf) = (Arc::clone(&link.stale), Arc::clone(&link.deaf));
     let server = name.to_owned();
     tokio::spawn(async move {
         let filter = SubscriptionFilter::builder().tools_list_changed().build();
@@ -443,6 +454,13 @@ fn listen_for_tool_changes(name: &str, client: &Client, stale: &Arc<AtomicBool>)
             ) {
                 stale.store(true, Ordering::Release);
             }
+        }
+        if connection.upgrade().is_some() {
+            tracing::info!(
+                server,
+                "the tool-change subscription ended; reconnecting on the next turn"
+            );
+            deaf.store(true, Ordering::Release);
         }
     });
 }
