@@ -622,3 +622,54 @@ async fn a_question_is_text_to_a_session_and_a_round_trip_on_2026_07_28() {
         "the answer continued the task's conversation: {last}"
     );
 }
+
+/// What each kind of revision is offered: a legacy session, whose agent never changes under it
+/// and whose calls answer when the turn ends, is told neither of tool changes nor of tasks; a
+/// 2026-07-28 client (`server/discover`) is told of both.
+#[tokio::test]
+async fn each_revision_is_offered_what_it_gets() {
+    use rmcp::model::{ProtocolVersion, TASKS_EXTENSION_ID};
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    let fake = FakeLlm::start(KEY, &["gpt-face"]).await;
+    let rt = Runtime::start(&deployment(
+        &fake,
+        "{}",
+        "  plain: { instruction: Answer. }\n",
+    ))
+    .await;
+    let url = rt.mcp("plain");
+    let (legacy, _) = connect(&url, None).await;
+    let offered = legacy.peer_info().expect("initialized");
+    assert_eq!(offered.protocol_version, ProtocolVersion::V_2025_11_25);
+    let tools = offered.capabilities.tools.clone().expect("tools");
+    assert_eq!(tools.list_changed, None);
+    assert!(!offered.capabilities.supports_tasks());
+
+    let discover = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let modern = ()
+        .serve_with_lifecycle(
+            rmcp::transport::StreamableHttpClientTransport::from_uri(url.clone()),
+            discover,
+        )
+        .await
+        .expect("connected statelessly");
+    let offered = modern.peer_info().expect("discovered");
+    assert_eq!(offered.protocol_version, ProtocolVersion::V_2026_07_28);
+    assert_eq!(
+        offered
+            .capabilities
+            .tools
+            .as_ref()
+            .and_then(|t| t.list_changed),
+        Some(true)
+    );
+    assert!(
+        offered
+            .capabilities
+            .extensions
+            .as_ref()
+            .is_some_and(|e| e.contains_key(TASKS_EXTENSION_ID))
+    );
+}

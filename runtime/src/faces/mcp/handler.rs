@@ -8,10 +8,10 @@ use std::sync::{Arc, LazyLock};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
     GetPromptRequestParams, GetPromptResponse, GetPromptResult, GetTaskParams, GetTaskResult,
-    Implementation, ListPromptsResult, ListToolsResult, PaginatedRequestParams, Prompt,
-    PromptArgument, PromptMessage, ProtocolVersion, Role as McpRole, ServerCapabilities,
-    ServerConfig, ServerNotification, SubscriptionFilter, Tool, ToolListChangedNotification,
-    UpdateTaskParams,
+    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult, ListToolsResult,
+    PaginatedRequestParams, Prompt, PromptArgument, PromptMessage, ProtocolVersion,
+    Role as McpRole, ServerCapabilities, ServerConfig, ServerNotification, SubscriptionFilter,
+    TASKS_EXTENSION_ID, Tool, ToolListChangedNotification, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -141,6 +141,27 @@ impl ServerHandler for AgentServer {
                 "Call {SEND_MESSAGE} (or {}) with a message to talk to {}. {}",
                 def.name, def.title, def.description
             ))
+    }
+
+    /// A legacy session is offered what it gets: its agent never changes under it (a reload
+    /// that changes the agent retires the session's endpoint), and the notification rides only
+    /// 2026-07-28's `subscriptions/listen`; its calls answer when their turn ends, never as a
+    /// task of the tasks extension.
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        let mut offered = self.negotiate_initialize(&request)?;
+        if let Some(tools) = offered.capabilities.tools.as_mut() {
+            tools.list_changed = None;
+        }
+        if let Some(extensions) = offered.capabilities.extensions.as_mut() {
+            extensions.remove(TASKS_EXTENSION_ID);
+        }
+        offered.capabilities.extensions = offered.capabilities.extensions.filter(|e| !e.is_empty());
+        Ok(offered)
     }
 
     /// Every revision up to 2026-07-28: the stateless one, and the legacy ones with
