@@ -1,8 +1,9 @@
 //! The MCP face on 2026-07-28, with the official Python SDK (`mcp` 2.x in `.venv`) pinned to
 //! that revision and in `auto` mode (which finds it by `server/discover`): tools, a conversation
 //! continued by id with progress and history, the agent's question answered through the SDK's
-//! elicitation callback (the multi-round trip), a task polled to completion and a task canceled
-//! mid-turn (the downstream tool's call is abandoned), all without a session. The Python side
+//! elicitation callback (the multi-round trip), a task polled to completion, a task that asks
+//! and is answered by `tasks/update`, and a task canceled mid-turn (the downstream tool's call
+//! is abandoned), all without a session. The Python side
 //! is `tests/py/modern_client.py`. Legacy clients on the same endpoint are `mcp_python.rs`.
 
 mod support;
@@ -32,6 +33,11 @@ async fn modern_session(mode: &str) -> (Value, McpFixture, FakeLlm) {
         Reply::Text("booked Lisbon".into()),
         Reply::ToolCalls(vec![("fx__slow".into(), json!({"ms": 200}))]),
         Reply::Text("took my time".into()),
+        Reply::ToolCalls(vec![(
+            "request_user_input".into(),
+            json!({"question": "Which date?"}),
+        )]),
+        Reply::Text("booked for Friday".into()),
         Reply::ToolCalls(vec![("fx__hang".into(), json!({}))]),
     ]));
     let rt = Runtime::start(&format!(
@@ -82,6 +88,7 @@ async fn check_modern_session(mode: &str) {
     assert_eq!(result["history"], 4);
     assert_eq!(result["after_input"], "booked Lisbon");
     assert_eq!(result["task_answer"], "took my time");
+    assert_eq!(result["updated_task"], "booked for Friday");
     // The answer continued the same turn: the model's next request holds the question's
     // tool call and the user's answer.
     let log = fake.requests();
@@ -100,7 +107,7 @@ async fn check_modern_session(mode: &str) {
         async move { fx.abandoned_calls() == 1 }
     };
     daedalus_test_kit::wait_until("the hang call to stop", Duration::from_secs(10), stopped).await;
-    assert_eq!(fake.requests().len(), 9, "no model call after the cancel");
+    assert_eq!(fake.requests().len(), 11, "no model call after the cancel");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

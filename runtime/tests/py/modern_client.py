@@ -47,6 +47,17 @@ class TasksCancel(types.Request[TaskParams, Literal["tasks/cancel"]]):
     name_param = "taskId"
 
 
+class UpdateParams(types.RequestParams):
+    task_id: str = Field(alias="taskId")
+    input_responses: dict = Field(alias="inputResponses")
+
+
+class TasksUpdate(types.Request[UpdateParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    params: UpdateParams
+    name_param = "taskId"
+
+
 class AnyResult(types.Result):
     model_config = ConfigDict(extra="allow")
 
@@ -151,6 +162,20 @@ async def main(mode, url, agent):
         done = await client.call_tool(agent, {"message": "take your time"})
         check(not done.is_error, f"the task's answer: {text_of(done)}")
         summary["task_answer"] = text_of(done)
+
+        # A task that asks: input_required with the question, answered by tasks/update.
+        asked = await client.session.call_tool(agent, {"message": "plan it"}, allow_claimed=True)
+        check(isinstance(asked, CreateTaskResult), f"a task came back: {asked!r}")
+        waiting = await poll(client.session, asked.task_id, {"input_required", "completed", "failed", "cancelled"})
+        check(waiting["status"] == "input_required", f"waiting for input: {waiting}")
+        ((key, form),) = waiting["inputRequests"].items()
+        check(form["params"]["message"] == "Which date?", f"the question: {form}")
+        answer = {key: {"action": "accept", "content": {"answer": "Friday"}}}
+        update = UpdateParams(taskId=asked.task_id, inputResponses=answer)
+        await client.session.send_request(TasksUpdate(params=update), AnyResult)
+        updated = await poll(client.session, asked.task_id, {"completed", "failed", "cancelled"})
+        check(updated["status"] == "completed", f"completed after the answer: {updated}")
+        summary["updated_task"] = text_of(types.CallToolResult.model_validate(updated["result"]))
 
         created = await client.session.call_tool(agent, {"message": "hang on"}, allow_claimed=True)
         check(isinstance(created, CreateTaskResult), f"a task came back: {created!r}")
