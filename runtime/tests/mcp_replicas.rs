@@ -176,3 +176,98 @@ async fn poll_to_end(http: &reqwest::Client, url: &str, task_id: &str) -> Value 
     }
     panic!("task {task_id} never ended");
 }
+
+/// An HTTP forwarder on loopback that hands each request (not each connection: a client keeps
+/// its connection) to the next of `backends`, streaming the answer back; counts the requests
+/// each got.
+async fn request_round_robin(
+    backends: Vec<std::net::SocketAddr>,
+) -> (String, Arc<Vec<AtomicUsize>>) {
+    use axum::body::Body;
+    use axum::extract::{Request, State};
+    use axum::response::Response;
+    struct Forwarder {
+        backends: Vec<std::net::SocketAddr>,
+        next: AtomicUsize,
+        counts: Arc<Vec<AtomicUsize>>,
+        http: reqwest::Client,
+    }
+    async fn forward(State(to): State<Arc<Forwarder>>, request: Request) -> Response {
+        let i = to.next.fetch_add(1, Ordering::SeqCst) % to.backends.len();
+        to.counts[i].fetch_add(1, Ordering::SeqCst);
+        let (parts, body) = request.into_parts();
+        let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let body = axum::body::to_bytes(body, 64 << 20).await.expect("a body");
+        let mut headers = parts.headers.clone();
+        headers.remove(http::header::HOST);
+        let answer = to
+            .http
+            .request(parts.method, format!("http://{}{path}", to.backends[i]))
+            .headers(headers)
+            .body(body)
+            .send()
+            .await
+            .expect("the replica answers");
+        let mut response = Response::builder().status(answer.status());
+        for (name, value) in answer.headers() {
+            if name != http::header::CONTENT_LENGTH && name != http::header::TRANSFER_ENCODING {
+                response = response.header(name, value);
+            }
+        }
+        response
+            .body(Body::from_stream(answer.bytes_stream()))
+            .expect("a response")
+    }
+    let counts: Arc<Vec<AtomicUsize>> =
+        Arc::new(backends.iter().map(|_| AtomicUsize::new(0)).collect());
+    let forwarder = Arc::new(Forwarder {
+        backends,
+        next: AtomicUsize::new(0),
+        counts: Arc::clone(&counts),
+        http: reqwest::Client::new(),
+    });
+    let app = axum::Router::new().fallback(forward).with_state(forwarder);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binds");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}"), counts)
+}
+
+/// The official Python client pinned to 2026-07-28 does everything it does against one runtime
+/// (`mcp_modern.rs`) against two replicas behind a balancer that sends each request to the
+/// next one: a conversation, its history, a question answered on the other replica, tasks
+/// polled, answered and canceled wherever the request lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_client_on_2026_07_28_works_across_two_replicas() {
+    use daedalus_mcp_fixture::McpFixture;
+    use support::modern;
+    let fx = McpFixture::start().await;
+    let fake = FakeLlm::start(modern::KEY, &[modern::MODEL]).await;
+    fake.script(modern::script());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("agents.yaml");
+    std::fs::write(&config, modern::deployment(&fake, &fx)).expect("written");
+    let config = config.to_string_lossy().into_owned();
+    let conversations = dir.path().join("conversations.db");
+    let conversations = conversations.to_string_lossy().into_owned();
+    let env = [
+        ("AGENTS_CONFIG", config.as_str()),
+        ("AGENT_NAME", modern::AGENT),
+        ("SESSIONS_DB", conversations.as_str()),
+    ];
+    let store = Store::start();
+    let (a, _) = store.replica_with("replica-a", &env);
+    let (b, _) = store.replica_with("replica-b", &env);
+    let (front, requests) = request_round_robin(vec![a.addr, b.addr]).await;
+    let url = format!("{front}/agents/{}/mcp", modern::AGENT);
+
+    let result = modern::drive("2026-07-28", &url, &fx).await;
+    modern::check(&result, &fx, &fake).await;
+    let per_replica: Vec<usize> = requests.iter().map(|c| c.load(Ordering::SeqCst)).collect();
+    assert!(
+        per_replica.iter().all(|n| *n >= 10),
+        "both replicas answered: {per_replica:?}"
+    );
+}

@@ -9,6 +9,7 @@
 pub mod identity;
 pub mod kv_store;
 pub mod mcp_client;
+pub mod modern;
 pub mod process;
 pub mod python;
 pub mod runtime;
