@@ -12,6 +12,7 @@ use std::sync::Once;
 use daedalus_contract::service::{self, LogFormat, LogTarget};
 use daedalus_fake_llm::{FakeLlm, Reply};
 use daedalus_mcp_fixture::McpFixture;
+use daedalus_test_kit::{ModernClient, modern_mcp_request};
 use serde_json::{Value, json};
 use support::mcp_client::{call, connect_with_headers};
 use support::runtime::Runtime;
@@ -147,6 +148,54 @@ async fn an_mcp_send_message_continues_the_callers_trace() {
     let (trace, span) = ids(log[0].traceparent.as_deref().expect("a traceparent"));
     assert_eq!(trace, TRACE);
     assert_ne!(span, CALLER_SPAN);
+}
+
+/// On MCP 2026-07-28 the trace rides in the request's `_meta`: the turn joins it as it joins
+/// the header, and the hop to a downstream MCP server carries it on (in `_meta` and as the
+/// header), with spans of the runtime's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_07_28_call_continues_the_trace_in_its_meta_across_the_hop() {
+    install_tracing();
+    let fx = McpFixture::start().await;
+    let fake = FakeLlm::start(KEY, &["gpt-trace"]).await;
+    fake.script([
+        Reply::ToolCalls(vec![("fx__add".into(), json!({"a": 1, "b": 2}))]),
+        Reply::Text("3".into()),
+    ]);
+    let servers = format!("    fx: {{ url: \"{}\" }}\n", fx.url());
+    let rt = runtime(
+        &fake,
+        &servers,
+        "  a: { instruction: Add., servers: [fx] }\n",
+    )
+    .await;
+    let client = ModernClient::named("tracer").in_trace(caller_traceparent());
+    let answer = modern_mcp_request(
+        &reqwest::Client::new(),
+        &rt.mcp("a"),
+        &client,
+        "tools/call",
+        json!({"name": "send_message", "arguments": {"message": "add"}}),
+    )
+    .await;
+    assert_eq!(answer["result"]["content"][0]["text"], "3", "{answer}");
+    let log = fake.requests();
+    for request in &log {
+        let (trace, span) = ids(request.traceparent.as_deref().expect("a traceparent"));
+        assert_eq!(trace, TRACE);
+        assert_ne!(span, CALLER_SPAN);
+    }
+    let calls = fx.calls();
+    let hop = calls[0]
+        .meta_traceparent
+        .as_deref()
+        .expect("_meta.traceparent");
+    assert_eq!(
+        ids(hop).0,
+        TRACE,
+        "the downstream call is in the caller's trace"
+    );
+    assert_eq!(calls[0].traceparent.as_deref(), Some(hop));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

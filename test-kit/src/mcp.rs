@@ -66,6 +66,8 @@ pub async fn open_mcp_session(http: &reqwest::Client, url: &str, finish: bool) -
 pub struct ModernClient {
     pub name: String,
     pub tasks: bool,
+    /// The W3C trace its requests carry in `_meta` (and not as HTTP headers).
+    pub traceparent: Option<String>,
 }
 
 impl ModernClient {
@@ -74,6 +76,16 @@ impl ModernClient {
         Self {
             name: name.into(),
             tasks: false,
+            traceparent: None,
+        }
+    }
+
+    /// The same client, its requests in trace `traceparent` (carried in `_meta`).
+    #[must_use]
+    pub fn in_trace(self, traceparent: impl Into<String>) -> Self {
+        Self {
+            traceparent: Some(traceparent.into()),
+            ..self
         }
     }
 
@@ -108,6 +120,9 @@ pub async fn modern_mcp_request(
         "io.modelcontextprotocol/clientCapabilities": capabilities,
         "io.modelcontextprotocol/clientInfo": {"name": client.name, "version": "1"},
     });
+    if let Some(traceparent) = &client.traceparent {
+        params["_meta"]["traceparent"] = json!(traceparent);
+    }
     let name = params["name"]
         .as_str()
         .or(params["taskId"].as_str())
