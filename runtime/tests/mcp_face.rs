@@ -673,3 +673,47 @@ async fn each_revision_is_offered_what_it_gets() {
             .is_some_and(|e| e.contains_key(TASKS_EXTENSION_ID))
     );
 }
+
+/// On 2026-07-28 the `Mcp-Method` and `Mcp-Name` headers must say what the body says: a
+/// request whose headers disagree with it is refused, and runs nothing.
+#[tokio::test]
+async fn a_2026_07_28_request_whose_headers_disagree_with_its_body_is_refused() {
+    let fake = FakeLlm::start(KEY, &["gpt-face"]).await;
+    let rt = Runtime::start(&deployment(
+        &fake,
+        "{}",
+        "  plain: { instruction: Answer. }\n",
+    ))
+    .await;
+    let send = |method: &'static str, name: &'static str| {
+        let url = rt.mcp("plain");
+        async move {
+            let response = reqwest::Client::new()
+                .post(url)
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", method)
+                .header("mcp-name", name)
+                .json(
+                    &json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+                    "name": "send_message", "arguments": {"message": "hi"},
+                    "_meta": {
+                        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                        "io.modelcontextprotocol/clientCapabilities": {}
+                    }}}),
+                )
+                .send()
+                .await
+                .expect("answered");
+            let status = response.status().as_u16();
+            (status, response.text().await.expect("a body"))
+        }
+    };
+    let (status, body) = send("tools/call", "get_health").await;
+    assert!(status >= 400 && body.contains("error"), "{status} {body}");
+    let (status, body) = send("tools/list", "send_message").await;
+    assert!(status >= 400 && body.contains("error"), "{status} {body}");
+    assert!(fake.requests().is_empty(), "nothing ran");
+    let (status, body) = send("tools/call", "send_message").await;
+    assert_eq!(status, 200, "{body}");
+}
