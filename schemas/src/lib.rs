@@ -34,6 +34,8 @@ pub mod container;
 #[cfg(feature = "credentials")]
 pub mod credentials;
 pub mod error_chain;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 #[cfg(feature = "service")]
 pub mod healthcheck;
 #[cfg(feature = "telemetry")]

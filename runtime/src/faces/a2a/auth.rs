@@ -2,7 +2,8 @@
 //! service who is calling before its handler runs, and either hands the [`Caller`] to the
 //! handler (which passes it to the services) or answers the refusal in the binding's shape:
 //! `401` with a `Bearer` challenge, `403` for a missing scope or another tenant; a
-//! `google.rpc.Status` on HTTP+JSON, a JSON-RPC error when the request speaks A2A
+//! `google.rpc.Status` on HTTP+JSON, a gRPC status (`UNAUTHENTICATED`, `PERMISSION_DENIED`) on
+//! gRPC, a JSON-RPC error when the request speaks A2A
 //! (`A2A-Version`), the contract's error body otherwise.
 
 use axum::extract::{Request, State};
@@ -66,6 +67,9 @@ fn refused(req: &Request, refusal: &Refusal) -> Response {
         A2aErrorKind::Unauthenticated
     };
     let error = A2aError::new(kind, refusal.to_string());
+    if super::grpc::is_grpc(req.headers()) {
+        return super::grpc::status::refuse(&error);
+    }
     let mut response = if req.uri().path().starts_with(REST_PATH) {
         (
             status,

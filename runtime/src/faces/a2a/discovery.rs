@@ -142,13 +142,29 @@ impl Discovery {
     }
 }
 
+/// Where a gRPC client reaches the agent: the public URL's `host:port` (a gRPC target has no
+/// scheme and no path; the service's methods are at `/lf.a2a.v1.A2AService/...` on that
+/// authority, the same port as the HTTP bindings).
+fn grpc_target(public_url: &str) -> Option<String> {
+    let url = url::Url::parse(public_url).ok()?;
+    let host = url.host_str()?;
+    let port = url.port_or_known_default()?;
+    Some(format!("{host}:{port}"))
+}
+
 fn build_card(config: &Config, public_url: &str) -> AgentCard {
     let agent = &config.agent;
     let (security_schemes, security_requirements) = security(config);
+    let grpc = grpc_target(public_url).map(|url| AgentInterface {
+        url,
+        protocol_binding: "GRPC".to_owned(),
+        protocol_version: super::operations::VERSION.to_owned(),
+        tenant: None,
+    });
     AgentCard {
         name: agent.name.clone(),
         description: agent.description.clone(),
-        supported_interfaces: vec![
+        supported_interfaces: [
             AgentInterface {
                 url: format!("{public_url}{TASK_PATH}"),
                 protocol_binding: CONTRACT_BINDING.to_owned(),
@@ -175,7 +191,10 @@ fn build_card(config: &Config, public_url: &str) -> AgentCard {
                 protocol_version: super::operations::VERSION.to_owned(),
                 tenant: None,
             },
-        ],
+        ]
+        .into_iter()
+        .chain(grpc)
+        .collect(),
         provider: None,
         version: agent.version.clone(),
         documentation_url: None,

@@ -1,13 +1,16 @@
 //! The A2A face: the runtime contract's binding — `POST /` (a Task, or SSE), `GET /health`,
 //! `GET /.well-known/agent-card.json` and the runtime-contract manifest — as an axum router over
 //! [`ContractState`]. Handlers translate the wire into calls of the turn service and back; they
-//! decide nothing about turns. The standard A2A bindings join it here, sharing its request
-//! translation and error mapping.
+//! decide nothing about turns. The standard A2A bindings join it here on the same port, sharing
+//! its admission, authentication and operations: JSON-RPC on `POST /` (v1.0 and v0.3),
+//! HTTP+JSON under `/a2a/rest`, and gRPC at `/lf.a2a.v1.A2AService/*` (HTTP/2).
 
 mod auth;
 mod controls;
 mod discovery;
 mod error;
+mod events;
+mod grpc;
 mod health;
 mod json;
 mod jsonrpc;
@@ -25,11 +28,12 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::{Method, StatusCode, Uri};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use daedalus_contract::container::{AGENT_CARD_PATH, HEALTH_PATH, MANIFEST_PATH, TASK_PATH};
+use daedalus_contract::{A2aError, A2aErrorKind};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
 
@@ -114,12 +118,20 @@ pub fn router(state: ContractState) -> Router {
             auth::authenticate,
         ))
         .route_layer(middleware::from_fn_with_state(state.clone(), admit));
+    // The gRPC binding: the same admission and authentication, refusals as gRPC statuses.
+    let grpc = grpc::routes(&state)
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ))
+        .route_layer(middleware::from_fn_with_state(state.clone(), admit));
     Router::new()
         .route(HEALTH_PATH, get(health::health))
         .route("/healthz", get(health::healthz))
         .route(AGENT_CARD_PATH, get(discovery::agent_card))
         .route(MANIFEST_PATH, get(discovery::manifest))
         .merge(tasks)
+        .merge(grpc)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
@@ -152,9 +164,17 @@ fn log_failure(
 /// counts as in flight until its response is sent.
 async fn admit(State(state): State<ContractState>, req: Request, next: Next) -> Response {
     let core = state.core();
+    let refuse = |error: ApiError| {
+        if grpc::is_grpc(req.headers()) {
+            let why = A2aError::new(A2aErrorKind::Unavailable, error.to_string());
+            grpc::status::refuse(&why)
+        } else {
+            error.into_response()
+        }
+    };
     match core.lifecycle().phase() {
-        Phase::Starting => ApiError::NotReady.into_response(),
-        Phase::Draining => ApiError::ShuttingDown.into_response(),
+        Phase::Starting => refuse(ApiError::NotReady),
+        Phase::Draining => refuse(ApiError::ShuttingDown),
         Phase::Ready => {
             let _inflight = core.turns().hold();
             next.run(req).await
@@ -162,11 +182,17 @@ async fn admit(State(state): State<ContractState>, req: Request, next: Next) -> 
     }
 }
 
-async fn not_found(method: Method, uri: Uri) -> ApiError {
-    ApiError::NotFound {
+/// No route: a gRPC call of another service (or another version's) is `UNIMPLEMENTED`.
+async fn not_found(method: Method, uri: Uri, headers: HeaderMap) -> Response {
+    let error = ApiError::NotFound {
         method: method.to_string(),
         path: uri.path().to_owned(),
+    };
+    if grpc::is_grpc(&headers) {
+        let why = A2aError::new(A2aErrorKind::MethodNotFound, error.to_string());
+        return grpc::status::refuse(&why);
     }
+    error.into_response()
 }
 
 async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {

@@ -20,7 +20,9 @@ use http_body::{Body as HttpBody, Frame, SizeHint};
 
 /// The middleware: see the module docs.
 pub(super) async fn close_if_body_unread(req: Request, next: Next) -> Response {
-    if req.body().is_end_stream() {
+    // Only HTTP/1 reads requests one after another on a connection; HTTP/2 has no
+    // `Connection` header to send.
+    if req.body().is_end_stream() || req.version() >= axum::http::Version::HTTP_2 {
         return next.run(req).await;
     }
     let finished = Arc::new(AtomicBool::new(false));

@@ -1,0 +1,81 @@
+//! A streamed answer's events, whichever binding writes them (SSE on `POST /`, JSON-RPC and
+//! HTTP+JSON; a server stream on gRPC): the turn a request started, or a task as it stands and
+//! then its log, until the final status update.
+//!
+//! The events wait in the turn service's byte-bounded queue ([`crate::turns::stream`]): a reader
+//! that falls behind misses chunks and steps, never the end. A reader that goes away drops the
+//! stream and stops nothing. The stream holds its place among in-flight requests until it
+//! ends, so a SIGTERM drain waits for it.
+
+use daedalus_contract::{StreamEvent, Task};
+use futures::Stream;
+use tokio_util::task::task_tracker::TaskTrackerToken;
+
+use crate::turns::{EventReceiver, Following, TaskHandle};
+
+/// Where a stream's events come from.
+pub(super) enum Events {
+    /// The turn this request started.
+    Turn(EventReceiver),
+    /// A task as it stands, then every later event of its log.
+    Task(Option<Box<Task>>, Following),
+}
+
+impl Events {
+    /// The events of a turn just started; `None` if they were taken already.
+    pub(super) fn of_turn(handle: &mut TaskHandle) -> Option<Self> {
+        handle.take_events().map(Events::Turn)
+    }
+
+    /// `task` as it stands, then what its subscription hears.
+    pub(super) fn of_task(task: Task, subscription: Following) -> Self {
+        Events::Task(Some(Box::new(task)), subscription)
+    }
+
+    async fn next(&mut self) -> Option<StreamEvent> {
+        match self {
+            Events::Turn(events) => events.recv().await,
+            Events::Task(first, subscription) => match first.take() {
+                Some(task) => Some(StreamEvent::Task(*task)),
+                // Boxed: its future is kilobytes, and a held turn's stream never waits on it.
+                None => Box::pin(subscription.next()).await,
+            },
+        }
+    }
+
+    /// The events, each written by `write`, until the final one; `inflight` is held until then.
+    pub(super) fn until_final<T, W>(
+        self,
+        inflight: TaskTrackerToken,
+        write: W,
+    ) -> impl Stream<Item = T> + Send + 'static
+    where
+        T: Send + 'static,
+        W: Fn(&StreamEvent) -> T + Send + 'static,
+    {
+        futures::stream::unfold(Some((self, inflight, write)), |state| async move {
+            let (mut events, inflight, write) = state?;
+            let event = events.next().await?;
+            let last = matches!(&event, StreamEvent::StatusUpdate(u) if u.r#final);
+            let written = write(&event);
+            let next = (!last).then_some((events, inflight, write));
+            Some((written, next))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A held turn's stream is allocated once per turn and lives as long as the turn: it must
+    /// not carry the room of a subscription's (kilobytes) it never waits on.
+    #[tokio::test]
+    async fn a_turns_event_stream_is_a_fraction_of_a_kib() {
+        let tracker = tokio_util::task::TaskTracker::new();
+        let (_out, events) = crate::turns::stream::queue();
+        let stream = Events::Turn(events).until_final(tracker.token(), |_| String::new());
+        let bytes = std::mem::size_of_val(&stream);
+        assert!(bytes <= 512, "a turn's event stream takes {bytes} bytes");
+    }
+}

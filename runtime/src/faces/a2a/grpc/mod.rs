@@ -1,0 +1,72 @@
+//! The A2A gRPC binding (spec §10): the normative proto's `lf.a2a.v1.A2AService`, generated in
+//! the contract crate ([`daedalus_contract::grpc`]), served on the same port as the HTTP
+//! bindings. An HTTP/2 request to `/lf.a2a.v1.A2AService/{method}` is a gRPC call; it passes
+//! admission and authentication like every task route (their refusals answered as gRPC
+//! statuses), its one request message is read whole within the body size and time limits of
+//! `POST /`, and [`service`] turns it into the operations every A2A binding shares.
+
+mod service;
+pub(super) mod status;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::HeaderMap;
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use daedalus_contract::grpc::SERVICE;
+use daedalus_contract::grpc::v1::a2a_service_server::A2aServiceServer;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use tonic::Status;
+
+use super::ContractState;
+
+/// The gRPC frame header before each message: a compression flag and a 4-byte length.
+const FRAME_HEADER_BYTES: u64 = 5;
+
+/// The binding's one route, every method of the service.
+pub(super) fn routes(state: &ContractState) -> Router<ContractState> {
+    let limit = usize::try_from(state.limits().max_body_bytes).unwrap_or(usize::MAX);
+    let server = A2aServiceServer::new(service::GrpcFace::new(state.clone()))
+        .max_decoding_message_size(limit)
+        .max_encoding_message_size(usize::MAX);
+    Router::new()
+        .route_service(&format!("/{SERVICE}/{{method}}"), server)
+        .route_layer(middleware::from_fn_with_state(state.clone(), read_whole))
+}
+
+/// Whether a request is a gRPC call (`application/grpc`, with or without `+proto`).
+pub(super) fn is_grpc(headers: &HeaderMap) -> bool {
+    headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"))
+}
+
+/// Reads the call's request (each A2A method takes one message) within `POST /`'s limits: a
+/// bigger one is `RESOURCE_EXHAUSTED`, one that does not arrive in time `DEADLINE_EXCEEDED`;
+/// neither reaches the service.
+async fn read_whole(State(state): State<ContractState>, req: Request, next: Next) -> Response {
+    let limits = state.limits();
+    let (parts, body) = req.into_parts();
+    let most = usize::try_from(limits.max_body_bytes.saturating_add(FRAME_HEADER_BYTES))
+        .unwrap_or(usize::MAX);
+    let read = tokio::time::timeout(limits.body_read_timeout, Limited::new(body, most).collect());
+    match read.await {
+        Ok(Ok(whole)) => {
+            next.run(Request::from_parts(parts, Body::from(whole.to_bytes())))
+                .await
+        }
+        Ok(Err(e)) if e.is::<LengthLimitError>() => {
+            status::respond(Status::resource_exhausted(format!(
+                "the request message is larger than the {}-byte limit",
+                limits.max_body_bytes
+            )))
+        }
+        Ok(Err(_)) => status::respond(Status::cancelled("the request ended before its message")),
+        Err(_) => status::respond(Status::deadline_exceeded(format!(
+            "the request message did not arrive within {}",
+            daedalus_contract::container::format_duration(limits.body_read_timeout)
+        ))),
+    }
+}
