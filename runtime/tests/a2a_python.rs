@@ -1,5 +1,6 @@
 //! The official A2A Python SDK (a2a-sdk 1.3.0, installed by `.ci/setup` into `.venv-a2a`) as a
-//! client of the runtime, over both standard bindings and as a v0.3 client: it resolves the
+//! client of the runtime, over the three standard bindings (JSON-RPC, HTTP+JSON, gRPC) and as a
+//! v0.3 client: it resolves the
 //! card, sends (blocking and streamed), gets, cancels a running task, gets the typed error for
 //! an unknown task, continues an input-required task, joins a running task's stream, pages
 //! through a context's tasks and reads the extended card.
@@ -105,6 +106,11 @@ async fn the_sdk_client_works_over(binding: &str) {
     assert_eq!(steps["list"]["pages"], 3);
     assert_eq!(steps["list"]["newest_first"], true);
     assert_eq!(steps["extended"]["name"], "interop");
+    assert_eq!(
+        steps["extended"]["bindings"],
+        serde_json::json!(["DAEDALUS-RUNTIME-CONTRACT", "GRPC", "HTTP+JSON", "JSONRPC"]),
+        "{steps:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -115,6 +121,13 @@ async fn the_official_sdk_client_works_over_json_rpc() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_sdk_client_works_over_http_json() {
     the_sdk_client_works_over("HTTP+JSON").await;
+}
+
+/// The SDK's gRPC transport (`a2a-sdk[grpc]`), dialing the card's `GRPC` interface: the same
+/// steps, the same answers, the typed `TaskNotFoundError` read from the status's `ErrorInfo`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_sdk_client_works_over_grpc() {
+    the_sdk_client_works_over("GRPC").await;
 }
 
 /// The SDK's v0.3 compat transport, chosen from the card's v0.3 interface: `message/send`,
@@ -166,4 +179,9 @@ async fn the_official_sdk_client_reads_every_answer_shape_over_json_rpc() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_sdk_client_reads_every_answer_shape_over_http_json() {
     the_sdk_client_reads_every_answer_shape_over("HTTP+JSON").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_sdk_client_reads_every_answer_shape_over_grpc() {
+    the_sdk_client_reads_every_answer_shape_over("GRPC").await;
 }

@@ -10,7 +10,7 @@ use daedalus_test_kit::a2a_client::{id_of, state_of};
 use daedalus_test_kit::{A2aClient, Alg, OidcProvider, unix_now, wait_until};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use support::identity::guarded;
+use support::identity::{api_key_file, guarded};
 use support::process::{Runtime, runtime};
 
 mod support;
@@ -375,20 +375,6 @@ async fn hostile_unknown_kid(provider: &OidcProvider, url: String) -> A2aClient 
         )
         .await;
     A2aClient::new(url).with_bearer(token)
-}
-
-/// `keys` (key, principal, tenant) as an API key file: SHA-256 hashes only.
-fn api_key_file(path: &std::path::Path, keys: &[(&str, &str, &str)]) {
-    use std::fmt::Write;
-    let mut text = String::from("keys:\n");
-    for (key, principal, tenant) in keys {
-        let hash = daedalus_runtime::identity::api_keys::hash_hex(key);
-        let _ = write!(
-            text,
-            "  - sha256: {hash}\n    principal: {principal}\n    tenant: {tenant}\n    scopes: [a2a]\n"
-        );
-    }
-    std::fs::write(path, text).expect("the key file is written");
 }
 
 #[tokio::test]

@@ -112,6 +112,25 @@ async fn every_model_call_of_a_post_turn_carries_the_callers_trace() {
     );
 }
 
+/// A gRPC call's `traceparent` metadata is the trace of its turn, as the header is on HTTP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_call_continues_the_callers_trace() {
+    install_tracing();
+    let fake = FakeLlm::start(KEY, &["gpt-trace"]).await;
+    fake.script([Reply::Text("traced".into())]);
+    let rt = runtime(&fake, "    {}", "  a: { instruction: Talk. }\n").await;
+    let mut client = support::grpc::connect(&rt.url).await;
+    let mut request = support::grpc::call(support::grpc::send("g-1", "go"));
+    let traceparent = caller_traceparent().parse().expect("ASCII");
+    request.metadata_mut().insert("traceparent", traceparent);
+    client.send_message(request).await.expect("sent");
+    let log = fake.requests();
+    assert_eq!(log.len(), 1);
+    let (trace, span) = ids(log[0].traceparent.as_deref().expect("a traceparent"));
+    assert_eq!(trace, TRACE, "the caller's trace");
+    assert_ne!(span, CALLER_SPAN, "a span of the runtime's own");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_traceparent_the_turn_starts_a_trace_of_its_own() {
     install_tracing();

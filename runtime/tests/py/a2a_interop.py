@@ -1,6 +1,6 @@
 """The official A2A Python SDK (a2a-sdk 1.3.0) as a client of our runtime.
 
-Usage: a2a_interop.py <base-url> <JSONRPC|HTTP+JSON|JSONRPC-0.3>
+Usage: a2a_interop.py <base-url> <JSONRPC|HTTP+JSON|GRPC|JSONRPC-0.3>
 
 Resolves the agent card, picks the binding named (`JSONRPC-0.3` keeps only the card's v0.3
 JSON-RPC interface, so the SDK speaks v0.3 through its compat transport), and runs: a blocking
@@ -71,6 +71,13 @@ def describe(responses):
     return kinds, text, state
 
 
+def grpc_channel(target):
+    """The SDK's gRPC transport dials the card's GRPC interface (`host:port`) in the clear."""
+    import grpc
+
+    return grpc.aio.insecure_channel(target)
+
+
 def state_name(state):
     return TaskState.Name(state)
 
@@ -94,6 +101,7 @@ async def main(url, binding):
                 streaming=streaming,
                 httpx_client=http,
                 supported_protocol_bindings=[wire],
+                grpc_channel_factory=grpc_channel,
             )
             factory = ClientFactory(config)
             if card is not None:

@@ -45,9 +45,17 @@ async def answers(client, req):
     return out
 
 
+def grpc_channel(target):
+    """The SDK's gRPC transport dials the card's GRPC interface (`host:port`) in the clear."""
+    import grpc
+
+    return grpc.aio.insecure_channel(target)
+
+
 async def main(url, binding):
     async with httpx.AsyncClient(timeout=30) as http:
-        config = ClientConfig(streaming=False, httpx_client=http, supported_protocol_bindings=[binding])
+        config = ClientConfig(streaming=False, httpx_client=http, supported_protocol_bindings=[binding],
+                              grpc_channel_factory=grpc_channel)
         client = await ClientFactory(config).create_from_url(url)
 
         got = await answers(client, request("tck-message-response-1"))

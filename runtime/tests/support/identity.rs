@@ -14,3 +14,17 @@ pub fn guarded(provider: &OidcProvider) -> RuntimeBuilder {
         .env("AUTH_TENANT_CLAIM", "tenant")
         .env("LOG_LEVEL", "debug")
 }
+
+/// `keys` (key, principal, tenant) as an API key file: SHA-256 hashes only.
+pub fn api_key_file(path: &std::path::Path, keys: &[(&str, &str, &str)]) {
+    use std::fmt::Write;
+    let mut text = String::from("keys:\n");
+    for (key, principal, tenant) in keys {
+        let hash = daedalus_runtime::identity::api_keys::hash_hex(key);
+        let _ = write!(
+            text,
+            "  - sha256: {hash}\n    principal: {principal}\n    tenant: {tenant}\n    scopes: [a2a]\n"
+        );
+    }
+    std::fs::write(path, text).expect("the key file is written");
+}

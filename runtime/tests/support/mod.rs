@@ -6,6 +6,7 @@
     reason = "each test file uses a different part"
 )]
 
+pub mod grpc;
 pub mod identity;
 pub mod kv_store;
 pub mod mcp_client;
