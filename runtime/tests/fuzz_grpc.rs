@@ -46,7 +46,7 @@ fn seed() -> u64 {
     std::env::var("FUZZ_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(0x6_2_9C_F022)
+        .unwrap_or(0x629C_F022)
 }
 
 fn rounds() -> usize {
