@@ -2,7 +2,10 @@
 compat on: the agent other agents call in the agent-to-agent test, and the baseline of the A2A
 benchmark.
 
-Usage: a2a_echo_agent.py <port>
+Usage: a2a_echo_agent.py <port> [<grpc-port>]
+
+With a gRPC port it serves the SDK's gRPC binding there too (`GrpcHandler` on a `grpc.aio`
+server, `a2a-sdk[grpc]`), and its card lists that interface.
 
 It answers "echo: <text>". "SLEEP <seconds> <text>" waits first (a cancel ends the wait).
 "ASK <question>" asks for input; the answer to it is echoed. Every request's `traceparent`, and
@@ -60,29 +63,41 @@ class Echo(AgentExecutor):
         await updater.cancel()
 
 
-def app(port):
+def app(port, grpc_port=None):
+    card = echo_card(port, grpc_port)
+    handler = echo_handler(card)
+    routes = create_agent_card_routes(card) + create_jsonrpc_routes(
+        handler, "/a2a/jsonrpc", enable_v0_3_compat=True
+    )
+    return TraceLog(Starlette(routes=routes)), handler
+
+
+def echo_handler(card):
+    return DefaultRequestHandler(
+        agent_executor=Echo(), task_store=InMemoryTaskStore(), agent_card=card
+    )
+
+
+def echo_card(port, grpc_port):
     url = f"http://127.0.0.1:{port}"
-    card = AgentCard(
+    interfaces = [
+        AgentInterface(url=f"{url}/a2a/jsonrpc", protocol_binding="JSONRPC",
+                       protocol_version="1.0"),
+    ]
+    if grpc_port is not None:
+        interfaces.append(AgentInterface(url=f"127.0.0.1:{grpc_port}", protocol_binding="GRPC",
+                                         protocol_version="1.0"))
+    return AgentCard(
         name="Echo",
         description="Echoes input",
         version="1.0.0",
-        supported_interfaces=[
-            AgentInterface(url=f"{url}/a2a/jsonrpc", protocol_binding="JSONRPC",
-                           protocol_version="1.0"),
-        ],
+        supported_interfaces=interfaces,
         capabilities=AgentCapabilities(streaming=True, push_notifications=False),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[AgentSkill(id="echo", name="Echo", description="Echo text back",
                            tags=["echo"])],
     )
-    handler = DefaultRequestHandler(
-        agent_executor=Echo(), task_store=InMemoryTaskStore(), agent_card=card
-    )
-    routes = create_agent_card_routes(card) + create_jsonrpc_routes(
-        handler, "/a2a/jsonrpc", enable_v0_3_compat=True
-    )
-    return TraceLog(Starlette(routes=routes))
 
 
 class TraceLog:
@@ -99,8 +114,25 @@ class TraceLog:
         await self.inner(scope, receive, send)
 
 
-async def main(port):
-    config = uvicorn.Config(app(port), host="127.0.0.1", port=port, log_level="warning",
+async def serve_grpc(handler, grpc_port):
+    """The SDK's gRPC binding over the same handler."""
+    import grpc
+
+    from a2a.server.request_handlers.grpc_handler import GrpcHandler
+    from a2a.types import a2a_pb2_grpc
+
+    server = grpc.aio.server()
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(GrpcHandler(handler), server)
+    server.add_insecure_port(f"127.0.0.1:{grpc_port}")
+    await server.start()
+    return server
+
+
+async def main(port, grpc_port=None):
+    asgi, handler = app(port, grpc_port)
+    if grpc_port is not None:
+        grpc_server = await serve_grpc(handler, grpc_port)
+    config = uvicorn.Config(asgi, host="127.0.0.1", port=port, log_level="warning",
                             access_log=False)
     server = uvicorn.Server(config)
     serving = asyncio.create_task(server.serve())
@@ -111,4 +143,4 @@ async def main(port):
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1])))
+    asyncio.run(main(*(int(arg) for arg in sys.argv[1:3])))

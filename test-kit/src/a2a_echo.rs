@@ -17,6 +17,8 @@ use crate::free_port;
 pub struct EchoAgent {
     child: Child,
     port: u16,
+    /// The port of its gRPC binding, when it serves one.
+    grpc_port: Option<u16>,
     lines: Arc<Mutex<Vec<Value>>>,
 }
 
@@ -31,6 +33,15 @@ pub fn a2a_python() -> PathBuf {
 impl EchoAgent {
     /// Starts the agent on a free port and waits until it serves.
     pub fn start() -> Self {
+        Self::spawn(None)
+    }
+
+    /// Starts the agent serving the SDK's gRPC binding too, on a port of its own.
+    pub fn start_with_grpc() -> Self {
+        Self::spawn(Some(free_port()))
+    }
+
+    fn spawn(grpc_port: Option<u16>) -> Self {
         let python = a2a_python();
         assert!(
             python.is_file(),
@@ -42,6 +53,7 @@ impl EchoAgent {
         let mut child = Command::new(python)
             .arg(script)
             .arg(port.to_string())
+            .args(grpc_port.map(|p| p.to_string()))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -58,7 +70,12 @@ impl EchoAgent {
                 }
             }
         });
-        let agent = Self { child, port, lines };
+        let agent = Self {
+            child,
+            port,
+            grpc_port,
+            lines,
+        };
         agent.wait_for(Duration::from_secs(30), |l| l["ready"] == true);
         agent
     }
@@ -76,6 +93,11 @@ impl EchoAgent {
     /// Its port on 127.0.0.1.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Its gRPC endpoint (`http://127.0.0.1:port`, for a tonic channel), if it serves one.
+    pub fn grpc_url(&self) -> Option<String> {
+        self.grpc_port.map(|p| format!("http://127.0.0.1:{p}"))
     }
 
     /// Its JSON-RPC endpoint.
