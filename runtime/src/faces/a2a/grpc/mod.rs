@@ -43,8 +43,14 @@ pub(super) fn is_grpc(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.starts_with("application/grpc"))
 }
 
+/// The length the first frame of `body` declares for its message.
+fn declared_length(body: &[u8]) -> Option<u32> {
+    let header: [u8; 4] = body.get(1..5)?.try_into().ok()?;
+    Some(u32::from_be_bytes(header))
+}
+
 /// Reads the call's request (each A2A method takes one message) within `POST /`'s limits: a
-/// bigger one is `RESOURCE_EXHAUSTED`, one that does not arrive in time `DEADLINE_EXCEEDED`;
+/// bigger one (or one whose frame says it is bigger) is `RESOURCE_EXHAUSTED`, one that does not arrive in time `DEADLINE_EXCEEDED`;
 /// neither reaches the service.
 async fn read_whole(State(state): State<ContractState>, req: Request, next: Next) -> Response {
     let limits = state.limits();
@@ -52,17 +58,25 @@ async fn read_whole(State(state): State<ContractState>, req: Request, next: Next
     let most = usize::try_from(limits.max_body_bytes.saturating_add(FRAME_HEADER_BYTES))
         .unwrap_or(usize::MAX);
     let read = tokio::time::timeout(limits.body_read_timeout, Limited::new(body, most).collect());
+    let too_large = || {
+        status::respond(Status::resource_exhausted(format!(
+            "the request message is larger than the {}-byte limit",
+            limits.max_body_bytes
+        )))
+    };
     match read.await {
         Ok(Ok(whole)) => {
-            next.run(Request::from_parts(parts, Body::from(whole.to_bytes())))
-                .await
+            let whole = whole.to_bytes();
+            // A frame that says it is longer than the limit is refused as one that is.
+            match declared_length(&whole) {
+                Some(length) if u64::from(length) > limits.max_body_bytes => too_large(),
+                _ => {
+                    next.run(Request::from_parts(parts, Body::from(whole)))
+                        .await
+                }
+            }
         }
-        Ok(Err(e)) if e.is::<LengthLimitError>() => {
-            status::respond(Status::resource_exhausted(format!(
-                "the request message is larger than the {}-byte limit",
-                limits.max_body_bytes
-            )))
-        }
+        Ok(Err(e)) if e.is::<LengthLimitError>() => too_large(),
         Ok(Err(_)) => status::respond(Status::cancelled("the request ended before its message")),
         Err(_) => status::respond(Status::deadline_exceeded(format!(
             "the request message did not arrive within {}",
