@@ -115,17 +115,7 @@ async fn grpc_load(url: &str, in_flight: usize, connections: usize) -> Figures {
 
 /// `REQUESTS` JSON-RPC requests to `url`, `in_flight` at a time.
 async fn jsonrpc_load(url: &str, in_flight: usize) -> Figures {
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(in_flight)
-        .build()
-        .expect("a client");
-    for i in 0..WARM_UP {
-        load::send_message(&client, url, i).await;
-    }
-    load::run(in_flight, WARM_UP..WARM_UP + REQUESTS, |i| {
-        load::send_message(&client, url, i)
-    })
-    .await
+    load::jsonrpc(url, in_flight, None, WARM_UP, REQUESTS).await
 }
 
 fn main() {

@@ -34,25 +34,7 @@ const WARM_UP: usize = 200;
 
 /// `REQUESTS` requests to `url`, `in_flight` at a time, presenting `bearer` if given.
 async fn load(url: &str, in_flight: usize, bearer: Option<&str>) -> Figures {
-    let mut headers = reqwest::header::HeaderMap::new();
-    if let Some(token) = bearer {
-        headers.insert(
-            reqwest::header::AUTHORIZATION,
-            format!("Bearer {token}").parse().expect("a header value"),
-        );
-    }
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(in_flight)
-        .default_headers(headers)
-        .build()
-        .expect("a client");
-    for i in 0..WARM_UP {
-        load::send_message(&client, url, i).await;
-    }
-    load::run(in_flight, WARM_UP..WARM_UP + REQUESTS, |i| {
-        load::send_message(&client, url, i)
-    })
-    .await
+    load::jsonrpc(url, in_flight, bearer, WARM_UP, REQUESTS).await
 }
 
 fn main() {

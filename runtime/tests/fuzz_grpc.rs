@@ -19,6 +19,7 @@ use daedalus_contract::grpc::v1;
 use prost::Message as _;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use support::grpc::send;
 use support::process::runtime;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -65,21 +66,6 @@ fn frame(compressed: bool, declared: u32, message: &[u8]) -> Bytes {
     out.freeze()
 }
 
-fn send_message(id: &str, text: &str) -> v1::SendMessageRequest {
-    v1::SendMessageRequest {
-        message: Some(v1::Message {
-            message_id: id.to_owned(),
-            role: v1::Role::User as i32,
-            parts: vec![v1::Part {
-                content: Some(v1::part::Content::Text(text.to_owned())),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
 /// What a round sends: the method, the body, and the status it must get (if one exactly).
 struct Case {
     what: String,
@@ -92,7 +78,7 @@ struct Case {
 fn hostile(rng: &mut StdRng, round: usize) -> Case {
     let method = METHODS[rng.random_range(0..METHODS.len())];
     // Plain text: no byte flip can make a passthrough directive (`***SLEEP 1h`) of it.
-    let mut message = send_message(&format!("f-{round}"), "plain fuzz").encode_to_vec();
+    let mut message = send(&format!("f-{round}"), "plain fuzz").encode_to_vec();
     let mut metadata = vec![("a2a-version".to_owned(), b"1.0".to_vec())];
     let (what, body, expect) = match rng.random_range(0..8) {
         0 => {
@@ -137,7 +123,7 @@ fn hostile(rng: &mut StdRng, round: usize) -> Case {
             ("two messages in a unary call", two.freeze(), None)
         }
         5 => {
-            let big = send_message("big", &"x".repeat(MAX_BODY + rng.random_range(1..4096)));
+            let big = send("big", &"x".repeat(MAX_BODY + rng.random_range(1..4096)));
             let message = big.encode_to_vec();
             let declared = u32::try_from(message.len()).expect("small");
             (
@@ -258,7 +244,7 @@ async fn hostile_grpc_calls_get_documented_statuses_and_ordinary_calls_still_get
             garbage_connection(&addr, &mut rng).await;
         } else if rng.random_bool(0.15) {
             let text = format!("ordinary {round}");
-            let message = send_message(&format!("ok-{round}"), &text).encode_to_vec();
+            let message = send(&format!("ok-{round}"), &text).encode_to_vec();
             let case = Case {
                 what: format!("round {round} (seed {seed}): ordinary"),
                 method: "SendMessage",

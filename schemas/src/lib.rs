@@ -14,6 +14,9 @@
 //!   (contract levels 1 and 2).
 //! - **Feature `telemetry`** ([`telemetry`]): W3C trace context over `tracing` spans and OTLP
 //!   export (contract level 2).
+//! - **Feature `grpc`** (`grpc`): the A2A gRPC binding's service, client and messages, generated
+//!   at build time from the vendored normative proto, and the one mapping between its messages
+//!   and the typed model (their ProtoJSON).
 //!
 //! And the wire:
 //!

@@ -90,3 +90,37 @@ pub(crate) async fn send_message(client: &reqwest::Client, url: &str, i: usize) 
         String::from_utf8_lossy(&bytes)
     );
 }
+
+/// `requests` JSON-RPC `SendMessage`s to `url` after `warm_up` more, `in_flight` at a time over
+/// as many HTTP/1.1 connections, presenting `bearer` if given.
+#[allow(
+    dead_code,
+    reason = "a benchmark with ranges of its own does not use it"
+)]
+pub(crate) async fn jsonrpc(
+    url: &str,
+    in_flight: usize,
+    bearer: Option<&str>,
+    warm_up: usize,
+    requests: usize,
+) -> Figures {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(token) = bearer {
+        headers.insert(
+            reqwest::header::AUTHORIZATION,
+            format!("Bearer {token}").parse().expect("a header value"),
+        );
+    }
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(in_flight)
+        .default_headers(headers)
+        .build()
+        .expect("a client");
+    for i in 0..warm_up {
+        send_message(&client, url, i).await;
+    }
+    run(in_flight, warm_up..warm_up + requests, |i| {
+        send_message(&client, url, i)
+    })
+    .await
+}
