@@ -84,3 +84,6 @@ async fn read_whole(State(state): State<ContractState>, req: Request, next: Next
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests;
