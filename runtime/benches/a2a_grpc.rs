@@ -58,18 +58,8 @@ const WARM_UP: usize = 200;
 
 /// gRPC `SendMessage` number `i`: a new task with one text part.
 fn send_message(i: usize) -> tonic::Request<v1::SendMessageRequest> {
-    let mut request = tonic::Request::new(v1::SendMessageRequest {
-        message: Some(v1::Message {
-            message_id: format!("bench-{i}"),
-            role: v1::Role::User as i32,
-            parts: vec![v1::Part {
-                content: Some(v1::part::Content::Text("hello".to_owned())),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
+    let mut request =
+        tonic::Request::new(v1::SendMessageRequest::text(&format!("bench-{i}"), "hello"));
     request.metadata_mut().insert(
         "a2a-version",
         tonic::metadata::MetadataValue::from_static("1.0"),

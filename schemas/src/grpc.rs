@@ -38,6 +38,24 @@ pub use pbjson_types as well_known;
 /// The service's full name, the first segment of every method's path.
 pub const SERVICE: &str = "lf.a2a.v1.A2AService";
 
+impl v1::SendMessageRequest {
+    /// A user's message `message_id` of one text part, starting a new task.
+    pub fn text(message_id: &str, text: &str) -> Self {
+        Self {
+            message: Some(v1::Message {
+                message_id: message_id.to_owned(),
+                role: v1::Role::User as i32,
+                parts: vec![v1::Part {
+                    content: Some(v1::part::Content::Text(text.to_owned())),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+}
+
 /// A proto message as the model type `T`, through its ProtoJSON.
 pub fn from_proto<P: Serialize, T: DeserializeOwned>(message: &P) -> Result<T, ReadError> {
     let json = serde_json::to_vec(message).map_err(|e| ReadError::Shape {
@@ -125,21 +143,12 @@ mod tests {
     #[test]
     fn a_request_from_the_proto_is_the_model_the_json_bindings_read() {
         let proto = v1::SendMessageRequest {
-            message: Some(v1::Message {
-                message_id: "m-1".to_owned(),
-                role: v1::Role::User as i32,
-                parts: vec![v1::Part {
-                    content: Some(v1::part::Content::Text("hello".to_owned())),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
             configuration: Some(v1::SendMessageConfiguration {
                 history_length: Some(2),
                 return_immediately: true,
                 ..Default::default()
             }),
-            ..Default::default()
+            ..v1::SendMessageRequest::text("m-1", "hello")
         };
         let request: SendMessageRequest = from_proto(&proto).expect("reads");
         let json: SendMessageRequest = crate::read::from_value(serde_json::json!({

@@ -43,18 +43,7 @@ pub fn call<T>(message: T) -> tonic::Request<T> {
 
 /// A user's text message `id`, as a `SendMessageRequest`.
 pub fn send(id: &str, text: &str) -> v1::SendMessageRequest {
-    v1::SendMessageRequest {
-        message: Some(v1::Message {
-            message_id: id.to_owned(),
-            role: v1::Role::User as i32,
-            parts: vec![v1::Part {
-                content: Some(v1::part::Content::Text(text.to_owned())),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+    v1::SendMessageRequest::text(id, text)
 }
 
 /// The same, returning at once with the task working.

@@ -20,19 +20,7 @@ use crate::turns::admission::HELD_TURN_BYTES;
 
 /// A gRPC `SendMessage` of a text, framed.
 fn send(id: &str, text: &str) -> Request<Body> {
-    let message = v1::SendMessageRequest {
-        message: Some(v1::Message {
-            message_id: id.to_owned(),
-            role: v1::Role::User as i32,
-            parts: vec![v1::Part {
-                content: Some(v1::part::Content::Text(text.to_owned())),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-    .encode_to_vec();
+    let message = v1::SendMessageRequest::text(id, text).encode_to_vec();
     let mut framed = vec![0];
     framed.extend(u32::try_from(message.len()).unwrap().to_be_bytes());
     framed.extend(message);
