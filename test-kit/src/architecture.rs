@@ -38,6 +38,14 @@ pub struct Mention {
     pub file: PathBuf,
 }
 
+/// One module naming another (a module of another face, of another room).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Import {
+    pub from: String,
+    pub to: String,
+    pub file: PathBuf,
+}
+
 /// One module naming a module of another face.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FaceImport {
@@ -145,6 +153,57 @@ impl ModuleGraph {
             .collect()
     }
 
+    /// The crate's rooms as a graph of their own: each top-level module (a folder, or a file at
+    /// the top) one node, named by its first segment, and an edge where a module of one room
+    /// names a module of another. The crate root (it only declares and re-exports) and test
+    /// modules (`tests`, `*_tests`) are left out.
+    #[must_use]
+    pub fn rooms(&self) -> ModuleGraph {
+        let mut rooms = ModuleGraph::default();
+        for (module, file) in &self.files {
+            if let Some(room) = room_of(module) {
+                rooms
+                    .files
+                    .entry(vec![room])
+                    .or_insert_with(|| file.clone());
+            }
+        }
+        for (from, to) in self.room_edges() {
+            rooms
+                .edges
+                .entry(vec![room_of(from).unwrap_or_default()])
+                .or_default()
+                .insert(vec![room_of(to).unwrap_or_default()]);
+        }
+        rooms
+    }
+
+    /// Every module of one of `rooms` that names a module of another of them.
+    pub fn imports_between(&self, rooms: &[String]) -> Vec<Import> {
+        let within = |m: &ModulePath| room_of(m).is_some_and(|r| rooms.contains(&r));
+        self.room_edges()
+            .filter(|(from, to)| within(from) && within(to))
+            .map(|(from, to)| Import {
+                from: display(from),
+                to: display(to),
+                file: self.files[from].clone(),
+            })
+            .collect()
+    }
+
+    /// The edges from a module of one room to a module of another.
+    fn room_edges(&self) -> impl Iterator<Item = (&ModulePath, &ModulePath)> {
+        self.edges.iter().flat_map(|(from, named)| {
+            named
+                .iter()
+                .filter(move |to| {
+                    let (a, b) = (room_of(from), room_of(to));
+                    a.is_some() && b.is_some() && a != b
+                })
+                .map(move |to| (from, to))
+        })
+    }
+
     /// Every module under `faces::<face>` that names a module under `faces::<other face>`.
     pub fn face_imports(&self, faces: &str) -> Vec<FaceImport> {
         let face_of = |m: &ModulePath| (m.len() > 1 && m[0] == faces).then(|| m[1].clone());
@@ -163,6 +222,17 @@ impl ModuleGraph {
         }
         found
     }
+}
+
+/// The room a module is in: its first segment; none for the crate root and test modules.
+fn room_of(module: &ModulePath) -> Option<String> {
+    let test = module
+        .iter()
+        .any(|segment| segment == "tests" || segment.ends_with("_tests"));
+    if test {
+        return None;
+    }
+    module.first().cloned()
 }
 
 /// `a::b`, or `crate` for the root.
@@ -588,6 +658,32 @@ mod tests {
                 to: "faces::a2a".to_owned(),
                 file: PathBuf::from("faces/mcp/send.rs"),
             }]
+        );
+    }
+
+    #[test]
+    fn rooms_in_a_circle_are_found_though_no_two_modules_are_and_their_imports_named() {
+        let g = graph(&[
+            ("lib.rs", "mod a;\nmod b;\n"),
+            ("a/mod.rs", "mod x;\nmod y;\n"),
+            ("a/x.rs", "use crate::b::B;\n"),
+            ("a/y.rs", "pub struct Y;\n"),
+            ("b.rs", "use crate::a::y::Y;\npub struct B;\n"),
+            ("b_tests.rs", "use crate::a::x;\n"),
+        ]);
+        assert!(g.circles().is_empty(), "no module circle");
+        assert_eq!(
+            g.rooms().circles(),
+            vec![vec!["a".to_owned(), "b".to_owned()]]
+        );
+        let imports: Vec<(String, String)> = g
+            .imports_between(&["a".to_owned(), "b".to_owned()])
+            .into_iter()
+            .map(|i| (i.from, i.to))
+            .collect();
+        assert_eq!(
+            imports,
+            [("a::x".into(), "b".into()), ("b".into(), "a::y".into())]
         );
     }
 }

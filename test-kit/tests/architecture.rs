@@ -43,6 +43,28 @@ fn the_runtime_has_no_module_circle() {
     );
 }
 
+/// The rooms of `name` (its top-level modules) form layers: no circle between them, so each
+/// can be read and changed above the ones it uses. A failure names the imports in the circle.
+fn rooms_form_layers(name: &str) {
+    let graph = graph_of(name);
+    let circles = graph.rooms().circles();
+    let imports: Vec<_> = circles
+        .iter()
+        .flat_map(|rooms| graph.imports_between(rooms))
+        .map(|i| format!("{} -> {} ({})", i.from, i.to, i.file.display()))
+        .collect();
+    assert!(
+        circles.is_empty(),
+        "circles between {name}'s rooms: {circles:?}\nthrough:\n{}",
+        imports.join("\n")
+    );
+}
+
+#[test]
+fn the_proxys_rooms_form_layers() {
+    rooms_form_layers("proxy");
+}
+
 #[test]
 fn no_face_of_the_runtime_imports_another_face() {
     let graph = graph_of("runtime");

@@ -13,8 +13,8 @@ use daedalus_contract::outline::TaskOutline;
 use daedalus_contract::write::contract;
 use daedalus_contract::{ErrorBody, Message, Part, Role, Task, TaskState, TaskStatus, read};
 
-use crate::consume::intake::Ids;
 use crate::forward::forwarder::{ForwardError, Reply};
+use crate::wire::ids::Ids;
 
 /// The fate of a task after one attempt.
 #[derive(Debug, Clone, PartialEq)]

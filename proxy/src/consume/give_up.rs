@@ -6,7 +6,8 @@
 use daedalus_contract::TaskState;
 
 use crate::consume::disposition::Answer;
-use crate::consume::intake::{self, Ids, Intake};
+use crate::consume::intake::{self, Intake};
+use crate::wire::ids::Ids;
 
 /// What a given-up task is answered with.
 #[derive(Debug, Clone, PartialEq)]

@@ -4,13 +4,7 @@
 use daedalus_contract::{SendMessageRequest, read};
 use serde::Deserialize;
 
-/// The ids a task message carries.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ids {
-    pub task_id: String,
-    pub message_id: String,
-    pub context_id: Option<String>,
-}
+use crate::wire::ids::Ids;
 
 /// What a task message turned out to be.
 #[derive(Debug, Clone, PartialEq)]

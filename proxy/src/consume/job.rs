@@ -20,11 +20,12 @@ use crate::consume::disposition::{self, Answer, Disposition};
 use crate::consume::durable::{Published, publish_acked};
 use crate::consume::give_up::{GivenUp, give_up};
 use crate::consume::inbox::Inbox;
-use crate::consume::intake::{self, Ids, Intake};
+use crate::consume::intake::{self, Intake};
 use crate::consume::lease::{Lease, covered};
 use crate::consume::shared::Shared;
 use crate::forward::forwarder::{ForwardError, Reply};
 use crate::wire::headers::{deadletter_headers, header, header_text, result_headers};
+use crate::wire::ids::Ids;
 use crate::wire::subjects;
 use crate::wire::trace::TraceContext;
 

@@ -5,7 +5,7 @@ use async_nats::{HeaderMap, HeaderName};
 use bytes::Bytes;
 use daedalus_contract::Dialect;
 
-use crate::consume::intake::Ids;
+use super::ids::Ids;
 use crate::wire::subjects;
 use crate::wire::trace::TraceContext;
 use daedalus_contract::TaskState;
