@@ -9,7 +9,8 @@
 //! - [`consume`]: taking tasks from the consumer and working each to its end (worker, job,
 //!   lease, inbox, durable stores, give-up, max-deliveries advisories, consumer keeper);
 //! - [`forward`]: the runtime behind the proxy (the HTTP client, its health, its availability);
-//! - [`wire`]: what travels on NATS (subjects, result and dead-letter headers, trace context);
+//! - [`wire`]: what travels on NATS (subjects, a task's ids, result and dead-letter headers,
+//!   trace context);
 //! - [`nats`]: connecting, and the streams and the consumer as the configuration asks;
 //! - [`config`]: the typed configuration, parsed once by a pure function;
 //! - [`endpoints`] and [`metrics`]: `/healthz` and `/metrics`;
@@ -17,7 +18,8 @@
 //! - [`error`]: why the proxy stopped.
 //!
 //! Modules depend one way: `lifecycle` on everything, `consume` on `forward` and `wire`, and
-//! nothing back; the architecture test checks that no module circle appears.
+//! nothing back; the architecture test checks that no module circle appears, and none between
+//! these top-level modules.
 
 pub mod config;
 pub mod consume;

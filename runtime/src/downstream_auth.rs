@@ -10,7 +10,6 @@ use daedalus_contract::credentials::{CredentialSource, Credentials};
 
 use crate::bearer::Bearer;
 use crate::config::deployment::{DownstreamAuth, McpServer};
-use crate::mcp_client::McpError;
 
 /// The runtime's credential for one server, kept (and refreshed) across calls.
 #[derive(Debug, Clone)]
@@ -33,16 +32,16 @@ impl Downstream {
     }
 
     /// The token to present for a call on behalf of the caller holding `bearer`.
-    pub async fn token(&self, bearer: &Bearer) -> Result<String, McpError> {
+    pub async fn token(&self, bearer: &Bearer) -> Result<String, CredentialError> {
         match self {
             Self::Own(credentials) => credentials
                 .bearer()
                 .await
                 .map(|t| t.expose().to_owned())
-                .map_err(|e| McpError::Credential(e.to_string())),
+                .map_err(|e| CredentialError(e.to_string())),
             Self::Exchange(exchange) => {
                 let subject = bearer.expose().ok_or_else(|| {
-                    McpError::Credential(
+                    CredentialError(
                         "the call carries no caller token to exchange (token_exchange needs the caller's bearer)"
                             .to_owned(),
                     )
@@ -51,8 +50,14 @@ impl Downstream {
                     .exchange(subject)
                     .await
                     .map(|t| t.expose().to_owned())
-                    .map_err(|e| McpError::Credential(e.to_string()))
+                    .map_err(|e| CredentialError(e.to_string()))
             }
         }
     }
 }
+
+/// The runtime has no token for the server now: its token endpoint failed, or there is no
+/// caller token to exchange.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no credential for the server: {0}")]
+pub struct CredentialError(pub String);

@@ -5,7 +5,8 @@
 //! section, so existing dashboards and alerts keep working; the runtime's own A2A families carry
 //! the `daedalus_runtime_` prefix; the standard `process_*` families come from /proc.
 //!
-//! Loop events feed the LLM and tool families ([`Metrics::observe`]); the MCP face records
+//! Loop events feed the LLM and tool families (the loop counts its own events: `LoopEvent::
+//! count_in`, below this module); the MCP face records
 //! `send_message`; `get_health` and the provider preflight set the health gauges.
 
 use std::sync::atomic::AtomicU64;
@@ -18,13 +19,20 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::agent_loop::LoopEvent;
-
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct AgentLabel {
     pub agent: String,
 }
 
+/// The tokens of one model call, by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tokens {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    pub reasoning: u64,
+}
 /// Why an MCP session expired: `handshake` (never finished it) or `idle`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ExpiryLabel {
@@ -290,68 +298,44 @@ impl Metrics {
         m
     }
 
-    /// Counts what a loop event reports: LLM turns and tokens, downstream tool calls.
-    pub fn observe(&self, event: &LoopEvent) {
-        match event {
-            LoopEvent::LlmTurnFinished {
-                agent,
-                model,
-                usage,
-                ..
-            } => {
-                let labels = AgentModel {
-                    agent: agent.clone(),
-                    model: model.clone(),
-                };
-                self.llm_turns.get_or_create(&labels).inc();
-                self.tokens(agent, model, usage);
-            }
-            LoopEvent::Compacted {
-                agent,
-                model,
-                report,
-                summary_usage,
-                ..
-            } => {
-                self.compactions
-                    .get_or_create(&CompactionLabels {
-                        agent: agent.clone(),
-                        strategy: report.strategy.as_str(),
-                    })
-                    .inc();
-                if let Some(usage) = summary_usage {
-                    self.tokens(agent, model, usage);
-                }
-            }
-            LoopEvent::ToolFinished {
-                agent,
-                server,
-                elapsed_ms,
-                ..
-            } => self.tool_call(agent, server, "ok", *elapsed_ms),
-            LoopEvent::ToolFailed {
-                agent,
-                server,
-                elapsed_ms,
-                ..
-            } => self.tool_call(agent, server, "error", *elapsed_ms),
-            LoopEvent::LlmTurnStarted { .. }
-            | LoopEvent::TextDelta { .. }
-            | LoopEvent::ArtifactChunk { .. }
-            | LoopEvent::LlmRetrying { .. }
-            | LoopEvent::ToolStarted { .. }
-            | LoopEvent::Final { .. } => {}
+    /// Counts one model call of `agent` on `model` and its tokens.
+    pub fn llm_turn(&self, agent: &str, model: &str, tokens: &Tokens) {
+        let labels = AgentModel {
+            agent: agent.to_owned(),
+            model: model.to_owned(),
+        };
+        self.llm_turns.get_or_create(&labels).inc();
+        self.tokens(agent, model, tokens);
+    }
+
+    /// Counts one compaction of `agent`'s conversation by `strategy`, and the tokens of its
+    /// summary's model call, if it made one.
+    pub fn compaction(
+        &self,
+        agent: &str,
+        model: &str,
+        strategy: &'static str,
+        summary: Option<&Tokens>,
+    ) {
+        self.compactions
+            .get_or_create(&CompactionLabels {
+                agent: agent.to_owned(),
+                strategy,
+            })
+            .inc();
+        if let Some(tokens) = summary {
+            self.tokens(agent, model, tokens);
         }
     }
 
     /// Counts the tokens of one model call.
-    fn tokens(&self, agent: &str, model: &str, usage: &crate::llm::Usage) {
+    fn tokens(&self, agent: &str, model: &str, tokens: &Tokens) {
         for (kind, n) in [
-            ("input", usage.input_tokens),
-            ("output", usage.output_tokens),
-            ("cache_read", usage.cache_read_tokens),
-            ("cache_write", usage.cache_write_tokens),
-            ("reasoning", usage.reasoning_tokens),
+            ("input", tokens.input),
+            ("output", tokens.output),
+            ("cache_read", tokens.cache_read),
+            ("cache_write", tokens.cache_write),
+            ("reasoning", tokens.reasoning),
         ] {
             if n > 0 {
                 self.llm_tokens
@@ -365,7 +349,8 @@ impl Metrics {
         }
     }
 
-    fn tool_call(&self, agent: &str, server: &str, outcome: &'static str, elapsed_ms: u64) {
+    /// Counts one tool call of `agent` on `server`: `ok` or `error`, and how long it took.
+    pub fn tool_call(&self, agent: &str, server: &str, outcome: &'static str, elapsed_ms: u64) {
         self.tool_calls
             .get_or_create(&ToolCallLabels {
                 agent: agent.to_owned(),
@@ -580,12 +565,13 @@ impl prometheus_client::collector::Collector for ProcessCollector {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent_loop::LoopEvent;
     use crate::llm::Usage;
 
     #[test]
     fn loop_events_count_turns_tokens_and_tool_calls() {
         let m = Metrics::new();
-        m.observe(&LoopEvent::LlmTurnFinished {
+        LoopEvent::LlmTurnFinished {
             agent: "a".into(),
             depth: 0,
             step: 1,
@@ -598,8 +584,9 @@ mod tests {
                 reasoning_tokens: 2,
             },
             tool_calls: 1,
-        });
-        m.observe(&LoopEvent::ToolFailed {
+        }
+        .count_in(&m);
+        LoopEvent::ToolFailed {
             agent: "a".into(),
             depth: 0,
             step: 1,
@@ -608,7 +595,8 @@ mod tests {
             call_id: "c".into(),
             reason: "no".into(),
             elapsed_ms: 1500,
-        });
+        }
+        .count_in(&m);
         let text = m.render();
         for line in [
             "pallas_up 1",

@@ -2,6 +2,9 @@
 //!
 //! - no module circle in the proxy or the runtime (the crate root included: it only declares
 //!   and re-exports);
+//! - no circle between the rooms of either (its top-level modules, a folder or a top-level file
+//!   each; the crate root and test modules aside): each room can be read and changed above the
+//!   ones it uses, and a failure names the imports that close the circle;
 //! - no face of the runtime (`runtime/src/faces/<face>`) names another face: faces translate,
 //!   the turn service decides;
 //! - no face of the runtime writes a task: it never reaches the task store or its write
@@ -63,6 +66,11 @@ fn rooms_form_layers(name: &str) {
 #[test]
 fn the_proxys_rooms_form_layers() {
     rooms_form_layers("proxy");
+}
+
+#[test]
+fn the_runtimes_rooms_form_layers() {
+    rooms_form_layers("runtime");
 }
 
 #[test]

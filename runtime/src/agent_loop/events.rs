@@ -100,6 +100,50 @@ pub enum LoopEvent {
 #[derive(Clone, Default)]
 pub struct EventSink(Option<Arc<dyn Fn(LoopEvent) + Send + Sync>>);
 
+impl LoopEvent {
+    /// Counts this event in the LLM and tool families of `metrics` (most events count nowhere).
+    pub fn count_in(&self, metrics: &crate::metrics::Metrics) {
+        match self {
+            LoopEvent::LlmTurnFinished {
+                agent,
+                model,
+                usage,
+                ..
+            } => metrics.llm_turn(agent, model, &usage.into()),
+            LoopEvent::Compacted {
+                agent,
+                model,
+                report,
+                summary_usage,
+                ..
+            } => metrics.compaction(
+                agent,
+                model,
+                report.strategy.as_str(),
+                summary_usage.as_ref().map(Into::into).as_ref(),
+            ),
+            LoopEvent::ToolFinished {
+                agent,
+                server,
+                elapsed_ms,
+                ..
+            } => metrics.tool_call(agent, server, "ok", *elapsed_ms),
+            LoopEvent::ToolFailed {
+                agent,
+                server,
+                elapsed_ms,
+                ..
+            } => metrics.tool_call(agent, server, "error", *elapsed_ms),
+            LoopEvent::LlmTurnStarted { .. }
+            | LoopEvent::TextDelta { .. }
+            | LoopEvent::ArtifactChunk { .. }
+            | LoopEvent::LlmRetrying { .. }
+            | LoopEvent::ToolStarted { .. }
+            | LoopEvent::Final { .. } => {}
+        }
+    }
+}
+
 impl EventSink {
     /// A sink that calls `f` for every event.
     pub fn new(f: impl Fn(LoopEvent) + Send + Sync + 'static) -> Self {

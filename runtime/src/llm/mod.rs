@@ -150,6 +150,18 @@ pub struct Usage {
     pub reasoning_tokens: u64,
 }
 
+impl From<&Usage> for crate::metrics::Tokens {
+    fn from(usage: &Usage) -> Self {
+        Self {
+            input: usage.input_tokens,
+            output: usage.output_tokens,
+            cache_read: usage.cache_read_tokens,
+            cache_write: usage.cache_write_tokens,
+            reasoning: usage.reasoning_tokens,
+        }
+    }
+}
+
 /// Why the model stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -189,8 +189,10 @@ impl McpServers {
         bearer: &Bearer,
     ) -> Result<Option<String>, McpError> {
         match self.credentials.get(name) {
-            Some(exchange @ Downstream::Exchange(_)) => exchange.token(bearer).await.map(Some),
-            Some(own @ Downstream::Own(_)) => own.token(bearer).await.map(|_| None),
+            Some(exchange @ Downstream::Exchange(_)) => Ok(Some(exchange.token(bearer).await?)),
+            Some(own @ Downstream::Own(_)) => {
+                own.token(bearer).await.map(|_| None).map_err(Into::into)
+            }
             None => Ok(forwarded_token(server, bearer)),
         }
     }

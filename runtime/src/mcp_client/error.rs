@@ -35,3 +35,9 @@ pub enum McpError {
     #[error("no answer within {0:?} (read_timeout_seconds); the call was abandoned")]
     CallTimeout(Duration),
 }
+
+impl From<crate::downstream_auth::CredentialError> for McpError {
+    fn from(e: crate::downstream_auth::CredentialError) -> Self {
+        McpError::Credential(e.0)
+    }
+}

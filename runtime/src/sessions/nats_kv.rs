@@ -27,8 +27,8 @@ use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
 use super::{NewRow, Row, RowRole, RowStatus, SessionStore, StoreError};
-use crate::config::redact_url;
 use crate::llm::ToolCall;
+use daedalus_contract::redact::redact_url;
 
 /// How many rows are fetched at once when a conversation is read.
 const READ_CONCURRENCY: usize = 32;

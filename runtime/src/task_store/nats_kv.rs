@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
 
 use super::backend::{BackendError, StoredTask, TaskBackend, Versioned, WriteError};
-use crate::config::redact_url;
+use daedalus_contract::redact::redact_url;
 
 /// Entries read at once when the recent tasks are read back.
 const READ_CONCURRENCY: usize = 32;

@@ -277,7 +277,7 @@ impl TurnService {
         let compacted: Arc<Mutex<Option<Compaction>>> = Arc::default();
         let report = Arc::clone(&compacted);
         agent_request.events = EventSink::new(move |event| {
-            metrics.observe(&event);
+            event.count_in(&metrics);
             if let LoopEvent::Compacted {
                 depth: 0,
                 report: r,
