@@ -16,7 +16,7 @@ use tonic_types::{ErrorDetails, StatusExt};
 /// tests it) spell otherwise, `UNIMPLEMENTED`, which is also what gRPC itself answers for a
 /// service it does not serve: a client of another version meets that code either way. Its
 /// `ErrorInfo` says which error it is.
-pub(in crate::faces::a2a) fn code(kind: A2aErrorKind) -> Code {
+fn code(kind: A2aErrorKind) -> Code {
     match kind {
         A2aErrorKind::TaskNotFound => Code::NotFound,
         A2aErrorKind::TaskNotCancelable
