@@ -31,6 +31,7 @@ use daedalus_runtime::agent_loop::{
 };
 use daedalus_runtime::config::deployment::{McpServer, ProviderSettings};
 use daedalus_runtime::fleet::Fleet;
+use daedalus_runtime::lifecycle::startup;
 use daedalus_runtime::llm::openai::OpenAiClient;
 use daedalus_runtime::llm::retry::RetryPolicy;
 use daedalus_runtime::llm::{
@@ -40,7 +41,6 @@ use daedalus_runtime::llm::{
 use daedalus_runtime::mcp_client::McpServers;
 use daedalus_runtime::sampling::{DropWarnings, SamplingParams, Target};
 use daedalus_runtime::sessions::{SessionStore, SqliteStore};
-use daedalus_runtime::startup;
 use daedalus_test_kit::runtime_config;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -419,7 +419,7 @@ async fn memory_per_session() {
         let mut config = runtime_config("bench", "127.0.0.1:8080".parse().expect("addr"));
         config.max_tasks = SESSIONS * 2;
         let core = startup::build_core(&config, Fleet::single("bench", a), None);
-        core.lifecycle().set_ready();
+        core.readiness().set_ready();
         let state = startup::contract_state(&config, core, config.listen).expect("state");
         let router = daedalus_runtime::faces::a2a::router(state);
         let post = |i: usize| {

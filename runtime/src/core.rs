@@ -13,12 +13,12 @@ use arc_swap::ArcSwap;
 
 use crate::fleet::Fleet;
 use crate::identity::Identity;
-use crate::lifecycle::Lifecycle;
 use crate::llm::preflight::Preflight;
 use crate::mcp_sessions::{SessionBook, SessionLimits};
 use crate::metrics::Metrics;
 use crate::push::{Push, PushSettings};
 use crate::sessions::SessionStore;
+use crate::turns::Readiness;
 use crate::turns::{TurnLimits, TurnService};
 
 /// What every face shares. Cheap to clone.
@@ -31,7 +31,7 @@ struct Shared {
     sessions: Option<Arc<dyn SessionStore>>,
     metrics: Arc<Metrics>,
     preflight: ArcSwap<Preflight>,
-    lifecycle: Arc<Lifecycle>,
+    readiness: Arc<Readiness>,
     mcp_sessions: Arc<SessionBook>,
     identity: Identity,
     push: Push,
@@ -48,11 +48,11 @@ impl Core {
         push: PushSettings,
     ) -> Self {
         let metrics = Arc::new(Metrics::new());
-        let lifecycle = Arc::new(Lifecycle::default());
+        let readiness = Arc::new(Readiness::default());
         let turns = TurnService::new(
             Arc::new(fleet),
             Arc::clone(&metrics),
-            Arc::clone(&lifecycle),
+            Arc::clone(&readiness),
             limits,
         );
         let mcp_sessions = Arc::new(SessionBook::new(mcp_sessions, Arc::clone(&metrics)));
@@ -62,7 +62,7 @@ impl Core {
             sessions,
             metrics,
             preflight: ArcSwap::from_pointee(preflight),
-            lifecycle,
+            readiness,
             mcp_sessions,
             identity: Identity::off(),
             push,
@@ -109,8 +109,8 @@ impl Core {
         &self.0.push
     }
 
-    pub fn lifecycle(&self) -> &Lifecycle {
-        &self.0.lifecycle
+    pub fn readiness(&self) -> &Readiness {
+        &self.0.readiness
     }
 
     /// New turns run on `fleet`, and health checks `preflight`'s providers; turns already

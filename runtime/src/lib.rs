@@ -45,16 +45,11 @@ pub mod memory;
 pub mod metrics;
 pub mod migrate;
 pub mod push;
-pub mod reload;
-pub mod run;
 pub mod sampling;
-pub mod serve;
 pub mod sessions;
-pub mod startup;
 pub mod task_store;
 pub mod telemetry;
 pub mod tool_schema;
 pub mod turns;
 
-pub use run::{run, run_core, run_reloading};
-pub use startup::{PREFLIGHT_TTL, RunError};
+pub use lifecycle::{PREFLIGHT_TTL, RunError, run, run_core, run_reloading};

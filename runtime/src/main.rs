@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use daedalus_contract::container::HEALTH_PATH;
 use daedalus_contract::launch::{Binary, Serving};
 use daedalus_runtime::config::{ConfigError, Launch};
-use daedalus_runtime::{reload, run_reloading};
+use daedalus_runtime::lifecycle::reload;
+use daedalus_runtime::run_reloading;
 
 const RUNTIME: Binary = Binary {
     name: "daedalus-runtime",

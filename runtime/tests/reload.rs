@@ -347,9 +347,10 @@ async fn a_runtime_whose_reload_requests_end_keeps_serving() {
     let config = runtime_config("alpha", listener.local_addr().expect("addr"));
     // One request, whose reading fails, then no more: the runtime serves on until it is shut
     // down.
-    let reloads = daedalus_runtime::reload::Reloader::new(futures::stream::iter([()]), |_| {
-        Err(ConfigError::invalid("agents.yaml", "broken"))
-    });
+    let reloads =
+        daedalus_runtime::lifecycle::reload::Reloader::new(futures::stream::iter([()]), |_| {
+            Err(ConfigError::invalid("agents.yaml", "broken"))
+        });
     let stop = tokio_util::sync::CancellationToken::new();
     let serving = tokio::spawn(daedalus_runtime::run_reloading(
         listener,

@@ -17,8 +17,8 @@ pub use probe::{HealthReport, HealthStatus, PROBE_TIMEOUT, Probe};
 use crate::agent_loop::Bearer;
 use crate::config::deployment::{AgentDef, Deployment, McpServer, ModelRef, ServerRef};
 use crate::core::Core;
-use crate::lifecycle::Phase;
 use crate::metrics::{AgentLabel, DownstreamLabel, ProviderLabel};
+use crate::turns::Phase;
 
 /// One agent's health check: what it relies on.
 #[derive(Debug, Clone)]
@@ -91,7 +91,7 @@ impl AgentHealth {
                 .map(|c| (c.ok, format!("{provider}: {}", c.message)))
         };
         let (probes, provider) = tokio::join!(probes, provider);
-        let accepting = self.core.lifecycle().phase() == Phase::Ready;
+        let accepting = self.core.readiness().phase() == Phase::Ready;
         let report = probe::report(&probes, provider.clone(), accepting);
         self.record(&probes, provider.as_ref(), &report);
         report

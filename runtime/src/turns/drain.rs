@@ -9,7 +9,7 @@ use super::service::TurnService;
 impl TurnService {
     /// Refuses new turns, gives running ones `grace` to finish, then cancels the rest.
     pub async fn drain(&self, grace: Duration) {
-        self.0.lifecycle.set_draining();
+        self.0.readiness.set_draining();
         let inflight = &self.0.inflight;
         inflight.close();
         tracing::info!(in_flight = inflight.len(), grace = ?grace, "draining");

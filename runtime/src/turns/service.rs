@@ -18,10 +18,10 @@ use super::stream::{self, EventSender};
 use super::{CancelError, FollowError, Following, Limit, TurnError, TurnLimits, task};
 use crate::agent_loop::Agent;
 use crate::fleet::Fleet;
-use crate::lifecycle::{Lifecycle, Phase};
 use crate::metrics::Metrics;
 use crate::task_store::size::message_bytes;
 use crate::task_store::{ListError, ListPage, ListQuery, StoreLimits, TaskStore};
+use crate::turns::{Phase, Readiness};
 
 /// Runs turns for every face. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -33,7 +33,7 @@ pub(super) struct Inner {
     /// started keep the agent they began with.
     pub(super) fleet: ArcSwap<Fleet>,
     pub(super) metrics: Arc<Metrics>,
-    pub(super) lifecycle: Arc<Lifecycle>,
+    pub(super) readiness: Arc<Readiness>,
     pub(super) limits: TurnLimits,
     /// Every task: the turns running here write them through it, and a cancel by id goes
     /// through it to wherever the turn runs.
@@ -50,13 +50,13 @@ impl TurnService {
     pub fn new(
         fleet: Arc<Fleet>,
         metrics: Arc<Metrics>,
-        lifecycle: Arc<Lifecycle>,
+        readiness: Arc<Readiness>,
         limits: TurnLimits,
     ) -> Self {
         Self(Arc::new(Inner {
             fleet: ArcSwap::new(fleet),
             metrics,
-            lifecycle,
+            readiness,
             tasks: TaskStore::new(StoreLimits {
                 max_tasks: limits.max_tasks,
                 max_bytes: limits.task_memory_bytes,
@@ -84,7 +84,7 @@ impl TurnService {
     }
 
     async fn begin(&self, request: TurnRequest, listening: bool) -> Result<TaskHandle, TurnError> {
-        match self.0.lifecycle.phase() {
+        match self.0.readiness.phase() {
             Phase::Starting => return Err(TurnError::NotReady),
             Phase::Draining => return Err(TurnError::ShuttingDown),
             Phase::Ready => {}

@@ -11,8 +11,8 @@ use super::{CancelError, Memory, TurnError, TurnLimits, TurnRequest, TurnService
 use crate::agent_loop::{Agent, AgentOutcome, AgentRequest, Passthrough};
 use crate::fleet::Fleet;
 use crate::identity::Caller;
-use crate::lifecycle::Lifecycle;
 use crate::metrics::Metrics;
+use crate::turns::Readiness;
 
 /// Works until it is canceled.
 #[derive(Debug)]
@@ -49,12 +49,12 @@ impl Agent for FinishesWhenCanceled {
 }
 
 fn service(agent: Arc<dyn Agent>) -> TurnService {
-    let lifecycle = Arc::new(Lifecycle::default());
-    lifecycle.set_ready();
+    let readiness = Arc::new(Readiness::default());
+    readiness.set_ready();
     TurnService::new(
         Arc::new(Fleet::single("a", agent)),
         Arc::new(Metrics::new()),
-        lifecycle,
+        readiness,
         TurnLimits {
             request_timeout: Duration::from_mins(1),
             budgets: super::Budgets {

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::ContractState;
 use super::error::ApiError;
-use crate::lifecycle::Phase;
+use crate::turns::Phase;
 
 #[derive(Serialize)]
 struct Healthy {
@@ -16,7 +16,7 @@ struct Healthy {
 }
 
 pub(super) async fn health(State(state): State<ContractState>) -> Response {
-    match state.core().lifecycle().phase() {
+    match state.core().readiness().phase() {
         Phase::Ready => Json(Healthy { status: "ok" }).into_response(),
         Phase::Starting => ApiError::NotReady.into_response(),
         Phase::Draining => ApiError::ShuttingDown.into_response(),

@@ -42,7 +42,7 @@ pub use error::ApiError;
 
 use crate::config::Limits;
 use crate::core::Core;
-use crate::lifecycle::Phase;
+use crate::turns::Phase;
 
 /// The contract face's state: the runtime's core, the agent it serves, and its discovery
 /// documents (both replaced when the deployment is reloaded).
@@ -172,7 +172,7 @@ async fn admit(State(state): State<ContractState>, req: Request, next: Next) -> 
             error.into_response()
         }
     };
-    match core.lifecycle().phase() {
+    match core.readiness().phase() {
         Phase::Starting => refuse(ApiError::NotReady),
         Phase::Draining => refuse(ApiError::ShuttingDown),
         Phase::Ready => {

@@ -26,15 +26,15 @@ pub(super) fn state_with(agent: Arc<dyn Agent>, tweak: impl FnOnce(&mut Config))
     let mut config = config();
     tweak(&mut config);
     let state = starting(&config, agent);
-    state.core().lifecycle().set_ready();
+    state.core().readiness().set_ready();
     state
 }
 
 /// The contract face of `agent`, its runtime still starting.
 fn starting(config: &Config, agent: Arc<dyn Agent>) -> ContractState {
     let fleet = crate::fleet::Fleet::single(&config.agent.name, agent);
-    let core = crate::startup::build_core(config, fleet, None);
-    crate::startup::contract_state(config, core, config.listen).unwrap()
+    let core = crate::lifecycle::startup::build_core(config, fleet, None);
+    crate::lifecycle::startup::contract_state(config, core, config.listen).unwrap()
 }
 
 pub(super) fn passthrough() -> ContractState {
@@ -101,7 +101,7 @@ async fn expect_error(state: &ContractState, req: Request<Body>, expected: Statu
 }
 
 #[tokio::test]
-async fn health_follows_the_lifecycle() {
+async fn health_follows_readiness() {
     let state = state_with(Arc::new(Passthrough), |_| {});
     let get = || Request::get("/health").body(Body::empty()).unwrap();
     let (status, body, _) = call(&state, get()).await;
@@ -110,7 +110,7 @@ async fn health_follows_the_lifecycle() {
     let starting = starting(&config(), Arc::new(Passthrough));
     expect_error(&starting, get(), StatusCode::SERVICE_UNAVAILABLE).await;
 
-    state.core().lifecycle().set_draining();
+    state.core().readiness().set_draining();
     expect_error(&state, get(), StatusCode::SERVICE_UNAVAILABLE).await;
 }
 
@@ -546,7 +546,7 @@ async fn a_body_that_never_arrives_is_408() {
 #[tokio::test]
 async fn new_tasks_are_refused_while_draining() {
     let state = passthrough();
-    state.core().lifecycle().set_draining();
+    state.core().readiness().set_draining();
     expect_error(
         &state,
         post(send_body(&user("m", "x")), Some("application/json")),

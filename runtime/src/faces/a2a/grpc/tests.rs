@@ -53,7 +53,7 @@ fn reason(status: &tonic::Status) -> String {
 #[tokio::test]
 async fn while_starting_or_draining_a_call_is_unavailable() {
     let state = state_with(Arc::new(Passthrough), |_| {});
-    state.core().lifecycle().set_draining();
+    state.core().readiness().set_draining();
     let status = status_of(&state, send("d-1", "hi")).await;
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
     assert_eq!(reason(&status), "UNAVAILABLE");

@@ -1,12 +1,13 @@
-//! Where the runtime is in its life: starting, ready, or draining for shutdown.
+//! Where the runtime is in its life: starting, ready, or draining for shutdown. The turn
+//! service admits turns only when ready; health reports it; shutdown moves it to draining.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// The runtime's readiness, shared by the handlers and the shutdown sequence.
 #[derive(Debug, Default)]
-pub struct Lifecycle(AtomicU8);
+pub struct Readiness(AtomicU8);
 
-/// The phases, in order; a lifecycle only moves forward.
+/// The phases, in order; readiness only moves forward.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
     /// Bound, but not yet able to take tasks.
@@ -17,7 +18,7 @@ pub enum Phase {
     Draining,
 }
 
-impl Lifecycle {
+impl Readiness {
     pub fn phase(&self) -> Phase {
         match self.0.load(Ordering::Acquire) {
             0 => Phase::Starting,
@@ -45,7 +46,7 @@ mod tests {
 
     #[test]
     fn moves_forward_only() {
-        let l = Lifecycle::default();
+        let l = Readiness::default();
         assert_eq!(l.phase(), Phase::Starting);
         l.set_ready();
         assert_eq!(l.phase(), Phase::Ready);

@@ -17,6 +17,8 @@ use std::sync::Arc;
 
 use futures::StreamExt as _;
 
+use super::startup::PREFLIGHT_TTL;
+use super::startup::{self, BindError, Servers};
 use crate::config::{Config, ConfigError};
 use crate::faces::a2a::{self, ContractState};
 use crate::faces::mcp::routes::Changes;
@@ -24,8 +26,6 @@ use crate::faces::mcp::wiring::McpPlan;
 use crate::fleet;
 use crate::llm::LlmError;
 use crate::llm::preflight::Preflight;
-use crate::startup::PREFLIGHT_TTL;
-use crate::startup::{self, BindError, Servers};
 
 /// Why a reload was refused.
 #[derive(Debug, thiserror::Error)]

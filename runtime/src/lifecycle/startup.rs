@@ -1,4 +1,4 @@
-//! Startup, as named steps, and shutdown. [`crate::run::run`] calls them in order:
+//! Startup, as named steps, and shutdown. [`super::run::run`] calls them in order:
 //!
 //! 1. [`open_sessions`]: the session store, with rows a crash left `pending` marked `error`;
 //! 2. [`build_core`]: the fleet of agents over it, the turn service, metrics and preflight;
@@ -8,7 +8,7 @@
 //!    once the agents it depends on answer;
 //! 5. [`serve_registry_port`];
 //! 6. [`go_live`]: ready, then the provider preflight and downstream warm-up in the background;
-//! 7. on each reload request (SIGHUP), [`crate::reload::redeploy`]: the new deployment whole,
+//! 7. on each reload request (SIGHUP), [`super::reload::redeploy`]: the new deployment whole,
 //!    or none of it;
 //! 8. after the shutdown signal, [`Servers::stop`]: the turn service drains under the grace
 //!    period, then the servers close.
@@ -21,6 +21,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::serve::{self, ConnectionLimits};
 use crate::config::deployment::AgentDef;
 use crate::config::{Config, SessionsDb, TasksDb};
 use crate::core::Core;
@@ -30,7 +31,6 @@ use crate::faces::mcp::{self, Routes, endpoints};
 use crate::fleet::{self, Fleet};
 use crate::llm::preflight::Preflight;
 use crate::metrics;
-use crate::serve::{self, ConnectionLimits};
 use crate::sessions::{self, SessionStore};
 use crate::task_store;
 use crate::turns::TurnLimits;
@@ -450,7 +450,7 @@ async fn sweep_mcp_sessions(book: Arc<crate::mcp_sessions::SessionBook>, stop: C
 /// Marks the runtime ready, then checks the LLM providers and connects the downstream MCP
 /// servers in the background: never blocking startup; logs and `/healthz` show the result.
 pub fn go_live(core: &Core) {
-    core.lifecycle().set_ready();
+    core.readiness().set_ready();
     check_in_background(core);
 }
 

@@ -1,14 +1,14 @@
 //! [`run`]: serve the configured agents until a shutdown future resolves, applying each reload
-//! in between, then drain. Every step is one of [`crate::startup`]'s.
+//! in between, then drain. Every step is one of [`super::startup`]'s.
 
 use std::future::Future;
 
 use tokio::net::TcpListener;
 
+use super::reload;
+use super::startup::{self, RunError};
 use crate::config::Config;
 use crate::core::Core;
-use crate::reload;
-use crate::startup::{self, RunError};
 
 /// Serves the configured agents on `listener` until `shutdown` resolves, then drains.
 pub async fn run(
