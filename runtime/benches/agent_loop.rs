@@ -30,6 +30,7 @@ use daedalus_runtime::agent_loop::{
     Agent, AgentOutcome, AgentRequest, Bearer, CallContext, LlmAgent, ToolResult, ToolSource,
 };
 use daedalus_runtime::config::deployment::{McpServer, ProviderSettings};
+use daedalus_runtime::conversation_store::{ConversationStore, SqliteStore};
 use daedalus_runtime::fleet::Fleet;
 use daedalus_runtime::lifecycle::startup;
 use daedalus_runtime::llm::openai::OpenAiClient;
@@ -40,7 +41,6 @@ use daedalus_runtime::llm::{
 };
 use daedalus_runtime::mcp_client::McpServers;
 use daedalus_runtime::sampling::{DropWarnings, SamplingParams, Target};
-use daedalus_runtime::sessions::{SessionStore, SqliteStore};
 use daedalus_test_kit::runtime_config;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -173,7 +173,7 @@ impl ToolSource for InstantTools {
 fn agent(
     provider: Arc<dyn LlmProvider>,
     tools: Arc<dyn ToolSource>,
-    sessions: Option<Arc<dyn SessionStore>>,
+    sessions: Option<Arc<dyn ConversationStore>>,
     model: &str,
 ) -> LlmAgent {
     LlmAgent {
@@ -231,7 +231,7 @@ async fn in_process() {
     println!("|---|---|---|---|");
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("bench.sqlite");
-    let stores: [(&str, Option<Arc<dyn SessionStore>>); 3] = [
+    let stores: [(&str, Option<Arc<dyn ConversationStore>>); 3] = [
         ("none", None),
         (
             "SQLite :memory:",
@@ -409,7 +409,7 @@ async fn memory_per_session() {
         ),
         ("SQLite :memory:", ":memory:".to_owned()),
     ] {
-        let store: Arc<dyn SessionStore> = Arc::new(SqliteStore::open(&path).expect("store"));
+        let store: Arc<dyn ConversationStore> = Arc::new(SqliteStore::open(&path).expect("store"));
         let a: Arc<dyn Agent> = Arc::new(agent(
             Arc::new(InstantModel),
             Arc::new(InstantTools),
@@ -420,7 +420,7 @@ async fn memory_per_session() {
         config.max_tasks = SESSIONS * 2;
         let core = startup::build_core(&config, Fleet::single("bench", a), None);
         core.readiness().set_ready();
-        let state = startup::contract_state(&config, core, config.listen).expect("state");
+        let state = startup::a2a_face(&config, core, config.listen).expect("state");
         let router = daedalus_runtime::faces::a2a::router(state);
         let post = |i: usize| {
             let body = json!({"message": {"messageId": format!("m-{name}-{i}"), "contextId": format!("ctx-{i}"),

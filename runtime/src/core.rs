@@ -1,7 +1,7 @@
 //! The runtime-wide core every face shares: the deployment's agents, the turn service that
 //! runs them, the session store they keep conversations in, the metrics, the LLM provider
 //! checks, the bounded book of live MCP sessions, who is calling, push notifications, and where
-//! the runtime is in its life. Per-face state (the contract face's discovery
+//! the runtime is in its life. Per-face state (the A2A face's discovery
 //! documents, an MCP face's agent definition) lives with its face and holds a [`Core`].
 //!
 //! A reload ([`Core::redeploy`]) swaps the fleet and the provider checks; everything else lives
@@ -11,13 +11,13 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
+use crate::conversation_store::ConversationStore;
 use crate::fleet::Fleet;
 use crate::identity::Identity;
 use crate::llm::preflight::Preflight;
-use crate::mcp_sessions::{SessionBook, SessionLimits};
+use crate::mcp_session_book::{SessionBook, SessionLimits};
 use crate::metrics::Metrics;
 use crate::push::{Push, PushSettings};
-use crate::sessions::SessionStore;
 use crate::turns::Readiness;
 use crate::turns::{TurnLimits, TurnService};
 
@@ -28,11 +28,11 @@ pub struct Core(Arc<Shared>);
 #[derive(Debug)]
 struct Shared {
     turns: TurnService,
-    sessions: Option<Arc<dyn SessionStore>>,
+    sessions: Option<Arc<dyn ConversationStore>>,
     metrics: Arc<Metrics>,
     preflight: ArcSwap<Preflight>,
     readiness: Arc<Readiness>,
-    mcp_sessions: Arc<SessionBook>,
+    mcp_session_book: Arc<SessionBook>,
     identity: Identity,
     push: Push,
 }
@@ -41,7 +41,7 @@ impl Core {
     /// The core over `fleet`, starting (not yet ready).
     pub fn new(
         fleet: Fleet,
-        sessions: Option<Arc<dyn SessionStore>>,
+        sessions: Option<Arc<dyn ConversationStore>>,
         preflight: Preflight,
         limits: TurnLimits,
         mcp_sessions: SessionLimits,
@@ -55,7 +55,7 @@ impl Core {
             Arc::clone(&readiness),
             limits,
         );
-        let mcp_sessions = Arc::new(SessionBook::new(mcp_sessions, Arc::clone(&metrics)));
+        let mcp_session_book = Arc::new(SessionBook::new(mcp_sessions, Arc::clone(&metrics)));
         let push = Push::new(push, turns.task_store(), Arc::clone(&metrics));
         Self(Arc::new(Shared {
             turns,
@@ -63,7 +63,7 @@ impl Core {
             metrics,
             preflight: ArcSwap::from_pointee(preflight),
             readiness,
-            mcp_sessions,
+            mcp_session_book,
             identity: Identity::off(),
             push,
         }))
@@ -80,7 +80,7 @@ impl Core {
     }
 
     /// Where agents keep conversations (`None` when turned off).
-    pub fn sessions(&self) -> Option<&Arc<dyn SessionStore>> {
+    pub fn sessions(&self) -> Option<&Arc<dyn ConversationStore>> {
         self.0.sessions.as_ref()
     }
 
@@ -89,8 +89,8 @@ impl Core {
     }
 
     /// Every live MCP session of the runtime, and their bounds.
-    pub fn mcp_sessions(&self) -> &Arc<SessionBook> {
-        &self.0.mcp_sessions
+    pub fn mcp_session_book(&self) -> &Arc<SessionBook> {
+        &self.0.mcp_session_book
     }
 
     /// The LLM provider checks behind `/healthz` and `get_health`, as of now.

@@ -14,13 +14,13 @@ use crate::agent_loop::{
 use crate::config::deployment::{
     AgentDef, Deployment, ModelRef, OpenAiDialect, ProviderSettings, ReplyAs, ServerKind, ServerRef,
 };
+use crate::conversation_store::ConversationStore;
 use crate::llm::anthropic::AnthropicClient;
 use crate::llm::openai::OpenAiClient;
 use crate::llm::retry::RetryPolicy;
 use crate::llm::{LlmError, LlmProvider};
 use crate::mcp_client::McpServers;
 use crate::sampling::{DropWarnings, Target};
-use crate::sessions::SessionStore;
 
 /// Longest a tool call may take before the model is told it timed out.
 pub const TOOL_TIMEOUT: Duration = Duration::from_mins(1);
@@ -120,7 +120,7 @@ impl Providers<'_> {
 /// Builds every agent of `deployment`.
 pub fn build(
     deployment: &Deployment,
-    sessions: Option<&Arc<dyn SessionStore>>,
+    sessions: Option<&Arc<dyn ConversationStore>>,
 ) -> Result<Fleet, LlmError> {
     let mut providers = Providers {
         deployment,
@@ -164,7 +164,7 @@ fn build_one(
     built: &Agents,
     providers: &mut Providers<'_>,
     warnings: &Arc<DropWarnings>,
-    sessions: Option<Arc<dyn SessionStore>>,
+    sessions: Option<Arc<dyn ConversationStore>>,
 ) -> Result<BuiltAgent, LlmError> {
     let (tools, servers) = toolbox(deployment, def, built);
     let (provider, model, target) = match &def.model {

@@ -16,11 +16,11 @@ use daedalus_runtime::agent_loop::{
     SUMMARY_PROMPT,
 };
 use daedalus_runtime::config::deployment::CompactionPolicy;
+use daedalus_runtime::conversation_store::{
+    ConversationStore, NatsKvStore, NewRow, Row, RowRole, RowStatus, SqliteStore,
+};
 use daedalus_runtime::llm::ToolCall;
 use daedalus_runtime::sampling::{DropWarnings, SamplingParams};
-use daedalus_runtime::sessions::{
-    NatsKvStore, NewRow, Row, RowRole, RowStatus, SessionStore, SqliteStore,
-};
 use daedalus_test_kit::{FakeFace, NatsServer, SseEvents, fake_llm_client};
 use serde_json::{Value, json};
 use support::runtime::Runtime;
@@ -43,7 +43,7 @@ fn agent(
     fake: &FakeLlm,
     provider: Provider,
     strategy: CompactionStrategy,
-    store: Arc<dyn SessionStore>,
+    store: Arc<dyn ConversationStore>,
 ) -> LlmAgent {
     let (wire, model) = match provider {
         Provider::OpenAi => (FakeFace::OpenAi, "gpt-small"),
@@ -76,7 +76,7 @@ fn agent(
 }
 
 /// Eight settled turns of about 330 tokens each, every one with a tool call and its result.
-async fn a_long_conversation(store: &dyn SessionStore) {
+async fn a_long_conversation(store: &dyn ConversationStore) {
     let mut rows = Vec::new();
     for i in 0..EARLIER_TURNS {
         let mut question = NewRow::new(
@@ -176,7 +176,7 @@ fn users(rows: &[Row]) -> Vec<String> {
 /// `summarize` on `store` through `provider`: the fake gets the summary request first, then
 /// the turn's request with the summary in the system prompt and only the newest turns; the
 /// store keeps the summary in place of the oldest turns.
-async fn summarizes(store: Arc<dyn SessionStore>, provider: Provider) {
+async fn summarizes(store: Arc<dyn ConversationStore>, provider: Provider) {
     let fake = FakeLlm::start(KEY, &["gpt-small", "claude-small"]).await;
     a_long_conversation(store.as_ref()).await;
     fake.script([
@@ -275,7 +275,7 @@ async fn summarizes(store: Arc<dyn SessionStore>, provider: Provider) {
 }
 
 /// `truncate` on `store`: no summary request; the oldest whole turns are gone from the store.
-async fn truncates(store: Arc<dyn SessionStore>) {
+async fn truncates(store: Arc<dyn ConversationStore>) {
     let fake = FakeLlm::start(KEY, &["gpt-small"]).await;
     a_long_conversation(store.as_ref()).await;
     fake.script([Reply::Text("the answer".into())]);
@@ -353,7 +353,7 @@ async fn truncate_on_nats_kv() {
 
 #[tokio::test]
 async fn a_summary_the_model_cannot_give_falls_back_to_truncate_and_says_so() {
-    let store: Arc<dyn SessionStore> = Arc::new(SqliteStore::open(":memory:").expect("store"));
+    let store: Arc<dyn ConversationStore> = Arc::new(SqliteStore::open(":memory:").expect("store"));
     let fake = FakeLlm::start(KEY, &["gpt-small"]).await;
     a_long_conversation(store.as_ref()).await;
     fake.script([

@@ -77,7 +77,7 @@ async fn registry_names(url: &str) -> Vec<String> {
         .collect()
 }
 
-/// The agent card the contract face serves now.
+/// The agent card the A2A face serves now.
 async fn agent_card(rt: &Runtime) -> Value {
     reqwest::get(rt.url("/.well-known/agent-card.json"))
         .await
@@ -330,7 +330,7 @@ async fn without_agent_name_an_added_top_level_agent_leaves_the_contract_face_wh
     let card = agent_card(&rt).await;
     assert_eq!(card["name"], "alpha", "{card}");
 
-    // Its agent gone and one top-level agent left, the contract face serves that one.
+    // Its agent gone and one top-level agent left, the A2A face serves that one.
     file.write(&agents(&[("beta", "")]));
     rt.signal("HUP");
     wait_for_registry(&rt, &["beta"]).await;

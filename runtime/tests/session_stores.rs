@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use daedalus_runtime::llm::ToolCall;
-use daedalus_runtime::sessions::{
-    NatsKvStore, NewRow, RowRole, RowStatus, SessionStore, SqliteStore,
+use daedalus_runtime::conversation_store::{
+    ConversationStore, NatsKvStore, NewRow, RowRole, RowStatus, SqliteStore,
 };
+use daedalus_runtime::llm::ToolCall;
 use daedalus_test_kit::NatsServer;
 use futures::StreamExt;
 use serde_json::json;
@@ -19,7 +19,7 @@ fn row(role: RowRole, content: &str, status: RowStatus) -> NewRow {
 /// Compaction on every store: the rows through a turn go, a summary takes the last one's
 /// place and sorts first, rows after it stay as they were, a user row keeps its message id,
 /// and a second compaction replaces the first summary.
-async fn compacts(store: &dyn SessionStore) {
+async fn compacts(store: &dyn ConversationStore) {
     let context = "compact me";
     let mut rows: Vec<NewRow> = (0..6)
         .flat_map(|i| {
@@ -95,7 +95,7 @@ async fn compacts(store: &dyn SessionStore) {
 
 /// The promises every store keeps: ordered monotonic turns per context, tool calls and the
 /// ids results answer round-trip, status changes stick, contexts never mix.
-async fn keeps_conversations(store: &dyn SessionStore) {
+async fn keeps_conversations(store: &dyn ConversationStore) {
     let mut assistant = row(RowRole::Assistant, "", RowStatus::Pending);
     assistant.tool_calls = vec![ToolCall {
         id: "c1".into(),
@@ -158,7 +158,7 @@ async fn keeps_conversations(store: &dyn SessionStore) {
 }
 
 /// Concurrent appends to one context never reuse a turn.
-async fn never_reuses_a_turn(store: Arc<dyn SessionStore>) {
+async fn never_reuses_a_turn(store: Arc<dyn ConversationStore>) {
     let writers = (0..20).map(|i| {
         let store = Arc::clone(&store);
         tokio::spawn(async move {

@@ -36,7 +36,7 @@ impl Runtime {
         Self::serving(yaml, None).await
     }
 
-    /// [`Runtime::start`], with `agent` on the contract face (needed when several could be).
+    /// [`Runtime::start`], with `agent` on the A2A face (needed when several could be).
     pub async fn serving(yaml: &str, agent: Option<&str>) -> Self {
         Self::serving_with(yaml, agent, |_| {}).await
     }

@@ -21,9 +21,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::window::{message_tokens, text_tokens};
 use crate::config::deployment::CompactionPolicy;
+use crate::conversation_store::Conversation;
 use crate::llm::{ChatMessage, ChatRequest, Content, LlmEvent, LlmProvider, Usage};
 use crate::sampling::Sampling;
-use crate::sessions::Conversation;
 
 /// The system prompt of a summary request.
 pub const SUMMARY_PROMPT: &str = "You compact a conversation between a user and an \
@@ -301,8 +301,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::conversation_store::StoredTurn;
     use crate::llm::ToolCall;
-    use crate::sessions::StoredTurn;
 
     fn user(text: &str) -> ChatMessage {
         ChatMessage::User {

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::transcript::Transcript;
 use super::{Agent, AgentOutcome, AgentRequest};
-use crate::sessions::{self, SessionStore};
+use crate::conversation_store::{self, ConversationStore};
 
 /// Bytes of one message's text a conversation keeps.
 pub(super) const KEPT_TEXT: usize = 64 * 1024;
@@ -39,11 +39,11 @@ fn kept(mut text: String) -> String {
 #[derive(Debug)]
 pub struct Remembering<A> {
     inner: A,
-    sessions: Option<Arc<dyn SessionStore>>,
+    sessions: Option<Arc<dyn ConversationStore>>,
 }
 
 impl<A> Remembering<A> {
-    pub fn new(inner: A, sessions: Option<Arc<dyn SessionStore>>) -> Self {
+    pub fn new(inner: A, sessions: Option<Arc<dyn ConversationStore>>) -> Self {
         Self { inner, sessions }
     }
 }
@@ -96,9 +96,9 @@ impl<A: Agent> Agent for Remembering<A> {
 
     async fn conversation(&self, context_id: &str) -> Option<Vec<Message>> {
         let rows = Transcript::new(self.sessions.clone(), context_id)
-            .rows(sessions::MAX_ROWS_READ)
+            .rows(conversation_store::MAX_ROWS_READ)
             .await?;
-        Some(sessions::as_messages(context_id, &rows))
+        Some(conversation_store::as_messages(context_id, &rows))
     }
 }
 

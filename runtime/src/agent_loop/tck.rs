@@ -19,7 +19,7 @@
 //! | `tck-stream-ordering-001`, `tck-stream-001`, `-003` | streams a text artifact, then completes |
 //! | `tck-stream-002`               | completes at once                                           |
 //! | `test-resubscribe-message-id`  | works for 4 s (a cancel stops it), then completes           |
-//! | anything else                  | completed: "Unhandled messageId prefix: <id>"               |
+//! | anything else                  | completed: `Unhandled messageId prefix: <id>`               |
 //!
 //! Where the kit's agent completes a task with no output, this one says "completed": the
 //! contract wants an artifact on every completed task.

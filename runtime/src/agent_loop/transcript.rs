@@ -5,13 +5,15 @@
 
 use std::sync::Arc;
 
+use crate::conversation_store::{
+    self, Conversation, ConversationStore, NewRow, RowRole, RowStatus,
+};
 use crate::llm::ToolCall;
-use crate::sessions::{self, Conversation, NewRow, RowRole, RowStatus, SessionStore};
 
 /// The rows of one turn in one conversation.
 #[derive(Debug)]
 pub(crate) struct Transcript {
-    store: Option<Arc<dyn SessionStore>>,
+    store: Option<Arc<dyn ConversationStore>>,
     context: String,
     written: Vec<i64>,
     /// Rows written when the turn settles (its answer, say), with the status it ends with.
@@ -19,7 +21,7 @@ pub(crate) struct Transcript {
 }
 
 impl Transcript {
-    pub(crate) fn new(store: Option<Arc<dyn SessionStore>>, context: &str) -> Self {
+    pub(crate) fn new(store: Option<Arc<dyn ConversationStore>>, context: &str) -> Self {
         Self {
             store,
             context: context.to_owned(),
@@ -51,7 +53,7 @@ impl Transcript {
     }
 
     /// The last `last` stored rows of the conversation, if there is a store and it answers.
-    pub(crate) async fn rows(&self, last: usize) -> Option<Vec<sessions::Row>> {
+    pub(crate) async fn rows(&self, last: usize) -> Option<Vec<conversation_store::Row>> {
         let store = self.store.as_ref()?;
         match store.rows(&self.context, last).await {
             Ok(rows) => Some(rows),

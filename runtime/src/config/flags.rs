@@ -25,7 +25,7 @@ pub(super) struct Cli {
     /// Address to bind.
     #[arg(long, env = "A2A_HOST", global = true, default_value = "0.0.0.0")]
     pub(super) host: IpAddr,
-    /// The agent the contract face serves (with no agents.yaml: the one agent's name);
+    /// The agent the A2A face serves (with no agents.yaml: the one agent's name);
     /// a NATS subject token ([A-Za-z0-9_-]{1,64}).
     #[arg(long, env = "AGENT_NAME", global = true)]
     pub(super) agent_name: Option<String>,
@@ -43,7 +43,7 @@ pub(super) struct Cli {
     /// Skills for the agent card, as a JSON array of {id, name, description, tags}.
     #[arg(long, env = "AGENT_SKILLS", global = true)]
     pub(super) agent_skills: Option<String>,
-    /// Base URL under which clients reach this runtime (default: http://127.0.0.1:<port>).
+    /// Base URL under which clients reach this runtime (default: `http://127.0.0.1:<port>`).
     #[arg(long, env = "PUBLIC_URL", global = true)]
     pub(super) public_url: Option<String>,
     /// Model of the agent, as `provider.model`; `passthrough` echoes, `tck` plays the A2A
@@ -223,7 +223,7 @@ pub(super) struct Cli {
     /// The token claim naming the caller's tenant.
     #[arg(long, env = "AUTH_TENANT_CLAIM", global = true)]
     pub(super) auth_tenant_claim: Option<String>,
-    /// Who may read /metrics: open (default), caller, or scope:<name>.
+    /// Who may read /metrics: open (default), caller, or `scope:<name>`.
     #[arg(long, env = "METRICS_AUTH", global = true)]
     pub(super) metrics_auth: Option<String>,
     /// Print the resolved configuration and exit.

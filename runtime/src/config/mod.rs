@@ -20,7 +20,7 @@ use daedalus_contract::container::{self, format_duration};
 pub use daedalus_contract::service::LogFormat;
 use serde::Serialize;
 
-use crate::mcp_sessions::SessionLimits;
+use crate::mcp_session_book::SessionLimits;
 
 pub use size::parse_size;
 pub use stores::{DEFAULT_SESSIONS_BUCKET, DEFAULT_TASKS_BUCKET, SessionsDb, TasksDb};
@@ -49,7 +49,7 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Base URL clients use; `None` means `http://127.0.0.1:<bound port>`.
     pub public_url: Option<String>,
-    /// The agent the contract face serves.
+    /// The agent the A2A face serves.
     pub agent: AgentConfig,
     /// Every agent, model, provider and MCP server configured.
     pub deployment: Deployment,
@@ -206,7 +206,7 @@ impl Launch {
 
 impl Launch {
     /// The configuration read again for a reload, by the same rules as at startup, except
-    /// that with no AGENT_NAME the contract face keeps `serving` (the agent it serves now)
+    /// that with no AGENT_NAME the A2A face keeps `serving` (the agent it serves now)
     /// while the new deployment still has it: adding a second top-level agent does not make
     /// the choice ambiguous. When `serving` is gone, the startup rules choose.
     pub fn reread(
@@ -282,7 +282,7 @@ impl Config {
                 "--max-mcp-sessions",
             ),
             (
-                cli.mcp_sessions_memory < crate::mcp_sessions::SESSION_COST,
+                cli.mcp_sessions_memory < crate::mcp_session_book::SESSION_COST,
                 "mcp_sessions_memory",
                 "--mcp-sessions-memory",
             ),
@@ -505,7 +505,7 @@ fn cli_is_silent(cli: &Cli, id: &str) -> bool {
     }
 }
 
-/// The agent the contract face serves: `AGENT_NAME`, or the only agent nobody else depends on.
+/// The agent the A2A face serves: `AGENT_NAME`, or the only agent nobody else depends on.
 fn select_agent<'d>(
     deployment: &'d Deployment,
     requested: Option<&str>,
@@ -542,7 +542,7 @@ fn select_agent<'d>(
     match top.as_slice() {
         [only] => Ok(only),
         _ => Err(format!(
-            "several agents could serve the contract face ({}); set AGENT_NAME to one of them",
+            "several agents could serve the A2A face ({}); set AGENT_NAME to one of them",
             names()
         )),
     }

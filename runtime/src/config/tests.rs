@@ -374,7 +374,7 @@ fn session_ttl_defaults_to_thirty_days_and_zero_keeps_forever() {
     assert_eq!(invalid_key(&[], &[("SESSION_TTL", "soon")]), "SESSION_TTL");
 }
 
-/// [`Launch::reread`] in `dir` with `env`, the contract face serving `serving` now.
+/// [`Launch::reread`] in `dir` with `env`, the A2A face serving `serving` now.
 fn reread_in(
     dir: &std::path::Path,
     env: &[(&str, &str)],

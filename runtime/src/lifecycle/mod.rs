@@ -1,4 +1,4 @@
-//! The process's life: start, serve, reload, drain. [`run`] is the whole of it: the named
+//! The process's life: start, serve, reload, drain. [`run()`] is the whole of it: the named
 //! steps of [`startup`] in order, then [`reload`]'s swaps on each SIGHUP until the shutdown
 //! future resolves, then the drain. [`serve`] is the accept loop every port runs.
 //!

@@ -1,5 +1,5 @@
 //! Reloading the deployment (SIGHUP). The new configuration is built whole before anything is
-//! swapped: its agents and their provider clients, the contract face's card, the MCP routing
+//! swapped: its agents and their provider clients, the A2A face's card, the MCP routing
 //! table and registry, and the listeners of ports it adds. A file that does not validate, a
 //! provider that cannot be set up or a port that cannot be bound refuses the reload, with a
 //! log line naming the key, and the running deployment keeps serving.
@@ -20,7 +20,7 @@ use futures::StreamExt as _;
 use super::startup::PREFLIGHT_TTL;
 use super::startup::{self, BindError, Servers};
 use crate::config::{Config, ConfigError};
-use crate::faces::a2a::{self, ContractState};
+use crate::faces::a2a::{self, A2aFace};
 use crate::faces::mcp::routes::Changes;
 use crate::faces::mcp::wiring::McpPlan;
 use crate::fleet;
@@ -56,17 +56,13 @@ pub enum Reloaded {
 #[derive(Debug)]
 pub struct Live {
     config: Config,
-    contract: ContractState,
+    a2a: A2aFace,
     mcp: McpPlan,
 }
 
 impl Live {
-    pub fn new(config: Config, contract: ContractState, mcp: McpPlan) -> Self {
-        Self {
-            config,
-            contract,
-            mcp,
-        }
+    pub fn new(config: Config, a2a: A2aFace, mcp: McpPlan) -> Self {
+        Self { config, a2a, mcp }
     }
 
     /// Applies `next` (the configuration as read again), or logs why not.
@@ -101,7 +97,7 @@ impl Live {
         servers: &mut Servers,
     ) -> Result<Reloaded, ReloadError> {
         let next = next.map_err(ReloadError::Config)?;
-        let core = self.contract.core().clone();
+        let core = self.a2a.core().clone();
         // The API key file is read again even when the configuration is unchanged.
         let identity = core
             .identity()
@@ -134,7 +130,7 @@ impl Live {
         // Everything is built: swap.
         core.identity().apply(identity);
         core.redeploy(fleet, Preflight::new(&next.deployment, PREFLIGHT_TTL));
-        self.contract.apply(a2a);
+        self.a2a.apply(a2a);
         let changes = self.mcp.apply(table, next.limits.request_timeout, &core);
         for (listener, port) in opened {
             servers.open_side_port(listener, port);
@@ -148,9 +144,9 @@ impl Live {
         Ok(Reloaded::Applied(changes))
     }
 
-    /// The agent the contract face serves now.
+    /// The agent the A2A face serves now.
     pub fn serving(&self) -> String {
-        self.contract.agent()
+        self.a2a.agent()
     }
 }
 
@@ -167,7 +163,7 @@ fn side_port_key(config: &Config, port: u16) -> String {
         )
 }
 
-/// How the configuration is read again, given the agent the contract face serves now.
+/// How the configuration is read again, given the agent the A2A face serves now.
 type Load = dyn Fn(&str) -> Result<Config, ConfigError> + Send + Sync;
 
 /// Where reloads come from: requests (SIGHUP), and how the configuration is read again.

@@ -27,7 +27,7 @@ pub async fn run_reloading(
     shutdown: impl Future<Output = ()> + Send,
     reloads: reload::Reloader,
 ) -> Result<(), RunError> {
-    let sessions = startup::open_sessions(&config).await?;
+    let sessions = startup::open_conversation_store(&config).await?;
     let fleet = startup::build_fleet(&config, sessions.as_ref())?;
     let core = startup::build_core(&config, fleet, sessions);
     run_core(listener, config, core, shutdown, reloads).await
@@ -44,16 +44,16 @@ pub async fn run_core(
     let bound = listener.local_addr().map_err(RunError::Listener)?;
     startup::authenticate_callers(&config, &core).await?;
     startup::attach_tasks(&config, &core, bound).await?;
-    let contract = startup::contract_state(&config, core.clone(), bound)?;
+    let a2a = startup::a2a_face(&config, core.clone(), bound)?;
     let mcp = startup::plan_mcp(&config, &core, bound);
-    let mut servers = startup::serve_main_port(listener, &config, contract.clone(), &mcp);
+    let mut servers = startup::serve_main_port(listener, &config, a2a.clone(), &mcp);
     startup::serve_own_ports(&mut servers, &config, &mcp).await?;
     startup::serve_registry_port(&mut servers, &config).await?;
     startup::go_live(&core);
     tracing::info!(addr = %bound, agent = %config.agent.name, "runtime ready");
 
     let grace = config.termination_grace_period;
-    let mut live = reload::Live::new(config, contract, mcp);
+    let mut live = reload::Live::new(config, a2a, mcp);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         tokio::select! {

@@ -1,14 +1,14 @@
 //! Startup, as named steps, and shutdown. [`super::run::run`] calls them in order:
 //!
-//! 1. [`open_sessions`]: the session store, with rows a crash left `pending` marked `error`;
+//! 1. [`open_conversation_store`]: the session store, with rows a crash left `pending` marked `error`;
 //! 2. [`build_core`]: the fleet of agents over it, the turn service, metrics and preflight;
-//! 3. [`serve_main_port`]: the contract face, every agent's MCP endpoint, the registry and
+//! 3. [`serve_main_port`]: the A2A face, every agent's MCP endpoint, the registry and
 //!    `/metrics` on the bound listener;
 //! 4. [`serve_own_ports`]: agents with their own `port`, in the validated start order, each
 //!    once the agents it depends on answer;
 //! 5. [`serve_registry_port`];
 //! 6. [`go_live`]: ready, then the provider preflight and downstream warm-up in the background;
-//! 7. on each reload request (SIGHUP), [`super::reload::redeploy`]: the new deployment whole,
+//! 7. on each reload request (SIGHUP), [`super::reload::Live::reload`]: the new deployment whole,
 //!    or none of it;
 //! 8. after the shutdown signal, [`Servers::stop`]: the turn service drains under the grace
 //!    period, then the servers close.
@@ -24,14 +24,14 @@ use tokio_util::sync::CancellationToken;
 use super::serve::{self, ConnectionLimits};
 use crate::config::deployment::AgentDef;
 use crate::config::{Config, SessionsDb, TasksDb};
+use crate::conversation_store::{self, ConversationStore};
 use crate::core::Core;
-use crate::faces::a2a::{self, ContractState};
+use crate::faces::a2a::{self, A2aFace};
 use crate::faces::mcp::wiring::McpPlan;
 use crate::faces::mcp::{self, Routes, endpoints};
 use crate::fleet::{self, Fleet};
 use crate::llm::preflight::Preflight;
 use crate::metrics;
-use crate::sessions::{self, SessionStore};
 use crate::task_store;
 use crate::turns::TurnLimits;
 
@@ -41,7 +41,7 @@ pub enum RunError {
     #[error("the agent card or manifest built from the configuration is invalid")]
     Discovery(#[source] daedalus_contract::SchemaErrors),
     #[error("cannot open the session store")]
-    Sessions(#[source] crate::sessions::StoreError),
+    ConversationStore(#[source] crate::conversation_store::StoreError),
     #[error("cannot set up the LLM provider")]
     Provider(#[source] crate::llm::LlmError),
     #[error("cannot read the listener's address")]
@@ -62,25 +62,32 @@ pub enum RunError {
 pub const PREFLIGHT_TTL: std::time::Duration = std::time::Duration::from_mins(5);
 
 /// Opens the configured session store and marks rows a crash left `pending` as `error`.
-pub async fn open_sessions(config: &Config) -> Result<Option<Arc<dyn SessionStore>>, RunError> {
-    let store: Arc<dyn SessionStore> = match &config.sessions_db {
+pub async fn open_conversation_store(
+    config: &Config,
+) -> Result<Option<Arc<dyn ConversationStore>>, RunError> {
+    let store: Arc<dyn ConversationStore> = match &config.sessions_db {
         None => return Ok(None),
         Some(SessionsDb::Sqlite(path)) => Arc::new(
-            sessions::SqliteStore::open_with_ttl(path, config.session_ttl)
-                .map_err(RunError::Sessions)?,
+            conversation_store::SqliteStore::open_with_ttl(path, config.session_ttl)
+                .map_err(RunError::ConversationStore)?,
         ),
         Some(SessionsDb::NatsKv { url, bucket }) => {
             // A pending row younger than the longest a turn may run can belong to another
             // replica's running turn.
             let stale_after = config.limits.request_timeout + config.termination_grace_period;
             Arc::new(
-                sessions::NatsKvStore::open_with_ttl(url, bucket, stale_after, config.session_ttl)
-                    .await
-                    .map_err(RunError::Sessions)?,
+                conversation_store::NatsKvStore::open_with_ttl(
+                    url,
+                    bucket,
+                    stale_after,
+                    config.session_ttl,
+                )
+                .await
+                .map_err(RunError::ConversationStore)?,
             )
         }
     };
-    let recovered = store.recover().await.map_err(RunError::Sessions)?;
+    let recovered = store.recover().await.map_err(RunError::ConversationStore)?;
     if recovered > 0 {
         tracing::warn!(
             rows = recovered,
@@ -186,13 +193,17 @@ fn default_replica_id(bound: SocketAddr) -> String {
 /// Every agent of the deployment, over `sessions`.
 pub fn build_fleet(
     config: &Config,
-    sessions: Option<&Arc<dyn SessionStore>>,
+    sessions: Option<&Arc<dyn ConversationStore>>,
 ) -> Result<Fleet, RunError> {
     fleet::build(&config.deployment, sessions).map_err(RunError::Provider)
 }
 
 /// The runtime-wide core over `fleet` (the seam tests and benchmarks swap the fleet at).
-pub fn build_core(config: &Config, fleet: Fleet, sessions: Option<Arc<dyn SessionStore>>) -> Core {
+pub fn build_core(
+    config: &Config,
+    fleet: Fleet,
+    sessions: Option<Arc<dyn ConversationStore>>,
+) -> Core {
     let preflight = Preflight::new(&config.deployment, PREFLIGHT_TTL);
     let limits = TurnLimits {
         request_timeout: config.limits.request_timeout,
@@ -234,11 +245,7 @@ pub async fn authenticate_callers(config: &Config, core: &Core) -> Result<(), Ru
 }
 
 /// The A2A face's state for a server bound at `bound`.
-pub fn contract_state(
-    config: &Config,
-    core: Core,
-    bound: SocketAddr,
-) -> Result<ContractState, RunError> {
+pub fn a2a_face(config: &Config, core: Core, bound: SocketAddr) -> Result<A2aFace, RunError> {
     a2a::wiring::build(config, core, bound).map_err(RunError::Discovery)
 }
 
@@ -324,12 +331,12 @@ impl Servers {
     }
 }
 
-/// Serves the contract face, every agent's MCP endpoint, the registry and `/metrics` on
+/// Serves the A2A face, every agent's MCP endpoint, the registry and `/metrics` on
 /// `listener`.
 pub fn serve_main_port(
     listener: TcpListener,
     config: &Config,
-    contract: ContractState,
+    contract: A2aFace,
     plan: &McpPlan,
 ) -> Servers {
     let core = contract.core().clone();
@@ -353,7 +360,7 @@ pub fn serve_main_port(
         stop.clone(),
     ));
     tokio::spawn(sweep_mcp_sessions(
-        Arc::clone(core.mcp_sessions()),
+        Arc::clone(core.mcp_session_book()),
         plan.routes().stop_token().clone(),
     ));
     Servers {
@@ -437,7 +444,10 @@ pub(crate) fn own_port_key(agent: &str) -> String {
 
 /// Ends MCP sessions whose handshake or idle time ran out, until `stop` (when every session
 /// ends); started again if it ever dies.
-async fn sweep_mcp_sessions(book: Arc<crate::mcp_sessions::SessionBook>, stop: CancellationToken) {
+async fn sweep_mcp_sessions(
+    book: Arc<crate::mcp_session_book::SessionBook>,
+    stop: CancellationToken,
+) {
     loop {
         let sweep = tokio::spawn(Arc::clone(&book).sweep(stop.clone()));
         if sweep.await.is_ok() || stop.is_cancelled() {

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use daedalus_contract::{Compaction, StreamEvent, Task};
 
-use super::conversations::ConversationKey;
+use super::conversation_locks::ConversationKey;
 use super::handle::Finished;
 use super::request::TurnRequest;
 use super::service::{Started, TurnService};

@@ -1,13 +1,13 @@
 //! The turn service: the one way a turn runs, whichever face asked for it.
 //!
-//! A face (the contract's `POST /`, the MCP face, later SSE and the A2A bindings) turns its
-//! wire into a [`TurnRequest`] and the [`Task`] it gets back into its wire; everything in
+//! A face (the contract's `POST /` and its SSE, the standard A2A bindings, the MCP face) turns its
+//! wire into a [`TurnRequest`] and the [`Task`](daedalus_contract::Task) it gets back into its wire; everything in
 //! between is decided here:
 //!
 //! - admission: 503-class refusals while starting or draining, and by bytes, against the
 //!   process's and the agent's turn memory with a count rail ([`admission`],
 //!   [`TurnError::Busy`]);
-//! - one turn at a time per conversation, shared by every face ([`conversations`]);
+//! - one turn at a time per conversation, shared by every face ([`conversation_locks`]);
 //! - for A2A tasks: the task id and context rules, continuation of an `input-required` task,
 //!   replay of a redelivered `messageId`, and every event of the turn in the task's log, all
 //!   written through the turn's one handle on the [`crate::task_store`] (which also cancels
@@ -26,7 +26,7 @@
 //! [`drain`]: TurnService::drain
 
 pub mod admission;
-pub mod conversations;
+pub mod conversation_locks;
 mod drain;
 mod execute;
 mod following;
@@ -42,7 +42,7 @@ mod tests;
 use std::time::Duration;
 
 pub use admission::{Budgets, Limit};
-pub use conversations::ConversationKey;
+pub use conversation_locks::ConversationKey;
 pub use following::{FollowError, Following};
 pub use handle::TaskHandle;
 pub use readiness::{Phase, Readiness};

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::admission::Admission;
-use super::conversations::{ConversationKey, ConversationLocks};
+use super::conversation_locks::{ConversationKey, ConversationLocks};
 use super::handle::TaskHandle;
 use super::request::{Memory, TurnRequest};
 use super::stream::{self, EventSender};

@@ -1,5 +1,5 @@
 //! A turn's live events: the one translator from the agent loop's events to the A2A stream
-//! events every face serializes (SSE, MCP progress, later the A2A bindings), and the
+//! events every face serializes (SSE, MCP progress, the A2A bindings' streams), and the
 //! byte-bounded queue they wait in for their listener.
 //!
 //! What a stream says, in order:

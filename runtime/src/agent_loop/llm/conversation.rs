@@ -10,8 +10,8 @@ use crate::agent_loop::compaction::{self, Budget, Summarizer};
 use crate::agent_loop::events::LoopEvent;
 use crate::agent_loop::transcript::Transcript;
 use crate::agent_loop::{AgentRequest, HistoryMessage, HistoryRole};
+use crate::conversation_store::{Conversation, StoredTurn};
 use crate::llm::{ChatMessage, Content};
-use crate::sessions::{Conversation, StoredTurn};
 
 /// The conversation a `messages` override gives.
 fn overridden_conversation(messages: &[HistoryMessage]) -> Conversation {
@@ -50,7 +50,7 @@ impl LlmAgent {
     /// a quarter of the context window in rows is more than the window can hold.
     pub(super) fn history_rows(&self) -> usize {
         (usize::try_from(self.context_window).unwrap_or(usize::MAX) / 4)
-            .clamp(64, crate::sessions::MAX_ROWS_READ)
+            .clamp(64, crate::conversation_store::MAX_ROWS_READ)
     }
 
     /// The model's view of a contract message; `Err` says why it cannot have one.

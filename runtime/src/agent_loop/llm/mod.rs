@@ -18,9 +18,9 @@ use super::tools::{CallContext, ToolSource};
 use super::transcript::Transcript;
 use super::{Agent, AgentOutcome, AgentRequest};
 use crate::config::deployment::CompactionPolicy;
+use crate::conversation_store::ConversationStore;
 use crate::llm::{ChatMessage, LlmEvent, LlmProvider};
 use crate::sampling::{DropWarnings, SamplingParams, Target};
-use crate::sessions::SessionStore;
 
 mod conversation;
 mod tool_calls;
@@ -57,7 +57,7 @@ pub struct LlmAgent {
     /// Longest a tool call may take.
     pub tool_timeout: Duration,
     /// Where conversations persist (per context); without one, the task's history is used.
-    pub sessions: Option<Arc<dyn SessionStore>>,
+    pub sessions: Option<Arc<dyn ConversationStore>>,
     /// Prompt overlays a call picks with `personality`.
     pub personalities: std::collections::BTreeMap<String, crate::config::deployment::Personality>,
     /// The personality of a call that names none.
@@ -382,9 +382,9 @@ impl Agent for LlmAgent {
 
     async fn conversation(&self, context_id: &str) -> Option<Vec<Message>> {
         let rows = Transcript::new(self.sessions.clone(), context_id)
-            .rows(crate::sessions::MAX_ROWS_READ)
+            .rows(crate::conversation_store::MAX_ROWS_READ)
             .await?;
-        Some(crate::sessions::as_messages(context_id, &rows))
+        Some(crate::conversation_store::as_messages(context_id, &rows))
     }
 }
 

@@ -5,9 +5,9 @@
 use super::LlmAgent;
 use crate::agent_loop::AgentRequest;
 use crate::agent_loop::compaction::{self, SUMMARY_HEADING};
+use crate::conversation_store::Conversation;
 use crate::llm::{ChatMessage, ChatRequest, ToolSpec};
 use crate::sampling::{self, Sampling, SamplingParams, Target};
-use crate::sessions::Conversation;
 
 /// What a turn runs with once the caller's controls are applied: the instruction and the
 /// sampling (the call's, over the personality's, over the agent's).

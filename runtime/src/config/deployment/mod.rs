@@ -89,7 +89,7 @@ impl Deployment {
         Ok(self)
     }
 
-    /// Whether this process serves `agent` (on MCP and, when asked, the contract face).
+    /// Whether this process serves `agent` (on MCP and, when asked, the A2A face).
     pub fn serves(&self, agent: &str) -> bool {
         self.serve_only.as_deref().is_none_or(|only| only == agent)
     }

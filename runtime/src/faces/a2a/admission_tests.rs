@@ -13,15 +13,12 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use super::tests::state_with;
-use super::{ContractState, router};
+use super::{A2aFace, router};
 use crate::agent_loop::Passthrough;
 use crate::turns::admission::HELD_TURN_BYTES;
 
 /// Answers `request`'s status, `Retry-After` and JSON body.
-async fn answer(
-    state: &ContractState,
-    request: Request<Body>,
-) -> (StatusCode, Option<String>, Value) {
+async fn answer(state: &A2aFace, request: Request<Body>) -> (StatusCode, Option<String>, Value) {
     let response = router(state.clone()).oneshot(request).await.unwrap();
     let status = response.status();
     let retry = response
@@ -69,7 +66,7 @@ fn contract(id: &str, text: &str) -> Request<Body> {
 }
 
 /// Answers `request`'s body, checking it was refused with 503 and `Retry-After: 1`.
-async fn refused_at_once(state: &ContractState, request: Request<Body>) -> Value {
+async fn refused_at_once(state: &A2aFace, request: Request<Body>) -> Value {
     let (status, retry, body) = answer(state, request).await;
     assert_eq!(
         (status, retry.as_deref()),
@@ -86,14 +83,14 @@ fn names_turn_memory(body: &Value) {
 }
 
 /// Checks that `n` refusals by `TURN_MEMORY` were counted.
-fn counted_turn_memory_refusals(state: &ContractState, n: usize) {
+fn counted_turn_memory_refusals(state: &A2aFace, n: usize) {
     let metrics = state.core().metrics().render();
     let line = format!("daedalus_runtime_turns_refused_total{{limit=\"TURN_MEMORY\"}} {n}");
     assert!(metrics.contains(&line), "{metrics}");
 }
 
 /// Waits until no turn of the smallest size fits any more.
-async fn until_full(state: &ContractState) {
+async fn until_full(state: &A2aFace) {
     for _ in 0..2_000 {
         if state.core().turns().free_permits() == 0 {
             return;

@@ -12,15 +12,15 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use daedalus_contract::{A2aError, A2aErrorKind, JsonRpcId, JsonRpcResponse};
 
-use super::ContractState;
+use super::A2aFace;
 use super::error::ApiError;
 use super::operations::VERSION_PARAM;
-use super::rest::REST_PATH;
+use super::standard::rest::REST_PATH;
 use crate::identity::{Caller, Refusal};
 
 /// Authenticates a task route's request (see the module).
 pub(super) async fn authenticate(
-    State(state): State<ContractState>,
+    State(state): State<A2aFace>,
     mut req: Request,
     next: Next,
 ) -> Response {
@@ -67,13 +67,16 @@ fn refused(req: &Request, refusal: &Refusal) -> Response {
         A2aErrorKind::Unauthenticated
     };
     let error = A2aError::new(kind, refusal.to_string());
-    if super::grpc::is_grpc(req.headers()) {
-        return super::grpc::status::refuse(&error);
+    if super::standard::grpc::is_grpc(req.headers()) {
+        return super::standard::grpc::status::refuse(&error);
     }
     let mut response = if req.uri().path().starts_with(REST_PATH) {
         (
             status,
-            [(header::CONTENT_TYPE, super::rest::media_type(req.headers()))],
+            [(
+                header::CONTENT_TYPE,
+                super::standard::rest::media_type(req.headers()),
+            )],
             serde_json::to_vec(&error.to_status_body()).unwrap_or_default(),
         )
             .into_response()

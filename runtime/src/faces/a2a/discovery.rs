@@ -24,7 +24,7 @@ use daedalus_contract::{
 };
 use sha2::{Digest, Sha256};
 
-use super::ContractState;
+use super::A2aFace;
 use crate::config::Config;
 
 /// The contract binding of `POST /`, as the card names it in `supportedInterfaces`.
@@ -182,11 +182,11 @@ fn build_card(config: &Config, public_url: &str) -> AgentCard {
             AgentInterface {
                 url: format!("{public_url}{TASK_PATH}"),
                 protocol_binding: "JSONRPC".to_owned(),
-                protocol_version: super::v03::VERSION.to_owned(),
+                protocol_version: super::standard::v03::VERSION.to_owned(),
                 tenant: None,
             },
             AgentInterface {
-                url: format!("{public_url}{}", super::rest::REST_PATH),
+                url: format!("{public_url}{}", super::standard::rest::REST_PATH),
                 protocol_binding: "HTTP+JSON".to_owned(),
                 protocol_version: super::operations::VERSION.to_owned(),
                 tenant: None,
@@ -258,10 +258,10 @@ fn build_manifest(port: u16, compacts: bool) -> RuntimeContract {
     }
 }
 
-pub(super) async fn agent_card(State(state): State<ContractState>, headers: HeaderMap) -> Response {
+pub(super) async fn agent_card(State(state): State<A2aFace>, headers: HeaderMap) -> Response {
     state.served().discovery.card.respond(&headers)
 }
 
-pub(super) async fn manifest(State(state): State<ContractState>, headers: HeaderMap) -> Response {
+pub(super) async fn manifest(State(state): State<A2aFace>, headers: HeaderMap) -> Response {
     state.served().discovery.manifest.respond(&headers)
 }

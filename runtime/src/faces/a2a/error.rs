@@ -1,5 +1,5 @@
-//! `ApiError`: every error the contract face answers with, and its JSON body
-//! `{"error": {"code": <http>, "message": "..."}}`.
+//! `ApiError`: the errors of the contract binding and of the face's own routing (404, 405, 503)
+//! as HTTP, with the JSON body `{"error": {"code": <http>, "message": "..."}}`.
 
 use std::time::Duration;
 

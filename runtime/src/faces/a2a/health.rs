@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::ContractState;
+use super::A2aFace;
 use super::error::ApiError;
 use crate::turns::Phase;
 
@@ -15,7 +15,7 @@ struct Healthy {
     status: &'static str,
 }
 
-pub(super) async fn health(State(state): State<ContractState>) -> Response {
+pub(super) async fn health(State(state): State<A2aFace>) -> Response {
     match state.core().readiness().phase() {
         Phase::Ready => Json(Healthy { status: "ok" }).into_response(),
         Phase::Starting => ApiError::NotReady.into_response(),
@@ -29,7 +29,7 @@ struct Healthz {
     providers: Vec<crate::llm::preflight::ProviderCheck>,
     downstream: Vec<crate::fleet::DownstreamState>,
     /// Live MCP sessions against their bound; `full` while a new one ends an idle one.
-    mcp_sessions: crate::mcp_sessions::SessionsStatus,
+    mcp_sessions: crate::mcp_session_book::SessionsStatus,
     /// This replica in a shared task store: its lease renewed, its watch live.
     #[serde(skip_serializing_if = "Option::is_none")]
     tasks: Option<crate::task_store::ReplicaHealth>,
@@ -45,10 +45,10 @@ struct Healthz {
 /// (with a shared task store) this replica's lease is renewed and its watch live, else 503 `{"status":"degraded"}`; `providers`
 /// lists every provider checked and `downstream` every agent's servers. Not a liveness probe:
 /// a wrong API key makes it 503 without anything a restart would fix.
-pub(super) async fn healthz(State(state): State<ContractState>) -> Response {
+pub(super) async fn healthz(State(state): State<A2aFace>) -> Response {
     let providers = state.core().preflight().current().await;
     let downstream = state.core().fleet().downstream_states();
-    let mcp_sessions = state.core().mcp_sessions().status();
+    let mcp_sessions = state.core().mcp_session_book().status();
     let tasks = state.core().turns().replica_health();
     let healthy = providers.iter().filter(|p| p.active).all(|p| p.ok)
         && downstream.iter().all(|d| d.ok)

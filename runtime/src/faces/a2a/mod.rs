@@ -1,31 +1,37 @@
-//! The A2A face: the runtime contract's binding — `POST /` (a Task, or SSE), `GET /health`,
-//! `GET /.well-known/agent-card.json` and the runtime-contract manifest — as an axum router over
-//! [`ContractState`]. Handlers translate the wire into calls of the turn service and back; they
-//! decide nothing about turns. The standard A2A bindings join it here on the same port, sharing
-//! its admission, authentication and operations: JSON-RPC on `POST /` (v1.0 and v0.3),
-//! HTTP+JSON under `/a2a/rest`, and gRPC at `/lf.a2a.v1.A2AService/*` (HTTP/2).
+//! The A2A face: every A2A binding of the agent on the main port, as one axum router over
+//! [`A2aFace`] (the runtime's core, the agent served and its discovery documents).
+//!
+//! - [`contract`]: the runtime contract's binding, `POST /` in the contract dialect (a Task,
+//!   or SSE), which the proxy speaks;
+//! - [`standard`]: the standard A2A bindings, JSON-RPC on `POST /` (v1.0 and v0.3), HTTP+JSON
+//!   under `/a2a/rest`, and gRPC at `/lf.a2a.v1.A2AService/*` (HTTP/2);
+//! - beside them, what they share: [`operations`] (the spec's task rules around the turn
+//!   service), [`events`] and [`sse`] (streamed answers), [`body`] (the body rules of `POST /`),
+//!   [`auth`] and the admission below, [`controls`], [`error`], [`discovery`] (the card and
+//!   the manifest), [`health`].
+//!
+//! Handlers translate the wire into calls of the turn service and back; they decide nothing
+//! about turns. `POST /` is shared: a JSON-RPC body goes to the JSON-RPC binding, any other
+//! to the contract binding.
 
 mod auth;
+mod body;
+mod contract;
 mod controls;
 mod discovery;
 mod error;
 mod events;
-mod grpc;
 mod health;
-mod json;
-mod jsonrpc;
-mod method;
 mod operations;
-mod rest;
-pub(crate) mod send;
 mod sse;
+mod standard;
 mod unread_body;
-mod v03;
 pub mod wiring;
 
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use axum::Extension;
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
@@ -42,12 +48,15 @@ pub use error::ApiError;
 
 use crate::config::Limits;
 use crate::core::Core;
+use crate::identity::Caller;
 use crate::turns::Phase;
+use body::TaskPost;
+use standard::{grpc, jsonrpc, rest};
 
-/// The contract face's state: the runtime's core, the agent it serves, and its discovery
+/// The A2A face's state: the runtime's core, the agent it serves, and its discovery
 /// documents (both replaced when the deployment is reloaded).
 #[derive(Debug, Clone)]
-pub struct ContractState(Arc<Shared>);
+pub struct A2aFace(Arc<Shared>);
 
 #[derive(Debug)]
 struct Shared {
@@ -64,7 +73,7 @@ struct Served {
     discovery: Discovery,
 }
 
-impl ContractState {
+impl A2aFace {
     /// The face of `core` serving `agent`.
     pub fn new(core: Core, agent: &str, discovery: Discovery, limits: Limits) -> Self {
         Self(Arc::new(Shared {
@@ -85,7 +94,7 @@ impl ContractState {
         &self.0.core
     }
 
-    /// The name of the agent the contract face serves.
+    /// The name of the agent the A2A face serves.
     pub fn agent(&self) -> String {
         self.0.served.load().agent.clone()
     }
@@ -108,10 +117,10 @@ impl ContractState {
     }
 }
 
-/// The contract face's routes.
-pub fn router(state: ContractState) -> Router {
+/// The A2A face's routes.
+pub fn router(state: A2aFace) -> Router {
     let tasks = Router::new()
-        .route(TASK_PATH, post(send::post))
+        .route(TASK_PATH, post(post_task))
         .merge(rest::routes())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
@@ -144,6 +153,25 @@ pub fn router(state: ContractState) -> Router {
         ))
 }
 
+/// `POST /`: the contract binding, or the JSON-RPC binding for a JSON-RPC body.
+async fn post_task(
+    State(state): State<A2aFace>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    uri: Uri,
+    body: TaskPost,
+) -> Result<Response, ApiError> {
+    match body {
+        TaskPost::Contract(request) => contract::send(&state, &headers, caller, *request).await,
+        TaskPost::JsonRpc(request) => {
+            Ok(jsonrpc::answer(&state, &headers, &uri, &caller, request).await)
+        }
+        TaskPost::BadJsonRpc(why) => Ok(jsonrpc::invalid_request(&why)),
+        TaskPost::NotJson(why) => Ok(jsonrpc::parse_error(&why)),
+        TaskPost::JsonRpcMediaType { id, found } => Ok(jsonrpc::wrong_media_type(id, &found)),
+    }
+}
+
 /// A 5xx is an error worth a line at ERROR, except the 503s the runtime sends on purpose (not
 /// ready yet, draining, busy): those are its normal answers while starting and stopping.
 fn log_failure(
@@ -162,7 +190,7 @@ fn log_failure(
 
 /// Admission for task routes: 503 unless ready, before the body is read; otherwise the request
 /// counts as in flight until its response is sent.
-async fn admit(State(state): State<ContractState>, req: Request, next: Next) -> Response {
+async fn admit(State(state): State<A2aFace>, req: Request, next: Next) -> Response {
     let core = state.core();
     let refuse = |error: ApiError| {
         if grpc::is_grpc(req.headers()) {
@@ -205,14 +233,8 @@ async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
 #[cfg(test)]
 mod admission_tests;
 #[cfg(test)]
-mod jsonrpc_tests;
-#[cfg(test)]
 mod push_tests;
-#[cfg(test)]
-mod rest_tests;
 #[cfg(test)]
 mod shapes_tests;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod v03_tests;

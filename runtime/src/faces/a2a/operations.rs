@@ -1,4 +1,5 @@
-//! The A2A operations, whichever binding asked (JSON-RPC, HTTP+JSON): the spec's task rules
+//! The A2A operations, whichever standard binding asked (JSON-RPC v1.0 and v0.3, HTTP+JSON,
+//! gRPC; [`super::standard`]): the spec's task rules
 //! around the turn service, answered as A2A v1 JSON or an [`A2aError`] the binding writes in
 //! its own form.
 //!
@@ -6,7 +7,9 @@
 //!   message to a finished task is `UnsupportedOperationError`; a repeated `messageId` is never
 //!   replayed (that is the contract binding's rule, for the proxy).
 //! - Versioning (§3.6): `A2A-Version` (header, or query parameter) must be `1.0`, patch
-//!   numbers aside; an empty one means 0.3, which is not served yet (`VersionNotSupportedError`).
+//!   numbers aside; an empty one means 0.3, refused here with `VersionNotSupportedError`. A
+//!   v0.3 client is served by its own method names on JSON-RPC ([`super::standard::v03`]),
+//!   which reads its requests into these operations' types.
 
 use axum::http::{HeaderMap, Uri};
 use daedalus_contract::{
@@ -16,7 +19,7 @@ use daedalus_contract::{
 };
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
-use super::ContractState;
+use super::A2aFace;
 use crate::agent_loop::Bearer;
 use crate::identity::Caller;
 use crate::push::PushError;
@@ -72,7 +75,7 @@ fn push_refusal(error: &PushError) -> A2aError {
 
 /// `CreateTaskPushNotificationConfig`: the config as kept (its id named if it had none).
 pub(super) async fn create_push_config(
-    state: &ContractState,
+    state: &A2aFace,
     caller: &Caller,
     task_id: &str,
     config: TaskPushNotificationConfig,
@@ -90,7 +93,7 @@ pub(super) async fn create_push_config(
 
 /// `GetTaskPushNotificationConfig`.
 pub(super) async fn get_push_config(
-    state: &ContractState,
+    state: &A2aFace,
     caller: &Caller,
     request: &PushConfigRequest,
 ) -> Result<TaskPushNotificationConfig, A2aError> {
@@ -104,7 +107,7 @@ pub(super) async fn get_push_config(
 
 /// `ListTaskPushNotificationConfigs`.
 pub(super) async fn list_push_configs(
-    state: &ContractState,
+    state: &A2aFace,
     caller: &Caller,
     request: &ListPushConfigsRequest,
 ) -> Result<ListPushConfigsResponse, A2aError> {
@@ -118,7 +121,7 @@ pub(super) async fn list_push_configs(
 
 /// `DeleteTaskPushNotificationConfig`: done also when there was no such config.
 pub(super) async fn delete_push_config(
-    state: &ContractState,
+    state: &A2aFace,
     caller: &Caller,
     request: &PushConfigRequest,
 ) -> Result<(), A2aError> {
@@ -142,10 +145,7 @@ struct Send {
 impl Send {
     /// Starts the turn; a refused one leaves no webhook behind. Answers its handle, the
     /// `historyLength` and whether to return at once.
-    async fn start(
-        self,
-        state: &ContractState,
-    ) -> Result<(TaskHandle, Option<i32>, bool), A2aError> {
+    async fn start(self, state: &A2aFace) -> Result<(TaskHandle, Option<i32>, bool), A2aError> {
         let Send {
             turn,
             history_length,
@@ -167,7 +167,7 @@ impl Send {
 /// The turn a send asks for, under the spec's task rules: a new task gets an id from the
 /// server; a `taskId` must name a task that may take more messages.
 async fn prepare(
-    state: &ContractState,
+    state: &A2aFace,
     headers: &HeaderMap,
     caller: &Caller,
     request: SendMessageRequest,
@@ -251,7 +251,7 @@ async fn prepare(
 /// Starts a streamed send: the handle whose events the binding writes, and the token that
 /// keeps the response in flight until its stream closes.
 pub(super) async fn start_stream(
-    state: &ContractState,
+    state: &A2aFace,
     headers: &HeaderMap,
     caller: &Caller,
     request: SendMessageRequest,
@@ -265,7 +265,7 @@ pub(super) async fn start_stream(
 /// `SendMessage`: the task the message started or continued, finished unless the caller asked
 /// to return at once; or the agent's message, when it answered with one.
 pub(super) async fn send_message(
-    state: &ContractState,
+    state: &A2aFace,
     headers: &HeaderMap,
     caller: &Caller,
     request: SendMessageRequest,
@@ -301,7 +301,7 @@ pub(super) async fn send_message(
 }
 
 pub(super) async fn get_task(
-    state: &ContractState,
+    state: &A2aFace,
     caller: &Caller,
     params: &GetTaskRequest,
 ) -> Result<Task, A2aError> {
@@ -354,7 +354,7 @@ fn list_query(request: ListTasksRequest, caller: &Caller) -> Result<ListQuery, A
 }
 
 pub(super) async fn list_tasks(
-    state: &ContractState,
+    state: &A2aFace,
     caller: &Caller,
     request: ListTasksRequest,
 ) -> Result<ListTasksResponse, A2aError> {
@@ -376,7 +376,7 @@ pub(super) async fn list_tasks(
 /// `SubscribeToTask`: the task as it stands, every later event, and the token that keeps the
 /// response in flight until its stream closes.
 pub(super) async fn subscribe(
-    state: &ContractState,
+    state: &A2aFace,
     caller: &Caller,
     task_id: &str,
 ) -> Result<(Task, Following, TaskTrackerToken), A2aError> {
@@ -393,7 +393,7 @@ pub(super) async fn subscribe(
 }
 
 /// `GetExtendedAgentCard`: the card (this server shows every client the same one).
-pub(super) fn extended_card(state: &ContractState) -> daedalus_contract::AgentCard {
+pub(super) fn extended_card(state: &A2aFace) -> daedalus_contract::AgentCard {
     state.card()
 }
 
@@ -424,7 +424,7 @@ fn invalid_params(why: &str) -> A2aError {
 }
 
 pub(super) async fn cancel_task(
-    state: &ContractState,
+    state: &A2aFace,
     caller: &Caller,
     task_id: &str,
 ) -> Result<Task, A2aError> {

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use super::tests::state_with;
-use super::{ContractState, router};
+use super::{A2aFace, router};
 use crate::agent_loop::Tck;
 use crate::push::guard::AllowList;
 
@@ -37,13 +37,13 @@ async fn webhook() -> (Got, String) {
     (got, url)
 }
 
-fn tck_with_push() -> ContractState {
+fn tck_with_push() -> A2aFace {
     state_with(Arc::new(Tck), |c| {
         c.push.allow = AllowList::parse(&["127.0.0.1".to_owned()]).unwrap();
     })
 }
 
-async fn call(state: &ContractState, method: &str, path: &str, body: Option<Value>) -> Value {
+async fn call(state: &A2aFace, method: &str, path: &str, body: Option<Value>) -> Value {
     let request = Request::builder()
         .method(method)
         .uri(path)
@@ -59,7 +59,7 @@ async fn call(state: &ContractState, method: &str, path: &str, body: Option<Valu
     value
 }
 
-async fn rpc(state: &ContractState, method: &str, params: Value) -> Value {
+async fn rpc(state: &A2aFace, method: &str, params: Value) -> Value {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
     let answer = call(state, "POST", "/", Some(body)).await;
     assert!(answer.get("error").is_none(), "{method}: {answer}");

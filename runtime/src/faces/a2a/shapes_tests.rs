@@ -12,16 +12,16 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use super::tests::state_with;
-use super::{ContractState, router};
+use super::{A2aFace, router};
 use crate::agent_loop::Tck;
 
-fn tck() -> ContractState {
+fn tck() -> A2aFace {
     state_with(Arc::new(Tck), |_| {})
 }
 
 /// POSTs `body` to `path` (with `A2A-Version: 1.0` when `versioned`) and reads the JSON answer
 /// (or the SSE text).
-async fn post(state: &ContractState, path: &str, body: &Value, versioned: bool) -> Value {
+async fn post(state: &A2aFace, path: &str, body: &Value, versioned: bool) -> Value {
     let mut request = Request::post(path).header(header::CONTENT_TYPE, "application/json");
     if versioned {
         request = request.header("A2A-Version", "1.0");

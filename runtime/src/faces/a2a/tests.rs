@@ -1,4 +1,4 @@
-//! Router tests: the contract face without a socket.
+//! Router tests: the A2A face without a socket.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,7 +22,7 @@ fn config() -> Config {
     Config::for_agent("tester", "127.0.0.1:8080".parse().unwrap())
 }
 
-pub(super) fn state_with(agent: Arc<dyn Agent>, tweak: impl FnOnce(&mut Config)) -> ContractState {
+pub(super) fn state_with(agent: Arc<dyn Agent>, tweak: impl FnOnce(&mut Config)) -> A2aFace {
     let mut config = config();
     tweak(&mut config);
     let state = starting(&config, agent);
@@ -30,18 +30,18 @@ pub(super) fn state_with(agent: Arc<dyn Agent>, tweak: impl FnOnce(&mut Config))
     state
 }
 
-/// The contract face of `agent`, its runtime still starting.
-fn starting(config: &Config, agent: Arc<dyn Agent>) -> ContractState {
+/// The A2A face of `agent`, its runtime still starting.
+fn starting(config: &Config, agent: Arc<dyn Agent>) -> A2aFace {
     let fleet = crate::fleet::Fleet::single(&config.agent.name, agent);
     let core = crate::lifecycle::startup::build_core(config, fleet, None);
-    crate::lifecycle::startup::contract_state(config, core, config.listen).unwrap()
+    crate::lifecycle::startup::a2a_face(config, core, config.listen).unwrap()
 }
 
-pub(super) fn passthrough() -> ContractState {
+pub(super) fn passthrough() -> A2aFace {
     state_with(Arc::new(Passthrough), |_| {})
 }
 
-async fn call(state: &ContractState, req: Request<Body>) -> (StatusCode, Value, Response<()>) {
+async fn call(state: &A2aFace, req: Request<Body>) -> (StatusCode, Value, Response<()>) {
     let response = router(state.clone()).oneshot(req).await.unwrap();
     let (parts, body) = response.into_parts();
     let bytes = body.collect().await.unwrap().to_bytes();
@@ -75,11 +75,11 @@ fn user(message_id: &str, text: &str) -> Value {
 }
 
 /// POSTs a message and returns the Task, checking it against the contract schema.
-async fn send(state: &ContractState, message: Value) -> Task {
+async fn send(state: &A2aFace, message: Value) -> Task {
     send_with(state, json!({ "message": message })).await
 }
 
-async fn send_with(state: &ContractState, request: Value) -> Task {
+async fn send_with(state: &A2aFace, request: Value) -> Task {
     let (status, body, _) = call(state, post(request.to_string(), Some("application/json"))).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     Schema::Task
@@ -89,7 +89,7 @@ async fn send_with(state: &ContractState, request: Value) -> Task {
 }
 
 /// Expects an error status with the contract's error body.
-async fn expect_error(state: &ContractState, req: Request<Body>, expected: StatusCode) -> String {
+async fn expect_error(state: &A2aFace, req: Request<Body>, expected: StatusCode) -> String {
     let (status, body, _) = call(state, req).await;
     assert_eq!(status, expected, "{body}");
     Schema::Error
@@ -162,7 +162,7 @@ async fn agent_card_is_valid_cacheable_and_has_a_skill() {
 
 #[tokio::test]
 async fn manifest_declares_level_three_of_contract_v1_with_every_capability() {
-    let manifest_of = |state: ContractState| async move {
+    let manifest_of = |state: A2aFace| async move {
         let req = Request::get("/.well-known/runtime-contract.json")
             .body(Body::empty())
             .unwrap();

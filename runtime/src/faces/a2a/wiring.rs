@@ -1,24 +1,20 @@
 //! The A2A face's wiring: its state built from the configuration at startup, and, on reload, a
 //! new deployment of it prepared whole (the card and manifest checked against their schemas)
-//! before [`ContractState::apply`] swaps it in. A new binding of this face touches this folder
+//! before [`A2aFace::apply`] swaps it in. A new binding of this face touches this folder
 //! only.
 
 use std::net::SocketAddr;
 
 use daedalus_contract::SchemaErrors;
 
-use super::{ContractState, Discovery};
+use super::{A2aFace, Discovery};
 use crate::config::Config;
 use crate::core::Core;
 
 /// The face for a server bound at `bound`.
-pub fn build(
-    config: &Config,
-    core: Core,
-    bound: SocketAddr,
-) -> Result<ContractState, SchemaErrors> {
+pub fn build(config: &Config, core: Core, bound: SocketAddr) -> Result<A2aFace, SchemaErrors> {
     let discovery = Discovery::new(config, bound)?;
-    Ok(ContractState::new(
+    Ok(A2aFace::new(
         core,
         &config.agent.name,
         discovery,
@@ -41,7 +37,7 @@ pub fn prepare(config: &Config, bound: SocketAddr) -> Result<Prepared, SchemaErr
     })
 }
 
-impl ContractState {
+impl A2aFace {
     /// From the next request on, serves `next`.
     pub fn apply(&self, next: Prepared) {
         self.redeploy(&next.agent, next.discovery);

@@ -10,7 +10,7 @@
 //! Both kinds of MCP revision are served on the same endpoints, chosen per request as rmcp
 //! reads it: 2026-07-28 (and `server/discover`) statelessly, each request on its own, so any
 //! replica answers any call ([`stateless`], [`tasks`]); 2025-11-25 and older with
-//! `initialize` and a session, bounded by the runtime's session book ([`sessions`]).
+//! `initialize` and a session, bounded by the runtime's session book ([`session_manager`]).
 
 pub mod auth;
 mod caller;
@@ -20,7 +20,7 @@ pub mod progress;
 pub mod registry;
 pub mod routes;
 mod send;
-pub mod sessions;
+pub mod session_manager;
 mod stateless;
 mod tasks;
 pub mod wiring;
@@ -33,7 +33,7 @@ use crate::agent_health::AgentHealth;
 use crate::config::deployment::{AgentDef, Deployment, InstanceScope};
 use crate::core::Core;
 use crate::fleet::Fleet;
-use sessions::BoundedSessions;
+use session_manager::BoundedSessions;
 
 pub use handler::{AgentServer, GET_HEALTH, SEND_MESSAGE};
 pub use routes::{Routes, main_port_routes, own_port_routes};
@@ -127,7 +127,7 @@ pub fn service(
     config.allowed_hosts.clone_from(&settings.allowed_hosts);
     config.max_request_body_bytes = settings.max_body_bytes;
     config.cancellation_token = sessions;
-    let manager = BoundedSessions::new(face.name(), Arc::clone(face.core.mcp_sessions()));
+    let manager = BoundedSessions::new(face.name(), Arc::clone(face.core.mcp_session_book()));
     let face = Arc::clone(face);
     StreamableHttpService::new(
         move || Ok(AgentServer::new(Arc::clone(&face), changes.clone())),

@@ -23,9 +23,9 @@ use rmcp::transport::streamable_http_server::StreamableHttpService;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
-use super::sessions::BoundedSessions;
+use super::session_manager::BoundedSessions;
 use super::{AgentServer, Face, OWN_PORT_PATH, ServiceSettings};
-use crate::mcp_sessions::SessionsFull;
+use crate::mcp_session_book::SessionsFull;
 
 /// What each reload changed, told to every `subscriptions/listen` of every endpoint.
 #[derive(Debug, Clone)]
@@ -104,7 +104,7 @@ impl Endpoint {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
         if let Some(id) = &session
-            && !core.mcp_sessions().open_to(id, &caller)
+            && !core.mcp_session_book().open_to(id, &caller)
         {
             return super::auth::no_such_session();
         }
@@ -116,7 +116,7 @@ impl Endpoint {
                 .get("mcp-session-id")
                 .and_then(|v| v.to_str().ok())
         {
-            core.mcp_sessions().claim(opened, caller.principal());
+            core.mcp_session_book().claim(opened, caller.principal());
         }
         response
     }
@@ -125,7 +125,7 @@ impl Endpoint {
         // A POST without a session id opens a session: it needs a place in the runtime's
         // session book, held until its `initialize` is answered (and the session entered).
         let _admission = if opens_session(&request) {
-            match self.face.core.mcp_sessions().admit() {
+            match self.face.core.mcp_session_book().admit() {
                 Ok(admission) => Some(admission),
                 Err(full) => return sessions_full(&full),
             }

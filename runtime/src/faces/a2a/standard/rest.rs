@@ -6,7 +6,7 @@
 //! in the media type the client used: `application/a2a+json` (A2A v1.0.1) when the request's
 //! `Content-Type` or `Accept` names it, else `application/json` (v1.0.0); errors are a
 //! `google.rpc.Status` with the HTTP status of the spec's table. The operations are
-//! [`super::operations`]'s, as for JSON-RPC.
+//! [`crate::faces::a2a::operations`]'s, as for JSON-RPC.
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
@@ -21,19 +21,18 @@ use daedalus_contract::{
 };
 use serde::Deserialize;
 
-use super::operations;
-use super::{ContractState, json, sse};
+use crate::faces::a2a::{A2aFace, body, operations, sse};
 use crate::identity::Caller;
 
 /// Where the binding is mounted.
-pub(super) const REST_PATH: &str = "/a2a/rest";
+pub(in crate::faces::a2a) const REST_PATH: &str = "/a2a/rest";
 /// The binding's media type since A2A v1.0.1.
 const A2A_MEDIA_TYPE: &str = "application/a2a+json";
 /// The binding's media type in A2A v1.0.0.
 const JSON_MEDIA_TYPE: &str = "application/json";
 
 /// The binding's routes, with and without a tenant.
-pub(super) fn routes() -> Router<ContractState> {
+pub(in crate::faces::a2a) fn routes() -> Router<A2aFace> {
     let operations = || {
         Router::new()
             .route("/message:send", post(message_send))
@@ -57,7 +56,7 @@ pub(super) fn routes() -> Router<ContractState> {
 
 /// The media type to answer a request in: `application/a2a+json` when its `Content-Type` or
 /// `Accept` names it, else `application/json`.
-pub(super) fn media_type(headers: &HeaderMap) -> &'static str {
+pub(in crate::faces::a2a) fn media_type(headers: &HeaderMap) -> &'static str {
     let names_a2a = |name| {
         headers.get_all(name).iter().any(|v| {
             v.to_str().is_ok_and(|v| {
@@ -106,7 +105,7 @@ impl Reply {
         if status == StatusCode::SERVICE_UNAVAILABLE {
             response.headers_mut().insert(
                 header::RETRY_AFTER,
-                header::HeaderValue::from_static(super::error::RETRY_AFTER_SECONDS),
+                header::HeaderValue::from_static(crate::faces::a2a::error::RETRY_AFTER_SECONDS),
             );
         }
         response
@@ -140,15 +139,15 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Checked {
     }
 }
 
-/// The request's `SendMessageRequest`, under the contract face's body rules (content type,
+/// The request's `SendMessageRequest`, under the A2A face's body rules (content type,
 /// size, read time), or the error to answer.
 async fn send_request(
-    state: &ContractState,
+    state: &A2aFace,
     reply: Reply,
     req: Request,
 ) -> Result<(HeaderMap, Uri, SendMessageRequest), Response> {
     let (headers, uri) = (req.headers().clone(), req.uri().clone());
-    let bytes: Bytes = json::checked_body(req, state).await.map_err(|e| {
+    let bytes: Bytes = body::checked_body(req, state).await.map_err(|e| {
         let kind = if e.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
             A2aErrorKind::ContentTypeNotSupported
         } else {
@@ -168,7 +167,7 @@ async fn send_request(
 }
 
 async fn message_send(
-    State(state): State<ContractState>,
+    State(state): State<A2aFace>,
     Checked(reply): Checked,
     req: Request,
 ) -> Response {
@@ -187,7 +186,7 @@ async fn message_send(
 }
 
 async fn message_stream(
-    State(state): State<ContractState>,
+    State(state): State<A2aFace>,
     Checked(reply): Checked,
     req: Request,
 ) -> Response {
@@ -224,7 +223,7 @@ fn task_and_action(segment: &str) -> (&str, Option<&str>) {
 }
 
 async fn task_get(
-    State(state): State<ContractState>,
+    State(state): State<A2aFace>,
     Extension(caller): Extension<Caller>,
     Path(params): Path<Vec<(String, String)>>,
     Query(query): Query<TaskQuery>,
@@ -254,7 +253,7 @@ async fn task_get(
 }
 
 async fn task_action(
-    State(state): State<ContractState>,
+    State(state): State<A2aFace>,
     Extension(caller): Extension<Caller>,
     Path(params): Path<Vec<(String, String)>>,
     Checked(reply): Checked,
@@ -277,12 +276,7 @@ async fn task_action(
 }
 
 /// `SubscribeToTask` (`POST`, or `GET`, `/tasks/{id}:subscribe`): SSE of v1 stream responses.
-async fn subscribe(
-    state: &ContractState,
-    reply: Reply,
-    caller: &Caller,
-    task_id: &str,
-) -> Response {
+async fn subscribe(state: &A2aFace, reply: Reply, caller: &Caller, task_id: &str) -> Response {
     match operations::subscribe(state, caller, task_id).await {
         Ok((task, subscription, inflight)) => {
             sse::respond_to_subscription(task, subscription, inflight, |event| {
@@ -294,7 +288,7 @@ async fn subscribe(
 }
 
 async fn tasks_list(
-    State(state): State<ContractState>,
+    State(state): State<A2aFace>,
     Extension(caller): Extension<Caller>,
     query: Result<Query<ListTasksRequest>, axum::extract::rejection::QueryRejection>,
     Checked(reply): Checked,
@@ -311,14 +305,14 @@ async fn tasks_list(
     }
 }
 
-async fn extended_card(State(state): State<ContractState>, Checked(reply): Checked) -> Response {
+async fn extended_card(State(state): State<A2aFace>, Checked(reply): Checked) -> Response {
     reply.ok(&a2a_v1::to_value(&operations::extended_card(&state)))
 }
 
 /// `POST /tasks/{id}/pushNotificationConfigs`: the body is the config (its `taskId` is the
 /// path's).
 async fn push_config_create(
-    State(state): State<ContractState>,
+    State(state): State<A2aFace>,
     Path(params): Path<Vec<(String, String)>>,
     Checked(reply): Checked,
     req: Request,
@@ -327,7 +321,7 @@ async fn push_config_create(
         Ok(caller) => caller,
         Err(refused) => return *refused,
     };
-    let bytes: Bytes = match json::checked_body(req, &state).await {
+    let bytes: Bytes = match body::checked_body(req, &state).await {
         Ok(bytes) => bytes,
         Err(e) => {
             let mut response =
@@ -354,7 +348,7 @@ async fn push_config_create(
 
 /// `GET /tasks/{id}/pushNotificationConfigs` (`pageSize`, `pageToken` in the query).
 async fn push_configs_list(
-    State(state): State<ContractState>,
+    State(state): State<A2aFace>,
     Extension(caller): Extension<Caller>,
     Path(params): Path<Vec<(String, String)>>,
     query: Result<Query<ListPushConfigsRequest>, axum::extract::rejection::QueryRejection>,
@@ -375,7 +369,7 @@ async fn push_configs_list(
 
 /// `GET /tasks/{id}/pushNotificationConfigs/{configId}`.
 async fn push_config_get(
-    State(state): State<ContractState>,
+    State(state): State<A2aFace>,
     Extension(caller): Extension<Caller>,
     Path(params): Path<Vec<(String, String)>>,
     Checked(reply): Checked,
@@ -388,7 +382,7 @@ async fn push_config_get(
 
 /// `DELETE /tasks/{id}/pushNotificationConfigs/{configId}`: `{}`, also when there was none.
 async fn push_config_delete(
-    State(state): State<ContractState>,
+    State(state): State<A2aFace>,
     Extension(caller): Extension<Caller>,
     Path(params): Path<Vec<(String, String)>>,
     Checked(reply): Checked,

@@ -7,14 +7,14 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use super::tests::passthrough;
-use super::{ContractState, router};
+use crate::faces::a2a::tests::passthrough;
+use crate::faces::a2a::{A2aFace, router};
 use daedalus_contract::Schema;
 
 /// Sends `method path` with `body` as A2A 1.0 (or with no version when `versioned` is false);
 /// answers the status, the content type and the body.
 async fn call(
-    state: &ContractState,
+    state: &A2aFace,
     method: &str,
     path: &str,
     body: Option<Value>,
@@ -293,7 +293,7 @@ async fn the_extended_card_is_served() {
 
 /// `path` called with `content_type` and `accept`: the status and the answer's media type.
 async fn media_type_of(
-    state: &ContractState,
+    state: &A2aFace,
     method: &str,
     path: &str,
     content_type: Option<&str>,
@@ -365,10 +365,12 @@ async fn answers_in_the_media_type_the_client_used() {
 
 #[tokio::test]
 async fn push_config_routes_answer_push_not_supported_while_push_is_off() {
-    let state =
-        super::tests::state_with(std::sync::Arc::new(crate::agent_loop::Passthrough), |c| {
+    let state = crate::faces::a2a::tests::state_with(
+        std::sync::Arc::new(crate::agent_loop::Passthrough),
+        |c| {
             c.push.enabled = false;
-        });
+        },
+    );
     for (method, path) in [
         ("POST", "/a2a/rest/tasks/t-1/pushNotificationConfigs"),
         ("GET", "/a2a/rest/tasks/t-1/pushNotificationConfigs"),

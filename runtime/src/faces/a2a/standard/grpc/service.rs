@@ -25,20 +25,20 @@ use tonic::{Request, Response, Status};
 
 use super::status::status;
 use crate::faces::a2a::events::Events;
-use crate::faces::a2a::{ContractState, operations};
+use crate::faces::a2a::{A2aFace, operations};
 use crate::identity::Caller;
 
 /// A server stream of the binding: the Task first, then its events, until the final one.
 type EventStream = Pin<Box<dyn Stream<Item = Result<v1::StreamResponse, Status>> + Send>>;
 
-/// The service over one contract face's state (its agent, its card).
+/// The service over one A2A face's state (its agent, its card).
 #[derive(Debug, Clone)]
 pub(super) struct GrpcFace {
-    state: ContractState,
+    state: A2aFace,
 }
 
 impl GrpcFace {
-    pub(super) fn new(state: ContractState) -> Self {
+    pub(super) fn new(state: A2aFace) -> Self {
         Self { state }
     }
 }

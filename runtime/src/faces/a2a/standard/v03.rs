@@ -3,7 +3,7 @@
 //! `tasks/resubscribe` and `agent/getAuthenticatedExtendedCard`; the push-notification methods
 //! answer `PushNotificationNotSupportedError`.
 //!
-//! The operations are [`super::operations`]'s; only the wire differs. Requests are read by the
+//! The operations are [`crate::faces::a2a::operations`]'s; only the wire differs. Requests are read by the
 //! lenient reader (it takes `kind`-tagged parts), and `configuration.blocking: false` means
 //! return at once. Answers are v0.3 JSON: `kind` on every object and part, lowercase states,
 //! `final` on status updates, a `message/send` result that is the Task itself, and stream
@@ -19,8 +19,7 @@ use daedalus_contract::{
 use serde::Deserialize;
 
 use super::method::{Answer, read};
-use super::operations;
-use super::{ContractState, sse};
+use crate::faces::a2a::{A2aFace, operations, sse};
 use crate::identity::Caller;
 
 /// `message/send`'s v0.3 configuration: only what v1 spells differently.
@@ -37,7 +36,7 @@ struct Blocking {
 }
 
 /// The protocol version this module speaks, as the card names it.
-pub(super) const VERSION: &str = "0.3";
+pub(in crate::faces::a2a) const VERSION: &str = "0.3";
 
 /// The card as v0.3 has it: the v1 card's fields, plus the main URL, its transport and the
 /// protocol version at the top.
@@ -76,7 +75,7 @@ pub(super) fn is_v03(method: &str) -> bool {
 
 /// Answers a v0.3 request.
 pub(super) async fn dispatch(
-    state: &ContractState,
+    state: &A2aFace,
     headers: &HeaderMap,
     caller: &Caller,
     request: &JsonRpcRequest,

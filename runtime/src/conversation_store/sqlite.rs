@@ -20,7 +20,7 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use tokio::sync::oneshot;
 
-use super::{NewRow, Row, RowRole, RowStatus, SessionStore, StoreError};
+use super::{ConversationStore, NewRow, Row, RowRole, RowStatus, StoreError};
 use crate::llm::ToolCall;
 
 const SCHEMA: &str = "
@@ -306,7 +306,7 @@ impl Writer {
 }
 
 #[async_trait]
-impl SessionStore for SqliteStore {
+impl ConversationStore for SqliteStore {
     async fn append(&self, context: &str, rows: Vec<NewRow>) -> Result<Vec<i64>, StoreError> {
         let context = context.to_owned();
         self.with(move |tx| insert_rows(tx, &context, rows)).await

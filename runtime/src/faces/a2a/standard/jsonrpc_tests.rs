@@ -7,17 +7,12 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use super::tests::passthrough;
-use super::{ContractState, router};
+use crate::faces::a2a::tests::passthrough;
+use crate::faces::a2a::{A2aFace, router};
 use daedalus_contract::Schema;
 
 /// Calls `method` with `params` as A2A 1.0 (or with `version`, `None` for no header).
-async fn rpc_as(
-    state: &ContractState,
-    version: Option<&str>,
-    method: &str,
-    params: Value,
-) -> Value {
+async fn rpc_as(state: &A2aFace, version: Option<&str>, method: &str, params: Value) -> Value {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
     let mut request = Request::post("/").header(header::CONTENT_TYPE, "application/json");
     if let Some(version) = version {
@@ -39,7 +34,7 @@ async fn rpc_as(
     answer
 }
 
-async fn rpc(state: &ContractState, method: &str, params: Value) -> Value {
+async fn rpc(state: &A2aFace, method: &str, params: Value) -> Value {
     rpc_as(state, Some("1.0"), method, params).await
 }
 
@@ -174,9 +169,12 @@ async fn versions_methods_and_params_get_the_spec_errors() {
         (-32001, "TASK_NOT_FOUND".to_owned()),
         "a config of a task that is not there"
     );
-    let off = super::tests::state_with(std::sync::Arc::new(crate::agent_loop::Passthrough), |c| {
-        c.push.enabled = false;
-    });
+    let off = crate::faces::a2a::tests::state_with(
+        std::sync::Arc::new(crate::agent_loop::Passthrough),
+        |c| {
+            c.push.enabled = false;
+        },
+    );
     assert_eq!(
         error_of(&rpc(&off, "GetTaskPushNotificationConfig", json!({})).await),
         (-32003, "PUSH_NOTIFICATION_NOT_SUPPORTED".to_owned())
@@ -287,7 +285,7 @@ fn stream_results(text: &str, id: &Value) -> Vec<Value> {
 }
 
 /// Calls `method` and reads its whole SSE answer.
-async fn rpc_stream(state: &ContractState, method: &str, params: Value) -> Vec<Value> {
+async fn rpc_stream(state: &A2aFace, method: &str, params: Value) -> Vec<Value> {
     let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
     let response = router(state.clone())
         .oneshot(

@@ -6,7 +6,7 @@
 //! `POST /`, and [`service`] turns it into the operations every A2A binding shares.
 
 mod service;
-pub(super) mod status;
+pub(in crate::faces::a2a) mod status;
 
 use axum::Router;
 use axum::body::Body;
@@ -19,13 +19,13 @@ use daedalus_contract::grpc::v1::a2a_service_server::A2aServiceServer;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tonic::Status;
 
-use super::ContractState;
+use crate::faces::a2a::A2aFace;
 
 /// The gRPC frame header before each message: a compression flag and a 4-byte length.
 const FRAME_HEADER_BYTES: u64 = 5;
 
 /// The binding's one route, every method of the service.
-pub(super) fn routes(state: &ContractState) -> Router<ContractState> {
+pub(in crate::faces::a2a) fn routes(state: &A2aFace) -> Router<A2aFace> {
     let limit = usize::try_from(state.limits().max_body_bytes).unwrap_or(usize::MAX);
     let server = A2aServiceServer::new(service::GrpcFace::new(state.clone()))
         .max_decoding_message_size(limit)
@@ -36,7 +36,7 @@ pub(super) fn routes(state: &ContractState) -> Router<ContractState> {
 }
 
 /// Whether a request is a gRPC call (`application/grpc`, with or without `+proto`).
-pub(super) fn is_grpc(headers: &HeaderMap) -> bool {
+pub(in crate::faces::a2a) fn is_grpc(headers: &HeaderMap) -> bool {
     headers
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -52,7 +52,7 @@ fn declared_length(body: &[u8]) -> Option<u32> {
 /// Reads the call's request (each A2A method takes one message) within `POST /`'s limits: a
 /// bigger one (or one whose frame says it is bigger) is `RESOURCE_EXHAUSTED`, one that does not arrive in time `DEADLINE_EXCEEDED`;
 /// neither reaches the service.
-async fn read_whole(State(state): State<ContractState>, req: Request, next: Next) -> Response {
+async fn read_whole(State(state): State<A2aFace>, req: Request, next: Next) -> Response {
     let limits = state.limits();
     let (parts, body) = req.into_parts();
     let most = usize::try_from(limits.max_body_bytes.saturating_add(FRAME_HEADER_BYTES))

@@ -7,12 +7,12 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use super::tests::passthrough;
-use super::{ContractState, router};
+use crate::faces::a2a::tests::passthrough;
+use crate::faces::a2a::{A2aFace, router};
 use daedalus_contract::Schema;
 
 /// Calls v0.3 `method` with no `A2A-Version` header; answers the body as text.
-async fn call(state: &ContractState, method: &str, params: Value) -> String {
+async fn call(state: &A2aFace, method: &str, params: Value) -> String {
     let body = json!({"jsonrpc": "2.0", "id": 3, "method": method, "params": params});
     let response = router(state.clone())
         .oneshot(
@@ -29,7 +29,7 @@ async fn call(state: &ContractState, method: &str, params: Value) -> String {
 }
 
 /// A v0.3 call whose answer is one JSON-RPC response with a Task: the Task.
-async fn task_call(state: &ContractState, method: &str, params: Value) -> Value {
+async fn task_call(state: &A2aFace, method: &str, params: Value) -> Value {
     let answer: Value = serde_json::from_str(&call(state, method, params).await).unwrap();
     if let Err(e) = Schema::A2aV03SendMessageSuccessResponse.validate(&answer) {
         panic!("not a v0.3 success response: {e}\n{answer}");
@@ -39,7 +39,7 @@ async fn task_call(state: &ContractState, method: &str, params: Value) -> Value 
 }
 
 /// A v0.3 call answered by SSE: each event, validated.
-async fn stream_call(state: &ContractState, method: &str, params: Value) -> Vec<Value> {
+async fn stream_call(state: &A2aFace, method: &str, params: Value) -> Vec<Value> {
     call(state, method, params)
         .await
         .lines()

@@ -1,6 +1,6 @@
 //! Conversations are what turns are serialized on: one turn at a time per conversation,
-//! whichever face it came through (the contract face, the MCP face, later SSE and the A2A
-//! bindings), so no two turns ever interleave their rows in one session.
+//! whichever face it came through (the contract binding, the standard A2A bindings, the MCP
+//! face), so no two turns ever interleave their rows in one conversation.
 //!
 //! Each face names its conversations in its own namespace: the MCP face's are `mcp/<agent>`
 //! (or `mcp/<agent>/<session>`); a context id chosen by an A2A client goes through

@@ -1,9 +1,9 @@
 //! Conversations that outlive a task and a restart: message rows per context behind the
-//! [`SessionStore`] seam (SQLite by default), with mcpctl's row model — role, content, tool
+//! [`ConversationStore`] seam (SQLite by default), with mcpctl's row model — role, content, tool
 //! calls, the tool-call id a result answers, `pending`/`complete`/`error`, and a monotonic
 //! turn index — and the rules that rebuild a model-ready history from them.
 //!
-//! A conversation that outgrows its model is compacted ([`SessionStore::compact`]): its oldest
+//! A conversation that outgrows its model is compacted ([`ConversationStore::compact`]): its oldest
 //! rows go, and a `summary` row (when the agent summarizes) takes the place of the last of
 //! them, so what remains stays in turn order.
 
@@ -111,7 +111,7 @@ pub enum StoreError {
 
 /// Where conversations are kept.
 #[async_trait]
-pub trait SessionStore: Send + Sync + std::fmt::Debug + 'static {
+pub trait ConversationStore: Send + Sync + std::fmt::Debug + 'static {
     /// Appends rows to `context` in order, each with the next turn index; returns their ids.
     async fn append(&self, context: &str, rows: Vec<NewRow>) -> Result<Vec<i64>, StoreError>;
     /// Sets the status of rows of `context`, by the ids `append` returned.

@@ -1,4 +1,5 @@
-//! `POST /`: one turn of an A2A task through the turn service, answered with the `Task`, or,
+//! The runtime contract's binding: a `POST /` request in the contract dialect is one turn of an
+//! A2A task through the turn service, answered with the `Task`, or,
 //! with `Accept: text/event-stream`, with its stream ([`super::sse`]).
 //!
 //! The task, context, continuation and replay rules are the turn service's
@@ -8,42 +9,22 @@
 //! `history` is returned only when `configuration.historyLength` asks for it, so a result
 //! never grows by the size of its own input.
 
-use axum::extract::State;
-use axum::http::{HeaderMap, Uri};
+use axum::Json;
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
 use daedalus_contract::{SendMessageRequest, Task};
 
-use super::ContractState;
+use super::A2aFace;
 use super::error::ApiError;
-use super::json::TaskPost;
-use super::{jsonrpc, sse};
+use super::sse;
 use crate::agent_loop::Bearer;
 use crate::identity::Caller;
 use crate::telemetry::TraceHeaders;
 use crate::turns::{Memory, TurnError, TurnRequest};
 
-/// `POST /`: the contract binding, or the JSON-RPC binding for a JSON-RPC body.
-pub(super) async fn post(
-    State(state): State<ContractState>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
-    uri: Uri,
-    body: TaskPost,
-) -> Result<Response, ApiError> {
-    match body {
-        TaskPost::Contract(request) => send_message(&state, &headers, caller, *request).await,
-        TaskPost::JsonRpc(request) => {
-            Ok(jsonrpc::answer(&state, &headers, &uri, &caller, request).await)
-        }
-        TaskPost::BadJsonRpc(why) => Ok(jsonrpc::invalid_request(&why)),
-        TaskPost::NotJson(why) => Ok(jsonrpc::parse_error(&why)),
-        TaskPost::JsonRpcMediaType { id, found } => Ok(jsonrpc::wrong_media_type(id, &found)),
-    }
-}
-
-async fn send_message(
-    state: &ContractState,
+/// One contract request: the turn it starts, answered with its `Task` or its SSE stream.
+pub(super) async fn send(
+    state: &A2aFace,
     headers: &HeaderMap,
     caller: Caller,
     request: SendMessageRequest,

@@ -6,7 +6,7 @@
 //! `SubscribeToTask` (SSE, each `data` a full JSON-RPC response: the Task first, status updates
 //! without `final`, and the stream simply ends), `GetTask`, `ListTasks`, `CancelTask` and
 //! `GetExtendedAgentCard` and the four push-notification config methods, with the rules of
-//! [`super::operations`].
+//! [`crate::faces::a2a::operations`].
 
 use axum::Json;
 use axum::http::{HeaderMap, Uri};
@@ -18,12 +18,13 @@ use daedalus_contract::{
 };
 
 use super::method::{Answer, read};
-use super::{ContractState, operations, sse, v03};
+use super::v03;
+use crate::faces::a2a::{A2aFace, operations, sse};
 use crate::identity::Caller;
 
 /// Answers one JSON-RPC request.
-pub(super) async fn answer(
-    state: &ContractState,
+pub(in crate::faces::a2a) async fn answer(
+    state: &A2aFace,
     headers: &HeaderMap,
     uri: &Uri,
     caller: &Caller,
@@ -40,7 +41,7 @@ pub(super) async fn answer(
                 // balancer) to come back, the body says why in JSON-RPC's words.
                 let retry = [(
                     axum::http::header::RETRY_AFTER,
-                    super::error::RETRY_AFTER_SECONDS,
+                    crate::faces::a2a::error::RETRY_AFTER_SECONDS,
                 )];
                 (axum::http::StatusCode::SERVICE_UNAVAILABLE, retry, body).into_response()
             } else {
@@ -51,7 +52,7 @@ pub(super) async fn answer(
 }
 
 /// A body that is JSON-RPC but not a request (the envelope is wrong).
-pub(super) fn invalid_request(why: &str) -> Response {
+pub(in crate::faces::a2a) fn invalid_request(why: &str) -> Response {
     let error = A2aError::new(
         A2aErrorKind::InvalidRequest,
         format!("Request payload validation error: {why}"),
@@ -64,7 +65,7 @@ pub(super) fn invalid_request(why: &str) -> Response {
 }
 
 /// A JSON-RPC request whose body is not JSON.
-pub(super) fn parse_error(why: &str) -> Response {
+pub(in crate::faces::a2a) fn parse_error(why: &str) -> Response {
     let error = A2aError::new(A2aErrorKind::ParseError, format!("Parse error: {why}"));
     Json(JsonRpcResponse::<()>::error(
         JsonRpcId::Null,
@@ -74,7 +75,7 @@ pub(super) fn parse_error(why: &str) -> Response {
 }
 
 /// A JSON-RPC request sent as `found` instead of `application/json`.
-pub(super) fn wrong_media_type(id: JsonRpcId, found: &str) -> Response {
+pub(in crate::faces::a2a) fn wrong_media_type(id: JsonRpcId, found: &str) -> Response {
     let error = A2aError::new(
         A2aErrorKind::ContentTypeNotSupported,
         format!("Content type {found:?} is not supported: send application/json"),
@@ -83,7 +84,7 @@ pub(super) fn wrong_media_type(id: JsonRpcId, found: &str) -> Response {
 }
 
 async fn dispatch(
-    state: &ContractState,
+    state: &A2aFace,
     headers: &HeaderMap,
     uri: &Uri,
     caller: &Caller,

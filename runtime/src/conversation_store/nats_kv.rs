@@ -26,7 +26,7 @@ use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
-use super::{NewRow, Row, RowRole, RowStatus, SessionStore, StoreError};
+use super::{ConversationStore, NewRow, Row, RowRole, RowStatus, StoreError};
 use crate::llm::ToolCall;
 use daedalus_contract::redact::redact_url;
 
@@ -236,7 +236,7 @@ impl NatsKvStore {
 }
 
 #[async_trait]
-impl SessionStore for NatsKvStore {
+impl ConversationStore for NatsKvStore {
     async fn append(&self, context: &str, rows: Vec<NewRow>) -> Result<Vec<i64>, StoreError> {
         if rows.is_empty() {
             return Ok(Vec::new());

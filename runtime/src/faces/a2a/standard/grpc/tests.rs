@@ -15,7 +15,7 @@ use tower::ServiceExt;
 
 use crate::agent_loop::Passthrough;
 use crate::faces::a2a::tests::state_with;
-use crate::faces::a2a::{ContractState, router};
+use crate::faces::a2a::{A2aFace, router};
 use crate::turns::admission::HELD_TURN_BYTES;
 
 /// A gRPC `SendMessage` of a text, framed.
@@ -32,7 +32,7 @@ fn send(id: &str, text: &str) -> Request<Body> {
 }
 
 /// The status a call ended with: from the headers of a trailers-only answer, or the trailers.
-async fn status_of(state: &ContractState, request: Request<Body>) -> tonic::Status {
+async fn status_of(state: &A2aFace, request: Request<Body>) -> tonic::Status {
     let response = router(state.clone()).oneshot(request).await.unwrap();
     let (parts, body) = response.into_parts();
     if let Some(status) = tonic::Status::from_header_map(&parts.headers) {

@@ -17,7 +17,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 
-use super::ContractState;
+use super::A2aFace;
 use super::error::ApiError;
 
 /// The most of a refused body read (and dropped) before the connection is closed instead.
@@ -39,10 +39,10 @@ pub(super) enum TaskPost {
     },
 }
 
-impl FromRequest<ContractState> for TaskPost {
+impl FromRequest<A2aFace> for TaskPost {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &ContractState) -> Result<Self, ApiError> {
+    async fn from_request(req: Request, state: &A2aFace) -> Result<Self, ApiError> {
         let a2a = req.headers().contains_key(super::operations::VERSION_PARAM);
         if let Err(refused) = check_content_type(req.headers().get(CONTENT_TYPE)) {
             return refused_media_type(req, state, refused, a2a).await;
@@ -81,7 +81,7 @@ fn is_jsonrpc(bytes: &[u8]) -> bool {
 /// `ContentTypeNotSupportedError`; anything else the contract's 415.
 async fn refused_media_type(
     req: Request,
-    state: &ContractState,
+    state: &A2aFace,
     refused: ApiError,
     a2a: bool,
 ) -> Result<TaskPost, ApiError> {
@@ -124,7 +124,7 @@ async fn refused_media_type(
 }
 
 /// The body, once its content type, size and arrival time passed the contract's rules.
-pub(super) async fn checked_body(req: Request, state: &ContractState) -> Result<Bytes, ApiError> {
+pub(super) async fn checked_body(req: Request, state: &A2aFace) -> Result<Bytes, ApiError> {
     let limits = state.limits();
     if let Err(refused) = check_content_type(req.headers().get(CONTENT_TYPE)) {
         // Read and drop the body, as for a 413, so a pipelined request after it is read
