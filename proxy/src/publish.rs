@@ -383,14 +383,7 @@ mod tests {
         StreamEvent::ArtifactUpdate(TaskArtifactUpdateEvent {
             task_id: "t".into(),
             context_id: "c".into(),
-            artifact: Artifact {
-                artifact_id: "a".into(),
-                name: None,
-                description: None,
-                parts: vec![Part::text(text)],
-                extensions: None,
-                metadata: None,
-            },
+            artifact: Artifact::text("a", text),
             append,
             last_chunk: false,
             metadata: None,

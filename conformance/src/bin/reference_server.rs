@@ -334,14 +334,7 @@ async fn answer(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Response 
             Vec::new(),
         )
     } else {
-        let artifact = Artifact {
-            artifact_id: format!("echo-{id}"),
-            name: Some("echo".into()),
-            description: None,
-            parts: vec![Part::text(text)],
-            extensions: None,
-            metadata: None,
-        };
+        let artifact = Artifact::text(format!("echo-{id}"), text).named("echo");
         (TaskState::Completed, None, vec![artifact])
     };
     let mut task = Task {

@@ -8,10 +8,9 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use chrono::{SecondsFormat, Utc};
 use daedalus_contract::outline::TaskOutline;
 use daedalus_contract::write::contract;
-use daedalus_contract::{ErrorBody, Message, Part, Role, Task, TaskState, TaskStatus, read};
+use daedalus_contract::{ErrorBody, Message, Part, Task, TaskState, TaskStatus, read};
 
 use crate::forward::forwarder::{ForwardError, Reply};
 use crate::wire::ids::Ids;
@@ -168,21 +167,11 @@ pub fn retry_delay(attempt: u32, base: Duration, max: Duration) -> Duration {
 
 /// A failed Task for `task_id` whose `status.message` says `reason`.
 pub fn failed_task(task_id: &str, context_id: Option<&str>, reason: &str) -> Task {
-    let mut message = Message::new(
-        uuid::Uuid::new_v4().to_string(),
-        Role::Agent,
-        vec![Part::text(reason)],
-    );
-    message.task_id = Some(task_id.to_owned());
-    message.context_id = context_id.map(str::to_owned);
+    let message = Message::from_agent(vec![Part::text(reason)]).in_task(task_id, context_id);
     Task {
         id: task_id.to_owned(),
         context_id: context_id.map(str::to_owned),
-        status: TaskStatus {
-            state: TaskState::Failed,
-            message: Some(message),
-            timestamp: Some(Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)),
-        },
+        status: TaskStatus::now_with(TaskState::Failed, message),
         artifacts: Vec::new(),
         history: None,
         metadata: None,

@@ -265,14 +265,10 @@ async fn read_one(server: &str, response: reqwest::Response) -> Result<Task, Str
             id: String::new(),
             context_id: message.context_id.clone(),
             status: daedalus_contract::TaskStatus::new(TaskState::Completed),
-            artifacts: vec![daedalus_contract::Artifact {
-                artifact_id: message.message_id.clone(),
-                name: None,
-                description: None,
-                parts: message.parts,
-                extensions: None,
-                metadata: None,
-            }],
+            artifacts: vec![daedalus_contract::Artifact::new(
+                message.message_id.clone(),
+                message.parts,
+            )],
             history: None,
             metadata: None,
         }),

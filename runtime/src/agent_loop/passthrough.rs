@@ -74,14 +74,7 @@ fn first_text(request: &AgentRequest) -> &str {
 
 fn echo(parts: Vec<Part>) -> AgentOutcome {
     AgentOutcome::Completed {
-        artifacts: vec![Artifact {
-            artifact_id: uuid::Uuid::new_v4().to_string(),
-            name: Some("response".to_owned()),
-            description: None,
-            parts,
-            extensions: None,
-            metadata: None,
-        }],
+        artifacts: vec![Artifact::fresh(parts).named("response")],
     }
 }
 
@@ -180,14 +173,11 @@ impl Agent for ToolPassthrough {
             && !result.files.is_empty()
         {
             // The tool's files (MCP resources), as the LLM agent hands them on.
-            artifacts.push(Artifact {
-                artifact_id: uuid::Uuid::new_v4().to_string(),
-                name: Some(name.to_owned()),
-                description: Some(format!("files {name} returned")),
-                parts: result.files,
-                extensions: None,
-                metadata: None,
-            });
+            artifacts.push(
+                Artifact::fresh(result.files)
+                    .named(name)
+                    .described(format!("files {name} returned")),
+            );
         }
         outcome
     }

@@ -123,14 +123,7 @@ fn scenario(message_id: &str) -> Scenario {
 }
 
 fn artifact(parts: Vec<Part>) -> Artifact {
-    Artifact {
-        artifact_id: uuid::Uuid::new_v4().to_string(),
-        name: Some("response".to_owned()),
-        description: None,
-        parts,
-        extensions: None,
-        metadata: None,
-    }
+    Artifact::fresh(parts).named("response")
 }
 
 #[async_trait]

@@ -9,8 +9,7 @@
 //! (replicas share the tasks; see [`super::nats_kv`] and [`super::replicas`]).
 
 use async_trait::async_trait;
-use chrono::{SecondsFormat, Utc};
-use daedalus_contract::{Message, Part, Role, Task, TaskState};
+use daedalus_contract::{Message, Part, Role, Task, TaskState, TaskStatus};
 use serde::{Deserialize, Serialize};
 
 use crate::identity::Principal;
@@ -132,7 +131,7 @@ pub fn failed_now(task: &Task, why: &str) -> Task {
     message.context_id.clone_from(&task.context_id);
     task.status.state = TaskState::Failed;
     task.status.message = Some(message.clone());
-    task.status.timestamp = Some(Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true));
+    task.status.timestamp = Some(TaskStatus::timestamp_now());
     if let Some(history) = task.history.as_mut() {
         history.push(message);
     }
@@ -141,5 +140,5 @@ pub fn failed_now(task: &Task, why: &str) -> Task {
 
 /// Now, in Unix milliseconds.
 pub fn now_ms() -> i64 {
-    Utc::now().timestamp_millis()
+    chrono::Utc::now().timestamp_millis()
 }

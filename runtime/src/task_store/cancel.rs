@@ -15,7 +15,7 @@
 
 use std::time::Duration;
 
-use daedalus_contract::{Task, TaskState};
+use daedalus_contract::{Message, Part, Task, TaskState, TaskStatus};
 
 use super::TaskStore;
 use super::backend::running;
@@ -173,18 +173,9 @@ fn not_cancelable(task_id: &str, state: TaskState) -> Step {
 
 /// `task`, canceled now.
 fn canceled(task: &Task) -> Task {
-    let mut message = daedalus_contract::Message::new(
-        uuid::Uuid::new_v4().to_string(),
-        daedalus_contract::Role::Agent,
-        vec![daedalus_contract::Part::text("the task was canceled")],
-    );
-    message.task_id = Some(task.id.clone());
-    message.context_id.clone_from(&task.context_id);
+    let message = Message::from_agent(vec![Part::text("the task was canceled")])
+        .in_task(&task.id, task.context_id.as_deref());
     let mut canceled = task.clone();
-    canceled.status = daedalus_contract::TaskStatus {
-        state: TaskState::Canceled,
-        message: Some(message.clone()),
-        timestamp: Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)),
-    };
+    canceled.status = TaskStatus::now_with(TaskState::Canceled, message);
     canceled
 }

@@ -335,14 +335,7 @@ async fn a_task_larger_than_the_store_takes_is_refused_at_its_beginning_and_fail
     let (turn, _) = begin(&store, "t").await;
     let (_, mut follow) = store.follow("t", &Caller::Anyone).await.expect("running");
     let mut answer = now_task("t", TaskState::Completed);
-    answer.artifacts = vec![daedalus_contract::Artifact {
-        artifact_id: "a".into(),
-        name: None,
-        description: None,
-        parts: vec![Part::text("y".repeat(8_000))],
-        extensions: None,
-        metadata: None,
-    }];
+    answer.artifacts = vec![daedalus_contract::Artifact::text("a", "y".repeat(8_000))];
     let ended = turn.end(answer.clone(), vec![final_update(&answer)]).await;
     assert_eq!(ended.task.status.state, TaskState::Failed);
     assert!(ended.task.artifacts.is_empty());
@@ -579,14 +572,7 @@ async fn pages_follow_each_other_without_gap_or_repeat() {
 async fn a_list_shows_artifacts_and_history_only_when_asked() {
     let store = TaskStore::new(limits(100, usize::MAX));
     let mut t = task("a", "c", TaskState::Completed, "2026-01-01T00:00:01Z");
-    t.artifacts = vec![daedalus_contract::Artifact {
-        artifact_id: "x".into(),
-        name: None,
-        description: None,
-        parts: vec![Part::text("answer")],
-        extensions: None,
-        metadata: None,
-    }];
+    t.artifacts = vec![daedalus_contract::Artifact::text("x", "answer")];
     put(&store, t).await;
     let bare = &store.list(&query()).await.unwrap().tasks[0];
     assert!(bare.artifacts.is_empty() && bare.history.is_none());

@@ -29,7 +29,6 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use chrono::{SecondsFormat, Utc};
 use daedalus_contract::{
     Artifact, Message, Part, RETRY_ELSEWHERE, Role, StreamEvent, Task, TaskArtifactUpdateEvent,
     TaskState, TaskStatus, TaskStatusUpdateEvent,
@@ -251,14 +250,9 @@ impl Translator {
             });
             match first {
                 Some(first) => first.artifact_id.clone_from(&answer.artifact_id),
-                None if !answer.text.is_empty() => task.artifacts.push(Artifact {
-                    artifact_id: answer.artifact_id.clone(),
-                    name: None,
-                    description: None,
-                    parts: vec![Part::text(answer.text.clone())],
-                    extensions: None,
-                    metadata: None,
-                }),
+                None if !answer.text.is_empty() => task
+                    .artifacts
+                    .push(Artifact::text(&answer.artifact_id, answer.text.clone())),
                 None => {}
             }
         }
@@ -333,14 +327,7 @@ impl Translator {
         };
         self.start_over = false;
         let Some(answer) = &self.answer else { return };
-        let artifact = Artifact {
-            artifact_id: answer.artifact_id.clone(),
-            name: None,
-            description: None,
-            parts: vec![Part::text(text)],
-            extensions: None,
-            metadata: None,
-        };
+        let artifact = Artifact::text(&answer.artifact_id, text);
         if !self.send_artifact(artifact, append, false, true) {
             self.dropped = true;
         }
@@ -475,9 +462,8 @@ pub(crate) fn replay(task: &Task, out: &EventSender) {
 
 fn status(state: TaskState, message: Option<Message>) -> TaskStatus {
     TaskStatus {
-        state,
         message,
-        timestamp: Some(Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true)),
+        ..TaskStatus::now(state)
     }
 }
 

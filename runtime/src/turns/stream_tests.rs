@@ -60,14 +60,7 @@ fn translate(loop_events: &[LoopEvent], outcome: AgentOutcome) -> (Vec<StreamEve
 
 fn completed(text: &str) -> AgentOutcome {
     AgentOutcome::Completed {
-        artifacts: vec![Artifact {
-            artifact_id: "made-by-the-loop".into(),
-            name: Some("response".into()),
-            description: None,
-            parts: vec![Part::text(text)],
-            extensions: None,
-            metadata: None,
-        }],
+        artifacts: vec![Artifact::text("made-by-the-loop", text).named("response")],
     }
 }
 
@@ -180,14 +173,7 @@ fn own_chunk(id: &str, part: Part, append: bool, last_chunk: bool) -> LoopEvent 
     LoopEvent::ArtifactChunk {
         agent: "a".into(),
         depth: 0,
-        artifact: Artifact {
-            artifact_id: id.into(),
-            name: None,
-            description: None,
-            parts: vec![part],
-            extensions: None,
-            metadata: None,
-        },
+        artifact: Artifact::new(id, vec![part]),
         append,
         last_chunk,
     }
@@ -195,14 +181,7 @@ fn own_chunk(id: &str, part: Part, append: bool, last_chunk: bool) -> LoopEvent 
 
 fn whole(id: &str, parts: Vec<Part>) -> AgentOutcome {
     AgentOutcome::Completed {
-        artifacts: vec![Artifact {
-            artifact_id: id.into(),
-            name: None,
-            description: None,
-            parts,
-            extensions: None,
-            metadata: None,
-        }],
+        artifacts: vec![Artifact::new(id, parts)],
     }
 }
 

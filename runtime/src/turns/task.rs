@@ -2,7 +2,6 @@
 //! belongs to, and the `Task` an outcome becomes (`completed` always carries an artifact and
 //! `failed` a `status.message`).
 
-use chrono::{SecondsFormat, Utc};
 use daedalus_contract::{Artifact, Message, Part, Role, Task, TaskState, TaskStatus};
 
 use super::TurnError;
@@ -46,11 +45,7 @@ pub(super) fn working(task_id: &str, context_id: &str, history: Vec<Message>) ->
     Task {
         id: task_id.to_owned(),
         context_id: Some(context_id.to_owned()),
-        status: TaskStatus {
-            state: TaskState::Working,
-            message: None,
-            timestamp: Some(Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true)),
-        },
+        status: TaskStatus::now(TaskState::Working),
         artifacts: Vec::new(),
         history: Some(history),
         metadata: None,
@@ -61,12 +56,8 @@ pub(super) fn working(task_id: &str, context_id: &str, history: Vec<Message>) ->
 /// `status.message`. A reply completes the task with the reply as its status message and its
 /// parts as the output (the contract binding answers the Task, the A2A bindings the message).
 pub(super) fn finish(task_id: &str, context_id: &str, outcome: AgentOutcome) -> Task {
-    let agent_message = |parts: Vec<Part>| {
-        let mut m = Message::new(uuid::Uuid::new_v4().to_string(), Role::Agent, parts);
-        m.task_id = Some(task_id.to_owned());
-        m.context_id = Some(context_id.to_owned());
-        m
-    };
+    let agent_message =
+        |parts: Vec<Part>| Message::from_agent(parts).in_task(task_id, Some(context_id));
     let (state, message, artifacts) = match outcome {
         AgentOutcome::Completed { artifacts } if artifacts.iter().any(|a| !a.parts.is_empty()) => {
             let artifacts = artifacts
@@ -84,14 +75,7 @@ pub(super) fn finish(task_id: &str, context_id: &str, outcome: AgentOutcome) -> 
             )
         }
         AgentOutcome::Replied { parts } if !parts.is_empty() => {
-            let artifact = Artifact {
-                artifact_id: uuid::Uuid::new_v4().to_string(),
-                name: Some("response".to_owned()),
-                description: None,
-                parts: parts.clone(),
-                extensions: None,
-                metadata: None,
-            };
+            let artifact = Artifact::fresh(parts.clone()).named("response");
             (
                 TaskState::Completed,
                 Some(agent_message(parts)),
@@ -139,9 +123,8 @@ pub(super) fn finish(task_id: &str, context_id: &str, outcome: AgentOutcome) -> 
         id: task_id.to_owned(),
         context_id: Some(context_id.to_owned()),
         status: TaskStatus {
-            state,
             message,
-            timestamp: Some(Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true)),
+            ..TaskStatus::now(state)
         },
         artifacts,
         history: None,

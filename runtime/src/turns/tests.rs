@@ -36,14 +36,7 @@ impl Agent for FinishesWhenCanceled {
     async fn run(&self, _: AgentRequest, cancel: CancellationToken) -> AgentOutcome {
         cancel.cancelled().await;
         AgentOutcome::Completed {
-            artifacts: vec![daedalus_contract::Artifact {
-                artifact_id: "a".into(),
-                name: None,
-                description: None,
-                parts: vec![Part::text("done first")],
-                extensions: None,
-                metadata: None,
-            }],
+            artifacts: vec![daedalus_contract::Artifact::text("a", "done first")],
         }
     }
 }

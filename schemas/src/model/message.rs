@@ -43,6 +43,19 @@ impl Message {
         }
     }
 
+    /// The agent's message of `parts`, under a new id.
+    pub fn from_agent(parts: Vec<Part>) -> Self {
+        Self::new(uuid::Uuid::new_v4().to_string(), Role::Agent, parts)
+    }
+
+    /// This message, as one of task `task_id` in context `context_id`.
+    #[must_use]
+    pub fn in_task(mut self, task_id: &str, context_id: Option<&str>) -> Self {
+        self.task_id = Some(task_id.to_owned());
+        self.context_id = context_id.map(str::to_owned);
+        self
+    }
+
     /// The contract's task-id rule: `taskId` if present (and not empty), else `messageId`.
     pub fn effective_task_id(&self) -> &str {
         match self.task_id.as_deref() {

@@ -293,14 +293,7 @@ impl LlmAgent {
             parts.extend(files.into_iter().flat_map(|a| a.parts));
             return AgentOutcome::Replied { parts };
         }
-        let mut artifacts = vec![Artifact {
-            artifact_id: uuid::Uuid::new_v4().to_string(),
-            name: Some("response".to_owned()),
-            description: None,
-            parts: vec![part],
-            extensions: None,
-            metadata: None,
-        }];
+        let mut artifacts = vec![Artifact::fresh(vec![part]).named("response")];
         artifacts.extend(files);
         AgentOutcome::Completed { artifacts }
     }
@@ -349,14 +342,9 @@ fn asks_for_json(sampling: &crate::sampling::Sampling) -> bool {
 
 /// The files of one tool call, as an artifact named after the tool.
 fn file_artifact(tool: &str, parts: Vec<Part>) -> Artifact {
-    Artifact {
-        artifact_id: uuid::Uuid::new_v4().to_string(),
-        name: Some(tool.to_owned()),
-        description: Some(format!("files {tool} returned")),
-        parts,
-        extensions: None,
-        metadata: None,
-    }
+    Artifact::fresh(parts)
+        .named(tool)
+        .described(format!("files {tool} returned"))
 }
 
 #[async_trait]

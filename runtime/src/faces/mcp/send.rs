@@ -333,14 +333,10 @@ mod tests {
             id: "t".into(),
             context_id: None,
             status: daedalus_contract::TaskStatus::new(TaskState::Completed),
-            artifacts: vec![daedalus_contract::Artifact {
-                artifact_id: "a".into(),
-                name: None,
-                description: None,
-                parts: vec![Part::text("here"), file, link, data],
-                extensions: None,
-                metadata: None,
-            }],
+            artifacts: vec![daedalus_contract::Artifact::new(
+                "a",
+                vec![Part::text("here"), file, link, data],
+            )],
             history: None,
             metadata: None,
         };

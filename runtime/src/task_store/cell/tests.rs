@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use daedalus_contract::{Artifact, Part, TaskStatus};
+use daedalus_contract::{Artifact, TaskStatus};
 use tokio_util::sync::CancellationToken;
 
 use super::*;
@@ -28,14 +28,7 @@ fn status(state: TaskState, last: bool) -> StreamEvent {
 }
 
 fn artifact(text: &str) -> Artifact {
-    Artifact {
-        artifact_id: "a".into(),
-        name: None,
-        description: None,
-        parts: vec![Part::text(text)],
-        extensions: None,
-        metadata: None,
-    }
+    Artifact::text("a", text)
 }
 
 fn chunk(text: &str, append: bool) -> StreamEvent {
