@@ -1,16 +1,20 @@
-//! What the provider clients share on the HTTP side: one endpoint URL with its headers (the
-//! configured extra headers plus the provider's credentials, marked sensitive), a timeout, and
-//! a POST that turns a non-200 answer into an [`LlmError`] carrying the server's
-//! `Retry-After`.
+//! What the provider clients share: one endpoint URL with its headers (the configured extra
+//! headers plus the provider's credentials, marked sensitive), a timeout, a POST that turns a
+//! non-200 answer into an [`LlmError`] carrying the server's `Retry-After` and the message of
+//! the provider's error body, and [`Endpoint::chat`], one call under the retry policy with
+//! its answer read whole or streamed. A provider brings only its wire: the request body and
+//! how its [`Answer`] reads.
 
 use daedalus_contract::error_chain::error_chain;
 use std::time::Duration;
 
+use futures::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use serde::Deserialize;
 use serde_json::Value;
 
-use super::LlmError;
-use super::retry::{Failure, parse_retry_after};
+use super::retry::{Failure, RetryPolicy, parse_retry_after};
+use super::{ChatRequest, ChatResponse, LlmError, LlmEvent, sse};
 use crate::bearer::Bearer;
 use crate::config::deployment::ProviderSettings;
 
@@ -25,8 +29,6 @@ pub(super) struct Endpoint {
     url: String,
     headers: HeaderMap,
     timeout: Duration,
-    /// Extracts the human-readable message of the provider's error body.
-    error_message: fn(&str) -> String,
     /// When the provider forwards the caller's bearer: the header it goes in, and the prefix
     /// before the token (`authorization`, `Bearer `).
     caller_credential: Option<(HeaderName, &'static str)>,
@@ -42,7 +44,6 @@ impl Endpoint {
         settings: &ProviderSettings,
         credentials: &[(&'static str, String)],
         caller_header: (&'static str, &'static str),
-        error_message: fn(&str) -> String,
     ) -> Result<Self, LlmError> {
         let invalid = |message: String| LlmError::Decode { provider, message };
         let mut headers = HeaderMap::new();
@@ -74,7 +75,6 @@ impl Endpoint {
             url,
             headers,
             timeout,
-            error_message,
             caller_credential,
         })
     }
@@ -126,9 +126,52 @@ impl Endpoint {
         let error = LlmError::Http {
             provider: self.provider,
             status,
-            message: (self.error_message)(&text),
+            message: error_message(&text),
         };
         Err(Failure { error, retry_after })
+    }
+
+    /// One chat call: `body` (with the request's `extra` merged in) POSTed under `retry`, its
+    /// answer read as `A`, whole or, when the request streams, event by event with each text
+    /// delta passed to `events`.
+    pub(super) async fn chat<A: Answer>(
+        &self,
+        retry: &RetryPolicy,
+        mut body: Value,
+        request: &ChatRequest,
+        events: &(dyn Fn(LlmEvent) + Send + Sync),
+    ) -> Result<ChatResponse, LlmError> {
+        super::merge_extra(self.provider, &mut body, &request.extra)?;
+        retry
+            .run(self.provider, events, |_| {
+                self.attempt::<A>(&body, &request.caller, request.stream, events)
+            })
+            .await
+    }
+
+    async fn attempt<A: Answer>(
+        &self,
+        body: &Value,
+        caller: &Bearer,
+        stream: bool,
+        events: &(dyn Fn(LlmEvent) + Send + Sync),
+    ) -> Result<ChatResponse, Failure> {
+        let response = self.post(body, caller).await?;
+        if !stream {
+            let bytes = response.bytes().await.map_err(|e| self.transport(&e))?;
+            return A::whole(&bytes).map_err(Failure::from);
+        }
+        let mut answer = A::default();
+        let mut stream = Box::pin(sse::events(response.bytes_stream()));
+        while let Some(event) = stream.next().await {
+            let event = event.map_err(|e| self.transport(&e))?;
+            match answer.add(&event.data)? {
+                Step::Delta(text) => events(LlmEvent::TextDelta(text)),
+                Step::Stop => break,
+                Step::Continue => {}
+            }
+        }
+        answer.finish().map_err(Failure::from)
     }
 
     /// A failure to talk to the endpoint at all.
@@ -147,4 +190,39 @@ impl Endpoint {
         };
         Failure::from(error)
     }
+}
+
+/// How a provider's answer reads: whole, or assembled from the events of its stream.
+pub(super) trait Answer: Default + Send {
+    /// A whole (non-streamed) answer's body.
+    fn whole(body: &[u8]) -> Result<ChatResponse, LlmError>;
+    /// One streamed event's `data`, added to the answer so far.
+    fn add(&mut self, data: &str) -> Result<Step, LlmError>;
+    /// The answer the stream assembled, once it ended.
+    fn finish(self) -> Result<ChatResponse, LlmError>;
+}
+
+/// What one streamed event meant.
+pub(super) enum Step {
+    /// Text to pass on as it comes.
+    Delta(String),
+    /// Nothing to pass on yet.
+    Continue,
+    /// The end of the answer: read no further.
+    Stop,
+}
+
+/// The `error.message` of a provider's error body (OpenAI's and Anthropic's share the shape),
+/// else the start of the body.
+fn error_message(body: &str) -> String {
+    #[derive(Deserialize)]
+    struct ErrorWire {
+        error: ErrorDetail,
+    }
+    #[derive(Deserialize)]
+    struct ErrorDetail {
+        message: String,
+    }
+    serde_json::from_str::<ErrorWire>(body)
+        .map_or_else(|_| body.chars().take(300).collect(), |e| e.error.message)
 }

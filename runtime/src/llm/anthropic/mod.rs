@@ -4,15 +4,14 @@
 //! newest message, usage with cache read/write tokens, and the same retry rules as OpenAI.
 
 use async_trait::async_trait;
-use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::endpoint::Endpoint;
-use super::retry::{Failure, RetryPolicy};
+use super::endpoint::{Answer, Endpoint, Step};
+use super::retry::RetryPolicy;
 use super::{
     ChatMessage, ChatRequest, ChatResponse, Content, LlmError, LlmEvent, LlmProvider, StopReason,
-    ToolCall, Usage, sse,
+    ToolCall, Usage,
 };
 use crate::config::deployment::ProviderSettings;
 use crate::sampling::{Effort, Sampling, ToolChoice};
@@ -54,48 +53,8 @@ impl AnthropicClient {
                 .map(|key| ("x-api-key", key.clone())),
         );
         let url = format!("{}/v1/messages", base.trim_end_matches("/v1"));
-        let endpoint = Endpoint::new(
-            PROVIDER,
-            url,
-            settings,
-            &credentials,
-            ("x-api-key", ""),
-            error_message,
-        )?;
+        let endpoint = Endpoint::new(PROVIDER, url, settings, &credentials, ("x-api-key", ""))?;
         Ok(Self { endpoint, retry })
-    }
-
-    async fn attempt(
-        &self,
-        body: &Value,
-        caller: &crate::bearer::Bearer,
-        stream: bool,
-        events: &(dyn Fn(LlmEvent) + Send + Sync),
-    ) -> Result<ChatResponse, Failure> {
-        let response = self.endpoint.post(body, caller).await?;
-        if stream {
-            let mut assembler = StreamAssembler::default();
-            let mut stream = Box::pin(sse::events(response.bytes_stream()));
-            while let Some(event) = stream.next().await {
-                let event = event.map_err(|e| self.endpoint.transport(&e))?;
-                let wire: StreamEventWire = serde_json::from_str(&event.data)
-                    .map_err(|e| decode(format!("stream event: {e}")))?;
-                match assembler.add(wire).map_err(Failure::from)? {
-                    Step::Delta(text) => events(LlmEvent::TextDelta(text)),
-                    Step::Stop => break,
-                    Step::Continue => {}
-                }
-            }
-            assembler.finish().map_err(Failure::from)
-        } else {
-            let bytes = response
-                .bytes()
-                .await
-                .map_err(|e| self.endpoint.transport(&e))?;
-            let wire: MessageWire =
-                serde_json::from_slice(&bytes).map_err(|e| decode(format!("message: {e}")))?;
-            Ok(from_message(wire))
-        }
     }
 }
 
@@ -110,28 +69,10 @@ impl LlmProvider for AnthropicClient {
         request: &ChatRequest,
         events: &(dyn Fn(LlmEvent) + Send + Sync),
     ) -> Result<ChatResponse, LlmError> {
-        let mut body = to_wire(request);
-        super::merge_extra(PROVIDER, &mut body, &request.extra)?;
-        self.retry
-            .run(PROVIDER, events, |_| {
-                self.attempt(&body, &request.caller, request.stream, events)
-            })
+        self.endpoint
+            .chat::<StreamAssembler>(&self.retry, to_wire(request), request, events)
             .await
     }
-}
-
-/// The `error.message` of an Anthropic error body, else the start of the body.
-fn error_message(body: &str) -> String {
-    #[derive(Deserialize)]
-    struct ErrorWire {
-        error: ErrorDetail,
-    }
-    #[derive(Deserialize)]
-    struct ErrorDetail {
-        message: String,
-    }
-    serde_json::from_str::<ErrorWire>(body)
-        .map_or_else(|_| body.chars().take(300).collect(), |e| e.error.message)
 }
 
 // ---- request ---------------------------------------------------------------------------
@@ -443,12 +384,6 @@ struct ErrorDetailWire {
     message: String,
 }
 
-enum Step {
-    Delta(String),
-    Continue,
-    Stop,
-}
-
 /// A content block being streamed.
 enum Building {
     Text,
@@ -470,8 +405,26 @@ struct StreamAssembler {
     thought: usize,
 }
 
+impl Answer for StreamAssembler {
+    fn whole(body: &[u8]) -> Result<ChatResponse, LlmError> {
+        let wire: MessageWire =
+            serde_json::from_slice(body).map_err(|e| decode(format!("message: {e}")))?;
+        Ok(from_message(wire))
+    }
+
+    fn add(&mut self, data: &str) -> Result<Step, LlmError> {
+        let event: StreamEventWire =
+            serde_json::from_str(data).map_err(|e| decode(format!("stream event: {e}")))?;
+        self.add_event(event)
+    }
+
+    fn finish(self) -> Result<ChatResponse, LlmError> {
+        self.assemble()
+    }
+}
+
 impl StreamAssembler {
-    fn add(&mut self, event: StreamEventWire) -> Result<Step, LlmError> {
+    fn add_event(&mut self, event: StreamEventWire) -> Result<Step, LlmError> {
         match event {
             StreamEventWire::MessageStart { message } => message.usage.apply(&mut self.usage),
             StreamEventWire::ContentBlockStart {
@@ -537,7 +490,7 @@ impl StreamAssembler {
         Ok(Step::Continue)
     }
 
-    fn finish(self) -> Result<ChatResponse, LlmError> {
+    fn assemble(self) -> Result<ChatResponse, LlmError> {
         let mut tool_calls = Vec::new();
         for building in self.blocks.into_values() {
             if let Building::Tool { id, name, json } = building {

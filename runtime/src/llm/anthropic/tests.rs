@@ -138,7 +138,7 @@ fn thinking_counts_as_reasoning_tokens_streamed_or_not() {
         r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"hi"}}"#,
         r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}"#,
     ] {
-        a.add(serde_json::from_str(event).unwrap()).unwrap();
+        a.add(event).unwrap();
     }
     let r = a.finish().unwrap();
     assert_eq!(r.usage.reasoning_tokens, 3, "10 characters of thinking");
@@ -164,7 +164,7 @@ fn a_streamed_message_is_reassembled_with_cache_usage() {
     let mut a = StreamAssembler::default();
     let mut deltas = Vec::new();
     for e in events {
-        if let Step::Delta(t) = a.add(serde_json::from_str(e).unwrap()).unwrap() {
+        if let Step::Delta(t) = a.add(e).unwrap() {
             deltas.push(t);
         }
     }
@@ -196,7 +196,7 @@ fn a_streamed_message_is_reassembled_with_cache_usage() {
 fn a_stream_error_event_is_an_error() {
     let mut a = StreamAssembler::default();
     let e = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
-    let err = a.add(serde_json::from_str(e).unwrap()).err().unwrap();
+    let err = a.add(e).err().unwrap();
     assert!(matches!(err, LlmError::Http { status: 529, .. }), "{err}");
     assert!(err.is_retryable());
 }

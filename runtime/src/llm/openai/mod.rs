@@ -4,16 +4,15 @@
 //! timeouts, and retries that honour `Retry-After`.
 
 use async_trait::async_trait;
-use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-use super::endpoint::Endpoint;
-use super::retry::{Failure, RetryPolicy};
+use super::endpoint::{Answer, Endpoint, Step};
+use super::retry::RetryPolicy;
 use super::{
     ChatMessage, ChatRequest, ChatResponse, Content, LlmError, LlmEvent, LlmProvider, StopReason,
-    ToolCall, Usage, sse,
+    ToolCall, Usage,
 };
 use crate::config::deployment::{OpenAiDialect, ProviderSettings};
 use crate::sampling::{Effort, Sampling, ToolChoice};
@@ -49,7 +48,6 @@ impl OpenAiClient {
             settings,
             &credentials,
             ("authorization", "Bearer "),
-            error_message,
         )?;
         let dialect = settings.openai_dialect();
         Ok(Self {
@@ -57,40 +55,6 @@ impl OpenAiClient {
             retry,
             dialect,
         })
-    }
-
-    async fn attempt(
-        &self,
-        body: &Value,
-        caller: &crate::bearer::Bearer,
-        stream: bool,
-        events: &(dyn Fn(LlmEvent) + Send + Sync),
-    ) -> Result<ChatResponse, Failure> {
-        let response = self.endpoint.post(body, caller).await?;
-        if stream {
-            let mut assembler = StreamAssembler::default();
-            let mut stream = Box::pin(sse::events(response.bytes_stream()));
-            while let Some(event) = stream.next().await {
-                let event = event.map_err(|e| self.endpoint.transport(&e))?;
-                if event.data == "[DONE]" {
-                    break;
-                }
-                let chunk: ChunkWire = serde_json::from_str(&event.data)
-                    .map_err(|e| decode(format!("stream chunk: {e}")))?;
-                if let Some(delta) = assembler.add(chunk) {
-                    events(LlmEvent::TextDelta(delta));
-                }
-            }
-            assembler.finish().map_err(Failure::from)
-        } else {
-            let bytes = response
-                .bytes()
-                .await
-                .map_err(|e| self.endpoint.transport(&e))?;
-            let wire: CompletionWire =
-                serde_json::from_slice(&bytes).map_err(|e| decode(format!("completion: {e}")))?;
-            from_completion(wire).map_err(Failure::from)
-        }
     }
 }
 
@@ -105,12 +69,9 @@ impl LlmProvider for OpenAiClient {
         request: &ChatRequest,
         events: &(dyn Fn(LlmEvent) + Send + Sync),
     ) -> Result<ChatResponse, LlmError> {
-        let mut body = to_wire(request, self.dialect);
-        super::merge_extra(PROVIDER, &mut body, &request.extra)?;
-        self.retry
-            .run(PROVIDER, events, |_| {
-                self.attempt(&body, &request.caller, request.stream, events)
-            })
+        let body = to_wire(request, self.dialect);
+        self.endpoint
+            .chat::<StreamAssembler>(&self.retry, body, request, events)
             .await
     }
 }
@@ -120,20 +81,6 @@ fn decode(message: String) -> LlmError {
         provider: PROVIDER,
         message,
     }
-}
-
-/// The `error.message` of an OpenAI error body, else the start of the body.
-fn error_message(body: &str) -> String {
-    #[derive(Deserialize)]
-    struct ErrorWire {
-        error: ErrorDetail,
-    }
-    #[derive(Deserialize)]
-    struct ErrorDetail {
-        message: String,
-    }
-    serde_json::from_str::<ErrorWire>(body)
-        .map_or_else(|_| body.chars().take(300).collect(), |e| e.error.message)
 }
 
 // ---- request ---------------------------------------------------------------------------
@@ -494,9 +441,30 @@ struct StreamAssembler {
     usage: Usage,
 }
 
+impl Answer for StreamAssembler {
+    fn whole(body: &[u8]) -> Result<ChatResponse, LlmError> {
+        let wire: CompletionWire =
+            serde_json::from_slice(body).map_err(|e| decode(format!("completion: {e}")))?;
+        from_completion(wire)
+    }
+
+    fn add(&mut self, data: &str) -> Result<Step, LlmError> {
+        if data == "[DONE]" {
+            return Ok(Step::Stop);
+        }
+        let chunk: ChunkWire =
+            serde_json::from_str(data).map_err(|e| decode(format!("stream chunk: {e}")))?;
+        Ok(self.add_chunk(chunk).map_or(Step::Continue, Step::Delta))
+    }
+
+    fn finish(self) -> Result<ChatResponse, LlmError> {
+        self.assemble()
+    }
+}
+
 impl StreamAssembler {
     /// Adds a chunk; returns its text delta, if any.
-    fn add(&mut self, chunk: ChunkWire) -> Option<String> {
+    fn add_chunk(&mut self, chunk: ChunkWire) -> Option<String> {
         if let Some(usage) = chunk.usage {
             self.usage = usage.into();
         }
@@ -527,7 +495,7 @@ impl StreamAssembler {
         delta_text
     }
 
-    fn finish(self) -> Result<ChatResponse, LlmError> {
+    fn assemble(self) -> Result<ChatResponse, LlmError> {
         let mut tool_calls = Vec::with_capacity(self.calls.len());
         for (index, (id, name, args)) in self.calls {
             if id.is_empty() || name.is_empty() {

@@ -16,7 +16,10 @@ fn tool_call_deltas_are_reassembled_by_index() {
     ];
     let deltas: Vec<String> = chunks
         .iter()
-        .filter_map(|c| a.add(serde_json::from_str(c).unwrap()))
+        .filter_map(|c| match a.add(c).unwrap() {
+            Step::Delta(text) => Some(text),
+            Step::Continue | Step::Stop => None,
+        })
         .collect();
     assert_eq!(deltas, ["Let me ", "check."]);
     let r = a.finish().unwrap();
