@@ -14,7 +14,8 @@
 //! - [`nats`]: connecting, and the streams and the consumer as the configuration asks;
 //! - [`config`]: the typed configuration, parsed once by a pure function;
 //! - [`endpoints`] and [`metrics`]: `/healthz` and `/metrics`;
-//! - [`publish`]: the `publish` subcommand (a task onto NATS, and its result back);
+//! - [`publish`]: the `publish` subcommand (a task onto NATS, and its result back), with its
+//!   terminal output in `publish::terminal`;
 //! - [`error`]: why the proxy stopped.
 //!
 //! Modules depend one way: `lifecycle` on everything, `consume` on `forward` and `wire`, and
