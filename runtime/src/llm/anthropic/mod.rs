@@ -419,7 +419,31 @@ impl Answer for StreamAssembler {
     }
 
     fn finish(self) -> Result<ChatResponse, LlmError> {
-        self.assemble()
+        let mut tool_calls = Vec::new();
+        for building in self.blocks.into_values() {
+            if let Building::Tool { id, name, json } = building {
+                let arguments = if json.trim().is_empty() {
+                    Value::Object(serde_json::Map::new())
+                } else {
+                    serde_json::from_str(&json)
+                        .map_err(|e| decode(format!("tool input of {name}: {e}")))?
+                };
+                tool_calls.push(ToolCall {
+                    id,
+                    name,
+                    arguments,
+                });
+            }
+        }
+        Ok(ChatResponse {
+            text: Some(self.text).filter(|t| !t.is_empty()),
+            tool_calls,
+            usage: Usage {
+                reasoning_tokens: thinking_tokens(self.thought),
+                ..self.usage
+            },
+            stop_reason: stop_reason(self.stop.as_deref()),
+        })
     }
 }
 
@@ -488,34 +512,6 @@ impl StreamAssembler {
             StreamEventWire::ContentBlockStop {} | StreamEventWire::Ping {} => {}
         }
         Ok(Step::Continue)
-    }
-
-    fn assemble(self) -> Result<ChatResponse, LlmError> {
-        let mut tool_calls = Vec::new();
-        for building in self.blocks.into_values() {
-            if let Building::Tool { id, name, json } = building {
-                let arguments = if json.trim().is_empty() {
-                    Value::Object(serde_json::Map::new())
-                } else {
-                    serde_json::from_str(&json)
-                        .map_err(|e| decode(format!("tool input of {name}: {e}")))?
-                };
-                tool_calls.push(ToolCall {
-                    id,
-                    name,
-                    arguments,
-                });
-            }
-        }
-        Ok(ChatResponse {
-            text: Some(self.text).filter(|t| !t.is_empty()),
-            tool_calls,
-            usage: Usage {
-                reasoning_tokens: thinking_tokens(self.thought),
-                ..self.usage
-            },
-            stop_reason: stop_reason(self.stop.as_deref()),
-        })
     }
 }
 

@@ -458,7 +458,25 @@ impl Answer for StreamAssembler {
     }
 
     fn finish(self) -> Result<ChatResponse, LlmError> {
-        self.assemble()
+        let mut tool_calls = Vec::with_capacity(self.calls.len());
+        for (index, (id, name, args)) in self.calls {
+            if id.is_empty() || name.is_empty() {
+                return Err(decode(format!(
+                    "streamed tool call {index} has no id or name"
+                )));
+            }
+            tool_calls.push(ToolCall {
+                id,
+                name,
+                arguments: arguments(&args),
+            });
+        }
+        Ok(ChatResponse {
+            text: Some(self.text).filter(|t| !t.is_empty()),
+            tool_calls,
+            usage: self.usage,
+            stop_reason: stop_reason(self.finish.as_deref()),
+        })
     }
 }
 
@@ -493,28 +511,6 @@ impl StreamAssembler {
             }
         }
         delta_text
-    }
-
-    fn assemble(self) -> Result<ChatResponse, LlmError> {
-        let mut tool_calls = Vec::with_capacity(self.calls.len());
-        for (index, (id, name, args)) in self.calls {
-            if id.is_empty() || name.is_empty() {
-                return Err(decode(format!(
-                    "streamed tool call {index} has no id or name"
-                )));
-            }
-            tool_calls.push(ToolCall {
-                id,
-                name,
-                arguments: arguments(&args),
-            });
-        }
-        Ok(ChatResponse {
-            text: Some(self.text).filter(|t| !t.is_empty()),
-            tool_calls,
-            usage: self.usage,
-            stop_reason: stop_reason(self.finish.as_deref()),
-        })
     }
 }
 

@@ -8,12 +8,12 @@
 //! `google.rpc.Status` with the HTTP status of the spec's table. The operations are
 //! [`crate::faces::a2a::operations`]'s, as for JSON-RPC.
 
+use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Extension, Router};
 use daedalus_contract::write::a2a_v1;
 use daedalus_contract::{
     A2aError, A2aErrorKind, GetTaskRequest, ListPushConfigsRequest, ListTasksRequest,
@@ -120,9 +120,14 @@ impl Reply {
     }
 }
 
-/// A request of the binding whose `A2A-Version` is ours, and the media type to answer it in;
-/// the version's refusal otherwise.
-struct Checked(Reply);
+/// What every operation of the binding checks first, in one place: the request's
+/// `A2A-Version` is ours, and who sent it (as the face's authentication put it there: a
+/// request that never passed it is refused, nothing is served to nobody). With them, the
+/// media type to answer in; otherwise the refusal, in the binding's shape.
+struct Checked {
+    reply: Reply,
+    caller: Caller,
+}
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Checked {
     type Rejection = Response;
@@ -132,10 +137,16 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Checked {
         _: &S,
     ) -> Result<Self, Response> {
         let reply = Reply::to(&parts.headers);
-        match reply.version_refusal(&parts.headers, &parts.uri) {
-            Some(refused) => Err(refused),
-            None => Ok(Self(reply)),
+        if let Some(refused) = reply.version_refusal(&parts.headers, &parts.uri) {
+            return Err(refused);
         }
+        let caller = parts.extensions.get::<Caller>().cloned().ok_or_else(|| {
+            reply.failed(&A2aError::new(
+                A2aErrorKind::Internal,
+                "the request was not authenticated",
+            ))
+        })?;
+        Ok(Self { reply, caller })
     }
 }
 
@@ -168,13 +179,9 @@ async fn send_request(
 
 async fn message_send(
     State(state): State<A2aFace>,
-    Checked(reply): Checked,
+    Checked { reply, caller }: Checked,
     req: Request,
 ) -> Response {
-    let caller = match caller_of(reply, &req) {
-        Ok(caller) => caller,
-        Err(refused) => return *refused,
-    };
     let (headers, _, request) = match send_request(&state, reply, req).await {
         Ok(read) => read,
         Err(refused) => return refused,
@@ -187,13 +194,9 @@ async fn message_send(
 
 async fn message_stream(
     State(state): State<A2aFace>,
-    Checked(reply): Checked,
+    Checked { reply, caller }: Checked,
     req: Request,
 ) -> Response {
-    let caller = match caller_of(reply, &req) {
-        Ok(caller) => caller,
-        Err(refused) => return *refused,
-    };
     let (headers, _, request) = match send_request(&state, reply, req).await {
         Ok(read) => read,
         Err(refused) => return refused,
@@ -224,10 +227,9 @@ fn task_and_action(segment: &str) -> (&str, Option<&str>) {
 
 async fn task_get(
     State(state): State<A2aFace>,
-    Extension(caller): Extension<Caller>,
     Path(params): Path<Vec<(String, String)>>,
     Query(query): Query<TaskQuery>,
-    Checked(reply): Checked,
+    Checked { reply, caller }: Checked,
 ) -> Response {
     let segment = task_segment(&params);
     let (task, action) = task_and_action(&segment);
@@ -254,9 +256,8 @@ async fn task_get(
 
 async fn task_action(
     State(state): State<A2aFace>,
-    Extension(caller): Extension<Caller>,
     Path(params): Path<Vec<(String, String)>>,
-    Checked(reply): Checked,
+    Checked { reply, caller }: Checked,
 ) -> Response {
     let segment = task_segment(&params);
     match task_and_action(&segment) {
@@ -289,9 +290,8 @@ async fn subscribe(state: &A2aFace, reply: Reply, caller: &Caller, task_id: &str
 
 async fn tasks_list(
     State(state): State<A2aFace>,
-    Extension(caller): Extension<Caller>,
     query: Result<Query<ListTasksRequest>, axum::extract::rejection::QueryRejection>,
-    Checked(reply): Checked,
+    Checked { reply, caller }: Checked,
 ) -> Response {
     let Ok(Query(params)) = query else {
         return reply.failed(&A2aError::new(
@@ -305,7 +305,7 @@ async fn tasks_list(
     }
 }
 
-async fn extended_card(State(state): State<A2aFace>, Checked(reply): Checked) -> Response {
+async fn extended_card(State(state): State<A2aFace>, Checked { reply, .. }: Checked) -> Response {
     reply.ok(&a2a_v1::to_value(&operations::extended_card(&state)))
 }
 
@@ -314,13 +314,9 @@ async fn extended_card(State(state): State<A2aFace>, Checked(reply): Checked) ->
 async fn push_config_create(
     State(state): State<A2aFace>,
     Path(params): Path<Vec<(String, String)>>,
-    Checked(reply): Checked,
+    Checked { reply, caller }: Checked,
     req: Request,
 ) -> Response {
-    let caller = match caller_of(reply, &req) {
-        Ok(caller) => caller,
-        Err(refused) => return *refused,
-    };
     let bytes: Bytes = match body::checked_body(req, &state).await {
         Ok(bytes) => bytes,
         Err(e) => {
@@ -349,10 +345,9 @@ async fn push_config_create(
 /// `GET /tasks/{id}/pushNotificationConfigs` (`pageSize`, `pageToken` in the query).
 async fn push_configs_list(
     State(state): State<A2aFace>,
-    Extension(caller): Extension<Caller>,
     Path(params): Path<Vec<(String, String)>>,
     query: Result<Query<ListPushConfigsRequest>, axum::extract::rejection::QueryRejection>,
-    Checked(reply): Checked,
+    Checked { reply, caller }: Checked,
 ) -> Response {
     let Ok(Query(mut request)) = query else {
         return reply.failed(&A2aError::new(
@@ -370,9 +365,8 @@ async fn push_configs_list(
 /// `GET /tasks/{id}/pushNotificationConfigs/{configId}`.
 async fn push_config_get(
     State(state): State<A2aFace>,
-    Extension(caller): Extension<Caller>,
     Path(params): Path<Vec<(String, String)>>,
-    Checked(reply): Checked,
+    Checked { reply, caller }: Checked,
 ) -> Response {
     match operations::get_push_config(&state, &caller, &push_config_request(&params)).await {
         Ok(config) => reply.ok(&serde_json::to_value(config).unwrap_or_default()),
@@ -383,9 +377,8 @@ async fn push_config_get(
 /// `DELETE /tasks/{id}/pushNotificationConfigs/{configId}`: `{}`, also when there was none.
 async fn push_config_delete(
     State(state): State<A2aFace>,
-    Extension(caller): Extension<Caller>,
     Path(params): Path<Vec<(String, String)>>,
-    Checked(reply): Checked,
+    Checked { reply, caller }: Checked,
 ) -> Response {
     match operations::delete_push_config(&state, &caller, &push_config_request(&params)).await {
         Ok(()) => reply.ok(&serde_json::json!({})),
@@ -399,17 +392,6 @@ fn push_config_request(params: &[(String, String)]) -> PushConfigRequest {
         task_id: path_param(params, "task"),
         id: path_param(params, "config"),
     }
-}
-
-/// Who sent `req`, as the face's authentication put it there (a request that never passed
-/// it is refused: nothing is served to nobody).
-fn caller_of(reply: Reply, req: &Request) -> Result<Caller, Box<Response>> {
-    req.extensions().get::<Caller>().cloned().ok_or_else(|| {
-        Box::new(reply.failed(&A2aError::new(
-            A2aErrorKind::Internal,
-            "the request was not authenticated",
-        )))
-    })
 }
 
 /// The `{task}` path segment (the tenant, when there is one, is the other).
