@@ -68,6 +68,36 @@ fn the_proxys_rooms_form_layers() {
     rooms_form_layers("proxy");
 }
 
+/// `lifecycle` (start, serve, reload, drain) is the top room of `name`: it builds the others,
+/// and none of them reaches back into it.
+fn lifecycle_is_the_top_room(name: &str) {
+    let rooms = graph_of(name).rooms();
+    let lifecycle = vec!["lifecycle".to_owned()];
+    assert!(
+        rooms.modules().any(|room| *room == lifecycle),
+        "{name} has a lifecycle room"
+    );
+    let importers: Vec<String> = rooms
+        .modules()
+        .filter(|room| {
+            rooms
+                .named_by(room)
+                .is_some_and(|named| named.contains(&lifecycle))
+        })
+        .map(|room| room.join("::"))
+        .collect();
+    assert!(
+        importers.is_empty(),
+        "{name}'s rooms that import lifecycle: {importers:?}"
+    );
+}
+
+#[test]
+fn the_process_life_is_the_top_room_of_both_crates() {
+    lifecycle_is_the_top_room("proxy");
+    lifecycle_is_the_top_room("runtime");
+}
+
 #[test]
 fn the_runtimes_rooms_form_layers() {
     rooms_form_layers("runtime");

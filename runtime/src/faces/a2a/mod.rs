@@ -31,13 +31,12 @@ pub mod wiring;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use axum::Extension;
-use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 use daedalus_contract::container::{AGENT_CARD_PATH, HEALTH_PATH, MANIFEST_PATH, TASK_PATH};
 use daedalus_contract::{A2aError, A2aErrorKind};
 use tower_http::catch_panic::CatchPanicLayer;
