@@ -1,8 +1,8 @@
 //! The runtime-wide core every face shares: the deployment's agents, the turn service that
-//! runs them, the session store they keep conversations in, the metrics, the LLM provider
-//! checks, the bounded book of live MCP sessions, who is calling, push notifications, and where
-//! the runtime is in its life. Per-face state (the A2A face's discovery
-//! documents, an MCP face's agent definition) lives with its face and holds a [`Core`].
+//! runs them, the conversation store, the metrics, the LLM provider checks, the bounded book
+//! of live MCP sessions, who is calling, push notifications, and the runtime's readiness.
+//! Per-face state (the A2A face's discovery documents, an MCP face's agent definition) lives
+//! with its face and holds a [`Core`].
 //!
 //! A reload ([`Core::redeploy`]) swaps the fleet and the provider checks; everything else lives
 //! as long as the process.

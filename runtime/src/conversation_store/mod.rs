@@ -1,7 +1,8 @@
 //! Conversations that outlive a task and a restart: message rows per context behind the
 //! [`ConversationStore`] seam (SQLite by default), with mcpctl's row model — role, content, tool
 //! calls, the tool-call id a result answers, `pending`/`complete`/`error`, and a monotonic
-//! turn index — and the rules that rebuild a model-ready history from them.
+//! turn index — and the rules that rebuild a model-ready history from them. Configured by
+//! `SESSION_STORE` (the flag keeps its name).
 //!
 //! A conversation that outgrows its model is compacted ([`ConversationStore::compact`]): its oldest
 //! rows go, and a `summary` row (when the agent summarizes) takes the place of the last of

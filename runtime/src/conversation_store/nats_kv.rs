@@ -1,4 +1,4 @@
-//! The session store for runtimes running as several replicas: a NATS JetStream key-value
+//! The conversation store for runtimes running as several replicas: a NATS JetStream key-value
 //! bucket shared by all of them.
 //!
 //! Layout, with `<ctx>` = `token(context id)` (DESIGN §5: the id itself when it is a plain

@@ -1,4 +1,4 @@
-//! The embedded session store: one SQLite file (or `:memory:`), WAL mode, one table of message
+//! The embedded conversation store: one SQLite file (or `:memory:`), WAL mode, one table of message
 //! rows with a unique (context, turn).
 //!
 //! One writer thread owns the connection and its prepared statements. Calls queue to it as

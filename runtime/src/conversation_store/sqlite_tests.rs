@@ -1,4 +1,4 @@
-//! The SQLite session store's tests: rows, restarts, retention, migration, and group commit
+//! The SQLite conversation store's tests: rows, restarts, retention, migration, and group commit
 //! (calls queued behind a held writer share one commit; a failing call undoes only its own).
 
 use serde_json::json;

@@ -1,6 +1,7 @@
 //! Startup, as named steps, and shutdown. [`super::run::run`] calls them in order:
 //!
-//! 1. [`open_conversation_store`]: the session store, with rows a crash left `pending` marked `error`;
+//! 1. [`open_conversation_store`]: the conversation store (`SESSION_STORE`), with rows a crash
+//!    left `pending` marked `error`;
 //! 2. [`build_core`]: the fleet of agents over it, the turn service, metrics and preflight;
 //! 3. [`serve_main_port`]: the A2A face, every agent's MCP endpoint, the registry and
 //!    `/metrics` on the bound listener;
