@@ -239,6 +239,79 @@ async fn a_token_endpoint_that_refuses_or_hangs_fails_the_call_clearly_within_it
     assert!(status_text(&task).contains("no answer within"), "{task}");
 }
 
+/// An API key is the runtime's own long-lived secret: sent as the bearer or in its header, it
+/// is never handed to the identity provider as a token to exchange. Only a caller that
+/// authenticated with a token has one to exchange.
+#[tokio::test]
+async fn an_api_key_is_never_exchanged_even_when_sent_as_the_bearer() {
+    const KEY: &str = "dk_test_the_runtime_s_own_long_lived_key";
+    let provider = OidcProvider::start();
+    register(&provider, "runtime-exchanger", "exchange-secret", 300, 0.0).await;
+    let server = guarded_server(&provider).await;
+    let dir = tempfile::tempdir().expect("a dir");
+    let keys = dir.path().join("keys.yaml");
+    std::fs::write(
+        &keys,
+        format!(
+            "keys:\n  - sha256: {}\n    principal: ci-bot\n",
+            daedalus_runtime::identity::api_keys::hash_hex(KEY)
+        ),
+    )
+    .expect("keys written");
+    let file = dir.path().join("agents.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "mcp:\n  servers:\n    tools:\n      url: \"{}\"\n      auth:\n{}agents:\n  proc-test:\n    servers: [tools]\n",
+            server.mcp_url(),
+            auth_block("token_exchange", &provider, "runtime-exchanger", "exchange-secret")
+        ),
+    )
+    .expect("agents.yaml written");
+    let rt = runtime()
+        .env("AGENTS_CONFIG", file.to_str().expect("utf-8"))
+        .env("AUTH_ISSUER", provider.issuer())
+        .env("AUTH_AUDIENCE", daedalus_test_kit::AUDIENCE)
+        .env("AUTH_API_KEYS_FILE", keys.to_str().expect("utf-8"))
+        .start();
+
+    let as_bearer = A2aClient::new(rt.url("/")).with_bearer(KEY);
+    let task = as_bearer.run_task("***TOOL tools__whoami").await;
+    assert_eq!(state_of(&task), FAILED, "{task}");
+    assert!(
+        status_text(&task).contains("no caller token to exchange"),
+        "{task}"
+    );
+    let in_header = reqwest::Client::new()
+        .post(rt.url("/"))
+        .header("X-API-Key", KEY)
+        .json(&serde_json::json!({"message": {"messageId": "m-key", "role": "user", "parts": [{"text": "***TOOL tools__whoami"}]}}))
+        .send()
+        .await
+        .expect("sent")
+        .json::<Value>()
+        .await
+        .expect("a task");
+    assert_eq!(in_header["status"]["state"], "failed", "{in_header}");
+    let stats = provider.stats().await;
+    assert_eq!(
+        (stats["exchange"].as_u64(), stats["refused"].as_u64()),
+        (Some(0), Some(0)),
+        "the key never reached the token endpoint: {stats}"
+    );
+
+    // A caller with a token still has it exchanged.
+    let alice = A2aClient::new(rt.url("/")).with_bearer(provider.token_for("alice").await);
+    let task = alice.run_task("***TOOL tools__whoami").await;
+    assert_eq!(whoami(&task)["sub"], "alice", "{task}");
+    assert!(
+        rt.drain_logs()
+            .iter()
+            .all(|line| !line.to_string().contains(KEY)),
+        "no log line carries the key"
+    );
+}
+
 #[test]
 fn an_auth_block_with_a_forwarded_token_too_is_refused_naming_the_key() {
     let dir = tempfile::tempdir().expect("a dir");

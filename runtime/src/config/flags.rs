@@ -77,9 +77,19 @@ pub(super) struct Cli {
     /// was running. 1s to 10m.
     #[arg(long, env = "REPLICA_LEASE", global = true, default_value = "5s", value_parser = parse_duration)]
     pub(super) replica_lease: Duration,
-    /// Whether A2A push notifications are served (`on` or `off`): tasks' webhooks, and the
-    /// delivery of each state of a task to them.
-    #[arg(long, env = "PUSH_NOTIFICATIONS", global = true, default_value = "on", value_parser = parse_switch)]
+    /// Whether A2A push notifications are served (`on` or `off`; also `true`/`false`,
+    /// `yes`/`no`, `1`/`0`): tasks' webhooks, and the delivery of each state of a task to them.
+    /// A switch takes a value (`ArgAction::Set`): a bare `bool` field would be a flag that
+    /// refuses `=off`.
+    #[arg(
+        long,
+        env = "PUSH_NOTIFICATIONS",
+        global = true,
+        default_value = "on",
+        value_name = "on|off",
+        action = clap::ArgAction::Set,
+        value_parser = parse_switch
+    )]
     pub(super) push_notifications: bool,
     /// Hosts a webhook may be at although they are not public addresses (loopback, private,
     /// link-local), comma-separated: names, addresses or CIDR ranges (`127.0.0.1,10.0.0.0/8`).

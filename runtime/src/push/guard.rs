@@ -3,7 +3,10 @@
 //!
 //! Refused: loopback, private (RFC 1918, IPv6 unique-local), link-local (and with it cloud
 //! metadata at 169.254.169.254), shared (100.64/10), unspecified, multicast, broadcast and
-//! documentation ranges, and IPv4 addresses spelled as IPv6. A host name is resolved once per
+//! documentation ranges, IPv6 outside global unicast (`2000::/3`: IPv4-compatible `::/96`,
+//! site-local and every reserved range), IETF special-purpose blocks (`2001::/23`: Teredo,
+//! benchmarking, ORCHID), and IPv4 addresses spelled as IPv6 (mapped `::ffff:0:0/96`, NAT64
+//! and 6to4 decide by the IPv4 address they carry). A host name is resolved once per
 //! delivery, by the HTTP client's own resolver ([`GuardedResolver`]), and every address it
 //! answers is checked before a connection is made to one of them: a name that resolves to
 //! a private address (DNS rebinding) is refused whatever it resolved to before. The client
@@ -136,23 +139,40 @@ fn non_public_v4(ip: Ipv4Addr) -> Option<&'static str> {
 }
 
 fn non_public_v6(ip: Ipv6Addr) -> Option<&'static str> {
-    let first = ip.segments()[0];
+    let s = ip.segments();
+    let embedded_v4 =
+        |high: u16, low: u16| Ipv4Addr::from((u32::from(high) << 16) | u32::from(low));
     if ip.is_loopback() {
         Some("loopback")
     } else if ip.is_unspecified() {
         Some("unspecified")
-    } else if first & 0xfe00 == 0xfc00 {
+    } else if s[..6] == [0; 6] {
+        // ::/96, IPv4-compatible (deprecated, RFC 4291): `::127.0.0.1` is `::7f00:1`.
+        Some("reserved (IPv4-compatible, deprecated)")
+    } else if s[0] == 0x0064 && s[1] == 0xff9b && s[2..6] == [0; 4] {
+        // NAT64 (64:ff9b::/96): the IPv4 address in its last 32 bits decides.
+        non_public_v4(embedded_v4(s[6], s[7]))
+    } else if s[0] == 0x0064 && s[1] == 0xff9b && s[2] == 0x0001 {
+        Some("private (local-use NAT64)")
+    } else if s[0] & 0xfe00 == 0xfc00 {
         Some("private (unique local)")
-    } else if first & 0xffc0 == 0xfe80 {
+    } else if s[0] & 0xffc0 == 0xfe80 {
         Some("link-local")
+    } else if s[0] & 0xffc0 == 0xfec0 {
+        Some("private (site-local, deprecated)")
     } else if ip.is_multicast() {
         Some("multicast")
-    } else if first == 0x2001 && ip.segments()[1] == 0x0db8 {
+    } else if s[0] & 0xe000 != 0x2000 {
+        // Only 2000::/3 is global unicast; the rest is reserved or unassigned.
+        Some("reserved")
+    } else if (s[0] == 0x2001 && s[1] == 0x0db8) || s[0] & 0xfff0 == 0x3ff0 {
         Some("documentation")
-    } else if first == 0x0064 && ip.segments()[1] == 0xff9b {
-        // NAT64: the IPv4 address in its last 32 bits decides.
-        let [.., c, d] = ip.segments();
-        non_public_v4(Ipv4Addr::from((u32::from(c) << 16) | u32::from(d)))
+    } else if s[0] == 0x2001 && s[1] < 0x0200 {
+        // 2001::/23, IETF protocol assignments: Teredo, benchmarking, ORCHID, AS112 ...
+        Some("special-purpose (IETF protocol assignment)")
+    } else if s[0] == 0x2002 {
+        // 6to4 (deprecated, RFC 7526): the IPv4 address in bits 16..48 decides.
+        non_public_v4(embedded_v4(s[1], s[2]))
     } else {
         None
     }
@@ -246,6 +266,8 @@ mod tests {
             "https://hooks.example.com/a2a?x=1",
             "http://93.184.216.34:8080/hook",
             "http://[2606:4700::1111]/hook",
+            "http://[64:ff9b::5db8:d822]/hook",
+            "http://[2002:5db8:d822::1]/hook",
         ] {
             assert!(check_url(ok, &none).is_ok(), "{ok}");
         }
@@ -263,6 +285,22 @@ mod tests {
             "http://[::ffff:127.0.0.1]/",
             "http://[64:ff9b::a00:1]/",
             "http://224.0.0.1/",
+            // IPv4-compatible IPv6 (::/96, deprecated): `[::7f00:1]` is 127.0.0.1.
+            "http://[::127.0.0.1]:8080/",
+            "http://[::7f00:1]/",
+            "http://[::a00:1]/",
+            "http://[::8.8.8.8]/",
+            "http://[64:ff9b:1::1]/",
+            "http://[fec0::1]/",
+            "http://[100::1]/",
+            "http://[2001:db8::1]/",
+            "http://[3fff::1]/",
+            "http://[2001::1]/",
+            "http://[2001:2::1]/",
+            "http://[2002:7f00:1::]/",
+            "http://[2002:a00:1::1]/",
+            "http://[ff02::1]/",
+            "http://[4000::1]/",
         ] {
             assert!(
                 matches!(check_url(refused, &none), Err(GuardError::Private { .. })),

@@ -41,7 +41,7 @@ use crate::identity::Caller;
 use crate::metrics::Metrics;
 use crate::task_store::{StoreObserver, TaskStore, WriteError};
 use guard::{AllowList, GuardedResolver};
-use queues::{Pending, QueueKey, Queues};
+use queues::{Enqueued, Payload, Pending, QueueKey, Queues};
 use record::{PushBackend, PushRecord, Webhook};
 use send::{Delivery, Sender, Target};
 
@@ -105,6 +105,7 @@ struct Counts {
     retried: AtomicU64,
     gave_up: AtomicU64,
     dropped: AtomicU64,
+    superseded: AtomicU64,
 }
 
 /// The last delivery given up, as `/healthz` shows it.
@@ -124,8 +125,15 @@ pub struct PushHealth {
     pub waiting_bytes: usize,
     pub delivered: u64,
     pub retried: u64,
+    /// Deliveries given up: the webhook refused, stayed down past `PUSH_RETRY_FOR`, is no
+    /// longer allowed, or the state could not wait (`dropped`).
     pub gave_up: u64,
+    /// States given up because not even a marker of them fitted in the queue's bytes (counted
+    /// in `gave_up` too).
     pub dropped: u64,
+    /// States never sent because a later state of their task, waiting for the same webhook,
+    /// replaced them at the queue's bound (nothing is lost: the later state holds them).
+    pub superseded: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_failure: Option<Failure>,
 }
@@ -290,6 +298,7 @@ impl Push {
             retried: c.retried.load(Ordering::Relaxed),
             gave_up: c.gave_up.load(Ordering::Relaxed),
             dropped: c.dropped.load(Ordering::Relaxed),
+            superseded: c.superseded.load(Ordering::Relaxed),
             last_failure: lock(&self.0.last_failure).clone(),
         }
     }
@@ -529,9 +538,7 @@ impl Inner {
         if webhooks.is_empty() {
             return 0;
         }
-        let mut shown = task.clone();
-        shown.history = None;
-        let body = Bytes::from(a2a_v1::to_value(&StreamEvent::Task(shown)).to_string());
+        let body = webhook_body(task.clone());
         let mut queued = 0;
         for webhook in webhooks {
             let url = match guard::check_url(&webhook.config.url, &self.settings.allow) {
@@ -553,22 +560,12 @@ impl Inner {
                 authentication: webhook.config.authentication.clone(),
             };
             let key = (task.id.clone(), webhook.config.id.clone());
-            let pending = Pending {
-                revision,
-                body: body.clone(),
-            };
-            let enqueued = lock(&self.queues).push(&key, target, pending);
-            if enqueued.dropped > 0 {
-                self.counts
-                    .dropped
-                    .fetch_add(enqueued.dropped as u64, Ordering::Relaxed);
-                self.count("dropped", enqueued.dropped as u64);
-                tracing::warn!(
-                    task_id = task.id,
-                    webhook = webhook.config.id,
-                    dropped = enqueued.dropped,
-                    "push: states waiting for a webhook were dropped to stay within the queue's bytes; a later state of the task follows"
-                );
+            let shown = target.shown();
+            let enqueued =
+                lock(&self.queues).push(&key, target, Pending::body(revision, body.clone()));
+            self.count_enqueued(&key, &shown, &enqueued);
+            if enqueued.given_up {
+                continue;
             }
             if enqueued.start && !self.stop.is_cancelled() {
                 let this = Arc::clone(self);
@@ -579,6 +576,34 @@ impl Inner {
         queued
     }
 
+    /// Counts (and logs) what queuing a state for `webhook` did beyond queuing it.
+    fn count_enqueued(&self, key: &QueueKey, shown: &str, enqueued: &Enqueued) {
+        if enqueued.superseded > 0 {
+            self.superseded(enqueued.superseded);
+        }
+        if enqueued.as_it_stands {
+            tracing::debug!(
+                task_id = key.0,
+                webhook = key.1,
+                "push: a state of the task does not fit in the queue's bytes; the webhook gets the task as it stands when its turn comes"
+            );
+        }
+        if enqueued.given_up {
+            self.counts.dropped.fetch_add(1, Ordering::Relaxed);
+            self.count("dropped", 1);
+            self.gave_up(
+                &key.0,
+                &key.1,
+                shown,
+                format!(
+                    "the push queue is full (PUSH_QUEUE_BYTES {} bytes, at most {} per task): this state of the task is not delivered",
+                    self.settings.queue_bytes,
+                    queues::TASK_BYTES
+                ),
+            );
+        }
+    }
+
     /// Delivers what waits for one webhook, in order, until nothing does.
     async fn drain(self: Arc<Self>, key: QueueKey) {
         loop {
@@ -586,35 +611,72 @@ impl Inner {
                 return;
             };
             let host = lock(&self.queues).host(&target);
-            let delivery = {
-                let Ok(_permit) = host.acquire().await else {
-                    return;
-                };
-                self.sender
-                    .deliver(&target, &pending.body, &self.stop)
-                    .await
+            let Ok(_permit) = host.acquire().await else {
+                return;
             };
+            let Some((body, revision)) = self.body_of(&key, &target, pending).await else {
+                lock(&self.queues).pop(&key);
+                continue;
+            };
+            let retrying = || {
+                self.counts.retried.fetch_add(1, Ordering::Relaxed);
+                self.count("retried", 1);
+            };
+            let delivery = self
+                .sender
+                .deliver(&target, &body, &self.stop, &retrying)
+                .await;
             lock(&self.queues).pop(&key);
             match delivery {
                 Delivery::Stopped => return,
-                Delivery::Delivered { retries } => {
+                Delivery::Delivered => {
                     self.counts.delivered.fetch_add(1, Ordering::Relaxed);
-                    self.counts
-                        .retried
-                        .fetch_add(u64::from(retries), Ordering::Relaxed);
                     self.count("delivered", 1);
-                    self.count("retried", u64::from(retries));
-                    self.took(&key, pending.revision).await;
+                    self.took(&key, revision).await;
                 }
-                Delivery::GaveUp { why, retries } => {
-                    self.counts
-                        .retried
-                        .fetch_add(u64::from(retries), Ordering::Relaxed);
-                    self.count("retried", u64::from(retries));
-                    self.gave_up(&key.0, &key.1, &target.shown(), why);
-                }
+                Delivery::GaveUp { why } => self.gave_up(&key.0, &key.1, &target.shown(), why),
             }
         }
+    }
+
+    /// The body to deliver for `pending`, the head of `key`, and the revision it stands at.
+    /// A state owed as the task stands is read now: from this replica's memory while it holds
+    /// the task's latest write (what waited behind is then held by this read, and dropped),
+    /// else from the store. `None` (given up, counted) when the task is no longer kept.
+    async fn body_of(
+        &self,
+        key: &QueueKey,
+        target: &Target,
+        pending: Pending,
+    ) -> Option<(Bytes, u64)> {
+        match pending.payload {
+            Payload::Body(body) => return Some((body, pending.revision)),
+            Payload::AsItStands => {}
+        }
+        let held = {
+            let mut queues = lock(&self.queues);
+            let held = self.tasks.written_here(&key.0);
+            if held.is_some() {
+                let superseded = queues.supersede_waiting(key);
+                drop(queues);
+                self.superseded(superseded);
+            }
+            held
+        };
+        if let Some((task, revision)) = held {
+            return Some((webhook_body(task), revision.max(pending.revision)));
+        }
+        let Some(task) = self.tasks.find(&key.0, &Caller::Anyone).await else {
+            self.gave_up(
+                &key.0,
+                &key.1,
+                &target.shown(),
+                "the task is no longer kept, so the state owed to the webhook cannot be read"
+                    .to_owned(),
+            );
+            return None;
+        };
+        Some((webhook_body(task), pending.revision))
     }
 
     /// A state of task `task_id` was not delivered to its webhook `config_id` (at `shown`):
@@ -660,6 +722,16 @@ impl Inner {
         }
     }
 
+    /// `n` waiting states were replaced by a later state of their task (which holds them).
+    fn superseded(&self, n: usize) {
+        if n > 0 {
+            self.counts
+                .superseded
+                .fetch_add(n as u64, Ordering::Relaxed);
+            self.count("superseded", n as u64);
+        }
+    }
+
     fn count(&self, outcome: &'static str, n: u64) {
         if n > 0 {
             self.metrics
@@ -668,6 +740,13 @@ impl Inner {
                 .inc_by(n);
         }
     }
+}
+
+/// What a webhook is sent for `task`: an A2A `StreamResponse` holding the task as it stands,
+/// its history left out.
+fn webhook_body(mut task: Task) -> Bytes {
+    task.history = None;
+    Bytes::from(a2a_v1::to_value(&StreamEvent::Task(task)).to_string())
 }
 
 /// What the task store tells: each state it stores.

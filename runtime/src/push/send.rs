@@ -38,13 +38,13 @@ impl Target {
     }
 }
 
-/// How a delivery ended.
+/// How a delivery ended (each retry was told as it was made).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Delivery {
-    /// The webhook took it, after `retries` failed tries.
-    Delivered { retries: u32 },
-    /// The webhook did not take it: why, after `retries` failed tries.
-    GaveUp { why: String, retries: u32 },
+    /// The webhook took it.
+    Delivered,
+    /// The webhook did not take it: why.
+    GaveUp { why: String },
     /// Shutdown stopped it (the state is delivered after a restart, from the store).
     Stopped,
 }
@@ -74,12 +74,15 @@ impl Sender {
         Self { http, retry_for }
     }
 
-    /// Delivers `body` to `target` (see the module), unless `stop` fires first.
+    /// Delivers `body` to `target` (see the module), unless `stop` fires first; `retrying` is
+    /// told of each retry as it is made, so a webhook that is down shows in the counts while
+    /// it is down, not when the delivery ends.
     pub async fn deliver(
         &self,
         target: &Target,
         body: &Bytes,
         stop: &CancellationToken,
+        retrying: &(dyn Fn() + Sync),
     ) -> Delivery {
         let started = Instant::now();
         let mut pause = FIRST_PAUSE;
@@ -90,22 +93,22 @@ impl Sender {
                 () = stop.cancelled() => return Delivery::Stopped,
             };
             let why = match tried {
-                Tried::Delivered => return Delivery::Delivered { retries },
-                Tried::Never(why) => return Delivery::GaveUp { why, retries },
+                Tried::Delivered => return Delivery::Delivered,
+                Tried::Never(why) => return Delivery::GaveUp { why },
                 Tried::Again(why) => why,
             };
             if started.elapsed() + pause > self.retry_for {
                 return Delivery::GaveUp {
                     why: format!("{why} (still failing after {retries} retries)"),
-                    retries,
                 };
             }
-            retries += 1;
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
                 () = stop.cancelled() => return Delivery::Stopped,
             }
             pause = (pause * 2).min(MAX_PAUSE);
+            retries += 1;
+            retrying();
         }
     }
 

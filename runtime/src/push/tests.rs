@@ -365,3 +365,102 @@ async fn with_push_off_every_operation_says_so() {
         Err(PushError::NotSupported)
     ));
 }
+
+#[tokio::test]
+async fn retries_are_counted_while_the_webhook_is_down_not_when_the_delivery_ends() {
+    let store = store();
+    let push = push_over(&store, Duration::from_mins(5));
+    let (hook, url) = webhook().await;
+    *hook.fail_first.lock().unwrap() = usize::MAX;
+    push.set_up(&Caller::Anyone, "t-1", config(&url))
+        .await
+        .unwrap();
+    turn(&store, "t-1", TaskState::Completed).await;
+    until("two retries made", || push.health().retried >= 2).await;
+    let health = push.health();
+    assert_eq!(
+        (health.delivered, health.gave_up),
+        (0, 0),
+        "the delivery is still under way"
+    );
+    *hook.fail_first.lock().unwrap() = 0;
+    until("both states", || hook.count() == 2).await;
+}
+
+/// The defect found from outside: a webhook that hangs while many tasks end with large
+/// answers, the queue's bytes far below what they hold. Each webhook must end up with its
+/// task's end (the newest state is kept, as a body or as the task as it stands), never left
+/// on `WORKING`; nothing is given up.
+#[tokio::test]
+async fn at_the_queue_bound_every_webhook_still_gets_its_tasks_end() {
+    let store = TaskStore::new(StoreLimits {
+        max_tasks: 1000,
+        max_bytes: 64 << 20,
+        ttl: Duration::from_mins(10),
+    });
+    let push = Push::new(
+        PushSettings {
+            allow: AllowList::parse(&["127.0.0.1".to_owned()]).unwrap(),
+            timeout: Duration::from_millis(300),
+            retry_for: Duration::from_mins(2),
+            queue_bytes: 256 << 10,
+            ..PushSettings::default()
+        },
+        &store,
+        Arc::new(Metrics::new()),
+    );
+    let (hook, url) = webhook().await;
+    // Every POST outlives the delivery timeout while the tasks end.
+    *hook.delay.lock().unwrap() = Duration::from_secs(5);
+    let tasks = 40;
+    let answer = "x".repeat(48 << 10);
+    for t in 0..tasks {
+        let id = format!("t-{t}");
+        let mut webhook = config(&url);
+        webhook.id = "w".to_owned();
+        push.set_up(&Caller::Anyone, &id, webhook).await.unwrap();
+        let mut turn = store.open_turn(&id).await;
+        turn.begin(
+            task(&id, TaskState::Working),
+            TurnStop::new(CancellationToken::new()),
+        )
+        .await
+        .unwrap();
+        let mut done = task(&id, TaskState::Completed);
+        done.artifacts = vec![daedalus_contract::Artifact::text("a", answer.clone())];
+        turn.end(done, Vec::new()).await;
+    }
+    assert!(
+        push.health().waiting_bytes <= 256 << 10,
+        "{:?}",
+        push.health()
+    );
+    *hook.delay.lock().unwrap() = Duration::ZERO;
+    let ended = |id: &str| {
+        hook.got.lock().unwrap().iter().any(|(_, body)| {
+            body["task"]["id"] == id
+                && body["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+                && body["task"]["artifacts"][0]["parts"][0]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.len() == answer.len())
+        })
+    };
+    for t in 0..tasks {
+        let id = format!("t-{t}");
+        until(&format!("{id}'s end"), || ended(&id)).await;
+    }
+    // The last state each webhook got is its task's end.
+    let got = hook.got.lock().unwrap();
+    for t in 0..tasks {
+        let id = format!("t-{t}");
+        let last = got
+            .iter()
+            .rev()
+            .find(|(_, body)| body["task"]["id"] == id.as_str())
+            .unwrap();
+        assert_eq!(last.1["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    }
+    drop(got);
+    let health = push.health();
+    assert_eq!((health.gave_up, health.dropped), (0, 0), "{health:?}");
+}

@@ -39,7 +39,7 @@ pub(super) async fn send(
         // The turn fails naming the key, as for a sampling value of the wrong type.
         Err(e) => turn.sampling = Err(e),
     }
-    turn.bearer = Bearer::from_headers(headers);
+    turn.bearer = Bearer::of(&caller, headers);
     turn.history_length = history_length;
     turn.trace = TraceHeaders::from_headers(headers);
     turn.stream = streaming;

@@ -236,7 +236,7 @@ async fn prepare(
     let mut turn = TurnRequest::new(state.agent(), message, Memory::Task);
     turn.sampling = Ok(sampling);
     turn.controls = controls;
-    turn.bearer = Bearer::from_headers(headers);
+    turn.bearer = Bearer::of(caller, headers);
     turn.trace = TraceHeaders::from_headers(headers);
     turn.replay = false;
     turn.caller = caller.clone();

@@ -28,7 +28,7 @@ fn session_id(context: &RequestContext<RoleServer>) -> Option<&str> {
 
 /// The caller's bearer token, for downstream servers that opted into forwarding.
 pub(super) fn bearer(context: &RequestContext<RoleServer>) -> Bearer {
-    parts(context).map_or_else(Bearer::default, |p| Bearer::from_headers(&p.headers))
+    parts(context).map_or_else(Bearer::default, |p| Bearer::of(&who(context), &p.headers))
 }
 
 /// Who is calling, as the endpoint's authentication decided (every request passes it).
