@@ -53,11 +53,13 @@ impl fmt::Display for Step {
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
     #[error(
-        "startup did not finish {step} within STARTUP_TIMEOUT ({waited:?}); last error: {last}"
+        "startup did not finish {step} within STARTUP_TIMEOUT ({}); last error: {last}",
+        daedalus_contract::container::format_duration(*timeout)
     )]
     Deadline {
         step: Step,
-        waited: Duration,
+        /// The configured `STARTUP_TIMEOUT` (not the time some step took).
+        timeout: Duration,
         last: String,
     },
 }

@@ -8,8 +8,11 @@ mod support;
 use std::time::Duration;
 
 use daedalus_contract::TaskState;
+use daedalus_contract::credentials::CredentialError;
 use daedalus_contract::credentials::{CredentialSource, OAuthClient, Secret};
 use daedalus_proxy::ProxyError;
+use daedalus_proxy::error::{StartupError, Step};
+use daedalus_proxy::forward::http::CredentialCheckError;
 use daedalus_runtime::config::auth::AuthSettings;
 use daedalus_test_kit::{A2aClient, OidcClient, OidcProvider};
 use support::*;
@@ -144,10 +147,59 @@ async fn startup_names_the_step_when_the_runtime_refuses_the_proxy() {
         "{text}"
     );
 
-    // A wrong secret: the token endpoint refuses; startup waits for it, then names the step,
-    // and never prints the secret.
+    // A wrong secret: the token endpoint refuses the client, which asking again cannot change.
+    // Startup stops at once (one request to the endpoint, well inside STARTUP_TIMEOUT),
+    // naming the step and the refusal, and never prints the secret.
     let mut config = proxy_config("echo", &nats.url(), &runtime);
     config.runtime_credential = Some(grant(&provider, "not-the-secret"));
+    config.startup_timeout = Duration::from_mins(10);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binds");
+    let refused_before = provider.stats().await["refused"].as_u64().unwrap_or(0);
+    let error = tokio::time::timeout(
+        WAIT,
+        Box::pin(daedalus_proxy::run(
+            listener,
+            config,
+            std::future::pending(),
+        )),
+    )
+    .await
+    .expect("startup stops by itself, long before STARTUP_TIMEOUT")
+    .expect_err("startup does not finish");
+    assert!(
+        matches!(
+            &error,
+            ProxyError::RuntimeCredential {
+                source: CredentialCheckError::NoToken(CredentialError::Refused { error, .. })
+            } if error == "invalid_client"
+        ),
+        "{error:?}"
+    );
+    let refused = provider.stats().await["refused"].as_u64().unwrap_or(0) - refused_before;
+    assert_eq!(
+        refused, 1,
+        "the endpoint was asked once, not until the deadline"
+    );
+    let text = error.to_string();
+    assert!(
+        text.contains("presenting the proxy's credential to the runtime")
+            && text.contains("invalid_client"),
+        "{text}"
+    );
+    assert!(!text.contains("not-the-secret"), "{text}");
+
+    // A token endpoint that does not answer is waited for until STARTUP_TIMEOUT, and the
+    // error names the configured timeout.
+    let mut config = proxy_config("echo", &nats.url(), &runtime);
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    let mut unreachable = grant(&provider, "proxy-secret");
+    if let CredentialSource::ClientCredentials(client) = &mut unreachable {
+        client.token_url = format!("http://{}/token", silent.local_addr().expect("an address"));
+    }
+    drop(silent);
+    config.runtime_credential = Some(unreachable);
     config.startup_timeout = Duration::from_secs(2);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -159,11 +211,19 @@ async fn startup_names_the_step_when_the_runtime_refuses_the_proxy() {
     ))
     .await
     .expect_err("startup does not finish");
-    let text = error.to_string();
     assert!(
-        text.contains("presenting the proxy's credential to the runtime")
-            && text.contains("invalid_client"),
-        "{text}"
+        matches!(
+            error,
+            ProxyError::Startup(StartupError::Deadline {
+                step: Step::RuntimeCredential,
+                timeout,
+                ..
+            }) if timeout == Duration::from_secs(2)
+        ),
+        "{error:?}"
     );
-    assert!(!text.contains("not-the-secret"), "{text}");
+    assert!(
+        error.to_string().contains("within STARTUP_TIMEOUT (2s)"),
+        "{error}"
+    );
 }

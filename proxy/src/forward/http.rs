@@ -55,7 +55,7 @@ pub enum RuntimeCheckError {
 #[derive(Debug, thiserror::Error)]
 pub enum CredentialCheckError {
     #[error("the proxy has no token for the runtime: {0}")]
-    NoToken(String),
+    NoToken(#[source] daedalus_contract::credentials::CredentialError),
     #[error("cannot reach the runtime: {0}")]
     Unreached(String),
     #[error("the runtime refuses the proxy ({status}){}", if *presented { ": it rejects the proxy's credential" } else { ": it requires a caller; give the proxy a credential (RUNTIME_TOKEN_FILE, or RUNTIME_TOKEN_URL with RUNTIME_CLIENT_ID and RUNTIME_CLIENT_SECRET)" })]
@@ -121,7 +121,7 @@ impl HttpRuntime {
             let token = credential
                 .bearer()
                 .await
-                .map_err(|e| CredentialCheckError::NoToken(e.to_string()))?;
+                .map_err(CredentialCheckError::NoToken)?;
             request = request.bearer_auth(token.expose());
         }
         let response = request

@@ -50,7 +50,10 @@ impl Transience for RuntimeCheckError {
 impl Transience for CredentialCheckError {
     fn is_transient(&self) -> bool {
         match self {
-            CredentialCheckError::NoToken(_) | CredentialCheckError::Unreached(_) => true,
+            // A token endpoint that refuses the proxy's client (a wrong secret) refuses it
+            // again: startup stops at once. One that does not answer may yet.
+            CredentialCheckError::NoToken(why) => !why.is_lasting(),
+            CredentialCheckError::Unreached(_) => true,
             CredentialCheckError::Refused { .. } => false,
         }
     }
@@ -79,7 +82,7 @@ where
         let Ok(outcome) = tokio::time::timeout(remaining, attempt()).await else {
             return Err(StartupError::Deadline {
                 step,
-                waited: started.elapsed(),
+                timeout: deadline.saturating_duration_since(started),
                 last: "the attempt was still running".to_owned(),
             }
             .into());
@@ -93,7 +96,7 @@ where
         if Instant::now() + delay >= deadline {
             return Err(StartupError::Deadline {
                 step,
-                waited: started.elapsed(),
+                timeout: deadline.saturating_duration_since(started),
                 last: error.to_string(),
             }
             .into());

@@ -114,6 +114,36 @@ pub enum CredentialError {
     BadUrl { url: String },
 }
 
+impl CredentialError {
+    /// Whether asking again cannot help: the endpoint refused the client itself (a wrong
+    /// secret or id, a grant or scope it will not give), or the configuration is wrong. A
+    /// token endpoint that does not answer, answers `5xx`, `408`, `425` or `429`, or a token
+    /// file that is not there yet (a projected token is written after the pod starts) may
+    /// pass.
+    pub fn is_lasting(&self) -> bool {
+        match self {
+            Self::Refused { error, .. } => matches!(
+                error.as_str(),
+                "invalid_client"
+                    | "unauthorized_client"
+                    | "invalid_grant"
+                    | "invalid_scope"
+                    | "invalid_target"
+                    | "invalid_request"
+                    | "unsupported_grant_type"
+            ),
+            Self::Status { status, .. } => {
+                (400..500).contains(status) && !matches!(status, 408 | 425 | 429)
+            }
+            Self::BadUrl { .. } => true,
+            Self::File { .. }
+            | Self::Unreachable { .. }
+            | Self::Timeout { .. }
+            | Self::Malformed { .. } => false,
+        }
+    }
+}
+
 /// A token and when to fetch the next one.
 #[derive(Debug, Clone)]
 struct Held {

@@ -67,3 +67,50 @@ async fn an_endpoint_that_is_not_there_is_a_clear_error_naming_it_masked() {
     assert!(matches!(e, CredentialError::Unreachable { .. }), "{text}");
     assert!(!text.contains("abc") && !text.contains("s3cr3t"), "{text}");
 }
+
+#[test]
+fn a_refused_client_is_lasting_and_an_endpoint_that_does_not_answer_is_not() {
+    let url = || "https://idp.example/token".to_owned();
+    let refused = |error: &str| CredentialError::Refused {
+        url: url(),
+        error: error.to_owned(),
+        description: None,
+    };
+    for lasting in [
+        refused("invalid_client"),
+        refused("unauthorized_client"),
+        refused("invalid_scope"),
+        CredentialError::Status {
+            url: url(),
+            status: 401,
+        },
+        CredentialError::BadUrl { url: url() },
+    ] {
+        assert!(lasting.is_lasting(), "{lasting}");
+    }
+    for passing in [
+        refused("temporarily_unavailable"),
+        CredentialError::Status {
+            url: url(),
+            status: 503,
+        },
+        CredentialError::Status {
+            url: url(),
+            status: 429,
+        },
+        CredentialError::Unreachable {
+            url: url(),
+            why: "connection refused".to_owned(),
+        },
+        CredentialError::Timeout {
+            url: url(),
+            after: FETCH_TIMEOUT,
+        },
+        CredentialError::File {
+            path: "/var/run/secrets/token".to_owned(),
+            why: "not found".to_owned(),
+        },
+    ] {
+        assert!(!passing.is_lasting(), "{passing}");
+    }
+}
