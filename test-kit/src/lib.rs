@@ -17,7 +17,8 @@
 //! - [`Webhook`]: a push notification receiver on loopback that can be down;
 //! - [`fake_llm_client`]: a provider client on the strict fake LLM;
 //! - [`runtime_config`]: the runtime's configuration as its pure parser builds it;
-//! - the architecture checks ([`architecture`]): the module graph read from `use` lines.
+//! - the architecture checks ([`architecture`]): the module graph read from `use` lines;
+//! - every documented setting tried through a binary's `--check-config` ([`documented`]).
 //!
 //! Only integration tests and benchmarks use it. It links the runtime's public library (to
 //! serve it in-process) and the fake LLM, and no other workspace crate: the proxy's tests build the proxy's
@@ -28,6 +29,7 @@ mod a2a_echo;
 pub mod architecture;
 mod binaries;
 mod config;
+pub mod documented;
 mod fixture;
 mod llm;
 mod mcp;

@@ -79,8 +79,8 @@ pub(super) struct Cli {
     pub(super) replica_lease: Duration,
     /// Whether A2A push notifications are served (`on` or `off`; also `true`/`false`,
     /// `yes`/`no`, `1`/`0`): tasks' webhooks, and the delivery of each state of a task to them.
-    /// A switch takes a value (`ArgAction::Set`): a bare `bool` field would be a flag that
-    /// refuses `=off`.
+    // A switch takes a value (`ArgAction::Set`): a bare `bool` field would be a flag that
+    // refuses `=off`, and the environment's value comes in as `--push-notifications=off`.
     #[arg(
         long,
         env = "PUSH_NOTIFICATIONS",

@@ -71,6 +71,13 @@ impl SessionsDb {
             if value.trim().is_empty() {
                 return Err("empty; give a SQLite file, :memory:, a nats:// URL or off".into());
             }
+            // `postgres://…` or `redis://…` is a store this runtime does not have, not a
+            // file to create under that name.
+            if let Some((scheme, _)) = value.split_once("://") {
+                return Err(format!(
+                    "{scheme}:// is not a store this runtime keeps state in; give a SQLite file, a nats:// or tls:// URL"
+                ));
+            }
             return Ok(Self::Sqlite(value.to_owned()));
         };
         let scheme = &value[..value.len() - rest.len()];

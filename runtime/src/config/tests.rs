@@ -553,9 +553,14 @@ fn the_log_file_is_log_file_or_pallas_log_file() {
 #[test]
 fn authentication_comes_from_the_environment_over_the_file_and_prints_without_secrets() {
     let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.yaml");
+    std::fs::write(&keys, "keys: []\n").unwrap();
     std::fs::write(
         dir.path().join("agents.yaml"),
-        "auth:\n  issuer: https://file-idp.example\n  audience: from-file\n  tenant_claim: org\n  api_keys_file: /etc/keys.yaml\nagents:\n  a: { instruction: hi }\n",
+        format!(
+            "auth:\n  issuer: https://file-idp.example\n  audience: from-file\n  tenant_claim: org\n  api_keys_file: {}\nagents:\n  a: {{ instruction: hi }}\n",
+            keys.display()
+        ),
     )
     .unwrap();
     let env = [(
@@ -607,4 +612,38 @@ fn authentication_comes_from_the_environment_over_the_file_and_prints_without_se
         launch_in(dir.path(), &[], &[]).is_err(),
         "an unknown key in auth: is an error"
     );
+}
+
+#[test]
+fn check_config_refuses_what_startup_would_stop_on_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.yaml");
+    let missing = missing.to_str().unwrap();
+    assert_eq!(
+        invalid_key(&[], &[("AUTH_API_KEYS_FILE", missing)]),
+        "AUTH_API_KEYS_FILE"
+    );
+    let broken = dir.path().join("broken.yaml");
+    std::fs::write(&broken, "keys: [ {").unwrap();
+    assert_eq!(
+        invalid_key(&[], &[("AUTH_API_KEYS_FILE", broken.to_str().unwrap())]),
+        "AUTH_API_KEYS_FILE"
+    );
+    let issuer = [
+        ("AUTH_ISSUER", "https://idp.example"),
+        ("AUTH_AUDIENCE", "d"),
+        ("AUTH_JWKS_FILE", missing),
+    ];
+    assert_eq!(invalid_key(&[], &issuer), "AUTH_JWKS_FILE");
+    for (var, value) in [
+        ("TURN_MEMORY", "0"),
+        ("AGENT_TURN_MEMORY", "0"),
+        ("SESSIONS_DB", "redis://cache:6379"),
+        ("TASKS_DB", "postgres://db/tasks"),
+        ("REPLICA_ID", "a\nb"),
+    ] {
+        assert_eq!(invalid_key(&[], &[(var, value)]), var, "{var}={value:?}");
+    }
+    let long = "r".repeat(254);
+    assert_eq!(invalid_key(&[], &[("REPLICA_ID", &long)]), "REPLICA_ID");
 }

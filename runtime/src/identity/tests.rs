@@ -127,6 +127,25 @@ async fn a_valid_token_names_its_principal_tenant_and_scopes() {
 }
 
 #[tokio::test]
+async fn a_signed_token_over_16_kib_is_refused_and_one_under_it_is_taken() {
+    let f = fixture(|_| {}).await;
+    let padded = |bytes: usize| {
+        let mut c = claims("big");
+        c["pad"] = json!("x".repeat(bytes));
+        sign(&c, "k1")
+    };
+    let under = padded(10_000);
+    assert!(under.len() < 16 * 1024, "{}", under.len());
+    assert!(f.identity.authenticate(&bearer(&under)).await.is_ok());
+    let over = padded(13_000);
+    assert!(over.len() > 16 * 1024, "{}", over.len());
+    assert_eq!(
+        f.identity.authenticate(&bearer(&over)).await.unwrap_err(),
+        Refusal::Token(TokenRefusal::Malformed)
+    );
+}
+
+#[tokio::test]
 async fn every_forgery_and_every_wrong_claim_is_refused_for_its_reason() {
     let f = fixture(|_| {}).await;
     let mut expired = claims("a");
