@@ -672,16 +672,28 @@ fn runtime_credential(
         return Ok(Some(CredentialSource::TokenFile(file.clone())));
     }
     if !grant_named {
+        // A scope or an audience alone would be ignored: say what they belong to.
+        if args.runtime_scope.is_some() || args.runtime_audience.is_some() {
+            let (id, flag) = if args.runtime_scope.is_some() {
+                ("runtime_scope", "--runtime-scope")
+            } else {
+                ("runtime_audience", "--runtime-audience")
+            };
+            return Err(ConfigError::invalid(
+                &key(id, flag),
+                "belongs to a client-credentials grant: set RUNTIME_TOKEN_URL, RUNTIME_CLIENT_ID and RUNTIME_CLIENT_SECRET too",
+            ));
+        }
         return Ok(None);
     }
-    let required = |value: &Option<String>, id: &str, flag: &str| {
+    let required = |value: &Option<String>, id: &str, flag: &str, var: &str| {
         value
             .clone()
             .filter(|v| !v.trim().is_empty())
             .ok_or_else(|| {
                 ConfigError::invalid(
                     &key(id, flag),
-                    "is required for the proxy's client-credentials grant",
+                    format!("{var} is required for the proxy's client-credentials grant"),
                 )
             })
     };
@@ -689,6 +701,7 @@ fn runtime_credential(
         &args.runtime_token_url,
         "runtime_token_url",
         "--runtime-token-url",
+        "RUNTIME_TOKEN_URL",
     )?;
     if !(token_url.starts_with("https://") || token_url.starts_with("http://")) {
         return Err(ConfigError::invalid(
@@ -703,6 +716,7 @@ fn runtime_credential(
         &args.runtime_client_id,
         "runtime_client_id",
         "--runtime-client-id",
+        "RUNTIME_CLIENT_ID",
     )?;
     let secret = match (
         &args.runtime_client_secret,
@@ -726,10 +740,21 @@ fn runtime_credential(
         (None, None) => {
             return Err(ConfigError::invalid(
                 &key("runtime_client_secret", "--runtime-client-secret"),
-                "is required for the proxy's client-credentials grant (or RUNTIME_CLIENT_SECRET_FILE)",
+                "RUNTIME_CLIENT_SECRET (or RUNTIME_CLIENT_SECRET_FILE) is required for the proxy's client-credentials grant",
             ));
         }
     };
+    if secret.trim().is_empty() {
+        let (id, flag) = if args.runtime_client_secret_file.is_some() {
+            ("runtime_client_secret_file", "--runtime-client-secret-file")
+        } else {
+            ("runtime_client_secret", "--runtime-client-secret")
+        };
+        return Err(ConfigError::invalid(
+            &key(id, flag),
+            "the client secret is empty (a secret reference that resolved to nothing?)",
+        ));
+    }
     Ok(Some(CredentialSource::ClientCredentials(OAuthClient {
         token_url,
         client_id,

@@ -135,7 +135,7 @@ pub fn literal_default(row: &Row, var: &str) -> Option<String> {
     let (literal, after) = rest.split_once('`')?;
     let after = after.trim();
     let plain = after.is_empty() || (after.starts_with('(') && after.ends_with(')'));
-    (plain && !literal.contains('<') && !is_variable(literal)).then(|| literal.to_owned())
+    (plain && !literal.contains(['<', '$']) && !is_variable(literal)).then(|| literal.to_owned())
 }
 
 /// The `NAME`s of `[env: NAME=…]` in a binary's `--help`.
@@ -177,6 +177,8 @@ pub struct Setting {
     pub examples: Vec<(String, Value)>,
     /// Values refused (exit 2, the variable named).
     pub refused: Vec<String>,
+    /// Values refused when the other variables it needs ([`Setting::with`]) are not set.
+    pub refused_alone: Vec<String>,
     /// Other variables every run of this setting needs.
     pub with: Vec<(&'static str, String)>,
     /// Why no value can be refused (free text), when none is listed.
@@ -193,6 +195,7 @@ impl Setting {
             choices: Vec::new(),
             examples: Vec::new(),
             refused: Vec::new(),
+            refused_alone: Vec::new(),
             with: Vec::new(),
             any_value: None,
         }
@@ -223,6 +226,13 @@ impl Setting {
     #[must_use]
     pub fn refuses(mut self, value: &str) -> Self {
         self.refused.push(value.to_owned());
+        self
+    }
+
+    /// `value` is refused, naming the variable, when the variables it needs are not set.
+    #[must_use]
+    pub fn refuses_alone(mut self, value: &str) -> Self {
+        self.refused_alone.push(value.to_owned());
         self
     }
 
@@ -407,13 +417,19 @@ fn check_setting(binary: &Binary, setting: &Setting, row: &Row) -> Vec<String> {
             Checked::Refused(why) => failures.push(format!("{var}={value} is refused: {why}")),
         }
     }
-    if setting.refused.is_empty() && setting.any_value.is_none() {
+    let alone = setting
+        .refused_alone
+        .iter()
+        .map(|value| (value, binary.check(&[(var, value.clone())])));
+    let with_context = setting.refused.iter().map(|value| (value, run(value)));
+    if setting.refused.is_empty() && setting.refused_alone.is_empty() && setting.any_value.is_none()
+    {
         failures.push(format!(
             "{var}: the test refuses no value, and does not say why any value is taken"
         ));
     }
-    for value in &setting.refused {
-        match run(value) {
+    for (value, checked) in with_context.chain(alone) {
+        match checked {
             Checked::Refused(why) if why.contains(var) => {}
             Checked::Refused(why) => failures.push(format!(
                 "{var}={value:?} is refused without naming {var}: {why}"
