@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use daedalus_contract::{Message, Part, Role};
 use daedalus_fake_llm::{FakeLlm, Reply};
 use daedalus_runtime::agent_loop::{
-    Agent, AgentOutcome, AgentRequest, Bearer, CallContext, EventSink, LlmAgent, LoopEvent,
-    ToolResult, ToolSource,
+    Agent, AgentOutcome, AgentRequest, Bearer, CallContext, Checkpoint, Checkpointer, Checkpoints,
+    EventSink, LlmAgent, LoopEvent, ToolResult, ToolSource,
 };
 use daedalus_runtime::config::deployment::CompactionPolicy;
 use daedalus_runtime::llm::ToolSpec;
@@ -477,4 +477,115 @@ async fn a_cancel_abandons_a_tool_call_in_flight() {
         .await
         .expect("the turn ended without waiting for the tool");
     assert_eq!(outcome, AgentOutcome::Canceled);
+}
+
+/// Keeps every checkpoint the loop hands it.
+#[derive(Debug, Default)]
+struct Kept(Mutex<Vec<Checkpoint>>);
+
+#[async_trait]
+impl Checkpointer for Kept {
+    async fn save(&self, checkpoint: &Checkpoint) {
+        self.0.lock().expect("lock").push(checkpoint.clone());
+    }
+}
+
+fn add(a: i64, b: i64) -> Reply {
+    Reply::ToolCalls(vec![("fixture__add".into(), json!({"a": a, "b": b}))])
+}
+
+/// The checkpoints of a turn of three tool steps and an answer.
+async fn checkpoints_of_a_three_step_turn() -> Vec<Checkpoint> {
+    let fake = FakeLlm::start(KEY, &["gpt-loop"]).await;
+    fake.script([
+        add(2, 3),
+        add(5, 5),
+        add(10, 10),
+        Reply::Text("done".into()),
+    ]);
+    let kept = Arc::new(Kept::default());
+    let mut request = ask("add things", EventSink::default());
+    request.checkpoints = Checkpoints::new(Arc::clone(&kept) as Arc<dyn Checkpointer>);
+    let outcome = agent(&fake, &Provider::OpenAi, Arc::default(), 12)
+        .run(request, CancellationToken::new())
+        .await;
+    assert_eq!(text_of(&outcome), "done");
+    kept.0.lock().expect("lock").clone()
+}
+
+#[tokio::test]
+async fn every_completed_step_is_checkpointed_before_the_next_starts() {
+    let kept = checkpoints_of_a_three_step_turn().await;
+    // Each step: its answer (the calls pending), then its results (none pending).
+    let shape: Vec<(u32, usize)> = kept.iter().map(|c| (c.step, c.pending.len())).collect();
+    assert_eq!(shape, [(1, 1), (1, 0), (2, 1), (2, 0), (3, 1), (3, 0)]);
+    assert!(
+        kept.windows(2)
+            .all(|w| w[1].messages.len() > w[0].messages.len())
+    );
+    assert!(
+        kept.windows(2)
+            .all(|w| w[1].usage.input_tokens >= w[0].usage.input_tokens),
+        "usage so far only grows"
+    );
+    let last = kept.last().expect("a checkpoint");
+    assert!(last.usage.input_tokens > 0);
+    assert_eq!(last.system.as_deref(), Some("Use the tools."));
+}
+
+#[tokio::test]
+async fn a_resumed_turn_asks_the_model_only_for_the_steps_it_had_not_finished() {
+    let kept = checkpoints_of_a_three_step_turn().await;
+    let after_step_1 = kept[1].clone();
+    assert_eq!((after_step_1.step, after_step_1.pending.len()), (1, 0));
+
+    let fake = FakeLlm::start(KEY, &["gpt-loop"]).await;
+    fake.script([add(10, 10), Reply::Text("done".into())]);
+    let tools = Arc::new(FixtureTools::default());
+    let resumed = Arc::new(Kept::default());
+    let mut request = ask("add things", EventSink::default());
+    request.resume = Some(after_step_1);
+    request.checkpoints = Checkpoints::new(Arc::clone(&resumed) as Arc<dyn Checkpointer>);
+    let outcome = agent(&fake, &Provider::OpenAi, Arc::clone(&tools), 12)
+        .run(request, CancellationToken::new())
+        .await;
+    assert_eq!(text_of(&outcome), "done");
+    let log = fake.requests();
+    assert_eq!(log.len(), 2, "steps 2 and 3 only: {log:?}");
+    assert!(log.iter().all(|l| l.refused.is_none()), "{log:?}");
+    let first = log[0].body["messages"].to_string();
+    assert!(
+        first.contains("add things") && first.contains("\"5\""),
+        "the conversation goes on from step 1's result: {first}"
+    );
+    assert_eq!(
+        *tools.calls.lock().unwrap(),
+        [("fixture__add".to_owned(), json!({"a": 10, "b": 10}))],
+        "only the new step's tool ran"
+    );
+    let steps: Vec<u32> = resumed.0.lock().unwrap().iter().map(|c| c.step).collect();
+    assert_eq!(steps, [2, 2], "the resumed turn numbers its steps on");
+}
+
+#[tokio::test]
+async fn a_call_in_flight_at_the_interruption_is_not_made_again_and_the_model_is_told() {
+    let kept = checkpoints_of_a_three_step_turn().await;
+    let in_flight = kept[2].clone();
+    assert_eq!((in_flight.step, in_flight.pending.len()), (2, 1));
+
+    let fake = FakeLlm::start(KEY, &["gpt-loop"]).await;
+    fake.script([Reply::Text("done anyway".into())]);
+    let tools = Arc::new(FixtureTools::default());
+    let mut request = ask("add things", EventSink::default());
+    request.resume = Some(in_flight);
+    let outcome = agent(&fake, &Provider::OpenAi, Arc::clone(&tools), 12)
+        .run(request, CancellationToken::new())
+        .await;
+    assert_eq!(text_of(&outcome), "done anyway");
+    assert!(tools.calls.lock().unwrap().is_empty(), "not called again");
+    let log = fake.requests();
+    assert_eq!(log.len(), 1);
+    assert!(log[0].refused.is_none(), "{log:?}");
+    let messages = log[0].body["messages"].to_string();
+    assert!(messages.contains("was interrupted"), "{messages}");
 }

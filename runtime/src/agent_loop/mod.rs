@@ -6,6 +6,7 @@
 //! `Task`. The built-in [`Passthrough`] model echoes, [`Tck`] plays the A2A conformance kit's
 //! scenarios; the LLM agent loop implements the same trait.
 
+pub mod checkpoint;
 mod compaction;
 pub mod events;
 mod llm;
@@ -24,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::sampling::SamplingParams;
 
+pub use checkpoint::{Checkpoint, Checkpointer, Checkpoints};
 pub use compaction::{SUMMARY_HEADING, SUMMARY_PROMPT};
 pub use events::{EventSink, LoopEvent};
 pub use llm::{ASK_USER_TOOL, Answering, DECLINE_TOOL, LlmAgent};
@@ -60,6 +62,11 @@ pub struct AgentRequest {
     pub persist: bool,
     /// What the caller changed for this turn (personality, tools, instruction).
     pub controls: TurnControls,
+    /// Where the loop's checkpoints go: each completed step, before the next one starts.
+    pub checkpoints: Checkpoints,
+    /// The checkpoint to go on from, instead of starting the turn over (its steps are not
+    /// asked of the model again).
+    pub resume: Option<Checkpoint>,
 }
 
 /// What a caller may change for one turn, with mcpctl's names on the wire (MCP `send_message`
@@ -137,6 +144,8 @@ impl AgentRequest {
             stream: false,
             persist: true,
             controls: TurnControls::default(),
+            checkpoints: Checkpoints::default(),
+            resume: None,
         }
     }
 }

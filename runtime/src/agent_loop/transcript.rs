@@ -84,6 +84,17 @@ impl Transcript {
         row
     }
 
+    /// The rows this turn wrote so far (a checkpoint keeps them).
+    pub(crate) fn written(&self) -> &[i64] {
+        &self.written
+    }
+
+    /// Goes on with the rows a checkpoint says this turn wrote before it was interrupted: they
+    /// are settled with the rest.
+    pub(crate) fn resume_rows(&mut self, rows: &[i64]) {
+        self.written.extend_from_slice(rows);
+    }
+
     /// The user's message `text`, sent as `message_id`.
     pub(crate) async fn user(&mut self, text: String, message_id: &str) {
         let row = Self::user_row(text, message_id);

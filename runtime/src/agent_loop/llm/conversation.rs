@@ -126,6 +126,35 @@ impl LlmAgent {
         }
     }
 
+    /// The first model call of a turn that starts from the beginning: the conversation before
+    /// the new message (compacted when it outgrows the window) and the message, which the
+    /// transcript records.
+    pub(super) async fn fresh_chat(
+        &self,
+        request: &AgentRequest,
+        setup: &super::turn_setup::TurnSetup,
+        tools: Vec<crate::llm::ToolSpec>,
+        transcript: &mut Transcript,
+        cancel: &CancellationToken,
+    ) -> Result<crate::llm::ChatRequest, String> {
+        let new = crate::llm::ChatMessage::User {
+            content: self.content(&request.message)?,
+        };
+        let mut conversation = self.earlier(request, transcript).await?;
+        let budget = Budget {
+            fixed: Self::fixed_tokens(&setup.instruction, &tools),
+            new: crate::agent_loop::window::message_tokens(&new),
+            room: u64::from(self.context_window).saturating_sub(u64::from(self.max_output_tokens)),
+        };
+        self.fit_conversation(request, &mut conversation, budget, transcript, cancel)
+            .await;
+        let chat = self.first_request(request, setup, conversation, new, tools);
+        transcript
+            .user(request.message.text(), &request.message.message_id)
+            .await;
+        Ok(chat)
+    }
+
     /// Compacts `conversation` when it outgrows the budget, stores the result, and reports it.
     pub(super) async fn fit_conversation(
         &self,

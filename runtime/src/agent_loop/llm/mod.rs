@@ -12,7 +12,7 @@ use daedalus_contract::{Artifact, Message, Part, PartContent};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::compaction::Budget;
+use super::checkpoint;
 use super::events::LoopEvent;
 use super::tools::{CallContext, ToolSource};
 use super::transcript::Transcript;
@@ -119,25 +119,17 @@ impl LlmAgent {
             Ok(offered) => offered,
             Err(reason) => return fail(reason),
         };
-        let new = match self.content(&request.message) {
-            Ok(content) => ChatMessage::User { content },
-            Err(reason) => return fail(reason),
+        let resume = request.resume.as_ref().filter(|c| c.resumable());
+        let mut progress = match resume {
+            Some(checkpoint) => self.resumed(request, &setup, tools, checkpoint, transcript),
+            None => match self
+                .fresh_chat(request, &setup, tools, transcript, cancel)
+                .await
+            {
+                Ok(chat) => Progress::from_start(chat),
+                Err(reason) => return fail(reason),
+            },
         };
-        let mut conversation = match self.earlier(request, transcript).await {
-            Ok(conversation) => conversation,
-            Err(reason) => return fail(reason),
-        };
-        let budget = Budget {
-            fixed: Self::fixed_tokens(&setup.instruction, &tools),
-            new: super::window::message_tokens(&new),
-            room: u64::from(self.context_window).saturating_sub(u64::from(self.max_output_tokens)),
-        };
-        self.fit_conversation(request, &mut conversation, budget, transcript, cancel)
-            .await;
-        let mut chat = self.first_request(request, &setup, conversation, new, tools);
-        transcript
-            .user(request.message.text(), &request.message.message_id)
-            .await;
         let context = CallContext {
             bearer: request.bearer.clone(),
             cancel: cancel.clone(),
@@ -147,8 +139,11 @@ impl LlmAgent {
         };
         let events = &request.events;
         let (agent, depth) = (self.name.clone(), request.depth);
-        // Files the tools returned, one artifact per call, for the answer.
-        let mut files: Vec<Artifact> = Vec::new();
+        if let Some(checkpoint) = resume {
+            progress
+                .interrupted(&checkpoint.pending, transcript, &request.checkpoints)
+                .await;
+        }
         let on_llm = |e: LlmEvent| match e {
             LlmEvent::TextDelta(text) => events.emit(LoopEvent::TextDelta {
                 agent: agent.clone(),
@@ -168,7 +163,8 @@ impl LlmAgent {
                 });
             }
         };
-        for step in 1..=self.max_iterations {
+        let first = progress.step + 1;
+        for step in first..=self.max_iterations {
             if cancel.is_cancelled() {
                 return AgentOutcome::Canceled;
             }
@@ -179,7 +175,7 @@ impl LlmAgent {
             });
             let span = self.chat_span();
             let answer = tokio::select! {
-                answer = tracing::Instrument::instrument(self.provider.chat(&chat, &on_llm), span.clone()) => answer,
+                answer = tracing::Instrument::instrument(self.provider.chat(&progress.chat, &on_llm), span.clone()) => answer,
                 () = cancel.cancelled() => return AgentOutcome::Canceled,
             };
             let response = match answer {
@@ -190,6 +186,8 @@ impl LlmAgent {
                 }
             };
             record_response(&span, &response);
+            progress.step = step;
+            checkpoint::add_usage(&mut progress.usage, &response.usage);
             events.emit(LoopEvent::LlmTurnFinished {
                 agent: self.name.clone(),
                 depth,
@@ -202,7 +200,7 @@ impl LlmAgent {
                 return match response.text {
                     Some(text) => {
                         transcript.answer(text.clone());
-                        self.answer(text, &chat.sampling, files)
+                        self.answer(text, &progress.chat.sampling, progress.files)
                     }
                     None => fail(format!(
                         "the model {} answered without any text",
@@ -210,40 +208,21 @@ impl LlmAgent {
                     )),
                 };
             }
-            if let Some(decline) = response.tool_calls.iter().find(|c| c.name == DECLINE_TOOL) {
-                let reason = decline
-                    .arguments
-                    .get("reason")
-                    .and_then(Value::as_str)
-                    .unwrap_or("The agent declined the request.");
-                transcript
-                    .assistant(Some(reason.to_owned()), Vec::new())
-                    .await;
-                return AgentOutcome::Rejected {
-                    reason: reason.to_owned(),
-                };
-            }
-            if let Some(ask) = response.tool_calls.iter().find(|c| c.name == ASK_USER_TOOL) {
-                let question = ask
-                    .arguments
-                    .get("question")
-                    .and_then(Value::as_str)
-                    .unwrap_or("More input is needed.");
-                transcript
-                    .assistant(Some(question.to_owned()), Vec::new())
-                    .await;
-                return AgentOutcome::InputRequired {
-                    question: vec![Part::text(question)],
-                };
+            if let Some(ended) = Self::ended_by_a_builtin(&response.tool_calls, transcript).await {
+                return ended;
             }
             let calls = response.tool_calls.clone();
             transcript
                 .assistant(response.text.clone(), calls.clone())
                 .await;
-            chat.messages.push(ChatMessage::Assistant {
+            progress.chat.messages.push(ChatMessage::Assistant {
                 text: response.text,
                 tool_calls: response.tool_calls,
             });
+            request
+                .checkpoints
+                .save(&progress.checkpoint(&calls, transcript))
+                .await;
             let results = tokio::select! {
                 results = futures::future::join_all(
                     calls.iter().map(|c| self.call_tool(c, step, &context)),
@@ -252,7 +231,11 @@ impl LlmAgent {
                 // (`notifications/cancelled`), and a sub-agent's token is a child of `cancel`.
                 () = cancel.cancelled() => return AgentOutcome::Canceled,
             };
-            hand_back(&calls, results, transcript, &mut chat.messages, &mut files).await;
+            progress.hand_back(&calls, results, transcript).await;
+            request
+                .checkpoints
+                .save(&progress.checkpoint(&[], transcript))
+                .await;
         }
         fail(format!(
             "stopped after {} LLM turns without a final answer (max_iterations is {})",
@@ -262,6 +245,68 @@ impl LlmAgent {
 }
 
 impl LlmAgent {
+    /// The outcome of a step whose calls include a built-in that ends the turn:
+    /// `decline_request` (rejected) or `request_user_input` (input-required).
+    async fn ended_by_a_builtin(
+        calls: &[crate::llm::ToolCall],
+        transcript: &mut Transcript,
+    ) -> Option<AgentOutcome> {
+        let argument = |call: &crate::llm::ToolCall, key: &str| {
+            call.arguments
+                .get(key)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let (said, outcome) = if let Some(decline) = calls.iter().find(|c| c.name == DECLINE_TOOL) {
+            let reason = argument(decline, "reason")
+                .unwrap_or_else(|| "The agent declined the request.".to_owned());
+            (reason.clone(), AgentOutcome::Rejected { reason })
+        } else {
+            let ask = calls.iter().find(|c| c.name == ASK_USER_TOOL)?;
+            let question =
+                argument(ask, "question").unwrap_or_else(|| "More input is needed.".to_owned());
+            (
+                question.clone(),
+                AgentOutcome::InputRequired {
+                    question: vec![Part::text(question)],
+                },
+            )
+        };
+        transcript.assistant(Some(said), Vec::new()).await;
+        Some(outcome)
+    }
+
+    /// Where a turn resumed from `checkpoint` stands: its conversation and system prompt, the
+    /// request's tools and sampling, the rows it wrote (settled with the rest).
+    fn resumed(
+        &self,
+        request: &AgentRequest,
+        setup: &turn_setup::TurnSetup,
+        tools: Vec<crate::llm::ToolSpec>,
+        checkpoint: &super::Checkpoint,
+        transcript: &mut Transcript,
+    ) -> Progress {
+        let nothing_new = ChatMessage::User {
+            content: Vec::new(),
+        };
+        let mut chat = self.first_request(
+            request,
+            setup,
+            crate::conversation_store::Conversation::default(),
+            nothing_new,
+            tools,
+        );
+        chat.system.clone_from(&checkpoint.system);
+        chat.messages.clone_from(&checkpoint.messages);
+        transcript.resume_rows(&checkpoint.conversation_rows);
+        Progress {
+            chat,
+            step: checkpoint.step,
+            files: checkpoint.files.clone(),
+            usage: checkpoint.usage,
+        }
+    }
+
     /// The model's final `text` as the turn's answer: a data part when the request asked for
     /// JSON (`response_format`), else text; then the tools' `files`; as a Message when the
     /// agent replies so, else as the task's artifacts.
@@ -296,6 +341,81 @@ impl LlmAgent {
         let mut artifacts = vec![Artifact::fresh(vec![part]).named("response")];
         artifacts.extend(files);
         AgentOutcome::Completed { artifacts }
+    }
+}
+
+/// Where a turn's tool loop stands: the next model call, the last step whose answer came, the
+/// tools' files so far and the tokens used.
+struct Progress {
+    chat: crate::llm::ChatRequest,
+    step: u32,
+    /// Files the tools returned, one artifact per call, for the answer.
+    files: Vec<Artifact>,
+    usage: crate::llm::Usage,
+}
+
+impl Progress {
+    /// A turn that starts from the beginning, with its first model call.
+    fn from_start(chat: crate::llm::ChatRequest) -> Self {
+        Self {
+            chat,
+            step: 0,
+            files: Vec::new(),
+            usage: crate::llm::Usage::default(),
+        }
+    }
+
+    /// The calls in flight when the turn was interrupted (`pending`) are not made again: they
+    /// may have taken effect. The model reads that they were interrupted, and the step is
+    /// checkpointed as complete.
+    async fn interrupted(
+        &mut self,
+        pending: &[crate::llm::ToolCall],
+        transcript: &mut Transcript,
+        checkpoints: &super::Checkpoints,
+    ) {
+        if pending.is_empty() {
+            return;
+        }
+        let results = pending.iter().map(checkpoint::interrupted).collect();
+        self.hand_back(pending, results, transcript).await;
+        checkpoints.save(&self.checkpoint(&[], transcript)).await;
+    }
+
+    /// The checkpoint of where the loop stands, `pending` the calls not answered yet.
+    fn checkpoint(
+        &self,
+        pending: &[crate::llm::ToolCall],
+        transcript: &Transcript,
+    ) -> super::Checkpoint {
+        super::Checkpoint {
+            version: checkpoint::CHECKPOINT_VERSION,
+            step: self.step,
+            system: self.chat.system.clone(),
+            messages: self.chat.messages.clone(),
+            pending: pending.to_vec(),
+            files: self.files.clone(),
+            usage: self.usage,
+            conversation_rows: transcript.written().to_vec(),
+        }
+    }
+
+    /// The results of a step's tool calls: kept in the transcript, given to the model, and
+    /// their files kept for the answer.
+    async fn hand_back(
+        &mut self,
+        calls: &[crate::llm::ToolCall],
+        results: Vec<super::ToolResult>,
+        transcript: &mut Transcript,
+    ) {
+        hand_back(
+            calls,
+            results,
+            transcript,
+            &mut self.chat.messages,
+            &mut self.files,
+        )
+        .await;
     }
 }
 
