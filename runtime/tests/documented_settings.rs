@@ -244,6 +244,12 @@ fn push_and_logs(dir: &str) -> Vec<Setting> {
             .by_default(size(512 << 20))
             .takes("64MiB", size(64 << 20))
             .refuses("0"),
+        Setting::new("TURN_MAX_RESUMES", "/turn_max_resumes")
+            .by_default(json!(3))
+            .takes("0", json!(0))
+            .takes("10", json!(10))
+            .refuses("-1")
+            .refuses("many"),
         Setting::new("MAX_CONCURRENT_TASKS", "/limits/max_concurrent_tasks")
             .by_default(json!(100_000))
             .takes("10", json!(10))

@@ -1,5 +1,6 @@
 //! The task store with the real binary: `TASKS_DB` as a SQLite file keeps tasks across a
-//! restart, and a task the crash cut is reported failed, never left working; two replicas on
+//! restart, and a task the crash cut is resumed, or with `TURN_MAX_RESUMES=0` reported failed,
+//! never left working by a turn that is gone; two replicas on
 //! one NATS KV bucket read, follow and cancel each other's tasks; on one replica in memory, a
 //! cancel racing a turn's end gets one answer, the one the task keeps.
 
@@ -33,13 +34,15 @@ fn last_state(results: &[Value]) -> String {
 }
 
 #[tokio::test]
-async fn a_sqlite_task_store_keeps_tasks_across_a_crash_and_fails_the_one_it_cut() {
+async fn a_sqlite_task_store_keeps_tasks_across_a_crash_and_fails_the_one_it_cut_when_it_may_not_resume()
+ {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("tasks.sqlite");
     let start = || {
         runtime()
             .env("TASKS_DB", db.to_str().unwrap())
             .env("REPLICA_ID", "replica-a")
+            .env("TURN_MAX_RESUMES", "0")
             .start()
     };
     let mut first = start();
@@ -168,4 +171,37 @@ async fn on_one_replica_a_cancel_racing_the_end_is_canceled_only_when_it_won() {
     }
     println!("200 cancels raced on one replica: {canceled} canceled, {completed} completed first");
     assert!(canceled > 0 && completed > 0, "the drill raced both ways");
+}
+
+#[tokio::test]
+async fn a_task_the_crash_cut_is_resumed_on_a_sqlite_store_once_and_in_its_own_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tasks.sqlite");
+    let start = || {
+        runtime()
+            .env("TASKS_DB", db.to_str().unwrap())
+            .env("REPLICA_ID", "replica-a")
+            .start()
+    };
+    let mut first = start();
+    let on_first = A2aClient::new(first.url("/"));
+    let id = on_first.start_task("***SLEEP 3s resumed").await;
+    assert_eq!(on_first.state_of(&id).await, "TASK_STATE_WORKING");
+    first.child.kill().expect("killed");
+    first.wait_exit(Duration::from_secs(10));
+
+    let second = start();
+    let on_second = A2aClient::new(second.url("/"));
+    let mut task = on_second.get(&id).await.expect("kept");
+    for _ in 0..200 {
+        if state_of(&task) != "TASK_STATE_WORKING" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        task = on_second.get(&id).await.expect("kept");
+    }
+    assert_eq!(state_of(&task), "TASK_STATE_COMPLETED", "{task}");
+    let history = task["history"].as_array().cloned().unwrap_or_default();
+    let users = history.iter().filter(|m| m["role"] == "ROLE_USER").count();
+    assert_eq!(users, 1, "the message is not added twice: {task}");
 }

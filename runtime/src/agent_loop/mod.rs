@@ -74,7 +74,9 @@ pub struct AgentRequest {
 /// offered (`tools_allowlist`), the instruction (`systemOverride` replaces it,
 /// `systemAppend` follows it), the conversation (`messages`) and provider keys (`extra`). Sampling travels in [`AgentRequest::sampling`]. The MCP tool's
 /// input schema is derived from this struct.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(default)]
 pub struct TurnControls {
     /// A personality of the agent (`agents.<name>.personalities.<p>`) for this call.
@@ -97,14 +99,18 @@ pub struct TurnControls {
 }
 
 /// One message of a `messages` history override.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 pub struct HistoryMessage {
     pub role: HistoryRole,
     pub content: String,
 }
 
 /// Who wrote a [`HistoryMessage`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum HistoryRole {
     User,

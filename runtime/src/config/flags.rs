@@ -153,6 +153,10 @@ pub(super) struct Cli {
         default_value_t = 100_000
     )]
     pub(super) max_concurrent_tasks: usize,
+    /// Resumes of one turn (after its runtime stopped mid-turn) before it is failed, saying so:
+    /// a turn that keeps stopping its runtime is not resumed forever.
+    #[arg(long, env = "TURN_MAX_RESUMES", global = true, default_value_t = super::TURN_MAX_RESUMES_DEFAULT)]
+    pub(super) turn_max_resumes: u32,
     /// Bytes the running turns may hold, every agent's together (each is charged what a held
     /// turn costs plus its message); with a unit: 512MiB.
     #[arg(long, env = "TURN_MEMORY", global = true, default_value = "512MiB", value_parser = parse_size)]

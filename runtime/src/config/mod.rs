@@ -29,6 +29,9 @@ use self::flags::{Cli, Command};
 
 use self::deployment::{AgentDef, Deployment, DeploymentError, ModelRef, ServerRef, Sources};
 
+/// The default of `TURN_MAX_RESUMES`: resumes of one turn before it is failed.
+pub const TURN_MAX_RESUMES_DEFAULT: u32 = 3;
+
 /// What the process was asked to do.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Launch {
@@ -76,6 +79,8 @@ pub struct Config {
     pub max_tasks: usize,
     #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub task_ttl: Duration,
+    /// Resumes of one turn before it is failed (`TURN_MAX_RESUMES`).
+    pub turn_max_resumes: u32,
     pub log_level: String,
     pub log_format: LogFormat,
     /// JSON log lines also go to this file (`LOG_FILE`, or Pallas's `PALLAS_LOG_FILE`).
@@ -340,6 +345,7 @@ impl Config {
             termination_grace_period: cli.termination_grace_period,
             max_tasks: cli.max_tasks,
             task_ttl: cli.task_ttl,
+            turn_max_resumes: cli.turn_max_resumes,
             log_level,
             log_format: cli.log_format,
             log_file: cli.log_file.or(cli.pallas_log_file),

@@ -217,6 +217,7 @@ pub fn build_core(
         max_tasks: config.max_tasks,
         task_memory_bytes: usize::try_from(config.limits.task_memory_bytes).unwrap_or(usize::MAX),
         task_ttl: config.task_ttl,
+        max_resumes: config.turn_max_resumes,
     };
     Core::new(
         fleet,
@@ -463,6 +464,22 @@ async fn sweep_mcp_sessions(
 pub fn go_live(core: &Core) {
     core.readiness().set_ready();
     check_in_background(core);
+    resume_left_running(core);
+}
+
+/// Resumes, in the background, the turns this replica left running before it restarted
+/// (durable turns: see `turns::record`).
+fn resume_left_running(core: &Core) {
+    let turns = core.turns().clone();
+    tokio::spawn(async move {
+        let resumed = turns.resume_left_running().await;
+        if resumed > 0 {
+            tracing::info!(
+                turns = resumed,
+                "turns this replica left running before it restarted are resumed"
+            );
+        }
+    });
 }
 
 /// Checks the deployment's LLM providers and connects its agents' downstream MCP servers, in

@@ -102,6 +102,18 @@ pub trait TaskBackend: Send + Sync + std::fmt::Debug + 'static {
     async fn write(&self, stored: &StoredTask, expected: u64) -> Result<u64, WriteError>;
     /// The `limit` most recently written tasks, newest first.
     async fn recent(&self, limit: usize) -> Result<Vec<Versioned>, BackendError>;
+    /// Keeps `record` (`None`: drops it) as the record of task `task_id`'s running turn:
+    /// what a restart needs to resume the turn (durable turns). Opaque to the store. A backend
+    /// that keeps none keeps nothing, and its turns are not resumed.
+    async fn keep_turn(&self, task_id: &str, record: Option<&str>) -> Result<(), BackendError> {
+        let _ = (task_id, record);
+        Ok(())
+    }
+    /// The record [`TaskBackend::keep_turn`] keeps for task `task_id`, if any.
+    async fn turn(&self, task_id: &str) -> Result<Option<String>, BackendError> {
+        let _ = task_id;
+        Ok(None)
+    }
 }
 
 /// Whether a task in `state` has a turn running: neither over nor waiting for input.

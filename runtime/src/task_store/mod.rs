@@ -88,6 +88,8 @@ struct Inner {
     observer: OnceLock<Arc<dyn StoreObserver>>,
     /// Every task of a shared bucket, as `ListTasks` selects from (empty otherwise).
     index: Mutex<index::TaskIndex>,
+    /// Tasks this replica left running whose turns a restart resumes (taken once).
+    resumable: Mutex<Vec<String>>,
 }
 
 #[derive(Debug)]
@@ -110,6 +112,7 @@ impl TaskStore {
             persistence: OnceLock::new(),
             observer: OnceLock::new(),
             index: Mutex::new(index::TaskIndex::new(index::INDEX_BYTES)),
+            resumable: Mutex::default(),
         }))
     }
 
@@ -132,24 +135,88 @@ impl TaskStore {
     }
 
     /// From now on keeps tasks in `backend` too, as replica `replica`, after reading back the
-    /// most recent ones: those this replica left running become `failed`, saying the runtime
-    /// restarted. Answers how many did.
+    /// most recent ones. Those this replica left running are resumed when their turn's record
+    /// was kept ([`TaskStore::take_resumable`] hands them to the turn service); the others
+    /// become `failed`, saying the runtime restarted. Answers how many failed.
     pub(crate) async fn attach(
         &self,
         backend: Arc<dyn TaskBackend>,
         replica: &str,
     ) -> Result<usize, BackendError> {
         let recent = backend.recent(self.0.limits.max_tasks).await?;
-        self.set_persistence(backend, replica, None);
+        self.set_persistence(Arc::clone(&backend), replica, None);
         // Oldest first, so the newest are the most recent in memory too.
         let mut cut = Vec::new();
+        let mut resumable = Vec::new();
         for versioned in recent.into_iter().rev() {
             if versioned.stored.is_running() && versioned.stored.owner == replica {
-                cut.push(versioned.stored.task.id.clone());
+                let task_id = versioned.stored.task.id.clone();
+                match backend.turn(&task_id).await {
+                    Ok(Some(_)) => resumable.push(task_id),
+                    Ok(None) => cut.push(task_id),
+                    Err(e) => {
+                        tracing::warn!(task_id, error = %e, "the record of a turn left running cannot be read; the task fails");
+                        cut.push(task_id);
+                    }
+                }
             }
             self.absorb(versioned);
         }
+        *self
+            .0
+            .resumable
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = resumable;
         Ok(self.fail_all(&cut, backend::RESTARTED, replica).await)
+    }
+
+    /// The tasks this replica left running whose turns are to be resumed (once: a second call
+    /// answers none).
+    pub fn take_resumable(&self) -> Vec<String> {
+        std::mem::take(
+            &mut *self
+                .0
+                .resumable
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
+    /// Fails task `task_id`, which this replica left running and does not resume, saying
+    /// `why` (its turn's record goes too).
+    pub async fn fail_left_running(&self, task_id: &str, why: &str) {
+        let owner = self.replica().map(str::to_owned);
+        self.fail_task(task_id, why, owner.as_deref()).await;
+        self.keep_turn(task_id, None).await;
+    }
+
+    /// Whether turns' records are kept beyond this process (a backend is attached).
+    pub fn keeps_turns(&self) -> bool {
+        self.0.persistence.get().is_some()
+    }
+
+    /// Keeps `record` (`None`: drops it) as the record of task `task_id`'s running turn, in
+    /// the backend (nothing without one). A record that cannot be kept is logged: the turn
+    /// goes on, and would resume from the record before.
+    pub async fn keep_turn(&self, task_id: &str, record: Option<&str>) {
+        let Some(p) = self.0.persistence.get() else {
+            return;
+        };
+        if let Err(e) = p.backend.keep_turn(task_id, record).await {
+            tracing::warn!(task_id, error = %e, "the turn's record could not be kept");
+        }
+    }
+
+    /// The record of task `task_id`'s running turn, if the backend keeps one.
+    pub async fn turn_record(&self, task_id: &str) -> Option<String> {
+        let p = self.0.persistence.get()?;
+        match p.backend.turn(task_id).await {
+            Ok(record) => record,
+            Err(e) => {
+                tracing::warn!(task_id, error = %e, "the turn's record could not be read");
+                None
+            }
+        }
     }
 
     fn set_persistence(

@@ -24,6 +24,11 @@ CREATE TABLE IF NOT EXISTS a2a_tasks (
     revision    INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS a2a_tasks_updated ON a2a_tasks (updated_ms);
+CREATE TABLE IF NOT EXISTS a2a_turns (
+    id          TEXT    PRIMARY KEY,
+    updated_ms  INTEGER NOT NULL,
+    body        TEXT    NOT NULL
+);
 ";
 
 /// The revision column, added to a file an earlier version wrote.
@@ -39,6 +44,14 @@ const UPDATE_AT: &str = "UPDATE a2a_tasks SET owner = ?2, updated_ms = ?3, body 
                          revision = revision + 1 WHERE id = ?1 AND revision = ?5";
 /// The newest tasks.
 const RECENT: &str = "SELECT body, revision FROM a2a_tasks ORDER BY updated_ms DESC LIMIT ?1";
+
+/// A running turn's record, kept or replaced.
+const KEEP_TURN: &str = "INSERT INTO a2a_turns (id, updated_ms, body) VALUES (?1, ?2, ?3) \
+                         ON CONFLICT (id) DO UPDATE SET updated_ms = ?2, body = ?3";
+/// A turn's record, dropped when the turn ends.
+const DROP_TURN: &str = "DELETE FROM a2a_turns WHERE id = ?1";
+/// A turn's record.
+const LOAD_TURN: &str = "SELECT body FROM a2a_turns WHERE id = ?1";
 
 /// Writes between two retention sweeps.
 const SWEEP_EVERY: u64 = 1_000;
@@ -127,6 +140,10 @@ fn sweep(conn: &Connection, ttl: Duration, max_tasks: usize) -> rusqlite::Result
         "DELETE FROM a2a_tasks WHERE id NOT IN \
          (SELECT id FROM a2a_tasks ORDER BY updated_ms DESC LIMIT ?1)",
         params![i64::try_from(max_tasks).unwrap_or(i64::MAX)],
+    )?;
+    conn.execute(
+        "DELETE FROM a2a_turns WHERE id NOT IN (SELECT id FROM a2a_tasks)",
+        [],
     )?;
     Ok(())
 }
@@ -236,6 +253,34 @@ impl TaskBackend for SqliteTasks {
         })
         .await
     }
+
+    async fn keep_turn(&self, task_id: &str, record: Option<&str>) -> Result<(), BackendError> {
+        let id = task_id.to_owned();
+        let record = record.map(str::to_owned);
+        self.with(move |conn| {
+            match record {
+                Some(body) => conn
+                    .prepare_cached(KEEP_TURN)
+                    .and_then(|mut keep| keep.execute(params![id, now_ms(), body])),
+                None => conn
+                    .prepare_cached(DROP_TURN)
+                    .and_then(|mut drop| drop.execute(params![id])),
+            }
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+        })
+        .await
+    }
+
+    async fn turn(&self, task_id: &str) -> Result<Option<String>, BackendError> {
+        let id = task_id.to_owned();
+        self.with(move |conn| {
+            conn.prepare_cached(LOAD_TURN)
+                .and_then(|mut load| load.query_row(params![id], |row| row.get(0)).optional())
+                .map_err(|e| e.to_string())
+        })
+        .await
+    }
 }
 
 #[cfg(test)]
@@ -272,20 +317,35 @@ mod tests {
             ));
             assert_eq!(tasks.load(&id).await.unwrap().unwrap().revision, 2);
             assert_eq!(tasks.recent(10).await.unwrap().len(), i + 1);
+            tasks.keep_turn(&id, Some("{\"step\":1}")).await.unwrap();
+            tasks.keep_turn(&id, Some("{\"step\":2}")).await.unwrap();
+            assert_eq!(
+                tasks.turn(&id).await.unwrap().as_deref(),
+                Some("{\"step\":2}")
+            );
+            tasks.keep_turn(&id, None).await.unwrap();
+            assert_eq!(tasks.turn(&id).await.unwrap(), None);
         }
         let counts = tasks
             .with(|conn| {
-                Ok(
-                    [(LOAD, 3), (INSERT, 3), (UPDATE_AT, 6), (RECENT, 3)].map(|(sql, runs)| {
-                        let statement = conn.prepare_cached(sql).unwrap();
-                        (
-                            sql,
-                            runs,
-                            statement.get_status(StatementStatus::Run),
-                            statement.get_status(StatementStatus::RePrepare),
-                        )
-                    }),
-                )
+                Ok([
+                    (LOAD, 3),
+                    (INSERT, 3),
+                    (UPDATE_AT, 6),
+                    (RECENT, 3),
+                    (KEEP_TURN, 6),
+                    (LOAD_TURN, 6),
+                    (DROP_TURN, 3),
+                ]
+                .map(|(sql, runs)| {
+                    let statement = conn.prepare_cached(sql).unwrap();
+                    (
+                        sql,
+                        runs,
+                        statement.get_status(StatementStatus::Run),
+                        statement.get_status(StatementStatus::RePrepare),
+                    )
+                }))
             })
             .await
             .unwrap();

@@ -90,6 +90,12 @@ impl ConversationKey {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The key a resumed turn's record kept: one of the constructors above made it when the
+    /// turn began.
+    pub(super) fn resumed(key: String) -> Self {
+        Self(key)
+    }
 }
 
 #[cfg(test)]

@@ -11,13 +11,38 @@ use daedalus_contract::{Compaction, StreamEvent, Task};
 
 use super::conversation_locks::ConversationKey;
 use super::handle::Finished;
+use super::record::{RECORD_VERSION, StoredCheckpoints, TurnRecord};
 use super::request::TurnRequest;
 use super::service::{Started, TurnService};
 use super::stream::{self, EventSender, Translator};
 use super::{CANCEL_SETTLE, TurnError, task};
-use crate::agent_loop::{Agent, AgentOutcome, AgentRequest, EventSink, LoopEvent};
+use crate::agent_loop::{Agent, AgentOutcome, AgentRequest, Checkpoints, EventSink, LoopEvent};
 use crate::metrics::StateLabel;
 use crate::task_store::{BeginError, TaskTurn, TurnStop};
+
+/// Whether `task` (task `task_id` as it stands) takes a turn now: one turn of a task at a
+/// time, on every replica; the standard bindings (`replay` off) take no message for a finished
+/// task; a resumed turn goes on with the task its runtime left running, and only that.
+fn takes_a_turn(task: &Task, task_id: &str, replay: bool, resuming: bool) -> Result<(), TurnError> {
+    let state = task.status.state;
+    if crate::task_store::backend::running(state) != resuming {
+        return Err(if resuming {
+            TurnError::TaskFinished {
+                task_id: task_id.to_owned(),
+                state,
+            }
+        } else {
+            TurnError::TaskBusy(task_id.to_owned())
+        });
+    }
+    if !replay && state.is_terminal() {
+        return Err(TurnError::TaskFinished {
+            task_id: task_id.to_owned(),
+            state,
+        });
+    }
+    Ok(())
+}
 
 /// How a turn's agent run came out: the Task and the events that close its stream, or why it
 /// was refused and the event that ends its stream.
@@ -40,9 +65,10 @@ impl TurnService {
     pub(super) async fn run_task(
         &self,
         agent: &Arc<dyn Agent>,
-        request: Box<TurnRequest>,
+        mut request: Box<TurnRequest>,
         started: Started,
     ) -> Result<Finished, TurnError> {
+        let resuming = request.resume.take();
         let task_id = request.message.effective_task_id().to_owned();
         let mut turn = self.0.tasks.open_turn(&task_id).await;
         let standing = turn.task();
@@ -73,15 +99,7 @@ impl TurnService {
             ));
         }
         if let Some(task) = &standing {
-            // One turn of a task at a time, on every replica; the standard bindings take no
-            // message for a finished task.
-            let state = task.status.state;
-            if crate::task_store::backend::running(state) {
-                return Err(TurnError::TaskBusy(task_id));
-            }
-            if !request.replay && state.is_terminal() {
-                return Err(TurnError::TaskFinished { task_id, state });
-            }
+            takes_a_turn(task, &task_id, request.replay, resuming.is_some())?;
         }
         let known_context = standing.as_ref().and_then(|t| t.context_id.as_deref());
         let context_id = task::resolve_context(known_context, &request.message, &task_id)?;
@@ -102,15 +120,24 @@ impl TurnService {
             .as_ref()
             .is_some_and(|t| t.status.state.is_interrupted());
         let mut history = standing.and_then(|t| t.history).unwrap_or_default();
-        let key = request.conversation.clone().unwrap_or_else(|| {
-            ConversationKey::a2a_of(&context_id, request.caller.conversation_space())
-        });
+        let key = match &resuming {
+            Some(record) => ConversationKey::resumed(record.conversation.clone()),
+            None => request.conversation.clone().unwrap_or_else(|| {
+                ConversationKey::a2a_of(&context_id, request.caller.conversation_space())
+            }),
+        };
         let mut agent_request =
             Box::new(AgentRequest::new(&task_id, key.as_str(), message.clone()));
-        if waiting {
-            agent_request.history.clone_from(&history);
+        if resuming.is_some() {
+            // The task's history holds the message already; the agent gets what came before.
+            let before = history.len().saturating_sub(1);
+            agent_request.history = history[..before].to_vec();
+        } else {
+            if waiting {
+                agent_request.history.clone_from(&history);
+            }
+            history.push(message.clone());
         }
-        history.push(message);
         let stop = TurnStop::new(self.0.cancel.child_token());
         // The store's calls boxed: a turn's future is as large as its largest step, and a held
         // turn waits in the agent's, not in these.
@@ -126,6 +153,28 @@ impl TurnService {
         })?;
         // Named only now: whoever learns the id finds the task, on any replica.
         let out = started.name(&task_id, &context_id).with_log(log);
+        if let Some(record) = resuming
+            .as_ref()
+            .filter(|r| r.resumes >= self.0.limits.max_resumes)
+        {
+            let task = task::working(&task_id, &context_id, history.clone());
+            return Ok(self
+                .fail_past_resumes(turn, &out, task, record.resumes)
+                .await);
+        }
+        let checkpoints = self
+            .record_turn(
+                &request,
+                &task_id,
+                key.as_str(),
+                &message,
+                resuming.as_ref(),
+            )
+            .await;
+        if let Some(checkpoints) = &checkpoints {
+            agent_request.checkpoints = Checkpoints::new(Arc::clone(checkpoints) as _);
+        }
+        agent_request.resume = resuming.and_then(|r| r.checkpoint);
         let lock = self.0.conversations.get(key.as_str());
         let _turn = lock.lock().await;
         let history_length = request.history_length;
@@ -142,6 +191,9 @@ impl TurnService {
                 &stop,
             )
             .await;
+        if let Some(checkpoints) = &checkpoints {
+            checkpoints.end().await;
+        }
         match ran {
             Ran::Finished {
                 task,
@@ -167,6 +219,64 @@ impl TurnService {
                 .await
                 .map(Finished::task),
         }
+    }
+
+    /// Fails a task whose turn was resumed `resumes` times already and whose runtime stopped
+    /// again (`TURN_MAX_RESUMES`): a poison turn is not resumed forever.
+    async fn fail_past_resumes(
+        &self,
+        turn: TaskTurn,
+        out: &EventSender,
+        task: Task,
+        resumes: u32,
+    ) -> Finished {
+        let why = if resumes == 0 {
+            "the runtime restarted while this task's turn ran, and TURN_MAX_RESUMES is 0: the turn is not resumed".to_owned()
+        } else {
+            format!(
+                "the turn was resumed {resumes} times (TURN_MAX_RESUMES), and the runtime running it stopped each time; it is not resumed again"
+            )
+        };
+        self.0.tasks.keep_turn(&task.id, None).await;
+        let failed = crate::task_store::backend::failed_now(&task, &why);
+        let closing = vec![crate::task_store::turn::final_update(&failed)];
+        let ended = Box::pin(turn.end(failed, closing)).await;
+        out.deliver(ended.events);
+        Finished::task(ended.task)
+    }
+
+    /// Keeps the record of task `task_id`'s turn (a new one, or `resuming`'s with one more
+    /// resume) where the task store keeps turns beyond the process: the checkpointer the loop
+    /// writes its checkpoints through.
+    async fn record_turn(
+        &self,
+        request: &TurnRequest,
+        task_id: &str,
+        conversation: &str,
+        message: &daedalus_contract::Message,
+        resuming: Option<&TurnRecord>,
+    ) -> Option<Arc<StoredCheckpoints>> {
+        if !self.0.tasks.keeps_turns() {
+            return None;
+        }
+        let record = match resuming {
+            Some(record) => TurnRecord {
+                resumes: record.resumes + 1,
+                ..record.clone()
+            },
+            None => TurnRecord {
+                version: RECORD_VERSION,
+                agent: request.agent.clone(),
+                message: message.clone(),
+                conversation: conversation.to_owned(),
+                sampling: request.sampling.clone().unwrap_or_default(),
+                controls: request.controls.clone(),
+                stream: request.stream,
+                resumes: 0,
+                checkpoint: None,
+            },
+        };
+        Some(StoredCheckpoints::begin(&self.0.tasks, task_id, record).await)
     }
 
     /// Ends a task whose turn was refused before it finished (shutdown): it stands as its

@@ -32,6 +32,7 @@ mod execute;
 mod following;
 pub mod handle;
 pub mod readiness;
+pub mod record;
 mod request;
 mod service;
 pub mod stream;
@@ -67,6 +68,8 @@ pub struct TurnLimits {
     pub task_memory_bytes: usize,
     /// How long a task is kept after it last changed (`TASK_TTL`).
     pub task_ttl: Duration,
+    /// Resumes of one turn before it is failed (`TURN_MAX_RESUMES`).
+    pub max_resumes: u32,
 }
 
 /// Why a turn did not run (a turn that ran and failed is a `failed` task, not an error).

@@ -53,6 +53,9 @@ pub struct TurnRequest {
     /// own rather than by the task's context (the MCP face's `shared` scope on 2026-07-28,
     /// where a call is a task but the conversation is everybody's).
     pub conversation: Option<ConversationKey>,
+    /// For an A2A task left running by a runtime that stopped: the record it goes on from,
+    /// instead of starting the turn over (durable turns, [`super::record`]).
+    pub resume: Option<super::record::TurnRecord>,
 }
 
 impl TurnRequest {
@@ -71,6 +74,7 @@ impl TurnRequest {
             controls: TurnControls::default(),
             caller: Caller::Anyone,
             conversation: None,
+            resume: None,
         }
     }
 }

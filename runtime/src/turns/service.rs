@@ -149,6 +149,52 @@ impl TurnService {
         Ok(TaskHandle::new(task_id, context_id, events, done))
     }
 
+    /// Resumes the turns this replica left running when it stopped (a crash, a `kill -9`),
+    /// each from its record in the task store: the same task and context, going on from the
+    /// loop's last checkpoint (see [`super::record`]). A task whose record cannot be read or
+    /// whose turn cannot start again is failed, saying why. Answers how many were resumed.
+    pub async fn resume_left_running(&self) -> usize {
+        let mut resumed = 0;
+        for task_id in self.0.tasks.take_resumable() {
+            let record = self
+                .0
+                .tasks
+                .turn_record(&task_id)
+                .await
+                .and_then(|json| super::record::TurnRecord::from_json(&json));
+            let why = match record {
+                None => {
+                    "the runtime restarted, and the record of this task's turn could not be read"
+                        .to_owned()
+                }
+                Some(record) => {
+                    let mut request = TurnRequest::new(
+                        record.agent.clone(),
+                        record.message.clone(),
+                        Memory::Task,
+                    );
+                    request.sampling = Ok(record.sampling.clone());
+                    request.controls = record.controls.clone();
+                    request.stream = record.stream;
+                    request.replay = false;
+                    request.resume = Some(record);
+                    match self.begin(request, false).await {
+                        Ok(_) => {
+                            resumed += 1;
+                            continue;
+                        }
+                        Err(e) => format!(
+                            "the runtime restarted, and this task's turn could not resume: {e}"
+                        ),
+                    }
+                }
+            };
+            tracing::warn!(task_id, why, "a turn left running is not resumed");
+            self.0.tasks.fail_left_running(&task_id, &why).await;
+        }
+        resumed
+    }
+
     /// Cancels task `task_id`, wherever its turn runs: a running turn stops at its next safe
     /// point (a tool call in flight is abandoned, which tells its MCP server) and ends
     /// `canceled`; a task waiting for input becomes `canceled`. A task that stored another end

@@ -58,6 +58,7 @@ fn service(agent: Arc<dyn Agent>) -> TurnService {
             max_tasks: 100,
             task_memory_bytes: 1 << 20,
             task_ttl: Duration::from_hours(1),
+            max_resumes: crate::config::TURN_MAX_RESUMES_DEFAULT,
         },
     )
 }

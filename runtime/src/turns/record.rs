@@ -1,0 +1,137 @@
+//! Durable turns: the record of an A2A task's running turn, kept in the task store beside the
+//! task from the moment the turn begins until it ends — what was asked (the agent, the
+//! message, the caller's sampling and controls) and the loop's last checkpoint. A runtime
+//! restarted on a durable task store resumes each turn it left running from its record
+//! instead of failing it ([`TurnService::resume_left_running`]); a turn that keeps losing its
+//! runtime is failed after `TURN_MAX_RESUMES` resumes.
+//!
+//! What a record never holds: the caller's credentials. A resumed turn has no bearer to hand
+//! on, so a downstream server that needs the caller's token (`forward_inbound_auth`,
+//! `token_exchange`) is called without one.
+//!
+//! [`TurnService::resume_left_running`]: super::TurnService::resume_left_running
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use daedalus_contract::Message;
+use serde::{Deserialize, Serialize};
+
+use crate::agent_loop::{Checkpoint, Checkpointer, TurnControls};
+use crate::sampling::SamplingParams;
+use crate::task_store::TaskStore;
+
+/// The version of a record's stored form; a record of another version is not resumed.
+pub const RECORD_VERSION: u32 = 1;
+
+/// What a restart needs to go on with a running turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnRecord {
+    pub version: u32,
+    /// The agent running the turn.
+    pub agent: String,
+    /// The message the turn answers (its task and context filled in).
+    pub message: Message,
+    /// The conversation the turn continues.
+    pub conversation: String,
+    #[serde(default)]
+    pub sampling: SamplingParams,
+    #[serde(default)]
+    pub controls: TurnControls,
+    /// Whether the model streams its answer.
+    #[serde(default)]
+    pub stream: bool,
+    /// How many times the turn was resumed so far.
+    #[serde(default)]
+    pub resumes: u32,
+    /// The loop's last checkpoint (none before its first completed step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<Checkpoint>,
+}
+
+impl TurnRecord {
+    /// The record as stored.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// A stored record, if this runtime can resume it.
+    pub fn from_json(json: &str) -> Option<Self> {
+        serde_json::from_str::<Self>(json)
+            .ok()
+            .filter(|r| r.version == RECORD_VERSION)
+    }
+}
+
+/// The checkpointer of one task's turn: each checkpoint replaces the one in the task's
+/// record, kept in the task store before the loop's next step starts.
+#[derive(Debug)]
+pub struct StoredCheckpoints {
+    store: TaskStore,
+    task_id: String,
+    record: tokio::sync::Mutex<TurnRecord>,
+}
+
+impl StoredCheckpoints {
+    /// Keeps `record` for task `task_id` now, and each checkpoint into it after.
+    pub async fn begin(store: &TaskStore, task_id: &str, record: TurnRecord) -> Arc<Self> {
+        store.keep_turn(task_id, Some(&record.to_json())).await;
+        Arc::new(Self {
+            store: store.clone(),
+            task_id: task_id.to_owned(),
+            record: tokio::sync::Mutex::new(record),
+        })
+    }
+
+    /// The turn ended: its record goes.
+    pub async fn end(&self) {
+        self.store.keep_turn(&self.task_id, None).await;
+    }
+}
+
+#[async_trait]
+impl Checkpointer for StoredCheckpoints {
+    async fn save(&self, checkpoint: &Checkpoint) {
+        let mut record = self.record.lock().await;
+        record.checkpoint = Some(checkpoint.clone());
+        self.store
+            .keep_turn(&self.task_id, Some(&record.to_json()))
+            .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use daedalus_contract::{Part, Role};
+
+    use super::*;
+
+    #[test]
+    fn a_record_round_trips_and_another_version_is_not_resumed() {
+        let record = TurnRecord {
+            version: RECORD_VERSION,
+            agent: "agent".to_owned(),
+            message: Message::new("m-1", Role::User, vec![Part::text("hi")]),
+            conversation: "a2a/c".to_owned(),
+            sampling: SamplingParams::default(),
+            controls: TurnControls {
+                system_append: Some("be brief".to_owned()),
+                ..TurnControls::default()
+            },
+            stream: true,
+            resumes: 1,
+            checkpoint: None,
+        };
+        assert_eq!(
+            TurnRecord::from_json(&record.to_json()),
+            Some(record.clone())
+        );
+        let other = TurnRecord {
+            version: RECORD_VERSION + 1,
+            ..record
+        };
+        assert_eq!(TurnRecord::from_json(&other.to_json()), None);
+        assert_eq!(TurnRecord::from_json("not json"), None);
+    }
+}

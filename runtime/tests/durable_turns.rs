@@ -1,0 +1,191 @@
+//! Durable turns, with real processes: a runtime on a SQLite task store, `kill -9`ed in the
+//! middle of a turn of several tool steps (a scripted LLM that counts requests, a real MCP
+//! server that counts calls), restarted, goes on with the turn from its last checkpoint: the
+//! task completes, and no completed step is asked of the model or the tool again.
+
+mod support;
+
+use std::time::Duration;
+
+use daedalus_fake_llm::{FakeLlm, Gate, Reply};
+use daedalus_mcp_fixture::McpFixture;
+use daedalus_test_kit::A2aClient;
+use daedalus_test_kit::a2a_client::state_of;
+use serde_json::{Value, json};
+use support::process::{Runtime, runtime};
+
+const KEY: &str = "sk-durable";
+const MODEL: &str = "gpt-durable";
+
+fn add(a: i64, b: i64) -> Reply {
+    Reply::ToolCalls(vec![("fx__add".into(), json!({"a": a, "b": b}))])
+}
+
+/// The runtime of the test: its agent on the fake LLM with the MCP fixture's tools, its tasks
+/// and conversations in `dir` (a replica id that survives the restart's new port).
+fn durable_runtime(dir: &tempfile::TempDir, fake: &FakeLlm, fx: &McpFixture) -> Runtime {
+    durable_runtime_with(dir, fake, fx, &[])
+}
+
+fn durable_runtime_with(
+    dir: &tempfile::TempDir,
+    fake: &FakeLlm,
+    fx: &McpFixture,
+    env: &[(&str, &str)],
+) -> Runtime {
+    let yaml = support::runtime::on_fake_openai(
+        &fake.openai_base_url,
+        KEY,
+        MODEL,
+        &format!("    fx: {{ url: \"{}\" }}", fx.url()),
+        "  proc-test: { instruction: Add., servers: [fx] }\n",
+    );
+    let file = dir.path().join("agents.yaml");
+    std::fs::write(&file, yaml).expect("agents.yaml written");
+    let path = |name: &str| dir.path().join(name).to_str().expect("utf-8").to_owned();
+    let mut builder = runtime()
+        .env("AGENTS_CONFIG", &path("agents.yaml"))
+        .env("TASKS_DB", &path("tasks.sqlite"))
+        .env("SESSIONS_DB", &path("sessions.sqlite"))
+        .env("WORK_DIR", dir.path().to_str().expect("utf-8"))
+        .env("REPLICA_ID", "durable-test");
+    for (key, value) in env {
+        builder = builder.env(key, value);
+    }
+    builder.start()
+}
+
+/// Waits (bounded) until the fake LLM has had `n` requests.
+async fn until_requests(fake: &FakeLlm, n: usize) {
+    for _ in 0..400 {
+        if fake.requests().len() >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("the model had {} requests, not {n}", fake.requests().len());
+}
+
+/// Task `id` once it has ended (bounded).
+async fn ended(client: &A2aClient, id: &str) -> Value {
+    for _ in 0..400 {
+        if let Some(task) = client.get(id).await
+            && !matches!(
+                state_of(&task).as_str(),
+                "TASK_STATE_WORKING" | "TASK_STATE_SUBMITTED"
+            )
+        {
+            return task;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("task {id} did not end");
+}
+
+fn tool_calls(fx: &McpFixture) -> Vec<Value> {
+    fx.calls()
+        .into_iter()
+        .filter(|c| c.tool == "add")
+        .map(|c| c.arguments)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_killed_mid_turn_resumes_it_after_a_restart_without_repeating_a_step() {
+    let fx = McpFixture::start().await;
+    let fake = FakeLlm::start(KEY, &[MODEL]).await;
+    // Steps 1 and 2 call a tool; step 3's answer never comes (the runtime dies waiting for
+    // it); asked again after the restart, step 3 calls a tool, and step 4 answers.
+    let never = Gate::new();
+    fake.script([
+        add(1, 1),
+        add(2, 2),
+        Reply::Paused {
+            before: String::new(),
+            after: String::new(),
+            gate: never.clone(),
+        },
+        add(3, 3),
+        Reply::Text("the sums are 2, 4 and 6".into()),
+    ]);
+    let dir = tempfile::tempdir().expect("a dir");
+    let first = durable_runtime(&dir, &fake, &fx);
+    let id = A2aClient::new(first.url("/"))
+        .start_task("add 1+1, 2+2, 3+3")
+        .await;
+    until_requests(&fake, 3).await;
+    first.signal("KILL");
+    drop(first);
+
+    let second = durable_runtime(&dir, &fake, &fx);
+    let client = A2aClient::new(second.url("/"));
+    let task = ended(&client, &id).await;
+    assert_eq!(state_of(&task), "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(
+        task["artifacts"][0]["parts"][0]["text"], "the sums are 2, 4 and 6",
+        "{task}"
+    );
+    let requests = fake.requests();
+    assert_eq!(
+        requests.len(),
+        5,
+        "steps 1 and 2 once, step 3 twice (it was in flight), step 4 once"
+    );
+    assert!(requests.iter().all(|r| r.refused.is_none()), "{requests:?}");
+    let resumed = requests[3].body["messages"].to_string();
+    assert!(
+        resumed.contains("add 1+1") && resumed.contains("\"4\""),
+        "the resumed step goes on from step 2's result: {resumed}"
+    );
+    assert_eq!(
+        tool_calls(&fx),
+        [
+            json!({"a": 1, "b": 1}),
+            json!({"a": 2, "b": 2}),
+            json!({"a": 3, "b": 3})
+        ],
+        "each tool call was made once"
+    );
+    let logs = second.drain_logs();
+    assert!(
+        logs.iter().any(|l| l["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("are resumed"))),
+        "the restart says it resumed the turn"
+    );
+    never.open();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_that_keeps_losing_its_runtime_fails_after_turn_max_resumes() {
+    let fx = McpFixture::start().await;
+    let fake = FakeLlm::start(KEY, &[MODEL]).await;
+    let never = Gate::new();
+    let paused = || Reply::Paused {
+        before: String::new(),
+        after: String::new(),
+        gate: never.clone(),
+    };
+    fake.script([add(1, 1), paused(), paused(), paused()]);
+    let dir = tempfile::tempdir().expect("a dir");
+    let limit = [("TURN_MAX_RESUMES", "1")];
+    let first = durable_runtime_with(&dir, &fake, &fx, &limit);
+    let id = A2aClient::new(first.url("/")).start_task("add").await;
+    until_requests(&fake, 2).await;
+    first.signal("KILL");
+    drop(first);
+    // Resumed once: it asks for step 2 again, and dies again.
+    let second = durable_runtime_with(&dir, &fake, &fx, &limit);
+    until_requests(&fake, 3).await;
+    second.signal("KILL");
+    drop(second);
+    let third = durable_runtime_with(&dir, &fake, &fx, &limit);
+    let task = ended(&A2aClient::new(third.url("/")), &id).await;
+    assert_eq!(state_of(&task), "TASK_STATE_FAILED", "{task}");
+    let why = task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("TURN_MAX_RESUMES"), "{why}");
+    assert_eq!(fake.requests().len(), 3, "not asked a third time");
+    never.open();
+}
