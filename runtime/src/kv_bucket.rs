@@ -26,6 +26,17 @@ pub async fn open(
         .connect(url)
         .await
         .map_err(|e| format!("cannot connect: {e}"))?;
+    let kv = open_on(&client, bucket, description, max_age).await?;
+    Ok(Bucket { client, kv })
+}
+
+/// Opens `bucket` as [`open`] does, on a connection already made.
+pub async fn open_on(
+    client: &async_nats::Client,
+    bucket: &str,
+    description: &str,
+    max_age: Duration,
+) -> Result<kv::Store, String> {
     let js = jetstream::new(client.clone());
     let kv = match js.get_key_value(bucket).await {
         Ok(kv) => kv,
@@ -54,5 +65,5 @@ pub async fn open(
             .map_err(|e| format!("cannot set the bucket's retention: {e}"))?;
         tracing::info!(bucket, retention = ?max_age, "bucket retention updated");
     }
-    Ok(Bucket { client, kv })
+    Ok(kv)
 }

@@ -45,6 +45,13 @@ pub struct OutcomeLabel {
     pub outcome: &'static str,
 }
 
+/// Why a turn was resumed: `restart` (this replica restarted), `replica_lost` (another
+/// replica's lease ran out).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct CauseLabel {
+    pub cause: &'static str,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct LimitLabel {
     /// The setting of the limit (`TURN_MEMORY`, ...).
@@ -161,6 +168,10 @@ pub struct Metrics {
     pub push_deliveries: Family<OutcomeLabel, Counter>,
     /// Turns refused at a turn limit, by the limit's setting.
     pub turns_refused: Family<LimitLabel, Counter>,
+    /// Turns resumed from their record (durable turns), by cause.
+    pub turns_resumed: Family<CauseLabel, Counter>,
+    /// Steps a resumed turn did not run again (its checkpoint held them).
+    pub steps_kept: Counter,
 }
 
 impl Default for Metrics {
@@ -195,6 +206,8 @@ impl Metrics {
             compactions: Family::default(),
             push_deliveries: Family::default(),
             turns_refused: Family::default(),
+            turns_resumed: Family::default(),
+            steps_kept: Counter::default(),
             registry,
         };
         let mut m = m;
@@ -293,6 +306,16 @@ impl Metrics {
             "daedalus_runtime_turns_refused",
             "Turns refused at once (503, Retry-After) because a turn limit had no room, by the limit's setting",
             m.turns_refused.clone(),
+        );
+        r.register(
+            "daedalus_runtime_turns_resumed",
+            "Turns resumed from their last checkpoint after their runtime stopped, by cause (restart, replica_lost)",
+            m.turns_resumed.clone(),
+        );
+        r.register(
+            "daedalus_runtime_resumed_steps_kept",
+            "Steps (model answers with their tool results) resumed turns did not run again: their checkpoints held them",
+            m.steps_kept.clone(),
         );
         r.register_collector(Box::new(ProcessCollector));
         m

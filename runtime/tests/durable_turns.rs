@@ -150,7 +150,7 @@ async fn a_runtime_killed_mid_turn_resumes_it_after_a_restart_without_repeating_
     assert!(
         logs.iter().any(|l| l["message"]
             .as_str()
-            .is_some_and(|m| m.contains("are resumed"))),
+            .is_some_and(|m| m.contains("resumed from its last checkpoint"))),
         "the restart says it resumed the turn"
     );
     never.open();
@@ -187,5 +187,85 @@ async fn a_turn_that_keeps_losing_its_runtime_fails_after_turn_max_resumes() {
         .unwrap_or_default();
     assert!(why.contains("TURN_MAX_RESUMES"), "{why}");
     assert_eq!(fake.requests().len(), 3, "not asked a third time");
+    never.open();
+}
+
+/// A replica on the NATS KV stores of `nats` (tasks and conversations shared), named `name`.
+fn replica(
+    nats: &daedalus_test_kit::NatsServer,
+    dir: &tempfile::TempDir,
+    fake: &FakeLlm,
+    fx: &McpFixture,
+    name: &str,
+) -> Runtime {
+    let tasks = format!("{}/durable-tasks", nats.url());
+    let sessions = format!("{}/durable-sessions", nats.url());
+    durable_runtime_with(
+        dir,
+        fake,
+        fx,
+        &[
+            ("TASKS_DB", &tasks),
+            ("SESSIONS_DB", &sessions),
+            ("REPLICA_ID", name),
+            ("REPLICA_LEASE", "1s"),
+        ],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_survivor_resumes_the_turns_of_a_replica_killed_mid_turn() {
+    let nats = daedalus_test_kit::NatsServer::start();
+    let fx = McpFixture::start().await;
+    let fake = FakeLlm::start(KEY, &[MODEL]).await;
+    let never = Gate::new();
+    fake.script([
+        add(1, 1),
+        add(2, 2),
+        Reply::Paused {
+            before: String::new(),
+            after: String::new(),
+            gate: never.clone(),
+        },
+        add(3, 3),
+        Reply::Text("the sums are 2, 4 and 6".into()),
+    ]);
+    let dir = tempfile::tempdir().expect("a dir");
+    let doomed = replica(&nats, &dir, &fake, &fx, "replica-a");
+    let survivor = replica(&nats, &dir, &fake, &fx, "replica-b");
+    let id = A2aClient::new(doomed.url("/"))
+        .start_task("add 1+1, 2+2, 3+3")
+        .await;
+    until_requests(&fake, 3).await;
+    doomed.signal("KILL");
+    drop(doomed);
+
+    let client = A2aClient::new(survivor.url("/"));
+    let task = ended(&client, &id).await;
+    assert_eq!(state_of(&task), "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(
+        task["artifacts"][0]["parts"][0]["text"],
+        "the sums are 2, 4 and 6"
+    );
+    assert_eq!(
+        fake.requests().len(),
+        5,
+        "steps 1 and 2 once, step 3 twice (it was in flight), step 4 once"
+    );
+    assert_eq!(tool_calls(&fx).len(), 3, "each tool call was made once");
+    let metrics = reqwest::get(survivor.url("/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains("daedalus_runtime_turns_resumed_total{cause=\"replica_lost\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("daedalus_runtime_resumed_steps_kept_total 2"),
+        "{metrics}"
+    );
     never.open();
 }

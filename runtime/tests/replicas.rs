@@ -245,10 +245,14 @@ async fn fault_5_a_subscriber_to_a_waiting_task_hears_a_cancel_or_an_answer_from
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn faults_6_and_7_a_lost_replicas_running_tasks_fail_in_the_store_within_its_lease() {
+async fn faults_6_and_7_a_lost_replicas_running_tasks_fail_in_the_store_within_its_lease_when_turns_are_not_resumed()
+ {
+    // With TURN_MAX_RESUMES=0 a lost replica's turns are failed, not resumed (durable turns,
+    // the default, are tested in `durable_turns.rs`).
     let store = Store::start();
-    let (mut a, on_a) = store.replica("replica-a");
-    let (_b, on_b) = store.replica("replica-b");
+    let no_resume = [("TURN_MAX_RESUMES", "0")];
+    let (mut a, on_a) = store.replica_with("replica-a", &no_resume);
+    let (_b, on_b) = store.replica_with("replica-b", &no_resume);
     let mut ids = Vec::new();
     for i in 0..40 {
         ids.push(on_a.start_task(&format!("***SLEEP 600s cut {i}")).await);
@@ -296,7 +300,7 @@ async fn faults_6_and_7_a_lost_replicas_running_tasks_fail_in_the_store_within_i
         .to_owned();
     assert!(why.contains("replica-a") && why.contains("lost"), "{why}");
     // A replacement of another name agrees.
-    let (_c, on_c) = store.replica("replica-c");
+    let (_c, on_c) = store.replica_with("replica-c", &no_resume);
     let listed = on_c.list_states().await;
     for id in &ids {
         assert_eq!(on_c.state_of(id).await, FAILED);

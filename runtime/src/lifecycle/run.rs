@@ -43,7 +43,7 @@ pub async fn run_core(
 ) -> Result<(), RunError> {
     let bound = listener.local_addr().map_err(RunError::Listener)?;
     startup::authenticate_callers(&config, &core).await?;
-    startup::attach_tasks(&config, &core, bound).await?;
+    Box::pin(startup::attach_tasks(&config, &core, bound)).await?;
     let a2a = startup::a2a_face(&config, core.clone(), bound)?;
     let mcp = startup::plan_mcp(&config, &core, bound);
     let mut servers = startup::serve_main_port(listener, &config, a2a.clone(), &mcp);

@@ -467,17 +467,22 @@ pub fn go_live(core: &Core) {
     resume_left_running(core);
 }
 
-/// Resumes, in the background, the turns this replica left running before it restarted
-/// (durable turns: see `turns::record`).
+/// Resumes, in the background, the turns left running with no turn of them left: this
+/// replica's before it restarted, a lost replica's (durable turns: see `turns::record`). The
+/// loop is started again if it fails, until shutdown.
 fn resume_left_running(core: &Core) {
     let turns = core.turns().clone();
+    let stop = turns.cancel_token().clone();
     tokio::spawn(async move {
-        let resumed = turns.resume_left_running().await;
-        if resumed > 0 {
-            tracing::info!(
-                turns = resumed,
-                "turns this replica left running before it restarted are resumed"
-            );
+        loop {
+            let resuming = {
+                let (turns, stop) = (turns.clone(), stop.clone());
+                tokio::spawn(async move { turns.resume_queued(&stop).await })
+            };
+            if resuming.await.is_ok() || stop.is_cancelled() {
+                return;
+            }
+            tracing::error!("resuming turns failed; starting it again");
         }
     });
 }

@@ -88,8 +88,31 @@ struct Inner {
     observer: OnceLock<Arc<dyn StoreObserver>>,
     /// Every task of a shared bucket, as `ListTasks` selects from (empty otherwise).
     index: Mutex<index::TaskIndex>,
-    /// Tasks this replica left running whose turns a restart resumes (taken once).
-    resumable: Mutex<Vec<String>>,
+    /// Tasks whose turns are to be resumed here (a restart's, a lost replica's), with why.
+    resumable: Mutex<Vec<(String, ResumeCause)>>,
+    /// Told when tasks join `resumable`.
+    queued: tokio::sync::Notify,
+    /// Whether turns left running are resumed (`TURN_MAX_RESUMES` above 0) or failed.
+    resuming: std::sync::atomic::AtomicBool,
+}
+
+/// Why a turn is resumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResumeCause {
+    /// This replica restarted with the turn running.
+    Restart,
+    /// The replica running it was lost (its lease ran out).
+    ReplicaLost,
+}
+
+impl ResumeCause {
+    /// The cause as the metrics name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Restart => "restart",
+            Self::ReplicaLost => "replica_lost",
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -113,6 +136,8 @@ impl TaskStore {
             observer: OnceLock::new(),
             index: Mutex::new(index::TaskIndex::new(index::INDEX_BYTES)),
             resumable: Mutex::default(),
+            queued: tokio::sync::Notify::new(),
+            resuming: std::sync::atomic::AtomicBool::new(true),
         }))
     }
 
@@ -146,48 +171,88 @@ impl TaskStore {
         let recent = backend.recent(self.0.limits.max_tasks).await?;
         self.set_persistence(Arc::clone(&backend), replica, None);
         // Oldest first, so the newest are the most recent in memory too.
-        let mut cut = Vec::new();
-        let mut resumable = Vec::new();
+        let mut left = Vec::new();
         for versioned in recent.into_iter().rev() {
             if versioned.stored.is_running() && versioned.stored.owner == replica {
-                let task_id = versioned.stored.task.id.clone();
-                match backend.turn(&task_id).await {
-                    Ok(Some(_)) => resumable.push(task_id),
-                    Ok(None) => cut.push(task_id),
-                    Err(e) => {
-                        tracing::warn!(task_id, error = %e, "the record of a turn left running cannot be read; the task fails");
-                        cut.push(task_id);
-                    }
-                }
+                left.push(versioned.stored.task.id.clone());
             }
             self.absorb(versioned);
         }
-        *self
-            .0
-            .resumable
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = resumable;
-        Ok(self.fail_all(&cut, backend::RESTARTED, replica).await)
+        Ok(self
+            .resume_or_fail(&left, backend::RESTARTED, replica, ResumeCause::Restart)
+            .await)
     }
 
-    /// The tasks this replica left running whose turns are to be resumed (once: a second call
-    /// answers none).
-    pub fn take_resumable(&self) -> Vec<String> {
-        std::mem::take(
-            &mut *self
-                .0
-                .resumable
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        )
+    /// Tasks `owner` left running with no turn of them left (this replica before a restart,
+    /// a replica lost): those whose turn's record is kept are queued for the turn service to
+    /// resume; the others fail, saying `why`. Answers how many failed.
+    pub(crate) async fn resume_or_fail(
+        &self,
+        task_ids: &[String],
+        why: &str,
+        owner: &str,
+        cause: ResumeCause,
+    ) -> usize {
+        let mut cut = Vec::new();
+        let mut resumable = Vec::new();
+        let resuming = self.0.resuming.load(std::sync::atomic::Ordering::Relaxed);
+        for task_id in task_ids {
+            if !resuming {
+                cut.push(task_id.clone());
+                continue;
+            }
+            match self.turn_record(task_id).await {
+                Some(_) => resumable.push((task_id.clone(), cause)),
+                None => cut.push(task_id.clone()),
+            }
+        }
+        for (task_id, cause) in resumable {
+            self.queue_resumable(task_id, cause);
+        }
+        self.fail_all(&cut, why, owner).await
+    }
+
+    /// Whether turns left running are resumed (`on`) or failed, as before durable turns
+    /// (`TURN_MAX_RESUMES=0`).
+    pub fn resume_turns(&self, on: bool) {
+        self.0
+            .resuming
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Queues task `task_id`'s turn to be resumed here again (it could not start: no room).
+    pub fn queue_resumable(&self, task_id: String, cause: ResumeCause) {
+        self.0
+            .resumable
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((task_id, cause));
+        self.0.queued.notify_one();
+    }
+
+    /// The tasks whose turns are to be resumed here, and why; waits until there are some.
+    pub async fn next_resumable(&self) -> Vec<(String, ResumeCause)> {
+        loop {
+            let queued = std::mem::take(
+                &mut *self
+                    .0
+                    .resumable
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner),
+            );
+            if !queued.is_empty() {
+                return queued;
+            }
+            self.0.queued.notified().await;
+        }
     }
 
     /// Fails task `task_id`, which this replica left running and does not resume, saying
     /// `why` (its turn's record goes too).
     pub async fn fail_left_running(&self, task_id: &str, why: &str) {
-        let owner = self.replica().map(str::to_owned);
-        self.fail_task(task_id, why, owner.as_deref()).await;
-        self.keep_turn(task_id, None).await;
+        if self.fail_task(task_id, why, None).await {
+            self.keep_turn(task_id, None).await;
+        }
     }
 
     /// Whether turns' records are kept beyond this process (a backend is attached).

@@ -3,7 +3,9 @@
 //! and the bucket's `max_age` is `TASK_TTL`. The entry's revision is the stream sequence of
 //! its last write; a write is `create` (no entry yet) or `update` at the revision it read.
 //! The replicas' leases live in the same bucket (`r.<token of REPLICA_ID>`, see
-//! [`super::replicas`]), so one watch of the bucket carries both in one order.
+//! [`super::replicas`]), so one watch of the bucket carries both in one order. Running turns'
+//! records (durable turns) live in a bucket beside it (`<bucket>-turns`, `k.<token of the
+//! task id>`): read only to resume a turn, they stay out of every replica's watch.
 
 use std::time::Duration;
 
@@ -32,7 +34,14 @@ pub struct NatsKvTasks {
     location: String,
     bucket: String,
     kv: kv::Store,
+    /// The running turns' records.
+    turns: kv::Store,
     client: async_nats::Client,
+}
+
+/// The key of task `task_id`'s turn record, in the turns' bucket.
+fn turn_key(task_id: &str) -> String {
+    format!("k.{}", daedalus_contract::token::token(task_id))
 }
 
 /// The key of task `task_id`.
@@ -51,10 +60,19 @@ impl NatsKvTasks {
         let opened = crate::kv_bucket::open(url, bucket, "Daedalus runtime A2A tasks", ttl)
             .await
             .map_err(fail)?;
+        let turns = crate::kv_bucket::open_on(
+            &opened.client,
+            &format!("{bucket}-turns"),
+            "Daedalus runtime running turns' records (durable turns)",
+            ttl,
+        )
+        .await
+        .map_err(fail)?;
         Ok(Self {
             location,
             bucket: bucket.to_owned(),
             kv: opened.kv,
+            turns,
             client: opened.client,
         })
     }
@@ -188,6 +206,35 @@ impl TaskBackend for NatsKvTasks {
                 None => Err(WriteError::Unavailable(e)),
             },
         }
+    }
+
+    async fn keep_turn(&self, task_id: &str, record: Option<&str>) -> Result<(), BackendError> {
+        let key = turn_key(task_id);
+        let kept = async {
+            match record {
+                Some(record) => self
+                    .turns
+                    .put(&key, record.to_owned().into())
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| self.fail(e)),
+                None => self.turns.delete(&key).await.map_err(|e| self.fail(e)),
+            }
+        };
+        tokio::time::timeout(WRITE_TIMEOUT, kept)
+            .await
+            .unwrap_or_else(|_| Err(self.fail("no answer from the server in time")))
+    }
+
+    async fn turn(&self, task_id: &str) -> Result<Option<String>, BackendError> {
+        let entry = self
+            .turns
+            .entry(turn_key(task_id))
+            .await
+            .map_err(|e| self.fail(e))?;
+        Ok(entry
+            .filter(|e| e.operation == kv::Operation::Put)
+            .map(|e| String::from_utf8_lossy(&e.value).into_owned()))
     }
 
     async fn recent(&self, limit: usize) -> Result<Vec<Versioned>, BackendError> {

@@ -191,8 +191,12 @@ impl TurnService {
                 &stop,
             )
             .await;
-        if let Some(checkpoints) = &checkpoints {
-            checkpoints.end().await;
+        // The record goes off the turn's path: a store that is away (its writes wait out
+        // their timeout) holds up no answer.
+        if let Some(checkpoints) = checkpoints {
+            self.0
+                .inflight
+                .spawn(async move { checkpoints.end().await });
         }
         match ran {
             Ran::Finished {

@@ -20,7 +20,10 @@ use crate::agent_loop::Agent;
 use crate::fleet::Fleet;
 use crate::metrics::Metrics;
 use crate::task_store::size::message_bytes;
-use crate::task_store::{ListError, ListPage, ListQuery, StoreLimits, TaskStore};
+use crate::task_store::{ListError, ListPage, ListQuery, ResumeCause, StoreLimits, TaskStore};
+
+/// How long a turn that could not resume for want of room waits before it is tried again.
+const RESUME_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 use crate::turns::{Phase, Readiness};
 
 /// Runs turns for every face. Cheap to clone.
@@ -53,15 +56,17 @@ impl TurnService {
         readiness: Arc<Readiness>,
         limits: TurnLimits,
     ) -> Self {
+        let tasks = TaskStore::new(StoreLimits {
+            max_tasks: limits.max_tasks,
+            max_bytes: limits.task_memory_bytes,
+            ttl: limits.task_ttl,
+        });
+        tasks.resume_turns(limits.max_resumes > 0);
         Self(Arc::new(Inner {
             fleet: ArcSwap::new(fleet),
             metrics,
             readiness,
-            tasks: TaskStore::new(StoreLimits {
-                max_tasks: limits.max_tasks,
-                max_bytes: limits.task_memory_bytes,
-                ttl: limits.task_ttl,
-            }),
+            tasks,
             conversations: ConversationLocks::default(),
             admission: Admission::new(limits.budgets),
             limits,
@@ -149,50 +154,94 @@ impl TurnService {
         Ok(TaskHandle::new(task_id, context_id, events, done))
     }
 
-    /// Resumes the turns this replica left running when it stopped (a crash, a `kill -9`),
-    /// each from its record in the task store: the same task and context, going on from the
-    /// loop's last checkpoint (see [`super::record`]). A task whose record cannot be read or
-    /// whose turn cannot start again is failed, saying why. Answers how many were resumed.
-    pub async fn resume_left_running(&self) -> usize {
-        let mut resumed = 0;
-        for task_id in self.0.tasks.take_resumable() {
-            let record = self
-                .0
-                .tasks
-                .turn_record(&task_id)
-                .await
-                .and_then(|json| super::record::TurnRecord::from_json(&json));
-            let why = match record {
-                None => {
-                    "the runtime restarted, and the record of this task's turn could not be read"
-                        .to_owned()
-                }
-                Some(record) => {
-                    let mut request = TurnRequest::new(
-                        record.agent.clone(),
-                        record.message.clone(),
-                        Memory::Task,
-                    );
-                    request.sampling = Ok(record.sampling.clone());
-                    request.controls = record.controls.clone();
-                    request.stream = record.stream;
-                    request.replay = false;
-                    request.resume = Some(record);
-                    match self.begin(request, false).await {
-                        Ok(_) => {
-                            resumed += 1;
-                            continue;
-                        }
-                        Err(e) => format!(
-                            "the runtime restarted, and this task's turn could not resume: {e}"
-                        ),
-                    }
-                }
+    /// Resumes, as they are queued, the turns left running with no turn of them left: this
+    /// replica's before a restart, a lost replica's (see [`super::record`]). Each goes on from
+    /// its record: the same task and context, from the loop's last checkpoint. Runs until
+    /// `stop`.
+    pub async fn resume_queued(&self, stop: &CancellationToken) {
+        loop {
+            let queued = tokio::select! {
+                () = stop.cancelled() => return,
+                queued = self.0.tasks.next_resumable() => queued,
             };
-            tracing::warn!(task_id, why, "a turn left running is not resumed");
-            self.0.tasks.fail_left_running(&task_id, &why).await;
+            let mut resumed = 0;
+            for (task_id, cause) in queued {
+                resumed += usize::from(self.resume_one(&task_id, cause).await);
+            }
+            if resumed > 0 {
+                tracing::info!(turns = resumed, "turns left running are resumed");
+            }
         }
-        resumed
+    }
+
+    /// Resumes task `task_id`'s turn from its record; answers whether it did. A task another
+    /// replica resumed first, or that ended, is left to it; one that cannot resume now (no
+    /// room, draining) keeps its record for later or another replica; any other refusal fails
+    /// it, saying why.
+    async fn resume_one(&self, task_id: &str, cause: ResumeCause) -> bool {
+        let record = self
+            .0
+            .tasks
+            .turn_record(task_id)
+            .await
+            .and_then(|json| super::record::TurnRecord::from_json(&json));
+        let Some(record) = record else {
+            let why = "the record of this task's turn could not be read, so it is not resumed";
+            tracing::warn!(task_id, why, "a turn left running is not resumed");
+            self.0.tasks.fail_left_running(task_id, why).await;
+            return false;
+        };
+        let kept = record.checkpoint.as_ref().map_or(0, |c| c.step);
+        let mut request =
+            TurnRequest::new(record.agent.clone(), record.message.clone(), Memory::Task);
+        request.sampling = Ok(record.sampling.clone());
+        request.controls = record.controls.clone();
+        request.stream = record.stream;
+        request.replay = false;
+        request.resume = Some(record);
+        match self.begin(request, false).await {
+            Ok(_) => {
+                self.0
+                    .metrics
+                    .turns_resumed
+                    .get_or_create(&crate::metrics::CauseLabel {
+                        cause: cause.as_str(),
+                    })
+                    .inc();
+                self.0.metrics.steps_kept.inc_by(u64::from(kept));
+                tracing::info!(
+                    task_id,
+                    cause = cause.as_str(),
+                    steps_kept = kept,
+                    "a turn is resumed from its last checkpoint"
+                );
+                true
+            }
+            Err(TurnError::TaskMoved(_) | TurnError::TaskFinished { .. }) => {
+                tracing::info!(
+                    task_id,
+                    "a turn left running was resumed or ended elsewhere first"
+                );
+                false
+            }
+            Err(TurnError::ShuttingDown) => false,
+            Err(e @ (TurnError::Busy(_) | TurnError::NotReady)) => {
+                tracing::info!(task_id, error = %e, "a turn left running waits for room to resume");
+                let tasks = self.0.tasks.clone();
+                let task_id = task_id.to_owned();
+                tokio::spawn(async move {
+                    tokio::time::sleep(RESUME_RETRY).await;
+                    tasks.queue_resumable(task_id, cause);
+                });
+                false
+            }
+            Err(e) => {
+                let why = format!("this task's turn could not resume: {e}");
+                tracing::warn!(task_id, why, "a turn left running is not resumed");
+                self.0.tasks.fail_left_running(task_id, &why).await;
+                false
+            }
+        }
     }
 
     /// Cancels task `task_id`, wherever its turn runs: a running turn stops at its next safe

@@ -8,9 +8,11 @@
 //!   was called, so a `ListTasks` on one replica shows what any replica stored first.
 //! - **Leases.** Every replica renews its lease (`r.<token of REPLICA_ID>`) every
 //!   lease / 5. A replica whose lease is not renewed for a whole lease (or was deleted: it
-//!   left) is gone, and a surviving replica fails the tasks it was running, by compare-and-set
-//!   (so one failure is stored, and never over an end the task stored first), with a message
-//!   saying the replica was lost. From a crash to `FAILED` in the store: at most the lease and
+//!   left) is gone, and a surviving replica resumes the turns it was running from their records
+//!   (durable turns: the turn service begins each again by compare-and-set, so one survivor
+//!   wins), and fails those it kept no record of, by compare-and-set (so one failure is
+//!   stored, and never over an end the task stored first), with a message saying the replica
+//!   was lost. From a crash to `FAILED` in the store: at most the lease and
 //!   one renewal period, whatever name the replacement has. On each renewal a replica also
 //!   settles its own leftovers: a task the store says it runs that no turn here runs (an end
 //!   it could not store while NATS was away) is stored as memory has it, or failed.
@@ -192,7 +194,14 @@ pub(crate) async fn join(
         Some(Replicas(Arc::clone(&shared))),
     );
     let cut = shared.book().running_of(&shared.me_token);
-    let failed = store.fail_all(&cut, backend::RESTARTED, replica).await;
+    let failed = store
+        .resume_or_fail(
+            &cut,
+            backend::RESTARTED,
+            replica,
+            super::ResumeCause::Restart,
+        )
+        .await;
     shared.renew().await.map_err(|e| shared.kv.fail(e))?;
     shared.beating.store(true, Ordering::SeqCst);
     spawn_supervised("the task store's watch", {
@@ -487,16 +496,23 @@ impl Shared {
             tracing::warn!(
                 lost = replica.name,
                 tasks = replica.tasks.len(),
-                "a replica's lease ran out; failing the tasks it was running"
+                "a replica's lease ran out; resuming the turns it was running (failing those it kept no record of)"
             );
             let (shared, store) = (Arc::clone(self), store.clone());
             tokio::spawn(async move {
                 let why = backend::lost_message(&replica.name);
-                let failed = store.fail_all(&replica.tasks, &why, &replica.name).await;
+                let failed = store
+                    .resume_or_fail(
+                        &replica.tasks,
+                        &why,
+                        &replica.name,
+                        super::ResumeCause::ReplicaLost,
+                    )
+                    .await;
                 tracing::info!(
                     lost = replica.name,
                     failed,
-                    "failed the lost replica's tasks"
+                    "the lost replica's tasks are resumed or failed"
                 );
                 lock(&shared.failing).remove(&replica.token);
             });
