@@ -296,6 +296,7 @@ async fn over_the_wire(fake: &FakeLlm, fixture_url: &str) {
             forward_inbound_auth: false,
             auth: None,
             call_timeout: None,
+            idempotent: false,
         },
     )])));
     let a = agent(provider, servers, None, "gpt-bench");

@@ -269,3 +269,57 @@ async fn a_survivor_resumes_the_turns_of_a_replica_killed_mid_turn() {
     );
     never.open();
 }
+
+/// Waits (bounded) until the fixture has had a call of `tool`.
+async fn until_called(fx: &McpFixture, tool: &str) {
+    for _ in 0..400 {
+        if fx.calls().iter().any(|c| c.tool == tool) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("no call of {tool}");
+}
+
+/// A turn whose runtime is killed while its one tool call (`tool`, `arguments`) is in flight,
+/// resumed after a restart: the task as it ended, and the model's requests.
+async fn killed_during_a_tool_call(
+    tool: &str,
+    arguments: Value,
+) -> (Value, McpFixture, Vec<daedalus_fake_llm::Logged>) {
+    let fx = McpFixture::start().await;
+    let fake = FakeLlm::start(KEY, &[MODEL]).await;
+    fake.script([
+        Reply::ToolCalls(vec![(format!("fx__{tool}"), arguments)]),
+        Reply::Text("went on".into()),
+    ]);
+    let dir = tempfile::tempdir().expect("a dir");
+    let first = durable_runtime(&dir, &fake, &fx);
+    let id = A2aClient::new(first.url("/")).start_task("call it").await;
+    until_called(&fx, tool).await;
+    first.signal("KILL");
+    drop(first);
+    let second = durable_runtime(&dir, &fake, &fx);
+    let task = ended(&A2aClient::new(second.url("/")), &id).await;
+    (task, fx, fake.requests())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_in_flight_is_not_made_again_unless_the_tool_says_it_may_be() {
+    // `hang` says nothing of itself: it may have taken effect, so it is not called again, and
+    // the model reads that it was interrupted.
+    let (task, fx, requests) = killed_during_a_tool_call("hang", json!({})).await;
+    assert_eq!(state_of(&task), "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(fx.calls().iter().filter(|c| c.tool == "hang").count(), 1);
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    let told = requests[1].body["messages"].to_string();
+    assert!(told.contains("was interrupted"), "{told}");
+
+    // `slow` says it is idempotent (`idempotentHint`): it is called again.
+    let (task, fx, requests) = killed_during_a_tool_call("slow", json!({"ms": 2000})).await;
+    assert_eq!(state_of(&task), "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(fx.calls().iter().filter(|c| c.tool == "slow").count(), 2);
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    let told = requests[1].body["messages"].to_string();
+    assert!(!told.contains("was interrupted"), "{told}");
+}

@@ -135,11 +135,13 @@ impl ServerHandler for Tools {
                 schema(&json!({"reason": {"type": "string"}}), &[]),
             ),
             Tool::new("hang", "Never answers", schema(&json!({}), &[])),
+            // Asking again changes nothing: it says so (`idempotentHint`).
             Tool::new(
                 "slow",
                 "Answers after ms milliseconds",
                 schema(&json!({"ms": int}), &["ms"]),
-            ),
+            )
+            .with_annotations(rmcp::model::ToolAnnotations::new().idempotent(true)),
             Tool::new(
                 "progress",
                 "Reports progress steps times, then answers",

@@ -48,6 +48,15 @@ pub trait ToolSource: Send + Sync + fmt::Debug + 'static {
     /// Whether tools named `<server>__...` come from here. The model may name any prefix; only
     /// known ones become metric labels.
     fn serves(&self, server: &str) -> bool;
+
+    /// Whether tool `name` may be called again when a call of it was in flight as its turn was
+    /// interrupted (its fate unknown): the tool says it only reads or is idempotent (MCP's
+    /// `readOnlyHint`, `idempotentHint`), or its server is marked `idempotent: true`. None is
+    /// unless its source says so.
+    fn repeatable(&self, name: &str) -> bool {
+        let _ = name;
+        false
+    }
 }
 
 /// The server label of a tool call whose prefix no source serves: model-chosen names must not
@@ -108,6 +117,14 @@ impl ToolSource for Toolbox {
         self.sources
             .iter()
             .any(|(prefixes, _)| prefixes.iter().any(|p| p == server))
+    }
+
+    fn repeatable(&self, name: &str) -> bool {
+        let (prefix, _) = split_name(name);
+        self.sources
+            .iter()
+            .find(|(prefixes, _)| prefixes.iter().any(|p| p == prefix))
+            .is_some_and(|(_, source)| source.repeatable(name))
     }
 
     async fn tools(&self, bearer: &Bearer) -> Vec<ToolSpec> {

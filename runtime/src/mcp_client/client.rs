@@ -106,10 +106,28 @@ struct LinkState {
     client: Option<Arc<Client>>,
     /// The tools it offered when last listed.
     tools: Vec<ToolSpec>,
+    /// Of those, the ones that say they only read or are idempotent (`server__tool`).
+    repeatable: std::collections::BTreeSet<String>,
     /// Why the last connection attempt failed.
     down: Option<McpError>,
     /// No new attempt before this, after a failure.
     retry_at: Option<Instant>,
+}
+
+impl LinkState {
+    /// The server `name` listed `tools`.
+    fn listed(&mut self, name: &str, tools: Vec<rmcp::model::Tool>) {
+        self.repeatable = tools
+            .iter()
+            .filter(|t| {
+                t.annotations.as_ref().is_some_and(|a| {
+                    a.read_only_hint == Some(true) || a.idempotent_hint == Some(true)
+                })
+            })
+            .map(|t| format!("{name}__{}", t.name))
+            .collect();
+        self.tools = specs(name, tools);
+    }
 }
 
 impl Link {
@@ -305,7 +323,7 @@ impl McpServers {
             // Connected, but the server said its tools changed.
             link.stale.store(false, Ordering::Release);
             match list_tools(&client).await {
-                Ok(tools) => link.state().tools = specs(name, tools),
+                Ok(tools) => link.state().listed(name, tools),
                 Err(problem) => {
                     tracing::warn!(server = name, %problem, "refreshing the tool list failed; keeping the old one");
                 }
@@ -327,7 +345,7 @@ impl McpServers {
         let mut state = link.state();
         match outcome {
             Ok((client, tools)) => {
-                state.tools = specs(name, tools);
+                state.listed(name, tools);
                 state.retry_at = None;
                 if state.down.take().is_some() {
                     tracing::info!(server = name, "downstream MCP server reachable again");
@@ -471,6 +489,15 @@ fn listen_for_tool_changes(name: &str, client: &Arc<Client>, link: &Link) {
 impl ToolSource for McpServers {
     fn serves(&self, server: &str) -> bool {
         self.servers.contains_key(server)
+    }
+
+    fn repeatable(&self, name: &str) -> bool {
+        let (server, _) = crate::agent_loop::tools::split_name(name);
+        self.servers.get(server).is_some_and(|s| s.idempotent)
+            || self
+                .links
+                .get(server)
+                .is_some_and(|link| link.state().repeatable.contains(name))
     }
 
     async fn tools(&self, bearer: &Bearer) -> Vec<ToolSpec> {

@@ -139,9 +139,16 @@ impl LlmAgent {
         };
         let events = &request.events;
         let (agent, depth) = (self.name.clone(), request.depth);
-        if let Some(checkpoint) = resume {
+        if let Some(checkpoint) = resume.filter(|c| !c.pending.is_empty()) {
+            let results = self
+                .settle_pending(&checkpoint.pending, checkpoint.step, &context)
+                .await;
             progress
-                .interrupted(&checkpoint.pending, transcript, &request.checkpoints)
+                .hand_back(&checkpoint.pending, results, transcript)
+                .await;
+            request
+                .checkpoints
+                .save(&progress.checkpoint(&[], transcript))
                 .await;
         }
         let on_llm = |e: LlmEvent| match e {
@@ -245,6 +252,26 @@ impl LlmAgent {
 }
 
 impl LlmAgent {
+    /// The results of the calls in flight when the turn was interrupted (`pending`, of step
+    /// `step`): a call whose tool may be made again (it only reads, or is idempotent, or its
+    /// server is marked so) is made again; any other is not, since it may have taken effect,
+    /// and the model reads that it was interrupted.
+    async fn settle_pending(
+        &self,
+        pending: &[crate::llm::ToolCall],
+        step: u32,
+        context: &CallContext,
+    ) -> Vec<super::ToolResult> {
+        futures::future::join_all(pending.iter().map(|call| async move {
+            if self.tools.repeatable(&call.name) {
+                self.call_tool(call, step, context).await
+            } else {
+                checkpoint::interrupted(call)
+            }
+        }))
+        .await
+    }
+
     /// The outcome of a step whose calls include a built-in that ends the turn:
     /// `decline_request` (rejected) or `request_user_input` (input-required).
     async fn ended_by_a_builtin(
@@ -363,23 +390,6 @@ impl Progress {
             files: Vec::new(),
             usage: crate::llm::Usage::default(),
         }
-    }
-
-    /// The calls in flight when the turn was interrupted (`pending`) are not made again: they
-    /// may have taken effect. The model reads that they were interrupted, and the step is
-    /// checkpointed as complete.
-    async fn interrupted(
-        &mut self,
-        pending: &[crate::llm::ToolCall],
-        transcript: &mut Transcript,
-        checkpoints: &super::Checkpoints,
-    ) {
-        if pending.is_empty() {
-            return;
-        }
-        let results = pending.iter().map(checkpoint::interrupted).collect();
-        self.hand_back(pending, results, transcript).await;
-        checkpoints.save(&self.checkpoint(&[], transcript)).await;
     }
 
     /// The checkpoint of where the loop stands, `pending` the calls not answered yet.

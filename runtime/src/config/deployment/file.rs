@@ -74,6 +74,9 @@ pub(super) struct McpServerFile {
     pub(super) auth: Option<DownstreamAuthFile>,
     /// fast-agent's per-server call timeout, in seconds.
     pub(super) read_timeout_seconds: Option<f64>,
+    /// Every tool of this server may be called again when a call's fate is unknown (a turn
+    /// resumed after its runtime stopped mid-call).
+    pub(super) idempotent: bool,
 }
 
 /// An `mcp.servers.<name>.auth` block.

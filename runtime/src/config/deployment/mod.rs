@@ -317,6 +317,9 @@ pub struct McpServer {
     /// How long one tool call may take (`read_timeout_seconds`); the agent's 60 s otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub call_timeout: Option<std::time::Duration>,
+    /// Every tool of this server may be called again when a call's fate is unknown
+    /// (`idempotent: true`; a tool's own `readOnlyHint` or `idempotentHint` says so for it).
+    pub idempotent: bool,
 }
 
 /// The credential the runtime presents to a downstream server (`mcp.servers.<name>.auth`).

@@ -46,6 +46,7 @@ mcp:
     kernos:
       url: http://kernos:9000/mcp
       forward_inbound_auth: true
+      idempotent: true
 agents:
   coder:
     port: 8201
@@ -103,6 +104,8 @@ fn agents_yaml_alone_holds_topology_agents_providers_and_servers() {
     );
     assert!(d.mcp_servers["kernos"].forward_inbound_auth);
     assert!(!d.mcp_servers["search"].forward_inbound_auth);
+    assert!(d.mcp_servers["kernos"].idempotent);
+    assert!(!d.mcp_servers["search"].idempotent);
 
     let coder = d.agent("coder").unwrap();
     assert_eq!(coder.model, ModelRef::Anthropic("claude-sonnet-4-5".into()));

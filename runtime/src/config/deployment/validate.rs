@@ -470,6 +470,7 @@ fn downstream_server(
         forward_inbound_auth: server.forward_inbound_auth,
         auth,
         call_timeout,
+        idempotent: server.idempotent,
     })
 }
 
