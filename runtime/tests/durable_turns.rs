@@ -323,3 +323,90 @@ async fn a_tool_call_in_flight_is_not_made_again_unless_the_tool_says_it_may_be(
     let told = requests[1].body["messages"].to_string();
     assert!(!told.contains("was interrupted"), "{told}");
 }
+
+/// A script of two tool steps, then a model call that does not answer until `gate` opens,
+/// then (asked again) a third tool step and the answer.
+fn interrupted_script(fake: &FakeLlm, gate: &Gate) {
+    fake.script([
+        add(1, 1),
+        add(2, 2),
+        Reply::Paused {
+            before: String::new(),
+            after: String::new(),
+            gate: gate.clone(),
+        },
+        add(3, 3),
+        Reply::Text("the sums are 2, 4 and 6".into()),
+    ]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_past_the_grace_is_handed_off_at_sigterm_and_resumed_after_the_restart() {
+    let fx = McpFixture::start().await;
+    let fake = FakeLlm::start(KEY, &[MODEL]).await;
+    let never = Gate::new();
+    interrupted_script(&fake, &never);
+    let dir = tempfile::tempdir().expect("a dir");
+    let grace = [("TERMINATION_GRACE_PERIOD", "1s")];
+    let mut first = durable_runtime_with(&dir, &fake, &fx, &grace);
+    let id = A2aClient::new(first.url("/"))
+        .start_task("add 1+1, 2+2, 3+3")
+        .await;
+    until_requests(&fake, 3).await;
+    first.signal("TERM");
+    assert!(first.wait_exit(Duration::from_secs(30)).success());
+    assert!(
+        first.drain_logs().iter().any(|l| l["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("handed off"))),
+        "the turn was handed off, not ended"
+    );
+
+    let second = durable_runtime_with(&dir, &fake, &fx, &grace);
+    let task = ended(&A2aClient::new(second.url("/")), &id).await;
+    assert_eq!(state_of(&task), "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(fake.requests().len(), 5);
+    assert_eq!(tool_calls(&fx).len(), 3, "each tool call was made once");
+    never.open();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_resumes_a_turn_handed_off_at_sigterm_at_once_not_after_the_lease() {
+    let nats = daedalus_test_kit::NatsServer::start();
+    let fx = McpFixture::start().await;
+    let fake = FakeLlm::start(KEY, &[MODEL]).await;
+    let never = Gate::new();
+    interrupted_script(&fake, &never);
+    let dir = tempfile::tempdir().expect("a dir");
+    let tasks = format!("{}/handoff-tasks", nats.url());
+    let sessions = format!("{}/handoff-sessions", nats.url());
+    // A lease far longer than the test may wait: the peer must not wait for it.
+    let env = |name: &'static str| {
+        [
+            ("TASKS_DB", tasks.clone()),
+            ("SESSIONS_DB", sessions.clone()),
+            ("REPLICA_ID", name.to_owned()),
+            ("REPLICA_LEASE", "10m".to_owned()),
+            ("TERMINATION_GRACE_PERIOD", "1s".to_owned()),
+        ]
+    };
+    let start = |name: &'static str| {
+        let env = env(name);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        durable_runtime_with(&dir, &fake, &fx, &env)
+    };
+    let mut leaving = start("replica-a");
+    let peer = start("replica-b");
+    let id = A2aClient::new(leaving.url("/"))
+        .start_task("add 1+1, 2+2, 3+3")
+        .await;
+    until_requests(&fake, 3).await;
+    leaving.signal("TERM");
+    assert!(leaving.wait_exit(Duration::from_secs(30)).success());
+
+    let task = ended(&A2aClient::new(peer.url("/")), &id).await;
+    assert_eq!(state_of(&task), "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(fake.requests().len(), 5);
+    assert_eq!(tool_calls(&fx).len(), 3, "each tool call was made once");
+    never.open();
+}

@@ -94,6 +94,9 @@ struct Inner {
     queued: tokio::sync::Notify,
     /// Whether turns left running are resumed (`TURN_MAX_RESUMES` above 0) or failed.
     resuming: std::sync::atomic::AtomicBool,
+    /// Tasks whose turns this replica handed off at shutdown: running in the store with no
+    /// turn here, on purpose (not leftovers to settle).
+    handed_off: Mutex<std::collections::HashSet<String>>,
 }
 
 /// Why a turn is resumed.
@@ -138,6 +141,7 @@ impl TaskStore {
             resumable: Mutex::default(),
             queued: tokio::sync::Notify::new(),
             resuming: std::sync::atomic::AtomicBool::new(true),
+            handed_off: Mutex::default(),
         }))
     }
 
@@ -663,6 +667,24 @@ impl TaskStore {
 
     fn is_running_here(&self, task_id: &str) -> bool {
         self.existing(task_id).is_some_and(|cell| cell.is_running())
+    }
+
+    /// Task `task_id`'s turn was handed off here (see [`TaskTurn::hand_off`]).
+    fn handed_off(&self, task_id: &str) {
+        self.0
+            .handed_off
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(task_id.to_owned());
+    }
+
+    /// Whether this replica handed task `task_id`'s turn off.
+    fn was_handed_off(&self, task_id: &str) -> bool {
+        self.0
+            .handed_off
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(task_id)
     }
 }
 

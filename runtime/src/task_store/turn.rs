@@ -369,6 +369,17 @@ enum EndStored {
     TooLarge { bytes: usize, limit: usize },
 }
 
+impl TaskTurn {
+    /// The turn stops here without ending its task (shutdown hands it off): the task stays
+    /// running in the store as this replica wrote it last, for the record of its turn to be
+    /// resumed, by a peer once this replica's lease goes or by this replica after a restart.
+    pub fn hand_off(mut self) {
+        self.ended = true;
+        self.cell.stop_running();
+        self.store.handed_off(&self.task_id);
+    }
+}
+
 impl Drop for TaskTurn {
     fn drop(&mut self) {
         if self.running.is_none() {

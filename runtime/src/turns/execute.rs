@@ -191,13 +191,9 @@ impl TurnService {
                 &stop,
             )
             .await;
-        // The record goes off the turn's path: a store that is away (its writes wait out
-        // their timeout) holds up no answer.
-        if let Some(checkpoints) = checkpoints {
-            self.0
-                .inflight
-                .spawn(async move { checkpoints.end().await });
-        }
+        let Some(mut turn) = self.after_run(turn, &ran, checkpoints, &task_id) else {
+            return Err(TurnError::CanceledByShutdown);
+        };
         match ran {
             Ran::Finished {
                 task,
@@ -223,6 +219,40 @@ impl TurnService {
                 .await
                 .map(Finished::task),
         }
+    }
+
+    /// What becomes of a turn's record once its agent ran: when shutdown's grace ran out on
+    /// it, the turn is handed off, not ended (`None`): the task stays running in the store
+    /// with its record, for a peer to resume as soon as this replica's lease goes (at exit),
+    /// or this replica after a restart. Otherwise the record goes, off the turn's path (a
+    /// store that is away, its writes waiting out their timeout, holds up no answer), and the
+    /// turn is handed back to be ended.
+    fn after_run(
+        &self,
+        turn: TaskTurn,
+        ran: &Ran,
+        checkpoints: Option<Arc<StoredCheckpoints>>,
+        task_id: &str,
+    ) -> Option<TaskTurn> {
+        let Some(checkpoints) = checkpoints else {
+            return Some(turn);
+        };
+        if let Ran::Refused {
+            error: TurnError::CanceledByShutdown,
+            ..
+        } = ran
+        {
+            tracing::info!(
+                task_id,
+                "the grace ran out: the turn is handed off from its last checkpoint"
+            );
+            turn.hand_off();
+            return None;
+        }
+        self.0
+            .inflight
+            .spawn(async move { checkpoints.end().await });
+        Some(turn)
     }
 
     /// Fails a task whose turn was resumed `resumes` times already and whose runtime stopped

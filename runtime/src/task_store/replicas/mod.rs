@@ -162,6 +162,8 @@ struct Shared {
     beating: AtomicBool,
     /// Stops the renewals (the replica leaves).
     leave: CancellationToken,
+    /// Told when another replica's lease is deleted (it left).
+    departed: tokio::sync::Notify,
 }
 
 /// Makes `store` one of the replicas sharing `kv`, as `replica`: reads the bucket into
@@ -185,6 +187,7 @@ pub(crate) async fn join(
         failing: Mutex::default(),
         beating: AtomicBool::new(false),
         leave: CancellationToken::new(),
+        departed: tokio::sync::Notify::new(),
         kv,
     });
     let watch = shared.snapshot(store).await?;
@@ -420,6 +423,7 @@ impl Shared {
     fn on_lease(&self, key: &str, entry: &kv::Entry, now: Instant) {
         if entry.operation != kv::Operation::Put {
             self.book().left(key, now);
+            self.departed.notify_one();
             return;
         }
         let Ok(lease) = serde_json::from_slice::<Lease>(&entry.value) else {
@@ -473,6 +477,12 @@ impl Shared {
             tokio::select! {
                 () = self.leave.cancelled() => return Ok(()),
                 _ = ticks.tick() => {}
+                // A replica that left (its lease deleted at its shutdown) handed its turns
+                // off: they are taken over now, not at the next renewal.
+                () = self.departed.notified() => {
+                    self.bury(store);
+                    continue;
+                }
             }
             if let Err(e) = self.renew().await {
                 tracing::warn!(error = e, "could not renew this replica's lease");
@@ -526,7 +536,7 @@ impl Shared {
             .book()
             .running_of(&self.me_token)
             .into_iter()
-            .filter(|id| !store.is_running_here(id))
+            .filter(|id| !store.is_running_here(id) && !store.was_handed_off(id))
             .collect();
         if leftover.is_empty() || !lock(&self.failing).insert(self.me_token.clone()) {
             return;
