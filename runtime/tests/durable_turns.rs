@@ -410,3 +410,43 @@ async fn a_peer_resumes_a_turn_handed_off_at_sigterm_at_once_not_after_the_lease
     assert_eq!(tool_calls(&fx).len(), 3, "each tool call was made once");
     never.open();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_survivors_race_to_resume_a_lost_turn_and_one_does_it_once() {
+    let nats = daedalus_test_kit::NatsServer::start();
+    let fx = McpFixture::start().await;
+    let fake = FakeLlm::start(KEY, &[MODEL]).await;
+    let never = Gate::new();
+    interrupted_script(&fake, &never);
+    let dir = tempfile::tempdir().expect("a dir");
+    let doomed = replica(&nats, &dir, &fake, &fx, "replica-a");
+    let b = replica(&nats, &dir, &fake, &fx, "replica-b");
+    let c = replica(&nats, &dir, &fake, &fx, "replica-c");
+    let id = A2aClient::new(doomed.url("/"))
+        .start_task("add 1+1, 2+2, 3+3")
+        .await;
+    until_requests(&fake, 3).await;
+    doomed.signal("KILL");
+    drop(doomed);
+
+    let (on_b, on_c) = (A2aClient::new(b.url("/")), A2aClient::new(c.url("/")));
+    let task = ended(&on_b, &id).await;
+    assert_eq!(state_of(&task), "TASK_STATE_COMPLETED", "{task}");
+    // Both survivors saw the replica go and raced; one turn ran, once.
+    assert_eq!(fake.requests().len(), 5, "one resume, not two");
+    assert_eq!(tool_calls(&fx).len(), 3, "each tool call was made once");
+    let on_c_now = ended(&on_c, &id).await;
+    assert_eq!(on_c_now["status"], task["status"], "both survivors agree");
+    let resumed = |rt: &Runtime| {
+        rt.drain_logs()
+            .iter()
+            .filter(|l| {
+                l["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("resumed from its last checkpoint"))
+            })
+            .count()
+    };
+    assert_eq!(resumed(&b) + resumed(&c), 1, "one survivor resumed it");
+    never.open();
+}
