@@ -115,6 +115,12 @@ async fn a_runtime_killed_mid_turn_resumes_it_after_a_restart_without_repeating_
         .await;
     until_requests(&fake, 3).await;
     first.signal("KILL");
+    let trace_of = |logs: &[Value]| {
+        logs.iter()
+            .find(|l| l["message"] == "task started" && l["span"]["trace_id"].is_string())
+            .map(|l| l["span"]["trace_id"].clone())
+    };
+    let first_trace = trace_of(&first.drain_logs()).expect("the first run's trace");
     drop(first);
 
     let second = durable_runtime(&dir, &fake, &fx);
@@ -152,6 +158,11 @@ async fn a_runtime_killed_mid_turn_resumes_it_after_a_restart_without_repeating_
             .as_str()
             .is_some_and(|m| m.contains("resumed from its last checkpoint"))),
         "the restart says it resumed the turn"
+    );
+    assert_eq!(
+        trace_of(&logs),
+        Some(first_trace),
+        "the resumed turn goes on in the first run's trace"
     );
     never.open();
 }
@@ -238,7 +249,14 @@ async fn a_survivor_resumes_the_turns_of_a_replica_killed_mid_turn() {
         .await;
     until_requests(&fake, 3).await;
     doomed.signal("KILL");
+    let killed = std::time::Instant::now();
     drop(doomed);
+    until_requests(&fake, 4).await;
+    // Measured, not asserted: the bound is REPLICA_LEASE + REPLICA_LEASE/5 (1.2 s here).
+    println!(
+        "from the SIGKILL to the survivor's first model call of the resumed turn: {} ms (REPLICA_LEASE 1s)",
+        killed.elapsed().as_millis()
+    );
 
     let client = A2aClient::new(survivor.url("/"));
     let task = ended(&client, &id).await;

@@ -141,16 +141,17 @@ impl TurnService {
         let stop = TurnStop::new(self.0.cancel.child_token());
         // The store's calls boxed: a turn's future is as large as its largest step, and a held
         // turn waits in the agent's, not in these.
-        let log = Box::pin(turn.begin(
-            task::working(&task_id, &context_id, history.clone()),
-            stop.clone(),
-        ))
-        .await
-        .map_err(|e| match e {
-            BeginError::Moved(task_id) => TurnError::TaskMoved(task_id),
-            e @ BeginError::TooLarge { .. } => TurnError::TaskTooLarge(e.to_string()),
-            BeginError::Unavailable(e) => TurnError::StoreUnavailable(e.to_string()),
-        })?;
+        let mut working = task::working(&task_id, &context_id, history.clone());
+        if let Some(record) = &resuming {
+            working.status.message = Some(task::resumed_note(record, &task_id, &context_id));
+        }
+        let log = Box::pin(turn.begin(working, stop.clone()))
+            .await
+            .map_err(|e| match e {
+                BeginError::Moved(task_id) => TurnError::TaskMoved(task_id),
+                e @ BeginError::TooLarge { .. } => TurnError::TaskTooLarge(e.to_string()),
+                BeginError::Unavailable(e) => TurnError::StoreUnavailable(e.to_string()),
+            })?;
         // Named only now: whoever learns the id finds the task, on any replica.
         let out = started.name(&task_id, &context_id).with_log(log);
         if let Some(record) = resuming
@@ -308,6 +309,10 @@ impl TurnService {
                 stream: request.stream,
                 resumes: 0,
                 checkpoint: None,
+                traceparent: crate::telemetry::TraceHeaders::from_headers(
+                    &crate::telemetry::current_headers(),
+                )
+                .traceparent,
             },
         };
         Some(StoredCheckpoints::begin(&self.0.tasks, task_id, record).await)

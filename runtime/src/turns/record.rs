@@ -48,6 +48,10 @@ pub struct TurnRecord {
     /// The loop's last checkpoint (none before its first completed step).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<Checkpoint>,
+    /// The W3C `traceparent` of the turn's first run: a resumed turn's span continues it, so
+    /// one trace holds the turn before and after its runtime stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 impl TurnRecord {
@@ -122,6 +126,7 @@ mod tests {
             stream: true,
             resumes: 1,
             checkpoint: None,
+            traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".to_owned()),
         };
         assert_eq!(
             TurnRecord::from_json(&record.to_json()),

@@ -198,6 +198,7 @@ impl TurnService {
         request.controls = record.controls.clone();
         request.stream = record.stream;
         request.replay = false;
+        request.trace.traceparent.clone_from(&record.traceparent);
         request.resume = Some(record);
         match self.begin(request, false).await {
             Ok(_) => {

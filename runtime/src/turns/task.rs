@@ -52,6 +52,23 @@ pub(super) fn working(task_id: &str, context_id: &str, history: Vec<Message>) ->
     }
 }
 
+/// The status message of a task whose turn is resumed from `record`: what it goes on from.
+pub(super) fn resumed_note(
+    record: &super::record::TurnRecord,
+    task_id: &str,
+    context_id: &str,
+) -> Message {
+    let from = record.checkpoint.as_ref().map_or_else(
+        || "from the user's message (no step had completed)".to_owned(),
+        |c| format!("from its last checkpoint (after step {})", c.step),
+    );
+    Message::from_agent(vec![daedalus_contract::Part::text(format!(
+        "The runtime running this task stopped; the turn is resumed {from} (resume {}).",
+        record.resumes + 1
+    ))])
+    .in_task(task_id, Some(context_id))
+}
+
 /// The contract Task for an outcome: completed ⇒ artifacts, failed or rejected ⇒
 /// `status.message`. A reply completes the task with the reply as its status message and its
 /// parts as the output (the contract binding answers the Task, the A2A bindings the message).
