@@ -10,18 +10,15 @@ mod support;
 use std::time::Duration;
 
 use daedalus_contract::TaskState;
-use daedalus_fake_llm::{FakeLlm, Gate, Reply};
+use daedalus_fake_llm::{FakeLlm, Gate};
 use daedalus_mcp_fixture::McpFixture;
-use daedalus_test_kit::{NatsServer, RuntimeProcess, wait_until};
-use serde_json::json;
+use daedalus_test_kit::{
+    NatsServer, RuntimeProcess, SUMS, script_a_turn_cut_at_step_three, wait_until,
+};
 use support::*;
 
 const KEY: &str = "sk-pod";
 const MODEL: &str = "gpt-pod";
-
-fn add(a: i64, b: i64) -> Reply {
-    Reply::ToolCalls(vec![("fx__add".into(), json!({"a": a, "b": b}))])
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_whose_runtime_is_killed_mid_turn_completes_once_without_repeating_a_step() {
@@ -29,17 +26,7 @@ async fn a_task_whose_runtime_is_killed_mid_turn_completes_once_without_repeatin
     let fx = McpFixture::start().await;
     let fake = FakeLlm::start(KEY, &[MODEL]).await;
     let never = Gate::new();
-    fake.script([
-        add(1, 1),
-        add(2, 2),
-        Reply::Paused {
-            before: String::new(),
-            after: String::new(),
-            gate: never.clone(),
-        },
-        add(3, 3),
-        Reply::Text("the sums are 2, 4 and 6".into()),
-    ]);
+    script_a_turn_cut_at_step_three(&fake, "fx", &never);
     let dir = tempfile::tempdir().expect("a dir");
     let yaml = dir.path().join("agents.yaml");
     std::fs::write(
@@ -85,10 +72,7 @@ async fn a_task_whose_runtime_is_killed_mid_turn_completes_once_without_repeatin
     assert_eq!(results.len(), 1, "one result: {results:?}");
     let (_, _, task) = &results[0];
     assert_eq!(task.status.state, TaskState::Completed, "{task:?}");
-    assert_eq!(
-        task.artifacts[0].parts[0].as_text(),
-        Some("the sums are 2, 4 and 6")
-    );
+    assert_eq!(task.artifacts[0].parts[0].as_text(), Some(SUMS));
     assert_eq!(
         fake.requests().len(),
         5,

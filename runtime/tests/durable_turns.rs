@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use daedalus_fake_llm::{FakeLlm, Gate, Reply};
 use daedalus_mcp_fixture::McpFixture;
-use daedalus_test_kit::A2aClient;
 use daedalus_test_kit::a2a_client::state_of;
+use daedalus_test_kit::{A2aClient, SUMS, script_a_turn_cut_at_step_three};
 use serde_json::{Value, json};
 use support::process::{Runtime, runtime};
 
@@ -94,20 +94,8 @@ fn tool_calls(fx: &McpFixture) -> Vec<Value> {
 async fn a_runtime_killed_mid_turn_resumes_it_after_a_restart_without_repeating_a_step() {
     let fx = McpFixture::start().await;
     let fake = FakeLlm::start(KEY, &[MODEL]).await;
-    // Steps 1 and 2 call a tool; step 3's answer never comes (the runtime dies waiting for
-    // it); asked again after the restart, step 3 calls a tool, and step 4 answers.
     let never = Gate::new();
-    fake.script([
-        add(1, 1),
-        add(2, 2),
-        Reply::Paused {
-            before: String::new(),
-            after: String::new(),
-            gate: never.clone(),
-        },
-        add(3, 3),
-        Reply::Text("the sums are 2, 4 and 6".into()),
-    ]);
+    script_a_turn_cut_at_step_three(&fake, "fx", &never);
     let dir = tempfile::tempdir().expect("a dir");
     let first = durable_runtime(&dir, &fake, &fx);
     let id = A2aClient::new(first.url("/"))
@@ -127,10 +115,7 @@ async fn a_runtime_killed_mid_turn_resumes_it_after_a_restart_without_repeating_
     let client = A2aClient::new(second.url("/"));
     let task = ended(&client, &id).await;
     assert_eq!(state_of(&task), "TASK_STATE_COMPLETED", "{task}");
-    assert_eq!(
-        task["artifacts"][0]["parts"][0]["text"], "the sums are 2, 4 and 6",
-        "{task}"
-    );
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], SUMS, "{task}");
     let requests = fake.requests();
     assert_eq!(
         requests.len(),
@@ -230,17 +215,7 @@ async fn a_survivor_resumes_the_turns_of_a_replica_killed_mid_turn() {
     let fx = McpFixture::start().await;
     let fake = FakeLlm::start(KEY, &[MODEL]).await;
     let never = Gate::new();
-    fake.script([
-        add(1, 1),
-        add(2, 2),
-        Reply::Paused {
-            before: String::new(),
-            after: String::new(),
-            gate: never.clone(),
-        },
-        add(3, 3),
-        Reply::Text("the sums are 2, 4 and 6".into()),
-    ]);
+    script_a_turn_cut_at_step_three(&fake, "fx", &never);
     let dir = tempfile::tempdir().expect("a dir");
     let doomed = replica(&nats, &dir, &fake, &fx, "replica-a");
     let survivor = replica(&nats, &dir, &fake, &fx, "replica-b");
@@ -261,10 +236,7 @@ async fn a_survivor_resumes_the_turns_of_a_replica_killed_mid_turn() {
     let client = A2aClient::new(survivor.url("/"));
     let task = ended(&client, &id).await;
     assert_eq!(state_of(&task), "TASK_STATE_COMPLETED", "{task}");
-    assert_eq!(
-        task["artifacts"][0]["parts"][0]["text"],
-        "the sums are 2, 4 and 6"
-    );
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], SUMS);
     assert_eq!(
         fake.requests().len(),
         5,
@@ -342,28 +314,12 @@ async fn a_tool_call_in_flight_is_not_made_again_unless_the_tool_says_it_may_be(
     assert!(!told.contains("was interrupted"), "{told}");
 }
 
-/// A script of two tool steps, then a model call that does not answer until `gate` opens,
-/// then (asked again) a third tool step and the answer.
-fn interrupted_script(fake: &FakeLlm, gate: &Gate) {
-    fake.script([
-        add(1, 1),
-        add(2, 2),
-        Reply::Paused {
-            before: String::new(),
-            after: String::new(),
-            gate: gate.clone(),
-        },
-        add(3, 3),
-        Reply::Text("the sums are 2, 4 and 6".into()),
-    ]);
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_past_the_grace_is_handed_off_at_sigterm_and_resumed_after_the_restart() {
     let fx = McpFixture::start().await;
     let fake = FakeLlm::start(KEY, &[MODEL]).await;
     let never = Gate::new();
-    interrupted_script(&fake, &never);
+    script_a_turn_cut_at_step_three(&fake, "fx", &never);
     let dir = tempfile::tempdir().expect("a dir");
     let grace = [("TERMINATION_GRACE_PERIOD", "1s")];
     let mut first = durable_runtime_with(&dir, &fake, &fx, &grace);
@@ -394,7 +350,7 @@ async fn a_peer_resumes_a_turn_handed_off_at_sigterm_at_once_not_after_the_lease
     let fx = McpFixture::start().await;
     let fake = FakeLlm::start(KEY, &[MODEL]).await;
     let never = Gate::new();
-    interrupted_script(&fake, &never);
+    script_a_turn_cut_at_step_three(&fake, "fx", &never);
     let dir = tempfile::tempdir().expect("a dir");
     let tasks = format!("{}/handoff-tasks", nats.url());
     let sessions = format!("{}/handoff-sessions", nats.url());
@@ -435,7 +391,7 @@ async fn two_survivors_race_to_resume_a_lost_turn_and_one_does_it_once() {
     let fx = McpFixture::start().await;
     let fake = FakeLlm::start(KEY, &[MODEL]).await;
     let never = Gate::new();
-    interrupted_script(&fake, &never);
+    script_a_turn_cut_at_step_three(&fake, "fx", &never);
     let dir = tempfile::tempdir().expect("a dir");
     let doomed = replica(&nats, &dir, &fake, &fx, "replica-a");
     let b = replica(&nats, &dir, &fake, &fx, "replica-b");

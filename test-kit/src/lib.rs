@@ -47,7 +47,7 @@ pub use a2a_echo::{EchoAgent, a2a_python};
 pub use binaries::runtime_binary;
 pub use config::runtime_config;
 pub use fixture::AgentsYaml;
-pub use llm::{FakeFace, fake_llm_client};
+pub use llm::{FakeFace, SUMS, fake_llm_client, script_a_turn_cut_at_step_three};
 pub use mcp::{McpOpened, ModernClient, modern_mcp_request, open_mcp_session, rss_bytes};
 pub use nats::{NatsCluster, NatsServer, binary as nats_server_binary, free_port};
 pub use oidc::{AUDIENCE, Alg, OidcClient, OidcProvider, now as unix_now};

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use daedalus_fake_llm::FakeLlm;
+use daedalus_fake_llm::{FakeLlm, Gate, Reply};
 use daedalus_runtime::config::deployment::ProviderSettings;
 use daedalus_runtime::llm::LlmProvider;
 use daedalus_runtime::llm::anthropic::AnthropicClient;
@@ -53,4 +53,31 @@ pub fn fake_llm_client(
             },
         ),
     }
+}
+
+/// The answer of a durable-turns test: what the scripted turn of
+/// [`script_a_turn_cut_at_step_three`] ends with.
+pub const SUMS: &str = "the sums are 2, 4 and 6";
+
+/// Scripts a turn of four model calls on `fake` whose tools are server `server`'s `add`:
+/// steps 1 and 2 call it; step 3's answer never comes until `gate` opens (a runtime dies
+/// waiting for it); asked again, step 3 calls it, and step 4 answers [`SUMS`].
+pub fn script_a_turn_cut_at_step_three(fake: &FakeLlm, server: &str, gate: &Gate) {
+    let add = |a: i64, b: i64| {
+        Reply::ToolCalls(vec![(
+            format!("{server}__add"),
+            serde_json::json!({"a": a, "b": b}),
+        )])
+    };
+    fake.script([
+        add(1, 1),
+        add(2, 2),
+        Reply::Paused {
+            before: String::new(),
+            after: String::new(),
+            gate: gate.clone(),
+        },
+        add(3, 3),
+        Reply::Text(SUMS.into()),
+    ]);
 }
