@@ -424,3 +424,44 @@ async fn two_survivors_race_to_resume_a_lost_turn_and_one_does_it_once() {
     assert_eq!(resumed(&b) + resumed(&c), 1, "one survivor resumed it");
     never.open();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ten_step_turn_killed_in_step_five_asks_each_completed_step_once() {
+    let fx = McpFixture::start().await;
+    let fake = FakeLlm::start(KEY, &[MODEL]).await;
+    let never = Gate::new();
+    // Steps 1-9 each call `add`, step 10 answers; step 5's first answer never comes.
+    let mut script: Vec<Reply> = (1..=4).map(|k| add(k, k)).collect();
+    script.push(Reply::Paused {
+        before: String::new(),
+        after: String::new(),
+        gate: never.clone(),
+    });
+    script.extend((5..=9).map(|k| add(k, k)));
+    script.push(Reply::Text("ten steps done".into()));
+    fake.script(script);
+    let dir = tempfile::tempdir().expect("a dir");
+    let first = durable_runtime(&dir, &fake, &fx);
+    let id = A2aClient::new(first.url("/")).start_task("ten steps").await;
+    until_requests(&fake, 5).await;
+    first.signal("KILL");
+    drop(first);
+
+    let second = durable_runtime(&dir, &fake, &fx);
+    let client = A2aClient::new(second.url("/"));
+    let task = ended(&client, &id).await;
+    assert_eq!(state_of(&task), "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "ten steps done");
+    assert_eq!(
+        fake.requests().len(),
+        11,
+        "steps 1-4 once, step 5 twice (in flight at the kill), steps 6-10 once"
+    );
+    let sums: Vec<Value> = (1..=9).map(|k| json!({"a": k, "b": k})).collect();
+    assert_eq!(
+        tool_calls(&fx),
+        sums,
+        "each step's tool call was made once, in order"
+    );
+    never.open();
+}
