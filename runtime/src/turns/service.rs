@@ -24,6 +24,19 @@ use crate::task_store::{ListError, ListPage, ListQuery, ResumeCause, StoreLimits
 
 /// How long a turn that could not resume for want of room waits before it is tried again.
 const RESUME_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+/// How many times it is tried again before it is failed (about five minutes).
+const RESUME_TRIES: usize = 300;
+
+/// What came of resuming a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resumed {
+    /// It runs again here.
+    Now,
+    /// Another replica has it, it ended, it failed, or shutdown leaves it to another.
+    Elsewhere,
+    /// It cannot now (no room, the store away): try again later.
+    Later,
+}
 use crate::turns::{Phase, Readiness};
 
 /// Runs turns for every face. Cheap to clone.
@@ -166,7 +179,11 @@ impl TurnService {
             };
             let mut resumed = 0;
             for (task_id, cause) in queued {
-                resumed += usize::from(self.resume_one(&task_id, cause).await);
+                match self.resume_one(&task_id, cause).await {
+                    Resumed::Now => resumed += 1,
+                    Resumed::Elsewhere => {}
+                    Resumed::Later => self.resume_later(task_id, cause),
+                }
             }
             if resumed > 0 {
                 tracing::info!(turns = resumed, "turns left running are resumed");
@@ -174,11 +191,32 @@ impl TurnService {
         }
     }
 
-    /// Resumes task `task_id`'s turn from its record; answers whether it did. A task another
-    /// replica resumed first, or that ended, is left to it; one that cannot resume now (no
-    /// room, draining) keeps its record for later or another replica; any other refusal fails
-    /// it, saying why.
-    async fn resume_one(&self, task_id: &str, cause: ResumeCause) -> bool {
+    /// Tries task `task_id`'s turn again every [`RESUME_RETRY`], at most [`RESUME_TRIES`]
+    /// times, while it cannot resume for want of room or of the store; then fails it.
+    fn resume_later(&self, task_id: String, cause: ResumeCause) {
+        let service = self.clone();
+        let stop = self.0.cancel.clone();
+        tokio::spawn(async move {
+            for _ in 0..RESUME_TRIES {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(RESUME_RETRY) => {}
+                }
+                if service.resume_one(&task_id, cause).await != Resumed::Later {
+                    return;
+                }
+            }
+            let why = "this task's turn found no room (or no task store) to resume in";
+            tracing::warn!(task_id, why, "a turn left running is not resumed");
+            service.0.tasks.fail_left_running(&task_id, why).await;
+        });
+    }
+
+    /// Resumes task `task_id`'s turn from its record. A task another replica resumed first,
+    /// or that ended, is left to it; one that cannot resume now (no room, the store away) is
+    /// to be tried later; at shutdown the record stays for another replica or a restart; any
+    /// other refusal fails it, saying why.
+    async fn resume_one(&self, task_id: &str, cause: ResumeCause) -> Resumed {
         let record = self
             .0
             .tasks
@@ -189,7 +227,7 @@ impl TurnService {
             let why = "the record of this task's turn could not be read, so it is not resumed";
             tracing::warn!(task_id, why, "a turn left running is not resumed");
             self.0.tasks.fail_left_running(task_id, why).await;
-            return false;
+            return Resumed::Elsewhere;
         };
         let kept = record.checkpoint.as_ref().map_or(0, |c| c.step);
         let mut request =
@@ -216,31 +254,27 @@ impl TurnService {
                     steps_kept = kept,
                     "a turn is resumed from its last checkpoint"
                 );
-                true
+                Resumed::Now
             }
             Err(TurnError::TaskMoved(_) | TurnError::TaskFinished { .. }) => {
                 tracing::info!(
                     task_id,
                     "a turn left running was resumed or ended elsewhere first"
                 );
-                false
+                Resumed::Elsewhere
             }
-            Err(TurnError::ShuttingDown) => false,
-            Err(e @ (TurnError::Busy(_) | TurnError::NotReady)) => {
-                tracing::info!(task_id, error = %e, "a turn left running waits for room to resume");
-                let tasks = self.0.tasks.clone();
-                let task_id = task_id.to_owned();
-                tokio::spawn(async move {
-                    tokio::time::sleep(RESUME_RETRY).await;
-                    tasks.queue_resumable(task_id, cause);
-                });
-                false
+            Err(TurnError::ShuttingDown) => Resumed::Elsewhere,
+            Err(
+                e @ (TurnError::Busy(_) | TurnError::NotReady | TurnError::StoreUnavailable(_)),
+            ) => {
+                tracing::info!(task_id, error = %e, "a turn left running waits to resume (no room, or the store is away)");
+                Resumed::Later
             }
             Err(e) => {
                 let why = format!("this task's turn could not resume: {e}");
                 tracing::warn!(task_id, why, "a turn left running is not resumed");
                 self.0.tasks.fail_left_running(task_id, &why).await;
-                false
+                Resumed::Elsewhere
             }
         }
     }
