@@ -10,7 +10,9 @@ use std::time::Duration;
 use daedalus_fake_llm::{FakeLlm, Gate, Reply};
 use daedalus_mcp_fixture::McpFixture;
 use daedalus_test_kit::a2a_client::state_of;
-use daedalus_test_kit::{A2aClient, SUMS, script_a_turn_cut_at_step_three};
+use daedalus_test_kit::{
+    A2aClient, SUMS, script_a_turn_cut_at_step_three, wait_until, wait_until_some,
+};
 use serde_json::{Value, json};
 use support::process::{Runtime, runtime};
 
@@ -57,29 +59,32 @@ fn durable_runtime_with(
 
 /// Waits (bounded) until the fake LLM has had `n` requests.
 async fn until_requests(fake: &FakeLlm, n: usize) {
-    for _ in 0..400 {
-        if fake.requests().len() >= n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("the model had {} requests, not {n}", fake.requests().len());
+    wait_until(
+        &format!("{n} model requests"),
+        Duration::from_secs(20),
+        || {
+            let had = fake.requests().len();
+            async move { had >= n }
+        },
+    )
+    .await;
 }
 
 /// Task `id` once it has ended (bounded).
 async fn ended(client: &A2aClient, id: &str) -> Value {
-    for _ in 0..400 {
-        if let Some(task) = client.get(id).await
-            && !matches!(
-                state_of(&task).as_str(),
-                "TASK_STATE_WORKING" | "TASK_STATE_SUBMITTED"
-            )
-        {
-            return task;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("task {id} did not end");
+    wait_until_some(
+        &format!("task {id} ends"),
+        Duration::from_secs(20),
+        || async {
+            client.get(id).await.filter(|task| {
+                !matches!(
+                    state_of(task).as_str(),
+                    "TASK_STATE_WORKING" | "TASK_STATE_SUBMITTED"
+                )
+            })
+        },
+    )
+    .await
 }
 
 fn tool_calls(fx: &McpFixture) -> Vec<Value> {
@@ -262,13 +267,15 @@ async fn a_survivor_resumes_the_turns_of_a_replica_killed_mid_turn() {
 
 /// Waits (bounded) until the fixture has had a call of `tool`.
 async fn until_called(fx: &McpFixture, tool: &str) {
-    for _ in 0..400 {
-        if fx.calls().iter().any(|c| c.tool == tool) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("no call of {tool}");
+    wait_until(
+        &format!("a call of {tool}"),
+        Duration::from_secs(10),
+        || {
+            let called = fx.calls().iter().any(|c| c.tool == tool);
+            async move { called }
+        },
+    )
+    .await;
 }
 
 /// A turn whose runtime is killed while its one tool call (`tool`, `arguments`) is in flight,

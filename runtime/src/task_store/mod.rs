@@ -88,8 +88,8 @@ struct Inner {
     observer: OnceLock<Arc<dyn StoreObserver>>,
     /// Every task of a shared bucket, as `ListTasks` selects from (empty otherwise).
     index: Mutex<index::TaskIndex>,
-    /// Tasks whose turns are to be resumed here (a restart's, a lost replica's), with why.
-    resumable: Mutex<Vec<(String, ResumeCause)>>,
+    /// Turns to be resumed here (a restart's, a lost replica's), with their records.
+    resumable: Mutex<Vec<Resumable>>,
     /// Told when tasks join `resumable`.
     queued: tokio::sync::Notify,
     /// Whether turns left running are resumed (`TURN_MAX_RESUMES` above 0) or failed.
@@ -97,6 +97,15 @@ struct Inner {
     /// Tasks whose turns this replica handed off at shutdown: running in the store with no
     /// turn here, on purpose (not leftovers to settle).
     handed_off: Mutex<std::collections::HashSet<String>>,
+}
+
+/// A turn left running, to be resumed: its task, the record its backend kept, and why.
+#[derive(Debug, Clone)]
+pub struct Resumable {
+    pub task_id: String,
+    /// The turn's record, as [`TaskBackend::keep_turn`] kept it (read once, when queued).
+    pub record: String,
+    pub cause: ResumeCause,
 }
 
 /// Why a turn is resumed.
@@ -198,20 +207,21 @@ impl TaskStore {
         cause: ResumeCause,
     ) -> usize {
         let mut cut = Vec::new();
-        let mut resumable = Vec::new();
         let resuming = self.0.resuming.load(std::sync::atomic::Ordering::Relaxed);
         for task_id in task_ids {
-            if !resuming {
-                cut.push(task_id.clone());
-                continue;
-            }
-            match self.turn_record(task_id).await {
-                Some(_) => resumable.push((task_id.clone(), cause)),
+            let record = if resuming {
+                self.turn_record(task_id).await
+            } else {
+                None
+            };
+            match record {
+                Some(record) => self.queue_resumable(Resumable {
+                    task_id: task_id.clone(),
+                    record,
+                    cause,
+                }),
                 None => cut.push(task_id.clone()),
             }
-        }
-        for (task_id, cause) in resumable {
-            self.queue_resumable(task_id, cause);
         }
         self.fail_all(&cut, why, owner).await
     }
@@ -224,18 +234,18 @@ impl TaskStore {
             .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Queues task `task_id`'s turn to be resumed here again (it could not start: no room).
-    pub fn queue_resumable(&self, task_id: String, cause: ResumeCause) {
+    /// Queues a turn to be resumed here.
+    fn queue_resumable(&self, turn: Resumable) {
         self.0
             .resumable
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push((task_id, cause));
+            .push(turn);
         self.0.queued.notify_one();
     }
 
-    /// The tasks whose turns are to be resumed here, and why; waits until there are some.
-    pub async fn next_resumable(&self) -> Vec<(String, ResumeCause)> {
+    /// The turns to be resumed here; waits until there are some.
+    pub async fn next_resumable(&self) -> Vec<Resumable> {
         loop {
             let queued = std::mem::take(
                 &mut *self

@@ -20,7 +20,8 @@ use crate::agent_loop::Agent;
 use crate::fleet::Fleet;
 use crate::metrics::Metrics;
 use crate::task_store::size::message_bytes;
-use crate::task_store::{ListError, ListPage, ListQuery, ResumeCause, StoreLimits, TaskStore};
+use crate::task_store::{ListError, ListPage, ListQuery, Resumable, StoreLimits, TaskStore};
+use crate::turns::{Phase, Readiness};
 
 /// How long a turn that could not resume for want of room waits before it is tried again.
 const RESUME_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
@@ -37,7 +38,6 @@ enum Resumed {
     /// It cannot now (no room, the store away): try again later.
     Later,
 }
-use crate::turns::{Phase, Readiness};
 
 /// Runs turns for every face. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -178,11 +178,11 @@ impl TurnService {
                 queued = self.0.tasks.next_resumable() => queued,
             };
             let mut resumed = 0;
-            for (task_id, cause) in queued {
-                match self.resume_one(&task_id, cause).await {
+            for turn in queued {
+                match self.resume_one(&turn).await {
                     Resumed::Now => resumed += 1,
                     Resumed::Elsewhere => {}
-                    Resumed::Later => self.resume_later(task_id, cause),
+                    Resumed::Later => self.resume_later(turn),
                 }
             }
             if resumed > 0 {
@@ -191,9 +191,9 @@ impl TurnService {
         }
     }
 
-    /// Tries task `task_id`'s turn again every [`RESUME_RETRY`], at most [`RESUME_TRIES`]
-    /// times, while it cannot resume for want of room or of the store; then fails it.
-    fn resume_later(&self, task_id: String, cause: ResumeCause) {
+    /// Tries `turn` again every [`RESUME_RETRY`], at most [`RESUME_TRIES`] times, while it
+    /// cannot resume for want of room or of the store; then fails it.
+    fn resume_later(&self, turn: Resumable) {
         let service = self.clone();
         let stop = self.0.cancel.clone();
         tokio::spawn(async move {
@@ -202,28 +202,27 @@ impl TurnService {
                     () = stop.cancelled() => return,
                     () = tokio::time::sleep(RESUME_RETRY) => {}
                 }
-                if service.resume_one(&task_id, cause).await != Resumed::Later {
+                if service.resume_one(&turn).await != Resumed::Later {
                     return;
                 }
             }
             let why = "this task's turn found no room (or no task store) to resume in";
-            tracing::warn!(task_id, why, "a turn left running is not resumed");
-            service.0.tasks.fail_left_running(&task_id, why).await;
+            tracing::warn!(
+                task_id = turn.task_id,
+                why,
+                "a turn left running is not resumed"
+            );
+            service.0.tasks.fail_left_running(&turn.task_id, why).await;
         });
     }
 
-    /// Resumes task `task_id`'s turn from its record. A task another replica resumed first,
+    /// Resumes `turn` from its record. A task another replica resumed first,
     /// or that ended, is left to it; one that cannot resume now (no room, the store away) is
     /// to be tried later; at shutdown the record stays for another replica or a restart; any
     /// other refusal fails it, saying why.
-    async fn resume_one(&self, task_id: &str, cause: ResumeCause) -> Resumed {
-        let record = self
-            .0
-            .tasks
-            .turn_record(task_id)
-            .await
-            .and_then(|json| super::record::TurnRecord::from_json(&json));
-        let Some(record) = record else {
+    async fn resume_one(&self, turn: &Resumable) -> Resumed {
+        let (task_id, cause) = (turn.task_id.as_str(), turn.cause);
+        let Some(record) = super::record::TurnRecord::from_json(&turn.record) else {
             let why = "the record of this task's turn could not be read, so it is not resumed";
             tracing::warn!(task_id, why, "a turn left running is not resumed");
             self.0.tasks.fail_left_running(task_id, why).await;

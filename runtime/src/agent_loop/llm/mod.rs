@@ -146,10 +146,7 @@ impl LlmAgent {
             progress
                 .hand_back(&checkpoint.pending, results, transcript)
                 .await;
-            request
-                .checkpoints
-                .save(&progress.checkpoint(&[], transcript))
-                .await;
+            progress.save(&request.checkpoints, &[], transcript).await;
         }
         let on_llm = |e: LlmEvent| match e {
             LlmEvent::TextDelta(text) => events.emit(LoopEvent::TextDelta {
@@ -226,9 +223,8 @@ impl LlmAgent {
                 text: response.text,
                 tool_calls: response.tool_calls,
             });
-            request
-                .checkpoints
-                .save(&progress.checkpoint(&calls, transcript))
+            progress
+                .save(&request.checkpoints, &calls, transcript)
                 .await;
             let results = tokio::select! {
                 results = futures::future::join_all(
@@ -239,10 +235,7 @@ impl LlmAgent {
                 () = cancel.cancelled() => return AgentOutcome::Canceled,
             };
             progress.hand_back(&calls, results, transcript).await;
-            request
-                .checkpoints
-                .save(&progress.checkpoint(&[], transcript))
-                .await;
+            progress.save(&request.checkpoints, &[], transcript).await;
         }
         fail(format!(
             "stopped after {} LLM turns without a final answer (max_iterations is {})",
@@ -392,13 +385,18 @@ impl Progress {
         }
     }
 
-    /// The checkpoint of where the loop stands, `pending` the calls not answered yet.
-    fn checkpoint(
+    /// Hands the checkpoint of where the loop stands (`pending` the calls not answered yet)
+    /// to `checkpoints`; built only when checkpoints are taken (the conversation is copied).
+    async fn save(
         &self,
+        checkpoints: &super::Checkpoints,
         pending: &[crate::llm::ToolCall],
         transcript: &Transcript,
-    ) -> super::Checkpoint {
-        super::Checkpoint {
+    ) {
+        if !checkpoints.on() {
+            return;
+        }
+        let checkpoint = super::Checkpoint {
             version: checkpoint::CHECKPOINT_VERSION,
             step: self.step,
             system: self.chat.system.clone(),
@@ -407,7 +405,8 @@ impl Progress {
             files: self.files.clone(),
             usage: self.usage,
             conversation_rows: transcript.written().to_vec(),
-        }
+        };
+        checkpoints.save(&checkpoint).await;
     }
 
     /// The results of a step's tool calls: kept in the transcript, given to the model, and
@@ -418,44 +417,25 @@ impl Progress {
         results: Vec<super::ToolResult>,
         transcript: &mut Transcript,
     ) {
-        hand_back(
-            calls,
-            results,
-            transcript,
-            &mut self.chat.messages,
-            &mut self.files,
-        )
-        .await;
-    }
-}
-
-/// The results of a step's tool calls: kept in the transcript, given to the model, and their
-/// files kept for the answer.
-async fn hand_back(
-    calls: &[crate::llm::ToolCall],
-    results: Vec<super::ToolResult>,
-    transcript: &mut Transcript,
-    messages: &mut Vec<ChatMessage>,
-    files: &mut Vec<Artifact>,
-) {
-    transcript
-        .tool_results(
-            calls
-                .iter()
-                .zip(&results)
-                .map(|(c, r)| (c.id.clone(), r.content.clone(), r.is_error))
-                .collect(),
-        )
-        .await;
-    for (call, result) in calls.iter().zip(results) {
-        if !result.files.is_empty() {
-            files.push(file_artifact(&call.name, result.files));
+        transcript
+            .tool_results(
+                calls
+                    .iter()
+                    .zip(&results)
+                    .map(|(c, r)| (c.id.clone(), r.content.clone(), r.is_error))
+                    .collect(),
+            )
+            .await;
+        for (call, result) in calls.iter().zip(results) {
+            if !result.files.is_empty() {
+                self.files.push(file_artifact(&call.name, result.files));
+            }
+            self.chat.messages.push(ChatMessage::Tool {
+                call_id: call.id.clone(),
+                content: result.content,
+                is_error: result.is_error,
+            });
         }
-        messages.push(ChatMessage::Tool {
-            call_id: call.id.clone(),
-            content: result.content,
-            is_error: result.is_error,
-        });
     }
 }
 
