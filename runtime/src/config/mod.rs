@@ -3,6 +3,7 @@
 //! pure function of the arguments, an environment lookup and a working directory.
 
 pub use crate::identity::plan as auth;
+mod checks;
 pub mod deployment;
 mod flags;
 mod size;
@@ -268,7 +269,7 @@ impl Config {
         };
         let log_level = log_level_of(&cli, &deployment, key_of)?;
         let auth = auth_plan(&cli, &deployment, key_of)?;
-        check_auth_files(&auth, &cli, key_of)?;
+        checks::check_auth_files(&auth, &cli, key_of)?;
         let push = push_settings(&cli, key_of)?;
         let public_url = cli
             .public_url
@@ -280,10 +281,10 @@ impl Config {
             .replica_id
             .as_deref()
             .filter(|r| !r.trim().is_empty())
-            .map(validate_replica_id)
+            .map(checks::validate_replica_id)
             .transpose()
             .map_err(|m| ConfigError::invalid(&key_of("replica_id", "--replica-id"), m))?;
-        check_bounds(&cli, key_of)?;
+        checks::check_bounds(&cli, key_of)?;
 
         let work_dir = cli.work_dir.unwrap_or_else(default_work_dir);
         let tasks_db = TasksDb::parse(&cli.tasks_db)
@@ -381,138 +382,6 @@ impl Config {
     pub fn to_pretty_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("the configuration serializes")
     }
-}
-
-/// The numeric flags' bounds: counts and bytes that must leave room for at least one of what
-/// they bound, and the lease's range.
-fn check_bounds(cli: &Cli, key_of: &dyn Fn(&str, &str) -> String) -> Result<(), ConfigError> {
-    for (zero, id, flag) in [
-        (cli.turn_memory == 0, "turn_memory", "--turn-memory"),
-        (
-            cli.agent_turn_memory == Some(0),
-            "agent_turn_memory",
-            "--agent-turn-memory",
-        ),
-    ] {
-        if zero {
-            return Err(ConfigError::invalid(
-                &key_of(id, flag),
-                "must leave room for at least one turn (more than zero)",
-            ));
-        }
-    }
-    if cli.max_concurrent_tasks == 0 {
-        return Err(ConfigError::invalid(
-            &key_of("max_concurrent_tasks", "--max-concurrent-tasks"),
-            "must be at least 1",
-        ));
-    }
-    if cli.max_connections == 0 {
-        return Err(ConfigError::invalid(
-            &key_of("max_connections", "--max-connections"),
-            "must be at least 1",
-        ));
-    }
-    for (zero, id, flag) in [
-        (
-            cli.max_mcp_sessions == 0,
-            "max_mcp_sessions",
-            "--max-mcp-sessions",
-        ),
-        (
-            cli.mcp_sessions_memory < crate::mcp_session_book::SESSION_COST,
-            "mcp_sessions_memory",
-            "--mcp-sessions-memory",
-        ),
-        (
-            cli.mcp_handshake_timeout.is_zero(),
-            "mcp_handshake_timeout",
-            "--mcp-handshake-timeout",
-        ),
-        (
-            cli.mcp_session_idle.is_zero(),
-            "mcp_session_idle",
-            "--mcp-session-idle",
-        ),
-    ] {
-        if zero {
-            return Err(ConfigError::invalid(
-                &key_of(id, flag),
-                "must leave room for at least one session (more than zero)",
-            ));
-        }
-    }
-    if cli.max_body_size == 0 {
-        return Err(ConfigError::invalid(
-            &key_of("max_body_size", "--max-body-size"),
-            "must be at least 1 byte",
-        ));
-    }
-    if cli.max_tasks == 0 {
-        return Err(ConfigError::invalid(
-            &key_of("max_tasks", "--max-tasks"),
-            "must be > 0",
-        ));
-    }
-
-    if !(Duration::from_secs(1)..=Duration::from_mins(10)).contains(&cli.replica_lease) {
-        return Err(ConfigError::invalid(
-            &key_of("replica_lease", "--replica-lease"),
-            "must be between 1s and 10m",
-        ));
-    }
-    Ok(())
-}
-
-/// The longest `REPLICA_ID` taken: it names the replica in the shared store's keys (as a
-/// token), in logs and in the message of a task whose replica was lost.
-const MAX_REPLICA_ID_BYTES: usize = 253;
-
-fn validate_replica_id(id: &str) -> Result<String, String> {
-    if id.len() > MAX_REPLICA_ID_BYTES {
-        return Err(format!(
-            "is {} bytes; at most {MAX_REPLICA_ID_BYTES} are taken",
-            id.len()
-        ));
-    }
-    if id.chars().any(char::is_control) {
-        return Err("holds a control character".to_owned());
-    }
-    Ok(id.to_owned())
-}
-
-/// The files authentication reads at startup, read now, so that `--check-config` refuses a key
-/// file that is missing or malformed, or a JWKS file that cannot be read, naming the key.
-fn check_auth_files(
-    auth: &auth::AuthPlan,
-    cli: &Cli,
-    key_of: &dyn Fn(&str, &str) -> String,
-) -> Result<(), ConfigError> {
-    if let Some(keys) = &auth.api_keys {
-        crate::identity::api_keys::ApiKeys::load(&keys.file).map_err(|e| {
-            let key = if cli.auth_api_keys_file.is_some() {
-                key_of("auth_api_keys_file", "--auth-api-keys-file")
-            } else {
-                "auth.api_keys_file".to_owned()
-            };
-            ConfigError::invalid(&key, e.to_string())
-        })?;
-    }
-    if let Some(auth::TokenPlan {
-        keys: auth::KeySource::File(file),
-        ..
-    }) = &auth.tokens
-    {
-        std::fs::File::open(file).map_err(|e| {
-            let key = if cli.auth_jwks_file.is_some() {
-                key_of("auth_jwks_file", "--auth-jwks-file")
-            } else {
-                "auth.jwks_file".to_owned()
-            };
-            ConfigError::invalid(&key, format!("cannot read {}: {e}", file.display()))
-        })?;
-    }
-    Ok(())
 }
 
 /// The push notification settings of the `PUSH_*` flags.

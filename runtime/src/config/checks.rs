@@ -1,0 +1,143 @@
+//! The checks of the flags that stand alone: numeric bounds, `REPLICA_ID`, and the files
+//! authentication reads at startup (read now, so `--check-config` refuses what startup would
+//! stop on).
+
+use std::time::Duration;
+
+use super::flags::Cli;
+use super::{ConfigError, auth};
+
+/// The numeric flags' bounds: counts and bytes that must leave room for at least one of what
+/// they bound, and the lease's range.
+pub(super) fn check_bounds(
+    cli: &Cli,
+    key_of: &dyn Fn(&str, &str) -> String,
+) -> Result<(), ConfigError> {
+    for (zero, id, flag) in [
+        (cli.turn_memory == 0, "turn_memory", "--turn-memory"),
+        (
+            cli.agent_turn_memory == Some(0),
+            "agent_turn_memory",
+            "--agent-turn-memory",
+        ),
+    ] {
+        if zero {
+            return Err(ConfigError::invalid(
+                &key_of(id, flag),
+                "must leave room for at least one turn (more than zero)",
+            ));
+        }
+    }
+    if cli.max_concurrent_tasks == 0 {
+        return Err(ConfigError::invalid(
+            &key_of("max_concurrent_tasks", "--max-concurrent-tasks"),
+            "must be at least 1",
+        ));
+    }
+    if cli.max_connections == 0 {
+        return Err(ConfigError::invalid(
+            &key_of("max_connections", "--max-connections"),
+            "must be at least 1",
+        ));
+    }
+    for (zero, id, flag) in [
+        (
+            cli.max_mcp_sessions == 0,
+            "max_mcp_sessions",
+            "--max-mcp-sessions",
+        ),
+        (
+            cli.mcp_sessions_memory < crate::mcp_session_book::SESSION_COST,
+            "mcp_sessions_memory",
+            "--mcp-sessions-memory",
+        ),
+        (
+            cli.mcp_handshake_timeout.is_zero(),
+            "mcp_handshake_timeout",
+            "--mcp-handshake-timeout",
+        ),
+        (
+            cli.mcp_session_idle.is_zero(),
+            "mcp_session_idle",
+            "--mcp-session-idle",
+        ),
+    ] {
+        if zero {
+            return Err(ConfigError::invalid(
+                &key_of(id, flag),
+                "must leave room for at least one session (more than zero)",
+            ));
+        }
+    }
+    if cli.max_body_size == 0 {
+        return Err(ConfigError::invalid(
+            &key_of("max_body_size", "--max-body-size"),
+            "must be at least 1 byte",
+        ));
+    }
+    if cli.max_tasks == 0 {
+        return Err(ConfigError::invalid(
+            &key_of("max_tasks", "--max-tasks"),
+            "must be > 0",
+        ));
+    }
+
+    if !(Duration::from_secs(1)..=Duration::from_mins(10)).contains(&cli.replica_lease) {
+        return Err(ConfigError::invalid(
+            &key_of("replica_lease", "--replica-lease"),
+            "must be between 1s and 10m",
+        ));
+    }
+    Ok(())
+}
+
+/// The longest `REPLICA_ID` taken: it names the replica in the shared store's keys (as a
+/// token), in logs and in the message of a task whose replica was lost.
+const MAX_REPLICA_ID_BYTES: usize = 253;
+
+pub(super) fn validate_replica_id(id: &str) -> Result<String, String> {
+    if id.len() > MAX_REPLICA_ID_BYTES {
+        return Err(format!(
+            "is {} bytes; at most {MAX_REPLICA_ID_BYTES} are taken",
+            id.len()
+        ));
+    }
+    if id.chars().any(char::is_control) {
+        return Err("holds a control character".to_owned());
+    }
+    Ok(id.to_owned())
+}
+
+/// The files authentication reads at startup, read now, so that `--check-config` refuses a key
+/// file that is missing or malformed, or a JWKS file that cannot be read, naming the key.
+pub(super) fn check_auth_files(
+    auth: &auth::AuthPlan,
+    cli: &Cli,
+    key_of: &dyn Fn(&str, &str) -> String,
+) -> Result<(), ConfigError> {
+    if let Some(keys) = &auth.api_keys {
+        crate::identity::api_keys::ApiKeys::load(&keys.file).map_err(|e| {
+            let key = if cli.auth_api_keys_file.is_some() {
+                key_of("auth_api_keys_file", "--auth-api-keys-file")
+            } else {
+                "auth.api_keys_file".to_owned()
+            };
+            ConfigError::invalid(&key, e.to_string())
+        })?;
+    }
+    if let Some(auth::TokenPlan {
+        keys: auth::KeySource::File(file),
+        ..
+    }) = &auth.tokens
+    {
+        std::fs::File::open(file).map_err(|e| {
+            let key = if cli.auth_jwks_file.is_some() {
+                key_of("auth_jwks_file", "--auth-jwks-file")
+            } else {
+                "auth.jwks_file".to_owned()
+            };
+            ConfigError::invalid(&key, format!("cannot read {}: {e}", file.display()))
+        })?;
+    }
+    Ok(())
+}
