@@ -64,8 +64,8 @@ async fn a_replica_lists_every_task_of_the_bucket_not_only_those_its_memory_keep
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_continuing_one_waiting_task_at_once_one_wins_and_the_other_hears_why() {
     let store = Store::start();
-    let (_a, on_a) = store.replica("replica-a");
-    let (_b, on_b) = store.replica("replica-b");
+    let (a, on_a) = store.replica("replica-a");
+    let (b, on_b) = store.replica("replica-b");
     for round in 0..6 {
         let id = id_of(&on_a.run_task("***INPUT which one?").await);
         wait_until("B sees the task wait", Duration::from_secs(5), || async {
@@ -85,11 +85,21 @@ async fn two_replicas_continuing_one_waiting_task_at_once_one_wins_and_the_other
             .iter()
             .filter(|a| a["error"]["code"] == -32004)
             .collect();
-        assert_eq!(
-            (won.len(), lost.len()),
-            (1, 1),
-            "round {round}: one wins, the other is UnsupportedOperationError: {first} {second}"
-        );
+        if (won.len(), lost.len()) != (1, 1) {
+            let logs = |r: &support::process::Runtime| {
+                r.drain_logs()
+                    .iter()
+                    .map(Value::to_string)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            panic!(
+                "round {round}: one wins, the other is UnsupportedOperationError: {first} {second}\n\
+                 A's log:\n{}\nB's log:\n{}",
+                logs(&a),
+                logs(&b)
+            );
+        }
         let winner = &won[0]["result"]["task"];
         assert_eq!(state_of(winner), COMPLETED);
         let said = winner["artifacts"][0]["parts"][0]["text"].clone();

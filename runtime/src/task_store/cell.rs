@@ -141,6 +141,12 @@ impl TaskCell {
         self.live().task.clone()
     }
 
+    /// The task as it stands and the revision it stands at, read together.
+    pub(super) fn task_at(&self) -> (Option<Task>, u64) {
+        let live = self.live();
+        (live.task.clone(), live.revision)
+    }
+
     /// What `look` sees in the task as it stands, without copying it.
     pub(super) fn peek<T>(&self, look: impl FnOnce(&Task) -> T) -> Option<T> {
         self.live().task.as_ref().map(look)

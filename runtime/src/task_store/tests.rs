@@ -312,6 +312,51 @@ async fn a_turn_that_cannot_begin_over_a_moved_task_writes_nothing() {
 }
 
 #[tokio::test]
+async fn a_turn_decided_on_what_it_read_cannot_begin_over_a_move_memory_heard_since() {
+    let (store, backend) = gated_store().await;
+    put(&store, now_task("t", TaskState::InputRequired)).await;
+    let mut turn = store.open_turn("t").await;
+    let standing = turn.task().expect("the task stands");
+    assert_eq!(standing.status.state, TaskState::InputRequired);
+    // Another replica continues the task, and the watch brings that to memory, after this
+    // turn read the task as waiting and before it writes: it must not write over the move.
+    let moved = backend.written_elsewhere(now_task("t", TaskState::Working));
+    store.absorb(moved);
+    let began = turn
+        .begin(
+            now_task("t", TaskState::Working),
+            TurnStop::new(CancellationToken::new()),
+        )
+        .await;
+    assert!(matches!(began, Err(BeginError::Moved(_))), "{began:?}");
+    drop(turn);
+    assert_eq!(
+        backend.entries.lock().unwrap()["t"].stored.owner,
+        "replica-b",
+        "the other replica's turn stands"
+    );
+}
+
+#[tokio::test]
+async fn a_failure_decided_on_a_running_task_is_not_stored_over_an_end_memory_heard_since() {
+    let (store, backend) = gated_store().await;
+    let running = backend.written_elsewhere(now_task("t", TaskState::Working));
+    store.absorb(running);
+    let turn = store.open_turn("t").await;
+    assert_eq!(
+        turn.task().map(|t| t.status.state),
+        Some(TaskState::Working)
+    );
+    // The task ends elsewhere, and memory hears it, before this writer stores its failure.
+    let done = backend.written_elsewhere(now_task("t", TaskState::Completed));
+    store.absorb(done);
+    let failed = backend::failed_now(&now_task("t", TaskState::Working), "lost");
+    let ended = turn.end(failed.clone(), vec![final_update(&failed)]).await;
+    assert!(!ended.won, "the end stored first stands");
+    assert_eq!(backend.state_of("t"), Some(TaskState::Completed));
+}
+
+#[tokio::test]
 async fn a_task_larger_than_the_store_takes_is_refused_at_its_beginning_and_failed_at_its_end() {
     let (store, backend) = gated_store().await;
     backend.limit.store(4_000, Ordering::SeqCst);

@@ -11,11 +11,17 @@
 //!   When another writer stored an end first (a cancel that won, a lost lease), that end
 //!   wins: the turn learns it and answers from it.
 //!
+//! Every write expects the revision of the task as the writer last read it through
+//! [`TaskTurn::task`], not the one memory holds when the write goes out: the watch may bring
+//! another replica's write in between, and a decision taken on what was read (this task waits
+//! for input, this task still runs) must not land over a revision it never saw.
+//!
 //! A turn dropped after it began without ending (its worker panicked) is ended `failed` by a
 //! task of its own, so no task is left `working` by a turn that is gone. A task too large for
 //! the backend is refused when it begins and failed, saying so, when its end would not fit.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use daedalus_contract::{StreamEvent, Task, TaskStatusUpdateEvent};
@@ -97,6 +103,9 @@ pub struct TaskTurn {
     store: TaskStore,
     task_id: String,
     cell: Arc<TaskCell>,
+    /// The revision of the task as this handle last read it (at opening, then at each
+    /// [`TaskTurn::task`], and as its own begin stored it): what its next write expects.
+    seen: AtomicU64,
     /// Says when a turn that began here has stopped; `None` before `begin`.
     running: Option<watch::Sender<bool>>,
     /// The `messageId` the end answers, when it answers one.
@@ -112,10 +121,12 @@ impl TaskTurn {
         cell: Arc<TaskCell>,
         lock: OwnedMutexGuard<()>,
     ) -> Self {
+        let seen = AtomicU64::new(cell.revision().0);
         Self {
             store,
             task_id: task_id.to_owned(),
             cell,
+            seen,
             running: None,
             answers: None,
             ended: false,
@@ -123,14 +134,17 @@ impl TaskTurn {
         }
     }
 
-    /// The task as it stands (`None`: a new task).
+    /// The task as it stands (`None`: a new task). Its revision is the one this handle's next
+    /// write expects.
     pub fn task(&self) -> Option<Task> {
-        self.cell.task()
+        let (task, revision) = self.cell.task_at();
+        self.seen.store(revision, Ordering::SeqCst);
+        task
     }
 
-    /// The revision the task stands at (`0`: never stored).
+    /// The revision of the task as this handle last read it (`0`: never stored).
     pub fn revision(&self) -> u64 {
-        self.cell.revision().0
+        self.seen.load(Ordering::SeqCst)
     }
 
     /// The replica that wrote the task last.
@@ -194,6 +208,7 @@ impl TaskTurn {
             }
         };
         self.cell.begun(task, revision, owner);
+        self.seen.store(revision, Ordering::SeqCst);
         if let Some(deferred) = self.cell.stop_writing() {
             self.store.absorb(deferred);
         }
