@@ -1,6 +1,7 @@
 //! gRPC `SendMessage` against the official A2A Python SDK's gRPC server (a2a-sdk 1.3.0,
 //! `GrpcHandler` on `grpc.aio`, its echo agent: `test-kit/py/a2a_echo_agent.py`) and against our
-//! runtime on the `passthrough` model (the binary, as a process of its own, `SESSIONS_DB=off`),
+//! runtime on the `passthrough` model (the binary, as a process of its own, `SESSIONS_DB=off`,
+//! `TASKS_DB=memory`),
 //! and our own JSON-RPC `SendMessage` on the same process: one load tool, one request (a new
 //! task with one text part, answered when it is complete), at 1 and 16 requests in flight;
 //! requests per second, the round trip's p50 and p99, and the server's CPU time per request
@@ -113,7 +114,11 @@ fn main() {
     rt.block_on(async {
         let sdk = EchoAgent::start_with_grpc();
         let sdk_grpc = sdk.grpc_url().expect("the SDK serves gRPC");
-        let ours = RuntimeProcess::start_with("bench", &[("SESSIONS_DB", "off")]).await;
+        let ours = RuntimeProcess::start_with(
+            "bench",
+            &[("SESSIONS_DB", "off"), ("TASKS_DB", "memory")],
+        )
+        .await;
         let pid = ours.pid().expect("the runtime runs");
         println!("\nSendMessage, {REQUESTS} requests per row after {WARM_UP} to warm up\n");
         println!(

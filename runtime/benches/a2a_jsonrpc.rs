@@ -25,7 +25,8 @@ use daedalus_test_kit::{EchoAgent, NatsServer, OidcProvider, RuntimeProcess};
 use load::Figures;
 
 /// The SDK's echo agent keeps its tasks in memory and no conversation; ours keeps its tasks in
-/// memory too (`TASKS_DB=memory`, the default) and, like it, no conversation store.
+/// memory too (`TASKS_DB=memory`; the default is a SQLite file, measured by the
+/// `durable_turns` bench) and, like it, no conversation store.
 const SESSIONS_DB: &str = "off";
 
 /// Requests per concurrency level and server, after a warm-up.
@@ -41,7 +42,11 @@ fn main() {
     let rt = tokio::runtime::Runtime::new().expect("a tokio runtime");
     rt.block_on(async {
         let sdk = EchoAgent::start();
-        let ours = RuntimeProcess::start_with("bench", &[("SESSIONS_DB", SESSIONS_DB)]).await;
+        let ours = RuntimeProcess::start_with(
+            "bench",
+            &[("SESSIONS_DB", SESSIONS_DB), ("TASKS_DB", "memory")],
+        )
+        .await;
         let ours_url = format!("{}/", ours.url());
         let nats = NatsServer::start();
         let tasks_db = format!("{}/bench-tasks", nats.url());
@@ -66,6 +71,7 @@ fn main() {
             "bench",
             &[
                 ("SESSIONS_DB", SESSIONS_DB),
+                ("TASKS_DB", "memory"),
                 ("AUTH_ISSUER", provider.issuer()),
                 ("AUTH_AUDIENCE", daedalus_test_kit::AUDIENCE),
             ],

@@ -34,6 +34,7 @@
 //!   replicas), [`mcp_session_book`] (the live MCP sessions of every agent's MCP face, bounded
 //!   in count and bytes).
 //! - [`metrics`], [`identity`] (who is calling), and the leaves: [`bearer`], [`kv_bucket`],
+//!   [`sqlite_writer`] (the SQLite stores' one writer thread and group commit),
 //!   [`memory`], [`telemetry`], [`tool_schema`]; [`migrate`] (`migrate-module`) stands apart.
 
 pub mod a2a_tools;
@@ -57,6 +58,7 @@ pub mod metrics;
 pub mod migrate;
 pub mod push;
 pub mod sampling;
+pub mod sqlite_writer;
 pub mod task_store;
 pub mod telemetry;
 pub mod tool_schema;

@@ -173,7 +173,7 @@ fn limits(dir: &str) -> Vec<Setting> {
             .takes("1h", json!("1h"))
             .refuses("a day"),
         Setting::new("TASKS_DB", "/tasks_db")
-            .by_default(json!({"kind": "memory"}))
+            .by_default(json!({"kind": "sqlite", "path": format!("{dir}/daedalus-tasks.sqlite")}))
             .choice("memory", json!({"kind": "memory"}))
             .takes(
                 &format!("{dir}/tasks.sqlite"),

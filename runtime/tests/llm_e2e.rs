@@ -44,6 +44,8 @@ async fn start_with(
         "warn",
         "--sessions-db",
         sessions,
+        "--tasks-db",
+        "memory",
     ]
     .map(std::ffi::OsString::from);
     let config = match Launch::from_sources(args, &env, dir.path()) {

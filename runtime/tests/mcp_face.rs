@@ -500,6 +500,8 @@ async fn shutdown_ends_open_mcp_sessions_instead_of_waiting_on_them() {
         "0",
         "--sessions-db",
         ":memory:",
+        "--tasks-db",
+        "memory",
     ]
     .map(std::ffi::OsString::from);
     let config = match daedalus_runtime::config::Launch::from_sources(args, &|_| None, dir.path()) {

@@ -31,7 +31,7 @@ impl Drop for Runtime {
 }
 
 impl Runtime {
-    /// Serves the deployment `yaml` (sessions in memory, logs at warn).
+    /// Serves the deployment `yaml` (sessions and tasks in memory, logs at warn).
     pub async fn start(yaml: &str) -> Self {
         Self::serving(yaml, None).await
     }
@@ -56,6 +56,8 @@ impl Runtime {
             "0",
             "--sessions-db",
             ":memory:",
+            "--tasks-db",
+            "memory",
             "--log-level",
             "warn",
         ]

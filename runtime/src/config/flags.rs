@@ -63,11 +63,12 @@ pub(super) struct Cli {
     /// `off`.
     #[arg(long, env = "SESSIONS_DB", global = true)]
     pub(super) sessions_db: Option<String>,
-    /// Where A2A tasks are kept beyond memory: `memory` (the default: a restart forgets them),
-    /// a SQLite file (a restart on one machine keeps them), or `nats://host:4222[/bucket]` (a
-    /// JetStream KV bucket shared by replicas, default bucket `daedalus-tasks`).
-    #[arg(long, env = "TASKS_DB", global = true, default_value = "memory")]
-    pub(super) tasks_db: String,
+    /// Where A2A tasks and their running turns are kept: a SQLite file (default:
+    /// <WORK_DIR>/daedalus-tasks.sqlite; a restart keeps the tasks and resumes their turns),
+    /// `nats://host:4222[/bucket]` (a JetStream KV bucket shared by replicas, default bucket
+    /// `daedalus-tasks`), or `memory` (a restart forgets them and fails the turns it cut).
+    #[arg(long, env = "TASKS_DB", global = true)]
+    pub(super) tasks_db: Option<String>,
     /// This replica's name among those sharing a task store (default: `<hostname>:<port>`):
     /// after a restart, the tasks it left running are reported failed.
     #[arg(long, env = "REPLICA_ID", global = true)]

@@ -287,8 +287,16 @@ impl Config {
         checks::check_bounds(&cli, key_of)?;
 
         let work_dir = cli.work_dir.unwrap_or_else(default_work_dir);
-        let tasks_db = TasksDb::parse(&cli.tasks_db)
-            .map_err(|why| ConfigError::invalid(&key_of("tasks_db", "--tasks-db"), why))?;
+        let tasks_db = match cli.tasks_db.as_deref() {
+            Some(value) => TasksDb::parse(value)
+                .map_err(|why| ConfigError::invalid(&key_of("tasks_db", "--tasks-db"), why))?,
+            None => TasksDb::Sqlite {
+                path: work_dir
+                    .join("daedalus-tasks.sqlite")
+                    .to_string_lossy()
+                    .into_owned(),
+            },
+        };
         let sessions_db = match cli.sessions_db.as_deref() {
             Some("off") => None,
             Some(value) => Some(SessionsDb::parse(value).map_err(|why| {
@@ -365,6 +373,7 @@ impl Config {
             Ok(Launch::Run(mut config)) => {
                 config.listen = listen;
                 config.sessions_db = Some(SessionsDb::Sqlite(":memory:".to_owned()));
+                config.tasks_db = TasksDb::Memory;
                 config
             }
             other => panic!("the default configuration is valid: {other:?}"),

@@ -1,27 +1,21 @@
 //! The embedded conversation store: one SQLite file (or `:memory:`), WAL mode, one table of message
 //! rows with a unique (context, turn).
 //!
-//! One writer thread owns the connection and its prepared statements. Calls queue to it as
-//! jobs; every job waiting when the thread comes round runs in one transaction (group commit),
-//! each under its own savepoint, so one job's failure undoes only that job, and every caller
-//! hears back only once the transaction is committed. A turn's few writes thus cost a share of
-//! one commit instead of a commit each, and no call blocks a worker of the async runtime.
+//! One writer thread owns the connection ([`GroupCommit`]): a turn's few writes share a
+//! commit, and no call blocks a worker of the async runtime.
 //!
 //! With a retention (`SESSION_TTL`), contexts whose newest row is older than it are deleted:
 //! swept by the writer at most once per sweep interval, so no other background task is needed.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
-use tokio::sync::oneshot;
 
 use super::{ConversationStore, NewRow, Row, RowRole, RowStatus, StoreError};
 use crate::llm::ToolCall;
+use crate::sqlite_writer::GroupCommit;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS messages (
@@ -58,37 +52,16 @@ const RECENT_ROWS: &str = "SELECT * FROM (
     FROM messages WHERE context = ?1 ORDER BY turn DESC LIMIT ?2
 ) ORDER BY turn";
 
-/// WAL pages written before a checkpoint copies them into the file: a page written many
-/// times in between is copied once, so a larger WAL means fewer copies of the hot pages.
-const WAL_CHECKPOINT_PAGES: u32 = 10_000;
-
 /// The longest time between two retention sweeps.
 const SWEEP_EVERY_AT_MOST: Duration = Duration::from_hours(1);
-
-/// The most jobs one transaction takes; the rest wait for the next (so no caller waits behind
-/// an unbounded batch).
-const JOBS_PER_COMMIT: usize = 512;
 
 /// Sessions in SQLite. Cheap to clone: clones share the writer thread, which ends when the
 /// last clone is dropped.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     location: String,
-    jobs: mpsc::Sender<Job>,
-    /// Jobs sent and not yet taken by the writer.
-    queued: Arc<AtomicUsize>,
-    /// Transactions the writer has committed (or tried to).
-    #[cfg_attr(not(test), expect(dead_code, reason = "the tests count commits by it"))]
-    rounds: Arc<AtomicU64>,
+    pub(super) writer: GroupCommit,
 }
-
-/// A call waiting for the writer: given the round's transaction (or why there is none), it
-/// does its work and hands back its [`Reply`].
-type Job = Box<dyn FnOnce(Result<&Transaction<'_>, &rusqlite::Error>) -> Reply + Send>;
-
-/// What a job leaves to do once its transaction is over: answer its caller, told whether the
-/// commit held.
-type Reply = Box<dyn FnOnce(Result<(), String>) + Send>;
 
 fn status_str(s: RowStatus) -> &'static str {
     match s {
@@ -132,27 +105,27 @@ impl SqliteStore {
                 );
             }
         }
-        let (jobs, queue) = mpsc::channel();
-        let (queued, rounds) = (Arc::default(), Arc::default());
-        let writer = Writer {
-            conn,
-            ttl,
-            swept: Instant::now(),
-            queued: Arc::clone(&queued),
-            rounds: Arc::clone(&rounds),
+        let mut swept = Instant::now();
+        let sweep = move |conn: &Connection| {
+            let Some(ttl) = ttl else { return };
+            let interval = (ttl / 10).clamp(Duration::from_secs(1), SWEEP_EVERY_AT_MOST);
+            if swept.elapsed() < interval {
+                return;
+            }
+            swept = Instant::now();
+            if let Err(e) = delete_idle(conn, ttl) {
+                tracing::error!(error = %e, "the session store cannot delete idle conversations");
+            }
         };
-        std::thread::Builder::new()
-            .name("sessions-sqlite".to_owned())
-            .spawn(move || writer.run(&queue))
-            .map_err(|e| StoreError::Backend {
+        let writer = GroupCommit::start("sessions-sqlite", conn, sweep).map_err(|e| {
+            StoreError::Backend {
                 location: path.to_owned(),
                 message: format!("cannot start the store's writer: {e}"),
-            })?;
+            }
+        })?;
         Ok(Self {
             location: path.to_owned(),
-            jobs,
-            queued,
-            rounds,
+            writer,
         })
     }
 
@@ -167,142 +140,22 @@ impl SqliteStore {
         &self,
         work: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let (answer, answered) = oneshot::channel::<Result<T, String>>();
-        let job: Job = Box::new(move |tx| {
-            let result = match tx {
-                Ok(tx) => in_savepoint(tx, work).map_err(|e| e.to_string()),
-                Err(e) => Err(format!("cannot begin a transaction: {e}")),
-            };
-            Box::new(move |committed: Result<(), String>| {
-                let _ = answer.send(committed.and(result));
-            })
-        });
-        let stopped = || StoreError::Backend {
-            location: self.location.clone(),
-            message: "the store's writer stopped".to_owned(),
-        };
-        self.queued.fetch_add(1, Ordering::Relaxed);
-        if self.jobs.send(job).is_err() {
-            self.queued.fetch_sub(1, Ordering::Relaxed);
-            return Err(stopped());
-        }
-        match answered.await {
-            Ok(result) => result.map_err(|message| StoreError::Backend {
+        self.writer
+            .with(work)
+            .await
+            .map_err(|e| StoreError::Backend {
                 location: self.location.clone(),
-                message,
-            }),
-            Err(_) => Err(stopped()),
-        }
+                message: e.to_string(),
+            })
     }
 }
 
 /// Opens the connection the writer owns, with its settings, schema and migrations.
 fn connect(path: &str) -> rusqlite::Result<Connection> {
-    let conn = Connection::open(path)?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
-    conn.pragma_update(None, "wal_autocheckpoint", WAL_CHECKPOINT_PAGES)?;
-    // After a checkpoint, a WAL file grown past twice its usual size is cut back.
-    conn.pragma_update(None, "journal_size_limit", 2 * 4096 * WAL_CHECKPOINT_PAGES)?;
-    conn.busy_timeout(Duration::from_secs(5))?;
-    // A plan fixed when a statement is prepared: otherwise SQLite prepares a cached statement
-    // again whenever a bound value could pick another plan, and `messages_pending` (a
-    // partial index) made that every run of the turn lookup.
-    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
-    conn.set_prepared_statement_cache_capacity(32);
+    let conn = crate::sqlite_writer::connect(path)?;
     conn.execute_batch(SCHEMA)?;
     migrate(&conn)?;
     Ok(conn)
-}
-
-/// Runs `work` under a savepoint of `tx`: kept if it succeeds, undone if it fails.
-fn in_savepoint<T>(
-    tx: &Transaction<'_>,
-    work: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T>,
-) -> rusqlite::Result<T> {
-    tx.prepare_cached("SAVEPOINT job")?.execute([])?;
-    match work(tx) {
-        Ok(value) => {
-            tx.prepare_cached("RELEASE job")?.execute([])?;
-            Ok(value)
-        }
-        Err(e) => {
-            let _ = tx.execute_batch("ROLLBACK TO job; RELEASE job");
-            Err(e)
-        }
-    }
-}
-
-/// The thread that owns the connection.
-struct Writer {
-    conn: Connection,
-    ttl: Option<Duration>,
-    /// When the last retention sweep ran.
-    swept: Instant,
-    queued: Arc<AtomicUsize>,
-    rounds: Arc<AtomicU64>,
-}
-
-impl Writer {
-    /// Takes jobs until every handle on the store is dropped: each round, every job waiting
-    /// (up to [`JOBS_PER_COMMIT`]) in one transaction.
-    fn run(mut self, queue: &mpsc::Receiver<Job>) {
-        while let Ok(first) = queue.recv() {
-            let mut batch = vec![first];
-            while batch.len() < JOBS_PER_COMMIT {
-                match queue.try_recv() {
-                    Ok(job) => batch.push(job),
-                    Err(_) => break,
-                }
-            }
-            self.queued.fetch_sub(batch.len(), Ordering::Relaxed);
-            self.rounds.fetch_add(1, Ordering::Relaxed);
-            self.sweep_if_due();
-            // A panic in one round fails that round's callers (their answers are dropped),
-            // not the store: the transaction rolls back as it unwinds.
-            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.commit(batch)))
-                .is_err()
-            {
-                tracing::error!("a session store round panicked; its calls failed");
-            }
-        }
-    }
-
-    /// Runs `batch` in one transaction, then answers each job with whether it committed.
-    fn commit(&mut self, batch: Vec<Job>) {
-        let (replies, committed): (Vec<Reply>, _) = match self.conn.transaction() {
-            Ok(tx) => {
-                let replies = batch.into_iter().map(|job| job(Ok(&tx))).collect();
-                (
-                    replies,
-                    tx.commit().map_err(|e| format!("cannot commit: {e}")),
-                )
-            }
-            Err(e) => {
-                let replies = batch.into_iter().map(|job| job(Err(&e))).collect();
-                (replies, Ok(()))
-            }
-        };
-        if let Err(why) = &committed {
-            tracing::error!(error = %why, "the session store cannot commit");
-        }
-        for reply in replies {
-            reply(committed.clone());
-        }
-    }
-
-    /// Deletes idle contexts when a retention sweep is due.
-    fn sweep_if_due(&mut self) {
-        let Some(ttl) = self.ttl else { return };
-        let interval = (ttl / 10).clamp(Duration::from_secs(1), SWEEP_EVERY_AT_MOST);
-        if self.swept.elapsed() < interval {
-            return;
-        }
-        self.swept = Instant::now();
-        if let Err(e) = delete_idle(&self.conn, ttl) {
-            tracing::error!(error = %e, "the session store cannot delete idle conversations");
-        }
-    }
 }
 
 #[async_trait]

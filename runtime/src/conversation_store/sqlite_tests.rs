@@ -2,8 +2,10 @@
 //! (calls queued behind a held writer share one commit; a failing call undoes only its own).
 
 use serde_json::json;
+use tokio::sync::oneshot;
 
 use super::*;
+use crate::sqlite_writer::in_savepoint;
 
 fn new_row(role: RowRole, content: &str, status: RowStatus) -> NewRow {
     NewRow::new(role, content, status)
@@ -99,7 +101,7 @@ async fn hold_the_writer(store: &SqliteStore) -> std::sync::mpsc::Sender<()> {
 async fn the_calls_waiting_for_the_writer_share_one_commit() {
     let store = SqliteStore::open(":memory:").unwrap();
     let release = hold_the_writer(&store).await;
-    let rounds_before = store.rounds.load(Ordering::Relaxed);
+    let rounds_before = store.writer.rounds();
     let appends: Vec<_> = (0..100)
         .map(|i| {
             let store = store.clone();
@@ -113,7 +115,7 @@ async fn the_calls_waiting_for_the_writer_share_one_commit() {
             })
         })
         .collect();
-    while store.queued.load(Ordering::Relaxed) < 100 {
+    while store.writer.queued() < 100 {
         tokio::task::yield_now().await;
     }
     drop(release);
@@ -121,7 +123,7 @@ async fn the_calls_waiting_for_the_writer_share_one_commit() {
         assert_eq!(append.await.unwrap().unwrap().len(), 1);
     }
     assert_eq!(
-        store.rounds.load(Ordering::Relaxed) - rounds_before,
+        store.writer.rounds() - rounds_before,
         1,
         "the hundred appends queued behind one job committed together"
     );
@@ -172,7 +174,7 @@ async fn a_failing_call_undoes_only_its_own_writes_in_a_shared_commit() {
         })
     };
     let after = spawn_append(&store, "other", "kept too");
-    while store.queued.load(Ordering::Relaxed) < 3 {
+    while store.writer.queued() < 3 {
         tokio::task::yield_now().await;
     }
     drop(release);

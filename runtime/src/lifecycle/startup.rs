@@ -98,8 +98,9 @@ pub async fn open_conversation_store(
     Ok(Some(store))
 }
 
-/// Opens the task backend `TASKS_DB` names, if any, and reads its tasks back: those this
-/// replica left running are now failed, and say the runtime restarted. On a NATS KV store the
+/// Opens the task backend `TASKS_DB` names (a SQLite file in `WORK_DIR` by default), and reads
+/// its tasks back: the turns this replica left running are queued to resume (or failed,
+/// saying the runtime restarted, when they cannot be). On a NATS KV store the
 /// replica joins the others sharing it (its lease, the bucket's watch, the relay).
 pub async fn attach_tasks(config: &Config, core: &Core, bound: SocketAddr) -> Result<(), RunError> {
     let replica = config
@@ -108,7 +109,12 @@ pub async fn attach_tasks(config: &Config, core: &Core, bound: SocketAddr) -> Re
         .unwrap_or_else(|| default_replica_id(bound));
     let store = core.turns().task_store();
     let failed = match &config.tasks_db {
-        TasksDb::Memory => return Ok(()),
+        TasksDb::Memory => {
+            tracing::info!(
+                "TASKS_DB=memory: tasks live in this process only; a restart forgets them, and the turns it cuts are not resumed"
+            );
+            return Ok(());
+        }
         TasksDb::Sqlite { path } => {
             let backend = task_store::SqliteTasks::open(path, config.task_ttl, config.max_tasks)
                 .map_err(RunError::Tasks)?;

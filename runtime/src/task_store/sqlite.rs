@@ -1,19 +1,21 @@
 //! Tasks in SQLite (`TASKS_DB=<file>`): one row per task, its JSON as it stands and its
 //! revision, so a restart on one machine keeps them. A write is compare-and-set on the
 //! revision (`UPDATE … WHERE revision = ?`). Rows older than `TASK_TTL`, and all but the
-//! `MAX_TASKS` newest, are deleted when the file is opened and then every [`SWEEP_EVERY`]
-//! writes.
+//! `MAX_TASKS` newest, are deleted when the file is opened and then after every [`SWEEP_EVERY`]
+//! writes, at most once every [`SWEEP_PAUSE`] (a sweep reads the whole table's index: under
+//! load it would otherwise take a share of every commit). One writer thread owns the connection ([`GroupCommit`]): the writes of turns running
+//! at once share a commit, and none blocks a worker of the async runtime.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::backend::{BackendError, StoredTask, TaskBackend, Versioned, WriteError, now_ms};
+use crate::sqlite_writer::GroupCommit;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS a2a_tasks (
@@ -55,14 +57,15 @@ const LOAD_TURN: &str = "SELECT body FROM a2a_turns WHERE id = ?1";
 
 /// Writes between two retention sweeps.
 const SWEEP_EVERY: u64 = 1_000;
+/// The shortest time between two retention sweeps.
+const SWEEP_PAUSE: Duration = Duration::from_secs(1);
 
 /// Tasks in one SQLite file.
 #[derive(Debug, Clone)]
 pub struct SqliteTasks {
     location: String,
-    db: Arc<Mutex<Connection>>,
-    ttl: Duration,
-    max_tasks: usize,
+    writer: GroupCommit,
+    /// Writes since the last retention sweep.
     writes: Arc<AtomicU64>,
 }
 
@@ -82,13 +85,7 @@ impl SqliteTasks {
             std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
         }
         let open = || -> rusqlite::Result<Connection> {
-            let conn = Connection::open(path)?;
-            conn.pragma_update(None, "journal_mode", "WAL")?;
-            conn.pragma_update(None, "synchronous", "NORMAL")?;
-            conn.busy_timeout(Duration::from_secs(5))?;
-            // A statement's plan is fixed when it is prepared, so a cached one is not prepared
-            // again for a new `LIMIT` (see the conversation store).
-            conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+            let conn = crate::sqlite_writer::connect(path)?;
             conn.execute_batch(SCHEMA)?;
             if !has_revision(&conn)? {
                 conn.execute_batch(ADD_REVISION)?;
@@ -97,35 +94,41 @@ impl SqliteTasks {
         };
         let conn = open().map_err(|e| fail(e.to_string()))?;
         sweep(&conn, ttl, max_tasks).map_err(|e| fail(e.to_string()))?;
+        let written = Arc::new(AtomicU64::new(0));
+        let counted = Arc::clone(&written);
+        let mut swept = Instant::now();
+        let sweep_if_due = move |conn: &Connection| {
+            if counted.load(Ordering::Relaxed) < SWEEP_EVERY || swept.elapsed() < SWEEP_PAUSE {
+                return;
+            }
+            counted.store(0, Ordering::Relaxed);
+            swept = Instant::now();
+            if let Err(e) = sweep(conn, ttl, max_tasks) {
+                tracing::error!(error = %e, "the task store cannot drop old tasks");
+            }
+        };
+        let writer = GroupCommit::start("tasks-sqlite", conn, sweep_if_due)
+            .map_err(|e| fail(format!("cannot start the store's writer: {e}")))?;
         Ok(Self {
             location: path.to_owned(),
-            db: Arc::new(Mutex::new(conn)),
-            ttl,
-            max_tasks,
-            writes: Arc::default(),
+            writer,
+            writes: written,
         })
     }
 
-    /// Runs `work` on the file's connection, off the async workers (the push records share
-    /// it: one connection per file).
+    /// Runs `work` on the file's connection, in the writer's next transaction (the push
+    /// records share it: one connection per file); answers once it is committed.
     pub(crate) async fn with<T: Send + 'static>(
         &self,
         work: impl FnOnce(&Connection) -> Result<T, String> + Send + 'static,
     ) -> Result<T, BackendError> {
-        let db = Arc::clone(&self.db);
-        let joined = tokio::task::spawn_blocking(move || {
-            work(&db.lock().unwrap_or_else(PoisonError::into_inner))
-        })
-        .await;
-        let message = match joined {
-            Ok(Ok(value)) => return Ok(value),
-            Ok(Err(message)) => message,
-            Err(e) => format!("the store's worker stopped: {e}"),
-        };
-        Err(BackendError {
-            location: self.location.clone(),
-            message,
-        })
+        self.writer
+            .with(move |tx| work(tx))
+            .await
+            .map_err(|e| BackendError {
+                location: self.location.clone(),
+                message: e.to_string(),
+            })
     }
 }
 
@@ -203,8 +206,7 @@ impl TaskBackend for SqliteTasks {
             stored.updated_ms,
         );
         let expected = i64::try_from(expected).unwrap_or(i64::MAX);
-        let due = self.writes.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == SWEEP_EVERY - 1;
-        let (ttl, max_tasks) = (self.ttl, self.max_tasks);
+        self.writes.fetch_add(1, Ordering::Relaxed);
         let written = self
             .with(move |conn| {
                 let changed = if expected == 0 {
@@ -216,9 +218,6 @@ impl TaskBackend for SqliteTasks {
                     })
                 }
                 .map_err(|e| e.to_string())?;
-                if due {
-                    sweep(conn, ttl, max_tasks).map_err(|e| e.to_string())?;
-                }
                 Ok(if changed == 1 {
                     Written::At(u64::try_from(expected + 1).unwrap_or(u64::MAX))
                 } else {
@@ -300,6 +299,52 @@ mod tests {
             metadata: None,
         };
         StoredTask::new(task, "replica-a", None)
+    }
+
+    /// Writes of one task queued behind a held writer commit together, and compare-and-set
+    /// still holds among them: of two writes at one revision, one lands, the other conflicts.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_sharing_a_commit_still_compare_and_set() {
+        let tasks = SqliteTasks::open(":memory:", Duration::from_hours(1), 100).unwrap();
+        assert_eq!(tasks.write(&stored("t"), 0).await.unwrap(), 1);
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let holder = tasks.clone();
+        let holding = tokio::spawn(async move {
+            holder
+                .with(move |_| {
+                    let _ = held.recv();
+                    Ok(())
+                })
+                .await
+        });
+        while tasks.writer.rounds() == 1 || tasks.writer.queued() > 0 {
+            tokio::task::yield_now().await;
+        }
+        let rounds_before = tasks.writer.rounds();
+        let writes: Vec<_> = (0..2)
+            .map(|_| {
+                let tasks = tasks.clone();
+                tokio::spawn(async move { tasks.write(&stored("t"), 1).await })
+            })
+            .collect();
+        while tasks.writer.queued() < 2 {
+            tokio::task::yield_now().await;
+        }
+        release.send(()).unwrap();
+        holding.await.unwrap().unwrap();
+        let mut landed = 0;
+        for write in writes {
+            match write.await.unwrap() {
+                Ok(revision) => {
+                    assert_eq!(revision, 2);
+                    landed += 1;
+                }
+                Err(e) => assert!(matches!(e, WriteError::Conflict), "{e:?}"),
+            }
+        }
+        assert_eq!(landed, 1, "one write at revision 1 lands");
+        assert_eq!(tasks.writer.rounds() - rounds_before, 1, "in one commit");
+        assert_eq!(tasks.load("t").await.unwrap().unwrap().revision, 2);
     }
 
     /// Counts, for each statement a task's life runs, how often its cached statement ran and

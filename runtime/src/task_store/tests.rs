@@ -287,13 +287,8 @@ async fn the_first_end_stored_wins_and_the_turn_that_lost_answers_from_it() {
     assert_eq!((end.status.state, end.r#final), (TaskState::Canceled, true));
 }
 
-#[tokio::test]
-async fn a_turn_that_cannot_begin_over_a_moved_task_writes_nothing() {
-    let (store, backend) = gated_store().await;
-    put(&store, now_task("t", TaskState::InputRequired)).await;
-    let mut turn = store.open_turn("t").await;
-    // Another replica continues the task between the read and the write.
-    backend.written_elsewhere(now_task("t", TaskState::Working));
+/// Tries to begin a turn of task `t` (working), which must be refused: the task moved.
+async fn assert_moved(turn: &mut TaskTurn) {
     let began = turn
         .begin(
             now_task("t", TaskState::Working),
@@ -301,6 +296,16 @@ async fn a_turn_that_cannot_begin_over_a_moved_task_writes_nothing() {
         )
         .await;
     assert!(matches!(began, Err(BeginError::Moved(_))), "{began:?}");
+}
+
+#[tokio::test]
+async fn a_turn_that_cannot_begin_over_a_moved_task_writes_nothing() {
+    let (store, backend) = gated_store().await;
+    put(&store, now_task("t", TaskState::InputRequired)).await;
+    let mut turn = store.open_turn("t").await;
+    // Another replica continues the task between the read and the write.
+    backend.written_elsewhere(now_task("t", TaskState::Working));
+    assert_moved(&mut turn).await;
     drop(turn);
     let stored = backend.entries.lock().unwrap()["t"].clone();
     assert_eq!(stored.stored.owner, "replica-b");
@@ -322,13 +327,7 @@ async fn a_turn_decided_on_what_it_read_cannot_begin_over_a_move_memory_heard_si
     // turn read the task as waiting and before it writes: it must not write over the move.
     let moved = backend.written_elsewhere(now_task("t", TaskState::Working));
     store.absorb(moved);
-    let began = turn
-        .begin(
-            now_task("t", TaskState::Working),
-            TurnStop::new(CancellationToken::new()),
-        )
-        .await;
-    assert!(matches!(began, Err(BeginError::Moved(_))), "{began:?}");
+    assert_moved(&mut turn).await;
     drop(turn);
     assert_eq!(
         backend.entries.lock().unwrap()["t"].stored.owner,

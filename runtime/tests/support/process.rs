@@ -1,5 +1,6 @@
 //! The real `daedalus-runtime` binary as a child process on an OS-chosen port: started with
-//! its environment cleared, ready once it logs "runtime ready", killed and reaped on drop.
+//! its environment cleared and a `WORK_DIR` of its own (its default task store lives there),
+//! ready once it logs "runtime ready", killed and reaped on drop.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -14,10 +15,12 @@ pub struct Runtime {
     pub child: Child,
     pub addr: SocketAddr,
     logs: mpsc::Receiver<String>,
+    _work_dir: tempfile::TempDir,
 }
 
 pub struct RuntimeBuilder {
     command: Command,
+    work_dir: tempfile::TempDir,
 }
 
 /// The binary under test: this build's, or the one `DAEDALUS_RUNTIME_UNDER_TEST` names (to run
@@ -28,9 +31,11 @@ pub fn runtime_binary() -> String {
 }
 
 pub fn runtime() -> RuntimeBuilder {
+    let work_dir = tempfile::tempdir().expect("a work dir");
     let mut command = Command::new(runtime_binary());
     command
         .env_clear()
+        .env("WORK_DIR", work_dir.path())
         .env("A2A_PORT", "0")
         .env("A2A_HOST", "127.0.0.1")
         .env("AGENT_NAME", "proc-test")
@@ -38,7 +43,7 @@ pub fn runtime() -> RuntimeBuilder {
         .env("LOG_LEVEL", "info")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    RuntimeBuilder { command }
+    RuntimeBuilder { command, work_dir }
 }
 
 impl RuntimeBuilder {
@@ -80,6 +85,7 @@ impl RuntimeBuilder {
                     child,
                     addr: addr.parse().expect("addr parses"),
                     logs,
+                    _work_dir: self.work_dir,
                 };
             }
         }

@@ -1,0 +1,117 @@
+//! What durable turns cost: the runtime on its default task store (a SQLite file in
+//! `WORK_DIR`: every task stored when its turn begins and ends, and the turn's record and a
+//! checkpoint after each step kept beside it) against the same runtime with `TASKS_DB=memory`
+//! (nothing kept beyond the process), in one run, alternated, at 1 and 16 turns in flight:
+//! turns per second and the round trip's p50 and p99.
+//!
+//! Two kinds of turn, each a JSON-RPC `SendMessage` of a new task:
+//! - **a tool turn**: the agent's model (the fake LLM, answering at once) calls one tool of a
+//!   real MCP server (the fixture's `echo`), then answers: two model calls, one tool call, two
+//!   checkpoints;
+//! - **a passthrough turn**: the zero-config agent, no model: the task's begin and end alone.
+//!
+//! Target: durability costs at most 10% of the turns per second.
+//!
+//! Run: `cargo bench -p daedalus-runtime --bench durable_turns`.
+
+#![allow(clippy::print_stdout, reason = "a benchmark prints its table")]
+
+#[path = "support/load.rs"]
+mod load;
+
+use daedalus_fake_llm::{AutoReply, FakeLlm};
+use daedalus_mcp_fixture::McpFixture;
+use daedalus_test_kit::{AgentsYaml, RuntimeProcess};
+use load::Figures;
+
+const KEY: &str = "sk-bench";
+const MODEL: &str = "gpt-bench";
+/// Turns per row, after a warm-up.
+const TURNS: usize = 1_200;
+const WARM_UP: usize = 200;
+/// Each configuration is measured this many times, alternated with the other.
+const ROUNDS: usize = 2;
+
+/// The two stores compared.
+const STORES: [(&str, &[(&str, &str)]); 2] = [
+    ("TASKS_DB=memory", &[("TASKS_DB", "memory")]),
+    ("default (SQLite in WORK_DIR)", &[]),
+];
+
+async fn load(url: &str, in_flight: usize) -> Figures {
+    load::jsonrpc(url, in_flight, None, WARM_UP, TURNS).await
+}
+
+/// The better of `rounds` (the one with more turns per second): noise only slows a run.
+fn best(rounds: &[Figures]) -> Figures {
+    rounds
+        .iter()
+        .copied()
+        .max_by(|a, b| a.rate.total_cmp(&b.rate))
+        .expect("at least one round")
+}
+
+fn main() {
+    let rt = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    rt.block_on(async {
+        let fake = FakeLlm::start(KEY, &[MODEL]).await;
+        fake.auto(AutoReply {
+            tools: vec!["fx__echo".into()],
+            text: "echoed {n}".into(),
+        });
+        let fixture = McpFixture::start().await;
+        let yaml = AgentsYaml::on_openai(&fake.openai_base_url, KEY, MODEL)
+            .mcp_server("fx", &fixture.url())
+            .agent("tools", "{ instruction: Echo., servers: [fx] }")
+            .build();
+        let dir = tempfile::tempdir().expect("a dir");
+        let agents = dir.path().join("agents.yaml");
+        std::fs::write(&agents, yaml).expect("agents.yaml written");
+        let agents = agents.to_str().expect("utf-8").to_owned();
+
+        let mut runtimes = Vec::new();
+        for (name, env) in STORES {
+            let mut with_tools = vec![("AGENTS_CONFIG", agents.as_str())];
+            with_tools.extend_from_slice(env);
+            let tool_turns = RuntimeProcess::start_with("tools", &with_tools).await;
+            let passthrough = RuntimeProcess::start_with("bench", env).await;
+            runtimes.push((name, tool_turns, passthrough));
+        }
+
+        println!("\nJSON-RPC SendMessage, {TURNS} turns per row after {WARM_UP} to warm up, best of {ROUNDS} alternated runs\n");
+        println!("| turn | in flight | task store | turns/s | p50 | p99 |");
+        println!("|---|---|---|---|---|---|");
+        let mut verdicts = Vec::new();
+        for (kind, tools) in [("tool turn", true), ("passthrough", false)] {
+            for in_flight in [1, 16] {
+                let mut figures = vec![Vec::new(); runtimes.len()];
+                for _ in 0..ROUNDS {
+                    for (i, (_, tool_turns, passthrough)) in runtimes.iter().enumerate() {
+                        let target = if tools { tool_turns } else { passthrough };
+                        figures[i].push(load(&format!("{}/", target.url()), in_flight).await);
+                    }
+                }
+                let best: Vec<Figures> = figures.iter().map(|f| best(f)).collect();
+                for ((name, ..), f) in runtimes.iter().zip(&best) {
+                    println!(
+                        "| {kind} | {in_flight} | {name} | {:.0} | {:.3} ms | {:.3} ms |",
+                        f.rate, f.p50_ms, f.p99_ms
+                    );
+                }
+                let cost = 100.0 * (1.0 - best[1].rate / best[0].rate);
+                verdicts.push(format!(
+                    "{kind}, {in_flight} in flight: durability costs {cost:.1}% of the turns per second \
+                     (target at most 10%: {}); p99 {:.3} ms against {:.3} ms",
+                    if cost <= 10.0 { "met" } else { "NOT met" },
+                    best[1].p99_ms,
+                    best[0].p99_ms,
+                ));
+            }
+        }
+        println!();
+        for verdict in verdicts {
+            println!("{verdict}");
+        }
+        println!("\nmodel requests served: {}", fake.requests().len());
+    });
+}
