@@ -35,6 +35,23 @@ fn durable_runtime_with(
     fx: &McpFixture,
     env: &[(&str, &str)],
 ) -> Runtime {
+    let path = |name: &str| dir.path().join(name).to_str().expect("utf-8").to_owned();
+    let mut builder = runtime_in(dir, fake, fx)
+        .env("TASKS_DB", &path("tasks.sqlite"))
+        .env("SESSIONS_DB", &path("sessions.sqlite"));
+    for (key, value) in env {
+        builder = builder.env(key, value);
+    }
+    builder.start()
+}
+
+/// The runtime of the test with `dir` as its `WORK_DIR` and nothing said of its stores, and
+/// the replica id the restart keeps.
+fn runtime_in(
+    dir: &tempfile::TempDir,
+    fake: &FakeLlm,
+    fx: &McpFixture,
+) -> support::process::RuntimeBuilder {
     let yaml = support::runtime::on_fake_openai(
         &fake.openai_base_url,
         KEY,
@@ -44,17 +61,10 @@ fn durable_runtime_with(
     );
     let file = dir.path().join("agents.yaml");
     std::fs::write(&file, yaml).expect("agents.yaml written");
-    let path = |name: &str| dir.path().join(name).to_str().expect("utf-8").to_owned();
-    let mut builder = runtime()
-        .env("AGENTS_CONFIG", &path("agents.yaml"))
-        .env("TASKS_DB", &path("tasks.sqlite"))
-        .env("SESSIONS_DB", &path("sessions.sqlite"))
+    runtime()
+        .env("AGENTS_CONFIG", file.to_str().expect("utf-8"))
         .env("WORK_DIR", dir.path().to_str().expect("utf-8"))
-        .env("REPLICA_ID", "durable-test");
-    for (key, value) in env {
-        builder = builder.env(key, value);
-    }
-    builder.start()
+        .env("REPLICA_ID", "durable-test")
 }
 
 /// Waits (bounded) until the fake LLM has had `n` requests.
@@ -95,18 +105,70 @@ fn tool_calls(fx: &McpFixture) -> Vec<Value> {
         .collect()
 }
 
+/// What most of these tests share: the MCP fixture, the fake LLM scripted for a turn cut at
+/// step three ([`script_a_turn_cut_at_step_three`], its third answer held at `never`), and the
+/// directory the runtimes keep their files in.
+struct CutTurn {
+    fx: McpFixture,
+    fake: FakeLlm,
+    never: Gate,
+    dir: tempfile::TempDir,
+}
+
+impl CutTurn {
+    async fn set_up() -> Self {
+        let fx = McpFixture::start().await;
+        let fake = FakeLlm::start(KEY, &[MODEL]).await;
+        let never = Gate::new();
+        script_a_turn_cut_at_step_three(&fake, "fx", &never);
+        let dir = tempfile::tempdir().expect("a dir");
+        Self {
+            fx,
+            fake,
+            never,
+            dir,
+        }
+    }
+
+    /// Starts the turn on `runtime` and waits until it is in step three: the task's id.
+    async fn start_on(&self, runtime: &Runtime) -> String {
+        let id = A2aClient::new(runtime.url("/"))
+            .start_task("add 1+1, 2+2, 3+3")
+            .await;
+        until_requests(&self.fake, 3).await;
+        id
+    }
+
+    /// A replica on the NATS KV stores of `nats` (tasks and conversations shared), named
+    /// `name`.
+    fn replica(&self, nats: &daedalus_test_kit::NatsServer, name: &str) -> Runtime {
+        let tasks = format!("{}/durable-tasks", nats.url());
+        let sessions = format!("{}/durable-sessions", nats.url());
+        durable_runtime_with(
+            &self.dir,
+            &self.fake,
+            &self.fx,
+            &[
+                ("TASKS_DB", &tasks),
+                ("SESSIONS_DB", &sessions),
+                ("REPLICA_ID", name),
+                ("REPLICA_LEASE", "1s"),
+            ],
+        )
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runtime_killed_mid_turn_resumes_it_after_a_restart_without_repeating_a_step() {
-    let fx = McpFixture::start().await;
-    let fake = FakeLlm::start(KEY, &[MODEL]).await;
-    let never = Gate::new();
-    script_a_turn_cut_at_step_three(&fake, "fx", &never);
-    let dir = tempfile::tempdir().expect("a dir");
-    let first = durable_runtime(&dir, &fake, &fx);
-    let id = A2aClient::new(first.url("/"))
-        .start_task("add 1+1, 2+2, 3+3")
-        .await;
-    until_requests(&fake, 3).await;
+    let scene = CutTurn::set_up().await;
+    let CutTurn {
+        fx,
+        fake,
+        never,
+        dir,
+    } = &scene;
+    let first = durable_runtime(dir, fake, fx);
+    let id = scene.start_on(&first).await;
     first.signal("KILL");
     let trace_of = |logs: &[Value]| {
         logs.iter()
@@ -116,7 +178,7 @@ async fn a_runtime_killed_mid_turn_resumes_it_after_a_restart_without_repeating_
     let first_trace = trace_of(&first.drain_logs()).expect("the first run's trace");
     drop(first);
 
-    let second = durable_runtime(&dir, &fake, &fx);
+    let second = durable_runtime(dir, fake, fx);
     let client = A2aClient::new(second.url("/"));
     let task = ended(&client, &id).await;
     assert_eq!(state_of(&task), "TASK_STATE_COMPLETED", "{task}");
@@ -134,7 +196,7 @@ async fn a_runtime_killed_mid_turn_resumes_it_after_a_restart_without_repeating_
         "the resumed step goes on from step 2's result: {resumed}"
     );
     assert_eq!(
-        tool_calls(&fx),
+        tool_calls(fx),
         [
             json!({"a": 1, "b": 1}),
             json!({"a": 2, "b": 2}),
@@ -155,6 +217,42 @@ async fn a_runtime_killed_mid_turn_resumes_it_after_a_restart_without_repeating_
         "the resumed turn goes on in the first run's trace"
     );
     never.open();
+}
+
+/// On the defaults (no `TASKS_DB`, no `SESSIONS_DB`: both SQLite files in `WORK_DIR`), a
+/// runtime `kill -9`ed mid-turn and restarted resumes the turn too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_on_the_defaults_resumes_its_turn_after_a_kill() {
+    let scene = CutTurn::set_up().await;
+    let on_the_defaults = || {
+        runtime_in(&scene.dir, &scene.fake, &scene.fx)
+            .env_remove("SESSIONS_DB")
+            .start()
+    };
+    let first = on_the_defaults();
+    let id = scene.start_on(&first).await;
+    first.signal("KILL");
+    drop(first);
+    assert!(
+        scene.dir.path().join("daedalus-tasks.sqlite").exists(),
+        "the default task store is a file in WORK_DIR"
+    );
+
+    let second = on_the_defaults();
+    let task = ended(&A2aClient::new(second.url("/")), &id).await;
+    assert_eq!(state_of(&task), "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], SUMS, "{task}");
+    assert_eq!(
+        scene.fake.requests().len(),
+        5,
+        "no completed step asked again"
+    );
+    assert_eq!(
+        tool_calls(&scene.fx).len(),
+        3,
+        "each tool call was made once"
+    );
+    scene.never.open();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -191,47 +289,23 @@ async fn a_turn_that_keeps_losing_its_runtime_fails_after_turn_max_resumes() {
     never.open();
 }
 
-/// A replica on the NATS KV stores of `nats` (tasks and conversations shared), named `name`.
-fn replica(
-    nats: &daedalus_test_kit::NatsServer,
-    dir: &tempfile::TempDir,
-    fake: &FakeLlm,
-    fx: &McpFixture,
-    name: &str,
-) -> Runtime {
-    let tasks = format!("{}/durable-tasks", nats.url());
-    let sessions = format!("{}/durable-sessions", nats.url());
-    durable_runtime_with(
-        dir,
-        fake,
-        fx,
-        &[
-            ("TASKS_DB", &tasks),
-            ("SESSIONS_DB", &sessions),
-            ("REPLICA_ID", name),
-            ("REPLICA_LEASE", "1s"),
-        ],
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_survivor_resumes_the_turns_of_a_replica_killed_mid_turn() {
     let nats = daedalus_test_kit::NatsServer::start();
-    let fx = McpFixture::start().await;
-    let fake = FakeLlm::start(KEY, &[MODEL]).await;
-    let never = Gate::new();
-    script_a_turn_cut_at_step_three(&fake, "fx", &never);
-    let dir = tempfile::tempdir().expect("a dir");
-    let doomed = replica(&nats, &dir, &fake, &fx, "replica-a");
-    let survivor = replica(&nats, &dir, &fake, &fx, "replica-b");
-    let id = A2aClient::new(doomed.url("/"))
-        .start_task("add 1+1, 2+2, 3+3")
-        .await;
-    until_requests(&fake, 3).await;
+    let scene = CutTurn::set_up().await;
+    let CutTurn {
+        fx,
+        fake,
+        never,
+        dir: _,
+    } = &scene;
+    let doomed = scene.replica(&nats, "replica-a");
+    let survivor = scene.replica(&nats, "replica-b");
+    let id = scene.start_on(&doomed).await;
     doomed.signal("KILL");
     let killed = std::time::Instant::now();
     drop(doomed);
-    until_requests(&fake, 4).await;
+    until_requests(fake, 4).await;
     // Measured, not asserted: the bound is REPLICA_LEASE + REPLICA_LEASE/5 (1.2 s here).
     println!(
         "from the SIGKILL to the survivor's first model call of the resumed turn: {} ms (REPLICA_LEASE 1s)",
@@ -247,7 +321,7 @@ async fn a_survivor_resumes_the_turns_of_a_replica_killed_mid_turn() {
         5,
         "steps 1 and 2 once, step 3 twice (it was in flight), step 4 once"
     );
-    assert_eq!(tool_calls(&fx).len(), 3, "each tool call was made once");
+    assert_eq!(tool_calls(fx).len(), 3, "each tool call was made once");
     let metrics = reqwest::get(survivor.url("/metrics"))
         .await
         .expect("metrics")
@@ -323,17 +397,16 @@ async fn a_tool_call_in_flight_is_not_made_again_unless_the_tool_says_it_may_be(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_past_the_grace_is_handed_off_at_sigterm_and_resumed_after_the_restart() {
-    let fx = McpFixture::start().await;
-    let fake = FakeLlm::start(KEY, &[MODEL]).await;
-    let never = Gate::new();
-    script_a_turn_cut_at_step_three(&fake, "fx", &never);
-    let dir = tempfile::tempdir().expect("a dir");
+    let scene = CutTurn::set_up().await;
+    let CutTurn {
+        fx,
+        fake,
+        never,
+        dir,
+    } = &scene;
     let grace = [("TERMINATION_GRACE_PERIOD", "1s")];
-    let mut first = durable_runtime_with(&dir, &fake, &fx, &grace);
-    let id = A2aClient::new(first.url("/"))
-        .start_task("add 1+1, 2+2, 3+3")
-        .await;
-    until_requests(&fake, 3).await;
+    let mut first = durable_runtime_with(dir, fake, fx, &grace);
+    let id = scene.start_on(&first).await;
     first.signal("TERM");
     assert!(first.wait_exit(Duration::from_secs(30)).success());
     assert!(
@@ -343,22 +416,24 @@ async fn a_turn_past_the_grace_is_handed_off_at_sigterm_and_resumed_after_the_re
         "the turn was handed off, not ended"
     );
 
-    let second = durable_runtime_with(&dir, &fake, &fx, &grace);
+    let second = durable_runtime_with(dir, fake, fx, &grace);
     let task = ended(&A2aClient::new(second.url("/")), &id).await;
     assert_eq!(state_of(&task), "TASK_STATE_COMPLETED", "{task}");
     assert_eq!(fake.requests().len(), 5);
-    assert_eq!(tool_calls(&fx).len(), 3, "each tool call was made once");
+    assert_eq!(tool_calls(fx).len(), 3, "each tool call was made once");
     never.open();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_resumes_a_turn_handed_off_at_sigterm_at_once_not_after_the_lease() {
     let nats = daedalus_test_kit::NatsServer::start();
-    let fx = McpFixture::start().await;
-    let fake = FakeLlm::start(KEY, &[MODEL]).await;
-    let never = Gate::new();
-    script_a_turn_cut_at_step_three(&fake, "fx", &never);
-    let dir = tempfile::tempdir().expect("a dir");
+    let scene = CutTurn::set_up().await;
+    let CutTurn {
+        fx,
+        fake,
+        never,
+        dir,
+    } = &scene;
     let tasks = format!("{}/handoff-tasks", nats.url());
     let sessions = format!("{}/handoff-sessions", nats.url());
     // A lease far longer than the test may wait: the peer must not wait for it.
@@ -374,39 +449,35 @@ async fn a_peer_resumes_a_turn_handed_off_at_sigterm_at_once_not_after_the_lease
     let start = |name: &'static str| {
         let env = env(name);
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        durable_runtime_with(&dir, &fake, &fx, &env)
+        durable_runtime_with(dir, fake, fx, &env)
     };
     let mut leaving = start("replica-a");
     let peer = start("replica-b");
-    let id = A2aClient::new(leaving.url("/"))
-        .start_task("add 1+1, 2+2, 3+3")
-        .await;
-    until_requests(&fake, 3).await;
+    let id = scene.start_on(&leaving).await;
     leaving.signal("TERM");
     assert!(leaving.wait_exit(Duration::from_secs(30)).success());
 
     let task = ended(&A2aClient::new(peer.url("/")), &id).await;
     assert_eq!(state_of(&task), "TASK_STATE_COMPLETED", "{task}");
     assert_eq!(fake.requests().len(), 5);
-    assert_eq!(tool_calls(&fx).len(), 3, "each tool call was made once");
+    assert_eq!(tool_calls(fx).len(), 3, "each tool call was made once");
     never.open();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_survivors_race_to_resume_a_lost_turn_and_one_does_it_once() {
     let nats = daedalus_test_kit::NatsServer::start();
-    let fx = McpFixture::start().await;
-    let fake = FakeLlm::start(KEY, &[MODEL]).await;
-    let never = Gate::new();
-    script_a_turn_cut_at_step_three(&fake, "fx", &never);
-    let dir = tempfile::tempdir().expect("a dir");
-    let doomed = replica(&nats, &dir, &fake, &fx, "replica-a");
-    let b = replica(&nats, &dir, &fake, &fx, "replica-b");
-    let c = replica(&nats, &dir, &fake, &fx, "replica-c");
-    let id = A2aClient::new(doomed.url("/"))
-        .start_task("add 1+1, 2+2, 3+3")
-        .await;
-    until_requests(&fake, 3).await;
+    let scene = CutTurn::set_up().await;
+    let CutTurn {
+        fx,
+        fake,
+        never,
+        dir: _,
+    } = &scene;
+    let doomed = scene.replica(&nats, "replica-a");
+    let b = scene.replica(&nats, "replica-b");
+    let c = scene.replica(&nats, "replica-c");
+    let id = scene.start_on(&doomed).await;
     doomed.signal("KILL");
     drop(doomed);
 
@@ -415,7 +486,7 @@ async fn two_survivors_race_to_resume_a_lost_turn_and_one_does_it_once() {
     assert_eq!(state_of(&task), "TASK_STATE_COMPLETED", "{task}");
     // Both survivors saw the replica go and raced; one turn ran, once.
     assert_eq!(fake.requests().len(), 5, "one resume, not two");
-    assert_eq!(tool_calls(&fx).len(), 3, "each tool call was made once");
+    assert_eq!(tool_calls(fx).len(), 3, "each tool call was made once");
     let on_c_now = ended(&on_c, &id).await;
     assert_eq!(on_c_now["status"], task["status"], "both survivors agree");
     let resumed = |rt: &Runtime| {
