@@ -92,6 +92,17 @@ pub enum WriteError {
     Unavailable(#[from] BackendError),
 }
 
+/// What a write of a task does to its turn's record besides (durable turns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnStep<'a> {
+    /// Nothing.
+    Untouched,
+    /// Keeps this record: the turn begins with the write.
+    Keep(&'a str),
+    /// Drops the record: the turn ends with the write.
+    Drop,
+}
+
 /// Where tasks are kept beyond the process.
 #[async_trait]
 pub trait TaskBackend: Send + Sync + std::fmt::Debug + 'static {
@@ -100,6 +111,27 @@ pub trait TaskBackend: Send + Sync + std::fmt::Debug + 'static {
     /// Stores `stored` if the task's entry is still at revision `expected` (`0`: there is no
     /// entry yet); answers the new revision.
     async fn write(&self, stored: &StoredTask, expected: u64) -> Result<u64, WriteError>;
+    /// [`TaskBackend::write`], and, if it lands, `step` for the task's turn record: in one
+    /// step where the backend can (one transaction in SQLite), so a turn's record comes with
+    /// the begin that starts it and goes with the end that ends it. A record that cannot be
+    /// kept is logged: the turn goes on, and would resume from the record before.
+    async fn write_with_turn(
+        &self,
+        stored: &StoredTask,
+        expected: u64,
+        step: TurnStep<'_>,
+    ) -> Result<u64, WriteError> {
+        let revision = self.write(stored, expected).await?;
+        let record = match step {
+            TurnStep::Untouched => return Ok(revision),
+            TurnStep::Keep(record) => Some(record),
+            TurnStep::Drop => None,
+        };
+        if let Err(e) = self.keep_turn(&stored.task.id, record).await {
+            tracing::warn!(task_id = stored.task.id, error = %e, "the turn's record could not be kept");
+        }
+        Ok(revision)
+    }
     /// The `limit` most recently written tasks, newest first.
     async fn recent(&self, limit: usize) -> Result<Vec<Versioned>, BackendError>;
     /// Keeps `record` (`None`: drops it) as the record of task `task_id`'s running turn:

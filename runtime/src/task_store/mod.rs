@@ -549,13 +549,15 @@ impl TaskStore {
     }
 
     /// Writes `task` (answering `answered`) to the backend at revision `expected`, as this
-    /// replica's write of `cell`'s task; memory alone answers `0` and builds nothing.
+    /// replica's write of `cell`'s task, with `step` for its turn's record; memory alone
+    /// answers `0` and builds nothing.
     async fn write(
         &self,
         cell: &TaskCell,
         task: &Task,
         answered: Option<&str>,
         expected: u64,
+        step: backend::TurnStep<'_>,
     ) -> Result<u64, WriteError> {
         let Some(p) = self.0.persistence.get() else {
             self.told_stored(task, 0);
@@ -564,7 +566,7 @@ impl TaskStore {
         let mut stored = StoredTask::new(task.clone(), &p.replica, answered.map(str::to_owned));
         stored.principal = cell.principal();
         cell.writes(&stored.write_id);
-        let revision = p.backend.write(&stored, expected).await?;
+        let revision = p.backend.write_with_turn(&stored, expected, step).await?;
         self.told_stored(task, revision);
         Ok(revision)
     }

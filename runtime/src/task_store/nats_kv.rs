@@ -13,7 +13,7 @@ use async_nats::jetstream::kv;
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
 
-use super::backend::{BackendError, StoredTask, TaskBackend, Versioned, WriteError};
+use super::backend::{BackendError, StoredTask, TaskBackend, TurnStep, Versioned, WriteError};
 use daedalus_contract::redact::redact_url;
 
 /// Entries read at once when the recent tasks are read back.
@@ -206,6 +206,36 @@ impl TaskBackend for NatsKvTasks {
                 None => Err(WriteError::Unavailable(e)),
             },
         }
+    }
+
+    /// The task, then its turn's record in the turns' bucket: a record kept with a begin is
+    /// stored before the turn goes on; one dropped with an end goes off the end's path (a
+    /// server that is away, its writes waiting out their timeout, holds up no answer).
+    async fn write_with_turn(
+        &self,
+        stored: &StoredTask,
+        expected: u64,
+        step: TurnStep<'_>,
+    ) -> Result<u64, WriteError> {
+        let revision = self.write(stored, expected).await?;
+        let task_id = stored.task.id.as_str();
+        match step {
+            TurnStep::Untouched => {}
+            TurnStep::Keep(record) => {
+                if let Err(e) = self.keep_turn(task_id, Some(record)).await {
+                    tracing::warn!(task_id, error = %e, "the turn's record could not be kept");
+                }
+            }
+            TurnStep::Drop => {
+                let (tasks, task_id) = (self.clone(), task_id.to_owned());
+                tokio::spawn(async move {
+                    if let Err(e) = tasks.keep_turn(&task_id, None).await {
+                        tracing::warn!(task_id, error = %e, "the turn's record could not be dropped");
+                    }
+                });
+            }
+        }
+        Ok(revision)
     }
 
     async fn keep_turn(&self, task_id: &str, record: Option<&str>) -> Result<(), BackendError> {

@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::backend::{BackendError, StoredTask, TaskBackend, Versioned, WriteError, now_ms};
+use super::backend::{
+    BackendError, StoredTask, TaskBackend, TurnStep, Versioned, WriteError, now_ms,
+};
 use crate::sqlite_writer::GroupCommit;
 
 const SCHEMA: &str = "
@@ -151,6 +153,19 @@ fn sweep(conn: &Connection, ttl: Duration, max_tasks: usize) -> rusqlite::Result
     Ok(())
 }
 
+/// Keeps `record` (`None`: drops it) as task `id`'s turn record.
+fn keep_record(conn: &Connection, id: &str, record: Option<&str>) -> rusqlite::Result<()> {
+    match record {
+        Some(body) => conn
+            .prepare_cached(KEEP_TURN)
+            .and_then(|mut keep| keep.execute(params![id, now_ms(), body])),
+        None => conn
+            .prepare_cached(DROP_TURN)
+            .and_then(|mut drop| drop.execute(params![id])),
+    }
+    .map(|_| ())
+}
+
 /// Whether the table has its revision column (a file an earlier version wrote has not).
 fn has_revision(conn: &Connection) -> rusqlite::Result<bool> {
     let mut columns = conn.prepare("SELECT name FROM pragma_table_info('a2a_tasks')")?;
@@ -196,6 +211,17 @@ impl TaskBackend for SqliteTasks {
     }
 
     async fn write(&self, stored: &StoredTask, expected: u64) -> Result<u64, WriteError> {
+        self.write_with_turn(stored, expected, TurnStep::Untouched)
+            .await
+    }
+
+    /// The task and its turn's record in one job: the record changes only if the write lands.
+    async fn write_with_turn(
+        &self,
+        stored: &StoredTask,
+        expected: u64,
+        step: TurnStep<'_>,
+    ) -> Result<u64, WriteError> {
         let body = serde_json::to_string(stored).map_err(|e| BackendError {
             location: self.location.clone(),
             message: e.to_string(),
@@ -205,6 +231,11 @@ impl TaskBackend for SqliteTasks {
             stored.owner.clone(),
             stored.updated_ms,
         );
+        let record = match step {
+            TurnStep::Untouched => None,
+            TurnStep::Keep(record) => Some(Some(record.to_owned())),
+            TurnStep::Drop => Some(None),
+        };
         let expected = i64::try_from(expected).unwrap_or(i64::MAX);
         self.writes.fetch_add(1, Ordering::Relaxed);
         let written = self
@@ -218,11 +249,13 @@ impl TaskBackend for SqliteTasks {
                     })
                 }
                 .map_err(|e| e.to_string())?;
-                Ok(if changed == 1 {
-                    Written::At(u64::try_from(expected + 1).unwrap_or(u64::MAX))
-                } else {
-                    Written::Conflict
-                })
+                if changed != 1 {
+                    return Ok(Written::Conflict);
+                }
+                if let Some(record) = record {
+                    keep_record(conn, &id, record.as_deref()).map_err(|e| e.to_string())?;
+                }
+                Ok(Written::At(u64::try_from(expected + 1).unwrap_or(u64::MAX)))
             })
             .await?;
         match written {
@@ -256,19 +289,8 @@ impl TaskBackend for SqliteTasks {
     async fn keep_turn(&self, task_id: &str, record: Option<&str>) -> Result<(), BackendError> {
         let id = task_id.to_owned();
         let record = record.map(str::to_owned);
-        self.with(move |conn| {
-            match record {
-                Some(body) => conn
-                    .prepare_cached(KEEP_TURN)
-                    .and_then(|mut keep| keep.execute(params![id, now_ms(), body])),
-                None => conn
-                    .prepare_cached(DROP_TURN)
-                    .and_then(|mut drop| drop.execute(params![id])),
-            }
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-        })
-        .await
+        self.with(move |conn| keep_record(conn, &id, record.as_deref()).map_err(|e| e.to_string()))
+            .await
     }
 
     async fn turn(&self, task_id: &str) -> Result<Option<String>, BackendError> {
@@ -345,6 +367,40 @@ mod tests {
         assert_eq!(landed, 1, "one write at revision 1 lands");
         assert_eq!(tasks.writer.rounds() - rounds_before, 1, "in one commit");
         assert_eq!(tasks.load("t").await.unwrap().unwrap().revision, 2);
+    }
+
+    /// A turn's record is kept with the write that begins the turn and dropped with the one
+    /// that ends it, in the same transaction: a write that conflicts changes no record.
+    #[tokio::test]
+    async fn a_turns_record_comes_and_goes_with_the_tasks_writes_that_land() {
+        let tasks = SqliteTasks::open(":memory:", Duration::from_hours(1), 100).unwrap();
+        let begun = tasks
+            .write_with_turn(&stored("t"), 0, TurnStep::Keep("{\"step\":0}"))
+            .await
+            .unwrap();
+        assert_eq!(
+            tasks.turn("t").await.unwrap().as_deref(),
+            Some("{\"step\":0}")
+        );
+        let stale = tasks
+            .write_with_turn(&stored("t"), 0, TurnStep::Keep("{\"other\":1}"))
+            .await;
+        assert!(matches!(stale, Err(WriteError::Conflict)), "{stale:?}");
+        assert_eq!(
+            tasks.turn("t").await.unwrap().as_deref(),
+            Some("{\"step\":0}"),
+            "the write that lost kept no record"
+        );
+        assert!(matches!(
+            tasks.write_with_turn(&stored("t"), 0, TurnStep::Drop).await,
+            Err(WriteError::Conflict)
+        ));
+        assert!(tasks.turn("t").await.unwrap().is_some(), "nor dropped one");
+        tasks
+            .write_with_turn(&stored("t"), begun, TurnStep::Drop)
+            .await
+            .unwrap();
+        assert_eq!(tasks.turn("t").await.unwrap(), None, "the end dropped it");
     }
 
     /// Counts, for each statement a task's life runs, how often its cached statement ran and

@@ -28,7 +28,7 @@ use daedalus_contract::{StreamEvent, Task, TaskStatusUpdateEvent};
 use tokio::sync::{OwnedMutexGuard, watch};
 
 use super::TaskStore;
-use super::backend::{self, Versioned, WriteError};
+use super::backend::{self, TurnStep, Versioned, WriteError};
 use super::cell::{TaskCell, changes};
 use super::replicas::Relay;
 use super::stop::TurnStop;
@@ -110,6 +110,10 @@ pub struct TaskTurn {
     running: Option<watch::Sender<bool>>,
     /// The `messageId` the end answers, when it answers one.
     answers: Option<String>,
+    /// The turn's record, kept with its begin ([`TaskTurn::keeps_record`]).
+    record: Option<String>,
+    /// The begin kept a record: the end drops it.
+    holds_record: bool,
     ended: bool,
     _lock: OwnedMutexGuard<()>,
 }
@@ -129,6 +133,8 @@ impl TaskTurn {
             seen,
             running: None,
             answers: None,
+            record: None,
+            holds_record: false,
             ended: false,
             _lock: lock,
         }
@@ -172,6 +178,12 @@ impl TaskTurn {
         self.answers = Some(message_id.to_owned());
     }
 
+    /// The turn's begin keeps `record` as its turn's record (durable turns), in the same step
+    /// as the task where the backend can; its end drops it the same way.
+    pub fn keeps_record(&mut self, record: String) {
+        self.record = Some(record);
+    }
+
     /// The turn begins: `task` (working, its history with the new message) is stored by this
     /// replica, and the turn runs here, stopped by `stop` when canceled. Answers where its
     /// events go.
@@ -180,10 +192,21 @@ impl TaskTurn {
         let expected = self.revision();
         self.cell.start_writing();
         let answered = self.cell.answered();
+        let record = self.record.take();
+        let with_record = record
+            .as_deref()
+            .map_or(TurnStep::Untouched, TurnStep::Keep);
         let written = self
             .store
-            .write(&self.cell, &task, answered.as_deref(), expected)
+            .write(
+                &self.cell,
+                &task,
+                answered.as_deref(),
+                expected,
+                with_record,
+            )
             .await;
+        self.holds_record = record.is_some() && written.is_ok();
         let (revision, owner) = match written {
             Ok(revision) => (revision, self.store.replica().map(str::to_owned)),
             Err(e) => {
@@ -279,6 +302,10 @@ impl TaskTurn {
                 }
             }
             EndStored::Lost(winner) => {
+                if self.holds_record {
+                    // Another writer ended the task: the turn is over all the same.
+                    self.store.keep_turn(&self.task_id, None).await;
+                }
                 let from = self.cell.task().unwrap_or_else(|| task.clone());
                 let events = changes(&from, &winner.stored.task);
                 tracing::info!(
@@ -314,10 +341,15 @@ impl TaskTurn {
         let deadline = tokio::time::Instant::now() + END_STORE_DEADLINE;
         let mut pause = Duration::from_millis(50);
         let mut expected = self.revision();
+        let step = if self.holds_record {
+            TurnStep::Drop
+        } else {
+            TurnStep::Untouched
+        };
         loop {
             let attempt = tokio::time::timeout_at(
                 deadline,
-                self.store.write(&self.cell, task, answered, expected),
+                self.store.write(&self.cell, task, answered, expected, step),
             );
             let Ok(written) = attempt.await else {
                 return self.unsaved("no answer from the task store in time");

@@ -145,6 +145,18 @@ impl TurnService {
         if let Some(record) = &resuming {
             working.status.message = Some(task::resumed_note(record, &task_id, &context_id));
         }
+        let past_resumes = resuming
+            .as_ref()
+            .map(|r| r.resumes)
+            .filter(|resumes| *resumes >= self.0.limits.max_resumes);
+        // The turn's record comes with its begin (and goes with its end).
+        let record = past_resumes
+            .is_none()
+            .then(|| self.turn_record(&request, key.as_str(), &message, resuming.as_ref()))
+            .flatten();
+        if let Some(record) = &record {
+            turn.keeps_record(record.to_json());
+        }
         let log = Box::pin(turn.begin(working, stop.clone()))
             .await
             .map_err(|e| match e {
@@ -154,24 +166,12 @@ impl TurnService {
             })?;
         // Named only now: whoever learns the id finds the task, on any replica.
         let out = started.name(&task_id, &context_id).with_log(log);
-        if let Some(record) = resuming
-            .as_ref()
-            .filter(|r| r.resumes >= self.0.limits.max_resumes)
-        {
+        if let Some(resumes) = past_resumes {
             let task = task::working(&task_id, &context_id, history.clone());
-            return Ok(self
-                .fail_past_resumes(turn, &out, task, record.resumes)
-                .await);
+            return Ok(self.fail_past_resumes(turn, &out, task, resumes).await);
         }
-        let checkpoints = self
-            .record_turn(
-                &request,
-                &task_id,
-                key.as_str(),
-                &message,
-                resuming.as_ref(),
-            )
-            .await;
+        let checkpoints =
+            record.map(|record| Arc::new(StoredCheckpoints::new(&self.0.tasks, &task_id, record)));
         if let Some(checkpoints) = &checkpoints {
             agent_request.checkpoints = Checkpoints::new(Arc::clone(checkpoints) as _);
         }
@@ -192,7 +192,7 @@ impl TurnService {
                 &stop,
             )
             .await;
-        let Some(mut turn) = self.after_run(turn, &ran, checkpoints, &task_id) else {
+        let Some(mut turn) = Self::after_run(turn, &ran, checkpoints.is_some(), &task_id) else {
             return Err(TurnError::CanceledByShutdown);
         };
         match ran {
@@ -222,22 +222,15 @@ impl TurnService {
         }
     }
 
-    /// What becomes of a turn's record once its agent ran: when shutdown's grace ran out on
-    /// it, the turn is handed off, not ended (`None`): the task stays running in the store
+    /// What becomes of a turn with a record once its agent ran: when shutdown's grace ran out
+    /// on it, the turn is handed off, not ended (`None`): the task stays running in the store
     /// with its record, for a peer to resume as soon as this replica's lease goes (at exit),
-    /// or this replica after a restart. Otherwise the record goes, off the turn's path (a
-    /// store that is away, its writes waiting out their timeout, holds up no answer), and the
-    /// turn is handed back to be ended.
-    fn after_run(
-        &self,
-        turn: TaskTurn,
-        ran: &Ran,
-        checkpoints: Option<Arc<StoredCheckpoints>>,
-        task_id: &str,
-    ) -> Option<TaskTurn> {
-        let Some(checkpoints) = checkpoints else {
+    /// or this replica after a restart. Otherwise the turn is handed back to be ended (its
+    /// end drops the record).
+    fn after_run(turn: TaskTurn, ran: &Ran, recorded: bool, task_id: &str) -> Option<TaskTurn> {
+        if !recorded {
             return Some(turn);
-        };
+        }
         if let Ran::Refused {
             error: TurnError::CanceledByShutdown,
             ..
@@ -250,9 +243,6 @@ impl TurnService {
             turn.hand_off();
             return None;
         }
-        self.0
-            .inflight
-            .spawn(async move { checkpoints.end().await });
         Some(turn)
     }
 
@@ -280,17 +270,15 @@ impl TurnService {
         Finished::task(ended.task)
     }
 
-    /// Keeps the record of task `task_id`'s turn (a new one, or `resuming`'s with one more
-    /// resume) where the task store keeps turns beyond the process: the checkpointer the loop
-    /// writes its checkpoints through.
-    async fn record_turn(
+    /// The record of a turn (a new one, or `resuming`'s with one more resume), when the task
+    /// store keeps turns beyond the process.
+    fn turn_record(
         &self,
         request: &TurnRequest,
-        task_id: &str,
         conversation: &str,
         message: &daedalus_contract::Message,
         resuming: Option<&TurnRecord>,
-    ) -> Option<Arc<StoredCheckpoints>> {
+    ) -> Option<TurnRecord> {
         if !self.0.tasks.keeps_turns() {
             return None;
         }
@@ -315,7 +303,7 @@ impl TurnService {
                 .traceparent,
             },
         };
-        Some(StoredCheckpoints::begin(&self.0.tasks, task_id, record).await)
+        Some(record)
     }
 
     /// Ends a task whose turn was refused before it finished (shutdown): it stands as its

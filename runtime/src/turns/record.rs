@@ -11,8 +11,6 @@
 //!
 //! [`TurnService::resume_left_running`]: super::TurnService::resume_left_running
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use daedalus_contract::Message;
 use serde::{Deserialize, Serialize};
@@ -78,19 +76,14 @@ pub struct StoredCheckpoints {
 }
 
 impl StoredCheckpoints {
-    /// Keeps `record` for task `task_id` now, and each checkpoint into it after.
-    pub async fn begin(store: &TaskStore, task_id: &str, record: TurnRecord) -> Arc<Self> {
-        store.keep_turn(task_id, Some(&record.to_json())).await;
-        Arc::new(Self {
+    /// Keeps each checkpoint of task `task_id`'s turn into `record` (kept already, with the
+    /// turn's begin).
+    pub fn new(store: &TaskStore, task_id: &str, record: TurnRecord) -> Self {
+        Self {
             store: store.clone(),
             task_id: task_id.to_owned(),
             record: tokio::sync::Mutex::new(record),
-        })
-    }
-
-    /// The turn ended: its record goes.
-    pub async fn end(&self) {
-        self.store.keep_turn(&self.task_id, None).await;
+        }
     }
 }
 
