@@ -277,6 +277,7 @@ async fn our_runtime_on_a_model_compacts_when_the_suite_drives_a_context() {
     fake.auto(AutoReply {
         tools: Vec::new(),
         text: "noted".to_owned(),
+        ..AutoReply::default()
     });
     let yaml = format!(
         "default_model: openai.gpt-small\n\

@@ -468,6 +468,7 @@ fn main() {
             fake.auto(AutoReply {
                 tools: vec!["fx__echo".into()],
                 text: "done".into(),
+                ..Default::default()
             });
             let fixture = McpFixture::start().await;
             tx.send((fake, fixture.url())).expect("hand over");

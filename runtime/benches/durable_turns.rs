@@ -58,6 +58,7 @@ fn main() {
         fake.auto(AutoReply {
             tools: vec!["fx__echo".into()],
             text: "echoed {n}".into(),
+            ..Default::default()
         });
         let fixture = McpFixture::start().await;
         let yaml = AgentsYaml::on_openai(&fake.openai_base_url, KEY, MODEL)

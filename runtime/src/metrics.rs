@@ -46,7 +46,7 @@ pub struct OutcomeLabel {
 }
 
 /// Why a turn was resumed: `restart` (this replica restarted), `replica_lost` (another
-/// replica's lease ran out).
+/// replica's lease ran out), `hand_off` (its runtime handed it off at shutdown).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct CauseLabel {
     pub cause: &'static str,
@@ -309,7 +309,7 @@ impl Metrics {
         );
         r.register(
             "daedalus_runtime_turns_resumed",
-            "Turns resumed from their last checkpoint after their runtime stopped, by cause (restart, replica_lost)",
+            "Turns resumed from their last checkpoint after their runtime stopped, by cause (restart, replica_lost, hand_off)",
             m.turns_resumed.clone(),
         );
         r.register(

@@ -93,6 +93,7 @@ async fn an_a2a_context_named_mcp_agent_cannot_see_the_mcp_face_s_conversation()
     fake.auto(daedalus_fake_llm::AutoReply {
         tools: Vec::new(),
         text: "noted".into(),
+        ..Default::default()
     });
     let yaml = support::runtime::on_fake_openai(
         &fake.openai_base_url,
@@ -147,6 +148,7 @@ async fn a_post_and_an_mcp_call_at_once_each_keep_their_conversation_whole() {
     fake.auto(daedalus_fake_llm::AutoReply {
         tools: vec!["fx__slow".into()],
         text: "done {n}".into(),
+        ..Default::default()
     });
     let yaml = support::runtime::on_fake_openai(
         &fake.openai_base_url,

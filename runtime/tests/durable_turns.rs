@@ -52,12 +52,23 @@ fn runtime_in(
     fake: &FakeLlm,
     fx: &McpFixture,
 ) -> support::process::RuntimeBuilder {
+    runtime_with_server(dir, fake, "fx", &format!("{{ url: \"{}\" }}", fx.url()))
+}
+
+/// The runtime of the test with `dir` as its `WORK_DIR`, its agent using the one server
+/// `name`, whose entry is `entry`.
+fn runtime_with_server(
+    dir: &tempfile::TempDir,
+    fake: &FakeLlm,
+    name: &str,
+    entry: &str,
+) -> support::process::RuntimeBuilder {
     let yaml = support::runtime::on_fake_openai(
         &fake.openai_base_url,
         KEY,
         MODEL,
-        &format!("    fx: {{ url: \"{}\" }}", fx.url()),
-        "  proc-test: { instruction: Add., servers: [fx] }\n",
+        &format!("    {name}: {entry}"),
+        &format!("  proc-test: {{ instruction: Use the tools., servers: [{name}] }}\n"),
     );
     let file = dir.path().join("agents.yaml");
     std::fs::write(&file, yaml).expect("agents.yaml written");
@@ -409,8 +420,33 @@ async fn a_turn_past_the_grace_is_handed_off_at_sigterm_and_resumed_after_the_re
     } = &scene;
     let grace = [("TERMINATION_GRACE_PERIOD", "1s")];
     let mut first = durable_runtime_with(dir, fake, fx, &grace);
-    let id = scene.start_on(&first).await;
+    // A caller waits on the turn (a blocking SendMessage).
+    let waiting = {
+        let client = A2aClient::new(first.url("/"));
+        tokio::spawn(async move {
+            client
+                .call(
+                    "SendMessage",
+                    json!({"message": {"messageId": "handed-off-1", "role": "ROLE_USER",
+                        "parts": [{"text": "add 1+1, 2+2, 3+3"}]}}),
+                )
+                .await
+        })
+    };
+    until_requests(fake, 3).await;
     first.signal("TERM");
+    let answer = waiting.await.expect("the caller is answered");
+    assert_eq!(answer["error"]["code"], -31503, "{answer}");
+    let told = answer["error"]["message"].as_str().unwrap_or_default();
+    // The task the answer names is the one that goes on after the restart.
+    let id = told
+        .strip_prefix("runtime is shutting down; task ")
+        .and_then(|rest| rest.split_once(' '))
+        .map_or_else(
+            || panic!("the caller is told which task goes on: {answer}"),
+            |(id, _)| id.to_owned(),
+        );
+    assert!(told.contains("poll it"), "{answer}");
     assert!(first.wait_exit(Duration::from_secs(30)).success());
     assert!(
         first.drain_logs().iter().any(|l| l["message"]
@@ -545,4 +581,69 @@ async fn a_ten_step_turn_killed_in_step_five_asks_each_completed_step_once() {
         "each step's tool call was made once, in order"
     );
     never.open();
+}
+
+/// A call to another A2A agent (a second runtime) in flight when the runtime is `kill -9`ed:
+/// after the restart the turn asks the agent for the task the call started and follows it to
+/// its end; the message is not sent again, and the model reads the agent's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_to_an_a2a_agent_cut_by_a_kill_is_followed_to_its_end_not_sent_again() {
+    let inner = runtime().env("AGENT_NAME", "inner").start();
+    let inner_url = inner.url("");
+    let card: Value = reqwest::get(format!("{inner_url}/.well-known/agent-card.json"))
+        .await
+        .expect("the card is served")
+        .json()
+        .await
+        .expect("the card is JSON");
+    let tool = card["skills"][0]["id"].as_str().map_or_else(
+        || "inner__send_message".to_owned(),
+        |s| format!("inner__{s}"),
+    );
+    let fake = FakeLlm::start(KEY, &[MODEL]).await;
+    fake.script([
+        Reply::ToolCalls(vec![(tool, json!({"message": "***SLEEP 4s asked once"}))]),
+        Reply::Text("the inner agent answered".into()),
+    ]);
+    let dir = tempfile::tempdir().expect("a dir");
+    let entry = format!("{{ type: a2a, url: \"{inner_url}\" }}");
+    let outer = || {
+        let path = dir.path().join("tasks.sqlite");
+        runtime_with_server(&dir, &fake, "inner", &entry)
+            .env("TASKS_DB", path.to_str().expect("utf-8"))
+            .start()
+    };
+    let first = outer();
+    let id = A2aClient::new(first.url("/"))
+        .start_task("ask the inner agent")
+        .await;
+    first.wait_for_log(Duration::from_secs(20), |line| {
+        line["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("noted the A2A task the call started"))
+    });
+    first.signal("KILL");
+    drop(first);
+
+    let second = outer();
+    let task = ended(&A2aClient::new(second.url("/")), &id).await;
+    assert_eq!(state_of(&task), "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(
+        task["artifacts"][0]["parts"][0]["text"], "the inner agent answered",
+        "{task}"
+    );
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "the model was asked once per step");
+    let results = requests[1].body["messages"].to_string();
+    assert!(
+        results.contains("asked once") && !results.contains("interrupted"),
+        "the model reads the inner agent's answer: {results}"
+    );
+    let listed = A2aClient::new(inner.url("/"))
+        .call("ListTasks", json!({}))
+        .await;
+    assert_eq!(
+        listed["result"]["totalSize"], 1,
+        "the inner agent got the message once: {listed}"
+    );
 }

@@ -300,6 +300,7 @@ async fn fifty_concurrent_conversations_never_see_each_others_messages() {
     fake.auto(daedalus_fake_llm::AutoReply {
         tools: Vec::new(),
         text: "noted".into(),
+        ..Default::default()
     });
     let keep = tempfile::tempdir().expect("temp dir");
     let db = keep
@@ -436,6 +437,7 @@ async fn a_conversation_longer_than_the_context_window_leaves_its_oldest_turns_o
     fake.auto(daedalus_fake_llm::AutoReply {
         tools: Vec::new(),
         text: "ok".into(),
+        ..Default::default()
     });
     // 400 tokens of window, 100 kept for the answer, compaction (truncate) past 240: the
     // instruction and tools (about 50), the new message and one earlier turn (about 70 each).

@@ -168,6 +168,7 @@ async fn instance_scope_decides_which_conversation_a_call_continues() {
     fake.auto(daedalus_fake_llm::AutoReply {
         tools: Vec::new(),
         text: "noted".into(),
+        ..Default::default()
     });
     let yaml = deployment(
         &fake,
@@ -298,6 +299,7 @@ async fn a_hundred_sessions_with_their_own_bearers_never_cross() {
     fake.auto(daedalus_fake_llm::AutoReply {
         tools: vec!["fwd__echo".into(), "plain__echo".into()],
         text: "done {n}".into(),
+        ..Default::default()
     });
     let yaml = deployment(
         &fake,

@@ -147,6 +147,7 @@ async fn under_load_every_downstream_call_carries_only_its_own_requests_token() 
     fake.auto(daedalus_fake_llm::AutoReply {
         tools: vec!["fwd__echo".into(), "plain__echo".into()],
         text: "done".into(),
+        ..Default::default()
     });
     let yaml = format!(
         "default_model: openai.gpt-fake\nopenai: {{ api_key: {KEY}, base_url: \"{}\" }}\n\

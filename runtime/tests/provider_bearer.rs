@@ -65,6 +65,7 @@ async fn each_call_carries_its_own_callers_token_to_the_provider() {
         fake.auto(AutoReply {
             tools: Vec::new(),
             text: "ok {n}".into(),
+            ..Default::default()
         });
         for i in 0..100 {
             fake.accept_key(&format!("tok-{i}"));
@@ -110,6 +111,7 @@ async fn a_provider_that_did_not_opt_in_never_sees_the_callers_token() {
     fake.auto(AutoReply {
         tools: Vec::new(),
         text: "ok".into(),
+        ..Default::default()
     });
     fake.accept_key("tok-secret");
     let rt = Runtime::start(&deployment(&fake, "openai", false)).await;

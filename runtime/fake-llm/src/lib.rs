@@ -79,13 +79,17 @@ impl PartialEq for Gate {
 }
 
 /// Replies decided by the conversation itself, for concurrent conversations whose requests
-/// interleave: answers a tool result with `text` (where `{n}` becomes the conversation's
-/// number), and anything else with a call of each of `tools` whose arguments are
-/// `{"n": <the number in the first user message>}`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// interleave: a call of each of `tools` whose arguments are `arguments`, or else
+/// `{"n": <the number in the first user message>}`, until the turn has had `rounds` of tool
+/// results (at least one), then `text` (where `{n}` becomes the conversation's number).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AutoReply {
     pub tools: Vec<String>,
     pub text: String,
+    /// The tool calls' arguments (`{"n": <n>}` when `None`).
+    pub arguments: Option<Value>,
+    /// How many rounds of tool calls a turn makes before the answer (`0` counts as one).
+    pub rounds: usize,
 }
 
 /// What the fake saw: the request body and whether it was accepted.
@@ -235,11 +239,26 @@ fn tokens(text: &str) -> u64 {
 
 fn auto_reply(auto: &AutoReply, body: &Value) -> Reply {
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
-    let last = messages.last().cloned().unwrap_or(Value::Null);
-    let answered_tool = last["role"] == "tool"
-        || last["content"]
-            .as_array()
-            .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"));
+    let is_tool_result = |m: &Value| {
+        m["role"] == "tool"
+            || m["content"]
+                .as_array()
+                .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"))
+    };
+    let is_tool_call = |m: &Value| {
+        m["role"] == "assistant"
+            && (m["tool_calls"].as_array().is_some_and(|c| !c.is_empty())
+                || m["content"]
+                    .as_array()
+                    .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_use")))
+    };
+    // The rounds of tool calls since the user last spoke.
+    let this_turn = messages
+        .iter()
+        .rposition(|m| m["role"] == "user" && !is_tool_result(m))
+        .map_or(&messages[..], |at| &messages[at..]);
+    let rounds = this_turn.iter().filter(|m| is_tool_call(m)).count();
+    let answered_tool = messages.last().is_some_and(is_tool_result) && rounds >= auto.rounds.max(1);
     // The conversation's number: the first number in its first user message.
     let first_user = messages
         .iter()
@@ -266,7 +285,13 @@ fn auto_reply(auto: &AutoReply, body: &Value) -> Reply {
     Reply::ToolCalls(
         auto.tools
             .iter()
-            .map(|t| (t.clone(), serde_json::json!({"n": n})))
+            .map(|t| {
+                let arguments = auto
+                    .arguments
+                    .clone()
+                    .unwrap_or_else(|| serde_json::json!({"n": n}));
+                (t.clone(), arguments)
+            })
             .collect(),
     )
 }

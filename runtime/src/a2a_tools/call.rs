@@ -1,6 +1,8 @@
 //! One call to another A2A agent: the request, its answer read as a stream (or one response),
 //! the Task it ends in as a tool result, and the remote task canceled when the call is
-//! abandoned (the turn canceled, or the call past its timeout).
+//! abandoned (the turn canceled, or the call past its timeout). The remote task's id is noted
+//! in the turn's checkpoint as soon as it is named, and a resumed turn follows that task
+//! ([`follow`]) instead of sending the message again.
 
 use std::time::Duration;
 use tokio::sync::watch;
@@ -21,6 +23,8 @@ use crate::llm::sse::SseParser;
 
 /// How long the `CancelTask` of an abandoned call may take.
 const CANCEL_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often a followed task's state is asked for when its agent does not stream.
+const FOLLOW_POLL: Duration = Duration::from_secs(1);
 
 /// Where a call goes.
 pub(super) struct Target<'a> {
@@ -164,37 +168,115 @@ pub(super) async fn send(
         request = request.header(reqwest::header::ACCEPT, "text/event-stream");
     }
     let owner = server.to_owned();
-    let mut exchange = tokio::spawn(
-        async move {
-            let response = request
-                .send()
-                .await
-                .map_err(|e| format!("{owner} is unreachable: {}", e.without_url()))?;
-            let is_stream = response
-                .headers()
-                .get(reqwest::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.starts_with("text/event-stream"));
-            if is_stream {
-                read_stream(&owner, response, &named).await
-            } else {
-                read_one(&owner, response).await
-            }
-        }
-        .in_current_span(),
+    let exchange = async move {
+        let response = request
+            .send()
+            .await
+            .map_err(|e| format!("{owner} is unreachable: {}", e.without_url()))?;
+        read_answer(&owner, response, &named).await
+    };
+    converse(target, url, context, task_id_rx, exchange).await
+}
+
+/// Follows the remote task `task_id`, which a call started before its turn was interrupted, to
+/// its end: its state asked (`GetTask`), then, while it runs, its events (`SubscribeToTask`,
+/// when the card streams) or its state again each [`FOLLOW_POLL`]; the call's timeout and the
+/// turn's cancel bound it as they bound a call.
+pub(super) async fn follow(
+    target: &Target<'_>,
+    task_id: String,
+    context: &CallContext,
+) -> ToolResult {
+    let server = target.server;
+    let Some(url) = jsonrpc_url(target.card) else {
+        return failure(format!("{server} offers no A2A 1.0 JSON-RPC interface"));
+    };
+    tracing::info!(
+        server,
+        task_id,
+        "following the A2A task a call started before its turn was interrupted"
     );
+    let params = json!({"id": task_id});
+    let get = post(target, url, context)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": params}));
+    let mut subscribe = (target.card.capabilities.streaming == Some(true)).then(|| {
+        post(target, url, context)
+            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .json(
+                &json!({"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": params}),
+            )
+    });
+    let (named, task_id_rx) = watch::channel(Some(task_id));
+    let owner = server.to_owned();
+    let exchange = async move {
+        loop {
+            let request = get
+                .try_clone()
+                .ok_or_else(|| format!("the GetTask of {owner} cannot be sent again"))?;
+            let task = read_task(&owner, request).await?;
+            if ended(&task) {
+                return Ok(task);
+            }
+            if let Some(request) = subscribe.take() {
+                let answer = match request.send().await {
+                    Ok(response) => read_answer(&owner, response, &named).await,
+                    Err(e) => Err(format!("{owner} is unreachable: {}", e.without_url())),
+                };
+                match answer {
+                    Ok(task) if ended(&task) => return Ok(task),
+                    Ok(_) => {}
+                    Err(why) => tracing::info!(
+                        server = owner,
+                        why,
+                        "following the task by asking for it each second"
+                    ),
+                }
+            }
+            tokio::time::sleep(FOLLOW_POLL).await;
+        }
+    };
+    converse(target, url, context, task_id_rx, exchange).await
+}
+
+/// Whether `task` has ended, or waits for its caller: what a call answers with.
+fn ended(task: &Task) -> bool {
+    task.status.state.is_terminal() || task.status.state.is_interrupted()
+}
+
+/// Runs `exchange` (a call's, or a follow's) on a task of its own, noting the remote task's
+/// id as soon as `task_id` names it (when the turn takes checkpoints), and canceling that task
+/// if the call is dropped or its turn canceled before it ends.
+async fn converse(
+    target: &Target<'_>,
+    url: &str,
+    context: &CallContext,
+    task_id: watch::Receiver<Option<String>>,
+    exchange: impl Future<Output = Result<Task, String>> + Send + 'static,
+) -> ToolResult {
+    let server = target.server;
+    let mut exchange = tokio::spawn(exchange.in_current_span());
     let mut abandon = Abandon {
-        task_id: task_id_rx,
+        task_id: task_id.clone(),
         exchange: exchange.abort_handle(),
         cancel: Some((post(target, url, context), server.to_owned())),
     };
-    let outcome = tokio::select! {
-        joined = &mut exchange => joined.unwrap_or_else(|e| Err(format!("the call to {server} stopped: {e}"))),
-        () = context.cancel.cancelled() => Err(format!("the call to {server} was canceled")),
+    let mut named = task_id;
+    let outcome = loop {
+        tokio::select! {
+            joined = &mut exchange => break joined.unwrap_or_else(|e| Err(format!("the call to {server} stopped: {e}"))),
+            () = context.cancel.cancelled() => break Err(format!("the call to {server} was canceled")),
+            Ok(()) = named.changed(), if context.note.is_some() => {
+                let id = named.borrow_and_update().clone();
+                if let (Some(note), Some(id)) = (&context.note, id) {
+                    note.started(&id).await;
+                    tracing::info!(server, task_id = id, "noted the A2A task the call started, for a resume to follow");
+                }
+            }
+        }
     };
     match outcome {
         Ok(task) => {
-            if task.status.state.is_terminal() || task.status.state.is_interrupted() {
+            if ended(&task) {
                 // Ended on its own: nothing to cancel.
                 abandon.cancel = None;
             }
@@ -202,6 +284,48 @@ pub(super) async fn send(
         }
         Err(why) => failure(why),
     }
+}
+
+/// Reads an answer to a send or a subscribe: a stream of events, or one response.
+async fn read_answer(
+    server: &str,
+    response: reqwest::Response,
+    named: &watch::Sender<Option<String>>,
+) -> Result<Task, String> {
+    let is_stream = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if is_stream {
+        read_stream(server, response, named).await
+    } else {
+        read_one(server, response).await
+    }
+}
+
+/// Sends a `GetTask` and reads the task it answers.
+async fn read_task(server: &str, request: reqwest::RequestBuilder) -> Result<Task, String> {
+    let response = request
+        .send()
+        .await
+        .map_err(|e| format!("{server} is unreachable: {}", e.without_url()))?;
+    let status = response.status();
+    let bytes = response
+        .bytes()
+        .await
+        .map_err(|e| format!("{server}'s answer broke: {}", e.without_url()))?;
+    let reply: Reply<Task> = daedalus_contract::read::from_slice(&bytes)
+        .map_err(|e| format!("{server} answered {status} with no JSON-RPC response: {e}"))?;
+    if let Some(error) = reply.error {
+        return Err(format!(
+            "{server} cannot say how the task this call started stands (the call was interrupted, and it may or may not have done the work): error {}: {}",
+            error.code, error.message
+        ));
+    }
+    reply
+        .result
+        .ok_or_else(|| format!("{server} answered GetTask with neither a task nor an error"))
 }
 
 /// Reads a streamed answer: the task it rebuilds, its id noted as soon as it is known.

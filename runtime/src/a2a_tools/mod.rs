@@ -12,6 +12,12 @@
 //!   its answer; a failed, rejected or canceled task is an error result saying why.
 //! - A cancel of the calling turn reaches the remote agent: its `CancelTask` is called for the
 //!   task the call started ([`call`]).
+//! - A durable turn notes the remote task's id in its checkpoint as soon as the agent names it
+//!   (a streamed answer's first event); resumed after its runtime stopped mid-call, the turn
+//!   asks for that task (`GetTask`) and follows it to its end (`SubscribeToTask`, or `GetTask`
+//!   again each second when the card does not stream) instead of sending the message again.
+//!   A call whose task was never named (a blocking `SendMessage`, or cut before the first
+//!   event) is not made again: the model reads that it was interrupted.
 
 mod call;
 
@@ -257,7 +263,10 @@ impl ToolSource for A2aAgents {
             http: &self.http,
             token,
         };
-        call::send(&target, args.message, args.task_id, skill, context).await
+        match &context.started {
+            Some(started) => call::follow(&target, started.clone(), context).await,
+            None => call::send(&target, args.message, args.task_id, skill, context).await,
+        }
     }
 }
 

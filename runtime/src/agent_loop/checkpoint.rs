@@ -6,10 +6,14 @@
 //!
 //! A checkpoint taken between a model answer and its tool results names the calls still
 //! `pending`. Resumed, such a call is not made again, since it may have taken effect: the model
-//! reads that it was interrupted, and the loop goes on.
+//! reads that it was interrupted, and the loop goes on. A call that starts a task of another
+//! A2A agent notes that task's id in the step's checkpoint as soon as the agent names it
+//! ([`StartedNote`]), and a resumed turn asks that agent for the task instead of sending the
+//! message again.
 //!
 //! [`AgentRequest::resume`]: super::AgentRequest::resume
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -39,6 +43,10 @@ pub struct Checkpoint {
     /// Tool calls of step `step` whose results were not received yet.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<ToolCall>,
+    /// The remote tasks pending calls started (another A2A agent's), by call id: a resumed
+    /// turn follows such a task instead of making its call again.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub started: BTreeMap<String, String>,
     /// Files the tool calls returned so far, for the answer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<Artifact>,
@@ -97,6 +105,80 @@ impl fmt::Debug for Checkpoints {
     }
 }
 
+/// The longest remote task id a call notes: an id is the remote agent's to choose, and a
+/// longer one is not kept (a resume then treats the call as interrupted).
+pub const MAX_STARTED_ID: usize = 1024;
+
+/// The checkpoint of a step whose tool calls are in flight, kept while they are, so a call can
+/// note the remote task it started ([`StartedNote`]); closed once the step's results are in,
+/// after which a late note is not stored (it would bring the step's calls back as pending).
+#[derive(Debug)]
+pub struct InFlight {
+    checkpoints: Checkpoints,
+    /// `None` once closed.
+    checkpoint: tokio::sync::Mutex<Option<Checkpoint>>,
+}
+
+impl InFlight {
+    pub fn new(checkpoints: Checkpoints, checkpoint: Checkpoint) -> Arc<Self> {
+        Arc::new(Self {
+            checkpoints,
+            checkpoint: tokio::sync::Mutex::new(Some(checkpoint)),
+        })
+    }
+
+    /// Where the call `call_id` notes the remote task it starts.
+    pub fn note_for(self: &Arc<Self>, call_id: &str) -> StartedNote {
+        StartedNote {
+            in_flight: Arc::clone(self),
+            call_id: call_id.to_owned(),
+        }
+    }
+
+    /// The step's results are in: no note is stored after this returns (one being stored
+    /// finishes first).
+    pub async fn close(&self) {
+        self.checkpoint.lock().await.take();
+    }
+}
+
+/// Where one tool call notes the remote task it started, stored in its step's checkpoint
+/// before [`StartedNote::started`] returns.
+#[derive(Clone)]
+pub struct StartedNote {
+    in_flight: Arc<InFlight>,
+    call_id: String,
+}
+
+impl StartedNote {
+    /// Notes that the call started the remote task `task_id` (nothing when the id is longer
+    /// than [`MAX_STARTED_ID`], already noted, or the step is over).
+    pub async fn started(&self, task_id: &str) {
+        if task_id.is_empty() || task_id.len() > MAX_STARTED_ID {
+            return;
+        }
+        let mut guard = self.in_flight.checkpoint.lock().await;
+        let Some(checkpoint) = guard.as_mut() else {
+            return;
+        };
+        if checkpoint.started.get(&self.call_id).map(String::as_str) == Some(task_id) {
+            return;
+        }
+        checkpoint
+            .started
+            .insert(self.call_id.clone(), task_id.to_owned());
+        self.in_flight.checkpoints.save(checkpoint).await;
+    }
+}
+
+impl fmt::Debug for StartedNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StartedNote")
+            .field("call_id", &self.call_id)
+            .finish_non_exhaustive()
+    }
+}
+
 /// What the model reads for a tool call that was in flight when the turn was interrupted and
 /// is not made again.
 pub fn interrupted(call: &ToolCall) -> ToolResult {
@@ -121,11 +203,12 @@ pub fn add_usage(usage: &mut Usage, more: &Usage) {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
     use super::*;
 
-    #[test]
-    fn a_checkpoint_round_trips_and_another_version_is_not_resumed() {
-        let checkpoint = Checkpoint {
+    fn a_checkpoint() -> Checkpoint {
+        Checkpoint {
             version: CHECKPOINT_VERSION,
             step: 2,
             system: Some("Use the tools.".to_owned()),
@@ -139,12 +222,21 @@ mod tests {
                 name: "fixture__add".to_owned(),
                 arguments: serde_json::json!({"a": 2}),
             }],
+            started: BTreeMap::new(),
             files: Vec::new(),
             usage: Usage {
                 input_tokens: 10,
                 ..Usage::default()
             },
             conversation_rows: vec![4, 5],
+        }
+    }
+
+    #[test]
+    fn a_checkpoint_round_trips_and_another_version_is_not_resumed() {
+        let checkpoint = Checkpoint {
+            started: BTreeMap::from([("c1".to_owned(), "remote-7".to_owned())]),
+            ..a_checkpoint()
         };
         let stored = serde_json::to_string(&checkpoint).unwrap();
         let read: Checkpoint = serde_json::from_str(&stored).unwrap();
@@ -155,5 +247,43 @@ mod tests {
             ..read
         };
         assert!(!newer.resumable());
+    }
+
+    /// Keeps what it is handed.
+    #[derive(Debug, Default)]
+    struct Kept(Mutex<Vec<Checkpoint>>);
+
+    #[async_trait]
+    impl Checkpointer for Kept {
+        async fn save(&self, checkpoint: &Checkpoint) {
+            self.0.lock().unwrap().push(checkpoint.clone());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_started_task_is_stored_in_its_steps_checkpoint_until_the_step_is_over() {
+        let kept = Arc::new(Kept::default());
+        let in_flight = InFlight::new(Checkpoints::new(kept.clone()), a_checkpoint());
+        let note = in_flight.note_for("c1");
+        note.started("remote-1").await;
+        note.started("remote-1").await;
+        note.started(&"x".repeat(MAX_STARTED_ID + 1)).await;
+        in_flight.close().await;
+        note.started("remote-2").await;
+        let saved = kept.0.lock().unwrap();
+        assert_eq!(
+            saved.len(),
+            1,
+            "stored once: not again for the same id, nor for one too long, nor after the step"
+        );
+        assert_eq!(
+            saved[0].started,
+            BTreeMap::from([("c1".to_owned(), "remote-1".to_owned())])
+        );
+        assert_eq!(
+            saved[0].pending,
+            a_checkpoint().pending,
+            "the step's calls stay pending"
+        );
     }
 }

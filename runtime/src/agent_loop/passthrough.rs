@@ -158,6 +158,8 @@ impl Agent for ToolPassthrough {
             events: request.events.clone(),
             depth: request.depth,
             allowed: None,
+            note: None,
+            started: None,
         };
         let result = tokio::select! {
             result = self.tools.call(name, &arguments, &context) => result,

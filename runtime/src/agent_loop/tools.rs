@@ -34,6 +34,29 @@ pub struct CallContext {
     pub depth: u32,
     /// The tools this turn may call (`tools_allowlist`); `None` allows every tool offered.
     pub allowed: Option<std::sync::Arc<std::collections::BTreeSet<String>>>,
+    /// Where this call notes a remote task it starts (another A2A agent's), when its turn
+    /// takes checkpoints.
+    pub note: Option<super::checkpoint::StartedNote>,
+    /// The remote task this call started before its turn was interrupted: the source follows
+    /// it to its end instead of making the call again.
+    pub started: Option<String>,
+}
+
+impl CallContext {
+    /// This context for one call: noting in `in_flight`, or following `started`.
+    #[must_use]
+    pub fn for_call(
+        &self,
+        call_id: &str,
+        in_flight: Option<&std::sync::Arc<super::checkpoint::InFlight>>,
+        started: Option<&String>,
+    ) -> Self {
+        Self {
+            note: in_flight.map(|f| f.note_for(call_id)),
+            started: started.cloned(),
+            ..self.clone()
+        }
+    }
 }
 
 /// A set of tools.

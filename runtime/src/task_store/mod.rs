@@ -106,6 +106,9 @@ pub struct Resumable {
     /// The turn's record, as [`TaskBackend::keep_turn`] kept it (read once, when queued).
     pub record: String,
     pub cause: ResumeCause,
+    /// The replica that left it running (this one before a restart, or one lost): the turn
+    /// resumes only over the task as that replica left it.
+    pub left_by: String,
 }
 
 /// Why a turn is resumed.
@@ -115,6 +118,8 @@ pub enum ResumeCause {
     Restart,
     /// The replica running it was lost (its lease ran out).
     ReplicaLost,
+    /// Its runtime handed it off at shutdown, when the grace ran out.
+    HandOff,
 }
 
 impl ResumeCause {
@@ -123,6 +128,7 @@ impl ResumeCause {
         match self {
             Self::Restart => "restart",
             Self::ReplicaLost => "replica_lost",
+            Self::HandOff => "hand_off",
         }
     }
 }
@@ -219,6 +225,7 @@ impl TaskStore {
                     task_id: task_id.clone(),
                     record,
                     cause,
+                    left_by: owner.to_owned(),
                 }),
                 None => cut.push(task_id.clone()),
             }
@@ -665,6 +672,14 @@ impl TaskStore {
             return;
         };
         if !still || self.is_running_here(task_id) {
+            return;
+        }
+        if backend::running(held.status.state)
+            && self.0.resuming.load(std::sync::atomic::Ordering::Relaxed)
+            && self.turn_record(task_id).await.is_some()
+        {
+            // A turn this replica's previous run left (a restart under the same name): its
+            // record is kept, and the restart queued it to resume, not to fail.
             return;
         }
         let ended = if backend::running(held.status.state) {

@@ -652,3 +652,32 @@ async fn bad_page_sizes_and_tokens_are_refused() {
     };
     assert_eq!(store.list(&forged).await.err(), Some(ListError::PageToken));
 }
+
+/// A turn this replica's previous run left running with its record (a restart under the same
+/// `REPLICA_ID` on a shared store): the sweep of the tasks it owns but runs no turn of leaves
+/// it to the resume the restart queued, instead of failing it first.
+#[tokio::test]
+async fn the_sweep_leaves_a_turn_left_with_its_record_to_its_resume() {
+    let dir = tempfile::tempdir().expect("a dir");
+    let file = dir.path().join("tasks.sqlite");
+    let backend = Arc::new(
+        super::SqliteTasks::open(file.to_str().expect("utf-8"), Duration::from_hours(1), 100)
+            .expect("opens"),
+    );
+    let left = StoredTask::new(now_task("left", TaskState::Working), "replica-a", None);
+    backend.write(&left, 0).await.expect("written");
+    backend
+        .keep_turn("left", Some("{\"version\":1}"))
+        .await
+        .expect("kept");
+    let store = TaskStore::new(limits(100, usize::MAX));
+    let failed = store
+        .attach(Arc::clone(&backend) as Arc<dyn TaskBackend>, "replica-a")
+        .await
+        .expect("attached");
+    assert_eq!(failed, 0, "a turn with its record is resumed, not failed");
+    store.settle_leftover("left").await;
+    let stored = backend.load("left").await.expect("read").expect("kept");
+    assert_eq!(stored.stored.task.status.state, TaskState::Working);
+    assert_eq!(store.next_resumable().await.len(), 1, "queued to resume");
+}

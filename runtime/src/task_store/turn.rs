@@ -422,8 +422,9 @@ impl TaskTurn {
     /// resumed, by a peer once this replica's lease goes or by this replica after a restart.
     pub fn hand_off(mut self) {
         self.ended = true;
-        self.cell.stop_running();
+        // Noted before the cell stops running, so no sweep finds it running nowhere.
         self.store.handed_off(&self.task_id);
+        self.cell.stop_running();
     }
 }
 

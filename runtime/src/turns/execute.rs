@@ -44,6 +44,23 @@ fn takes_a_turn(task: &Task, task_id: &str, replay: bool, resuming: bool) -> Res
     Ok(())
 }
 
+/// The record a resumed turn goes on from (`None` for a turn that is not a resume). It
+/// resumes only over the task as the replica that left it left it: a peer that began the task
+/// since has the turn, and this resume is refused.
+fn resumed_record(
+    turn: &TaskTurn,
+    resume: Option<super::record::Resume>,
+    task_id: &str,
+) -> Result<Option<TurnRecord>, TurnError> {
+    let Some(resume) = resume else {
+        return Ok(None);
+    };
+    if turn.owner().as_deref() != Some(resume.left_by.as_str()) {
+        return Err(TurnError::TaskMoved(task_id.to_owned()));
+    }
+    Ok(Some(resume.record))
+}
+
 /// How a turn's agent run came out: the Task and the events that close its stream, or why it
 /// was refused and the event that ends its stream.
 pub(super) enum Ran {
@@ -68,10 +85,10 @@ impl TurnService {
         mut request: Box<TurnRequest>,
         started: Started,
     ) -> Result<Finished, TurnError> {
-        let resuming = request.resume.take();
         let task_id = request.message.effective_task_id().to_owned();
         let mut turn = self.0.tasks.open_turn(&task_id).await;
         let standing = turn.task();
+        let resuming = resumed_record(&turn, request.resume.take(), &task_id)?;
         if standing.is_some() && !request.caller.may_see(turn.principal().as_ref()) {
             return Err(TurnError::TaskNotFound(task_id));
         }
@@ -147,6 +164,7 @@ impl TurnService {
         }
         let past_resumes = resuming
             .as_ref()
+            .filter(|r| !r.handed_off)
             .map(|r| r.resumes)
             .filter(|resumes| *resumes >= self.0.limits.max_resumes);
         // The turn's record comes with its begin (and goes with its end).
@@ -192,8 +210,9 @@ impl TurnService {
                 &stop,
             )
             .await;
-        let Some(mut turn) = Self::after_run(turn, &ran, checkpoints.is_some(), &task_id) else {
-            return Err(TurnError::CanceledByShutdown);
+        let Some(mut turn) = Self::after_run(turn, &ran, checkpoints.as_deref(), &task_id).await
+        else {
+            return Err(TurnError::HandedOff(task_id));
         };
         match ran {
             Ran::Finished {
@@ -227,15 +246,21 @@ impl TurnService {
     /// with its record, for a peer to resume as soon as this replica's lease goes (at exit),
     /// or this replica after a restart. Otherwise the turn is handed back to be ended (its
     /// end drops the record).
-    fn after_run(turn: TaskTurn, ran: &Ran, recorded: bool, task_id: &str) -> Option<TaskTurn> {
-        if !recorded {
+    async fn after_run(
+        turn: TaskTurn,
+        ran: &Ran,
+        checkpoints: Option<&StoredCheckpoints>,
+        task_id: &str,
+    ) -> Option<TaskTurn> {
+        let Some(checkpoints) = checkpoints else {
             return Some(turn);
-        }
+        };
         if let Ran::Refused {
             error: TurnError::CanceledByShutdown,
             ..
         } = ran
         {
+            checkpoints.hand_off().await;
             tracing::info!(
                 task_id,
                 "the grace ran out: the turn is handed off from its last checkpoint"
@@ -284,7 +309,8 @@ impl TurnService {
         }
         let record = match resuming {
             Some(record) => TurnRecord {
-                resumes: record.resumes + 1,
+                resumes: record.resumes + u32::from(!record.handed_off),
+                handed_off: false,
                 ..record.clone()
             },
             None => TurnRecord {
@@ -296,6 +322,7 @@ impl TurnService {
                 controls: request.controls.clone(),
                 stream: request.stream,
                 resumes: 0,
+                handed_off: false,
                 checkpoint: None,
                 traceparent: crate::telemetry::TraceHeaders::from_headers(
                     &crate::telemetry::current_headers(),

@@ -97,6 +97,12 @@ pub enum TurnError {
     Busy(Limit),
     #[error("runtime is shutting down; the task was canceled before it finished")]
     CanceledByShutdown,
+    /// Shutdown's grace ran out on a durable turn: it stays running in the task store from
+    /// its last checkpoint, for another replica (or this one, restarted) to resume.
+    #[error(
+        "runtime is shutting down; task {0} goes on from its last step on another replica (or on this one after its restart): poll it"
+    )]
+    HandedOff(String),
     #[error("the task's worker stopped: {0}")]
     WorkerStopped(String),
     #[error("task {0} changed on another replica as this turn began; send the message again")]

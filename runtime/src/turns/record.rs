@@ -40,9 +40,13 @@ pub struct TurnRecord {
     /// Whether the model streams its answer.
     #[serde(default)]
     pub stream: bool,
-    /// How many times the turn was resumed so far.
+    /// How many times the turn was resumed so far after its runtime was lost (a hand-off at
+    /// shutdown is not counted: `TURN_MAX_RESUMES` stops poison turns, not rolling deploys).
     #[serde(default)]
     pub resumes: u32,
+    /// The turn was handed off at its runtime's shutdown, from its last checkpoint.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub handed_off: bool,
     /// The loop's last checkpoint (none before its first completed step).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<Checkpoint>,
@@ -50,6 +54,15 @@ pub struct TurnRecord {
     /// one trace holds the turn before and after its runtime stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+}
+
+/// A turn to resume: its record, and the replica that left it running. It resumes only over
+/// the task as that replica left it: a replica that began the task since (a peer that
+/// resumed it first) has it, and the turn is left to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resume {
+    pub record: TurnRecord,
+    pub left_by: String,
 }
 
 impl TurnRecord {
@@ -87,6 +100,18 @@ impl StoredCheckpoints {
     }
 }
 
+impl StoredCheckpoints {
+    /// Marks the record handed off at shutdown (stored before this returns): its resume is a
+    /// hand-off's, not counted against `TURN_MAX_RESUMES`.
+    pub async fn hand_off(&self) {
+        let mut record = self.record.lock().await;
+        record.handed_off = true;
+        self.store
+            .keep_turn(&self.task_id, Some(&record.to_json()))
+            .await;
+    }
+}
+
 #[async_trait]
 impl Checkpointer for StoredCheckpoints {
     async fn save(&self, checkpoint: &Checkpoint) {
@@ -118,6 +143,7 @@ mod tests {
             },
             stream: true,
             resumes: 1,
+            handed_off: true,
             checkpoint: None,
             traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".to_owned()),
         };

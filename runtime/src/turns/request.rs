@@ -55,7 +55,7 @@ pub struct TurnRequest {
     pub conversation: Option<ConversationKey>,
     /// For an A2A task left running by a runtime that stopped: the record it goes on from,
     /// instead of starting the turn over (durable turns, [`super::record`]).
-    pub resume: Option<super::record::TurnRecord>,
+    pub resume: Option<super::record::Resume>,
 }
 
 impl TurnRequest {

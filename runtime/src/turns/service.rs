@@ -20,7 +20,9 @@ use crate::agent_loop::Agent;
 use crate::fleet::Fleet;
 use crate::metrics::Metrics;
 use crate::task_store::size::message_bytes;
-use crate::task_store::{ListError, ListPage, ListQuery, Resumable, StoreLimits, TaskStore};
+use crate::task_store::{
+    ListError, ListPage, ListQuery, Resumable, ResumeCause, StoreLimits, TaskStore,
+};
 use crate::turns::{Phase, Readiness};
 
 /// How long a turn that could not resume for want of room waits before it is tried again.
@@ -221,7 +223,7 @@ impl TurnService {
     /// to be tried later; at shutdown the record stays for another replica or a restart; any
     /// other refusal fails it, saying why.
     async fn resume_one(&self, turn: &Resumable) -> Resumed {
-        let (task_id, cause) = (turn.task_id.as_str(), turn.cause);
+        let task_id = turn.task_id.as_str();
         let Some(record) = super::record::TurnRecord::from_json(&turn.record) else {
             let why = "the record of this task's turn could not be read, so it is not resumed";
             tracing::warn!(task_id, why, "a turn left running is not resumed");
@@ -229,6 +231,11 @@ impl TurnService {
             return Resumed::Elsewhere;
         };
         let kept = record.checkpoint.as_ref().map_or(0, |c| c.step);
+        let cause = if record.handed_off {
+            ResumeCause::HandOff
+        } else {
+            turn.cause
+        };
         let mut request =
             TurnRequest::new(record.agent.clone(), record.message.clone(), Memory::Task);
         request.sampling = Ok(record.sampling.clone());
@@ -236,7 +243,10 @@ impl TurnService {
         request.stream = record.stream;
         request.replay = false;
         request.trace.traceparent.clone_from(&record.traceparent);
-        request.resume = Some(record);
+        request.resume = Some(super::record::Resume {
+            record,
+            left_by: turn.left_by.clone(),
+        });
         match self.begin(request, false).await {
             Ok(_) => {
                 self.0
@@ -255,9 +265,10 @@ impl TurnService {
                 );
                 Resumed::Now
             }
-            Err(TurnError::TaskMoved(_) | TurnError::TaskFinished { .. }) => {
+            Err(e @ (TurnError::TaskMoved(_) | TurnError::TaskFinished { .. })) => {
                 tracing::info!(
                     task_id,
+                    error = %e,
                     "a turn left running was resumed or ended elsewhere first"
                 );
                 Resumed::Elsewhere

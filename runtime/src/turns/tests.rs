@@ -167,3 +167,60 @@ async fn a_cancel_that_lands_as_the_turn_completes_is_not_cancelable_and_the_tas
         Some(TaskState::Completed)
     );
 }
+
+/// Two replicas on one store: `a` runs a turn of task t-9; `b`, resuming the turn as a lost
+/// replica `gone` left it (a peer that resumed it first is `a`), is refused: the task moved,
+/// and one turn of it runs, not two.
+#[tokio::test]
+async fn a_resume_over_a_task_a_peer_began_since_its_replica_left_it_is_refused() {
+    let dir = tempfile::tempdir().expect("a dir");
+    let file = dir.path().join("tasks.sqlite");
+    let on_the_file = |name: &'static str| {
+        let file = file.to_str().expect("utf-8").to_owned();
+        async move {
+            let turns = service(Arc::new(UntilCanceled));
+            let backend = crate::task_store::SqliteTasks::open(&file, Duration::from_hours(1), 100)
+                .expect("the file opens");
+            turns
+                .task_store()
+                .attach(Arc::new(backend), name)
+                .await
+                .expect("attached");
+            turns
+        }
+    };
+    let a = on_the_file("replica-a").await;
+    let b = on_the_file("replica-b").await;
+    let running = a.start(task_turn("t-9", "work")).await.expect("started");
+    let record = super::record::TurnRecord {
+        version: super::record::RECORD_VERSION,
+        agent: "a".to_owned(),
+        message: Message::new("t-9", Role::User, vec![Part::text("work")]),
+        conversation: "a2a/t-9".to_owned(),
+        sampling: crate::sampling::SamplingParams::default(),
+        controls: crate::agent_loop::TurnControls::default(),
+        stream: false,
+        resumes: 0,
+        handed_off: false,
+        checkpoint: None,
+        traceparent: None,
+    };
+    let mut resume = task_turn("t-9", "work");
+    resume.replay = false;
+    resume.resume = Some(super::record::Resume {
+        record,
+        left_by: "gone".to_owned(),
+    });
+    let refused = b.run(resume).await;
+    assert!(
+        matches!(&refused, Err(TurnError::TaskMoved(id)) if id == "t-9"),
+        "{refused:?}"
+    );
+    a.cancel("t-9", &Caller::Anyone).await.expect("cancelable");
+    let ended = running.finish().await.expect("a Task");
+    assert_eq!(
+        ended.status.state,
+        TaskState::Canceled,
+        "a's turn was left alone"
+    );
+}

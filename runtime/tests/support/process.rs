@@ -15,6 +15,8 @@ pub struct Runtime {
     pub child: Child,
     pub addr: SocketAddr,
     logs: mpsc::Receiver<String>,
+    /// The lines logged before "runtime ready".
+    startup: Vec<Value>,
     _work_dir: tempfile::TempDir,
 }
 
@@ -73,6 +75,7 @@ impl RuntimeBuilder {
             }
         });
         let deadline = Instant::now() + Duration::from_secs(20);
+        let mut startup = Vec::new();
         loop {
             let line = logs
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))
@@ -85,9 +88,11 @@ impl RuntimeBuilder {
                     child,
                     addr: addr.parse().expect("addr parses"),
                     logs,
+                    startup,
                     _work_dir: self.work_dir,
                 };
             }
+            startup.push(entry);
         }
     }
 }
@@ -133,6 +138,11 @@ impl Runtime {
                 return entry;
             }
         }
+    }
+
+    /// The lines logged before the runtime was ready.
+    pub fn startup_logs(&self) -> &[Value] {
+        &self.startup
     }
 
     /// Every remaining log line, parsed.

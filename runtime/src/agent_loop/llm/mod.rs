@@ -136,17 +136,17 @@ impl LlmAgent {
             events: request.events.clone(),
             depth: request.depth,
             allowed,
+            note: None,
+            started: None,
         };
         let events = &request.events;
         let (agent, depth) = (self.name.clone(), request.depth);
         if let Some(checkpoint) = resume.filter(|c| !c.pending.is_empty()) {
-            let results = self
-                .settle_pending(&checkpoint.pending, checkpoint.step, &context)
-                .await;
+            let results = self.settle_pending(checkpoint, &context).await;
             progress
                 .hand_back(&checkpoint.pending, results, transcript)
                 .await;
-            progress.save(&request.checkpoints, &[], transcript).await;
+            progress.save(&request.checkpoints, transcript).await;
         }
         let on_llm = |e: LlmEvent| match e {
             LlmEvent::TextDelta(text) => events.emit(LoopEvent::TextDelta {
@@ -223,19 +223,23 @@ impl LlmAgent {
                 text: response.text,
                 tool_calls: response.tool_calls,
             });
-            progress
-                .save(&request.checkpoints, &calls, transcript)
+            let in_flight = progress
+                .save_in_flight(&request.checkpoints, &calls, transcript)
                 .await;
             let results = tokio::select! {
-                results = futures::future::join_all(
-                    calls.iter().map(|c| self.call_tool(c, step, &context)),
-                ) => results,
+                results = futures::future::join_all(calls.iter().map(|c| async {
+                    let context = context.for_call(&c.id, in_flight.as_ref(), None);
+                    self.call_tool(c, step, &context).await
+                })) => results,
                 // Dropping the calls abandons them; rmcp tells each MCP server
                 // (`notifications/cancelled`), and a sub-agent's token is a child of `cancel`.
                 () = cancel.cancelled() => return AgentOutcome::Canceled,
             };
+            if let Some(in_flight) = &in_flight {
+                in_flight.close().await;
+            }
             progress.hand_back(&calls, results, transcript).await;
-            progress.save(&request.checkpoints, &[], transcript).await;
+            progress.save(&request.checkpoints, transcript).await;
         }
         fail(format!(
             "stopped after {} LLM turns without a final answer (max_iterations is {})",
@@ -245,18 +249,22 @@ impl LlmAgent {
 }
 
 impl LlmAgent {
-    /// The results of the calls in flight when the turn was interrupted (`pending`, of step
-    /// `step`): a call whose tool may be made again (it only reads, or is idempotent, or its
-    /// server is marked so) is made again; any other is not, since it may have taken effect,
-    /// and the model reads that it was interrupted.
+    /// The results of the calls in flight when the turn was interrupted (`checkpoint`'s
+    /// `pending`): a call that noted the remote task it started follows that task to its end;
+    /// a call whose tool may be made again (it only reads, or is idempotent, or its server is
+    /// marked so) is made again; any other is not, since it may have taken effect, and the
+    /// model reads that it was interrupted.
     async fn settle_pending(
         &self,
-        pending: &[crate::llm::ToolCall],
-        step: u32,
+        checkpoint: &super::Checkpoint,
         context: &CallContext,
     ) -> Vec<super::ToolResult> {
-        futures::future::join_all(pending.iter().map(|call| async move {
-            if self.tools.repeatable(&call.name) {
+        let step = checkpoint.step;
+        futures::future::join_all(checkpoint.pending.iter().map(|call| async move {
+            if let Some(started) = checkpoint.started.get(&call.id) {
+                let context = context.for_call(&call.id, None, Some(started));
+                self.call_tool(call, step, &context).await
+            } else if self.tools.repeatable(&call.name) {
                 self.call_tool(call, step, context).await
             } else {
                 checkpoint::interrupted(call)
@@ -385,28 +393,49 @@ impl Progress {
         }
     }
 
-    /// Hands the checkpoint of where the loop stands (`pending` the calls not answered yet)
-    /// to `checkpoints`; built only when checkpoints are taken (the conversation is copied).
-    async fn save(
+    /// Hands the checkpoint of where the loop stands (no call pending) to `checkpoints`;
+    /// built only when checkpoints are taken (the conversation is copied).
+    async fn save(&self, checkpoints: &super::Checkpoints, transcript: &Transcript) {
+        if checkpoints.on() {
+            checkpoints
+                .save(&self.checkpoint(Vec::new(), transcript))
+                .await;
+        }
+    }
+
+    /// Hands the checkpoint of a step whose `calls` are about to be made to `checkpoints`,
+    /// and keeps it, for the calls to note the remote tasks they start (when checkpoints
+    /// are taken).
+    async fn save_in_flight(
         &self,
         checkpoints: &super::Checkpoints,
-        pending: &[crate::llm::ToolCall],
+        calls: &[crate::llm::ToolCall],
         transcript: &Transcript,
-    ) {
+    ) -> Option<std::sync::Arc<checkpoint::InFlight>> {
         if !checkpoints.on() {
-            return;
+            return None;
         }
-        let checkpoint = super::Checkpoint {
+        let checkpoint = self.checkpoint(calls.to_vec(), transcript);
+        checkpoints.save(&checkpoint).await;
+        Some(checkpoint::InFlight::new(checkpoints.clone(), checkpoint))
+    }
+
+    fn checkpoint(
+        &self,
+        pending: Vec<crate::llm::ToolCall>,
+        transcript: &Transcript,
+    ) -> super::Checkpoint {
+        super::Checkpoint {
             version: checkpoint::CHECKPOINT_VERSION,
             step: self.step,
             system: self.chat.system.clone(),
             messages: self.chat.messages.clone(),
-            pending: pending.to_vec(),
+            pending,
+            started: std::collections::BTreeMap::new(),
             files: self.files.clone(),
             usage: self.usage,
             conversation_rows: transcript.written().to_vec(),
-        };
-        checkpoints.save(&checkpoint).await;
+        }
     }
 
     /// The results of a step's tool calls: kept in the transcript, given to the model, and

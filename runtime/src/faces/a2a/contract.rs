@@ -62,6 +62,7 @@ fn refusal(error: &TurnError) -> ApiError {
         TurnError::ShuttingDown => ApiError::ShuttingDown,
         TurnError::Busy(limit) => ApiError::Busy(*limit),
         TurnError::CanceledByShutdown => ApiError::CanceledByShutdown,
+        TurnError::HandedOff(_) => ApiError::HandedOff(error.to_string()),
         TurnError::TaskMoved(_)
         | TurnError::TaskBusy(_)
         | TurnError::TaskFinished { .. }

@@ -33,6 +33,9 @@ pub enum ApiError {
     ShuttingDown,
     #[error("runtime is shutting down; the task was canceled before it finished")]
     CanceledByShutdown,
+    /// The turn goes on from its last step elsewhere (`TurnError::HandedOff`).
+    #[error("{0}")]
+    HandedOff(String),
     #[error("runtime is running as many tasks as it may ({0}); retry later")]
     Busy(crate::turns::Limit),
     /// Nothing was done, and the same request may succeed soon (the task store).
@@ -69,6 +72,7 @@ impl ApiError {
             ApiError::NotReady
             | ApiError::ShuttingDown
             | ApiError::CanceledByShutdown
+            | ApiError::HandedOff(_)
             | ApiError::Busy(_)
             | ApiError::RetryLater(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::NotFound { .. } | ApiError::TaskNotFound(_) => StatusCode::NOT_FOUND,

@@ -447,7 +447,7 @@ fn refusal(error: &TurnError) -> A2aError {
         TurnError::InvalidMessage { .. }
         | TurnError::ContextMismatch { .. }
         | TurnError::TaskTooLarge(_) => A2aErrorKind::InvalidParams,
-        TurnError::Busy(_) => A2aErrorKind::Unavailable,
+        TurnError::Busy(_) | TurnError::HandedOff(_) => A2aErrorKind::Unavailable,
         TurnError::NotReady
         | TurnError::ShuttingDown
         | TurnError::CanceledByShutdown

@@ -185,6 +185,9 @@ pub(super) fn refusal(error: &TurnError) -> CallToolResult {
         TurnError::Busy(limit) => failure(format!(
             "the runtime is running as many tasks as it may ({limit}); try again shortly"
         )),
+        TurnError::HandedOff(task_id) => failure(format!(
+            "the runtime serving this call is stopping; task {task_id} goes on from its last step on another replica: poll it with tasks/get (taskId {task_id}), or send the next message once it has ended"
+        )),
         other => failure(other.to_string()),
     }
 }
@@ -319,6 +322,17 @@ mod tests {
         assert_eq!(starting.is_error, Some(true));
         assert!(first_text(&starting).contains("still starting"));
         assert!(first_text(&stopping).contains("shutting down"));
+    }
+
+    #[test]
+    fn a_turn_handed_off_at_shutdown_names_the_task_to_poll() {
+        let handed_off = refusal(&TurnError::HandedOff("task-7".into()));
+        assert_eq!(handed_off.is_error, Some(true));
+        let text = first_text(&handed_off);
+        assert!(
+            text.contains("task task-7") && text.contains("tasks/get"),
+            "{text}"
+        );
     }
 
     #[test]
