@@ -26,6 +26,8 @@
 //!   LLM tool loop [`agent_loop::LlmAgent`], the passthrough model, sub-agents, the toolbox);
 //!   [`a2a_tools`]: other A2A agents as tools; [`mcp_client`]: the client of downstream MCP
 //!   servers; [`downstream_auth`]: the runtime's own credential for them.
+//! - [`budgets`]: what each principal, tenant and agent may spend (`budgets:`), held at a
+//!   turn's admission and before each of its model calls.
 //! - [`llm`]: the OpenAI and Anthropic providers; [`sampling`]: typed sampling parameters and
 //!   what each provider takes.
 //! - [`config`]: the typed, validated configuration.
@@ -41,6 +43,7 @@ pub mod a2a_tools;
 pub mod agent_health;
 pub mod agent_loop;
 pub mod bearer;
+pub mod budgets;
 pub mod config;
 pub mod conversation_store;
 pub mod core;

@@ -67,6 +67,8 @@ pub struct AgentRequest {
     /// The checkpoint to go on from, instead of starting the turn over (its steps are not
     /// asked of the model again).
     pub resume: Option<Checkpoint>,
+    /// The budgets the turn's model calls are held to (`budgets:`); sub-agents share it.
+    pub budget: crate::budgets::TurnBudget,
 }
 
 /// What a caller may change for one turn, with mcpctl's names on the wire (MCP `send_message`
@@ -152,6 +154,7 @@ impl AgentRequest {
             controls: TurnControls::default(),
             checkpoints: Checkpoints::default(),
             resume: None,
+            budget: crate::budgets::TurnBudget::unlimited(),
         }
     }
 }

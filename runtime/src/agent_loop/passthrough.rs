@@ -160,6 +160,7 @@ impl Agent for ToolPassthrough {
             allowed: None,
             note: None,
             started: None,
+            budget: request.budget.clone(),
         };
         let result = tokio::select! {
             result = self.tools.call(name, &arguments, &context) => result,

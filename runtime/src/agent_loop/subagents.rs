@@ -92,6 +92,7 @@ impl ToolSource for SubAgents {
         request.bearer = context.bearer.clone();
         request.events = context.events.clone();
         request.depth = context.depth + 1;
+        request.budget = context.budget.clone();
         // Each delegation is a fresh conversation of the sub-agent's, not worth keeping.
         request.persist = false;
         match agent.run(request, context.cancel.child_token()).await {

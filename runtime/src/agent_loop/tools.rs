@@ -40,6 +40,8 @@ pub struct CallContext {
     /// The remote task this call started before its turn was interrupted: the source follows
     /// it to its end instead of making the call again.
     pub started: Option<String>,
+    /// The turn's budgets: a sub-agent's model calls spend from them too.
+    pub budget: crate::budgets::TurnBudget,
 }
 
 impl CallContext {

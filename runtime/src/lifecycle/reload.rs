@@ -130,6 +130,7 @@ impl Live {
         // Everything is built: swap.
         core.identity().apply(identity);
         core.redeploy(fleet, Preflight::new(&next.deployment, PREFLIGHT_TTL));
+        core.turns().set_budgets(next.deployment.budgets.clone());
         self.a2a.apply(a2a);
         let changes = self.mcp.apply(table, next.limits.request_timeout, &core);
         for (listener, port) in opened {

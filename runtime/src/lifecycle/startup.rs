@@ -225,14 +225,16 @@ pub fn build_core(
         task_ttl: config.task_ttl,
         max_resumes: config.turn_max_resumes,
     };
-    Core::new(
+    let core = Core::new(
         fleet,
         sessions,
         preflight,
         limits,
         config.mcp_sessions,
         config.push.clone(),
-    )
+    );
+    core.turns().set_budgets(config.deployment.budgets.clone());
+    core
 }
 
 /// Callers are checked as the configuration says from now on (an API key file that does not

@@ -245,6 +245,13 @@ pub trait LlmProvider: Send + Sync + fmt::Debug + 'static {
     /// The provider's name in messages and metrics (`openai`, `anthropic`).
     fn name(&self) -> &'static str;
 
+    /// The tokens a call's `usage` counts against a budget: input and output, cached input
+    /// included (in full, however the provider prices it). Anthropic reports cached input
+    /// beside `input_tokens`; OpenAI counts it in them.
+    fn billed_tokens(&self, usage: &Usage) -> u64 {
+        usage.input_tokens.saturating_add(usage.output_tokens)
+    }
+
     /// Runs one turn, reporting [`LlmEvent`]s through `events`.
     async fn chat(
         &self,

@@ -145,6 +145,7 @@ impl TurnService {
         };
         let mut agent_request =
             Box::new(AgentRequest::new(&task_id, key.as_str(), message.clone()));
+        agent_request.budget = started.budget.clone();
         if resuming.is_some() {
             // The task's history holds the message already; the agent gets what came before.
             let before = history.len().saturating_sub(1);
@@ -369,12 +370,14 @@ impl TurnService {
     ) -> Result<Finished, TurnError> {
         let task_id = uuid::Uuid::new_v4().to_string();
         let context = conversation.unwrap_or(&task_id);
+        let budget = started.budget.clone();
         let out = started.name(&task_id, context);
         let mut agent_request = Box::new(AgentRequest::new(
             &task_id,
             context,
             request.message.clone(),
         ));
+        agent_request.budget = budget;
         agent_request.persist = conversation.is_some();
         let stop = TurnStop::new(self.0.cancel.child_token());
         match self

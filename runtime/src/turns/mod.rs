@@ -95,6 +95,9 @@ pub enum TurnError {
     /// A turn limit has no room for the turn now.
     #[error("runtime is running as many tasks as it may ({0}); retry later")]
     Busy(Limit),
+    /// A budget of the caller (its own, its tenant's, or the agent's) is spent for now.
+    #[error("{0}")]
+    OverBudget(crate::budgets::BudgetRefusal),
     #[error("runtime is shutting down; the task was canceled before it finished")]
     CanceledByShutdown,
     /// Shutdown's grace ran out on a durable turn: it stays running in the task store from

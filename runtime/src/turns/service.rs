@@ -62,6 +62,8 @@ pub(super) struct Inner {
     pub(super) inflight: TaskTracker,
     /// Fired when the grace period is over: agents stop at their next safe point.
     pub(super) cancel: CancellationToken,
+    /// What each principal, tenant and agent may spend, and what they spent.
+    pub(super) budgets: Arc<crate::budgets::BudgetBook>,
 }
 
 impl TurnService {
@@ -87,6 +89,7 @@ impl TurnService {
             limits,
             inflight: TaskTracker::new(),
             cancel: CancellationToken::new(),
+            budgets: Arc::new(crate::budgets::BudgetBook::new(None)),
         }))
     }
 
@@ -119,6 +122,15 @@ impl TurnService {
                 "the message ({bytes} bytes) is larger than {limit} lets one turn hold"
             )));
         }
+        // A resumed turn was admitted when it began.
+        let budget = if request.resume.is_some() {
+            crate::budgets::TurnBudget::unlimited()
+        } else {
+            let budgets = &self.0.budgets;
+            budgets
+                .admit(budgets.scopes(&request.caller, &request.agent))
+                .map_err(TurnError::OverBudget)?
+        };
         let permit = self
             .0
             .admission
@@ -141,7 +153,7 @@ impl TurnService {
         let service = self.clone();
         let turn = async move {
             let _permit = permit;
-            let started = Started { out, named };
+            let started = Started { out, named, budget };
             match request.memory.clone() {
                 Memory::Task => service.run_task(&agent, request, started).await,
                 Memory::Conversation(key) => {
@@ -363,6 +375,11 @@ impl TurnService {
     }
 
     /// Runs new turns on `fleet`; turns already running finish on the agents they began with.
+    /// Holds turns to `plan` from now on (`None`: nothing is limited); what was spent stays.
+    pub fn set_budgets(&self, plan: Option<crate::config::deployment::budgets::BudgetPlan>) {
+        self.0.budgets.replace(plan);
+    }
+
     pub fn replace_fleet(&self, fleet: Arc<Fleet>) {
         self.0.fleet.store(fleet);
     }
@@ -427,6 +444,8 @@ impl TurnService {
 pub(super) struct Started {
     pub(super) out: EventSender,
     pub(super) named: oneshot::Sender<(String, String)>,
+    /// The turn's hold on its budgets.
+    pub(super) budget: crate::budgets::TurnBudget,
 }
 
 impl Started {

@@ -39,6 +39,10 @@ pub enum A2aErrorKind {
     /// The server is at a limit and the same request may succeed shortly (HTTP `503` with
     /// `Retry-After` on every binding; JSON-RPC `-31503`, outside the spec's codes).
     Unavailable,
+    /// The caller's budget (or its tenant's, or the agent's) is spent for now (HTTP `429`
+    /// with `Retry-After`, `RESOURCE_EXHAUSTED`, `ErrorInfo` reason `BUDGET_EXCEEDED` naming
+    /// the scope and the limit; JSON-RPC `-31429`, outside the spec's codes).
+    BudgetExceeded,
 }
 
 impl A2aErrorKind {
@@ -62,6 +66,7 @@ impl A2aErrorKind {
             A2aErrorKind::Unauthenticated => -31401,
             A2aErrorKind::PermissionDenied => -31403,
             A2aErrorKind::Unavailable => -31503,
+            A2aErrorKind::BudgetExceeded => -31429,
         }
     }
 
@@ -73,6 +78,7 @@ impl A2aErrorKind {
             A2aErrorKind::PermissionDenied => 403,
             A2aErrorKind::Internal | A2aErrorKind::InvalidAgentResponse => 500,
             A2aErrorKind::Unavailable => 503,
+            A2aErrorKind::BudgetExceeded => 429,
             _ => 400,
         }
     }
@@ -85,6 +91,7 @@ impl A2aErrorKind {
             A2aErrorKind::Unauthenticated => "UNAUTHENTICATED",
             A2aErrorKind::PermissionDenied => "PERMISSION_DENIED",
             A2aErrorKind::Unavailable => "UNAVAILABLE",
+            A2aErrorKind::BudgetExceeded => "RESOURCE_EXHAUSTED",
             A2aErrorKind::ParseError
             | A2aErrorKind::InvalidRequest
             | A2aErrorKind::InvalidParams
@@ -113,6 +120,7 @@ impl A2aErrorKind {
             A2aErrorKind::Unauthenticated => "UNAUTHENTICATED",
             A2aErrorKind::PermissionDenied => "PERMISSION_DENIED",
             A2aErrorKind::Unavailable => "UNAVAILABLE",
+            A2aErrorKind::BudgetExceeded => "BUDGET_EXCEEDED",
         }
     }
 }
@@ -123,6 +131,10 @@ impl A2aErrorKind {
 pub struct A2aError {
     pub kind: A2aErrorKind,
     pub message: String,
+    /// The `ErrorInfo.metadata` (what a client may act on: a budget's scope and limit).
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// When the same request may succeed, in seconds (the HTTP bindings' `Retry-After`).
+    pub retry_after_secs: Option<u64>,
 }
 
 impl A2aError {
@@ -130,7 +142,24 @@ impl A2aError {
         Self {
             kind,
             message: message.into(),
+            metadata: serde_json::Map::new(),
+            retry_after_secs: None,
         }
+    }
+
+    /// This error, to be tried again after `secs` seconds.
+    #[must_use]
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after_secs = Some(secs);
+        self
+    }
+
+    /// This error with `key` set to `value` in its `ErrorInfo.metadata`.
+    #[must_use]
+    pub fn with_metadata(mut self, key: &str, value: impl Into<String>) -> Self {
+        self.metadata
+            .insert(key.to_owned(), serde_json::Value::String(value.into()));
+        self
     }
 
     /// The error's details: one `google.rpc.ErrorInfo`.
@@ -139,7 +168,7 @@ impl A2aError {
             type_url: ERROR_INFO_TYPE.to_owned(),
             reason: self.kind.reason().to_owned(),
             domain: ERROR_DOMAIN.to_owned(),
-            metadata: serde_json::Map::new(),
+            metadata: self.metadata.clone(),
         }]
     }
 

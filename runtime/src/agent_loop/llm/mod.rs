@@ -23,6 +23,7 @@ use crate::llm::{ChatMessage, LlmEvent, LlmProvider};
 use crate::sampling::{DropWarnings, SamplingParams, Target};
 
 mod conversation;
+mod spending;
 mod tool_calls;
 mod turn_setup;
 
@@ -138,6 +139,7 @@ impl LlmAgent {
             allowed,
             note: None,
             started: None,
+            budget: request.budget.clone(),
         };
         let events = &request.events;
         let (agent, depth) = (self.name.clone(), request.depth);
@@ -177,6 +179,13 @@ impl LlmAgent {
                 depth,
                 step,
             });
+            let reservation = match self
+                .reserve_tokens(&request.budget, &progress.chat, cancel)
+                .await
+            {
+                Ok(reservation) => reservation,
+                Err(ended) => return ended,
+            };
             let span = self.chat_span();
             let answer = tokio::select! {
                 answer = tracing::Instrument::instrument(self.provider.chat(&progress.chat, &on_llm), span.clone()) => answer,
@@ -190,6 +199,7 @@ impl LlmAgent {
                 }
             };
             record_response(&span, &response);
+            reservation.settle(self.provider.billed_tokens(&response.usage));
             progress.step = step;
             checkpoint::add_usage(&mut progress.usage, &response.usage);
             events.emit(LoopEvent::LlmTurnFinished {

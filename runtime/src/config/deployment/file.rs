@@ -24,6 +24,8 @@ pub(super) struct DeploymentFile {
     pub(super) logger: Option<LoggerFile>,
     /// Inbound authentication (the `AUTH_*` variables win key by key).
     pub(super) auth: Option<crate::identity::plan::AuthSettings>,
+    /// What each principal, tenant and agent may spend (unknown keys refused).
+    pub(super) budgets: Option<super::budgets::BudgetPlan>,
     pub(super) agents: BTreeMap<String, AgentFile>,
 }
 

@@ -8,6 +8,7 @@
 //! and every error names the file and the key path. With no file at all, one agent named
 //! `AGENT_NAME` runs on `DEFAULT_MODEL` (default `passthrough`).
 
+pub mod budgets;
 mod expand;
 mod file;
 mod validate;
@@ -52,6 +53,9 @@ pub struct Deployment {
     /// shown as the plan: `Config::auth`).
     #[serde(skip)]
     pub auth: crate::identity::plan::AuthSettings,
+    /// The `budgets:` block; `None`: nothing is limited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budgets: Option<budgets::BudgetPlan>,
 }
 
 /// The registry's port when agents have ports of their own and the file names none (Pallas).

@@ -550,3 +550,30 @@ fn with_no_file_an_openai_model_runs_on_the_environments_key() {
     assert_eq!(openai.origins.base_url, Origin::Default);
     assert_eq!(d.anthropic, None, "nobody uses it and nothing names it");
 }
+
+#[test]
+fn a_budgets_block_is_read_and_a_bad_one_refused_naming_the_key() {
+    let with = |budgets: &str| {
+        let dir = project(&[(
+            "agents.yaml",
+            &format!("agents:\n  researcher: {{ instruction: Look. }}\nbudgets:\n{budgets}"),
+        )]);
+        load_in(dir.path(), &[])
+    };
+    let read = with("  agents: { researcher: { tokens_per_turn: 400000 } }\n").expect("loads");
+    let plan = read.budgets.expect("a plan");
+    assert_eq!(plan.agents["researcher"].tokens_per_turn, Some(400_000));
+    let refused = |budgets: &str| match with(budgets) {
+        Err(DeploymentError::Shape { path, message, .. }) => format!("{path}: {message}"),
+        other => panic!("refused, not {other:?}"),
+    };
+    let unknown = refused("  default: { tokens_per_hour: 5 }\n");
+    assert!(unknown.contains("tokens_per_hour"), "{unknown}");
+    let zero = refused("  default: { tokens_per_minute: 0 }\n");
+    assert!(
+        zero.starts_with("budgets.default.tokens_per_minute"),
+        "{zero}"
+    );
+    let nobody = refused("  agents: { writer: { tokens_per_turn: 5 } }\n");
+    assert!(nobody.starts_with("budgets.agents.writer"), "{nobody}");
+}

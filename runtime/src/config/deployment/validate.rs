@@ -125,6 +125,15 @@ pub(super) fn build(
     });
     check_ports(file, registry_port, &agents)?;
 
+    if let Some(plan) = &doc.budgets {
+        let names: Vec<&str> = agents.iter().map(|a| a.name.as_str()).collect();
+        plan.validate(&names)
+            .map_err(|problem| DeploymentError::Shape {
+                file: file.to_owned(),
+                path: problem.path,
+                message: problem.message,
+            })?;
+    }
     let caps = doc.model_capabilities.unwrap_or_default();
     Ok(Deployment {
         sources: Vec::new(),
@@ -155,6 +164,7 @@ pub(super) fn build(
         unset_variables: Vec::new(),
         serve_only: None,
         auth: doc.auth.unwrap_or_default(),
+        budgets: doc.budgets,
     })
 }
 

@@ -61,6 +61,7 @@ fn refusal(error: &TurnError) -> ApiError {
         TurnError::NotReady => ApiError::NotReady,
         TurnError::ShuttingDown => ApiError::ShuttingDown,
         TurnError::Busy(limit) => ApiError::Busy(*limit),
+        TurnError::OverBudget(refusal) => ApiError::OverBudget(refusal.clone()),
         TurnError::CanceledByShutdown => ApiError::CanceledByShutdown,
         TurnError::HandedOff(_) => ApiError::HandedOff(error.to_string()),
         TurnError::TaskMoved(_)

@@ -13,6 +13,18 @@ use daedalus_contract::{ErrorBody, ReadError};
 /// What `Retry-After` says when a limit refuses a request: try again in a second.
 pub(super) const RETRY_AFTER_SECONDS: &str = "1";
 
+/// The `Retry-After` of an A2A error on the HTTP bindings: the error's own (a budget's window),
+/// else [`RETRY_AFTER_SECONDS`] for a server at a limit, else none.
+pub(super) fn retry_after(error: &daedalus_contract::A2aError) -> Option<axum::http::HeaderValue> {
+    match (error.retry_after_secs, error.kind) {
+        (Some(secs), _) => Some(axum::http::HeaderValue::from(secs)),
+        (None, daedalus_contract::A2aErrorKind::Unavailable) => {
+            Some(axum::http::HeaderValue::from_static(RETRY_AFTER_SECONDS))
+        }
+        (None, _) => None,
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     #[error("unsupported content type {found}: send application/json")]
@@ -44,6 +56,9 @@ pub enum ApiError {
     /// The task would be larger than the task store keeps.
     #[error("{0}")]
     TaskTooLarge(String),
+    /// A budget of the caller is spent for now (`429`, with `Retry-After` when a wait helps).
+    #[error("{0}")]
+    OverBudget(crate::budgets::BudgetRefusal),
     #[error("no route for {method} {path}")]
     NotFound { method: String, path: String },
     #[error("method {method} not allowed on {path}")]
@@ -76,6 +91,7 @@ impl ApiError {
             | ApiError::Busy(_)
             | ApiError::RetryLater(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::NotFound { .. } | ApiError::TaskNotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::OverBudget(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Refused(refusal) => refusal.status(),
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -91,7 +107,13 @@ impl IntoResponse for ApiError {
         } else {
             tracing::debug!(status = status.as_u16(), error = %self, "request refused");
         }
-        let busy = matches!(self, ApiError::Busy(_));
+        let retry_after = match &self {
+            ApiError::Busy(_) => Some(axum::http::HeaderValue::from_static(RETRY_AFTER_SECONDS)),
+            ApiError::OverBudget(refusal) => refusal
+                .retry_after
+                .map(|after| axum::http::HeaderValue::from(after.as_secs())),
+            _ => None,
+        };
         let challenge = match &self {
             ApiError::Refused(refusal) => {
                 axum::http::HeaderValue::from_str(&refusal.challenge(None)).ok()
@@ -108,11 +130,10 @@ impl IntoResponse for ApiError {
                 .headers_mut()
                 .insert(axum::http::header::WWW_AUTHENTICATE, challenge);
         }
-        if busy {
-            response.headers_mut().insert(
-                axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from_static(RETRY_AFTER_SECONDS),
-            );
+        if let Some(after) = retry_after {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, after);
         }
         response
     }

@@ -441,6 +441,18 @@ pub(super) async fn cancel_task(
     }
 }
 
+/// A budget's refusal as an A2A error: `BUDGET_EXCEEDED`, its metadata naming the caller's
+/// scope and the limit (never another's figures), and when to come back.
+pub(super) fn over_budget(refusal: &crate::budgets::BudgetRefusal) -> A2aError {
+    let error = A2aError::new(A2aErrorKind::BudgetExceeded, refusal.to_string())
+        .with_metadata("scope", refusal.scope.as_str())
+        .with_metadata("limit", refusal.limit.key());
+    match refusal.retry_after {
+        Some(after) => error.retry_after(after.as_secs()),
+        None => error,
+    }
+}
+
 /// A turn the service would not run, as an A2A error.
 fn refusal(error: &TurnError) -> A2aError {
     let kind = match error {
@@ -459,6 +471,7 @@ fn refusal(error: &TurnError) -> A2aError {
             A2aErrorKind::UnsupportedOperation
         }
         TurnError::TaskNotFound(id) => return not_found(id),
+        TurnError::OverBudget(refusal) => return over_budget(refusal),
         TurnError::ContextNotFound(_) => A2aErrorKind::TaskNotFound,
     };
     A2aError::new(kind, error.to_string())

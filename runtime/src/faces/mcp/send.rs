@@ -185,6 +185,7 @@ pub(super) fn refusal(error: &TurnError) -> CallToolResult {
         TurnError::Busy(limit) => failure(format!(
             "the runtime is running as many tasks as it may ({limit}); try again shortly"
         )),
+        TurnError::OverBudget(refusal) => failure(refusal.to_string()),
         TurnError::HandedOff(task_id) => failure(format!(
             "the runtime serving this call is stopping; task {task_id} goes on from its last step on another replica: poll it with tasks/get (taskId {task_id}), or send the next message once it has ended"
         )),
@@ -331,6 +332,23 @@ mod tests {
         let text = first_text(&handed_off);
         assert!(
             text.contains("task task-7") && text.contains("tasks/get"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_spent_budget_names_its_limit_and_when_to_retry() {
+        let refused = refusal(&TurnError::OverBudget(crate::budgets::BudgetRefusal {
+            scope: crate::budgets::ScopeKind::Principal,
+            name: "ci-bot".to_owned(),
+            limit: crate::budgets::LimitKind::TurnsPerMinute,
+            value: 10,
+            retry_after: Some(std::time::Duration::from_secs(31)),
+        }));
+        assert_eq!(refused.is_error, Some(true));
+        let text = first_text(&refused);
+        assert!(
+            text.contains("turns_per_minute") && text.contains("retry in 31 s"),
             "{text}"
         );
     }

@@ -60,6 +60,14 @@ impl AnthropicClient {
 
 #[async_trait]
 impl LlmProvider for AnthropicClient {
+    fn billed_tokens(&self, usage: &crate::llm::Usage) -> u64 {
+        usage
+            .input_tokens
+            .saturating_add(usage.cache_read_tokens)
+            .saturating_add(usage.cache_write_tokens)
+            .saturating_add(usage.output_tokens)
+    }
+
     fn name(&self) -> &'static str {
         PROVIDER
     }

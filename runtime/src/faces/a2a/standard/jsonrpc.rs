@@ -36,16 +36,20 @@ pub(in crate::faces::a2a) async fn answer(
         Ok(Answer::Stream(response)) => response,
         Err(error) => {
             let body = Json(JsonRpcResponse::<()>::error(id, error.to_jsonrpc()));
-            if error.kind == A2aErrorKind::Unavailable {
-                // At a limit: the HTTP status and Retry-After tell any client (and a load
-                // balancer) to come back, the body says why in JSON-RPC's words.
-                let retry = [(
-                    axum::http::header::RETRY_AFTER,
-                    crate::faces::a2a::error::RETRY_AFTER_SECONDS,
-                )];
-                (axum::http::StatusCode::SERVICE_UNAVAILABLE, retry, body).into_response()
-            } else {
-                body.into_response()
+            match (error.kind, crate::faces::a2a::error::retry_after(&error)) {
+                // At a limit, or a budget spent: the HTTP status and Retry-After tell any
+                // client (and a load balancer) to come back, the body says why in
+                // JSON-RPC's words.
+                (
+                    kind @ (A2aErrorKind::Unavailable | A2aErrorKind::BudgetExceeded),
+                    Some(after),
+                ) => {
+                    let status = axum::http::StatusCode::from_u16(kind.http_status())
+                        .unwrap_or(axum::http::StatusCode::SERVICE_UNAVAILABLE);
+                    let retry = [(axum::http::header::RETRY_AFTER, after)];
+                    (status, retry, body).into_response()
+                }
+                _ => body.into_response(),
             }
         }
     }

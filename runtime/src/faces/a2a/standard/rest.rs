@@ -102,11 +102,8 @@ impl Reply {
             serde_json::to_vec(&error.to_status_body()).unwrap_or_default(),
         )
             .into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            response.headers_mut().insert(
-                header::RETRY_AFTER,
-                header::HeaderValue::from_static(crate::faces::a2a::error::RETRY_AFTER_SECONDS),
-            );
+        if let Some(after) = crate::faces::a2a::error::retry_after(error) {
+            response.headers_mut().insert(header::RETRY_AFTER, after);
         }
         response
     }

@@ -33,16 +33,23 @@ fn code(kind: A2aErrorKind) -> Code {
         A2aErrorKind::Unauthenticated => Code::Unauthenticated,
         A2aErrorKind::PermissionDenied => Code::PermissionDenied,
         A2aErrorKind::Unavailable => Code::Unavailable,
+        A2aErrorKind::BudgetExceeded => Code::ResourceExhausted,
     }
 }
 
 /// `error` as a gRPC status with its `ErrorInfo`.
 pub(in crate::faces::a2a) fn status(error: &A2aError) -> Status {
-    let details = ErrorDetails::with_error_info(
-        error.kind.reason(),
-        ERROR_DOMAIN,
-        std::collections::HashMap::new(),
-    );
+    let metadata: std::collections::HashMap<String, String> = error
+        .metadata
+        .iter()
+        .map(|(key, value)| {
+            let value = value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned);
+            (key.clone(), value)
+        })
+        .collect();
+    let details = ErrorDetails::with_error_info(error.kind.reason(), ERROR_DOMAIN, metadata);
     Status::with_error_details(code(error.kind), error.message.clone(), details)
 }
 
@@ -73,6 +80,30 @@ mod tests {
             .expect("an ErrorInfo in the details");
         assert_eq!(info.reason, "TASK_NOT_FOUND");
         assert_eq!(info.domain, "a2a-protocol.org");
+    }
+
+    #[test]
+    fn a_spent_budget_is_resource_exhausted_naming_its_scope_and_limit() {
+        let refusal = crate::budgets::BudgetRefusal {
+            scope: crate::budgets::ScopeKind::Tenant,
+            name: "acme".to_owned(),
+            limit: crate::budgets::LimitKind::TokensPerMinute,
+            value: 1,
+            retry_after: Some(std::time::Duration::from_secs(12)),
+        };
+        let status = status(&crate::faces::a2a::operations::over_budget(&refusal));
+        assert_eq!(status.code(), Code::ResourceExhausted);
+        let info = status
+            .get_details_error_info()
+            .expect("an ErrorInfo in the details");
+        assert_eq!(info.reason, "BUDGET_EXCEEDED");
+        assert_eq!(info.metadata["scope"], "tenant");
+        assert_eq!(info.metadata["limit"], "tokens_per_minute");
+        assert!(
+            status.message().contains("retry in 12 s"),
+            "{}",
+            status.message()
+        );
     }
 
     #[test]

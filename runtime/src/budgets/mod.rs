@@ -1,0 +1,549 @@
+//! Budgets (`agents.yaml`'s `budgets:` block): what each principal, tenant and agent may spend,
+//! held by the turn service for every face (and by the agent loop, before each model call).
+//!
+//! - **At admission**: `concurrent_turns` and `turns_per_minute`, and a scope whose token
+//!   window is already spent is refused at once, with the time its window has room again.
+//! - **Before each model call**: the call's tokens are reserved in each token window (the
+//!   prompt's size and the call's largest answer, or what room is left when that is less), and
+//!   settled with the provider's reported usage once it answers. A window that is full waits
+//!   for the next minute (`tokens_per_minute`, at most a minute) or fails the turn
+//!   (`tokens_per_day`); a turn whose tokens would pass `tokens_per_turn` fails, naming it.
+//! - **Windows** are fixed and aligned to UTC: each minute, each day. A refusal's
+//!   `retry_after` is the time to the end of the window that refused, rounded up to the second.
+//! - **Overshoot**: a reservation takes at most the room left, so the calls running when a
+//!   window fills may pass it by what they use beyond their reservation: at most one call's
+//!   answer per running turn of the scope.
+//!
+//! Usage lives in this process ([`BudgetBook`]); its memory is bounded by [`MAX_WINDOWS`]
+//! windows, the stale ones dropped first. A refusal is logged once a minute per scope and
+//! limit, not per request.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+
+use crate::config::deployment::budgets::{BudgetLimits, BudgetPlan};
+use crate::identity::Caller;
+
+/// The most windows the book keeps (about 100 bytes each); past it, the stale ones go, and
+/// then the oldest.
+pub const MAX_WINDOWS: usize = 100_000;
+const MINUTE_MS: u64 = 60_000;
+const DAY_MS: u64 = 86_400_000;
+/// The name a budget knows the caller by when authentication is off.
+pub const ANONYMOUS: &str = "anyone";
+
+/// What a budget is held for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScopeKind {
+    Principal,
+    Tenant,
+    Agent,
+}
+
+impl ScopeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Principal => "principal",
+            Self::Tenant => "tenant",
+            Self::Agent => "agent",
+        }
+    }
+}
+
+/// Which limit of a scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LimitKind {
+    TokensPerMinute,
+    TokensPerDay,
+    TurnsPerMinute,
+    ConcurrentTurns,
+    TokensPerTurn,
+}
+
+impl LimitKind {
+    /// The limit's key in `budgets:`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::TokensPerMinute => "tokens_per_minute",
+            Self::TokensPerDay => "tokens_per_day",
+            Self::TurnsPerMinute => "turns_per_minute",
+            Self::ConcurrentTurns => "concurrent_turns",
+            Self::TokensPerTurn => "tokens_per_turn",
+        }
+    }
+
+    /// The window a limit is counted in (`None`: not counted in a window).
+    fn window_ms(self) -> Option<u64> {
+        match self {
+            Self::TokensPerMinute | Self::TurnsPerMinute => Some(MINUTE_MS),
+            Self::TokensPerDay => Some(DAY_MS),
+            Self::ConcurrentTurns | Self::TokensPerTurn => None,
+        }
+    }
+}
+
+/// A turn or a model call a budget would not allow: whose budget, which limit, and when to
+/// come back (none for `tokens_per_turn`, which no wait changes).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct BudgetRefusal {
+    pub scope: ScopeKind,
+    /// The scope's name: the caller's own principal or tenant, or the agent.
+    pub name: String,
+    pub limit: LimitKind,
+    /// The limit's value.
+    pub value: u64,
+    pub retry_after: Option<Duration>,
+}
+
+impl fmt::Display for BudgetRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the budget of {} {:?} allows {} {} ({}), and it is spent",
+            self.scope.as_str(),
+            self.name,
+            self.value,
+            self.limit.key().replace('_', " "),
+            self.limit.key(),
+        )?;
+        match self.retry_after {
+            Some(after) => write!(f, "; retry in {} s", after.as_secs()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The wall clock, in Unix milliseconds (a test's own in tests).
+pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+fn system_clock() -> u64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// One count in one window of one scope's limit.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    /// The window's start, Unix milliseconds.
+    start: u64,
+    used: u64,
+}
+
+type WindowKey = (ScopeKind, Arc<str>, LimitKind);
+
+/// What every scope used, in this process.
+#[derive(Default)]
+struct Usage {
+    windows: HashMap<WindowKey, Window>,
+    /// Turns running now, by scope.
+    running: HashMap<(ScopeKind, Arc<str>), u64>,
+    /// The minute each scope's limit last had a refusal logged: once a minute, not per request.
+    told: HashMap<WindowKey, u64>,
+}
+
+/// The budgets of a deployment, and what was spent under them.
+pub struct BudgetBook {
+    plan: ArcSwapOption<BudgetPlan>,
+    usage: Mutex<Usage>,
+    clock: Clock,
+}
+
+impl fmt::Debug for BudgetBook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BudgetBook")
+            .field("plan", &self.plan.load().is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The scopes one turn is held to, with their limits.
+#[derive(Debug, Clone, Default)]
+pub struct TurnScopes(Vec<(ScopeKind, Arc<str>, BudgetLimits)>);
+
+impl BudgetBook {
+    /// A book holding `plan` (`None`: nothing is limited), on the wall clock.
+    pub fn new(plan: Option<BudgetPlan>) -> Self {
+        Self::with_clock(plan, Arc::new(system_clock))
+    }
+
+    pub fn with_clock(plan: Option<BudgetPlan>, clock: Clock) -> Self {
+        Self {
+            plan: ArcSwapOption::from(plan.map(Arc::new)),
+            usage: Mutex::default(),
+            clock,
+        }
+    }
+
+    /// Holds `plan` from now on (a reload); what was spent stays spent.
+    pub fn replace(&self, plan: Option<BudgetPlan>) {
+        self.plan.store(plan.map(Arc::new));
+    }
+
+    /// The scopes a turn of `agent` for `caller` is held to, with their limits.
+    pub fn scopes(&self, caller: &Caller, agent: &str) -> TurnScopes {
+        let Some(plan) = self.plan.load_full() else {
+            return TurnScopes::default();
+        };
+        let mut scopes = Vec::new();
+        let principal = caller.principal();
+        let subject = principal.map_or(ANONYMOUS, |p| p.subject.as_str());
+        if let Some(limits) = plan.principals.get(subject).or(plan.default.as_ref()) {
+            scopes.push((ScopeKind::Principal, Arc::from(subject), *limits));
+        }
+        if let Some(tenant) = principal.and_then(|p| p.tenant.as_deref())
+            && let Some(limits) = plan.tenants.get(tenant)
+        {
+            scopes.push((ScopeKind::Tenant, Arc::from(tenant), *limits));
+        }
+        if let Some(limits) = plan.agents.get(agent) {
+            scopes.push((ScopeKind::Agent, Arc::from(agent), *limits));
+        }
+        TurnScopes(scopes)
+    }
+
+    fn usage(&self) -> std::sync::MutexGuard<'_, Usage> {
+        self.usage.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Admits a turn held to `scopes`: every scope has room for one more turn now (and tokens
+    /// left in its windows), or the first that has not refuses. The turn counts as running
+    /// until the [`TurnBudget`] is dropped.
+    pub fn admit(self: &Arc<Self>, scopes: TurnScopes) -> Result<TurnBudget, BudgetRefusal> {
+        if scopes.0.is_empty() {
+            return Ok(TurnBudget::unlimited());
+        }
+        let now = (self.clock)();
+        let mut usage = self.usage();
+        for (kind, name, limits) in &scopes.0 {
+            let running = usage.running.get(&(*kind, Arc::clone(name))).copied();
+            if let Some(limit) = limits.concurrent_turns
+                && running.unwrap_or(0) >= limit
+            {
+                let refused = refusal(
+                    *kind,
+                    name,
+                    LimitKind::ConcurrentTurns,
+                    limit,
+                    Some(Duration::from_secs(1)),
+                );
+                return Err(usage.tell(refused, now));
+            }
+            for (limit_kind, limit) in [
+                (LimitKind::TurnsPerMinute, limits.turns_per_minute),
+                (LimitKind::TokensPerMinute, limits.tokens_per_minute),
+                (LimitKind::TokensPerDay, limits.tokens_per_day),
+            ] {
+                let Some(limit) = limit else { continue };
+                if usage.used(*kind, name, limit_kind, now) >= limit {
+                    let refused = refusal(
+                        *kind,
+                        name,
+                        limit_kind,
+                        limit,
+                        Some(until_next(limit_kind, now)),
+                    );
+                    return Err(usage.tell(refused, now));
+                }
+            }
+        }
+        usage.make_room(now);
+        for (kind, name, limits) in &scopes.0 {
+            *usage.running.entry((*kind, Arc::clone(name))).or_default() += 1;
+            if limits.turns_per_minute.is_some() {
+                usage.add(*kind, name, LimitKind::TurnsPerMinute, now, 1);
+            }
+        }
+        Ok(TurnBudget(Some(Arc::new(Held {
+            book: Arc::clone(self),
+            scopes,
+            spent: Mutex::new(0),
+        }))))
+    }
+}
+
+impl Usage {
+    /// Logs `refused` unless its scope's limit had a refusal logged this minute; hands it back.
+    fn tell(&mut self, refused: BudgetRefusal, now: u64) -> BudgetRefusal {
+        let minute = now - now % MINUTE_MS;
+        if self.told.len() >= MAX_WINDOWS {
+            self.told.retain(|_, told| *told == minute);
+        }
+        let key = (
+            refused.scope,
+            Arc::from(refused.name.as_str()),
+            refused.limit,
+        );
+        if self.told.insert(key, minute) != Some(minute) {
+            tracing::warn!(
+                scope = refused.scope.as_str(),
+                name = %refused.name,
+                limit = refused.limit.key(),
+                value = refused.value,
+                "a budget refuses turns (logged once a minute per scope and limit)"
+            );
+        }
+        refused
+    }
+
+    fn used(&self, kind: ScopeKind, name: &Arc<str>, limit: LimitKind, now: u64) -> u64 {
+        let Some(span) = limit.window_ms() else {
+            return 0;
+        };
+        self.windows
+            .get(&(kind, Arc::clone(name), limit))
+            .filter(|w| w.start == now - now % span)
+            .map_or(0, |w| w.used)
+    }
+
+    fn add(&mut self, kind: ScopeKind, name: &Arc<str>, limit: LimitKind, at: u64, n: u64) {
+        let Some(span) = limit.window_ms() else {
+            return;
+        };
+        let start = at - at % span;
+        let window = self
+            .windows
+            .entry((kind, Arc::clone(name), limit))
+            .or_insert(Window { start, used: 0 });
+        if window.start != start {
+            *window = Window { start, used: 0 };
+        }
+        window.used = window.used.saturating_add(n);
+    }
+
+    /// Takes `n` back from the window that started at `start`, if it is still the current one.
+    fn take_back(
+        &mut self,
+        kind: ScopeKind,
+        name: &Arc<str>,
+        limit: LimitKind,
+        start: u64,
+        n: u64,
+    ) {
+        if let Some(window) = self.windows.get_mut(&(kind, Arc::clone(name), limit))
+            && window.start == start
+        {
+            window.used = window.used.saturating_sub(n);
+        }
+    }
+
+    /// Keeps the windows under [`MAX_WINDOWS`]: the stale go first, then the oldest.
+    fn make_room(&mut self, now: u64) {
+        if self.windows.len() < MAX_WINDOWS {
+            return;
+        }
+        self.windows.retain(|(_, _, limit), window| {
+            limit
+                .window_ms()
+                .is_some_and(|span| window.start == now - now % span)
+        });
+        while self.windows.len() >= MAX_WINDOWS {
+            let Some(oldest) = self
+                .windows
+                .iter()
+                .min_by_key(|(_, w)| w.start)
+                .map(|(key, _)| key.clone())
+            else {
+                break;
+            };
+            self.windows.remove(&oldest);
+        }
+    }
+}
+
+fn refusal(
+    scope: ScopeKind,
+    name: &Arc<str>,
+    limit: LimitKind,
+    value: u64,
+    retry_after: Option<Duration>,
+) -> BudgetRefusal {
+    BudgetRefusal {
+        scope,
+        name: name.to_string(),
+        limit,
+        value,
+        retry_after,
+    }
+}
+
+/// The time from `now` to the end of `limit`'s window, rounded up to the second.
+fn until_next(limit: LimitKind, now: u64) -> Duration {
+    let span = limit.window_ms().unwrap_or(MINUTE_MS);
+    let left_ms = span - now % span;
+    Duration::from_secs(left_ms.div_ceil(1_000))
+}
+
+/// A turn's hold on its budgets: it counts as running until dropped, and reserves and settles
+/// each model call's tokens. Cheap to clone (sub-agents share their turn's).
+#[derive(Debug, Clone, Default)]
+pub struct TurnBudget(Option<Arc<Held>>);
+
+struct Held {
+    book: Arc<BudgetBook>,
+    scopes: TurnScopes,
+    /// Tokens the turn's calls used so far.
+    spent: Mutex<u64>,
+}
+
+impl fmt::Debug for Held {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Held")
+            .field("scopes", &self.scopes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut usage = self.book.usage();
+        for (kind, name, _) in &self.scopes.0 {
+            let key = (*kind, Arc::clone(name));
+            if let Some(running) = usage.running.get_mut(&key) {
+                *running = running.saturating_sub(1);
+                if *running == 0 {
+                    usage.running.remove(&key);
+                }
+            }
+        }
+    }
+}
+
+/// The tokens one model call reserved, settled with what it used.
+#[derive(Debug)]
+#[must_use = "a reservation is settled with the call's usage"]
+pub struct Reservation {
+    held: Option<Arc<Held>>,
+    /// What was reserved in each token window, and the window's start.
+    taken: Vec<(ScopeKind, Arc<str>, LimitKind, u64, u64)>,
+}
+
+/// Why a model call may not be made now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallRefused {
+    /// A minute's window is full: the call may be made after `BudgetRefusal::retry_after`.
+    Wait(BudgetRefusal),
+    /// The turn cannot go on under its budget (its day's tokens, or `tokens_per_turn`).
+    Stop(BudgetRefusal),
+}
+
+impl TurnBudget {
+    /// A turn no budget holds.
+    pub fn unlimited() -> Self {
+        Self(None)
+    }
+
+    /// Whether any budget holds the turn.
+    pub fn is_limited(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Reserves the tokens of a model call whose prompt is about `prompt` tokens and whose
+    /// answer may take `output` more: in each token window, that or what room is left.
+    pub fn reserve(&self, prompt: u64, output: u64) -> Result<Reservation, CallRefused> {
+        let Some(held) = &self.0 else {
+            return Ok(Reservation::none());
+        };
+        let spent = *held.spent.lock().unwrap_or_else(PoisonError::into_inner);
+        let want = prompt.saturating_add(output);
+        let now = (held.book.clock)();
+        let mut usage = held.book.usage();
+        for (kind, name, limits) in &held.scopes.0 {
+            if let Some(limit) = limits.tokens_per_turn
+                && spent.saturating_add(prompt) > limit
+            {
+                let refused = refusal(*kind, name, LimitKind::TokensPerTurn, limit, None);
+                return Err(CallRefused::Stop(usage.tell(refused, now)));
+            }
+            for (limit_kind, limit) in [
+                (LimitKind::TokensPerMinute, limits.tokens_per_minute),
+                (LimitKind::TokensPerDay, limits.tokens_per_day),
+            ] {
+                let Some(limit) = limit else { continue };
+                if usage.used(*kind, name, limit_kind, now) >= limit {
+                    let refused = usage.tell(
+                        refusal(
+                            *kind,
+                            name,
+                            limit_kind,
+                            limit,
+                            Some(until_next(limit_kind, now)),
+                        ),
+                        now,
+                    );
+                    return Err(if limit_kind == LimitKind::TokensPerMinute {
+                        CallRefused::Wait(refused)
+                    } else {
+                        CallRefused::Stop(refused)
+                    });
+                }
+            }
+        }
+        let mut taken = Vec::new();
+        for (kind, name, limits) in &held.scopes.0 {
+            for (limit_kind, limit) in [
+                (LimitKind::TokensPerMinute, limits.tokens_per_minute),
+                (LimitKind::TokensPerDay, limits.tokens_per_day),
+            ] {
+                let Some(limit) = limit else { continue };
+                let room = limit - usage.used(*kind, name, limit_kind, now).min(limit);
+                let take = want.min(room);
+                usage.add(*kind, name, limit_kind, now, take);
+                let span = limit_kind.window_ms().unwrap_or(MINUTE_MS);
+                taken.push((*kind, Arc::clone(name), limit_kind, now - now % span, take));
+            }
+        }
+        Ok(Reservation {
+            held: Some(Arc::clone(held)),
+            taken,
+        })
+    }
+}
+
+impl Reservation {
+    /// A reservation of nothing (a turn no budget holds).
+    pub fn none() -> Self {
+        Self {
+            held: None,
+            taken: Vec::new(),
+        }
+    }
+
+    /// The call used `used` tokens: each window it reserved in counts that instead.
+    pub fn settle(mut self, used: u64) {
+        let Some(held) = self.held.take() else {
+            return;
+        };
+        {
+            let mut spent = held.spent.lock().unwrap_or_else(PoisonError::into_inner);
+            *spent = spent.saturating_add(used);
+        }
+        let now = (held.book.clock)();
+        let mut usage = held.book.usage();
+        for (kind, name, limit, start, reserved) in std::mem::take(&mut self.taken) {
+            usage.take_back(kind, &name, limit, start, reserved);
+            usage.add(kind, &name, limit, now, used);
+        }
+    }
+}
+
+impl Drop for Reservation {
+    /// A call that never answered (it failed, or its turn was canceled) gives its tokens back.
+    fn drop(&mut self) {
+        let Some(held) = self.held.take() else {
+            return;
+        };
+        let mut usage = held.book.usage();
+        for (kind, name, limit, start, reserved) in self.taken.drain(..) {
+            usage.take_back(kind, &name, limit, start, reserved);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

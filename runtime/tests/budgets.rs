@@ -1,0 +1,215 @@
+//! Budgets (`budgets:` in `agents.yaml`), held by a real runtime process: two tenants on API
+//! keys, a scripted LLM that reports its usage. Acme's one-token minute is spent by its first
+//! turn; its next is refused on every HTTP binding with `429`, a `Retry-After` that names the
+//! seconds left in the minute, and the binding's error shape naming the scope and the limit;
+//! globex, with no budget, is served all along.
+
+mod support;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use daedalus_fake_llm::{AutoReply, FakeLlm};
+use daedalus_test_kit::A2aClient;
+use daedalus_test_kit::a2a_client::state_of;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use support::identity::api_key_file;
+use support::process::{Runtime, runtime};
+
+const KEY: &str = "sk-budgets";
+const MODEL: &str = "gpt-budgets";
+
+/// A runtime whose `budgets:` block is `budgets`, acme's and globex's keys accepted.
+fn runtime_with_budgets(dir: &tempfile::TempDir, fake: &FakeLlm, budgets: &str) -> Runtime {
+    let yaml = support::runtime::on_fake_openai(
+        &fake.openai_base_url,
+        KEY,
+        MODEL,
+        "{}",
+        "  proc-test: { instruction: Answer. }\n",
+    );
+    let config = dir.path().join("agents.yaml");
+    std::fs::write(&config, format!("{yaml}budgets:\n{budgets}")).expect("written");
+    let keys = dir.path().join("api-keys.yaml");
+    api_key_file(
+        &keys,
+        &[
+            ("key-of-acme", "acme-bot", "acme"),
+            ("key-of-globex", "globex-bot", "globex"),
+        ],
+    );
+    runtime()
+        .env("AGENTS_CONFIG", config.to_str().expect("utf-8"))
+        .env("AUTH_API_KEYS_FILE", keys.to_str().expect("utf-8"))
+        .start()
+}
+
+fn now_ms() -> u64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970");
+    u64::try_from(since.as_millis()).expect("fits")
+}
+
+/// The seconds left in the current UTC minute, rounded up.
+fn seconds_left_in_the_minute() -> u64 {
+    (60_000 - now_ms() % 60_000).div_ceil(1_000)
+}
+
+fn retry_after(response: &reqwest::Response) -> u64 {
+    response.headers()[reqwest::header::RETRY_AFTER]
+        .to_str()
+        .expect("ASCII")
+        .parse()
+        .expect("seconds")
+}
+
+fn send_params(text: &str) -> Value {
+    json!({"message": {"messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER",
+        "parts": [{"text": text}]}})
+}
+
+/// Acme's first turn, then its refused second over JSON-RPC, early enough in a minute for
+/// the test's other refusals to fall in it too (tried again when the minute turns between
+/// them): the refusal, and the seconds that were left.
+async fn spend_acmes_minute(acme: &A2aClient) -> (reqwest::Response, u64) {
+    for _ in 0..3 {
+        if seconds_left_in_the_minute() < 10 {
+            tokio::time::sleep(Duration::from_secs(seconds_left_in_the_minute())).await;
+        }
+        let minute = now_ms() / 60_000;
+        let first = acme.run_task("hello").await;
+        assert_eq!(state_of(&first), "TASK_STATE_COMPLETED", "{first}");
+        let refused = acme.send_raw("SendMessage", send_params("again")).await;
+        let left = seconds_left_in_the_minute();
+        if now_ms() / 60_000 == minute {
+            return (refused, left);
+        }
+    }
+    panic!("three minutes turned in the middle of a turn");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_that_spent_its_minute_is_refused_until_it_ends_and_another_is_served() {
+    let fake = FakeLlm::start(KEY, &[MODEL]).await;
+    fake.auto(AutoReply {
+        text: "noted".into(),
+        ..AutoReply::default()
+    });
+    let dir = tempfile::tempdir().expect("a dir");
+    let rt = runtime_with_budgets(
+        &dir,
+        &fake,
+        "  tenants:\n    acme: { tokens_per_minute: 1 }\n",
+    );
+    let acme = A2aClient::new(rt.url("/")).with_bearer("key-of-acme");
+    let globex = A2aClient::new(rt.url("/")).with_bearer("key-of-globex");
+
+    let (refused, left) = spend_acmes_minute(&acme).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    let after = retry_after(&refused);
+    assert!(
+        after.abs_diff(left) <= 1,
+        "Retry-After {after} s names the {left} s left in the minute"
+    );
+    let body: Value = refused.json().await.expect("JSON");
+    let error = &body["error"];
+    assert_eq!(error["code"], -31429, "{body}");
+    assert_eq!(error["data"][0]["reason"], "BUDGET_EXCEEDED", "{body}");
+    assert_eq!(error["data"][0]["metadata"]["scope"], "tenant", "{body}");
+    assert_eq!(
+        error["data"][0]["metadata"]["limit"], "tokens_per_minute",
+        "{body}"
+    );
+    let said = error["message"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("acme") && !said.contains("globex"),
+        "the refusal names the caller's own tenant only: {said}"
+    );
+
+    // The HTTP+JSON binding: a google.rpc.Status, RESOURCE_EXHAUSTED.
+    let http = reqwest::Client::new();
+    let rest = http
+        .post(rt.url("/a2a/rest/message:send"))
+        .header("A2A-Version", "1.0")
+        .header("X-API-Key", "key-of-acme")
+        .json(&send_params("again"))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(rest.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(retry_after(&rest) <= 60);
+    let status: Value = rest.json().await.expect("JSON");
+    assert_eq!(status["error"]["status"], "RESOURCE_EXHAUSTED", "{status}");
+    assert_eq!(status["error"]["code"], 429, "{status}");
+    assert_eq!(
+        status["error"]["details"][0]["reason"], "BUDGET_EXCEEDED",
+        "{status}"
+    );
+
+    // The contract binding: 429 with Retry-After, for a proxy to wait on.
+    let contract = http
+        .post(rt.url("/"))
+        .header("X-API-Key", "key-of-acme")
+        .json(
+            &json!({"message": {"messageId": "contract-1", "role": "user",
+            "parts": [{"text": "again"}]}}),
+        )
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(contract.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(retry_after(&contract) <= 60);
+
+    let served = globex.run_task("hello").await;
+    assert_eq!(
+        state_of(&served),
+        "TASK_STATE_COMPLETED",
+        "globex is unaffected: {served}"
+    );
+    assert_eq!(
+        fake.requests().len(),
+        2,
+        "the refused turns never reached the model"
+    );
+    let told = rt
+        .drain_logs()
+        .iter()
+        .filter(|l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("a budget refuses turns"))
+        })
+        .count();
+    assert_eq!(told, 1, "three refusals in a minute are logged once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_that_would_pass_tokens_per_turn_fails_naming_the_limit() {
+    let fake = FakeLlm::start(KEY, &[MODEL]).await;
+    // Each answer calls a tool that does not exist, so the loop would go on and on.
+    fake.auto(AutoReply {
+        tools: vec!["nowhere__tool".into()],
+        text: "never".into(),
+        rounds: 50,
+        ..AutoReply::default()
+    });
+    let dir = tempfile::tempdir().expect("a dir");
+    let rt = runtime_with_budgets(
+        &dir,
+        &fake,
+        "  agents:\n    proc-test: { tokens_per_turn: 200 }\n",
+    );
+    let acme = A2aClient::new(rt.url("/")).with_bearer("key-of-acme");
+    let task = acme.run_task("go on and on").await;
+    assert_eq!(state_of(&task), "TASK_STATE_FAILED", "{task}");
+    let why = task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("tokens_per_turn"), "{task}");
+    let asked = fake.requests().len();
+    assert!(
+        (2..50).contains(&asked),
+        "the loop stopped at its budget after {asked} model calls"
+    );
+}
