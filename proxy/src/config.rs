@@ -79,6 +79,11 @@ struct Cli {
     /// (a restart, a crash loop) cost no task a delivery.
     #[arg(long, env = "RUNTIME_DOWN_LIMIT", global = true, default_value = "30s", value_parser = parse_duration)]
     runtime_down_limit: Duration,
+    /// How long a task the runtime refuses for a spent budget (429 with Retry-After) may wait
+    /// in the stream, published again for each wait, before it fails saying why. Budget
+    /// waits spend no delivery of the task.
+    #[arg(long, env = "BUDGET_WAIT", global = true, default_value = "1h", value_parser = parse_duration)]
+    budget_wait: Duration,
     /// auto: stream tasks from a runtime whose card says it streams, relaying each event to
     /// agent.events.<agent>.<task-token>; never: always wait for the whole Task (cheaper, no
     /// live events).
@@ -352,6 +357,9 @@ pub struct ProxyConfig {
     /// held tasks back.
     #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
     pub runtime_down_limit: Duration,
+    /// How long a task refused for a spent budget may wait before it fails (`BUDGET_WAIT`).
+    #[serde(serialize_with = "daedalus_contract::container::serialize_duration")]
+    pub budget_wait: Duration,
     /// Whether tasks are streamed from a runtime that can (`STREAM_TASKS`).
     pub stream_tasks: StreamTasks,
     /// How long storing a result may keep retrying while the lease is kept.
@@ -528,6 +536,7 @@ impl Launch {
             retry_max_delay: cli.retry_max_delay.max(cli.retry_base_delay),
             health_interval: positive(cli.health_interval, "health_interval", "--health-interval")?,
             runtime_down_limit: cli.runtime_down_limit,
+            budget_wait: positive(cli.budget_wait, "budget_wait", "--budget-wait")?,
             stream_tasks: cli.stream_tasks,
             result_store_timeout: positive(
                 cli.result_store_timeout,

@@ -18,6 +18,10 @@ pub struct Metrics {
     pub failed: Counter,
     /// Tasks handed back with a delayed nak after a transient failure.
     pub retried: Counter,
+    /// Tasks the runtime refused for a spent budget, put back in the stream to wait.
+    pub budget_waits: Counter,
+    /// Tasks that waited past `BUDGET_WAIT` for their budget and failed.
+    pub budget_waits_given_up: Counter,
     /// Bodies without a usable task id sent to the dead-letter subject.
     pub deadlettered: Counter,
     /// Deliveries that were not the first for their message.
@@ -67,6 +71,8 @@ impl Metrics {
             completed: Counter::default(),
             failed: Counter::default(),
             retried: Counter::default(),
+            budget_waits: Counter::default(),
+            budget_waits_given_up: Counter::default(),
             deadlettered: Counter::default(),
             redeliveries: Counter::default(),
             leases_lost: Counter::default(),
@@ -100,6 +106,16 @@ impl Metrics {
             "tasks_retried",
             "Tasks handed back with a delayed nak after a transient failure",
             m.retried.clone(),
+        );
+        registry.register(
+            "tasks_budget_waits",
+            "Tasks the runtime refused for a spent budget, put back in the stream to wait",
+            m.budget_waits.clone(),
+        );
+        registry.register(
+            "tasks_budget_waits_given_up",
+            "Tasks that waited past BUDGET_WAIT for their budget and failed",
+            m.budget_waits_given_up.clone(),
         );
         registry.register(
             "tasks_deadlettered",

@@ -220,6 +220,84 @@ async fn transient_failures_are_retried_until_the_runtime_answers() {
     proxy.shutdown().await.unwrap();
 }
 
+/// A task the runtime refuses for a spent budget three times, under `MAX_DELIVER=2`: it waits
+/// in the stream each time (published again, the delivery acked), spends none of its
+/// deliveries, and completes once the budget has room.
+#[tokio::test]
+async fn a_task_refused_for_budget_waits_in_the_stream_without_spending_deliveries() {
+    let nats = NatsServer::start();
+    let fake = FakeRuntime::start(Mode::OverBudgetFirst(3)).await;
+    let mut config = proxy_config("budget", &nats.url(), &fake.url);
+    config.max_deliver = 2;
+    let proxy = Proxy::start(config).await;
+    let (_client, js) = client(&nats).await;
+    publish(
+        &js,
+        "budget",
+        "m-1",
+        task_body("m-1", Some("t-1"), "patient"),
+    )
+    .await;
+    let found = wait_results(&js, "budget", 1, WAIT).await;
+    assert_eq!(
+        found[0].2.status.state,
+        TaskState::Completed,
+        "{:?}",
+        found[0].2
+    );
+    let calls = fake.calls();
+    assert_eq!(calls.len(), 4, "three refusals, then the answer");
+    for pair in calls.windows(2) {
+        let gap = pair[1].started - pair[0].ended.unwrap();
+        assert!(
+            gap >= Duration::from_millis(900),
+            "each try waited Retry-After: {gap:?}"
+        );
+    }
+    let metrics = proxy.metrics().await;
+    assert_eq!(
+        metric(&metrics, "daedalus_proxy_tasks_budget_waits_total"),
+        3
+    );
+    assert_eq!(metric(&metrics, "daedalus_proxy_tasks_retried_total"), 0);
+    assert_eq!(results(&js, "budget").await.len(), 1, "one result");
+    wait_tasks_left(&js, 0).await;
+    proxy.shutdown().await.unwrap();
+}
+
+/// A task whose budget stays spent fails once its next try would come after `BUDGET_WAIT`,
+/// saying why; nothing is left in the stream.
+#[tokio::test]
+async fn a_task_that_waits_past_budget_wait_fails_saying_why() {
+    let nats = NatsServer::start();
+    let fake = FakeRuntime::start(Mode::OverBudgetFirst(usize::MAX)).await;
+    let mut config = proxy_config("broke", &nats.url(), &fake.url);
+    config.budget_wait = Duration::from_secs(2);
+    let proxy = Proxy::start(config).await;
+    let (_client, js) = client(&nats).await;
+    publish(&js, "broke", "m-1", task_body("m-1", Some("t-1"), "x")).await;
+    let found = wait_results(&js, "broke", 1, WAIT).await;
+    let task = &found[0].2;
+    assert_eq!(task.status.state, TaskState::Failed);
+    let why = task.status.message.as_ref().unwrap().text();
+    assert!(
+        why.contains("BUDGET_WAIT (2s)") && why.contains("tokens_per_minute"),
+        "{why}"
+    );
+    let tries = fake.calls_for("t-1");
+    assert!(
+        (2..=4).contains(&tries),
+        "about one try a second for 2 s: {tries}"
+    );
+    let metrics = proxy.metrics().await;
+    assert_eq!(
+        metric(&metrics, "daedalus_proxy_tasks_budget_waits_given_up_total"),
+        1
+    );
+    wait_tasks_left(&js, 0).await;
+    proxy.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_runtime_that_is_down_then_back_completes_the_task() {
     let nats = NatsServer::start();

@@ -94,6 +94,10 @@ fn connections(dir: &str) -> Vec<Setting> {
             .by_default(json!("30s"))
             .takes("2m", json!("2m"))
             .refuses("a while"),
+        Setting::new("BUDGET_WAIT", "/budget_wait")
+            .by_default(json!("1h"))
+            .takes("10m", json!("10m"))
+            .refuses("0"),
         Setting::new("STREAM_TASKS", "/stream_tasks")
             .by_default(json!("auto"))
             .choice("auto", json!("auto"))

@@ -52,6 +52,22 @@ pub struct CauseLabel {
     pub cause: &'static str,
 }
 
+/// A budget's scope (`principal`, `tenant`, `agent`) and its name (`other` past the first
+/// [`crate::budgets::METRIC_NAMES`] of its kind).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct BudgetLabels {
+    pub scope: &'static str,
+    pub name: String,
+}
+
+/// A budget's scope and name, and one of its limits (`tokens_per_minute`, ...).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct BudgetLimitLabels {
+    pub scope: &'static str,
+    pub name: String,
+    pub limit: &'static str,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct LimitLabel {
     /// The setting of the limit (`TURN_MEMORY`, ...).
@@ -172,6 +188,12 @@ pub struct Metrics {
     pub turns_resumed: Family<CauseLabel, Counter>,
     /// Steps a resumed turn did not run again (its checkpoint held them).
     pub steps_kept: Counter,
+    /// Tokens spent under each budget (`budgets:`), by scope.
+    pub budget_tokens: Family<BudgetLabels, Counter>,
+    /// Turns and model calls a budget refused, by scope and limit.
+    pub budget_refusals: Family<BudgetLimitLabels, Counter>,
+    /// What is left in each budget's current window, by scope and limit, as of its last use.
+    pub budget_remaining: Family<BudgetLimitLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -208,6 +230,9 @@ impl Metrics {
             turns_refused: Family::default(),
             turns_resumed: Family::default(),
             steps_kept: Counter::default(),
+            budget_tokens: Family::default(),
+            budget_refusals: Family::default(),
+            budget_remaining: Family::default(),
             registry,
         };
         let mut m = m;
@@ -318,7 +343,28 @@ impl Metrics {
             m.steps_kept.clone(),
         );
         r.register_collector(Box::new(ProcessCollector));
+        m.register_budgets();
         m
+    }
+
+    /// Registers the budgets' series (`budgets:`).
+    fn register_budgets(&mut self) {
+        let r = &mut self.registry;
+        r.register(
+            "daedalus_runtime_budget_tokens",
+            "Tokens spent under each budget (budgets:), by scope (principal, tenant, agent) and name (other past the first 100 names of a scope)",
+            self.budget_tokens.clone(),
+        );
+        r.register(
+            "daedalus_runtime_budget_refusals",
+            "Turns and model calls a budget refused, by scope, name and limit",
+            self.budget_refusals.clone(),
+        );
+        r.register(
+            "daedalus_runtime_budget_remaining",
+            "What is left in a budget's current window (tokens or turns), by scope, name and limit, as of its last use",
+            self.budget_remaining.clone(),
+        );
     }
 
     /// Counts one model call of `agent` on `model` and its tokens.

@@ -172,6 +172,16 @@ async fn a_tenant_that_spent_its_minute_is_refused_until_it_ends_and_another_is_
         2,
         "the refused turns never reached the model"
     );
+    let healthz: Value = http
+        .get(rt.url("/healthz"))
+        .send()
+        .await
+        .expect("answers")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(healthz["budgets"]["tenants"], 1, "{healthz}");
+    assert_eq!(healthz["budgets"]["refusing_now"], 1, "{healthz}");
     let told = rt
         .drain_logs()
         .iter()

@@ -28,6 +28,12 @@ pub enum Disposition {
     /// The runtime answered 503 (not ready, or draining): like [`Disposition::Transient`],
     /// and pulling pauses until its `/health` answers 200 again.
     Unavailable(String),
+    /// The runtime refused the task for a spent budget (429 with `Retry-After`): the task
+    /// waits that long in the stream, without spending a delivery, up to `BUDGET_WAIT`.
+    OverBudget {
+        retry_after: Duration,
+        reason: String,
+    },
 }
 
 /// A result ready to publish: its state and its body in the contract dialect.
@@ -75,6 +81,10 @@ pub fn classify(task_id: &str, reply: Result<Reply, ForwardError>) -> Dispositio
             reply.status,
             error_message(&reply.body)
         )),
+        429 if let Some(retry_after) = reply.retry_after => Disposition::OverBudget {
+            retry_after,
+            reason: error_message(&reply.body),
+        },
         408 | 429 | 500..=599 => Disposition::Transient(format!(
             "runtime answered {}: {}",
             reply.status,
@@ -192,6 +202,7 @@ mod tests {
         Ok(Reply {
             status,
             body: Bytes::from(body.to_owned()),
+            retry_after: None,
         })
     }
 
@@ -242,6 +253,15 @@ mod tests {
             ("403", reply(403, ""), "transient"),
             ("408", reply(408, ""), "transient"),
             ("429", reply(429, ""), "transient"),
+            (
+                "429 with Retry-After",
+                Ok(Reply {
+                    status: 429,
+                    body: Bytes::from(err),
+                    retry_after: Some(Duration::from_secs(12)),
+                }),
+                "over budget",
+            ),
             ("500", reply(500, "boom"), "transient"),
             ("503", reply(503, err), "unavailable"),
             (
@@ -261,6 +281,7 @@ mod tests {
                 Disposition::Poison(_) => "poison",
                 Disposition::Transient(_) => "transient",
                 Disposition::Unavailable(_) => "unavailable",
+                Disposition::OverBudget { .. } => "over budget",
             };
             assert_eq!(got, expected, "{name}");
         }

@@ -37,12 +37,12 @@ enum Held {
 
 /// One delivery of one task message, worked by one worker.
 pub(crate) struct Job<'w> {
-    shared: &'w Shared,
-    inbox: &'w mut Inbox,
-    message: Arc<Message>,
+    pub(super) shared: &'w Shared,
+    pub(super) inbox: &'w mut Inbox,
+    pub(super) message: Arc<Message>,
     trace: TraceContext,
     delivered: u32,
-    stream_sequence: u64,
+    pub(super) stream_sequence: u64,
 }
 
 impl<'w> Job<'w> {
@@ -124,7 +124,7 @@ impl<'w> Job<'w> {
         Some((job, intake, span))
     }
 
-    fn is_last_delivery(&self) -> bool {
+    pub(super) fn is_last_delivery(&self) -> bool {
         self.delivered >= self.shared.config.max_deliver
     }
 
@@ -153,7 +153,13 @@ impl<'w> Job<'w> {
             Intake::Task { ids, request } => {
                 // A stream carries no `history`: a task that asks for it is not streamed.
                 let stream = self.shared.runtime_streams && request.history_length().is_none();
-                self.forward(&lease, &ids, started, stream).await;
+                let its_time = match self.budget_wait_left() {
+                    Some(left) => self.wait_for_its_time(&lease, left).await,
+                    None => true,
+                };
+                if its_time {
+                    self.forward(&lease, &ids, started, stream).await;
+                }
             }
         }
         self.shared.metrics.in_flight.dec();
@@ -199,6 +205,12 @@ impl<'w> Job<'w> {
                 self.retry(lease, &reason).await;
             }
             Disposition::Transient(reason) => self.retry(lease, &reason).await,
+            Disposition::OverBudget {
+                retry_after,
+                reason,
+            } => {
+                self.wait_for_budget(lease, ids, retry_after, &reason).await;
+            }
         }
     }
 
@@ -300,7 +312,12 @@ impl<'w> Job<'w> {
     /// Sends an ack of `kind` and waits for the server to confirm it, trying again (an ack is
     /// idempotent) for up to an ack wait while the lease holds: a consumer whose leader is
     /// being elected confirms nothing for a few seconds.
-    async fn confirm(&mut self, lease: Option<&Lease>, kind: AckKind, what: &str) -> bool {
+    pub(super) async fn confirm(
+        &mut self,
+        lease: Option<&Lease>,
+        kind: AckKind,
+        what: &str,
+    ) -> bool {
         let deadline = Instant::now() + self.shared.config.ack_wait;
         let mut delay = std::time::Duration::from_millis(100);
         loop {
@@ -367,7 +384,7 @@ impl<'w> Job<'w> {
 
     /// Publishes `answer` as the result (and to an allowed `reply-to`), then acks with `ack`.
     /// A result too large for the server becomes a small failed Task that says so.
-    async fn finish(
+    pub(super) async fn finish(
         &mut self,
         lease: Option<&Lease>,
         ids: &Ids,
@@ -531,7 +548,7 @@ impl<'w> Job<'w> {
 
 /// Publishes to a stream through the worker's inbox within `RESULT_STORE_TIMEOUT`, keeping
 /// and watching the lease (see [`publish_acked`]).
-async fn publish_durably(
+pub(super) async fn publish_durably(
     inbox: &mut Inbox,
     shared: &Shared,
     lease: Option<&Lease>,

@@ -13,6 +13,7 @@
 //! - [`shared`]: what every worker shares.
 
 pub mod advisories;
+pub(crate) mod budget_wait;
 pub mod disposition;
 pub(crate) mod durable;
 pub mod give_up;

@@ -96,11 +96,13 @@ impl EventStreamReader {
             return Ok(Reply {
                 status: 503,
                 body: Bytes::from(body.to_string()),
+                retry_after: None,
             });
         }
         Ok(Reply {
             status: 200,
             body: Bytes::from(contract::to_vec(&task)),
+            retry_after: None,
         })
     }
 }

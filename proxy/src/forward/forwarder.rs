@@ -14,6 +14,23 @@ use crate::wire::trace::TraceContext;
 pub struct Reply {
     pub status: u16,
     pub body: Bytes,
+    /// The answer's `Retry-After`, in seconds (`None` without one, or with a date).
+    pub retry_after: Option<Duration>,
+}
+
+/// The longest `Retry-After` taken: a day; a longer one is read as a day.
+const LONGEST_RETRY_AFTER: Duration = Duration::from_hours(24);
+
+/// A `Retry-After` header's delay, when it gives one in seconds.
+pub fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
+    let secs: u64 = headers
+        .get(http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Duration::from_secs(secs).min(LONGEST_RETRY_AFTER))
 }
 
 /// Why a task never got an HTTP answer.

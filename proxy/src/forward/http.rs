@@ -367,6 +367,7 @@ impl HttpRuntime {
             .await
             .map_err(|e| classify(&e, timeout))?;
         let status = response.status().as_u16();
+        let retry_after = super::forwarder::retry_after(response.headers());
         let is_event_stream = status == 200
             && response
                 .headers()
@@ -375,7 +376,11 @@ impl HttpRuntime {
                 .is_some_and(|v| v.starts_with("text/event-stream"));
         let Some(events) = events.filter(|_| is_event_stream) else {
             let body = response.bytes().await.map_err(|e| classify(&e, timeout))?;
-            return Ok(Reply { status, body });
+            return Ok(Reply {
+                status,
+                body,
+                retry_after,
+            });
         };
         let mut reader = EventStreamReader::new();
         while let Some(chunk) = response.chunk().await.map_err(|e| classify(&e, timeout))? {

@@ -209,6 +209,7 @@ impl PlainHttp {
 /// events as they arrive and the Task they rebuild.
 async fn read_answer(response: http::Response<Incoming>, reading: Reading<'_>) -> Exchange {
     let status = response.status().as_u16();
+    let retry_after = super::forwarder::retry_after(response.headers());
     let is_event_stream = status == 200
         && response
             .headers()
@@ -222,6 +223,7 @@ async fn read_answer(response: http::Response<Incoming>, reading: Reading<'_>) -
         Ok(body) => Exchange::Answered(Reply {
             status,
             body: body.to_bytes(),
+            retry_after,
         }),
         Err(e) => Exchange::Failed(error_chain(&e)),
     }

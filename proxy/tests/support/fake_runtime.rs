@@ -35,6 +35,9 @@ pub enum Mode {
     FailFirst(usize, u16),
     /// Every task gets 200 with this body, `{task_id}` replaced by the task's id.
     Body(&'static str),
+    /// The first `n` calls are refused for a spent budget (429, `Retry-After: 1`), then
+    /// `Echo`; `usize::MAX` refuses every call.
+    OverBudgetFirst(usize),
 }
 
 /// One `POST /` as the fake saw it.
@@ -258,6 +261,20 @@ async fn answer(s: &FakeState, request: &SendMessageRequest, task_id: &str) -> R
                 template.replace("{task_id}", task_id),
             )
                 .into_response();
+        }
+        Mode::OverBudgetFirst(n) => {
+            let refused = s.calls.lock().expect("lock").len();
+            if refused <= n {
+                return (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    [
+                        (header::CONTENT_TYPE, "application/json"),
+                        (header::RETRY_AFTER, "1"),
+                    ],
+                    json!({"error": {"code": 429, "message": "the budget of tenant \"acme\" allows 1 tokens per minute (tokens_per_minute), and it is spent; retry in 1 s"}}).to_string(),
+                )
+                    .into_response();
+            }
         }
         Mode::Echo => {}
     }

@@ -18,7 +18,7 @@
 //! windows, the stale ones dropped first. A refusal is logged once a minute per scope and
 //! limit, not per request.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -27,6 +27,7 @@ use arc_swap::ArcSwapOption;
 
 use crate::config::deployment::budgets::{BudgetLimits, BudgetPlan};
 use crate::identity::Caller;
+use crate::metrics::{BudgetLabels, BudgetLimitLabels, Metrics};
 
 /// The most windows the book keeps (about 100 bytes each); past it, the stale ones go, and
 /// then the oldest.
@@ -35,6 +36,9 @@ const MINUTE_MS: u64 = 60_000;
 const DAY_MS: u64 = 86_400_000;
 /// The name a budget knows the caller by when authentication is off.
 pub const ANONYMOUS: &str = "anyone";
+/// The names of each scope kind that get series of their own in `/metrics`; the rest are
+/// counted under `other`, so callers cannot grow the metrics without bound.
+pub const METRIC_NAMES: usize = 100;
 
 /// What a budget is held for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -152,6 +156,10 @@ pub struct BudgetBook {
     plan: ArcSwapOption<BudgetPlan>,
     usage: Mutex<Usage>,
     clock: Clock,
+    /// Where spending and refusals are counted, if anywhere.
+    metrics: Option<Arc<Metrics>>,
+    /// The names of each scope kind with series of their own ([`METRIC_NAMES`] at most).
+    named: Mutex<HashMap<ScopeKind, HashSet<Arc<str>>>>,
 }
 
 impl fmt::Debug for BudgetBook {
@@ -160,6 +168,20 @@ impl fmt::Debug for BudgetBook {
             .field("plan", &self.plan.load().is_some())
             .finish_non_exhaustive()
     }
+}
+
+/// The budgets in `/healthz`: how many are configured and how many refuse now, never whose.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BudgetsHealth {
+    /// Whether `default` holds each principal with no entry of its own.
+    pub default: bool,
+    pub tenants: usize,
+    pub principals: usize,
+    pub agents: usize,
+    /// Scope-and-limit pairs that refused a turn or a call this minute.
+    pub refusing_now: usize,
+    /// Turns running now that a budget holds (counted once per scope that holds them).
+    pub held_turns: u64,
 }
 
 /// The scopes one turn is held to, with their limits.
@@ -177,7 +199,93 @@ impl BudgetBook {
             plan: ArcSwapOption::from(plan.map(Arc::new)),
             usage: Mutex::default(),
             clock,
+            metrics: None,
+            named: Mutex::default(),
         }
+    }
+
+    /// This book, counting what is spent and refused in `metrics`.
+    #[must_use]
+    pub fn counted_in(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// The name `name` of a `kind` scope goes by in `/metrics`: its own among the first
+    /// [`METRIC_NAMES`], else `other`.
+    fn metric_name(&self, kind: ScopeKind, name: &Arc<str>) -> String {
+        let mut seen = self.named.lock().unwrap_or_else(PoisonError::into_inner);
+        let of_kind = seen.entry(kind).or_default();
+        if of_kind.contains(name) || of_kind.len() < METRIC_NAMES {
+            of_kind.insert(Arc::clone(name));
+            name.to_string()
+        } else {
+            "other".to_owned()
+        }
+    }
+
+    /// Counts a refusal in `/metrics`.
+    fn count_refusal(&self, refused: &BudgetRefusal) {
+        if let Some(metrics) = &self.metrics {
+            let name = self.metric_name(refused.scope, &Arc::from(refused.name.as_str()));
+            metrics
+                .budget_refusals
+                .get_or_create(&BudgetLimitLabels {
+                    scope: refused.scope.as_str(),
+                    name,
+                    limit: refused.limit.key(),
+                })
+                .inc();
+        }
+    }
+
+    /// Counts `tokens` spent under each of `scopes`, and what is left in their windows.
+    fn count_spent(&self, scopes: &TurnScopes, tokens: u64, usage: &Usage, now: u64) {
+        let Some(metrics) = &self.metrics else {
+            return;
+        };
+        for (kind, name, limits) in &scopes.0 {
+            let label = self.metric_name(*kind, name);
+            metrics
+                .budget_tokens
+                .get_or_create(&BudgetLabels {
+                    scope: kind.as_str(),
+                    name: label.clone(),
+                })
+                .inc_by(tokens);
+            for (limit_kind, limit) in [
+                (LimitKind::TokensPerMinute, limits.tokens_per_minute),
+                (LimitKind::TokensPerDay, limits.tokens_per_day),
+                (LimitKind::TurnsPerMinute, limits.turns_per_minute),
+            ] {
+                let Some(limit) = limit else { continue };
+                let left = limit.saturating_sub(usage.used(*kind, name, limit_kind, now));
+                metrics
+                    .budget_remaining
+                    .get_or_create(&BudgetLimitLabels {
+                        scope: kind.as_str(),
+                        name: label.clone(),
+                        limit: limit_kind.key(),
+                    })
+                    .set(i64::try_from(left).unwrap_or(i64::MAX));
+            }
+        }
+    }
+
+    /// What `/healthz` says of the budgets (`None` with no `budgets:` block).
+    pub fn health(&self) -> Option<BudgetsHealth> {
+        let plan = self.plan.load_full()?;
+        let now = (self.clock)();
+        let minute = now - now % MINUTE_MS;
+        let usage = self.usage();
+        Some(BudgetsHealth {
+            default: plan.default.is_some(),
+            tenants: plan.tenants.len(),
+            principals: plan.principals.len(),
+            agents: plan.agents.len(),
+            refusing_now: usage.told.values().filter(|told| **told == minute).count(),
+            held_turns: usage.running.values().sum(),
+        })
     }
 
     /// Holds `plan` from now on (a reload); what was spent stays spent.
@@ -232,6 +340,7 @@ impl BudgetBook {
                     limit,
                     Some(Duration::from_secs(1)),
                 );
+                self.count_refusal(&refused);
                 return Err(usage.tell(refused, now));
             }
             for (limit_kind, limit) in [
@@ -248,6 +357,7 @@ impl BudgetBook {
                         limit,
                         Some(until_next(limit_kind, now)),
                     );
+                    self.count_refusal(&refused);
                     return Err(usage.tell(refused, now));
                 }
             }
@@ -458,6 +568,7 @@ impl TurnBudget {
                 && spent.saturating_add(prompt) > limit
             {
                 let refused = refusal(*kind, name, LimitKind::TokensPerTurn, limit, None);
+                held.book.count_refusal(&refused);
                 return Err(CallRefused::Stop(usage.tell(refused, now)));
             }
             for (limit_kind, limit) in [
@@ -476,6 +587,7 @@ impl TurnBudget {
                         ),
                         now,
                     );
+                    held.book.count_refusal(&refused);
                     return Err(if limit_kind == LimitKind::TokensPerMinute {
                         CallRefused::Wait(refused)
                     } else {
@@ -529,6 +641,7 @@ impl Reservation {
             usage.take_back(kind, &name, limit, start, reserved);
             usage.add(kind, &name, limit, now, used);
         }
+        held.book.count_spent(&held.scopes, used, &usage, now);
     }
 }
 

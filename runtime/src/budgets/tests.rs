@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::*;
 use crate::identity::{Known, Principal, Via};
+use crate::metrics::Metrics;
 
 /// 2026-11-28T00:00:10Z: ten seconds into a minute (and a day).
 const START: u64 = 1_795_824_010_000;
@@ -61,6 +62,7 @@ fn concurrent_turns_count_until_the_turn_is_dropped() {
     let one = book
         .admit(book.scopes(&caller("x", "acme"), "a"))
         .expect("one");
+    assert_eq!(book.health().map(|h| h.held_turns), Some(1));
     let refused = book
         .admit(book.scopes(&caller("y", "acme"), "a"))
         .expect_err("the tenant's total");
@@ -71,6 +73,14 @@ fn concurrent_turns_count_until_the_turn_is_dropped() {
     assert!(
         book.admit(book.scopes(&caller("y", "globex"), "a")).is_ok(),
         "another tenant has no budget here"
+    );
+    let health = book.health().expect("a plan");
+    assert_eq!((health.tenants, health.refusing_now), (1, 1));
+    assert!(
+        !serde_json::to_string(&health)
+            .expect("JSON")
+            .contains("acme"),
+        "/healthz names no one"
     );
     drop(one);
     assert!(book.admit(book.scopes(&caller("y", "acme"), "a")).is_ok());
@@ -138,10 +148,63 @@ fn a_turn_past_tokens_per_turn_stops_naming_the_agent() {
 #[test]
 fn with_no_plan_nothing_is_held() {
     let book = Arc::new(BudgetBook::new(None));
+    assert_eq!(book.health(), None, "/healthz says nothing of budgets");
     let turn = book
         .admit(book.scopes(&Caller::Anyone, "a"))
         .expect("admitted");
     turn.reserve(u64::MAX, u64::MAX)
         .expect("no limit")
         .settle(u64::MAX);
+}
+
+#[test]
+fn metrics_count_spending_refusals_and_what_is_left_with_names_folded_past_the_cap() {
+    let plan: BudgetPlan =
+        serde_saphyr::from_str("default: { tokens_per_minute: 1000, turns_per_minute: 1 }")
+            .expect("a plan");
+    let metrics = Arc::new(Metrics::new());
+    let book = Arc::new(
+        BudgetBook::with_clock(Some(plan), Arc::new(|| START)).counted_in(Arc::clone(&metrics)),
+    );
+    let acme = caller("acme-bot", "acme");
+    let turn = book.admit(book.scopes(&acme, "a")).expect("admitted");
+    turn.reserve(10, 10).expect("room").settle(250);
+    assert!(
+        book.admit(book.scopes(&acme, "a")).is_err(),
+        "one turn a minute"
+    );
+    for n in 0..METRIC_NAMES + 5 {
+        let bot = caller(&format!("bot-{n}"), "acme");
+        let _first = book.admit(book.scopes(&bot, "a")).expect("its own minute");
+        assert!(book.admit(book.scopes(&bot, "a")).is_err(), "refused");
+    }
+    let text = metrics.render();
+    let line = |prefix: &str| {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in {text}"))
+            .to_owned()
+    };
+    assert!(
+        line("daedalus_runtime_budget_tokens_total{scope=\"principal\",name=\"acme-bot\"}")
+            .ends_with(" 250")
+    );
+    assert!(line(
+        "daedalus_runtime_budget_remaining{scope=\"principal\",name=\"acme-bot\",limit=\"tokens_per_minute\"}"
+    )
+    .ends_with(" 750"));
+    assert!(line(
+        "daedalus_runtime_budget_refusals_total{scope=\"principal\",name=\"acme-bot\",limit=\"turns_per_minute\"}"
+    )
+    .ends_with(" 1"));
+    let principals: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("daedalus_runtime_budget_refusals_total{scope=\"principal\""))
+        .filter_map(|l| l.split("name=\"").nth(1)?.split('"').next())
+        .collect();
+    assert!(
+        principals.contains("other"),
+        "names past the cap are folded"
+    );
+    assert!(principals.len() <= METRIC_NAMES + 1, "{}", principals.len());
 }

@@ -79,6 +79,8 @@ impl TurnService {
             ttl: limits.task_ttl,
         });
         tasks.resume_turns(limits.max_resumes > 0);
+        let budgets =
+            Arc::new(crate::budgets::BudgetBook::new(None).counted_in(Arc::clone(&metrics)));
         Self(Arc::new(Inner {
             fleet: ArcSwap::new(fleet),
             metrics,
@@ -89,7 +91,7 @@ impl TurnService {
             limits,
             inflight: TaskTracker::new(),
             cancel: CancellationToken::new(),
-            budgets: Arc::new(crate::budgets::BudgetBook::new(None)),
+            budgets,
         }))
     }
 
@@ -375,6 +377,11 @@ impl TurnService {
     }
 
     /// Runs new turns on `fleet`; turns already running finish on the agents they began with.
+    /// What `/healthz` says of the budgets (`None` with no `budgets:` block).
+    pub fn budgets_health(&self) -> Option<crate::budgets::BudgetsHealth> {
+        self.0.budgets.health()
+    }
+
     /// Holds turns to `plan` from now on (`None`: nothing is limited); what was spent stays.
     pub fn set_budgets(&self, plan: Option<crate::config::deployment::budgets::BudgetPlan>) {
         self.0.budgets.replace(plan);

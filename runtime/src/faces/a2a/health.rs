@@ -38,6 +38,9 @@ struct Healthz {
     /// Push notifications: what waits for webhooks, what was delivered, retried, given up
     /// and dropped, and the last delivery given up.
     push: crate::push::PushHealth,
+    /// Budgets (`budgets:`): how many are configured and refusing now, never whose.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    budgets: Option<crate::budgets::BudgetsHealth>,
 }
 
 /// 200 `{"status":"ok"}` when the active provider passed its last check, every downstream
@@ -71,6 +74,7 @@ pub(super) async fn healthz(State(state): State<A2aFace>) -> Response {
             tasks,
             auth: state.core().identity().health(),
             push: state.core().push().health(),
+            budgets: state.core().turns().budgets_health(),
         }),
     )
         .into_response()
