@@ -124,7 +124,13 @@ impl TurnService {
                 "the message ({bytes} bytes) is larger than {limit} lets one turn hold"
             )));
         }
-        // A resumed turn was admitted when it began.
+        let permit = self
+            .0
+            .admission
+            .admit(&request.agent, bytes)
+            .map_err(|limit| TurnError::Busy(self.refused_by(limit)))?;
+        // After the room is found, so a turn refused for want of room spends no budget; a
+        // resumed turn was admitted when it began.
         let budget = if request.resume.is_some() {
             crate::budgets::TurnBudget::unlimited()
         } else {
@@ -133,11 +139,6 @@ impl TurnService {
                 .admit(budgets.scopes(&request.caller, &request.agent))
                 .map_err(TurnError::OverBudget)?
         };
-        let permit = self
-            .0
-            .admission
-            .admit(&request.agent, bytes)
-            .map_err(|limit| TurnError::Busy(self.refused_by(limit)))?;
         let span = tracing::info_span!(
             "invoke_agent",
             otel.name = %format_args!("invoke_agent {}", request.agent),

@@ -224,3 +224,54 @@ async fn a_resume_over_a_task_a_peer_began_since_its_replica_left_it_is_refused(
         "a's turn was left alone"
     );
 }
+
+/// A turn refused for want of room (`MAX_CONCURRENT_TASKS`) spends none of its caller's
+/// `turns_per_minute`: once there is room, the caller's one turn of the minute runs.
+#[tokio::test]
+async fn a_turn_refused_for_room_spends_no_budget() {
+    let turns = service(Arc::new(UntilCanceled));
+    let plan: crate::config::deployment::budgets::BudgetPlan =
+        serde_saphyr::from_str("principals: { ci-bot: { turns_per_minute: 1 } }").expect("a plan");
+    turns.set_budgets(Some(plan));
+    let ci_bot = || {
+        let mut turn = task_turn(&uuid::Uuid::new_v4().to_string(), "work");
+        turn.caller = Caller::known(crate::identity::Known {
+            principal: crate::identity::Principal {
+                issuer: None,
+                subject: "ci-bot".to_owned(),
+                tenant: None,
+            },
+            scopes: std::collections::BTreeSet::new(),
+            admin: false,
+            via: crate::identity::Via::ApiKey,
+        });
+        turn
+    };
+    // Anyone else's turns fill the room (MAX_CONCURRENT_TASKS is 8 here).
+    let mut fillers = Vec::new();
+    for n in 0..8 {
+        let id = format!("filler-{n}");
+        fillers.push(turns.start(task_turn(&id, "work")).await.expect("room"));
+    }
+    let refused = turns.start(ci_bot()).await.map(|_| ());
+    assert!(matches!(refused, Err(TurnError::Busy(_))), "{refused:?}");
+    turns
+        .cancel("filler-0", &Caller::Anyone)
+        .await
+        .expect("cancelable");
+    let first = fillers.remove(0);
+    first.finish().await.expect("a Task");
+    // The canceled turn gives its room back as its future ends, just after its answer.
+    let mut admitted = turns.start(ci_bot()).await.map(|_| ());
+    for _ in 0..100 {
+        if !matches!(admitted, Err(TurnError::Busy(_))) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        admitted = turns.start(ci_bot()).await.map(|_| ());
+    }
+    assert!(
+        admitted.is_ok(),
+        "the minute's turn was not spent: {admitted:?}"
+    );
+}
