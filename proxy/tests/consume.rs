@@ -298,6 +298,39 @@ async fn a_task_that_waits_past_budget_wait_fails_saying_why() {
     proxy.shutdown().await.unwrap();
 }
 
+/// A publisher's own `Daedalus-Budget-Retry-At`, ten days ahead, holds the task no longer than
+/// `BUDGET_WAIT`.
+#[tokio::test]
+async fn a_forged_budget_wait_is_held_no_longer_than_budget_wait() {
+    let nats = NatsServer::start();
+    let fake = FakeRuntime::start(Mode::Echo).await;
+    let mut config = proxy_config("forged", &nats.url(), &fake.url);
+    config.budget_wait = Duration::from_secs(1);
+    let proxy = Proxy::start(config).await;
+    let (_client, js) = client(&nats).await;
+    let ten_days_ahead = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis()
+        + 10 * 86_400_000;
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        "Daedalus-Budget-Retry-At",
+        ten_days_ahead.to_string().as_str(),
+    );
+    publish_with(
+        &js,
+        "forged",
+        "m-1",
+        task_body("m-1", Some("t-1"), "soon"),
+        headers,
+    )
+    .await;
+    let found = wait_results(&js, "forged", 1, WAIT).await;
+    assert_eq!(found[0].2.status.state, TaskState::Completed);
+    proxy.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_runtime_that_is_down_then_back_completes_the_task() {
     let nats = NatsServer::start();

@@ -47,11 +47,11 @@ impl Job<'_> {
     }
 
     /// How long this delivery is to wait before it is sent, if it is a budget wait's copy
-    /// whose time has not come.
+    /// whose time has not come: never longer than `BUDGET_WAIT`, whatever a publisher wrote.
     pub(crate) fn budget_wait_left(&self) -> Option<Duration> {
         let at = self.instant_header(RETRY_AT)?;
         let now = now_ms();
-        (at > now).then(|| Duration::from_millis(at - now))
+        (at > now).then(|| Duration::from_millis(at - now).min(self.shared.config.budget_wait))
     }
 
     /// The delivery came back before its time: it waits the rest in the stream (naked with
