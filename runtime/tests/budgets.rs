@@ -112,6 +112,22 @@ async fn a_tenant_that_spent_its_minute_is_refused_until_it_ends_and_another_is_
         after.abs_diff(left) <= 1,
         "Retry-After {after} s names the {left} s left in the minute"
     );
+    let header = |response: &reqwest::Response, name: &str| {
+        response
+            .headers()
+            .get(name)
+            .map(|v| v.to_str().expect("ASCII").to_owned())
+    };
+    assert_eq!(
+        header(&refused, "ratelimit-policy").as_deref(),
+        Some("\"tenant-tokens_per_minute\";q=1;w=60"),
+        "the IETF RateLimit-Policy field, named by scope and limit"
+    );
+    let limit = header(&refused, "ratelimit").expect("the RateLimit field");
+    assert!(
+        limit.starts_with("\"tenant-tokens_per_minute\";r=0;t="),
+        "{limit}"
+    );
     let body: Value = refused.json().await.expect("JSON");
     let error = &body["error"];
     assert_eq!(error["code"], -31429, "{body}");
@@ -161,9 +177,15 @@ async fn a_tenant_that_spent_its_minute_is_refused_until_it_ends_and_another_is_
     assert_eq!(contract.status(), StatusCode::TOO_MANY_REQUESTS);
     assert!(retry_after(&contract) <= 60);
 
-    let served = globex.run_task("hello").await;
+    let served = globex.send_raw("SendMessage", send_params("hello")).await;
+    assert_eq!(served.status(), StatusCode::OK);
+    assert!(
+        header(&served, "ratelimit-policy").is_none(),
+        "no budget holds globex: no RateLimit fields"
+    );
+    let served: Value = served.json().await.expect("JSON");
     assert_eq!(
-        state_of(&served),
+        state_of(&served["result"]["task"]),
         "TASK_STATE_COMPLETED",
         "globex is unaffected: {served}"
     );

@@ -184,6 +184,19 @@ pub struct BudgetsHealth {
     pub held_turns: u64,
 }
 
+/// One windowed limit that holds a caller's turns, as the IETF `RateLimit-Policy` and
+/// `RateLimit` fields tell it: named by scope kind and limit (never by whose), its quota and
+/// window, and what is left and when the window ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateLimitItem {
+    /// `<scope>-<limit>`, such as `tenant-tokens_per_minute`.
+    pub policy: String,
+    pub quota: u64,
+    pub window_secs: u64,
+    pub remaining: u64,
+    pub reset_secs: u64,
+}
+
 /// The scopes one turn is held to, with their limits.
 #[derive(Debug, Clone, Default)]
 pub struct TurnScopes(Vec<(ScopeKind, Arc<str>, BudgetLimits)>);
@@ -270,6 +283,37 @@ impl BudgetBook {
                     .set(i64::try_from(left).unwrap_or(i64::MAX));
             }
         }
+    }
+
+    /// The windowed limits that hold `caller`'s turns of `agent`, and where each stands now
+    /// (none when no budget holds them).
+    pub fn rate_limits(&self, caller: &Caller, agent: &str) -> Vec<RateLimitItem> {
+        let scopes = self.scopes(caller, agent);
+        if scopes.0.is_empty() {
+            return Vec::new();
+        }
+        let now = (self.clock)();
+        let usage = self.usage();
+        let mut items = Vec::new();
+        for (kind, name, limits) in &scopes.0 {
+            for (limit_kind, limit) in [
+                (LimitKind::TurnsPerMinute, limits.turns_per_minute),
+                (LimitKind::TokensPerMinute, limits.tokens_per_minute),
+                (LimitKind::TokensPerDay, limits.tokens_per_day),
+            ] {
+                let (Some(quota), Some(span)) = (limit, limit_kind.window_ms()) else {
+                    continue;
+                };
+                items.push(RateLimitItem {
+                    policy: format!("{}-{}", kind.as_str(), limit_kind.key()),
+                    quota,
+                    window_secs: span / 1_000,
+                    remaining: quota.saturating_sub(usage.used(*kind, name, limit_kind, now)),
+                    reset_secs: until_next(limit_kind, now).as_secs(),
+                });
+            }
+        }
+        items
     }
 
     /// What `/healthz` says of the budgets (`None` with no `budgets:` block).

@@ -378,6 +378,11 @@ impl TurnService {
     }
 
     /// Runs new turns on `fleet`; turns already running finish on the agents they began with.
+    /// The windowed budgets that hold `caller`'s turns of `agent`, and where each stands.
+    pub fn rate_limits(&self, caller: &Caller, agent: &str) -> Vec<crate::budgets::RateLimitItem> {
+        self.0.budgets.rate_limits(caller, agent)
+    }
+
     /// What `/healthz` says of the budgets (`None` with no `budgets:` block).
     pub fn budgets_health(&self) -> Option<crate::budgets::BudgetsHealth> {
         self.0.budgets.health()

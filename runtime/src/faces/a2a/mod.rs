@@ -23,6 +23,7 @@ mod error;
 mod events;
 mod health;
 mod operations;
+mod rate_limit;
 mod sse;
 mod standard;
 mod unread_body;
@@ -121,6 +122,11 @@ pub fn router(state: A2aFace) -> Router {
     let tasks = Router::new()
         .route(TASK_PATH, post(post_task))
         .merge(rest::routes())
+        // Inside authentication: it reads the caller authentication found.
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            rate_limit::add_fields,
+        ))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,
