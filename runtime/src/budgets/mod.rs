@@ -27,7 +27,7 @@ use arc_swap::ArcSwapOption;
 
 use crate::config::deployment::budgets::{BudgetLimits, BudgetPlan};
 use crate::identity::Caller;
-use crate::metrics::{BudgetLabels, BudgetLimitLabels, Metrics};
+use crate::metrics::Metrics;
 
 /// The most windows the book keeps (about 100 bytes each); past it, the stale ones go, and
 /// then the oldest.
@@ -170,33 +170,6 @@ impl fmt::Debug for BudgetBook {
     }
 }
 
-/// The budgets in `/healthz`: how many are configured and how many refuse now, never whose.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct BudgetsHealth {
-    /// Whether `default` holds each principal with no entry of its own.
-    pub default: bool,
-    pub tenants: usize,
-    pub principals: usize,
-    pub agents: usize,
-    /// Scope-and-limit pairs that refused a turn or a call this minute.
-    pub refusing_now: usize,
-    /// Turns running now that a budget holds (counted once per scope that holds them).
-    pub held_turns: u64,
-}
-
-/// One windowed limit that holds a caller's turns, as the IETF `RateLimit-Policy` and
-/// `RateLimit` fields tell it: named by scope kind and limit (never by whose), its quota and
-/// window, and what is left and when the window ends.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RateLimitItem {
-    /// `<scope>-<limit>`, such as `tenant-tokens_per_minute`.
-    pub policy: String,
-    pub quota: u64,
-    pub window_secs: u64,
-    pub remaining: u64,
-    pub reset_secs: u64,
-}
-
 /// The scopes one turn is held to, with their limits.
 #[derive(Debug, Clone, Default)]
 pub struct TurnScopes(Vec<(ScopeKind, Arc<str>, BudgetLimits)>);
@@ -224,112 +197,10 @@ impl BudgetBook {
         self
     }
 
-    /// The name `name` of a `kind` scope goes by in `/metrics`: its own among the first
-    /// [`METRIC_NAMES`], else `other`.
-    fn metric_name(&self, kind: ScopeKind, name: &Arc<str>) -> String {
-        let mut seen = self.named.lock().unwrap_or_else(PoisonError::into_inner);
-        let of_kind = seen.entry(kind).or_default();
-        if of_kind.contains(name) || of_kind.len() < METRIC_NAMES {
-            of_kind.insert(Arc::clone(name));
-            name.to_string()
-        } else {
-            "other".to_owned()
-        }
-    }
-
-    /// Counts a refusal in `/metrics`.
-    fn count_refusal(&self, refused: &BudgetRefusal) {
-        if let Some(metrics) = &self.metrics {
-            let name = self.metric_name(refused.scope, &Arc::from(refused.name.as_str()));
-            metrics
-                .budget_refusals
-                .get_or_create(&BudgetLimitLabels {
-                    scope: refused.scope.as_str(),
-                    name,
-                    limit: refused.limit.key(),
-                })
-                .inc();
-        }
-    }
-
-    /// Counts `tokens` spent under each of `scopes`, and what is left in their windows.
-    fn count_spent(&self, scopes: &TurnScopes, tokens: u64, usage: &Usage, now: u64) {
-        let Some(metrics) = &self.metrics else {
-            return;
-        };
-        for (kind, name, limits) in &scopes.0 {
-            let label = self.metric_name(*kind, name);
-            metrics
-                .budget_tokens
-                .get_or_create(&BudgetLabels {
-                    scope: kind.as_str(),
-                    name: label.clone(),
-                })
-                .inc_by(tokens);
-            for (limit_kind, limit) in [
-                (LimitKind::TokensPerMinute, limits.tokens_per_minute),
-                (LimitKind::TokensPerDay, limits.tokens_per_day),
-                (LimitKind::TurnsPerMinute, limits.turns_per_minute),
-            ] {
-                let Some(limit) = limit else { continue };
-                let left = limit.saturating_sub(usage.used(*kind, name, limit_kind, now));
-                metrics
-                    .budget_remaining
-                    .get_or_create(&BudgetLimitLabels {
-                        scope: kind.as_str(),
-                        name: label.clone(),
-                        limit: limit_kind.key(),
-                    })
-                    .set(i64::try_from(left).unwrap_or(i64::MAX));
-            }
-        }
-    }
-
-    /// The windowed limits that hold `caller`'s turns of `agent`, and where each stands now
-    /// (none when no budget holds them).
-    pub fn rate_limits(&self, caller: &Caller, agent: &str) -> Vec<RateLimitItem> {
-        let scopes = self.scopes(caller, agent);
-        if scopes.0.is_empty() {
-            return Vec::new();
-        }
-        let now = (self.clock)();
-        let usage = self.usage();
-        let mut items = Vec::new();
-        for (kind, name, limits) in &scopes.0 {
-            for (limit_kind, limit) in [
-                (LimitKind::TurnsPerMinute, limits.turns_per_minute),
-                (LimitKind::TokensPerMinute, limits.tokens_per_minute),
-                (LimitKind::TokensPerDay, limits.tokens_per_day),
-            ] {
-                let (Some(quota), Some(span)) = (limit, limit_kind.window_ms()) else {
-                    continue;
-                };
-                items.push(RateLimitItem {
-                    policy: format!("{}-{}", kind.as_str(), limit_kind.key()),
-                    quota,
-                    window_secs: span / 1_000,
-                    remaining: quota.saturating_sub(usage.used(*kind, name, limit_kind, now)),
-                    reset_secs: until_next(limit_kind, now).as_secs(),
-                });
-            }
-        }
-        items
-    }
-
-    /// What `/healthz` says of the budgets (`None` with no `budgets:` block).
-    pub fn health(&self) -> Option<BudgetsHealth> {
-        let plan = self.plan.load_full()?;
-        let now = (self.clock)();
-        let minute = now - now % MINUTE_MS;
-        let usage = self.usage();
-        Some(BudgetsHealth {
-            default: plan.default.is_some(),
-            tenants: plan.tenants.len(),
-            principals: plan.principals.len(),
-            agents: plan.agents.len(),
-            refusing_now: usage.told.values().filter(|told| **told == minute).count(),
-            held_turns: usage.running.values().sum(),
-        })
+    /// `refused`, counted in `/metrics` and logged (once a minute per scope and limit).
+    fn refused(&self, usage: &mut Usage, refused: BudgetRefusal, now: u64) -> BudgetRefusal {
+        self.count_refusal(&refused);
+        usage.tell(refused, now)
     }
 
     /// Holds `plan` from now on (a reload); what was spent stays spent.
@@ -384,15 +255,9 @@ impl BudgetBook {
                     limit,
                     Some(Duration::from_secs(1)),
                 );
-                self.count_refusal(&refused);
-                return Err(usage.tell(refused, now));
+                return Err(self.refused(&mut usage, refused, now));
             }
-            for (limit_kind, limit) in [
-                (LimitKind::TurnsPerMinute, limits.turns_per_minute),
-                (LimitKind::TokensPerMinute, limits.tokens_per_minute),
-                (LimitKind::TokensPerDay, limits.tokens_per_day),
-            ] {
-                let Some(limit) = limit else { continue };
+            for (limit_kind, limit) in windowed(limits) {
                 if usage.used(*kind, name, limit_kind, now) >= limit {
                     let refused = refusal(
                         *kind,
@@ -401,8 +266,7 @@ impl BudgetBook {
                         limit,
                         Some(until_next(limit_kind, now)),
                     );
-                    self.count_refusal(&refused);
-                    return Err(usage.tell(refused, now));
+                    return Err(self.refused(&mut usage, refused, now));
                 }
             }
         }
@@ -526,6 +390,23 @@ fn refusal(
     }
 }
 
+/// The limits of `limits` counted in a window, with their kinds: turns per minute, then
+/// tokens per minute and per day.
+fn windowed(limits: &BudgetLimits) -> impl Iterator<Item = (LimitKind, u64)> {
+    [
+        (LimitKind::TurnsPerMinute, limits.turns_per_minute),
+        (LimitKind::TokensPerMinute, limits.tokens_per_minute),
+        (LimitKind::TokensPerDay, limits.tokens_per_day),
+    ]
+    .into_iter()
+    .filter_map(|(kind, limit)| limit.map(|limit| (kind, limit)))
+}
+
+/// The token windows of `limits`: tokens per minute and per day.
+fn token_windows(limits: &BudgetLimits) -> impl Iterator<Item = (LimitKind, u64)> {
+    windowed(limits).filter(|(kind, _)| *kind != LimitKind::TurnsPerMinute)
+}
+
 /// The time from `now` to the end of `limit`'s window, rounded up to the second.
 fn until_next(limit: LimitKind, now: u64) -> Duration {
     let span = limit.window_ms().unwrap_or(MINUTE_MS);
@@ -612,26 +493,20 @@ impl TurnBudget {
                 && spent.saturating_add(prompt) > limit
             {
                 let refused = refusal(*kind, name, LimitKind::TokensPerTurn, limit, None);
-                held.book.count_refusal(&refused);
-                return Err(CallRefused::Stop(usage.tell(refused, now)));
+                return Err(CallRefused::Stop(
+                    held.book.refused(&mut usage, refused, now),
+                ));
             }
-            for (limit_kind, limit) in [
-                (LimitKind::TokensPerMinute, limits.tokens_per_minute),
-                (LimitKind::TokensPerDay, limits.tokens_per_day),
-            ] {
-                let Some(limit) = limit else { continue };
+            for (limit_kind, limit) in token_windows(limits) {
                 if usage.used(*kind, name, limit_kind, now) >= limit {
-                    let refused = usage.tell(
-                        refusal(
-                            *kind,
-                            name,
-                            limit_kind,
-                            limit,
-                            Some(until_next(limit_kind, now)),
-                        ),
-                        now,
+                    let refused = refusal(
+                        *kind,
+                        name,
+                        limit_kind,
+                        limit,
+                        Some(until_next(limit_kind, now)),
                     );
-                    held.book.count_refusal(&refused);
+                    let refused = held.book.refused(&mut usage, refused, now);
                     return Err(if limit_kind == LimitKind::TokensPerMinute {
                         CallRefused::Wait(refused)
                     } else {
@@ -642,11 +517,7 @@ impl TurnBudget {
         }
         let mut taken = Vec::new();
         for (kind, name, limits) in &held.scopes.0 {
-            for (limit_kind, limit) in [
-                (LimitKind::TokensPerMinute, limits.tokens_per_minute),
-                (LimitKind::TokensPerDay, limits.tokens_per_day),
-            ] {
-                let Some(limit) = limit else { continue };
+            for (limit_kind, limit) in token_windows(limits) {
                 let room = limit - usage.used(*kind, name, limit_kind, now).min(limit);
                 let take = want.min(room);
                 usage.add(*kind, name, limit_kind, now, take);
@@ -702,5 +573,8 @@ impl Drop for Reservation {
     }
 }
 
+mod report;
 #[cfg(test)]
 mod tests;
+
+pub use report::{BudgetsHealth, RateLimitItem};
