@@ -14,18 +14,23 @@
 //!   window fills may pass it by what they use beyond their reservation: at most one call's
 //!   answer per running turn of the scope.
 //!
-//! Usage lives in this process ([`BudgetBook`]); its memory is bounded by [`MAX_WINDOWS`]
-//! windows, the stale ones dropped first. A refusal is logged once a minute per scope and
-//! limit, not per request.
+//! Usage lives in this process ([`BudgetBook`]), or, when the tasks are in a NATS KV bucket,
+//! in a bucket beside it that every replica changes by compare-and-set ([`shared`]): N
+//! replicas then hold each budget together, and the overshoot above stays what it is for one
+//! process (a call's tokens are reserved in the shared count before the call is made). When
+//! that bucket cannot be reached, each replica holds the budgets alone until it can (logged
+//! once a minute). The book's memory is bounded by [`MAX_WINDOWS`] windows, the stale ones
+//! dropped first. A refusal is logged once a minute per scope and limit, not per request.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 
-use crate::config::deployment::budgets::{BudgetLimits, BudgetPlan};
+use crate::config::deployment::budgets::{BudgetLimits, BudgetPlan, MAX_LIMIT};
 use crate::identity::Caller;
 use crate::metrics::Metrics;
 
@@ -160,6 +165,12 @@ pub struct BudgetBook {
     metrics: Option<Arc<Metrics>>,
     /// The names of each scope kind with series of their own ([`METRIC_NAMES`] at most).
     named: Mutex<HashMap<ScopeKind, HashSet<Arc<str>>>>,
+    /// The usage every replica shares, once the task store is shared.
+    shared: ArcSwapOption<SharedUsage>,
+    /// The minute the shared usage last had a failure logged.
+    store_told: AtomicU64,
+    /// Fired at shutdown: the shared usage's writer stops.
+    closing: tokio_util::sync::CancellationToken,
 }
 
 impl fmt::Debug for BudgetBook {
@@ -187,6 +198,42 @@ impl BudgetBook {
             clock,
             metrics: None,
             named: Mutex::default(),
+            shared: ArcSwapOption::empty(),
+            store_told: AtomicU64::new(u64::MAX),
+            closing: tokio_util::sync::CancellationToken::new(),
+        }
+    }
+
+    /// Holds the budgets together with every replica that shares `shared`, from now on.
+    pub fn share(&self, shared: Arc<SharedUsage>) {
+        self.shared.store(Some(shared));
+    }
+
+    /// Writes the shared usage's queued changes as they come, until [`Self::close`]; returns
+    /// at once when the usage is not shared.
+    pub async fn keep_shared(&self) {
+        if let Some(shared) = self.shared.load_full() {
+            shared.run(&*self.clock, &self.closing).await;
+        }
+    }
+
+    /// Stops the shared usage's writer and writes what it left queued (the turns that ended
+    /// in the drain, the calls that gave their tokens back).
+    pub async fn close(&self) {
+        self.closing.cancel();
+        if let Some(shared) = self.shared.load_full()
+            && let Err(e) = shared.flush((self.clock)()).await
+        {
+            tracing::warn!(error = %e, "budget usage not written at shutdown");
+        }
+    }
+
+    /// The shared usage failed: logged once a minute; the caller holds the budget alone.
+    fn store_failed(&self, error: &UsageError) {
+        let now = (self.clock)();
+        let minute = now - now % MINUTE_MS;
+        if self.store_told.swap(minute, Ordering::Relaxed) != minute {
+            tracing::warn!(%error, "budgets are held by this replica alone until the shared usage answers (logged once a minute)");
         }
     }
 
@@ -237,55 +284,102 @@ impl BudgetBook {
     /// Admits a turn held to `scopes`: every scope has room for one more turn now (and tokens
     /// left in its windows), or the first that has not refuses. The turn counts as running
     /// until the [`TurnBudget`] is dropped.
-    pub fn admit(self: &Arc<Self>, scopes: TurnScopes) -> Result<TurnBudget, BudgetRefusal> {
+    pub async fn admit(self: &Arc<Self>, scopes: TurnScopes) -> Result<TurnBudget, BudgetRefusal> {
         if scopes.0.is_empty() {
             return Ok(TurnBudget::unlimited());
         }
         let now = (self.clock)();
+        let shared = match self.shared.load_full() {
+            Some(shared) => match self.admit_shared(&shared, &scopes, now).await {
+                Ok(Ok(())) => Some(shared),
+                Ok(Err(refused)) => return Err(self.refused(&mut self.usage(), refused, now)),
+                Err(e) => {
+                    self.store_failed(&e);
+                    None
+                }
+            },
+            None => None,
+        };
         let mut usage = self.usage();
-        for (kind, name, limits) in &scopes.0 {
-            let running = usage.running.get(&(*kind, Arc::clone(name))).copied();
-            if let Some(limit) = limits.concurrent_turns
-                && running.unwrap_or(0) >= limit
-            {
-                let refused = refusal(
-                    *kind,
-                    name,
-                    LimitKind::ConcurrentTurns,
-                    limit,
-                    Some(Duration::from_secs(1)),
-                );
+        if shared.is_none() {
+            if let Some(refused) = usage.refusal_at_admission(&scopes, now) {
                 return Err(self.refused(&mut usage, refused, now));
             }
-            for (limit_kind, limit) in windowed(limits) {
-                if usage.used(*kind, name, limit_kind, now) >= limit {
-                    let refused = refusal(
-                        *kind,
-                        name,
-                        limit_kind,
-                        limit,
-                        Some(until_next(limit_kind, now)),
-                    );
-                    return Err(self.refused(&mut usage, refused, now));
+            usage.make_room(now);
+            for (kind, name, limits) in &scopes.0 {
+                if limits.turns_per_minute.is_some() {
+                    usage.add(*kind, name, LimitKind::TurnsPerMinute, now, 1);
                 }
             }
         }
-        usage.make_room(now);
-        for (kind, name, limits) in &scopes.0 {
+        for (kind, name, _) in &scopes.0 {
             *usage.running.entry((*kind, Arc::clone(name))).or_default() += 1;
-            if limits.turns_per_minute.is_some() {
-                usage.add(*kind, name, LimitKind::TurnsPerMinute, now, 1);
-            }
         }
         Ok(TurnBudget(Some(Arc::new(Held {
             book: Arc::clone(self),
             scopes,
             spent: Mutex::new(0),
+            shared,
         }))))
     }
 }
 
+/// What a reservation took in one token window: the scope, the limit, the window's start and
+/// the tokens.
+pub(super) type Taken = (ScopeKind, Arc<str>, LimitKind, u64, u64);
+
+/// `n` as a change to a count (every count stays under [`MAX_LIMIT`]).
+fn as_delta(n: u64) -> i64 {
+    i64::try_from(n.min(MAX_LIMIT)).unwrap_or(i64::MAX)
+}
+
+/// The start of the window of `limit` that holds `now`.
+fn window_start(limit: LimitKind, now: u64) -> u64 {
+    let span = limit.window_ms().unwrap_or(MINUTE_MS);
+    now - now % span
+}
+
 impl Usage {
+    /// The first of `scopes` with no room for one more turn now, if any.
+    fn refusal_at_admission(&self, scopes: &TurnScopes, now: u64) -> Option<BudgetRefusal> {
+        for (kind, name, limits) in &scopes.0 {
+            let running = self.running.get(&(*kind, Arc::clone(name))).copied();
+            if let Some(limit) = limits.concurrent_turns
+                && running.unwrap_or(0) >= limit
+            {
+                let retry = Some(Duration::from_secs(1));
+                return Some(refusal(
+                    *kind,
+                    name,
+                    LimitKind::ConcurrentTurns,
+                    limit,
+                    retry,
+                ));
+            }
+            for (limit_kind, limit) in windowed(limits) {
+                if self.used(*kind, name, limit_kind, now) >= limit {
+                    let retry = Some(until_next(limit_kind, now));
+                    return Some(refusal(*kind, name, limit_kind, limit, retry));
+                }
+            }
+        }
+        None
+    }
+
+    /// Keeps `used`, the shared count of the window of `limit` that holds `now`, as this
+    /// process's copy of it (for `/metrics`, `/healthz` and the `RateLimit` fields).
+    fn mirror(&mut self, kind: ScopeKind, name: &Arc<str>, limit: LimitKind, now: u64, used: u64) {
+        self.make_room(now);
+        let start = window_start(limit, now);
+        let window = self
+            .windows
+            .entry((kind, Arc::clone(name), limit))
+            .or_insert(Window { start, used });
+        if window.start <= start {
+            *window = Window { start, used };
+        }
+    }
+
     /// Logs `refused` unless its scope's limit had a refusal logged this minute; hands it back.
     fn tell(&mut self, refused: BudgetRefusal, now: u64) -> BudgetRefusal {
         let minute = now - now % MINUTE_MS;
@@ -424,6 +518,8 @@ struct Held {
     scopes: TurnScopes,
     /// Tokens the turn's calls used so far.
     spent: Mutex<u64>,
+    /// The usage the turn was admitted in, when every replica shares it.
+    shared: Option<Arc<SharedUsage>>,
 }
 
 impl fmt::Debug for Held {
@@ -436,6 +532,13 @@ impl fmt::Debug for Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
+        if let Some(shared) = &self.shared {
+            for (kind, name, limits) in &self.scopes.0 {
+                if limits.concurrent_turns.is_some() {
+                    shared.leave(&running_key(*kind, name));
+                }
+            }
+        }
         let mut usage = self.book.usage();
         for (kind, name, _) in &self.scopes.0 {
             let key = (*kind, Arc::clone(name));
@@ -455,7 +558,9 @@ impl Drop for Held {
 pub struct Reservation {
     held: Option<Arc<Held>>,
     /// What was reserved in each token window, and the window's start.
-    taken: Vec<(ScopeKind, Arc<str>, LimitKind, u64, u64)>,
+    taken: Vec<Taken>,
+    /// Where it was reserved, when in the usage every replica shares.
+    shared: Option<Arc<SharedUsage>>,
 }
 
 /// Why a model call may not be made now.
@@ -480,38 +585,50 @@ impl TurnBudget {
 
     /// Reserves the tokens of a model call whose prompt is about `prompt` tokens and whose
     /// answer may take `output` more: in each token window, that or what room is left.
-    pub fn reserve(&self, prompt: u64, output: u64) -> Result<Reservation, CallRefused> {
+    pub async fn reserve(&self, prompt: u64, output: u64) -> Result<Reservation, CallRefused> {
         let Some(held) = &self.0 else {
             return Ok(Reservation::none());
         };
+        let book = &held.book;
         let spent = *held.spent.lock().unwrap_or_else(PoisonError::into_inner);
-        let want = prompt.saturating_add(output);
-        let now = (held.book.clock)();
-        let mut usage = held.book.usage();
+        let want = prompt.saturating_add(output).min(MAX_LIMIT);
+        let now = (book.clock)();
         for (kind, name, limits) in &held.scopes.0 {
             if let Some(limit) = limits.tokens_per_turn
                 && spent.saturating_add(prompt) > limit
             {
                 let refused = refusal(*kind, name, LimitKind::TokensPerTurn, limit, None);
-                return Err(CallRefused::Stop(
-                    held.book.refused(&mut usage, refused, now),
-                ));
+                return Err(CallRefused::Stop(book.refused(
+                    &mut book.usage(),
+                    refused,
+                    now,
+                )));
             }
+        }
+        if let Some(shared) = &held.shared {
+            match book.reserve_shared(shared, &held.scopes, want, now).await {
+                Ok(Ok(taken)) => {
+                    return Ok(Reservation {
+                        held: Some(Arc::clone(held)),
+                        taken,
+                        shared: Some(Arc::clone(shared)),
+                    });
+                }
+                Ok(Err(refused)) => {
+                    let refused = book.refused(&mut book.usage(), refused, now);
+                    return Err(CallRefused::wait_or_stop(refused));
+                }
+                Err(e) => book.store_failed(&e),
+            }
+        }
+        let mut usage = book.usage();
+        for (kind, name, limits) in &held.scopes.0 {
             for (limit_kind, limit) in token_windows(limits) {
                 if usage.used(*kind, name, limit_kind, now) >= limit {
-                    let refused = refusal(
-                        *kind,
-                        name,
-                        limit_kind,
-                        limit,
-                        Some(until_next(limit_kind, now)),
-                    );
-                    let refused = held.book.refused(&mut usage, refused, now);
-                    return Err(if limit_kind == LimitKind::TokensPerMinute {
-                        CallRefused::Wait(refused)
-                    } else {
-                        CallRefused::Stop(refused)
-                    });
+                    let retry = Some(until_next(limit_kind, now));
+                    let refused = refusal(*kind, name, limit_kind, limit, retry);
+                    let refused = book.refused(&mut usage, refused, now);
+                    return Err(CallRefused::wait_or_stop(refused));
                 }
             }
         }
@@ -521,14 +638,26 @@ impl TurnBudget {
                 let room = limit - usage.used(*kind, name, limit_kind, now).min(limit);
                 let take = want.min(room);
                 usage.add(*kind, name, limit_kind, now, take);
-                let span = limit_kind.window_ms().unwrap_or(MINUTE_MS);
-                taken.push((*kind, Arc::clone(name), limit_kind, now - now % span, take));
+                let start = window_start(limit_kind, now);
+                taken.push((*kind, Arc::clone(name), limit_kind, start, take));
             }
         }
         Ok(Reservation {
             held: Some(Arc::clone(held)),
             taken,
+            shared: None,
         })
+    }
+}
+
+impl CallRefused {
+    /// A full minute's window waits; any other full window stops the turn.
+    fn wait_or_stop(refused: BudgetRefusal) -> Self {
+        if refused.limit == LimitKind::TokensPerMinute {
+            Self::Wait(refused)
+        } else {
+            Self::Stop(refused)
+        }
     }
 }
 
@@ -538,24 +667,51 @@ impl Reservation {
         Self {
             held: None,
             taken: Vec::new(),
+            shared: None,
         }
     }
 
     /// The call used `used` tokens: each window it reserved in counts that instead.
-    pub fn settle(mut self, used: u64) {
+    pub async fn settle(mut self, used: u64) {
         let Some(held) = self.held.take() else {
             return;
         };
+        let used = used.min(MAX_LIMIT);
         {
             let mut spent = held.spent.lock().unwrap_or_else(PoisonError::into_inner);
             *spent = spent.saturating_add(used);
         }
         let now = (held.book.clock)();
-        let mut usage = held.book.usage();
-        for (kind, name, limit, start, reserved) in std::mem::take(&mut self.taken) {
-            usage.take_back(kind, &name, limit, start, reserved);
-            usage.add(kind, &name, limit, now, used);
+        let taken = std::mem::take(&mut self.taken);
+        if let Some(shared) = self.shared.take() {
+            for (kind, name, limit, start, reserved) in taken {
+                let key = window_key(kind, &name, limit);
+                let current = window_start(limit, now);
+                let change = if start == current {
+                    as_delta(used) - as_delta(reserved)
+                } else {
+                    shared.add_later(&key, start, -as_delta(reserved));
+                    as_delta(used)
+                };
+                match shared.add(&key, current, change, None).await {
+                    Ok(added) => held
+                        .book
+                        .usage()
+                        .mirror(kind, &name, limit, now, added.used),
+                    Err(e) => {
+                        held.book.store_failed(&e);
+                        shared.add_later(&key, current, change);
+                    }
+                }
+            }
+        } else {
+            let mut usage = held.book.usage();
+            for (kind, name, limit, start, reserved) in taken {
+                usage.take_back(kind, &name, limit, start, reserved);
+                usage.add(kind, &name, limit, now, used);
+            }
         }
+        let usage = held.book.usage();
         held.book.count_spent(&held.scopes, used, &usage, now);
     }
 }
@@ -566,6 +722,12 @@ impl Drop for Reservation {
         let Some(held) = self.held.take() else {
             return;
         };
+        if let Some(shared) = self.shared.take() {
+            for (kind, name, limit, start, reserved) in self.taken.drain(..) {
+                shared.add_later(&window_key(kind, &name, limit), start, -as_delta(reserved));
+            }
+            return;
+        }
         let mut usage = held.book.usage();
         for (kind, name, limit, start, reserved) in self.taken.drain(..) {
             usage.take_back(kind, &name, limit, start, reserved);
@@ -574,7 +736,10 @@ impl Drop for Reservation {
 }
 
 mod report;
+pub mod shared;
 #[cfg(test)]
 mod tests;
+mod together;
 
 pub use report::{BudgetsHealth, RateLimitItem};
+use shared::{SharedUsage, UsageError, running_key, window_key};

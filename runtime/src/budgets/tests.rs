@@ -30,48 +30,57 @@ fn caller(subject: &str, tenant: &str) -> Caller {
     })
 }
 
-#[test]
-fn turns_per_minute_refuses_until_the_minute_ends_to_the_second() {
+#[tokio::test]
+async fn turns_per_minute_refuses_until_the_minute_ends_to_the_second() {
     let (book, now) = book("default: { turns_per_minute: 2 }");
     let ci = caller("ci-bot", "acme");
-    let first = book.admit(book.scopes(&ci, "a")).expect("first");
+    let first = book.admit(book.scopes(&ci, "a")).await.expect("first");
     drop(first);
-    let _second = book.admit(book.scopes(&ci, "a")).expect("second");
-    let refused = book.admit(book.scopes(&ci, "a")).expect_err("third");
+    let _second = book.admit(book.scopes(&ci, "a")).await.expect("second");
+    let refused = book.admit(book.scopes(&ci, "a")).await.expect_err("third");
     assert_eq!(refused.limit, LimitKind::TurnsPerMinute);
     assert_eq!(refused.scope, ScopeKind::Principal);
     assert_eq!(refused.name, "ci-bot");
     assert_eq!(refused.retry_after, Some(Duration::from_secs(50)));
     assert!(
         book.admit(book.scopes(&caller("other", "acme"), "a"))
+            .await
             .is_ok(),
         "another principal has its own default budget"
     );
     now.fetch_add(49_500, Ordering::SeqCst);
     let refused = book
         .admit(book.scopes(&ci, "a"))
+        .await
         .expect_err("still this minute");
     assert_eq!(refused.retry_after, Some(Duration::from_secs(1)));
     now.fetch_add(500, Ordering::SeqCst);
-    assert!(book.admit(book.scopes(&ci, "a")).is_ok(), "a new minute");
+    assert!(
+        book.admit(book.scopes(&ci, "a")).await.is_ok(),
+        "a new minute"
+    );
 }
 
-#[test]
-fn concurrent_turns_count_until_the_turn_is_dropped() {
+#[tokio::test]
+async fn concurrent_turns_count_until_the_turn_is_dropped() {
     let (book, _) = book("tenants: { acme: { concurrent_turns: 1 } }");
     let one = book
         .admit(book.scopes(&caller("x", "acme"), "a"))
+        .await
         .expect("one");
     assert_eq!(book.health().map(|h| h.held_turns), Some(1));
     let refused = book
         .admit(book.scopes(&caller("y", "acme"), "a"))
+        .await
         .expect_err("the tenant's total");
     assert_eq!(
         (refused.scope, refused.limit),
         (ScopeKind::Tenant, LimitKind::ConcurrentTurns)
     );
     assert!(
-        book.admit(book.scopes(&caller("y", "globex"), "a")).is_ok(),
+        book.admit(book.scopes(&caller("y", "globex"), "a"))
+            .await
+            .is_ok(),
         "another tenant has no budget here"
     );
     let health = book.health().expect("a plan");
@@ -83,51 +92,77 @@ fn concurrent_turns_count_until_the_turn_is_dropped() {
         "/healthz names no one"
     );
     drop(one);
-    assert!(book.admit(book.scopes(&caller("y", "acme"), "a")).is_ok());
+    assert!(
+        book.admit(book.scopes(&caller("y", "acme"), "a"))
+            .await
+            .is_ok()
+    );
 }
 
-#[test]
-fn tokens_are_reserved_then_settled_and_a_spent_window_refuses_the_next_turn() {
+#[tokio::test]
+async fn tokens_are_reserved_then_settled_and_a_spent_window_refuses_the_next_turn() {
     let (book, now) = book("tenants: { acme: { tokens_per_minute: 1000 } }");
     let acme = caller("x", "acme");
-    let turn = book.admit(book.scopes(&acme, "a")).expect("admitted");
-    let call = turn.reserve(300, 2_000).expect("room");
+    let turn = book.admit(book.scopes(&acme, "a")).await.expect("admitted");
+    let call = turn.reserve(300, 2_000).await.expect("room");
     // The reservation took all that was left: a second call waits.
-    assert!(matches!(turn.reserve(10, 10), Err(CallRefused::Wait(_))));
-    call.settle(400);
-    let call = turn.reserve(100, 100).expect("600 left");
-    call.settle(700);
-    let refused = book.admit(book.scopes(&acme, "a")).expect_err("spent");
+    assert!(matches!(
+        turn.reserve(10, 10).await,
+        Err(CallRefused::Wait(_))
+    ));
+    call.settle(400).await;
+    let call = turn.reserve(100, 100).await.expect("600 left");
+    call.settle(700).await;
+    let refused = book
+        .admit(book.scopes(&acme, "a"))
+        .await
+        .expect_err("spent");
     assert_eq!(refused.limit, LimitKind::TokensPerMinute);
     assert_eq!(refused.retry_after, Some(Duration::from_secs(50)));
-    assert!(book.admit(book.scopes(&caller("y", "globex"), "a")).is_ok());
+    assert!(
+        book.admit(book.scopes(&caller("y", "globex"), "a"))
+            .await
+            .is_ok()
+    );
     now.fetch_add(50_000, Ordering::SeqCst);
-    assert!(book.admit(book.scopes(&acme, "a")).is_ok(), "served again");
+    assert!(
+        book.admit(book.scopes(&acme, "a")).await.is_ok(),
+        "served again"
+    );
 }
 
-#[test]
-fn a_call_that_never_answers_gives_its_tokens_back() {
+#[tokio::test]
+async fn a_call_that_never_answers_gives_its_tokens_back() {
     let (book, _) = book("default: { tokens_per_day: 100 }");
     let turn = book
         .admit(book.scopes(&Caller::Anyone, "a"))
+        .await
         .expect("admitted");
-    let call = turn.reserve(50, 50).expect("room");
-    assert!(matches!(turn.reserve(1, 1), Err(CallRefused::Stop(_))));
+    let call = turn.reserve(50, 50).await.expect("room");
+    assert!(matches!(
+        turn.reserve(1, 1).await,
+        Err(CallRefused::Stop(_))
+    ));
     drop(call);
     assert!(
-        turn.reserve(1, 1).is_ok(),
+        turn.reserve(1, 1).await.is_ok(),
         "the dropped call's tokens came back"
     );
 }
 
-#[test]
-fn a_turn_past_tokens_per_turn_stops_naming_the_agent() {
+#[tokio::test]
+async fn a_turn_past_tokens_per_turn_stops_naming_the_agent() {
     let (book, _) = book("agents: { researcher: { tokens_per_turn: 1000 } }");
     let turn = book
         .admit(book.scopes(&Caller::Anyone, "researcher"))
+        .await
         .expect("admitted");
-    turn.reserve(100, 4_000).expect("room").settle(950);
-    let Err(CallRefused::Stop(refused)) = turn.reserve(100, 4_000) else {
+    turn.reserve(100, 4_000)
+        .await
+        .expect("room")
+        .settle(950)
+        .await;
+    let Err(CallRefused::Stop(refused)) = turn.reserve(100, 4_000).await else {
         panic!("the turn would pass its tokens");
     };
     assert_eq!(
@@ -138,27 +173,31 @@ fn a_turn_past_tokens_per_turn_stops_naming_the_agent() {
     assert!(refused.to_string().contains("tokens_per_turn"), "{refused}");
     let other = book
         .admit(book.scopes(&Caller::Anyone, "writer"))
+        .await
         .expect("admitted");
     assert!(
-        other.reserve(100, 4_000).is_ok(),
+        other.reserve(100, 4_000).await.is_ok(),
         "another agent has no budget"
     );
 }
 
-#[test]
-fn with_no_plan_nothing_is_held() {
+#[tokio::test]
+async fn with_no_plan_nothing_is_held() {
     let book = Arc::new(BudgetBook::new(None));
     assert_eq!(book.health(), None, "/healthz says nothing of budgets");
     let turn = book
         .admit(book.scopes(&Caller::Anyone, "a"))
+        .await
         .expect("admitted");
     turn.reserve(u64::MAX, u64::MAX)
+        .await
         .expect("no limit")
-        .settle(u64::MAX);
+        .settle(u64::MAX)
+        .await;
 }
 
-#[test]
-fn metrics_count_spending_refusals_and_what_is_left_with_names_folded_past_the_cap() {
+#[tokio::test]
+async fn metrics_count_spending_refusals_and_what_is_left_with_names_folded_past_the_cap() {
     let plan: BudgetPlan =
         serde_saphyr::from_str("default: { tokens_per_minute: 1000, turns_per_minute: 1 }")
             .expect("a plan");
@@ -167,16 +206,19 @@ fn metrics_count_spending_refusals_and_what_is_left_with_names_folded_past_the_c
         BudgetBook::with_clock(Some(plan), Arc::new(|| START)).counted_in(Arc::clone(&metrics)),
     );
     let acme = caller("acme-bot", "acme");
-    let turn = book.admit(book.scopes(&acme, "a")).expect("admitted");
-    turn.reserve(10, 10).expect("room").settle(250);
+    let turn = book.admit(book.scopes(&acme, "a")).await.expect("admitted");
+    turn.reserve(10, 10).await.expect("room").settle(250).await;
     assert!(
-        book.admit(book.scopes(&acme, "a")).is_err(),
+        book.admit(book.scopes(&acme, "a")).await.is_err(),
         "one turn a minute"
     );
     for n in 0..METRIC_NAMES + 5 {
         let bot = caller(&format!("bot-{n}"), "acme");
-        let _first = book.admit(book.scopes(&bot, "a")).expect("its own minute");
-        assert!(book.admit(book.scopes(&bot, "a")).is_err(), "refused");
+        let _first = book
+            .admit(book.scopes(&bot, "a"))
+            .await
+            .expect("its own minute");
+        assert!(book.admit(book.scopes(&bot, "a")).await.is_err(), "refused");
     }
     let text = metrics.render();
     let line = |prefix: &str| {

@@ -55,6 +55,8 @@ pub enum RunError {
     Tasks(#[source] crate::task_store::BackendError),
     #[error("cannot read the tasks' push notification configs back")]
     Push(#[source] crate::push::PushError),
+    #[error("cannot open the budgets' shared usage")]
+    BudgetUsage(#[source] crate::budgets::shared::UsageError),
     #[error("cannot set up authentication")]
     Identity(#[source] crate::identity::IdentityError),
 }
@@ -130,6 +132,7 @@ pub async fn attach_tasks(config: &Config, core: &Core, bound: SocketAddr) -> Re
             let kv = task_store::NatsKvTasks::open(url, bucket, config.task_ttl)
                 .await
                 .map_err(RunError::Tasks)?;
+            share_budgets(config, core, &kv, &replica).await?;
             let push = crate::push::nats_kv::NatsKvPush::beside(&kv);
             let lease = task_store::replicas::LeaseConfig {
                 lease: config.replica_lease,
@@ -151,6 +154,34 @@ pub async fn attach_tasks(config: &Config, core: &Core, bound: SocketAddr) -> Re
             "tasks this replica left running before it restarted are now failed"
         );
     }
+    Ok(())
+}
+
+/// Holds the budgets together with every replica of the bucket `kv` is in (their usage in a
+/// bucket beside it), its writer supervised.
+async fn share_budgets(
+    config: &Config,
+    core: &Core,
+    kv: &task_store::NatsKvTasks,
+    replica: &str,
+) -> Result<(), RunError> {
+    let usage = crate::budgets::shared::SharedUsage::open(
+        kv.client(),
+        kv.bucket(),
+        replica,
+        config.replica_lease,
+    )
+    .await
+    .map_err(RunError::BudgetUsage)?;
+    let book = Arc::clone(core.turns().budget_book());
+    book.share(Arc::new(usage));
+    task_store::replicas::spawn_supervised("the budget usage writer", move || {
+        let book = Arc::clone(&book);
+        async move {
+            book.keep_shared().await;
+            Ok(())
+        }
+    });
     Ok(())
 }
 
@@ -328,6 +359,7 @@ impl Servers {
     /// ends MCP sessions and closes every port.
     pub async fn stop(self, grace: std::time::Duration) {
         self.core.turns().drain(grace).await;
+        self.core.turns().budget_book().close().await;
         self.core.turns().task_store().leave().await;
         self.core.push().stop(PUSH_STOP).await;
         self.mcp_sessions.cancel();

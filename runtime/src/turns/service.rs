@@ -137,6 +137,7 @@ impl TurnService {
             let budgets = &self.0.budgets;
             budgets
                 .admit(budgets.scopes(&request.caller, &request.agent))
+                .await
                 .map_err(TurnError::OverBudget)?
         };
         let span = tracing::info_span!(
@@ -389,6 +390,11 @@ impl TurnService {
     }
 
     /// Holds turns to `plan` from now on (`None`: nothing is limited); what was spent stays.
+    /// The budget book (to share its usage with the other replicas, and close it).
+    pub fn budget_book(&self) -> &Arc<crate::budgets::BudgetBook> {
+        &self.0.budgets
+    }
+
     pub fn set_budgets(&self, plan: Option<crate::config::deployment::budgets::BudgetPlan>) {
         self.0.budgets.replace(plan);
     }

@@ -199,7 +199,9 @@ impl LlmAgent {
                 }
             };
             record_response(&span, &response);
-            reservation.settle(self.provider.billed_tokens(&response.usage));
+            reservation
+                .settle(self.provider.billed_tokens(&response.usage))
+                .await;
             progress.step = step;
             checkpoint::add_usage(&mut progress.usage, &response.usage);
             events.emit(LoopEvent::LlmTurnFinished {

@@ -34,7 +34,7 @@ impl LlmAgent {
             .unwrap_or(u64::from(self.max_output_tokens))
             .min(u64::from(self.max_output_tokens));
         loop {
-            match budget.reserve(prompt, output) {
+            match budget.reserve(prompt, output).await {
                 Ok(reservation) => return Ok(reservation),
                 Err(CallRefused::Stop(refusal)) => {
                     return Err(AgentOutcome::Failed {

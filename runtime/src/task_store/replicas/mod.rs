@@ -241,7 +241,7 @@ pub(crate) async fn join(
 
 /// Runs the loop `make` starts, starting it again whenever it ends or panics, until the
 /// process ends.
-fn spawn_supervised<F, Fut>(what: &'static str, mut make: F)
+pub(crate) fn spawn_supervised<F, Fut>(what: &'static str, mut make: F)
 where
     F: FnMut() -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Result<(), String>> + Send + 'static,
