@@ -21,6 +21,17 @@ const MODEL: &str = "gpt-budgets";
 
 /// A runtime whose `budgets:` block is `budgets`, acme's and globex's keys accepted.
 fn runtime_with_budgets(dir: &tempfile::TempDir, fake: &FakeLlm, budgets: &str) -> Runtime {
+    runtime_with_budgets_in(dir, fake, budgets, "")
+}
+
+/// A [`runtime_with_budgets`] whose `WORK_DIR` (and so its SQLite task store) is `work_dir`
+/// (a fresh one when empty).
+fn runtime_with_budgets_in(
+    dir: &tempfile::TempDir,
+    fake: &FakeLlm,
+    budgets: &str,
+    work_dir: &str,
+) -> Runtime {
     let yaml = support::runtime::on_fake_openai(
         &fake.openai_base_url,
         KEY,
@@ -38,10 +49,14 @@ fn runtime_with_budgets(dir: &tempfile::TempDir, fake: &FakeLlm, budgets: &str) 
             ("key-of-globex", "globex-bot", "globex"),
         ],
     );
-    runtime()
+    let builder = runtime()
         .env("AGENTS_CONFIG", config.to_str().expect("utf-8"))
-        .env("AUTH_API_KEYS_FILE", keys.to_str().expect("utf-8"))
-        .start()
+        .env("AUTH_API_KEYS_FILE", keys.to_str().expect("utf-8"));
+    if work_dir.is_empty() {
+        builder.start()
+    } else {
+        builder.env("WORK_DIR", work_dir).start()
+    }
 }
 
 fn now_ms() -> u64 {
@@ -244,4 +259,40 @@ async fn a_turn_that_would_pass_tokens_per_turn_fails_naming_the_limit() {
         (2..50).contains(&asked),
         "the loop stopped at its budget after {asked} model calls"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_keeps_what_the_day_spent_in_the_sqlite_task_store() {
+    let fake = FakeLlm::start(KEY, &[MODEL]).await;
+    fake.auto(AutoReply {
+        text: "noted".into(),
+        ..AutoReply::default()
+    });
+    let dir = tempfile::tempdir().expect("a dir");
+    let work = tempfile::tempdir().expect("a work dir");
+    let start = || {
+        runtime_with_budgets_in(
+            &dir,
+            &fake,
+            "  tenants:\n    acme: { tokens_per_day: 1 }\n",
+            work.path().to_str().expect("utf-8"),
+        )
+    };
+    let rt = start();
+    let acme = A2aClient::new(rt.url("/")).with_bearer("key-of-acme");
+    let first = acme.run_task("hello").await;
+    assert_eq!(state_of(&first), "TASK_STATE_COMPLETED", "{first}");
+    rt.signal("TERM");
+    let mut rt = rt;
+    assert!(rt.wait_exit(Duration::from_secs(10)).success());
+
+    let rt = start();
+    let acme = A2aClient::new(rt.url("/")).with_bearer("key-of-acme");
+    let refused = acme.send_raw("SendMessage", send_params("again")).await;
+    assert_eq!(
+        refused.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "the day's token was spent before the restart"
+    );
+    assert_eq!(fake.requests().len(), 1);
 }

@@ -24,7 +24,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -61,6 +61,13 @@ impl ScopeKind {
             Self::Agent => "agent",
         }
     }
+
+    /// The kind [`Self::as_str`] names.
+    pub fn named(name: &str) -> Option<Self> {
+        [Self::Principal, Self::Tenant, Self::Agent]
+            .into_iter()
+            .find(|kind| kind.as_str() == name)
+    }
 }
 
 /// Which limit of a scope.
@@ -83,6 +90,19 @@ impl LimitKind {
             Self::ConcurrentTurns => "concurrent_turns",
             Self::TokensPerTurn => "tokens_per_turn",
         }
+    }
+
+    /// The limit whose key is `key`.
+    pub fn from_key(key: &str) -> Option<Self> {
+        [
+            Self::TokensPerMinute,
+            Self::TokensPerDay,
+            Self::TurnsPerMinute,
+            Self::ConcurrentTurns,
+            Self::TokensPerTurn,
+        ]
+        .into_iter()
+        .find(|limit| limit.key() == key)
     }
 
     /// The window a limit is counted in (`None`: not counted in a window).
@@ -147,6 +167,8 @@ pub struct BudgetBook {
     named: Mutex<HashMap<ScopeKind, HashSet<Arc<str>>>>,
     /// The usage every replica shares, once the task store is shared.
     shared: ArcSwapOption<SharedUsage>,
+    /// The SQLite table the usage is saved to, on one replica.
+    saved: ArcSwapOption<SavedUsage>,
     /// The minute the shared usage last had a failure logged.
     store_told: AtomicU64,
     /// Fired at shutdown: the shared usage's writer stops.
@@ -179,41 +201,9 @@ impl BudgetBook {
             metrics: None,
             named: Mutex::default(),
             shared: ArcSwapOption::empty(),
+            saved: ArcSwapOption::empty(),
             store_told: AtomicU64::new(u64::MAX),
             closing: tokio_util::sync::CancellationToken::new(),
-        }
-    }
-
-    /// Holds the budgets together with every replica that shares `shared`, from now on.
-    pub fn share(&self, shared: Arc<SharedUsage>) {
-        self.shared.store(Some(shared));
-    }
-
-    /// Writes the shared usage's queued changes as they come, until [`Self::close`]; returns
-    /// at once when the usage is not shared.
-    pub async fn keep_shared(&self) {
-        if let Some(shared) = self.shared.load_full() {
-            shared.run(&*self.clock, &self.closing).await;
-        }
-    }
-
-    /// Stops the shared usage's writer and writes what it left queued (the turns that ended
-    /// in the drain, the calls that gave their tokens back).
-    pub async fn close(&self) {
-        self.closing.cancel();
-        if let Some(shared) = self.shared.load_full()
-            && let Err(e) = shared.flush((self.clock)()).await
-        {
-            tracing::warn!(error = %e, "budget usage not written at shutdown");
-        }
-    }
-
-    /// The shared usage failed: logged once a minute; the caller holds the budget alone.
-    fn store_failed(&self, error: &UsageError) {
-        let now = (self.clock)();
-        let minute = now - now % MINUTE_MS;
-        if self.store_told.swap(minute, Ordering::Relaxed) != minute {
-            tracing::warn!(%error, "budgets are held by this replica alone until the shared usage answers (logged once a minute)");
         }
     }
 
@@ -359,7 +349,9 @@ fn until_next(limit: LimitKind, now: u64) -> Duration {
     Duration::from_secs(left_ms.div_ceil(1_000))
 }
 
+mod kept;
 mod report;
+pub mod saved;
 pub mod shared;
 #[cfg(test)]
 mod tests;
@@ -368,7 +360,8 @@ mod turn_budget;
 mod usage;
 
 pub use report::{BudgetsHealth, RateLimitItem};
-use shared::{SharedUsage, UsageError};
+use saved::SavedUsage;
+use shared::SharedUsage;
 use turn_budget::Held;
 pub use turn_budget::{CallRefused, Reservation, TurnBudget};
 use usage::Usage;

@@ -41,6 +41,15 @@ pub struct UsageError {
     message: String,
 }
 
+impl UsageError {
+    pub(super) fn new(location: &str, message: impl std::fmt::Display) -> Self {
+        Self {
+            location: location.to_owned(),
+            message: message.to_string(),
+        }
+    }
+}
+
 /// One windowed count as stored.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 struct StoredWindow {
@@ -145,10 +154,7 @@ impl SharedUsage {
     }
 
     fn fail(&self, message: impl std::fmt::Display) -> UsageError {
-        UsageError {
-            location: self.location.clone(),
-            message: message.to_string(),
-        }
+        UsageError::new(&self.location, message)
     }
 
     /// The entry at `key`, decoded, and its revision (`None`: no entry).

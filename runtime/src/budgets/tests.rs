@@ -250,3 +250,95 @@ async fn metrics_count_spending_refusals_and_what_is_left_with_names_folded_past
     );
     assert!(principals.len() <= METRIC_NAMES + 1, "{}", principals.len());
 }
+
+/// A book on `clock`, its usage saved in the SQLite file at `path`.
+fn saved_book(yaml: &str, path: &str, clock: &Arc<AtomicU64>) -> Arc<BudgetBook> {
+    let plan: BudgetPlan = serde_saphyr::from_str(yaml).expect("a plan");
+    let clock = Arc::clone(clock);
+    let book = BudgetBook::with_clock(Some(plan), Arc::new(move || clock.load(Ordering::SeqCst)));
+    let saved = saved::SavedUsage::open(path).expect("the table");
+    book.save_to(Arc::new(saved)).expect("read back");
+    Arc::new(book)
+}
+
+#[tokio::test]
+async fn a_restart_on_the_same_sqlite_file_keeps_what_the_day_and_the_minute_spent() {
+    let dir = tempfile::tempdir().expect("a dir");
+    let path = dir.path().join("tasks.db");
+    let path = path.to_str().expect("utf-8");
+    let yaml = "default: { tokens_per_minute: 10000, tokens_per_day: 1000 }";
+    let now = Arc::new(AtomicU64::new(START));
+    let acme = caller("acme-bot", "acme");
+
+    let first = saved_book(yaml, path, &now);
+    let turn = first
+        .admit(first.scopes(&acme, "a"))
+        .await
+        .expect("admitted");
+    turn.reserve(10, 10).await.expect("room").settle(600).await;
+    drop(turn);
+    first.close().await;
+
+    let second = saved_book(yaml, path, &now);
+    let turn = second
+        .admit(second.scopes(&acme, "a"))
+        .await
+        .expect("400 left");
+    turn.reserve(10, 10).await.expect("room").settle(500).await;
+    drop(turn);
+    second.close().await;
+
+    let third = saved_book(yaml, path, &now);
+    let refused = third
+        .admit(third.scopes(&acme, "a"))
+        .await
+        .expect_err("the day's 1,000 were spent over two runs");
+    assert_eq!(refused.limit, LimitKind::TokensPerDay);
+    assert_eq!(
+        third.rate_limits(&acme, "a")[0].remaining,
+        10_000 - 1_100,
+        "the minute's count came back too"
+    );
+
+    now.fetch_add(DAY_MS, Ordering::SeqCst);
+    let next_day = saved_book(yaml, path, &now);
+    assert!(
+        next_day.admit(next_day.scopes(&acme, "a")).await.is_ok(),
+        "a window that is over is not read back"
+    );
+}
+
+#[tokio::test]
+async fn the_saver_writes_changed_windows_while_it_runs() {
+    let dir = tempfile::tempdir().expect("a dir");
+    let path = dir.path().join("tasks.db");
+    let path = path.to_str().expect("utf-8");
+    let yaml = "default: { tokens_per_day: 1000 }";
+    let now = Arc::new(AtomicU64::new(START));
+    let acme = caller("acme-bot", "acme");
+    let book = saved_book(yaml, path, &now);
+    let writer = tokio::spawn({
+        let book = Arc::clone(&book);
+        async move { book.keep_written().await }
+    });
+    let turn = book.admit(book.scopes(&acme, "a")).await.expect("admitted");
+    turn.reserve(10, 10)
+        .await
+        .expect("room")
+        .settle(1_000)
+        .await;
+    // No close: what a crash after the writer's next round leaves.
+    let mut tries = 0;
+    let read_back = loop {
+        tries += 1;
+        assert!(tries < 100, "the writer saved nothing in ten seconds");
+        let saved = saved::SavedUsage::open(path).expect("the table");
+        let windows = saved.load(now.load(Ordering::SeqCst)).expect("read");
+        if let Some(window) = windows.first() {
+            break window.3.used;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(read_back, 1_000);
+    writer.abort();
+}

@@ -2,10 +2,11 @@
 //! book's own on one replica, a copy of the shared ones on many), its running turns, and when
 //! each limit last had a refusal logged. Bounded by [`MAX_WINDOWS`] windows.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::saved::SavedWindow;
 use super::{
     BudgetRefusal, LimitKind, MAX_WINDOWS, MINUTE_MS, ScopeKind, TurnScopes, refusal, until_next,
     window_start, windowed,
@@ -29,6 +30,10 @@ pub(super) struct Usage {
     pub(super) running: HashMap<(ScopeKind, Arc<str>), u64>,
     /// The minute each scope's limit last had a refusal logged: once a minute, not per request.
     pub(super) told: HashMap<WindowKey, u64>,
+    /// Whether the windows are saved (to SQLite): then [`Self::changed`] is kept.
+    pub(super) saving: bool,
+    /// The windows changed since they were last saved.
+    changed: HashSet<WindowKey>,
 }
 
 impl Usage {
@@ -136,6 +141,7 @@ impl Usage {
             *window = Window { start, used: 0 };
         }
         window.used = window.used.saturating_add(n);
+        self.note_change(kind, name, limit);
     }
 
     /// Takes `n` back from the window that started at `start`, if it is still the current one.
@@ -151,6 +157,7 @@ impl Usage {
             && window.start == start
         {
             window.used = window.used.saturating_sub(n);
+            self.note_change(kind, name, limit);
         }
     }
 
@@ -175,5 +182,32 @@ impl Usage {
             };
             self.windows.remove(&oldest);
         }
+    }
+
+    fn note_change(&mut self, kind: ScopeKind, name: &Arc<str>, limit: LimitKind) {
+        if self.saving {
+            self.changed.insert((kind, Arc::clone(name), limit));
+        }
+    }
+
+    /// The windows changed since the last call, as they stand.
+    pub(super) fn take_changed(&mut self) -> Vec<SavedWindow> {
+        let changed = std::mem::take(&mut self.changed);
+        changed
+            .into_iter()
+            .filter_map(|key| {
+                let window = *self.windows.get(&key)?;
+                Some((key.0, key.1, key.2, window))
+            })
+            .collect()
+    }
+
+    /// `windows` were not saved: they are saved with the next changes.
+    pub(super) fn changed_again(&mut self, windows: Vec<SavedWindow>) {
+        self.changed.extend(
+            windows
+                .into_iter()
+                .map(|(kind, name, limit, _)| (kind, name, limit)),
+        );
     }
 }

@@ -55,7 +55,7 @@ pub enum RunError {
     Tasks(#[source] crate::task_store::BackendError),
     #[error("cannot read the tasks' push notification configs back")]
     Push(#[source] crate::push::PushError),
-    #[error("cannot open the budgets' shared usage")]
+    #[error("cannot open the budgets' usage store")]
     BudgetUsage(#[source] crate::budgets::shared::UsageError),
     #[error("cannot set up authentication")]
     Identity(#[source] crate::identity::IdentityError),
@@ -120,6 +120,7 @@ pub async fn attach_tasks(config: &Config, core: &Core, bound: SocketAddr) -> Re
         TasksDb::Sqlite { path } => {
             let backend = task_store::SqliteTasks::open(path, config.task_ttl, config.max_tasks)
                 .map_err(RunError::Tasks)?;
+            save_budgets(core, path)?;
             let push = crate::push::sqlite::SqlitePush::beside(&backend).await;
             let failed = store
                 .attach(Arc::new(backend), &replica)
@@ -175,14 +176,30 @@ async fn share_budgets(
     .map_err(RunError::BudgetUsage)?;
     let book = Arc::clone(core.turns().budget_book());
     book.share(Arc::new(usage));
+    write_budgets(book);
+    Ok(())
+}
+
+/// Keeps the budgets' usage in the tasks' SQLite file at `path` (what this replica spent
+/// before a restart read back), its writer supervised.
+fn save_budgets(core: &Core, path: &str) -> Result<(), RunError> {
+    let saved = crate::budgets::saved::SavedUsage::open(path).map_err(RunError::BudgetUsage)?;
+    let book = Arc::clone(core.turns().budget_book());
+    book.save_to(Arc::new(saved))
+        .map_err(RunError::BudgetUsage)?;
+    write_budgets(book);
+    Ok(())
+}
+
+/// Runs the budget usage's writer, supervised.
+fn write_budgets(book: Arc<crate::budgets::BudgetBook>) {
     task_store::replicas::spawn_supervised("the budget usage writer", move || {
         let book = Arc::clone(&book);
         async move {
-            book.keep_shared().await;
+            book.keep_written().await;
             Ok(())
         }
     });
-    Ok(())
 }
 
 /// How long push deliveries in flight get to stop at shutdown.
