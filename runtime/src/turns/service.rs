@@ -10,7 +10,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::admission::Admission;
+use super::admission::{Admission, FairShares, Group};
 use super::conversation_locks::{ConversationKey, ConversationLocks};
 use super::handle::TaskHandle;
 use super::request::{Memory, TurnRequest};
@@ -127,7 +127,7 @@ impl TurnService {
         let permit = self
             .0
             .admission
-            .admit(&request.agent, bytes)
+            .admit(&request.agent, fair_group(&request.caller), bytes)
             .map_err(|limit| TurnError::Busy(self.refused_by(limit)))?;
         // After the room is found, so a turn refused for want of room spends no budget; a
         // resumed turn was admitted when it began.
@@ -396,6 +396,15 @@ impl TurnService {
     }
 
     pub fn set_budgets(&self, plan: Option<crate::config::deployment::budgets::BudgetPlan>) {
+        self.0.admission.share_fairly(plan.as_ref().map(|plan| {
+            FairShares {
+                shares: plan
+                    .tenants
+                    .iter()
+                    .filter_map(|(tenant, limits)| Some((tenant.clone(), limits.share?)))
+                    .collect(),
+            }
+        }));
         self.0.budgets.replace(plan);
     }
 
@@ -473,4 +482,12 @@ impl Started {
         let _ = self.named.send((task_id.to_owned(), context_id.to_owned()));
         self.out
     }
+}
+
+/// The group `caller`'s turns are admitted in, fairly by share: its tenant's.
+fn fair_group(caller: &Caller) -> Group<'_> {
+    caller
+        .principal()
+        .and_then(|p| p.tenant.as_deref())
+        .map_or(Group::NoTenant, Group::Tenant)
 }
