@@ -2,7 +2,7 @@
 //! keys, a scripted LLM that reports its usage. Acme's one-token minute is spent by its first
 //! turn; its next is refused on every HTTP binding with `429`, a `Retry-After` that names the
 //! seconds left in the minute, and the binding's error shape naming the scope and the limit;
-//! globex, with no budget, is served all along.
+//! globex, with no budget, is served all along; once the minute is over, acme is served again.
 
 mod support;
 
@@ -89,7 +89,7 @@ fn send_params(text: &str) -> Value {
 /// them): the refusal, and the seconds that were left.
 async fn spend_acmes_minute(acme: &A2aClient) -> (reqwest::Response, u64) {
     for _ in 0..3 {
-        if seconds_left_in_the_minute() < 10 {
+        if seconds_left_in_the_minute() < 20 {
             tokio::time::sleep(Duration::from_secs(seconds_left_in_the_minute())).await;
         }
         let minute = now_ms() / 60_000;
@@ -102,6 +102,55 @@ async fn spend_acmes_minute(acme: &A2aClient) -> (reqwest::Response, u64) {
         }
     }
     panic!("three minutes turned in the middle of a turn");
+}
+
+/// Acme's spent minute refuses its turn over gRPC (`RESOURCE_EXHAUSTED`, the ErrorInfo) and
+/// over MCP, both revisions (a tool error naming the limit and when to retry).
+async fn grpc_and_mcp_refuse_acmes_turn(rt: &Runtime) {
+    // gRPC: RESOURCE_EXHAUSTED with the same ErrorInfo.
+    let mut grpc = support::grpc::connect(&rt.url("")).await;
+    let mut request = support::grpc::call(support::grpc::send("grpc-1", "again"));
+    request
+        .metadata_mut()
+        .insert("x-api-key", "key-of-acme".parse().expect("a value"));
+    let status = grpc.send_message(request).await.expect_err("refused");
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    assert_eq!(support::grpc::reason(&status).0, "BUDGET_EXCEEDED");
+
+    // MCP, both revisions: a tool error naming the limit and when to retry.
+    let (legacy, _) =
+        support::mcp_client::connect(&rt.url("/agents/proc-test/mcp"), Some("key-of-acme")).await;
+    let refused =
+        support::mcp_client::call(&legacy, "send_message", json!({"message": "again"})).await;
+    assert_eq!(refused.is_error, Some(true));
+    let said = support::mcp_client::text(&refused);
+    assert!(
+        said.contains("tokens_per_minute") && said.contains("retry in"),
+        "{said}"
+    );
+    let keyed = reqwest::Client::builder()
+        .default_headers(reqwest::header::HeaderMap::from_iter([(
+            reqwest::header::HeaderName::from_static("x-api-key"),
+            reqwest::header::HeaderValue::from_static("key-of-acme"),
+        )]))
+        .build()
+        .expect("a client");
+    let modern = daedalus_test_kit::modern_mcp_request(
+        &keyed,
+        &rt.url("/agents/proc-test/mcp"),
+        &daedalus_test_kit::ModernClient::named("budget-test"),
+        "tools/call",
+        json!({"name": "send_message", "arguments": {"message": "again"}}),
+    )
+    .await;
+    assert_eq!(modern["result"]["isError"], true, "{modern}");
+    let said = modern["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        said.contains("tokens_per_minute") && said.contains("retry in"),
+        "{modern}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -192,6 +241,8 @@ async fn a_tenant_that_spent_its_minute_is_refused_until_it_ends_and_another_is_
     assert_eq!(contract.status(), StatusCode::TOO_MANY_REQUESTS);
     assert!(retry_after(&contract) <= 60);
 
+    grpc_and_mcp_refuse_acmes_turn(&rt).await;
+
     let served = globex.send_raw("SendMessage", send_params("hello")).await;
     assert_eq!(served.status(), StatusCode::OK);
     assert!(
@@ -228,7 +279,19 @@ async fn a_tenant_that_spent_its_minute_is_refused_until_it_ends_and_another_is_
                 .is_some_and(|m| m.starts_with("a budget refuses turns"))
         })
         .count();
-    assert_eq!(told, 1, "three refusals in a minute are logged once");
+    assert_eq!(told, 1, "six refusals in a minute are logged once");
+
+    // The minute ends: acme is served again.
+    tokio::time::sleep(Duration::from_millis(
+        seconds_left_in_the_minute() * 1_000 + 200,
+    ))
+    .await;
+    let again = acme.run_task("a new minute").await;
+    assert_eq!(
+        state_of(&again),
+        "TASK_STATE_COMPLETED",
+        "acme is served again once its minute is over: {again}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -295,4 +358,42 @@ async fn a_restart_keeps_what_the_day_spent_in_the_sqlite_task_store() {
         "the day's token was spent before the restart"
     );
     assert_eq!(fake.requests().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_that_spent_its_days_cost_is_refused_naming_cost_per_day() {
+    let fake = FakeLlm::start(KEY, &[MODEL]).await;
+    fake.auto(AutoReply {
+        text: "noted with a few words".into(),
+        ..AutoReply::default()
+    });
+    let dir = tempfile::tempdir().expect("a dir");
+    // 10,000 a million tokens (0.01 a token): the first turn's few tokens cost more than 0.01.
+    let rt = runtime_with_budgets(
+        &dir,
+        &fake,
+        &format!(
+            "  tenants:\n    acme: {{ cost_per_day: 0.01 }}\n\
+             models:\n  openai.{MODEL}: {{ price: {{ input_per_mtok: 10000, output_per_mtok: 10000 }} }}\n"
+        ),
+    );
+    let acme = A2aClient::new(rt.url("/")).with_bearer("key-of-acme");
+    let first = acme.run_task("hello").await;
+    assert_eq!(state_of(&first), "TASK_STATE_COMPLETED", "{first}");
+    let refused = acme.send_raw("SendMessage", send_params("again")).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    let body: Value = refused.json().await.expect("JSON");
+    assert_eq!(
+        body["error"]["data"][0]["metadata"]["limit"], "cost_per_day",
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("allows 0.01 cost per day")),
+        "{body}"
+    );
+    let globex = A2aClient::new(rt.url("/")).with_bearer("key-of-globex");
+    let served = globex.run_task("hello").await;
+    assert_eq!(state_of(&served), "TASK_STATE_COMPLETED", "{served}");
 }

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 
-use crate::config::deployment::budgets::{BudgetLimits, BudgetPlan, MAX_LIMIT};
+use crate::config::deployment::budgets::{BudgetLimits, BudgetPlan, MAX_LIMIT, Money, Price};
 use crate::identity::Caller;
 use crate::metrics::Metrics;
 
@@ -78,6 +78,8 @@ pub enum LimitKind {
     TurnsPerMinute,
     ConcurrentTurns,
     TokensPerTurn,
+    /// In millionths of the deployment's currency.
+    CostPerDay,
 }
 
 impl LimitKind {
@@ -89,6 +91,7 @@ impl LimitKind {
             Self::TurnsPerMinute => "turns_per_minute",
             Self::ConcurrentTurns => "concurrent_turns",
             Self::TokensPerTurn => "tokens_per_turn",
+            Self::CostPerDay => "cost_per_day",
         }
     }
 
@@ -100,6 +103,7 @@ impl LimitKind {
             Self::TurnsPerMinute,
             Self::ConcurrentTurns,
             Self::TokensPerTurn,
+            Self::CostPerDay,
         ]
         .into_iter()
         .find(|limit| limit.key() == key)
@@ -109,7 +113,7 @@ impl LimitKind {
     fn window_ms(self) -> Option<u64> {
         match self {
             Self::TokensPerMinute | Self::TurnsPerMinute => Some(MINUTE_MS),
-            Self::TokensPerDay => Some(DAY_MS),
+            Self::TokensPerDay | Self::CostPerDay => Some(DAY_MS),
             Self::ConcurrentTurns | Self::TokensPerTurn => None,
         }
     }
@@ -130,12 +134,16 @@ pub struct BudgetRefusal {
 
 impl fmt::Display for BudgetRefusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let value = if self.limit == LimitKind::CostPerDay {
+            format!("{:.2}", Money(self.value).units())
+        } else {
+            self.value.to_string()
+        };
         write!(
             f,
-            "the budget of {} {:?} allows {} {} ({}), and it is spent",
+            "the budget of {} {:?} allows {value} {} ({}), and it is spent",
             self.scope.as_str(),
             self.name,
-            self.value,
             self.limit.key().replace('_', " "),
             self.limit.key(),
         )?;
@@ -212,6 +220,11 @@ impl BudgetBook {
     pub fn counted_in(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = Some(metrics);
         self
+    }
+
+    /// The price of `model` (`<provider>.<model>`), if the plan gives it one.
+    fn price_of(&self, model: &str) -> Option<Price> {
+        self.plan.load().as_ref()?.prices.get(model).copied()
     }
 
     /// `refused`, counted in `/metrics` and logged (once a minute per scope and limit).
@@ -326,20 +339,43 @@ fn refusal(
 }
 
 /// The limits of `limits` counted in a window, with their kinds: turns per minute, then
-/// tokens per minute and per day.
+/// tokens per minute and per day, then cost per day.
 fn windowed(limits: &BudgetLimits) -> impl Iterator<Item = (LimitKind, u64)> {
     [
         (LimitKind::TurnsPerMinute, limits.turns_per_minute),
         (LimitKind::TokensPerMinute, limits.tokens_per_minute),
         (LimitKind::TokensPerDay, limits.tokens_per_day),
+        (
+            LimitKind::CostPerDay,
+            limits.cost_per_day.map(|cost| cost.0),
+        ),
     ]
     .into_iter()
     .filter_map(|(kind, limit)| limit.map(|limit| (kind, limit)))
 }
 
-/// The token windows of `limits`: tokens per minute and per day.
-fn token_windows(limits: &BudgetLimits) -> impl Iterator<Item = (LimitKind, u64)> {
+/// The windows of `limits` a model call spends in: tokens per minute and per day, cost per
+/// day.
+fn spend_windows(limits: &BudgetLimits) -> impl Iterator<Item = (LimitKind, u64)> {
     windowed(limits).filter(|(kind, _)| *kind != LimitKind::TurnsPerMinute)
+}
+
+/// What a model call spends (or may spend): tokens, and their cost in millionths.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallSpend {
+    pub tokens: u64,
+    pub cost: u64,
+}
+
+impl CallSpend {
+    /// What the call spends in `limit`'s window.
+    fn of(self, limit: LimitKind) -> u64 {
+        if limit == LimitKind::CostPerDay {
+            self.cost
+        } else {
+            self.tokens
+        }
+    }
 }
 
 /// The time from `now` to the end of `limit`'s window, rounded up to the second.

@@ -5,8 +5,8 @@
 use std::sync::{Arc, PoisonError};
 
 use super::{
-    BudgetBook, BudgetRefusal, METRIC_NAMES, MINUTE_MS, ScopeKind, TurnScopes, Usage, until_next,
-    windowed,
+    BudgetBook, BudgetRefusal, LimitKind, METRIC_NAMES, MINUTE_MS, ScopeKind, TurnScopes, Usage,
+    until_next, windowed,
 };
 use crate::identity::Caller;
 use crate::metrics::{BudgetLabels, BudgetLimitLabels};
@@ -106,7 +106,9 @@ impl BudgetBook {
         let usage = self.usage();
         let mut items = Vec::new();
         for (kind, name, limits) in &scopes.0 {
-            for (limit_kind, quota) in windowed(limits) {
+            // Cost is not a rate of requests or tokens: it has no RateLimit item.
+            let rates = windowed(limits).filter(|(kind, _)| *kind != LimitKind::CostPerDay);
+            for (limit_kind, quota) in rates {
                 let span = limit_kind.window_ms().unwrap_or(MINUTE_MS);
                 items.push(RateLimitItem {
                     policy: format!("{}-{}", kind.as_str(), limit_kind.key()),

@@ -104,15 +104,18 @@ async fn tokens_are_reserved_then_settled_and_a_spent_window_refuses_the_next_tu
     let (book, now) = book("tenants: { acme: { tokens_per_minute: 1000 } }");
     let acme = caller("x", "acme");
     let turn = book.admit(book.scopes(&acme, "a")).await.expect("admitted");
-    let call = turn.reserve(300, 2_000).await.expect("room");
+    let call = turn.reserve(300, 2_000, "openai.gpt").await.expect("room");
     // The reservation took all that was left: a second call waits.
     assert!(matches!(
-        turn.reserve(10, 10).await,
+        turn.reserve(10, 10, "openai.gpt").await,
         Err(CallRefused::Wait(_))
     ));
-    call.settle(400).await;
-    let call = turn.reserve(100, 100).await.expect("600 left");
-    call.settle(700).await;
+    call.settle(400, 0).await;
+    let call = turn
+        .reserve(100, 100, "openai.gpt")
+        .await
+        .expect("600 left");
+    call.settle(700, 0).await;
     let refused = book
         .admit(book.scopes(&acme, "a"))
         .await
@@ -138,14 +141,14 @@ async fn a_call_that_never_answers_gives_its_tokens_back() {
         .admit(book.scopes(&Caller::Anyone, "a"))
         .await
         .expect("admitted");
-    let call = turn.reserve(50, 50).await.expect("room");
+    let call = turn.reserve(50, 50, "openai.gpt").await.expect("room");
     assert!(matches!(
-        turn.reserve(1, 1).await,
+        turn.reserve(1, 1, "openai.gpt").await,
         Err(CallRefused::Stop(_))
     ));
     drop(call);
     assert!(
-        turn.reserve(1, 1).await.is_ok(),
+        turn.reserve(1, 1, "openai.gpt").await.is_ok(),
         "the dropped call's tokens came back"
     );
 }
@@ -157,12 +160,12 @@ async fn a_turn_past_tokens_per_turn_stops_naming_the_agent() {
         .admit(book.scopes(&Caller::Anyone, "researcher"))
         .await
         .expect("admitted");
-    turn.reserve(100, 4_000)
+    turn.reserve(100, 4_000, "openai.gpt")
         .await
         .expect("room")
-        .settle(950)
+        .settle(950, 0)
         .await;
-    let Err(CallRefused::Stop(refused)) = turn.reserve(100, 4_000).await else {
+    let Err(CallRefused::Stop(refused)) = turn.reserve(100, 4_000, "openai.gpt").await else {
         panic!("the turn would pass its tokens");
     };
     assert_eq!(
@@ -176,7 +179,7 @@ async fn a_turn_past_tokens_per_turn_stops_naming_the_agent() {
         .await
         .expect("admitted");
     assert!(
-        other.reserve(100, 4_000).await.is_ok(),
+        other.reserve(100, 4_000, "openai.gpt").await.is_ok(),
         "another agent has no budget"
     );
 }
@@ -189,10 +192,10 @@ async fn with_no_plan_nothing_is_held() {
         .admit(book.scopes(&Caller::Anyone, "a"))
         .await
         .expect("admitted");
-    turn.reserve(u64::MAX, u64::MAX)
+    turn.reserve(u64::MAX, u64::MAX, "openai.gpt")
         .await
         .expect("no limit")
-        .settle(u64::MAX)
+        .settle(u64::MAX, 0)
         .await;
 }
 
@@ -207,7 +210,11 @@ async fn metrics_count_spending_refusals_and_what_is_left_with_names_folded_past
     );
     let acme = caller("acme-bot", "acme");
     let turn = book.admit(book.scopes(&acme, "a")).await.expect("admitted");
-    turn.reserve(10, 10).await.expect("room").settle(250).await;
+    turn.reserve(10, 10, "openai.gpt")
+        .await
+        .expect("room")
+        .settle(250, 0)
+        .await;
     assert!(
         book.admit(book.scopes(&acme, "a")).await.is_err(),
         "one turn a minute"
@@ -275,7 +282,11 @@ async fn a_restart_on_the_same_sqlite_file_keeps_what_the_day_and_the_minute_spe
         .admit(first.scopes(&acme, "a"))
         .await
         .expect("admitted");
-    turn.reserve(10, 10).await.expect("room").settle(600).await;
+    turn.reserve(10, 10, "openai.gpt")
+        .await
+        .expect("room")
+        .settle(600, 0)
+        .await;
     drop(turn);
     first.close().await;
 
@@ -284,7 +295,11 @@ async fn a_restart_on_the_same_sqlite_file_keeps_what_the_day_and_the_minute_spe
         .admit(second.scopes(&acme, "a"))
         .await
         .expect("400 left");
-    turn.reserve(10, 10).await.expect("room").settle(500).await;
+    turn.reserve(10, 10, "openai.gpt")
+        .await
+        .expect("room")
+        .settle(500, 0)
+        .await;
     drop(turn);
     second.close().await;
 
@@ -322,10 +337,10 @@ async fn the_saver_writes_changed_windows_while_it_runs() {
         async move { book.keep_written().await }
     });
     let turn = book.admit(book.scopes(&acme, "a")).await.expect("admitted");
-    turn.reserve(10, 10)
+    turn.reserve(10, 10, "openai.gpt")
         .await
         .expect("room")
-        .settle(1_000)
+        .settle(1_000, 0)
         .await;
     // No close: what a crash after the writer's next round leaves.
     let mut tries = 0;
@@ -341,4 +356,67 @@ async fn the_saver_writes_changed_windows_while_it_runs() {
     };
     assert_eq!(read_back, 1_000);
     writer.abort();
+}
+
+#[tokio::test]
+async fn cost_per_day_counts_each_calls_tokens_at_its_models_price_and_stops_the_turn() {
+    let plan: BudgetPlan =
+        serde_saphyr::from_str("tenants: { acme: { cost_per_day: 1.0 } }").expect("a plan");
+    let mut plan = plan;
+    // 2 per million input tokens, 8 per million output: 2,000 and 8,000 millionths a token.
+    plan.prices.insert(
+        "openai.gpt".to_owned(),
+        crate::config::deployment::budgets::Price {
+            input_nanos: 2_000,
+            output_nanos: 8_000,
+        },
+    );
+    let now = Arc::new(AtomicU64::new(START));
+    let clock = Arc::clone(&now);
+    let book = Arc::new(BudgetBook::with_clock(
+        Some(plan),
+        Arc::new(move || clock.load(Ordering::SeqCst)),
+    ));
+    let acme = caller("acme-bot", "acme");
+    let turn = book.admit(book.scopes(&acme, "a")).await.expect("admitted");
+    // 100,000 input and 50,000 output tokens: 0.2 + 0.4 = 0.6 of the day's 1.0.
+    turn.reserve(1_000, 1_000, "openai.gpt")
+        .await
+        .expect("room")
+        .settle(150_000, 50_000)
+        .await;
+    assert_eq!(
+        book.usage().used(
+            ScopeKind::Tenant,
+            &Arc::from("acme"),
+            LimitKind::CostPerDay,
+            START
+        ),
+        600_000,
+        "in millionths"
+    );
+    // A call that may cost 0.5 takes the 0.4 left; it then costs 0.5.
+    turn.reserve(0, 62_500, "openai.gpt")
+        .await
+        .expect("the room left")
+        .settle(62_500, 62_500)
+        .await;
+    let Err(CallRefused::Stop(refused)) = turn.reserve(10, 10, "openai.gpt").await else {
+        panic!("the day's cost is spent: the turn stops");
+    };
+    assert_eq!(refused.limit, LimitKind::CostPerDay);
+    assert!(
+        refused.to_string().contains("allows 1.00 cost per day"),
+        "{refused}"
+    );
+    assert!(
+        book.rate_limits(&acme, "a").is_empty(),
+        "cost has no RateLimit item"
+    );
+    let refused = book
+        .admit(book.scopes(&acme, "a"))
+        .await
+        .expect_err("spent for the day");
+    assert_eq!(refused.limit, LimitKind::CostPerDay);
+    assert_eq!(refused.retry_after, Some(Duration::from_secs(86_390)));
 }

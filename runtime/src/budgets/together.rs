@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::shared::{SharedUsage, UsageError, running_key, window_key};
 use super::{
-    BudgetBook, BudgetRefusal, LimitKind, Taken, TurnScopes, as_delta, refusal, token_windows,
-    until_next, window_start, windowed,
+    BudgetBook, BudgetRefusal, CallSpend, LimitKind, Taken, TurnScopes, as_delta, refusal,
+    spend_windows, until_next, window_start, windowed,
 };
 
 impl BudgetBook {
@@ -84,7 +84,7 @@ impl BudgetBook {
         &self,
         shared: &SharedUsage,
         scopes: &TurnScopes,
-        want: u64,
+        want: CallSpend,
         now: u64,
     ) -> Result<Result<Vec<Taken>, BudgetRefusal>, UsageError> {
         let mut taken: Vec<Taken> = Vec::new();
@@ -94,10 +94,13 @@ impl BudgetBook {
             }
         };
         for (kind, name, limits) in &scopes.0 {
-            for (limit_kind, limit) in token_windows(limits) {
+            for (limit_kind, limit) in spend_windows(limits) {
                 let key = window_key(*kind, name, limit_kind);
                 let start = window_start(limit_kind, now);
-                let added = match shared.add(&key, start, as_delta(want), Some(limit)).await {
+                let added = match shared
+                    .add(&key, start, as_delta(want.of(limit_kind)), Some(limit))
+                    .await
+                {
                     Ok(added) => added,
                     Err(e) => {
                         give_back(&taken);
@@ -106,7 +109,7 @@ impl BudgetBook {
                 };
                 self.usage()
                     .mirror(*kind, name, limit_kind, now, added.used);
-                if added.taken == 0 && want > 0 {
+                if added.taken == 0 && added.used >= limit {
                     give_back(&taken);
                     let retry = Some(until_next(limit_kind, now));
                     return Ok(Err(refusal(*kind, name, limit_kind, limit, retry)));

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::shared::{SharedUsage, running_key, window_key};
 use super::{
-    BudgetBook, BudgetRefusal, LimitKind, MAX_LIMIT, Taken, TurnScopes, as_delta, refusal,
-    token_windows, until_next, window_start,
+    BudgetBook, BudgetRefusal, CallSpend, LimitKind, MAX_LIMIT, Price, Taken, TurnScopes, as_delta,
+    refusal, spend_windows, until_next, window_start,
 };
 
 /// A turn's hold on its budgets: it counts as running until dropped, and reserves and settles
@@ -60,10 +60,12 @@ impl Drop for Held {
 #[must_use = "a reservation is settled with the call's usage"]
 pub struct Reservation {
     held: Option<Arc<Held>>,
-    /// What was reserved in each token window, and the window's start.
+    /// What was reserved in each window, and the window's start.
     taken: Vec<Taken>,
     /// Where it was reserved, when in the usage every replica shares.
     pub(super) shared: Option<Arc<SharedUsage>>,
+    /// The price of the call's model, if it has one.
+    price: Option<Price>,
 }
 
 /// Why a model call may not be made now.
@@ -86,15 +88,25 @@ impl TurnBudget {
         self.0.is_some()
     }
 
-    /// Reserves the tokens of a model call whose prompt is about `prompt` tokens and whose
-    /// answer may take `output` more: in each token window, that or what room is left.
-    pub async fn reserve(&self, prompt: u64, output: u64) -> Result<Reservation, CallRefused> {
+    /// Reserves what a model call of `model` (`<provider>.<model>`) may spend, its prompt
+    /// about `prompt` tokens and its answer up to `output` more: those tokens (and their cost
+    /// at the model's price) in each window it spends in, or what room is left.
+    pub async fn reserve(
+        &self,
+        prompt: u64,
+        output: u64,
+        model: &str,
+    ) -> Result<Reservation, CallRefused> {
         let Some(held) = &self.0 else {
             return Ok(Reservation::none());
         };
         let book = &held.book;
         let spent = *held.spent.lock().unwrap_or_else(PoisonError::into_inner);
-        let want = prompt.saturating_add(output).min(MAX_LIMIT);
+        let price = book.price_of(model);
+        let want = CallSpend {
+            tokens: prompt.saturating_add(output).min(MAX_LIMIT),
+            cost: price.map_or(0, |p| p.cost(prompt, output)).min(MAX_LIMIT),
+        };
         let now = (book.clock)();
         for (kind, name, limits) in &held.scopes.0 {
             if let Some(limit) = limits.tokens_per_turn
@@ -115,6 +127,7 @@ impl TurnBudget {
                         held: Some(Arc::clone(held)),
                         taken,
                         shared: Some(Arc::clone(shared)),
+                        price,
                     });
                 }
                 Ok(Err(refused)) => {
@@ -126,7 +139,7 @@ impl TurnBudget {
         }
         let mut usage = book.usage();
         for (kind, name, limits) in &held.scopes.0 {
-            for (limit_kind, limit) in token_windows(limits) {
+            for (limit_kind, limit) in spend_windows(limits) {
                 if usage.used(*kind, name, limit_kind, now) >= limit {
                     let retry = Some(until_next(limit_kind, now));
                     let refused = refusal(*kind, name, limit_kind, limit, retry);
@@ -137,9 +150,9 @@ impl TurnBudget {
         }
         let mut taken = Vec::new();
         for (kind, name, limits) in &held.scopes.0 {
-            for (limit_kind, limit) in token_windows(limits) {
+            for (limit_kind, limit) in spend_windows(limits) {
                 let room = limit - usage.used(*kind, name, limit_kind, now).min(limit);
-                let take = want.min(room);
+                let take = want.of(limit_kind).min(room);
                 usage.add(*kind, name, limit_kind, now, take);
                 let start = window_start(limit_kind, now);
                 taken.push((*kind, Arc::clone(name), limit_kind, start, take));
@@ -149,6 +162,7 @@ impl TurnBudget {
             held: Some(Arc::clone(held)),
             taken,
             shared: None,
+            price,
         })
     }
 }
@@ -171,15 +185,25 @@ impl Reservation {
             held: None,
             taken: Vec::new(),
             shared: None,
+            price: None,
         }
     }
 
-    /// The call used `used` tokens: each window it reserved in counts that instead.
-    pub async fn settle(mut self, used: u64) {
+    /// The call used `used` tokens, `output` of them its answer's: each window it reserved
+    /// in counts that (or its cost) instead.
+    pub async fn settle(mut self, used: u64, output: u64) {
         let Some(held) = self.held.take() else {
             return;
         };
         let used = used.min(MAX_LIMIT);
+        let output = output.min(used);
+        let call = CallSpend {
+            tokens: used,
+            cost: self
+                .price
+                .map_or(0, |p| p.cost(used - output, output))
+                .min(MAX_LIMIT),
+        };
         {
             let mut spent = held.spent.lock().unwrap_or_else(PoisonError::into_inner);
             *spent = spent.saturating_add(used);
@@ -190,6 +214,7 @@ impl Reservation {
             for (kind, name, limit, start, reserved) in taken {
                 let key = window_key(kind, &name, limit);
                 let current = window_start(limit, now);
+                let used = call.of(limit);
                 let change = if start == current {
                     as_delta(used) - as_delta(reserved)
                 } else {
@@ -211,7 +236,7 @@ impl Reservation {
             let mut usage = held.book.usage();
             for (kind, name, limit, start, reserved) in taken {
                 usage.take_back(kind, &name, limit, start, reserved);
-                usage.add(kind, &name, limit, now, used);
+                usage.add(kind, &name, limit, now, call.of(limit));
             }
         }
         let usage = held.book.usage();

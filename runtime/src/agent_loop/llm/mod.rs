@@ -200,7 +200,10 @@ impl LlmAgent {
             };
             record_response(&span, &response);
             reservation
-                .settle(self.provider.billed_tokens(&response.usage))
+                .settle(
+                    self.provider.billed_tokens(&response.usage),
+                    response.usage.output_tokens,
+                )
                 .await;
             progress.step = step;
             checkpoint::add_usage(&mut progress.usage, &response.usage);

@@ -34,7 +34,7 @@ impl LlmAgent {
             .unwrap_or(u64::from(self.max_output_tokens))
             .min(u64::from(self.max_output_tokens));
         loop {
-            match budget.reserve(prompt, output).await {
+            match budget.reserve(prompt, output, &self.priced_as()).await {
                 Ok(reservation) => return Ok(reservation),
                 Err(CallRefused::Stop(refusal)) => {
                     return Err(AgentOutcome::Failed {
@@ -60,4 +60,11 @@ fn prompt_tokens(chat: &ChatRequest) -> u64 {
     let system = chat.system.as_ref().map_or(0, String::len);
     let tools = serde_json::to_vec(&chat.tools).map_or(0, |bytes| bytes.len());
     u64::try_from((messages + system + tools).div_ceil(4)).unwrap_or(u64::MAX)
+}
+
+impl LlmAgent {
+    /// The model's name in `models:` (`<provider>.<model>`), which its price is kept under.
+    fn priced_as(&self) -> String {
+        format!("{}.{}", self.provider.name(), self.model)
+    }
 }

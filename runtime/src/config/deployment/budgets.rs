@@ -5,6 +5,8 @@
 //!
 //! An unknown key is an error naming it; a limit must be a whole number from 1 (leave a limit
 //! out for none); `share` is a tenant's weight in fair admission (1 to 1,000, tenants only).
+//! `cost_per_day` is in the deployment's currency, priced by the `models:` block
+//! (`models.<provider>.<model>.price`, per million tokens), kept in millionths.
 
 use std::collections::BTreeMap;
 
@@ -13,6 +15,100 @@ use serde::{Deserialize, Serialize};
 /// The largest limit taken: far above any real budget, and small enough that sums of
 /// reservations never overflow.
 pub const MAX_LIMIT: u64 = 1 << 50;
+/// The largest `cost_per_day`, in the deployment's currency.
+pub const MAX_COST: f64 = 1e9;
+/// The largest price per million tokens.
+pub const MAX_PRICE: f64 = 1e6;
+
+/// An amount of the deployment's currency, kept in millionths (written as a number:
+/// `cost_per_day: 25.5`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Money(pub u64);
+
+impl Money {
+    /// In whole units, for a message.
+    pub fn units(self) -> f64 {
+        #[expect(clippy::cast_precision_loss, reason = "a figure for a reader")]
+        let units = self.0 as f64 / 1e6;
+        units
+    }
+}
+
+impl Serialize for Money {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_f64(self.units())
+    }
+}
+
+impl<'de> Deserialize<'de> for Money {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let units = f64::deserialize(deserializer)?;
+        if !(units > 0.0 && units <= MAX_COST) {
+            return Err(serde::de::Error::custom(format!(
+                "{units} is not a cost: give a number above 0 and at most {MAX_COST}"
+            )));
+        }
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "checked: above 0 and at most 1e15 millionths"
+        )]
+        let millionths = (units * 1e6).round() as u64;
+        Ok(Self(millionths.max(1)))
+    }
+}
+
+/// What a model's tokens cost, in billionths of the currency a token (the price per million
+/// tokens, times 1,000).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Price {
+    pub input_nanos: u64,
+    pub output_nanos: u64,
+}
+
+impl Price {
+    /// The cost, in millionths (rounded up), of `input` and `output` tokens.
+    pub fn cost(self, input: u64, output: u64) -> u64 {
+        let nanos = u128::from(input) * u128::from(self.input_nanos)
+            + u128::from(output) * u128::from(self.output_nanos);
+        u64::try_from(nanos.div_ceil(1_000)).unwrap_or(u64::MAX)
+    }
+}
+
+/// A model's `price:` as written: the currency per million input and output tokens.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriceFile {
+    pub input_per_mtok: f64,
+    pub output_per_mtok: f64,
+}
+
+impl PriceFile {
+    /// The price, or why it is not one (which of its keys).
+    pub fn price(self) -> Result<Price, (&'static str, String)> {
+        let nanos = |key: &'static str, per_mtok: f64| {
+            if !(0.0..=MAX_PRICE).contains(&per_mtok) {
+                return Err((
+                    key,
+                    format!(
+                        "{per_mtok} is not a price: give a number from 0 to {MAX_PRICE} (per million tokens)"
+                    ),
+                ));
+            }
+            #[expect(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "checked: from 0 to 1e9"
+            )]
+            Ok((per_mtok * 1_000.0).round() as u64)
+        };
+        Ok(Price {
+            input_nanos: nanos("input_per_mtok", self.input_per_mtok)?,
+            output_nanos: nanos("output_per_mtok", self.output_per_mtok)?,
+        })
+    }
+}
+
 /// The largest `share`.
 pub const MAX_SHARE: u32 = 1_000;
 /// The longest name of a principal, tenant or agent in the block.
@@ -27,6 +123,9 @@ pub struct BudgetLimits {
     pub turns_per_minute: Option<u64>,
     pub concurrent_turns: Option<u64>,
     pub tokens_per_turn: Option<u64>,
+    /// What the scope's model calls may cost a day (UTC), at the `models:` prices.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_per_day: Option<Money>,
     /// A tenant's weight in fair admission (default 1); tenants only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub share: Option<u32>,
@@ -60,6 +159,20 @@ pub struct BudgetPlan {
     pub principals: BTreeMap<String, BudgetLimits>,
     /// By agent name.
     pub agents: BTreeMap<String, BudgetLimits>,
+    /// Each model's price (`models:`), by `<provider>.<model>`.
+    #[serde(skip)]
+    pub prices: BTreeMap<String, Price>,
+}
+
+impl BudgetPlan {
+    /// Whether any scope has a `cost_per_day`.
+    pub fn counts_cost(&self) -> bool {
+        self.default.iter().any(|l| l.cost_per_day.is_some())
+            || [&self.tenants, &self.principals, &self.agents]
+                .into_iter()
+                .flat_map(BTreeMap::values)
+                .any(|l| l.cost_per_day.is_some())
+    }
 }
 
 /// What is wrong with a `budgets:` block: the key's path and why.

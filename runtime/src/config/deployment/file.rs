@@ -26,7 +26,16 @@ pub(super) struct DeploymentFile {
     pub(super) auth: Option<crate::identity::plan::AuthSettings>,
     /// What each principal, tenant and agent may spend (unknown keys refused).
     pub(super) budgets: Option<super::budgets::BudgetPlan>,
+    /// Per model (`<provider>.<model>`): its price (unknown keys refused).
+    pub(super) models: BTreeMap<String, ModelFile>,
     pub(super) agents: BTreeMap<String, AgentFile>,
+}
+
+/// One model's entry in `models:`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(super) struct ModelFile {
+    pub(super) price: Option<super::budgets::PriceFile>,
 }
 
 #[derive(Debug, Default, Deserialize)]

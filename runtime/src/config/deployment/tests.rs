@@ -577,3 +577,60 @@ fn a_budgets_block_is_read_and_a_bad_one_refused_naming_the_key() {
     let nobody = refused("  agents: { writer: { tokens_per_turn: 5 } }\n");
     assert!(nobody.starts_with("budgets.agents.writer"), "{nobody}");
 }
+
+#[test]
+fn model_prices_are_read_and_cost_per_day_needs_every_agents_model_priced() {
+    let with = |extra: &str| {
+        let dir = project(&[(
+            "agents.yaml",
+            &format!(
+                "default_model: openai.gpt-x\nopenai: {{ api_key: k }}\n\
+                 agents:\n  researcher: {{ instruction: Look. }}\n{extra}"
+            ),
+        )]);
+        load_in(dir.path(), &[])
+    };
+    let priced =
+        "models:\n  openai.gpt-x: { price: { input_per_mtok: 2.5, output_per_mtok: 10 } }\n";
+    let read = with(&format!(
+        "{priced}budgets:\n  tenants: {{ acme: {{ cost_per_day: 25.5 }} }}\n"
+    ))
+    .expect("loads");
+    let plan = read.budgets.expect("a plan");
+    assert_eq!(
+        plan.tenants["acme"].cost_per_day.map(|c| c.0),
+        Some(25_500_000),
+        "in millionths"
+    );
+    let price = plan.prices["openai.gpt-x"];
+    assert_eq!((price.input_nanos, price.output_nanos), (2_500, 10_000));
+    assert_eq!(price.cost(1_000_000, 1_000_000), 12_500_000, "2.5 + 10");
+
+    let refused = |extra: &str| match with(extra) {
+        Err(DeploymentError::Shape { path, message, .. }) => format!("{path}: {message}"),
+        other => panic!("refused, not {other:?}"),
+    };
+    let unpriced = refused("budgets:\n  default: { cost_per_day: 5 }\n");
+    assert!(
+        unpriced.starts_with("models.openai.gpt-x.price") && unpriced.contains("researcher"),
+        "{unpriced}"
+    );
+    let negative =
+        refused("models:\n  openai.gpt-x: { price: { input_per_mtok: -1, output_per_mtok: 1 } }\n");
+    assert!(
+        negative.starts_with("models.openai.gpt-x.price.input_per_mtok"),
+        "{negative}"
+    );
+    let nameless =
+        refused("models:\n  gpt-x: { price: { input_per_mtok: 1, output_per_mtok: 1 } }\n");
+    assert!(nameless.starts_with("models.gpt-x"), "{nameless}");
+    assert!(
+        with("models:\n  openai.gpt-x: { cost: 1 }\n").is_err(),
+        "an unknown key in a model's entry"
+    );
+    assert!(
+        with("budgets:\n  default: { cost_per_day: 0 }\n").is_err(),
+        "a cost of 0 is no limit"
+    );
+    assert!(with("budgets:\n  default: { cost_per_day: .nan }\n").is_err());
+}

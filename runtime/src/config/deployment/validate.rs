@@ -125,15 +125,11 @@ pub(super) fn build(
     });
     check_ports(file, registry_port, &agents)?;
 
-    if let Some(plan) = &doc.budgets {
-        let names: Vec<&str> = agents.iter().map(|a| a.name.as_str()).collect();
-        plan.validate(&names)
-            .map_err(|problem| DeploymentError::Shape {
-                file: file.to_owned(),
-                path: problem.path,
-                message: problem.message,
-            })?;
-    }
+    let prices = model_prices(file, &doc.models)?;
+    let budgets = doc
+        .budgets
+        .map(|plan| priced_plan(file, plan, prices, &agents))
+        .transpose()?;
     let caps = doc.model_capabilities.unwrap_or_default();
     Ok(Deployment {
         sources: Vec::new(),
@@ -164,8 +160,70 @@ pub(super) fn build(
         unset_variables: Vec::new(),
         serve_only: None,
         auth: doc.auth.unwrap_or_default(),
-        budgets: doc.budgets,
+        budgets,
     })
+}
+
+/// The prices of `models:`, by `<provider>.<model>`; a bad entry refused naming its key.
+fn model_prices(
+    file: &str,
+    models: &BTreeMap<String, super::file::ModelFile>,
+) -> Result<BTreeMap<String, super::budgets::Price>, DeploymentError> {
+    let shape = |path: String, message: String| DeploymentError::Shape {
+        file: file.to_owned(),
+        path,
+        message,
+    };
+    let mut prices = BTreeMap::new();
+    for (model, entry) in models {
+        if !(model.starts_with("openai.") || model.starts_with("anthropic.")) {
+            let message = "a model is named <provider>.<model>, the provider openai or anthropic";
+            return Err(shape(format!("models.{model}"), message.to_owned()));
+        }
+        if let Some(price) = entry.price {
+            let price = price
+                .price()
+                .map_err(|(key, message)| shape(format!("models.{model}.price.{key}"), message))?;
+            prices.insert(model.clone(), price);
+        }
+    }
+    Ok(prices)
+}
+
+/// `plan` validated, with the models' `prices`; every agent's model priced when a scope
+/// counts cost.
+fn priced_plan(
+    file: &str,
+    mut plan: super::budgets::BudgetPlan,
+    prices: BTreeMap<String, super::budgets::Price>,
+    agents: &[AgentDef],
+) -> Result<super::budgets::BudgetPlan, DeploymentError> {
+    let shape = |path: String, message: String| DeploymentError::Shape {
+        file: file.to_owned(),
+        path,
+        message,
+    };
+    let names: Vec<&str> = agents.iter().map(|a| a.name.as_str()).collect();
+    plan.validate(&names)
+        .map_err(|problem| shape(problem.path, problem.message))?;
+    plan.prices = prices;
+    if plan.counts_cost() {
+        for agent in agents {
+            let key = match &agent.model {
+                ModelRef::OpenAi(model) => format!("openai.{model}"),
+                ModelRef::Anthropic(model) => format!("anthropic.{model}"),
+                ModelRef::Passthrough | ModelRef::Tck => continue,
+            };
+            if !plan.prices.contains_key(&key) {
+                let message = format!(
+                    "a budget counts cost_per_day, and agent {:?} calls {key}, which has no price",
+                    agent.name
+                );
+                return Err(shape(format!("models.{key}.price"), message));
+            }
+        }
+    }
+    Ok(plan)
 }
 
 /// An agent's `compaction` block over the defaults (truncate at 0.8 of the budget).
