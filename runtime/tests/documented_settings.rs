@@ -244,6 +244,13 @@ fn push_and_logs(dir: &str) -> Vec<Setting> {
             .by_default(size(512 << 20))
             .takes("64MiB", size(64 << 20))
             .refuses("0"),
+        Setting::new("BUDGET_METRIC_NAMES", "/budget_metric_names")
+            .by_default(json!(100))
+            .takes("1", json!(1))
+            .takes("10000", json!(10_000))
+            .refuses("0")
+            .refuses("10001")
+            .refuses("many"),
         Setting::new("TURN_MAX_RESUMES", "/turn_max_resumes")
             .by_default(json!(3))
             .takes("0", json!(0))

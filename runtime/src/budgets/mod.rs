@@ -41,9 +41,12 @@ const MINUTE_MS: u64 = 60_000;
 const DAY_MS: u64 = 86_400_000;
 /// The name a budget knows the caller by when authentication is off.
 pub const ANONYMOUS: &str = "anyone";
-/// The names of each scope kind that get series of their own in `/metrics`; the rest are
-/// counted under `other`, so callers cannot grow the metrics without bound.
+/// The names of each scope kind that get series of their own in `/metrics` by default
+/// (`BUDGET_METRIC_NAMES`); the rest are counted under `other`, so callers cannot grow the
+/// metrics without bound.
 pub const METRIC_NAMES: usize = 100;
+/// The most `BUDGET_METRIC_NAMES` takes.
+pub const MAX_METRIC_NAMES: usize = 10_000;
 
 /// What a budget is held for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -171,8 +174,10 @@ pub struct BudgetBook {
     clock: Clock,
     /// Where spending and refusals are counted, if anywhere.
     metrics: Option<Arc<Metrics>>,
-    /// The names of each scope kind with series of their own ([`METRIC_NAMES`] at most).
+    /// The names of each scope kind with series of their own ([`Self::metric_names`] at most).
     named: Mutex<HashMap<ScopeKind, HashSet<Arc<str>>>>,
+    /// How many names of each scope kind get series of their own.
+    metric_names: std::sync::atomic::AtomicUsize,
     /// The usage every replica shares, once the task store is shared.
     shared: ArcSwapOption<SharedUsage>,
     /// The SQLite table the usage is saved to, on one replica.
@@ -208,6 +213,7 @@ impl BudgetBook {
             clock,
             metrics: None,
             named: Mutex::default(),
+            metric_names: std::sync::atomic::AtomicUsize::new(METRIC_NAMES),
             shared: ArcSwapOption::empty(),
             saved: ArcSwapOption::empty(),
             store_told: AtomicU64::new(u64::MAX),
@@ -220,6 +226,13 @@ impl BudgetBook {
     pub fn counted_in(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = Some(metrics);
         self
+    }
+
+    /// Gives at most `names` names of each scope kind series of their own in `/metrics`
+    /// (`BUDGET_METRIC_NAMES`); the names already given keep theirs.
+    pub fn name_in_metrics_at_most(&self, names: usize) {
+        self.metric_names
+            .store(names, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The price of `model` (`<provider>.<model>`), if the plan gives it one.

@@ -5,8 +5,8 @@
 use std::sync::{Arc, PoisonError};
 
 use super::{
-    BudgetBook, BudgetRefusal, LimitKind, METRIC_NAMES, MINUTE_MS, ScopeKind, TurnScopes, Usage,
-    until_next, windowed,
+    BudgetBook, BudgetRefusal, LimitKind, MINUTE_MS, ScopeKind, TurnScopes, Usage, until_next,
+    windowed,
 };
 use crate::identity::Caller;
 use crate::metrics::{BudgetLabels, BudgetLimitLabels};
@@ -40,11 +40,12 @@ pub struct RateLimitItem {
 
 impl BudgetBook {
     /// The name `name` of a `kind` scope goes by in `/metrics`: its own among the first
-    /// [`METRIC_NAMES`], else `other`.
+    /// `BUDGET_METRIC_NAMES`, else `other`.
     pub(super) fn metric_name(&self, kind: ScopeKind, name: &Arc<str>) -> String {
+        let cap = self.metric_names.load(std::sync::atomic::Ordering::Relaxed);
         let mut seen = self.named.lock().unwrap_or_else(PoisonError::into_inner);
         let of_kind = seen.entry(kind).or_default();
-        if of_kind.contains(name) || of_kind.len() < METRIC_NAMES {
+        if of_kind.contains(name) || of_kind.len() < cap {
             of_kind.insert(Arc::clone(name));
             name.to_string()
         } else {

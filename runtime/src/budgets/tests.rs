@@ -208,6 +208,9 @@ async fn metrics_count_spending_refusals_and_what_is_left_with_names_folded_past
     let book = Arc::new(
         BudgetBook::with_clock(Some(plan), Arc::new(|| START)).counted_in(Arc::clone(&metrics)),
     );
+    // BUDGET_METRIC_NAMES=10.
+    let cap = 10;
+    book.name_in_metrics_at_most(cap);
     let acme = caller("acme-bot", "acme");
     let turn = book.admit(book.scopes(&acme, "a")).await.expect("admitted");
     turn.reserve(10, 10, "openai.gpt")
@@ -219,7 +222,7 @@ async fn metrics_count_spending_refusals_and_what_is_left_with_names_folded_past
         book.admit(book.scopes(&acme, "a")).await.is_err(),
         "one turn a minute"
     );
-    for n in 0..METRIC_NAMES + 5 {
+    for n in 0..cap + 5 {
         let bot = caller(&format!("bot-{n}"), "acme");
         let _first = book
             .admit(book.scopes(&bot, "a"))
@@ -255,7 +258,11 @@ async fn metrics_count_spending_refusals_and_what_is_left_with_names_folded_past
         principals.contains("other"),
         "names past the cap are folded"
     );
-    assert!(principals.len() <= METRIC_NAMES + 1, "{}", principals.len());
+    assert_eq!(
+        principals.len(),
+        cap + 1,
+        "{cap} names of their own (acme-bot's among them), and other: {principals:?}"
+    );
 }
 
 /// A book on `clock`, its usage saved in the SQLite file at `path`.

@@ -82,6 +82,13 @@ pub(super) fn check_bounds(
         ));
     }
 
+    if !(1..=crate::budgets::MAX_METRIC_NAMES).contains(&cli.budget_metric_names) {
+        return Err(ConfigError::invalid(
+            &key_of("budget_metric_names", "--budget-metric-names"),
+            "must be between 1 and 10000",
+        ));
+    }
+
     if !(Duration::from_secs(1)..=Duration::from_mins(10)).contains(&cli.replica_lease) {
         return Err(ConfigError::invalid(
             &key_of("replica_lease", "--replica-lease"),

@@ -82,6 +82,8 @@ pub struct Config {
     pub task_ttl: Duration,
     /// Resumes of one turn before it is failed (`TURN_MAX_RESUMES`).
     pub turn_max_resumes: u32,
+    /// Names of each budget scope kind with series of their own (`BUDGET_METRIC_NAMES`).
+    pub budget_metric_names: usize,
     pub log_level: String,
     pub log_format: LogFormat,
     /// JSON log lines also go to this file (`LOG_FILE`, or Pallas's `PALLAS_LOG_FILE`).
@@ -355,6 +357,7 @@ impl Config {
             max_tasks: cli.max_tasks,
             task_ttl: cli.task_ttl,
             turn_max_resumes: cli.turn_max_resumes,
+            budget_metric_names: cli.budget_metric_names,
             log_level,
             log_format: cli.log_format,
             log_file: cli.log_file.or(cli.pallas_log_file),

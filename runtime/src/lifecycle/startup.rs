@@ -282,6 +282,9 @@ pub fn build_core(
         config.push.clone(),
     );
     core.turns().set_budgets(config.deployment.budgets.clone());
+    core.turns()
+        .budget_book()
+        .name_in_metrics_at_most(config.budget_metric_names);
     core
 }
 
