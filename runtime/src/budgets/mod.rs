@@ -41,12 +41,7 @@ const MINUTE_MS: u64 = 60_000;
 const DAY_MS: u64 = 86_400_000;
 /// The name a budget knows the caller by when authentication is off.
 pub const ANONYMOUS: &str = "anyone";
-/// The names of each scope kind that get series of their own in `/metrics` by default
-/// (`BUDGET_METRIC_NAMES`); the rest are counted under `other`, so callers cannot grow the
-/// metrics without bound.
-pub const METRIC_NAMES: usize = 100;
-/// The most `BUDGET_METRIC_NAMES` takes.
-pub const MAX_METRIC_NAMES: usize = 10_000;
+pub use crate::config::deployment::budgets::{MAX_METRIC_NAMES, METRIC_NAMES};
 
 /// What a budget is held for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

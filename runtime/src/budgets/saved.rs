@@ -10,7 +10,7 @@ use std::time::Duration;
 use rusqlite::params;
 
 use super::shared::UsageError;
-use super::usage::Window;
+use super::usage::{SavedWindow, Window};
 use super::{DAY_MS, LimitKind, ScopeKind, window_start};
 
 /// How often the windows that changed are written.
@@ -26,9 +26,6 @@ CREATE TABLE IF NOT EXISTS budget_usage (
     PRIMARY KEY (scope, name, lim)
 ) WITHOUT ROWID;
 ";
-
-/// One saved window: its scope, name and limit, and the count.
-pub(super) type SavedWindow = (ScopeKind, Arc<str>, LimitKind, Window);
 
 /// The `budget_usage` table of one SQLite file.
 #[derive(Debug)]

@@ -6,7 +6,6 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::saved::SavedWindow;
 use super::{
     BudgetRefusal, LimitKind, MAX_WINDOWS, MINUTE_MS, ScopeKind, TurnScopes, refusal, until_next,
     window_start, windowed,
@@ -21,6 +20,9 @@ pub(super) struct Window {
 }
 
 pub(super) type WindowKey = (ScopeKind, Arc<str>, LimitKind);
+
+/// One window as saved: its scope, name and limit, and the count.
+pub(super) type SavedWindow = (ScopeKind, Arc<str>, LimitKind, Window);
 
 /// What every scope used, in this process.
 #[derive(Default)]

@@ -82,7 +82,7 @@ pub(super) fn check_bounds(
         ));
     }
 
-    if !(1..=crate::budgets::MAX_METRIC_NAMES).contains(&cli.budget_metric_names) {
+    if !(1..=super::deployment::budgets::MAX_METRIC_NAMES).contains(&cli.budget_metric_names) {
         return Err(ConfigError::invalid(
             &key_of("budget_metric_names", "--budget-metric-names"),
             "must be between 1 and 10000",

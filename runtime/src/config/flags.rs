@@ -156,7 +156,7 @@ pub(super) struct Cli {
     pub(super) max_concurrent_tasks: usize,
     /// The names of each budget scope kind (principals, tenants, agents) that get series of
     /// their own in `/metrics`; the rest are counted as `other`. 1 to 10,000.
-    #[arg(long, env = "BUDGET_METRIC_NAMES", global = true, default_value_t = crate::budgets::METRIC_NAMES)]
+    #[arg(long, env = "BUDGET_METRIC_NAMES", global = true, default_value_t = super::deployment::budgets::METRIC_NAMES)]
     pub(super) budget_metric_names: usize,
     /// Resumes of one turn (after its runtime stopped mid-turn) before it is failed, saying so:
     /// a turn that keeps stopping its runtime is not resumed forever.

@@ -15,6 +15,12 @@ use serde::{Deserialize, Serialize};
 /// The largest limit taken: far above any real budget, and small enough that sums of
 /// reservations never overflow.
 pub const MAX_LIMIT: u64 = 1 << 50;
+/// The names of each scope kind that get series of their own in `/metrics` by default
+/// (`BUDGET_METRIC_NAMES`); the rest are counted under `other`, so callers cannot grow the
+/// metrics without bound.
+pub const METRIC_NAMES: usize = 100;
+/// The most `BUDGET_METRIC_NAMES` takes.
+pub const MAX_METRIC_NAMES: usize = 10_000;
 /// The largest `cost_per_day`, in the deployment's currency.
 pub const MAX_COST: f64 = 1e9;
 /// The largest price per million tokens.
