@@ -14,6 +14,7 @@
 //! against it.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -154,6 +155,8 @@ pub(super) struct Admission {
     memory: Arc<Semaphore>,
     agents: Mutex<HashMap<String, Arc<Semaphore>>>,
     fair: Arc<Mutex<Fair>>,
+    /// Whether turns are admitted fairly (a `budgets:` block), read without the lock.
+    fair_on: AtomicBool,
 }
 
 /// What an admitted turn holds until it ends: its share of every budget.
@@ -186,15 +189,15 @@ impl Admission {
             memory: Arc::new(Semaphore::new(units(budgets.memory))),
             agents: Mutex::new(HashMap::new()),
             fair: Arc::default(),
+            fair_on: AtomicBool::new(false),
         }
     }
 
     /// Admits turns fairly by `shares` from now on (`None`: first come, first served).
     pub(super) fn share_fairly(&self, shares: Option<FairShares>) {
-        self.fair
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .shares = shares;
+        let mut fair = self.fair.lock().unwrap_or_else(PoisonError::into_inner);
+        self.fair_on.store(shares.is_some(), Ordering::Relaxed);
+        fair.shares = shares;
     }
 
     /// Admits a turn of `agent` for `group` whose message is `message_bytes` long, or says
@@ -221,6 +224,10 @@ impl Admission {
 
     /// `charge` more units in `group`'s fair share, if it has room for them.
     fn fair_place(&self, group: Group<'_>, charge: usize) -> Result<Option<FairPlace>, Limit> {
+        // Without a `budgets:` block (the default), a turn pays one atomic load here.
+        if !self.fair_on.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
         let mut fair = self.fair.lock().unwrap_or_else(PoisonError::into_inner);
         let group = match group {
             Group::Tenant(tenant) => Some(Arc::<str>::from(tenant)),
