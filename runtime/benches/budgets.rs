@@ -22,7 +22,7 @@ mod load;
 
 use daedalus_fake_llm::{AutoReply, FakeLlm};
 use daedalus_test_kit::{AgentsYaml, RuntimeProcess};
-use load::Figures;
+use load::{Figures, best};
 
 const KEY: &str = "sk-bench";
 const MODEL: &str = "gpt-bench";
@@ -108,15 +108,6 @@ async fn book_alone(lanes: usize) -> f64 {
     #[expect(clippy::cast_precision_loss, reason = "a figure")]
     let per_turn = started.elapsed().as_nanos() as f64 / (per_lane * lanes) as f64;
     per_turn
-}
-
-/// The better of `rounds` (the one with more turns per second): noise only slows a run.
-fn best(rounds: &[Figures]) -> Figures {
-    rounds
-        .iter()
-        .copied()
-        .max_by(|a, b| a.rate.total_cmp(&b.rate))
-        .expect("at least one round")
 }
 
 fn main() {

@@ -22,7 +22,7 @@ mod load;
 use daedalus_fake_llm::{AutoReply, FakeLlm};
 use daedalus_mcp_fixture::McpFixture;
 use daedalus_test_kit::{AgentsYaml, RuntimeProcess};
-use load::Figures;
+use load::{Figures, best};
 
 const KEY: &str = "sk-bench";
 const MODEL: &str = "gpt-bench";
@@ -40,15 +40,6 @@ const STORES: [(&str, &[(&str, &str)]); 2] = [
 
 async fn load(url: &str, in_flight: usize) -> Figures {
     load::jsonrpc(url, in_flight, None, WARM_UP, TURNS).await
-}
-
-/// The better of `rounds` (the one with more turns per second): noise only slows a run.
-fn best(rounds: &[Figures]) -> Figures {
-    rounds
-        .iter()
-        .copied()
-        .max_by(|a, b| a.rate.total_cmp(&b.rate))
-        .expect("at least one round")
 }
 
 fn main() {
