@@ -22,6 +22,7 @@ impl BudgetBook {
         let windows = saved.load(now)?;
         let mut usage = self.usage();
         for (kind, name, limit, window) in windows {
+            usage.make_room(now);
             usage.windows.insert((kind, name, limit), window);
         }
         usage.saving = true;
