@@ -1,11 +1,12 @@
-//! Held streamed turns, side by side with the official A2A Python SDK's server (a2a-sdk 1.3.0
-//! on uvicorn, its echo agent, `test-kit/py/a2a_echo_agent.py`): N concurrent JSON-RPC
+//! Held streamed turns, side by side with the official A2A SDKs' servers (the Python SDK,
+//! a2a-sdk 1.3.0 on uvicorn, its echo agent, `test-kit/py/a2a_echo_agent.py`; the Rust SDK,
+//! a2a-rs `a2a-server-lf` 0.5.3, `test-kit/peers/a2a-rs-echo`): N concurrent JSON-RPC
 //! `SendStreamingMessage` turns, each a model that waits 20 s, opened over 10 s; while every
 //! one is held, the server's RSS and 100 probes (`GET` of the agent card, which both serve). Per server and N: turns that
 //! completed, RSS per held turn, the first event's p99, and the probes' p50/p99.
 //!
-//! Our runtime runs with its defaults (the `passthrough` model's `***SLEEP 20s`; the SDK's
-//! agent `SLEEP 20`). `HELD_TURNS` picks the sizes (default `2000,10000`). Targets at 2,000:
+//! Our runtime runs with its defaults (the `passthrough` model's `***SLEEP 20s`; the SDKs'
+//! agents `SLEEP 20`). `HELD_TURNS` picks the sizes (default `2000,10000`). Targets at 2,000:
 //! at least 5× less memory per turn than the SDK, a first-event p99 at most 1/5 of its, a
 //! probe p99 no worse; 10,000 held turns complete on one replica with probes under 50 ms p99.
 //!
@@ -18,7 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use daedalus_test_kit::{EchoAgent, RuntimeProcess};
+use daedalus_test_kit::{EchoAgent, RuntimeProcess, RustSdkEcho};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -233,6 +234,18 @@ fn main() {
             )
             .await;
             drop(sdk);
+            let rust_sdk = RustSdkEcho::start();
+            let rust = run(
+                Arc::new(Target {
+                    port: rust_sdk.port(),
+                    pid: rust_sdk.pid(),
+                    path: "/",
+                    text: format!("SLEEP {TURN_SECONDS} done"),
+                }),
+                turns,
+            )
+            .await;
+            drop(rust_sdk);
             let runtime = RuntimeProcess::start("bench").await;
             let ours = run(
                 Arc::new(Target {
@@ -247,6 +260,7 @@ fn main() {
             drop(runtime);
             for (name, f) in [
                 ("a2a-sdk 1.3.0 (uvicorn)", &theirs),
+                ("a2a-rs 0.5.3 (official Rust SDK)", &rust),
                 ("daedalus-runtime, defaults", &ours),
             ] {
                 println!(

@@ -341,9 +341,14 @@ fn delete_idle(conn: &Connection, idle: Duration) -> rusqlite::Result<u64> {
             |r| r.get(0),
         )
         .optional()?;
+    // Only contexts with a row before the first kept one are candidates: the sweep reads the
+    // old rows, not the whole table (it runs between two commits).
     let removed = conn.execute(
         "DELETE FROM messages WHERE context IN (
-            SELECT context FROM messages GROUP BY context HAVING MAX(id) < ?1
+            SELECT old.context FROM (SELECT DISTINCT context FROM messages WHERE id < ?1) AS old
+            WHERE NOT EXISTS (
+                SELECT 1 FROM messages AS m WHERE m.context = old.context AND m.id >= ?1
+            )
          )",
         params![first_kept.unwrap_or(i64::MAX)],
     )?;

@@ -207,7 +207,7 @@ async fn a_read_takes_only_the_last_rows_it_asks_for() {
 async fn idle_contexts_past_the_retention_are_deleted() {
     let hour = std::time::Duration::from_hours(1);
     let store = SqliteStore::open_with_ttl(":memory:", Some(hour)).unwrap();
-    for context in ["old", "new"] {
+    for context in ["old", "mixed", "new"] {
         store
             .append(
                 context,
@@ -220,14 +220,23 @@ async fn idle_contexts_past_the_retention_are_deleted() {
     store
         .with(|tx| {
             tx.execute(
-                "UPDATE messages SET created_at = '2000-01-01T00:00:00.000Z' WHERE context = 'old'",
+                "UPDATE messages SET created_at = '2000-01-01T00:00:00.000Z' WHERE context <> 'new'",
                 [],
             )
         })
         .await
         .unwrap();
+    // A context with an old row and a new one is in use.
+    store
+        .append(
+            "mixed",
+            vec![new_row(RowRole::User, "again", RowStatus::Complete)],
+        )
+        .await
+        .unwrap();
     assert_eq!(store.expire_idle(hour).await.unwrap(), 1);
     assert!(store.rows("old", usize::MAX).await.unwrap().is_empty());
+    assert_eq!(store.rows("mixed", usize::MAX).await.unwrap().len(), 2);
     assert_eq!(store.rows("new", usize::MAX).await.unwrap().len(), 1);
 }
 

@@ -2,9 +2,10 @@
 //! revision, so a restart on one machine keeps them. A write is compare-and-set on the
 //! revision (`UPDATE … WHERE revision = ?`). Rows older than `TASK_TTL`, and all but the
 //! `MAX_TASKS` newest, are deleted when the file is opened and then after every [`SWEEP_EVERY`]
-//! writes, at most once every [`SWEEP_PAUSE`] (a sweep reads the whole table's index: under
-//! load it would otherwise take a share of every commit). One writer thread owns the connection ([`GroupCommit`]): the writes of turns running
-//! at once share a commit, and none blocks a worker of the async runtime.
+//! writes, at most once every [`SWEEP_PAUSE`]. A sweep costs what it deletes, not what the
+//! table holds (the rows are counted once at open, then as they come and go): it runs
+//! between two commits, and a whole-table sweep there stalled every request behind it. The
+//! file's [`GroupCommit`] writer commits: the writes of turns running at once share a commit.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -69,6 +70,8 @@ pub struct SqliteTasks {
     writer: GroupCommit,
     /// Writes since the last retention sweep.
     writes: Arc<AtomicU64>,
+    /// Rows in `a2a_tasks`, counted at open, then as they come and go.
+    rows: Arc<AtomicU64>,
 }
 
 impl SqliteTasks {
@@ -95,9 +98,13 @@ impl SqliteTasks {
             Ok(conn)
         };
         let conn = open().map_err(|e| fail(e.to_string()))?;
-        sweep(&conn, ttl, max_tasks).map_err(|e| fail(e.to_string()))?;
+        let count: i64 = conn
+            .query_row("SELECT COUNT(*) FROM a2a_tasks", [], |row| row.get(0))
+            .map_err(|e| fail(e.to_string()))?;
+        let rows = Arc::new(AtomicU64::new(u64::try_from(count).unwrap_or(0)));
+        sweep(&conn, ttl, max_tasks, &rows).map_err(|e| fail(e.to_string()))?;
         let written = Arc::new(AtomicU64::new(0));
-        let counted = Arc::clone(&written);
+        let (counted, sweep_rows) = (Arc::clone(&written), Arc::clone(&rows));
         let mut swept = Instant::now();
         let sweep_if_due = move |conn: &Connection| {
             if counted.load(Ordering::Relaxed) < SWEEP_EVERY || swept.elapsed() < SWEEP_PAUSE {
@@ -105,7 +112,7 @@ impl SqliteTasks {
             }
             counted.store(0, Ordering::Relaxed);
             swept = Instant::now();
-            if let Err(e) = sweep(conn, ttl, max_tasks) {
+            if let Err(e) = sweep(conn, ttl, max_tasks, &sweep_rows) {
                 tracing::error!(error = %e, "the task store cannot drop old tasks");
             }
         };
@@ -115,6 +122,7 @@ impl SqliteTasks {
             location: path.to_owned(),
             writer,
             writes: written,
+            rows,
         })
     }
 
@@ -135,21 +143,40 @@ impl SqliteTasks {
 }
 
 /// Deletes rows older than `ttl` and all but the `max_tasks` newest.
-fn sweep(conn: &Connection, ttl: Duration, max_tasks: usize) -> rusqlite::Result<()> {
+fn sweep(
+    conn: &Connection,
+    ttl: Duration,
+    max_tasks: usize,
+    rows: &AtomicU64,
+) -> rusqlite::Result<()> {
     let oldest = now_ms().saturating_sub(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
-    conn.execute(
+    let mut deleted = conn.execute(
         "DELETE FROM a2a_tasks WHERE updated_ms < ?1",
         params![oldest],
     )?;
-    conn.execute(
-        "DELETE FROM a2a_tasks WHERE id NOT IN \
-         (SELECT id FROM a2a_tasks ORDER BY updated_ms DESC LIMIT ?1)",
-        params![i64::try_from(max_tasks).unwrap_or(i64::MAX)],
-    )?;
-    conn.execute(
-        "DELETE FROM a2a_turns WHERE id NOT IN (SELECT id FROM a2a_tasks)",
-        [],
-    )?;
+    let left = rows
+        .load(Ordering::Relaxed)
+        .saturating_sub(u64::try_from(deleted).unwrap_or(u64::MAX));
+    let excess = left.saturating_sub(u64::try_from(max_tasks).unwrap_or(u64::MAX));
+    if excess > 0 {
+        deleted += conn.execute(
+            "DELETE FROM a2a_tasks WHERE rowid IN \
+             (SELECT rowid FROM a2a_tasks ORDER BY updated_ms LIMIT ?1)",
+            params![i64::try_from(excess).unwrap_or(i64::MAX)],
+        )?;
+    }
+    if deleted > 0 {
+        rows.fetch_sub(
+            u64::try_from(deleted)
+                .unwrap_or(0)
+                .min(rows.load(Ordering::Relaxed)),
+            Ordering::Relaxed,
+        );
+        conn.execute(
+            "DELETE FROM a2a_turns WHERE id NOT IN (SELECT id FROM a2a_tasks)",
+            [],
+        )?;
+    }
     Ok(())
 }
 
@@ -238,6 +265,7 @@ impl TaskBackend for SqliteTasks {
         };
         let expected = i64::try_from(expected).unwrap_or(i64::MAX);
         self.writes.fetch_add(1, Ordering::Relaxed);
+        let rows = Arc::clone(&self.rows);
         let written = self
             .with(move |conn| {
                 let changed = if expected == 0 {
@@ -254,6 +282,11 @@ impl TaskBackend for SqliteTasks {
                 }
                 if let Some(record) = record {
                     keep_record(conn, &id, record.as_deref()).map_err(|e| e.to_string())?;
+                }
+                if expected == 0 {
+                    // Counted once the job holds (a round that then fails to commit leaves
+                    // the count one high until the next open: a sweep then keeps one less).
+                    rows.fetch_add(1, Ordering::Relaxed);
                 }
                 Ok(Written::At(u64::try_from(expected + 1).unwrap_or(u64::MAX)))
             })
@@ -321,6 +354,52 @@ mod tests {
             metadata: None,
         };
         StoredTask::new(task, "replica-a", None)
+    }
+
+    /// The sweep keeps the `MAX_TASKS` newest and the rows' count with them, at open and
+    /// between commits, deleting only what is past the limits.
+    #[tokio::test]
+    async fn a_sweep_keeps_the_newest_and_counts_what_it_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir
+            .path()
+            .join("tasks.sqlite")
+            .to_string_lossy()
+            .into_owned();
+        let tasks = SqliteTasks::open(&path, Duration::from_hours(1), 100).unwrap();
+        for i in 0..12 {
+            let mut task = stored(&format!("t{i:02}"));
+            task.updated_ms = 1_000_000_000_000_000 + i;
+            tasks.write(&task, 0).await.unwrap();
+        }
+        assert_eq!(tasks.rows.load(Ordering::Relaxed), 12);
+        let rows = Arc::clone(&tasks.rows);
+        tasks
+            .with(move |conn| {
+                sweep(conn, Duration::from_hours(1), 5, &rows).map_err(|e| e.to_string())
+            })
+            .await
+            .unwrap();
+        assert_eq!(tasks.rows.load(Ordering::Relaxed), 5);
+        let ids = |tasks: SqliteTasks| async move {
+            let mut ids: Vec<String> = tasks
+                .recent(100)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|v| v.stored.task.id)
+                .collect();
+            ids.sort();
+            ids
+        };
+        assert_eq!(
+            ids(tasks.clone()).await,
+            ["t07", "t08", "t09", "t10", "t11"]
+        );
+        drop(tasks);
+        let reopened = SqliteTasks::open(&path, Duration::from_hours(1), 3).unwrap();
+        assert_eq!(reopened.rows.load(Ordering::Relaxed), 3);
+        assert_eq!(ids(reopened).await, ["t09", "t10", "t11"]);
     }
 
     /// Writes of one task queued behind a held writer commit together, and compare-and-set

@@ -1,0 +1,122 @@
+//! WAL checkpoints off the writer's path. The writer's connection never checkpoints on its
+//! own (`wal_autocheckpoint=0`): a checkpoint copies the WAL's pages into the file and syncs
+//! both, milliseconds that the commit crossing the threshold would otherwise wait for, and
+//! every caller queued behind it. A thread of its own, on a connection of its own, runs
+//! `PASSIVE` checkpoints instead (they never block a writer in WAL mode) whenever the writer
+//! committed since the last one, back to back while the writer keeps adding pages, so that the
+//! WAL is wholly copied and the writer's next transaction starts it again from the beginning.
+//!
+//! Under a steady stream of commits the WAL is never wholly copied (the writer adds pages
+//! while a checkpoint copies), so it would never start again and would grow without bound.
+//! Once it holds more than [`RESTART_PAGES`], the thread copies pass after pass until one
+//! finds few new pages, then copies those while it holds the writer's connection idle (no
+//! round runs meanwhile): a millisecond or two, after which the writer's next transaction
+//! starts the WAL again.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+/// How often the thread looks for new commits.
+const PAUSE: Duration = Duration::from_millis(100);
+/// How many checkpoints run back to back before the thread pauses again.
+const RUNS_AT_MOST: usize = 16;
+/// WAL pages beyond which the last pages are copied with the writer held (16 MiB of 4 KiB
+/// pages).
+pub(super) const RESTART_PAGES: i64 = 4_096;
+
+/// Pages few enough to copy with the writer held (2 MiB): with the two syncs, a millisecond
+/// or two of a writer's time.
+const FEW_PAGES: i64 = 512;
+
+/// Runs the checkpoint it is given while no round of the writer runs.
+pub(super) type WithWriterIdle = Box<dyn Fn(&mut dyn FnMut()) + Send>;
+
+/// What the checkpoint thread reports.
+#[derive(Debug, Default)]
+pub(super) struct Counts {
+    /// Checkpoints run.
+    pub(super) runs: AtomicU64,
+    /// Of them, those run with the writer held idle.
+    pub(super) with_writer_idle: AtomicU64,
+}
+
+/// Starts the checkpoint thread of the SQLite file at `path`, watching `rounds` (the writer's
+/// committed transactions); it ends when `stop`'s sender is dropped (the writer ended).
+pub(super) fn start(
+    name: &str,
+    path: &str,
+    rounds: Arc<AtomicU64>,
+    counts: Arc<Counts>,
+    with_writer_idle: WithWriterIdle,
+    stop: mpsc::Receiver<()>,
+) -> std::io::Result<()> {
+    let path = path.to_owned();
+    std::thread::Builder::new()
+        .name(format!("{name}-checkpoints"))
+        .spawn(move || {
+            let conn = match Connection::open(&path) {
+                Ok(conn) => conn,
+                Err(e) => {
+                    // The writer checkpoints alone then, whenever the WAL outgrows its bound.
+                    tracing::error!(error = %e, "a SQLite store cannot open its checkpoint connection");
+                    return;
+                }
+            };
+            let mut seen = u64::MAX;
+            while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(PAUSE) {
+                let now = rounds.load(Ordering::Relaxed);
+                if now == seen {
+                    continue;
+                }
+                match catch_up(&conn, &counts, &with_writer_idle) {
+                    Ok(true) => seen = now,
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!(error = %e, "a SQLite store's checkpoint failed"),
+                }
+            }
+        })?;
+    Ok(())
+}
+
+/// Checkpoints until the WAL is wholly copied or [`RUNS_AT_MOST`] ran; answers whether it is.
+/// A WAL past [`RESTART_PAGES`] (it has not started again since) is copied pass after pass,
+/// each with fewer new pages than the last, until a pass had at most [`FEW_PAGES`] to copy;
+/// the last few are then copied with the writer held idle. (A pass that copied every page it
+/// found says little under steady commits: pages came in while it copied.)
+fn catch_up(
+    conn: &Connection,
+    counts: &Counts,
+    with_writer_idle: &WithWriterIdle,
+) -> rusqlite::Result<bool> {
+    let mut copied_before = 0;
+    for _ in 0..RUNS_AT_MOST {
+        let (log, copied) = passive(conn)?;
+        counts.runs.fetch_add(1, Ordering::Relaxed);
+        let fresh = log - copied_before;
+        copied_before = copied;
+        if log <= RESTART_PAGES {
+            if copied >= log {
+                return Ok(true);
+            }
+        } else if fresh <= FEW_PAGES {
+            let mut finished = Ok((0, 0));
+            with_writer_idle(&mut || finished = passive(conn));
+            let (log, copied) = finished?;
+            counts.runs.fetch_add(1, Ordering::Relaxed);
+            counts.with_writer_idle.fetch_add(1, Ordering::Relaxed);
+            return Ok(copied >= log);
+        }
+    }
+    Ok(false)
+}
+
+/// One `PASSIVE` checkpoint: the pages in the WAL and how many of them are copied.
+pub(super) fn passive(conn: &Connection) -> rusqlite::Result<(i64, i64)> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+        Ok((row.get(1)?, row.get(2)?))
+    })
+}

@@ -1,0 +1,358 @@
+//! One writer per SQLite file, with group commit: one connection and its prepared
+//! statements; calls queue as jobs, and every job waiting when a round begins runs in one
+//! transaction, each under its own savepoint, so one job's failure undoes only that job, and
+//! every caller hears back only once the transaction is committed. A turn's few writes thus
+//! cost a share of one commit instead of a commit each. The conversation store and the task
+//! store (with the push records beside it) each have one.
+//!
+//! **Who commits.** The writer's own thread: it commits every waiting job in each round, so
+//! no worker of the async runtime is held by SQLite. (Committing a lone call on its caller's
+//! thread, to spare the two thread switches, was measured: no gain at one request in flight,
+//! where the SQLite work, not the switches, is the cost.) A round is CPU and page-cache work
+//! only: commits are not synced (`synchronous=NORMAL`), and WAL checkpoints, which are, run
+//! on a thread of their own ([`checkpoints`]); the retention sweeps run between rounds and
+//! cost what they delete.
+
+mod checkpoints;
+
+use std::fmt::Display;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, mpsc};
+use std::time::Duration;
+
+use rusqlite::config::DbConfig;
+use rusqlite::{Connection, Transaction};
+use tokio::sync::oneshot;
+
+/// The WAL file is cut back to this size when it starts again from the beginning.
+const WAL_BYTES_KEPT: i64 = 16 << 20;
+
+/// Opens the SQLite file at `path` (or `:memory:`) as a writer thread's connection: WAL, a
+/// commit synced at checkpoints rather than each time (`synchronous=NORMAL`: a crash of the
+/// process loses nothing committed; a crash of the machine may lose the last commits), no
+/// checkpoint on a commit's path (the writer's [`checkpoints`] thread runs them), and plans
+/// fixed when a statement is prepared (otherwise SQLite prepares a cached statement again
+/// whenever a bound value could pick another plan: a partial index made that every run of
+/// the conversation store's turn lookup).
+pub fn connect(path: &str) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+    conn.pragma_update(None, "journal_size_limit", WAL_BYTES_KEPT)?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+    conn.set_prepared_statement_cache_capacity(32);
+    Ok(conn)
+}
+
+/// The most jobs one transaction takes; the rest wait for the next (so no caller waits behind
+/// an unbounded batch).
+const JOBS_PER_COMMIT: usize = 512;
+
+/// How often the writer's thread wakes on its own (for the due sweeps, and the shutdown).
+const WRITER_TICK: Duration = Duration::from_secs(1);
+
+/// The handle on a writer. Cheap to clone: clones share it; its thread ends, and its
+/// connection closes, when the last clone is dropped.
+#[derive(Debug, Clone)]
+pub struct GroupCommit {
+    handle: Arc<Handle>,
+}
+
+/// Shared by the clones of a [`GroupCommit`]: the last one dropped stops the writer's thread.
+#[derive(Debug)]
+struct Handle {
+    shared: Arc<Shared>,
+    thread: std::thread::Thread,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.shared.closed.store(true, Ordering::Release);
+        self.thread.unpark();
+    }
+}
+
+/// What every caller and the writer's thread share.
+struct Shared {
+    /// Jobs waiting for a round.
+    queue: Mutex<Vec<Job>>,
+    /// Jobs queued and not yet taken into a round.
+    queued: AtomicUsize,
+    /// The connection, held by whoever commits a round.
+    writer: Mutex<Writer>,
+    /// Transactions committed (or tried).
+    rounds: Arc<AtomicU64>,
+    /// What the checkpoint thread reports.
+    checkpoints: Arc<checkpoints::Counts>,
+    /// Set when the last handle is dropped.
+    closed: AtomicBool,
+    /// The writer's thread, once started.
+    thread: std::sync::OnceLock<std::thread::Thread>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("queued", &self.queued)
+            .field("rounds", &self.rounds)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A call waiting for a round: given the round's transaction (or why there is none), it
+/// does its work and hands back its [`Reply`].
+type Job = Box<dyn FnOnce(Result<&Transaction<'_>, &rusqlite::Error>) -> Reply + Send>;
+
+/// What a job leaves to do once its transaction is over: answer its caller, told whether the
+/// commit held.
+type Reply = Box<dyn FnOnce(Result<(), String>) + Send>;
+
+/// Why a call got no result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WriterError {
+    /// The job itself failed (undone), or its transaction could not begin or commit.
+    #[error("{0}")]
+    Failed(String),
+    /// The writer stopped.
+    #[error("the store's writer stopped")]
+    Stopped,
+}
+
+impl GroupCommit {
+    /// Starts the writer `name` on `conn` (from [`connect`]): its thread, and the thread that
+    /// checkpoints its file; `before_round` runs on the connection when the writer's thread
+    /// wakes (a retention sweep that is due, say).
+    pub fn start(
+        name: &str,
+        conn: Connection,
+        before_round: impl FnMut(&Connection) + Send + 'static,
+    ) -> std::io::Result<Self> {
+        let path = conn.path().filter(|p| !p.is_empty()).map(str::to_owned);
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Vec::new()),
+            queued: AtomicUsize::new(0),
+            writer: Mutex::new(Writer {
+                conn,
+                before_round: Box::new(before_round),
+            }),
+            rounds: Arc::new(AtomicU64::new(0)),
+            checkpoints: Arc::default(),
+            closed: AtomicBool::new(false),
+            thread: std::sync::OnceLock::new(),
+        });
+        // The checkpoint thread ends when the writer's does: that one holds `stop`'s sender.
+        let (stop, stopped) = mpsc::channel::<()>();
+        if let Some(path) = path {
+            let idle = Arc::downgrade(&shared);
+            checkpoints::start(
+                name,
+                &path,
+                Arc::clone(&shared.rounds),
+                Arc::clone(&shared.checkpoints),
+                Box::new(move |checkpoint| {
+                    if let Some(shared) = idle.upgrade() {
+                        shared.with_writer_idle(checkpoint);
+                    }
+                }),
+                stopped,
+            )?;
+        }
+        let on_thread = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(move || {
+                let _stop = stop;
+                on_thread.run_thread();
+            })?
+            .thread()
+            .clone();
+        let _ = shared.thread.set(thread.clone());
+        Ok(Self {
+            handle: Arc::new(Handle { shared, thread }),
+        })
+    }
+
+    /// Runs `work` in the writer's next round, under a savepoint of its own (undone if it
+    /// fails), and answers its result once that round's transaction is committed.
+    pub async fn with<T: Send + 'static, E: Display + 'static>(
+        &self,
+        work: impl FnOnce(&Transaction<'_>) -> Result<T, E> + Send + 'static,
+    ) -> Result<T, WriterError> {
+        let (answer, answered) = oneshot::channel::<Result<T, String>>();
+        let job: Job = Box::new(move |tx| {
+            let result = match tx {
+                Ok(tx) => in_savepoint(tx, work),
+                Err(e) => Err(format!("cannot begin a transaction: {e}")),
+            };
+            Box::new(move |committed: Result<(), String>| {
+                let _ = answer.send(committed.and(result));
+            })
+        });
+        self.handle.shared.push(job);
+        self.handle.thread.unpark();
+        match answered.await {
+            Ok(result) => result.map_err(WriterError::Failed),
+            Err(_) => Err(WriterError::Stopped),
+        }
+    }
+
+    /// Jobs queued and not yet taken into a round.
+    pub fn queued(&self) -> usize {
+        self.handle.shared.queued.load(Ordering::Relaxed)
+    }
+
+    /// Transactions committed (or tried).
+    pub fn rounds(&self) -> u64 {
+        self.handle.shared.rounds.load(Ordering::Relaxed)
+    }
+
+    /// WAL checkpoints run on the file.
+    pub fn checkpoints(&self) -> u64 {
+        self.handle.shared.checkpoints.runs.load(Ordering::Relaxed)
+    }
+
+    /// Of them, those that held the writer idle to let the WAL start again.
+    pub fn checkpoints_with_writer_idle(&self) -> u64 {
+        self.handle
+            .shared
+            .checkpoints
+            .with_writer_idle
+            .load(Ordering::Relaxed)
+    }
+}
+
+impl Shared {
+    fn push(&self, job: Job) {
+        self.lock_queue().push(job);
+        self.queued.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn lock_queue(&self) -> MutexGuard<'_, Vec<Job>> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Up to [`JOBS_PER_COMMIT`] waiting jobs, oldest first.
+    fn take_batch(&self) -> Vec<Job> {
+        let mut queue = self.lock_queue();
+        let batch: Vec<Job> = if queue.len() <= JOBS_PER_COMMIT {
+            std::mem::take(&mut *queue)
+        } else {
+            queue.drain(..JOBS_PER_COMMIT).collect()
+        };
+        self.queued.fetch_sub(batch.len(), Ordering::Relaxed);
+        batch
+    }
+
+    fn is_idle(&self) -> bool {
+        self.lock_queue().is_empty()
+    }
+
+    /// Commits rounds while jobs wait. No job is left behind: a job is queued before the
+    /// thread is unparked, and the thread looks at the queue after every round.
+    fn commit_rounds(&self) {
+        while !self.is_idle() {
+            let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+            let batch = self.take_batch();
+            if !batch.is_empty() {
+                self.rounds.fetch_add(1, Ordering::Relaxed);
+                writer.commit_caught(batch);
+            }
+        }
+    }
+
+    /// Runs `checkpoint` while it holds the connection, so no round runs meanwhile; then
+    /// has the writer's thread take what queued.
+    fn with_writer_idle(&self, checkpoint: &mut dyn FnMut()) {
+        {
+            let _idle = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+            checkpoint();
+        }
+        if let Some(thread) = self.thread.get() {
+            thread.unpark();
+        }
+    }
+
+    /// The writer's thread: wakes when a caller hands it a queue, when the last handle goes,
+    /// and every [`WRITER_TICK`]; each time it runs the due sweeps and every waiting job.
+    fn run_thread(&self) {
+        loop {
+            std::thread::park_timeout(WRITER_TICK);
+            {
+                let mut guard = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+                let writer = &mut *guard;
+                (writer.before_round)(&writer.conn);
+            }
+            self.commit_rounds();
+            if self.closed.load(Ordering::Acquire) && self.is_idle() {
+                return;
+            }
+        }
+    }
+}
+
+/// Runs `work` under a savepoint of `tx`: kept if it succeeds, undone if it fails.
+pub(crate) fn in_savepoint<T, E: Display>(
+    tx: &Transaction<'_>,
+    work: impl FnOnce(&Transaction<'_>) -> Result<T, E>,
+) -> Result<T, String> {
+    let savepoint = |sql: &str| {
+        tx.prepare_cached(sql)
+            .and_then(|mut s| s.execute([]))
+            .map_err(|e| e.to_string())
+    };
+    savepoint("SAVEPOINT job")?;
+    match work(tx) {
+        Ok(value) => {
+            savepoint("RELEASE job")?;
+            Ok(value)
+        }
+        Err(e) => {
+            let _ = tx.execute_batch("ROLLBACK TO job; RELEASE job");
+            Err(e.to_string())
+        }
+    }
+}
+
+/// The connection and what runs on it between rounds.
+struct Writer {
+    conn: Connection,
+    before_round: Box<dyn FnMut(&Connection) + Send>,
+}
+
+impl Writer {
+    /// Commits `batch`; a panic in it fails that round's callers (their answers are
+    /// dropped), not the store: the transaction rolls back as it unwinds.
+    fn commit_caught(&mut self, batch: Vec<Job>) {
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.commit(batch))).is_err() {
+            tracing::error!("a SQLite store's round panicked; its calls failed");
+        }
+    }
+
+    /// Runs `batch` in one transaction, then answers each job with whether it committed.
+    fn commit(&mut self, batch: Vec<Job>) {
+        let (replies, committed): (Vec<Reply>, _) = match self.conn.transaction() {
+            Ok(tx) => {
+                let replies = batch.into_iter().map(|job| job(Ok(&tx))).collect();
+                (
+                    replies,
+                    tx.commit().map_err(|e| format!("cannot commit: {e}")),
+                )
+            }
+            Err(e) => {
+                let replies = batch.into_iter().map(|job| job(Err(&e))).collect();
+                (replies, Ok(()))
+            }
+        };
+        if let Err(why) = &committed {
+            tracing::error!(error = %why, "a SQLite store cannot commit");
+        }
+        for reply in replies {
+            reply(committed.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

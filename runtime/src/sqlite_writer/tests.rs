@@ -1,0 +1,139 @@
+//! The writer's rounds: who commits them, and the checkpoints beside them.
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use super::{GroupCommit, connect};
+
+/// A writer on a fresh file `name` in `dir`, with one table.
+fn writer_on(dir: &tempfile::TempDir, name: &str) -> (GroupCommit, String) {
+    let path = dir.path().join(name).to_string_lossy().into_owned();
+    let conn = connect(&path).unwrap();
+    conn.execute_batch("CREATE TABLE rows (id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
+        .unwrap();
+    (
+        GroupCommit::start("test-writer", conn, |_| {}).unwrap(),
+        path,
+    )
+}
+
+/// Inserts one row of `bytes` bytes; answers the name of the thread the job ran on.
+async fn insert(writer: &GroupCommit, bytes: usize) -> Option<String> {
+    writer
+        .with(move |tx| {
+            tx.execute("INSERT INTO rows (body) VALUES (?1)", ["x".repeat(bytes)])?;
+            Ok::<_, rusqlite::Error>(std::thread::current().name().map(str::to_owned))
+        })
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_call_commits_on_the_writers_thread_not_a_worker_of_the_async_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let (writer, _) = writer_on(&dir, "thread.sqlite");
+    assert_eq!(insert(&writer, 10).await.as_deref(), Some("test-writer"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_queued_behind_a_round_share_the_next_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (writer, _) = writer_on(&dir, "queued.sqlite");
+    let (release, held) = mpsc::channel::<()>();
+    let (started, running) = tokio::sync::oneshot::channel();
+    let holder = writer.clone();
+    let holding = tokio::spawn(async move {
+        holder
+            .with(move |_| {
+                let _ = started.send(());
+                let _ = held.recv();
+                Ok::<_, rusqlite::Error>(())
+            })
+            .await
+    });
+    running.await.unwrap();
+    let queued: Vec<_> = (0..3)
+        .map(|_| {
+            let writer = writer.clone();
+            tokio::spawn(async move { insert(&writer, 10).await })
+        })
+        .collect();
+    while writer.queued() < 3 {
+        tokio::task::yield_now().await;
+    }
+    release.send(()).unwrap();
+    holding.await.unwrap().unwrap();
+    for call in queued {
+        call.await.unwrap();
+    }
+    assert_eq!(writer.rounds(), 2, "the held round, then one for the three");
+}
+
+#[test]
+fn the_writers_connection_never_checkpoints_on_a_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = connect(&dir.path().join("db.sqlite").to_string_lossy()).unwrap();
+    let pages: i64 = conn
+        .query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(pages, 0);
+}
+
+#[tokio::test]
+async fn the_checkpoint_thread_copies_the_wal_into_the_file_and_the_wal_starts_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (writer, path) = writer_on(&dir, "checkpointed.sqlite");
+    let file_size = || std::fs::metadata(&path).unwrap().len();
+    let before = file_size();
+    for _ in 0..200 {
+        insert(&writer, 4000).await;
+    }
+    assert_eq!(writer.checkpoints(), 0, "no commit checkpointed");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while file_size() < before + 200 * 4000 || writer.checkpoints() == 0 {
+        assert!(Instant::now() < deadline, "the rows never reached the file");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Wholly copied: the next commit starts the WAL from its beginning.
+    let wal = format!("{path}-wal");
+    let grown = std::fs::metadata(&wal).unwrap().len();
+    insert(&writer, 10).await;
+    let frames_at_start = {
+        let check = rusqlite::Connection::open(&path).unwrap();
+        check
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(1))
+            .unwrap()
+    };
+    assert!(
+        frames_at_start < 10,
+        "{frames_at_start} frames in a WAL of {grown} bytes: it did not start again"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_steady_commits_the_wal_still_starts_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (writer, path) = writer_on(&dir, "steady.sqlite");
+    let wal = format!("{path}-wal");
+    // About 80 MiB through the WAL with never a pause: five times what starts it again.
+    let writers: Vec<_> = (0..4)
+        .map(|_| {
+            let writer = writer.clone();
+            tokio::spawn(async move {
+                for _ in 0..5_000 {
+                    insert(&writer, 4000).await;
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap();
+    }
+    let wal_bytes = std::fs::metadata(&wal).unwrap().len();
+    assert!(
+        wal_bytes < 32 << 20,
+        "the WAL grew to {wal_bytes} bytes ({} checkpoints, {} with the writer held)",
+        writer.checkpoints(),
+        writer.checkpoints_with_writer_idle()
+    );
+}
