@@ -4,7 +4,9 @@
 //! (b) the raw JetStream floor of the proxy's pattern without HTTP: pull one, publish the
 //!     result and await its ack, confirmed ack — one at a time, and with 1/8/32 workers;
 //! (c) publish → result through the proxy, one at a time;
-//! (d) proxy throughput with CONCURRENCY 1, 8 and 32.
+//! (d) proxy throughput with CONCURRENCY 1, 8 and 32;
+//! (e) the same at 32 against a runtime that keeps no conversation (`SESSIONS_DB=off`): what
+//!     the conversation store, on the pod's path since it is on by default, costs the pod.
 //!
 //! Targets: (c) ≤ (a)+(b) + 1 ms at p50 and + 5 ms at p99; (d) at 32 ≥ half the floor at 32.
 //! Run: `cargo bench -p daedalus-proxy --bench throughput` (needs `bash .ci/setup` once).
@@ -48,6 +50,15 @@ fn ms(d: Duration) -> String {
 
 async fn start_runtime() -> Runtime {
     Runtime::passthrough_with("bench", |config| config.log_level = "warn".into()).await
+}
+
+/// The runtime of (e): no conversation store.
+async fn start_runtime_keeping_no_conversation() -> Runtime {
+    Runtime::passthrough_with("bench", |config| {
+        config.log_level = "warn".into();
+        config.sessions_db = None;
+    })
+    .await
 }
 
 /// (a) `POST /` one at a time.
@@ -174,6 +185,13 @@ async fn main() {
         proxied.push(throughput(&client, &js, &format!("tp{n}")).await);
         stop.cancel();
     }
+    let unkept = start_runtime_keeping_no_conversation().await;
+    let stop = with_floor_workers(&js, "floortp32e", 32).await;
+    let floor_e = throughput(&client, &js, "floortp32e").await;
+    stop.cancel();
+    let stop = with_proxy(&nats, &unkept.url, "tp32e", 32).await;
+    let proxied_e = throughput(&client, &js, "tp32e").await;
+    stop.cancel();
 
     println!(
         "\nproxy benchmark ({ROUND_TRIPS} round trips, {BATCH}-task batches; one nats-server, file storage)\n"
@@ -217,6 +235,10 @@ async fn main() {
             proxied[i] / floor[i]
         );
     }
+    println!(
+        "| 32, runtime with SESSIONS_DB=off (e) | {floor_e:.0} | {proxied_e:.0} | {:.2} |",
+        proxied_e / floor_e
+    );
     let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
     println!(
         "\n(c) p50 target {}; p99 target {}; (d) at 32 >= 0.5 x floor: {}",

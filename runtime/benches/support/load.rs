@@ -129,7 +129,8 @@ impl Connections {
             .expect("not poisoned")
             .pop()
             .expect("a connection per request in flight");
-        let mut request = hyper::Request::post(self.uri.clone())
+        let path = self.uri.path_and_query().map_or("/", |p| p.as_str());
+        let mut request = hyper::Request::post(path)
             .header(
                 hyper::header::HOST,
                 self.uri.authority().expect("a host").as_str(),
