@@ -44,38 +44,35 @@ pub(super) struct Counts {
     pub(super) with_writer_idle: AtomicU64,
 }
 
-/// Starts the checkpoint thread of the SQLite file at `path`, watching `rounds` (the writer's
-/// committed transactions); it ends when `stop`'s sender is dropped (the writer ended).
+/// Starts the checkpoint thread on `conn` (a connection of its own to the writer's file),
+/// watching `rounds` (the writer's committed transactions); it ends when `stop`'s sender is
+/// dropped (the writer ended). A checkpoint that fails or panics is logged and tried again at
+/// the next pause: the thread outlives it, since without it the WAL would only grow.
 pub(super) fn start(
     name: &str,
-    path: &str,
+    conn: Connection,
     rounds: Arc<AtomicU64>,
     counts: Arc<Counts>,
     with_writer_idle: WithWriterIdle,
     stop: mpsc::Receiver<()>,
 ) -> std::io::Result<()> {
-    let path = path.to_owned();
     std::thread::Builder::new()
         .name(format!("{name}-checkpoints"))
         .spawn(move || {
-            let conn = match Connection::open(&path) {
-                Ok(conn) => conn,
-                Err(e) => {
-                    // The writer checkpoints alone then, whenever the WAL outgrows its bound.
-                    tracing::error!(error = %e, "a SQLite store cannot open its checkpoint connection");
-                    return;
-                }
-            };
             let mut seen = u64::MAX;
             while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(PAUSE) {
                 let now = rounds.load(Ordering::Relaxed);
                 if now == seen {
                     continue;
                 }
-                match catch_up(&conn, &counts, &with_writer_idle) {
-                    Ok(true) => seen = now,
-                    Ok(false) => {}
-                    Err(e) => tracing::warn!(error = %e, "a SQLite store's checkpoint failed"),
+                let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    catch_up(&conn, &counts, &with_writer_idle)
+                }));
+                match caught {
+                    Ok(Ok(true)) => seen = now,
+                    Ok(Ok(false)) => {}
+                    Ok(Err(e)) => tracing::warn!(error = %e, "a SQLite store's checkpoint failed"),
+                    Err(_) => tracing::error!("a SQLite store's checkpoint panicked"),
                 }
             }
         })?;

@@ -129,7 +129,12 @@ impl GroupCommit {
         conn: Connection,
         before_round: impl FnMut(&Connection) + Send + 'static,
     ) -> std::io::Result<Self> {
-        let path = conn.path().filter(|p| !p.is_empty()).map(str::to_owned);
+        // The checkpoints' own connection, opened here so that a file the writer can open
+        // but the checkpoints cannot is an error at startup, not a WAL that only grows.
+        let checkpointing = match conn.path().filter(|p| !p.is_empty()) {
+            Some(path) => Some(Connection::open(path).map_err(std::io::Error::other)?),
+            None => None,
+        };
         let shared = Arc::new(Shared {
             queue: Mutex::new(Vec::new()),
             queued: AtomicUsize::new(0),
@@ -144,11 +149,11 @@ impl GroupCommit {
         });
         // The checkpoint thread ends when the writer's does: that one holds `stop`'s sender.
         let (stop, stopped) = mpsc::channel::<()>();
-        if let Some(path) = path {
+        if let Some(checkpointing) = checkpointing {
             let idle = Arc::downgrade(&shared);
             checkpoints::start(
                 name,
-                &path,
+                checkpointing,
                 Arc::clone(&shared.rounds),
                 Arc::clone(&shared.checkpoints),
                 Box::new(move |checkpoint| {
