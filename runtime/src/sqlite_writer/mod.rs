@@ -287,7 +287,13 @@ impl Shared {
             {
                 let mut guard = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
                 let writer = &mut *guard;
-                (writer.before_round)(&writer.conn);
+                // A sweep that panics is skipped, not the writer: its thread serves every call.
+                let swept = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    (writer.before_round)(&writer.conn);
+                }));
+                if swept.is_err() {
+                    tracing::error!("a SQLite store's sweep panicked; the writer goes on");
+                }
             }
             self.commit_rounds();
             if self.closed.load(Ordering::Acquire) && self.is_idle() {

@@ -137,3 +137,20 @@ async fn under_steady_commits_the_wal_still_starts_again() {
         writer.checkpoints_with_writer_idle()
     );
 }
+
+#[tokio::test]
+async fn a_sweep_that_panics_does_not_stop_the_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir
+        .path()
+        .join("panics.sqlite")
+        .to_string_lossy()
+        .into_owned();
+    let conn = connect(&path).unwrap();
+    conn.execute_batch("CREATE TABLE rows (id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
+        .unwrap();
+    let writer = GroupCommit::start("test-writer", conn, |_| panic!("a broken sweep")).unwrap();
+    for _ in 0..3 {
+        assert_eq!(insert(&writer, 10).await.as_deref(), Some("test-writer"));
+    }
+}
