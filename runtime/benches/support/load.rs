@@ -143,6 +143,8 @@ impl Connections {
         let request = request
             .body(Full::new(Bytes::from(body)))
             .expect("a request");
+        // The connection's task may not have run yet (a multi-threaded client).
+        sender.ready().await.expect("the connection is open");
         let response = sender.send_request(request).await.expect("answered");
         let status = response.status();
         let bytes = response
