@@ -16,7 +16,7 @@
 mod checkpoints;
 
 use std::fmt::Display;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, mpsc};
 use std::time::Duration;
 
@@ -64,13 +64,12 @@ pub struct GroupCommit {
 #[derive(Debug)]
 struct Handle {
     shared: Arc<Shared>,
-    thread: std::thread::Thread,
 }
 
 impl Drop for Handle {
     fn drop(&mut self) {
         self.shared.closed.store(true, Ordering::Release);
-        self.thread.unpark();
+        self.shared.wake_writer();
     }
 }
 
@@ -78,8 +77,6 @@ impl Drop for Handle {
 struct Shared {
     /// Jobs waiting for a round.
     queue: Mutex<Vec<Job>>,
-    /// Jobs queued and not yet taken into a round.
-    queued: AtomicUsize,
     /// The connection, held by whoever commits a round.
     writer: Mutex<Writer>,
     /// Transactions committed (or tried).
@@ -95,7 +92,6 @@ struct Shared {
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Shared")
-            .field("queued", &self.queued)
             .field("rounds", &self.rounds)
             .finish_non_exhaustive()
     }
@@ -137,7 +133,6 @@ impl GroupCommit {
         };
         let shared = Arc::new(Shared {
             queue: Mutex::new(Vec::new()),
-            queued: AtomicUsize::new(0),
             writer: Mutex::new(Writer {
                 conn,
                 before_round: Box::new(before_round),
@@ -173,9 +168,9 @@ impl GroupCommit {
             })?
             .thread()
             .clone();
-        let _ = shared.thread.set(thread.clone());
+        let _ = shared.thread.set(thread);
         Ok(Self {
-            handle: Arc::new(Handle { shared, thread }),
+            handle: Arc::new(Handle { shared }),
         })
     }
 
@@ -196,7 +191,7 @@ impl GroupCommit {
             })
         });
         self.handle.shared.push(job);
-        self.handle.thread.unpark();
+        self.handle.shared.wake_writer();
         match answered.await {
             Ok(result) => result.map_err(WriterError::Failed),
             Err(_) => Err(WriterError::Stopped),
@@ -205,7 +200,7 @@ impl GroupCommit {
 
     /// Jobs queued and not yet taken into a round.
     pub fn queued(&self) -> usize {
-        self.handle.shared.queued.load(Ordering::Relaxed)
+        self.handle.shared.lock_queue().len()
     }
 
     /// Transactions committed (or tried).
@@ -231,7 +226,13 @@ impl GroupCommit {
 impl Shared {
     fn push(&self, job: Job) {
         self.lock_queue().push(job);
-        self.queued.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Wakes the writer's thread (a wake before it parks is kept: it does not park then).
+    fn wake_writer(&self) {
+        if let Some(thread) = self.thread.get() {
+            thread.unpark();
+        }
     }
 
     fn lock_queue(&self) -> MutexGuard<'_, Vec<Job>> {
@@ -246,7 +247,6 @@ impl Shared {
         } else {
             queue.drain(..JOBS_PER_COMMIT).collect()
         };
-        self.queued.fetch_sub(batch.len(), Ordering::Relaxed);
         batch
     }
 
@@ -274,9 +274,7 @@ impl Shared {
             let _idle = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
             checkpoint();
         }
-        if let Some(thread) = self.thread.get() {
-            thread.unpark();
-        }
+        self.wake_writer();
     }
 
     /// The writer's thread: wakes when a caller hands it a queue, when the last handle goes,
