@@ -11,26 +11,30 @@ pub fn runtime_binary() -> PathBuf {
     if let Ok(other) = std::env::var("DAEDALUS_RUNTIME_UNDER_TEST") {
         return PathBuf::from(other);
     }
+    workspace_binary("daedalus-runtime", "daedalus-runtime")
+}
+
+/// The `daedalus-proxy` binary of this build; built here when it is missing.
+pub fn proxy_binary() -> PathBuf {
+    workspace_binary("daedalus-proxy", "daedalus-proxy")
+}
+
+/// `target/<profile>/<bin>`, built with `cargo build -p <package> --bin <bin>` when missing.
+fn workspace_binary(package: &str, bin: &str) -> PathBuf {
     let dir = std::env::current_exe()
         .expect("the test binary's path")
         .parent()
         .and_then(std::path::Path::parent)
         .expect("target/<profile>")
         .to_path_buf();
-    let binary = dir.join("daedalus-runtime");
+    let binary = dir.join(bin);
     if !binary.is_file() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
         let built = Command::new(cargo)
-            .args([
-                "build",
-                "-p",
-                "daedalus-runtime",
-                "--bin",
-                "daedalus-runtime",
-            ])
+            .args(["build", "-p", package, "--bin", bin])
             .status()
             .expect("cargo runs");
-        assert!(built.success(), "the runtime builds");
+        assert!(built.success(), "{bin} builds");
     }
     binary
 }

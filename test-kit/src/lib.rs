@@ -18,7 +18,9 @@
 //! - [`fake_llm_client`]: a provider client on the strict fake LLM;
 //! - [`runtime_config`]: the runtime's configuration as its pure parser builds it;
 //! - the architecture checks ([`architecture`]): the module graph read from `use` lines;
-//! - every documented setting tried through a binary's `--check-config` ([`documented`]).
+//! - every documented setting tried through a binary's `--check-config` ([`documented`]);
+//! - the Kubernetes manifests rendered and read ([`kubernetes`]), beside what
+//!   `docker-compose.yml` and the Dockerfiles say of the pod ([`compose`]).
 //!
 //! Only integration tests and benchmarks use it. It links the runtime's public library (to
 //! serve it in-process) and the fake LLM, and no other workspace crate: the proxy's tests build the proxy's
@@ -28,9 +30,11 @@ pub mod a2a_client;
 mod a2a_echo;
 pub mod architecture;
 mod binaries;
+pub mod compose;
 mod config;
 pub mod documented;
 mod fixture;
+pub mod kubernetes;
 mod llm;
 mod mcp;
 mod nats;
@@ -45,7 +49,7 @@ mod webhook;
 
 pub use a2a_client::{A2aClient, Canceled};
 pub use a2a_echo::{EchoAgent, a2a_python};
-pub use binaries::runtime_binary;
+pub use binaries::{proxy_binary, runtime_binary};
 pub use config::runtime_config;
 pub use fixture::AgentsYaml;
 pub use llm::{FakeFace, SUMS, fake_llm_client, script_a_turn_cut_at_step_three};
