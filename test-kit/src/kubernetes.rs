@@ -505,6 +505,22 @@ pub struct Trigger {
 
 /// Accessors by kind, for [`one`].
 impl Object {
+    /// Its metadata, when it is of a kind this reads.
+    pub fn metadata(&self) -> Option<&Metadata> {
+        match self {
+            Self::Deployment(o) | Self::StatefulSet(o) => Some(&o.metadata),
+            Self::Service(o) => Some(&o.metadata),
+            Self::ConfigMap(o) => Some(&o.metadata),
+            Self::PodDisruptionBudget(o) => Some(&o.metadata),
+            Self::NetworkPolicy(o) => Some(&o.metadata),
+            Self::ScaledObject(o) => Some(&o.metadata),
+            Self::PersistentVolumeClaim(o) | Self::Namespace(o) | Self::ServiceAccount(o) => {
+                Some(&o.metadata)
+            }
+            Self::Other => None,
+        }
+    }
+
     pub fn deployment(&self) -> Option<&Workload> {
         match self {
             Self::Deployment(w) => Some(w),
