@@ -28,6 +28,7 @@
 pub mod admission;
 pub mod conversation_locks;
 mod drain;
+mod error;
 mod execute;
 mod following;
 pub mod handle;
@@ -44,6 +45,7 @@ use std::time::Duration;
 
 pub use admission::{Budgets, Limit};
 pub use conversation_locks::ConversationKey;
+pub use error::{TurnError, TurnErrorKind};
 pub use following::{FollowError, Following};
 pub use handle::TaskHandle;
 pub use readiness::{Phase, Readiness};
@@ -70,69 +72,6 @@ pub struct TurnLimits {
     pub task_ttl: Duration,
     /// Resumes of one turn before it is failed (`TURN_MAX_RESUMES`).
     pub max_resumes: u32,
-}
-
-/// Why a turn did not run (a turn that ran and failed is a `failed` task, not an error).
-#[derive(Debug, thiserror::Error)]
-pub enum TurnError {
-    #[error("message.{field} {why}")]
-    InvalidMessage {
-        field: &'static str,
-        why: &'static str,
-    },
-    #[error("task {task_id} belongs to context {known}, not {given}")]
-    ContextMismatch {
-        task_id: String,
-        known: String,
-        given: String,
-    },
-    #[error("no agent named {0} in this deployment")]
-    UnknownAgent(String),
-    #[error("runtime is starting; not ready for tasks yet")]
-    NotReady,
-    #[error("runtime is shutting down; send the task to another replica")]
-    ShuttingDown,
-    /// A turn limit has no room for the turn now.
-    #[error("runtime is running as many tasks as it may ({0}); retry later")]
-    Busy(Limit),
-    /// A budget of the caller (its own, its tenant's, or the agent's) is spent for now.
-    #[error("{0}")]
-    OverBudget(crate::budgets::BudgetRefusal),
-    #[error("runtime is shutting down; the task was canceled before it finished")]
-    CanceledByShutdown,
-    /// Shutdown's grace ran out on a durable turn: it stays running in the task store from
-    /// its last checkpoint, for another replica (or this one, restarted) to resume.
-    #[error(
-        "runtime is shutting down; task {0} goes on from its last step on another replica (or on this one after its restart): poll it"
-    )]
-    HandedOff(String),
-    #[error("the task's worker stopped: {0}")]
-    WorkerStopped(String),
-    #[error("task {0} changed on another replica as this turn began; send the message again")]
-    TaskMoved(String),
-    /// A turn of the task runs (here or on another replica): it takes a message again when
-    /// it asks for input.
-    #[error(
-        "task {0} is working: a turn of it runs (another message continued it); it takes a message again when it asks for input"
-    )]
-    TaskBusy(String),
-    /// A standard binding's message for a task that ended (the contract binding's starts a
-    /// new turn of it).
-    #[error("task {task_id} is {state}, and a finished task takes no more messages")]
-    TaskFinished {
-        task_id: String,
-        state: daedalus_contract::TaskState,
-    },
-    #[error("the task store cannot record tasks now ({0}); retry later")]
-    StoreUnavailable(String),
-    #[error("{0}")]
-    TaskTooLarge(String),
-    /// No task of that id the caller may see (it may be someone else's).
-    #[error("task {0} not found")]
-    TaskNotFound(String),
-    /// The context belongs to someone else.
-    #[error("context {0} not found")]
-    ContextNotFound(String),
 }
 
 pub use crate::task_store::CancelError;

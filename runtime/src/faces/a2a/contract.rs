@@ -20,7 +20,7 @@ use super::sse;
 use crate::agent_loop::Bearer;
 use crate::identity::Caller;
 use crate::telemetry::TraceHeaders;
-use crate::turns::{Memory, TurnError, TurnRequest};
+use crate::turns::{Memory, TurnError, TurnErrorKind, TurnRequest};
 
 /// One contract request: the turn it starts, answered with its `Task` or its SSE stream.
 pub(super) async fn send(
@@ -54,26 +54,26 @@ pub(super) async fn send(
 }
 
 fn refusal(error: &TurnError) -> ApiError {
-    match error {
-        TurnError::InvalidMessage { .. } | TurnError::ContextMismatch { .. } => {
-            ApiError::BadRequest(error.to_string())
+    let said = || error.to_string();
+    match error.kind() {
+        TurnErrorKind::InvalidMessage => ApiError::BadRequest(said()),
+        TurnErrorKind::NotReady => ApiError::NotReady,
+        TurnErrorKind::ShuttingDown => ApiError::ShuttingDown,
+        TurnErrorKind::Busy => match error.limit() {
+            Some(limit) => ApiError::Busy(limit),
+            None => ApiError::RetryLater(said()),
+        },
+        TurnErrorKind::OverBudget => match error.budget_refusal() {
+            Some(refusal) => ApiError::OverBudget(refusal.clone()),
+            None => ApiError::RetryLater(said()),
+        },
+        TurnErrorKind::CanceledByShutdown => ApiError::CanceledByShutdown,
+        TurnErrorKind::HandedOff => ApiError::HandedOff(said()),
+        TurnErrorKind::TaskConflict | TurnErrorKind::StoreUnavailable => {
+            ApiError::RetryLater(said())
         }
-        TurnError::NotReady => ApiError::NotReady,
-        TurnError::ShuttingDown => ApiError::ShuttingDown,
-        TurnError::Busy(limit) => ApiError::Busy(*limit),
-        TurnError::OverBudget(refusal) => ApiError::OverBudget(refusal.clone()),
-        TurnError::CanceledByShutdown => ApiError::CanceledByShutdown,
-        TurnError::HandedOff(_) => ApiError::HandedOff(error.to_string()),
-        TurnError::TaskMoved(_)
-        | TurnError::TaskBusy(_)
-        | TurnError::TaskFinished { .. }
-        | TurnError::StoreUnavailable(_) => ApiError::RetryLater(error.to_string()),
-        TurnError::TaskTooLarge(why) => ApiError::TaskTooLarge(why.clone()),
-        TurnError::TaskNotFound(_) | TurnError::ContextNotFound(_) => {
-            ApiError::TaskNotFound(error.to_string())
-        }
-        TurnError::UnknownAgent(_) | TurnError::WorkerStopped(_) => {
-            ApiError::Internal(error.to_string())
-        }
+        TurnErrorKind::TooLarge => ApiError::TaskTooLarge(said()),
+        TurnErrorKind::NotFound => ApiError::TaskNotFound(said()),
+        TurnErrorKind::Internal => ApiError::Internal(said()),
     }
 }

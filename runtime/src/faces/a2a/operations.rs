@@ -26,7 +26,7 @@ use crate::push::PushError;
 use crate::task_store::{ListError, ListQuery, SubscribeRefusal};
 use crate::telemetry::TraceHeaders;
 use crate::turns::{
-    CancelError, FollowError, Following, Memory, TaskHandle, TurnError, TurnRequest,
+    CancelError, FollowError, Following, Memory, TaskHandle, TurnError, TurnErrorKind, TurnRequest,
 };
 
 /// The protocol version the standard bindings speak.
@@ -455,24 +455,21 @@ pub(super) fn over_budget(refusal: &crate::budgets::BudgetRefusal) -> A2aError {
 
 /// A turn the service would not run, as an A2A error.
 fn refusal(error: &TurnError) -> A2aError {
-    let kind = match error {
-        TurnError::InvalidMessage { .. }
-        | TurnError::ContextMismatch { .. }
-        | TurnError::TaskTooLarge(_) => A2aErrorKind::InvalidParams,
-        TurnError::Busy(_) | TurnError::HandedOff(_) => A2aErrorKind::Unavailable,
-        TurnError::NotReady
-        | TurnError::ShuttingDown
-        | TurnError::CanceledByShutdown
-        | TurnError::UnknownAgent(_)
-        | TurnError::WorkerStopped(_)
-        | TurnError::StoreUnavailable(_) => A2aErrorKind::Internal,
+    let kind = match error.kind() {
+        TurnErrorKind::InvalidMessage | TurnErrorKind::TooLarge => A2aErrorKind::InvalidParams,
+        TurnErrorKind::Busy | TurnErrorKind::HandedOff => A2aErrorKind::Unavailable,
+        TurnErrorKind::NotReady
+        | TurnErrorKind::ShuttingDown
+        | TurnErrorKind::CanceledByShutdown
+        | TurnErrorKind::Internal
+        | TurnErrorKind::StoreUnavailable => A2aErrorKind::Internal,
         // Another message of the task came first (on this replica or another).
-        TurnError::TaskMoved(_) | TurnError::TaskBusy(_) | TurnError::TaskFinished { .. } => {
-            A2aErrorKind::UnsupportedOperation
-        }
-        TurnError::TaskNotFound(id) => return not_found(id),
-        TurnError::OverBudget(refusal) => return over_budget(refusal),
-        TurnError::ContextNotFound(_) => A2aErrorKind::TaskNotFound,
+        TurnErrorKind::TaskConflict => A2aErrorKind::UnsupportedOperation,
+        TurnErrorKind::NotFound => A2aErrorKind::TaskNotFound,
+        TurnErrorKind::OverBudget => match error.budget_refusal() {
+            Some(refusal) => return over_budget(refusal),
+            None => A2aErrorKind::Unavailable,
+        },
     };
     A2aError::new(kind, error.to_string())
 }

@@ -23,7 +23,7 @@ use super::progress::{self, Reporter};
 use crate::agent_loop::{TurnControls, warn_unknown_keys};
 use crate::metrics::{AgentLabel, AgentOutcome as OutcomeLabel};
 use crate::sampling::{SamplingError, SamplingParams};
-use crate::turns::{Memory, TurnError, TurnRequest};
+use crate::turns::{Memory, TurnError, TurnErrorKind, TurnRequest};
 
 #[derive(Debug, Deserialize)]
 struct SendArgs {
@@ -175,21 +175,26 @@ pub(super) fn answer(task: &Task) -> CallToolResult {
 
 /// Why the turn did not run, for the caller.
 pub(super) fn refusal(error: &TurnError) -> CallToolResult {
-    match error {
-        TurnError::NotReady => failure(
+    match error.kind() {
+        TurnErrorKind::NotReady => failure(
             "the runtime is still starting (its MCP servers are not all up); try again shortly",
         ),
-        TurnError::ShuttingDown => {
+        TurnErrorKind::ShuttingDown => {
             failure("the runtime is shutting down and takes no new work; try again shortly")
         }
-        TurnError::Busy(limit) => failure(format!(
-            "the runtime is running as many tasks as it may ({limit}); try again shortly"
-        )),
-        TurnError::OverBudget(refusal) => failure(refusal.to_string()),
-        TurnError::HandedOff(task_id) => failure(format!(
-            "the runtime serving this call is stopping; task {task_id} goes on from its last step on another replica: poll it with tasks/get (taskId {task_id}), or send the next message once it has ended"
-        )),
-        other => failure(other.to_string()),
+        TurnErrorKind::Busy => match error.limit() {
+            Some(limit) => failure(format!(
+                "the runtime is running as many tasks as it may ({limit}); try again shortly"
+            )),
+            None => failure(error.to_string()),
+        },
+        TurnErrorKind::HandedOff => {
+            let task_id = error.task_id().unwrap_or_default();
+            failure(format!(
+                "the runtime serving this call is stopping; task {task_id} goes on from its last step on another replica: poll it with tasks/get (taskId {task_id}), or send the next message once it has ended"
+            ))
+        }
+        _ => failure(error.to_string()),
     }
 }
 

@@ -90,7 +90,7 @@ pub(super) async fn update(
     let turn = stateless::answering(face, &task_id, answer, context);
     match face.core.turns().start(turn).await {
         Ok(_running) => Ok(()),
-        Err(crate::turns::TurnError::TaskNotFound(id)) => Err(not_found(&id)),
+        Err(e) if e.kind() == crate::turns::TurnErrorKind::NotFound => Err(not_found(&task_id)),
         Err(e) => Err(ErrorData::invalid_params(e.to_string(), None)),
     }
 }
