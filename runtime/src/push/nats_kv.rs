@@ -41,11 +41,8 @@ impl NatsKvPush {
         }
     }
 
-    fn fail(&self, message: impl std::fmt::Display) -> BackendError {
-        BackendError {
-            location: self.location.clone(),
-            message: message.to_string(),
-        }
+    fn fail(&self, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> BackendError {
+        BackendError::new(self.location.clone(), source)
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<PushRecord, BackendError> {

@@ -77,10 +77,8 @@ impl PushBackend for SqlitePush {
     }
 
     async fn write(&self, record: &PushRecord, expected: u64) -> Result<u64, WriteError> {
-        let body = serde_json::to_string(record).map_err(|e| BackendError {
-            location: "push records".to_owned(),
-            message: e.to_string(),
-        })?;
+        let body =
+            serde_json::to_string(record).map_err(|e| BackendError::new("push records", e))?;
         let task_id = record.task_id.clone();
         let remove = record.webhooks.is_empty();
         let expected = i64::try_from(expected).unwrap_or(i64::MAX);

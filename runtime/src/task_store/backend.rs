@@ -69,12 +69,26 @@ pub struct Versioned {
     pub revision: u64,
 }
 
-/// A backend that could not be reached or read.
+/// A backend that could not be reached or read: where, and the error underneath (its
+/// `source()`, which a log or a test can follow down to the SQLite or NATS error).
 #[derive(Debug, thiserror::Error)]
-#[error("task backend {location}: {message}")]
+#[error("task backend {location}: {source}")]
 pub struct BackendError {
     pub location: String,
-    pub message: String,
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl BackendError {
+    /// The backend at `location` failed with `source` (an error, or what happened, said).
+    pub fn new(
+        location: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self {
+            location: location.into(),
+            source: source.into(),
+        }
+    }
 }
 
 /// Why a write was not stored.

@@ -592,10 +592,10 @@ impl TaskStore {
         tokio::time::timeout(READ_TIMEOUT, p.backend.load(task_id))
             .await
             .unwrap_or_else(|_| {
-                Err(BackendError {
-                    location: "the task backend".to_owned(),
-                    message: format!("no answer within {READ_TIMEOUT:?}"),
-                })
+                Err(BackendError::new(
+                    "the task backend",
+                    format!("no answer within {READ_TIMEOUT:?}"),
+                ))
             })
     }
 

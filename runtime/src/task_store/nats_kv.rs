@@ -53,10 +53,7 @@ impl NatsKvTasks {
     /// Connects to `url` and opens `bucket`, creating it if absent; entries older than `ttl` go.
     pub async fn open(url: &str, bucket: &str, ttl: Duration) -> Result<Self, BackendError> {
         let location = format!("nats bucket {bucket} at {}", redact_url(url));
-        let fail = |message: String| BackendError {
-            location: location.clone(),
-            message,
-        };
+        let fail = |message: String| BackendError::new(location.clone(), message);
         let opened = crate::kv_bucket::open(url, bucket, "Daedalus runtime A2A tasks", ttl)
             .await
             .map_err(fail)?;
@@ -92,11 +89,11 @@ impl NatsKvTasks {
         &self.kv
     }
 
-    pub(crate) fn fail(&self, message: impl std::fmt::Display) -> BackendError {
-        BackendError {
-            location: self.location.clone(),
-            message: message.to_string(),
-        }
+    pub(crate) fn fail(
+        &self,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> BackendError {
+        BackendError::new(self.location.clone(), source)
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<StoredTask, BackendError> {

@@ -78,16 +78,14 @@ impl SqliteTasks {
     /// Opens (creating if needed) the file at `path`, and drops what the limits no longer
     /// allow.
     pub fn open(path: &str, ttl: Duration, max_tasks: usize) -> Result<Self, BackendError> {
-        let fail = |message: String| BackendError {
-            location: path.to_owned(),
-            message,
-        };
+        let fail =
+            |source: Box<dyn std::error::Error + Send + Sync>| BackendError::new(path, source);
         if path != ":memory:"
             && let Some(dir) = Path::new(path)
                 .parent()
                 .filter(|d| !d.as_os_str().is_empty())
         {
-            std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
+            std::fs::create_dir_all(dir).map_err(|e| fail(e.into()))?;
         }
         let open = || -> rusqlite::Result<Connection> {
             let conn = crate::sqlite_writer::connect(path)?;
@@ -97,12 +95,12 @@ impl SqliteTasks {
             }
             Ok(conn)
         };
-        let conn = open().map_err(|e| fail(e.to_string()))?;
+        let conn = open().map_err(|e| fail(e.into()))?;
         let count: i64 = conn
             .query_row("SELECT COUNT(*) FROM a2a_tasks", [], |row| row.get(0))
-            .map_err(|e| fail(e.to_string()))?;
+            .map_err(|e| fail(e.into()))?;
         let rows = Arc::new(AtomicU64::new(u64::try_from(count).unwrap_or(0)));
-        sweep(&conn, ttl, max_tasks, &rows).map_err(|e| fail(e.to_string()))?;
+        sweep(&conn, ttl, max_tasks, &rows).map_err(|e| fail(e.into()))?;
         let written = Arc::new(AtomicU64::new(0));
         let (counted, sweep_rows) = (Arc::clone(&written), Arc::clone(&rows));
         let mut swept = Instant::now();
@@ -117,7 +115,7 @@ impl SqliteTasks {
             }
         };
         let writer = GroupCommit::start("tasks-sqlite", conn, sweep_if_due)
-            .map_err(|e| fail(format!("cannot start the store's writer: {e}")))?;
+            .map_err(|e| fail(format!("cannot start the store's writer: {e}").into()))?;
         Ok(Self {
             location: path.to_owned(),
             writer,
@@ -135,10 +133,7 @@ impl SqliteTasks {
         self.writer
             .with(move |tx| work(tx))
             .await
-            .map_err(|e| BackendError {
-                location: self.location.clone(),
-                message: e.to_string(),
-            })
+            .map_err(|e| BackendError::new(self.location.clone(), e.to_string()))
     }
 }
 
@@ -249,10 +244,8 @@ impl TaskBackend for SqliteTasks {
         expected: u64,
         step: TurnStep<'_>,
     ) -> Result<u64, WriteError> {
-        let body = serde_json::to_string(stored).map_err(|e| BackendError {
-            location: self.location.clone(),
-            message: e.to_string(),
-        })?;
+        let body = serde_json::to_string(stored)
+            .map_err(|e| BackendError::new(self.location.clone(), e))?;
         let (id, owner, updated) = (
             stored.task.id.clone(),
             stored.owner.clone(),
@@ -343,6 +336,26 @@ mod tests {
     use rusqlite::StatementStatus;
 
     use super::*;
+
+    /// A file that cannot be opened is an error that keeps what SQLite (or the file system)
+    /// said as its source, not only as words.
+    #[test]
+    fn an_error_opening_the_file_keeps_its_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let blocker = dir.path().join("a-file");
+        std::fs::write(&blocker, "not a directory").unwrap();
+        let path = blocker.join("tasks.sqlite");
+        let Err(error) = SqliteTasks::open(path.to_str().unwrap(), Duration::from_secs(60), 10)
+        else {
+            panic!("a path under a file does not open");
+        };
+        assert_eq!(error.location, path.to_str().unwrap());
+        let source = std::error::Error::source(&error).expect("a source");
+        assert!(
+            source.downcast_ref::<std::io::Error>().is_some(),
+            "the file system's error: {source:?}"
+        );
+    }
 
     fn stored(id: &str) -> StoredTask {
         let task = Task {
