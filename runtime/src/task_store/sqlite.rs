@@ -345,7 +345,7 @@ mod tests {
         let blocker = dir.path().join("a-file");
         std::fs::write(&blocker, "not a directory").unwrap();
         let path = blocker.join("tasks.sqlite");
-        let Err(error) = SqliteTasks::open(path.to_str().unwrap(), Duration::from_secs(60), 10)
+        let Err(error) = SqliteTasks::open(path.to_str().unwrap(), Duration::from_mins(1), 10)
         else {
             panic!("a path under a file does not open");
         };

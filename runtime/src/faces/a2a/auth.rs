@@ -77,7 +77,9 @@ fn refused(req: &Request, refusal: &Refusal) -> Response {
                 header::CONTENT_TYPE,
                 super::standard::rest::media_type(req.headers()),
             )],
-            serde_json::to_vec(&error.to_status_body()).unwrap_or_default(),
+            serde_json::to_vec(&error.to_status_body()).unwrap_or_else(|_| {
+                br#"{"error":{"code":401,"status":"UNAUTHENTICATED","message":"authentication failed"}}"#.to_vec()
+            }),
         )
             .into_response()
     } else if req.headers().contains_key(VERSION_PARAM) {

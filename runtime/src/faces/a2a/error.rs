@@ -25,6 +25,16 @@ pub(super) fn retry_after(error: &daedalus_contract::A2aError) -> Option<axum::h
     }
 }
 
+/// An answer that cannot be written as JSON: an internal error, said as such, never a `null`
+/// or an empty body in its place.
+pub(super) fn unwritable(error: &serde_json::Error) -> daedalus_contract::A2aError {
+    tracing::error!(%error, "an answer cannot be written as JSON");
+    daedalus_contract::A2aError::new(
+        daedalus_contract::A2aErrorKind::Internal,
+        format!("the answer cannot be written: {error}"),
+    )
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     #[error("unsupported content type {found}: send application/json")]

@@ -40,7 +40,7 @@ pub(super) fn wants_stream(headers: &HeaderMap) -> bool {
 /// The SSE response of a started turn, each event in the contract dialect.
 pub(super) fn respond(handle: TaskHandle, inflight: TaskTrackerToken) -> Response {
     respond_with(handle, inflight, |event| {
-        String::from_utf8(contract::to_vec(event)).unwrap_or_default()
+        String::from_utf8_lossy(&contract::to_vec(event)).into_owned()
     })
 }
 

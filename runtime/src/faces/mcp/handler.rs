@@ -114,8 +114,12 @@ fn send_schema() -> Value {
 impl AgentServer {
     async fn get_health(&self, context: &RequestContext<RoleServer>) -> CallToolResult {
         let report = self.face.health.check(&bearer(context)).await;
-        let text = serde_json::to_string(&report).unwrap_or_default();
-        CallToolResult::success(vec![ContentBlock::text(text)])
+        match serde_json::to_string(&report) {
+            Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
+            Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
+                "the health report cannot be written: {e}"
+            ))]),
+        }
     }
 }
 

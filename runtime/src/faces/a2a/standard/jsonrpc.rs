@@ -17,7 +17,7 @@ use daedalus_contract::{
     TaskPushNotificationConfig,
 };
 
-use super::method::{Answer, read};
+use super::method::{Answer, read, result_of, sse_data};
 use super::v03;
 use crate::faces::a2a::{A2aFace, operations, sse};
 use crate::identity::Caller;
@@ -150,17 +150,17 @@ async fn dispatch(
             let task_id = config.task_id.clone();
             operations::create_push_config(state, caller, &task_id, config)
                 .await
-                .map(|kept| Answer::Result(serde_json::to_value(kept).unwrap_or_default()))
+                .and_then(|kept| result_of(&kept))
         }
         "GetTaskPushNotificationConfig" => {
             operations::get_push_config(state, caller, &read(params)?)
                 .await
-                .map(|config| Answer::Result(serde_json::to_value(config).unwrap_or_default()))
+                .and_then(|config| result_of(&config))
         }
         "ListTaskPushNotificationConfigs" => {
             operations::list_push_configs(state, caller, &read(params)?)
                 .await
-                .map(|page| Answer::Result(serde_json::to_value(page).unwrap_or_default()))
+                .and_then(|page| result_of(&page))
         }
         "DeleteTaskPushNotificationConfig" => {
             operations::delete_push_config(state, caller, &read(params)?)
@@ -176,8 +176,10 @@ async fn dispatch(
 
 /// One SSE `data`: a JSON-RPC response whose result is the v1 stream response.
 fn v1_response(id: &JsonRpcId, event: &daedalus_contract::StreamEvent) -> String {
-    let response = JsonRpcResponse::result(id.clone(), a2a_v1::to_value(event));
-    serde_json::to_string(&response).unwrap_or_default()
+    sse_data(
+        &JsonRpcResponse::result(id.clone(), a2a_v1::to_value(event)),
+        id,
+    )
 }
 
 /// A result in A2A v1 JSON.

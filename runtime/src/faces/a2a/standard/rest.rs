@@ -78,18 +78,21 @@ pub(in crate::faces::a2a) fn media_type(headers: &HeaderMap) -> &'static str {
 #[derive(Debug, Clone, Copy)]
 struct Reply(&'static str);
 
+/// What is left to say when not even an error's status body can be written.
+const UNWRITABLE_STATUS: &str =
+    r#"{"error":{"code":500,"status":"INTERNAL","message":"the answer cannot be written"}}"#;
+
 impl Reply {
     fn to(headers: &HeaderMap) -> Self {
         Self(media_type(headers))
     }
 
-    /// A body in the request's media type.
-    fn ok(self, value: &serde_json::Value) -> Response {
-        (
-            [(header::CONTENT_TYPE, self.0)],
-            serde_json::to_vec(value).unwrap_or_default(),
-        )
-            .into_response()
+    /// A body in the request's media type; one that cannot be written is a 500 saying so.
+    fn ok(self, value: &impl serde::Serialize) -> Response {
+        match serde_json::to_vec(value) {
+            Ok(body) => ([(header::CONTENT_TYPE, self.0)], body).into_response(),
+            Err(e) => self.failed(&crate::faces::a2a::error::unwritable(&e)),
+        }
     }
 
     /// An error as a `google.rpc.Status`, with its HTTP status.
@@ -99,7 +102,8 @@ impl Reply {
         let mut response = (
             status,
             [(header::CONTENT_TYPE, self.0)],
-            serde_json::to_vec(&error.to_status_body()).unwrap_or_default(),
+            serde_json::to_vec(&error.to_status_body())
+                .unwrap_or_else(|_| UNWRITABLE_STATUS.as_bytes().to_vec()),
         )
             .into_response();
         if let Some(after) = crate::faces::a2a::error::retry_after(error) {
@@ -334,7 +338,7 @@ async fn push_config_create(
     };
     let task_id = path_param(&params, "task");
     match operations::create_push_config(&state, &caller, &task_id, config).await {
-        Ok(kept) => reply.ok(&serde_json::to_value(kept).unwrap_or_default()),
+        Ok(kept) => reply.ok(&kept),
         Err(e) => reply.failed(&e),
     }
 }
@@ -354,7 +358,7 @@ async fn push_configs_list(
     };
     request.task_id = path_param(&params, "task");
     match operations::list_push_configs(&state, &caller, &request).await {
-        Ok(page) => reply.ok(&serde_json::to_value(page).unwrap_or_default()),
+        Ok(page) => reply.ok(&page),
         Err(e) => reply.failed(&e),
     }
 }
@@ -366,7 +370,7 @@ async fn push_config_get(
     Checked { reply, caller }: Checked,
 ) -> Response {
     match operations::get_push_config(&state, &caller, &push_config_request(&params)).await {
-        Ok(config) => reply.ok(&serde_json::to_value(config).unwrap_or_default()),
+        Ok(config) => reply.ok(&config),
         Err(e) => reply.failed(&e),
     }
 }
@@ -403,4 +407,31 @@ fn path_param(params: &[(String, String)], name: &str) -> String {
         .find(|(n, _)| n == name)
         .map(|(_, value)| value.clone())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod unwritable_tests {
+    use axum::http::StatusCode;
+    use http_body_util::BodyExt;
+
+    use super::Reply;
+
+    struct Unwritable;
+
+    impl serde::Serialize for Unwritable {
+        fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+            Err(serde::ser::Error::custom("no JSON form"))
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_cannot_be_written_is_a_500_saying_so() {
+        let response = Reply("application/json").ok(&Unwritable);
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let status: serde_json::Value = serde_json::from_slice(&body).expect("a JSON body");
+        assert_eq!(status["error"]["status"], "INTERNAL", "{status}");
+        let message = status["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("no JSON form"), "{message}");
+    }
 }

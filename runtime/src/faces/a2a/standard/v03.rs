@@ -18,7 +18,7 @@ use daedalus_contract::{
 };
 use serde::Deserialize;
 
-use super::method::{Answer, read};
+use super::method::{Answer, read, result_of, sse_data};
 use crate::faces::a2a::{A2aFace, operations, sse};
 use crate::identity::Caller;
 
@@ -127,9 +127,7 @@ pub(super) async fn dispatch(
         }
         "agent/getAuthenticatedExtendedCard" => {
             let card = operations::extended_card(state);
-            Ok(Answer::Result(
-                serde_json::to_value(V03Card::of(&card)).unwrap_or_default(),
-            ))
+            result_of(&V03Card::of(&card))
         }
         method if method.starts_with("tasks/pushNotificationConfig/") => Err(A2aError::new(
             A2aErrorKind::PushNotificationNotSupported,
@@ -144,8 +142,10 @@ pub(super) async fn dispatch(
 
 /// One SSE `data`: a JSON-RPC response whose result is the bare v0.3 event.
 fn v03_response(id: &JsonRpcId, event: &daedalus_contract::StreamEvent) -> String {
-    let response = JsonRpcResponse::result(id.clone(), a2a_v03::to_value(event));
-    serde_json::to_string(&response).unwrap_or_default()
+    sse_data(
+        &JsonRpcResponse::result(id.clone(), a2a_v03::to_value(event)),
+        id,
+    )
 }
 
 /// A v0.3 `MessageSendParams` as the v1 request it means (`blocking: false` is

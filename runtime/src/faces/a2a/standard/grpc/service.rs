@@ -125,8 +125,10 @@ fn event(event: &StreamEvent) -> Result<v1::StreamResponse, Status> {
     write(a2a_v1::to_value(event))
 }
 
-fn serialized(value: &impl Serialize) -> serde_json::Value {
-    serde_json::to_value(value).unwrap_or_default()
+/// A typed answer as JSON, on its way to its proto message; one that cannot be written is an
+/// internal error.
+fn serialized(value: &impl Serialize) -> Result<serde_json::Value, Status> {
+    serde_json::to_value(value).map_err(|e| status(&crate::faces::a2a::error::unwritable(&e)))
 }
 
 #[tonic::async_trait]
@@ -221,7 +223,7 @@ impl A2aService for GrpcFace {
         let kept = operations::create_push_config(&self.state, &call.caller, &task_id, config)
             .await
             .map_err(|e| status(&e))?;
-        Ok(Response::new(write(serialized(&kept))?))
+        Ok(Response::new(write(serialized(&kept)?)?))
     }
 
     async fn get_task_push_notification_config(
@@ -233,7 +235,7 @@ impl A2aService for GrpcFace {
         let config = operations::get_push_config(&self.state, &call.caller, &params)
             .await
             .map_err(|e| status(&e))?;
-        Ok(Response::new(write(serialized(&config))?))
+        Ok(Response::new(write(serialized(&config)?)?))
     }
 
     async fn list_task_push_notification_configs(
@@ -245,7 +247,7 @@ impl A2aService for GrpcFace {
         let page = operations::list_push_configs(&self.state, &call.caller, &params)
             .await
             .map_err(|e| status(&e))?;
-        Ok(Response::new(write(serialized(&page))?))
+        Ok(Response::new(write(serialized(&page)?)?))
     }
 
     async fn get_extended_agent_card(
