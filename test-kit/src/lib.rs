@@ -19,7 +19,8 @@
 //! - [`runtime_config`]: the runtime's configuration as its pure parser builds it;
 //! - the architecture checks ([`architecture`]): the module graph read from `use` lines;
 //! - every documented setting tried through a binary's `--check-config` ([`documented`]);
-//! - the Kubernetes manifests rendered and read ([`kubernetes`]), beside what
+//! - the Kubernetes manifests rendered and read ([`kubernetes`]), the pod's binaries run on a
+//!   rendered container's environment ([`pod`]), beside what
 //!   `docker-compose.yml` and the Dockerfiles say of the pod ([`compose`]).
 //!
 //! Only integration tests and benchmarks use it. It links the runtime's public library (to
@@ -40,6 +41,7 @@ mod mcp;
 mod nats;
 mod oidc;
 mod otlp;
+pub mod pod;
 mod runtime;
 mod runtime_process;
 mod rust_sdk_echo;
