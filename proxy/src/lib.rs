@@ -1,6 +1,6 @@
 //! `daedalus-proxy`: the NATS JetStream sidecar of the Daedalus runtime contract. It pulls the
 //! agent's tasks from a durable consumer, sends each to the runtime beside it, and publishes
-//! the answer as the task's result (DESIGN §5).
+//! the answer as the task's result (docs/design.md §5).
 //!
 //! Each concern lives in one place:
 //!

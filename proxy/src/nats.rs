@@ -1,5 +1,5 @@
 //! NATS: connecting (with retries and the configured credentials) and making sure the streams
-//! and the agent's durable consumer exist as DESIGN §5 describes.
+//! and the agent's durable consumer exist as docs/design.md §5 describes.
 //!
 //! Existing streams are never changed: one that cannot serve (wrong retention, subjects that do
 //! not cover ours) stops startup with a message saying why. The consumer is created or updated

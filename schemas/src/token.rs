@@ -1,4 +1,4 @@
-//! Bounded, encoded forms of the ids publishers and clients choose (DESIGN §5).
+//! Bounded, encoded forms of the ids publishers and clients choose (docs/design.md §5).
 //!
 //! A task id, a messageId or a contextId may hold anything JSON allows: dots, wildcards, CR/LF,
 //! thousands of characters. Wherever such an id becomes a NATS subject token, a header value or

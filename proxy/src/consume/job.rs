@@ -4,7 +4,7 @@
 //! No path hands a task back on its last delivery: there it gets a failed result that says
 //! why ("gave up after N deliveries: ...") and is termed, so the server never drops a task
 //! without an answer. A result is always published (and acknowledged by the stream) before
-//! the task is acked, and every ack is confirmed by the server (DESIGN §5).
+//! the task is acked, and every ack is confirmed by the server (docs/design.md §5).
 
 use std::sync::Arc;
 

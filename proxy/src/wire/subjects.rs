@@ -1,4 +1,4 @@
-//! Subject, header and stream names of the NATS wire protocol (DESIGN §5).
+//! Subject, header and stream names of the NATS wire protocol (docs/design.md §5).
 //!
 //! | what | subject |
 //! |---|---|

@@ -1,7 +1,7 @@
 //! The conversation store for runtimes running as several replicas: a NATS JetStream key-value
 //! bucket shared by all of them.
 //!
-//! Layout, with `<ctx>` = `token(context id)` (DESIGN §5: the id itself when it is a plain
+//! Layout, with `<ctx>` = `token(context id)` (docs/design.md §5: the id itself when it is a plain
 //! token, else base64url, else a hash; never more than 128 characters):
 //! - `m.<ctx>` holds `{"next": n, "first": f}`: the next free turn of the context, and the
 //!   first turn compaction left. Appending reserves turns by a compare-and-set on this entry,

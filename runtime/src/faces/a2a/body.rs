@@ -3,7 +3,7 @@
 //! In order: the content type must be `application/json` or `application/a2a+json` (a UTF-8
 //! `charset` parameter is fine) else 415; a declared or actual body over the limit is 413; a
 //! body that does not arrive within the body timeout is 408. Then a body whose object has a
-//! `"jsonrpc"` key is a JSON-RPC request (DESIGN §4); any other is read leniently as a contract
+//! `"jsonrpc"` key is a JSON-RPC request (docs/design.md §4); any other is read leniently as a contract
 //! `SendMessageRequest`, and anything the reader refuses is 400 with the offending field's path.
 //!
 //! A request that carries `A2A-Version` is never the contract binding (the contract has no
