@@ -87,15 +87,7 @@ struct Providers<'a> {
 }
 
 fn settings(s: Option<&ProviderSettings>) -> ProviderSettings {
-    s.cloned().unwrap_or(ProviderSettings {
-        api_key: None,
-        base_url: None,
-        headers: BTreeMap::new(),
-        timeout_secs: None,
-        forward_inbound_auth: false,
-        dialect: None,
-        origins: crate::config::deployment::ProviderOrigins::default(),
-    })
+    s.cloned().unwrap_or_default()
 }
 
 impl Providers<'_> {

@@ -20,6 +20,20 @@ use support::runtime::Runtime;
 
 const KEY: &str = "sk-face";
 
+/// rmcp's client, without a session: it finds 2026-07-28 by `server/discover`.
+async fn connect_2026_07_28(url: &str) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    let discover = ClientLifecycleMode::Discover {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+    };
+    ().serve_with_lifecycle(
+        rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_owned()),
+        discover,
+    )
+    .await
+    .expect("connected statelessly")
+}
+
 fn deployment(fake: &FakeLlm, servers: &str, agents: &str) -> String {
     support::runtime::on_fake_openai(&fake.openai_base_url, KEY, "gpt-face", servers, agents)
 }
@@ -49,8 +63,7 @@ async fn a_client_in_auto_mode_finds_2026_07_28_by_discovery() {
 /// with the answer continues that task, the question and the answer in one conversation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_is_text_to_a_session_and_a_round_trip_on_2026_07_28() {
-    use rmcp::model::{CallToolRequestParams, CallToolResponse, InputResponses, ProtocolVersion};
-    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    use rmcp::model::{CallToolRequestParams, CallToolResponse, InputResponses};
     let fake = FakeLlm::start(KEY, &["gpt-face"]).await;
     let ask = || {
         Reply::ToolCalls(vec![(
@@ -67,16 +80,7 @@ async fn a_question_is_text_to_a_session_and_a_round_trip_on_2026_07_28() {
     assert_ne!(asked.is_error, Some(true));
     assert_eq!(text(&asked), "Which city?");
 
-    let discover = ClientLifecycleMode::Discover {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-    };
-    let modern = ()
-        .serve_with_lifecycle(
-            rmcp::transport::StreamableHttpClientTransport::from_uri(url.clone()),
-            discover,
-        )
-        .await
-        .expect("connected statelessly");
+    let modern = connect_2026_07_28(&url).await;
     let call_params = || {
         CallToolRequestParams::new("send_message").with_arguments(
             json!({"message": "book a trip"})
@@ -126,7 +130,6 @@ async fn a_question_is_text_to_a_session_and_a_round_trip_on_2026_07_28() {
 #[tokio::test]
 async fn each_revision_is_offered_what_it_gets() {
     use rmcp::model::{ProtocolVersion, TASKS_EXTENSION_ID};
-    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
     let fake = FakeLlm::start(KEY, &["gpt-face"]).await;
     let rt = Runtime::start(&deployment(
         &fake,
@@ -142,16 +145,7 @@ async fn each_revision_is_offered_what_it_gets() {
     assert_eq!(tools.list_changed, None);
     assert!(!offered.capabilities.supports_tasks());
 
-    let discover = ClientLifecycleMode::Discover {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-    };
-    let modern = ()
-        .serve_with_lifecycle(
-            rmcp::transport::StreamableHttpClientTransport::from_uri(url.clone()),
-            discover,
-        )
-        .await
-        .expect("connected statelessly");
+    let modern = connect_2026_07_28(&url).await;
     let offered = modern.peer_info().expect("discovered");
     assert_eq!(offered.protocol_version, ProtocolVersion::V_2026_07_28);
     assert_eq!(

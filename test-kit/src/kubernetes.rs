@@ -76,19 +76,19 @@ pub enum Object {
     Other,
 }
 
-/// Finds the one object `pick` takes, by name.
+/// The one object of the kind `pick` takes that is named `name`.
+///
+/// # Panics
+/// When there is none, or more than one.
 pub fn one<'a, T>(
     objects: &'a [Object],
     pick: impl Fn(&'a Object) -> Option<&'a T>,
     name: &str,
-) -> &'a T
-where
-    T: HasMetadata + 'a,
-{
+) -> &'a T {
     let found: Vec<&T> = objects
         .iter()
+        .filter(|o| o.metadata().is_some_and(|m| m.name == name))
         .filter_map(pick)
-        .filter(|o| o.metadata().name == name)
         .collect();
     assert_eq!(
         found.len(),
@@ -97,26 +97,6 @@ where
     );
     found[0]
 }
-
-/// An object's metadata.
-pub trait HasMetadata {
-    fn metadata(&self) -> &Metadata;
-}
-
-macro_rules! has_metadata {
-    ($($t:ty),*) => {$(impl HasMetadata for $t {
-        fn metadata(&self) -> &Metadata { &self.metadata }
-    })*};
-}
-has_metadata!(
-    Workload,
-    Service,
-    ConfigMap,
-    Selecting,
-    NetworkPolicy,
-    ScaledObject,
-    Named
-);
 
 #[derive(Debug, Deserialize)]
 pub struct Metadata {

@@ -45,8 +45,8 @@ pub enum OpenAiDialect {
     Compatible,
 }
 
-/// An LLM provider's connection settings.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// An LLM provider's connection settings (by default: none set, the public endpoint).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ProviderSettings {
     #[serde(serialize_with = "mask_option")]
     pub api_key: Option<String>,
@@ -156,15 +156,7 @@ fn with_environment(
     let from_env = (read(vars.api_key), read(vars.base_url));
     let mut settings = match block {
         Some(settings) => settings,
-        None if used || from_env.0.is_some() || from_env.1.is_some() => ProviderSettings {
-            api_key: None,
-            base_url: None,
-            headers: BTreeMap::new(),
-            timeout_secs: None,
-            forward_inbound_auth: false,
-            dialect: None,
-            origins: ProviderOrigins::default(),
-        },
+        None if used || from_env.0.is_some() || from_env.1.is_some() => ProviderSettings::default(),
         None => return None,
     };
     settings.origins.api_key = match (&settings.api_key, from_env.0) {
