@@ -5,7 +5,7 @@ connection to its runtime), 20,000 times, and prints its own user and system CPU
 Run: python3 proxy/benches/loopback_exchange.py
 
 This is the floor of what forwarding a task over HTTP adds to the floor worker's CPU, whatever
-the proxy's code does (see the README's "Cost per task").
+the proxy's code does (see "Cost per task" in docs/performance.md).
 """
 
 import multiprocessing

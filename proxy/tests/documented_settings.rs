@@ -1,16 +1,16 @@
-//! Every variable of the proxy's configuration table in the README, tried as a user would
+//! Every variable of the proxy's configuration table in `docs/proxy.md`, tried as a user would
 //! (`daedalus-proxy --check-config`): its documented default and values are taken and shown,
-//! a value outside them is refused naming it. The list below is held to the README and to
+//! a value outside them is refused naming it. The list below is held to those pages and to
 //! `--help`, so a flag added without a row, or a row without a test, fails here.
 
-use daedalus_test_kit::documented::{Binary, ReadmePart, Setting, check_every_setting};
+use daedalus_test_kit::documented::{Binary, Page, Setting, check_every_setting};
 use serde_json::{Value, json};
 
-const README: &str = include_str!("../../README.md");
-const PART: ReadmePart = ReadmePart {
-    from: "## The proxy sidecar",
-    to: "## The conformance suite",
-};
+/// The pages whose configuration tables document this binary.
+const PAGES: &[Page] = &[Page {
+    path: "docs/proxy.md",
+    text: include_str!("../../docs/proxy.md"),
+}];
 
 /// A client-credentials grant but for the setting under test.
 const GRANT: [(&str, &str); 3] = [
@@ -258,6 +258,6 @@ fn every_documented_setting_takes_its_documented_values_and_refuses_others_by_na
         not_in_help: &[],
     };
     let settings = [connections(&path), consuming(), credential(&path)].concat();
-    let failures = check_every_setting(&binary, README, PART, &settings);
+    let failures = check_every_setting(&binary, PAGES, &settings);
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
 }

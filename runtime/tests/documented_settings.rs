@@ -1,16 +1,26 @@
-//! Every variable of the runtime's configuration tables in the README, tried as a user would
+//! Every variable of the runtime's configuration tables in `docs/`, tried as a user would
 //! (`daedalus-runtime --check-config`): its documented default and values are taken and shown,
-//! a value outside them is refused naming it. The list below is held to the README and to
+//! a value outside them is refused naming it. The list below is held to those pages and to
 //! `--help`, so a flag added without a row, or a row without a test, fails here.
 
-use daedalus_test_kit::documented::{Binary, ReadmePart, Setting, check_every_setting};
+use daedalus_test_kit::documented::{Binary, Page, Setting, check_every_setting};
 use serde_json::{Value, json};
 
-const README: &str = include_str!("../../README.md");
-const PART: ReadmePart = ReadmePart {
-    from: "## Running the runtime",
-    to: "## The proxy sidecar",
-};
+/// The pages whose configuration tables document this binary.
+const PAGES: &[Page] = &[
+    Page {
+        path: "docs/running.md",
+        text: include_str!("../../docs/running.md"),
+    },
+    Page {
+        path: "docs/identity.md",
+        text: include_str!("../../docs/identity.md"),
+    },
+    Page {
+        path: "docs/mcp-face.md",
+        text: include_str!("../../docs/mcp-face.md"),
+    },
+];
 const KEY_HASH: &str = "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae";
 
 /// An issuer for the settings that need tokens on.
@@ -293,7 +303,7 @@ fn push_and_logs(dir: &str) -> Vec<Setting> {
     ]
 }
 
-/// The settings of identity (the README's identity table).
+/// The settings of identity (`docs/identity.md`).
 fn identity(dir: &str) -> Vec<Setting> {
     let keys = format!("{dir}/keys.yaml");
     vec![
@@ -360,7 +370,7 @@ fn identity(dir: &str) -> Vec<Setting> {
     ]
 }
 
-/// The settings of MCP sessions (the README's MCP face table).
+/// The settings of MCP sessions (`docs/mcp-face.md`).
 fn mcp_sessions() -> Vec<Setting> {
     vec![
         Setting::new("MAX_MCP_SESSIONS", "/mcp_sessions/max_sessions")
@@ -426,6 +436,6 @@ fn every_documented_setting_takes_its_documented_values_and_refuses_others_by_na
             "PALLAS_LOG_FILE",
         ],
     };
-    let failures = check_every_setting(&binary, README, PART, &settings(&path));
+    let failures = check_every_setting(&binary, PAGES, &settings(&path));
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
 }

@@ -31,7 +31,7 @@ mod support;
 
 /// The replicas' lease in these drills (renewed every 400 ms).
 const LEASE: Duration = Duration::from_secs(2);
-/// From a crash to the lost replica's tasks failed in the store, by the README: the lease
+/// From a crash to the lost replica's tasks failed in the store, by `docs/stores.md`: the lease
 /// and one renewal period; and time for a loaded machine on top.
 const LOST_WITHIN: Duration = Duration::from_millis(2_400 + 3_000);
 

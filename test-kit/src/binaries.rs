@@ -19,6 +19,11 @@ pub fn proxy_binary() -> PathBuf {
     workspace_binary("daedalus-proxy", "daedalus-proxy")
 }
 
+/// The `daedalus-conformance` binary of this build; built here when it is missing.
+pub fn conformance_binary() -> PathBuf {
+    workspace_binary("daedalus-conformance", "daedalus-conformance")
+}
+
 /// `target/<profile>/<bin>`, built with `cargo build -p <package> --bin <bin>` when missing.
 fn workspace_binary(package: &str, bin: &str) -> PathBuf {
     let dir = std::env::current_exe()

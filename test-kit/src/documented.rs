@@ -1,11 +1,11 @@
-//! Every documented setting, tried as a user would: the variables of the README's
-//! configuration tables, each run through the binary's `--check-config` with its documented
+//! Every documented setting, tried as a user would: the variables of the configuration tables
+//! in a binary's documentation pages (`docs/`), each run through the binary's `--check-config` with its documented
 //! default and values (accepted, and shown in the printed configuration) and with a value
 //! outside them (refused, exit 2, naming the variable).
 //!
 //! A binary's test lists its settings as [`Setting`]s; [`check_every_setting`] then also holds
-//! the list to the README and to the binary's `--help` (every flag's `[env: NAME]`), so a flag
-//! added without a row in the README, or a row without a test, fails.
+//! the list to the pages and to the binary's `--help` (every flag's `[env: NAME]`), so a flag
+//! added without a row in the documentation, or a row without a test, fails.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -13,13 +13,13 @@ use std::process::Command;
 
 use serde_json::Value;
 
-/// A part of the README: the configuration tables between two headings.
+/// A documentation page: its path in the repository and its text.
 #[derive(Debug, Clone, Copy)]
-pub struct ReadmePart {
-    /// The heading the part starts at (`## The proxy sidecar`).
-    pub from: &'static str,
-    /// The heading it ends before.
-    pub to: &'static str,
+pub struct Page {
+    /// Where it is (`docs/running.md`), for the failures' wording.
+    pub path: &'static str,
+    /// Its Markdown.
+    pub text: &'static str,
 }
 
 /// One row of a configuration table (`| variable | default | meaning |`).
@@ -33,17 +33,15 @@ pub struct Row {
     pub text: String,
 }
 
-/// The rows of every `| variable | default | meaning |` table in `part` of `readme`.
-pub fn configuration_rows(readme: &str, part: ReadmePart) -> Vec<Row> {
-    let start = readme
-        .find(&format!("\n{}\n", part.from))
-        .unwrap_or_else(|| panic!("the README has the heading {:?}", part.from));
-    let end = readme[start..]
-        .find(&format!("\n{}\n", part.to))
-        .map_or(readme.len(), |e| start + e);
+/// The rows of every `| variable | default | meaning |` table in `pages`, in order.
+pub fn configuration_rows(pages: &[Page]) -> Vec<Row> {
+    pages.iter().flat_map(|page| page_rows(page.text)).collect()
+}
+
+fn page_rows(text: &str) -> Vec<Row> {
     let mut rows = Vec::new();
     let mut in_table = false;
-    for line in readme[start..end].lines() {
+    for line in text.lines() {
         if !line.starts_with('|') {
             in_table = false;
             continue;
@@ -171,7 +169,7 @@ pub struct Setting {
     /// What is shown there when the variable is unset (a subset: objects need only hold the
     /// keys given).
     pub default: Option<Value>,
-    /// Documented values, each of which the README's row names: (value, what is shown).
+    /// Documented values, each of which the documented row names: (value, what is shown).
     pub choices: Vec<(String, Value)>,
     /// Further values taken: (value, what is shown).
     pub examples: Vec<(String, Value)>,
@@ -208,7 +206,7 @@ impl Setting {
         self
     }
 
-    /// `value`, which the README names, is shown as `shown`.
+    /// `value`, which the documentation names, is shown as `shown`.
     #[must_use]
     pub fn choice(mut self, value: &str, shown: Value) -> Self {
         self.choices.push((value.to_owned(), shown));
@@ -260,7 +258,7 @@ pub struct Binary {
     /// The working directory of every run (`{dir}` in values stands for it).
     pub dir: PathBuf,
     /// Variables read outside the flags (by the deployment file's loader), documented in the
-    /// README but absent from `--help`.
+    /// documentation but absent from `--help`.
     pub not_in_help: &'static [&'static str],
 }
 
@@ -305,20 +303,16 @@ pub fn holds(shown: &Value, expected: &Value) -> bool {
 }
 
 /// Checks every setting (see the module) and answers what failed, one line each.
-pub fn check_every_setting(
-    binary: &Binary,
-    readme: &str,
-    part: ReadmePart,
-    settings: &[Setting],
-) -> Vec<String> {
+pub fn check_every_setting(binary: &Binary, pages: &[Page], settings: &[Setting]) -> Vec<String> {
     let mut failures = Vec::new();
-    let rows = configuration_rows(readme, part);
+    let rows = configuration_rows(pages);
+    let where_documented = pages.iter().map(|p| p.path).collect::<Vec<_>>().join(", ");
     let documented: BTreeSet<String> = rows.iter().flat_map(|r| r.vars.clone()).collect();
     let tested: BTreeSet<String> = settings.iter().map(|s| s.var.to_owned()).collect();
     let flags = help_variables(&binary.path);
     for var in flags.difference(&documented) {
         failures.push(format!(
-            "{var}: a flag reads it (--help), but no README configuration table documents it"
+            "{var}: a flag reads it (--help), but no configuration table documents it ({where_documented})"
         ));
     }
     for var in documented.difference(&tested) {
@@ -328,7 +322,7 @@ pub fn check_every_setting(
     }
     for var in tested.difference(&documented) {
         failures.push(format!(
-            "{var}: tested, but no README configuration table documents it"
+            "{var}: tested, but no configuration table documents it ({where_documented})"
         ));
     }
     for var in documented.difference(&flags) {
@@ -364,7 +358,7 @@ fn check_setting(binary: &Binary, setting: &Setting, row: &Row) -> Vec<String> {
         binary.check(&env)
     };
     let shown_in = |config: &Value| config.pointer(setting.shown_at).cloned();
-    // The default as the test states it, and as the README writes it (with only the
+    // The default as the test states it, and as the documentation writes it (with only the
     // settings this one needs, when those alone are taken).
     let context: Vec<(&str, String)> = setting.with.iter().map(|(k, v)| (*k, v.clone())).collect();
     let default_shown = match binary.check(&context) {
@@ -389,11 +383,11 @@ fn check_setting(binary: &Binary, setting: &Setting, row: &Row) -> Vec<String> {
         match run(&literal) {
             Checked::Accepted(config) if shown_in(&config) == default_shown => {}
             Checked::Accepted(config) => failures.push(format!(
-                "{var}={literal} (the README's default) shows {:?}, unset shows {default_shown:?}",
+                "{var}={literal} (the documented default) shows {:?}, unset shows {default_shown:?}",
                 shown_in(&config)
             )),
             Checked::Refused(why) => failures.push(format!(
-                "{var}={literal} (the README's default) is refused: {why}"
+                "{var}={literal} (the documented default) is refused: {why}"
             )),
         }
     }
@@ -401,7 +395,7 @@ fn check_setting(binary: &Binary, setting: &Setting, row: &Row) -> Vec<String> {
     for (value, _) in &setting.choices {
         if !named.iter().any(|n| n == value) {
             failures.push(format!(
-                "{var}: the README's row does not name the value `{value}`"
+                "{var}: the documented row does not name the value `{value}`"
             ));
         }
     }
@@ -447,17 +441,21 @@ fn check_setting(binary: &Binary, setting: &Setting, row: &Row) -> Vec<String> {
 mod tests {
     use super::*;
 
-    const README: &str = "# x\n## Runtime\n\n| variable | default | meaning |\n|---|---|---|\n| `A2A_PORT` | `8080` | port |\n| `RETRY_BASE_DELAY` / `RETRY_MAX_DELAY` | `1s` / `1m` | delays |\n| `SESSION_TTL` | `720h` (30 days) | ttl |\n| `AGENTS_CONFIG` / `PALLAS_AGENTS_CONFIG` | `./agents.yaml` if present | file |\n| `PUSH_ALLOW_HOSTS` | | a `1|2` cell |\n| `REPLICA_ID` | `<hostname>:<port>` | name |\n| `SERVE_AGENT` (`--agent`) | — | agent |\n\n| `TASKS_DB` | what |\n|---|---|\n| `memory` | here |\n## Proxy\n| variable | default | meaning |\n|---|---|---|\n| `AGENT_NAME` | (required) | x |\n";
+    const RUNNING: &str = "# Running\n\n| variable | default | meaning |\n|---|---|---|\n| `A2A_PORT` | `8080` | port |\n| `RETRY_BASE_DELAY` / `RETRY_MAX_DELAY` | `1s` / `1m` | delays |\n| `SESSION_TTL` | `720h` (30 days) | ttl |\n| `AGENTS_CONFIG` / `PALLAS_AGENTS_CONFIG` | `./agents.yaml` if present | file |\n\n| `TASKS_DB` | what |\n|---|---|\n| `memory` | here |\n";
+    const PUSH: &str = "# Push\n\nProse with `NOT_A_ROW`.\n\n| variable | default | meaning |\n|---|---|---|\n| `PUSH_ALLOW_HOSTS` | | a `1|2` cell |\n| `REPLICA_ID` | `<hostname>:<port>` | name |\n| `SERVE_AGENT` (`--agent`) | — | agent |\n";
 
     #[test]
-    fn rows_come_from_variable_tables_of_their_part_only() {
-        let rows = configuration_rows(
-            README,
-            ReadmePart {
-                from: "## Runtime",
-                to: "## Proxy",
+    fn rows_come_from_the_variable_tables_of_every_page_given() {
+        let rows = configuration_rows(&[
+            Page {
+                path: "docs/running.md",
+                text: RUNNING,
             },
-        );
+            Page {
+                path: "docs/push.md",
+                text: PUSH,
+            },
+        ]);
         let vars: Vec<&str> = rows
             .iter()
             .flat_map(|r| r.vars.iter().map(String::as_str))

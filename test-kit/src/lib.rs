@@ -18,6 +18,8 @@
 //! - [`fake_llm_client`]: a provider client on the strict fake LLM;
 //! - [`runtime_config`]: the runtime's configuration as its pure parser builds it;
 //! - the architecture checks ([`architecture`]): the module graph read from `use` lines;
+//! - the README and `docs/` as a reader meets them: links, anchors, and shell blocks run as
+//!   written in a sandbox ([`docs`]);
 //! - every documented setting tried through a binary's `--check-config` ([`documented`]);
 //! - the Kubernetes manifests rendered and read ([`kubernetes`]), the pod's binaries run on a
 //!   rendered container's environment ([`pod`]), beside what
@@ -33,6 +35,7 @@ pub mod architecture;
 mod binaries;
 pub mod compose;
 mod config;
+pub mod docs;
 pub mod documented;
 mod fixture;
 pub mod kubernetes;
@@ -51,7 +54,7 @@ mod webhook;
 
 pub use a2a_client::{A2aClient, Canceled};
 pub use a2a_echo::{EchoAgent, a2a_python};
-pub use binaries::{proxy_binary, runtime_binary};
+pub use binaries::{conformance_binary, proxy_binary, runtime_binary};
 pub use config::runtime_config;
 pub use fixture::AgentsYaml;
 pub use llm::{FakeFace, SUMS, fake_llm_client, script_a_turn_cut_at_step_three};

@@ -22,7 +22,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// What a running turn holds besides its message: its task and event log, its stream queue,
 /// its span, its future and its connection's buffers. Measured: 33.0 KiB of RSS per held
 /// streamed JSON-RPC turn with 2,000 held, 31.1 KiB with 10,000 (the `held_turns` benchmark;
-/// the README gives the figures); a turn is charged more, for what its message's parsing and
+/// `docs/performance.md` gives the figures); a turn is charged more, for what its message's parsing and
 /// a real model's client hold beyond the benchmark's, so 512 MiB still admits over 10,000.
 pub const HELD_TURN_BYTES: usize = 40 * 1024;
 
