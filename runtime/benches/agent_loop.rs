@@ -26,21 +26,21 @@ use async_trait::async_trait;
 use daedalus_contract::{Message, Part, Role};
 use daedalus_fake_llm::{AutoReply, FakeLlm};
 use daedalus_mcp_fixture::McpFixture;
-use daedalus_runtime::agent_loop::{
+use daedalus_runtime::agents::agent_loop::{
     Agent, AgentOutcome, AgentRequest, Bearer, CallContext, LlmAgent, ToolResult, ToolSource,
 };
-use daedalus_runtime::config::deployment::{McpServer, ProviderSettings};
-use daedalus_runtime::conversation_store::{ConversationStore, SqliteStore};
-use daedalus_runtime::fleet::Fleet;
-use daedalus_runtime::lifecycle::startup;
-use daedalus_runtime::llm::openai::OpenAiClient;
-use daedalus_runtime::llm::retry::RetryPolicy;
-use daedalus_runtime::llm::{
+use daedalus_runtime::agents::fleet::Fleet;
+use daedalus_runtime::agents::llm::openai::OpenAiClient;
+use daedalus_runtime::agents::llm::retry::RetryPolicy;
+use daedalus_runtime::agents::llm::{
     ChatMessage, ChatRequest, ChatResponse, LlmError, LlmEvent, LlmProvider, StopReason, ToolCall,
     ToolSpec, Usage,
 };
-use daedalus_runtime::mcp_client::McpServers;
-use daedalus_runtime::sampling::{DropWarnings, SamplingParams, Target};
+use daedalus_runtime::agents::mcp_client::McpServers;
+use daedalus_runtime::config::deployment::{McpServer, ProviderSettings};
+use daedalus_runtime::config::sampling::{DropWarnings, SamplingParams, Target};
+use daedalus_runtime::lifecycle::startup;
+use daedalus_runtime::stores::conversations::{ConversationStore, SqliteStore};
 use daedalus_test_kit::runtime_config;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -194,7 +194,7 @@ fn agent(
         sessions,
         personalities: std::collections::BTreeMap::new(),
         default_personality: None,
-        answering: daedalus_runtime::agent_loop::Answering::default(),
+        answering: daedalus_runtime::agents::agent_loop::Answering::default(),
     }
 }
 

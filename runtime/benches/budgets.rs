@@ -53,9 +53,9 @@ models:
 /// What one turn through the book alone takes (admission, one call reserved and settled, the
 /// end), over `lanes` tasks at once: nanoseconds a turn.
 async fn book_alone(lanes: usize) -> f64 {
-    use daedalus_runtime::budgets::BudgetBook;
+    use daedalus_runtime::agents::budgets::BudgetBook;
     use daedalus_runtime::config::deployment::budgets::{BudgetPlan, Price};
-    use daedalus_runtime::identity::{Caller, Known, Principal, Via};
+    use daedalus_runtime::platform::identity::{Caller, Known, Principal, Via};
     use std::sync::Arc;
 
     let block: String = BUDGETS
@@ -134,7 +134,7 @@ fn main() {
             &keys,
             format!(
                 "keys:\n  - sha256: {}\n    principal: bench-bot\n    tenant: bench\n    scopes: [a2a]\n",
-                daedalus_runtime::identity::api_keys::hash_hex(API_KEY)
+                daedalus_runtime::platform::identity::api_keys::hash_hex(API_KEY)
             ),
         )
         .expect("the key file is written");

@@ -21,13 +21,13 @@ use std::time::{Duration, Instant};
 
 use daedalus_contract::{Message, Part, Role};
 use daedalus_fake_llm::{FakeLlm, Reply};
-use daedalus_runtime::agent_loop::{Agent, AgentRequest, LlmAgent, NoTools};
+use daedalus_runtime::agents::agent_loop::{Agent, AgentRequest, LlmAgent, NoTools};
+use daedalus_runtime::agents::llm::anthropic::AnthropicClient;
+use daedalus_runtime::agents::llm::openai::OpenAiClient;
+use daedalus_runtime::agents::llm::retry::RetryPolicy;
+use daedalus_runtime::agents::llm::{ChatMessage, ChatRequest, Content, LlmProvider};
 use daedalus_runtime::config::deployment::ProviderSettings;
-use daedalus_runtime::llm::anthropic::AnthropicClient;
-use daedalus_runtime::llm::openai::OpenAiClient;
-use daedalus_runtime::llm::retry::RetryPolicy;
-use daedalus_runtime::llm::{ChatMessage, ChatRequest, Content, LlmProvider};
-use daedalus_runtime::sampling::{DropWarnings, Sampling, SamplingParams, Setting, Target};
+use daedalus_runtime::config::sampling::{DropWarnings, Sampling, SamplingParams, Setting, Target};
 use tokio_util::sync::CancellationToken;
 
 struct Counting;
@@ -119,7 +119,7 @@ fn agent(provider: Arc<dyn LlmProvider>, model: &str, target: Target) -> LlmAgen
         sessions: None,
         personalities: std::collections::BTreeMap::new(),
         default_personality: None,
-        answering: daedalus_runtime::agent_loop::Answering::default(),
+        answering: daedalus_runtime::agents::agent_loop::Answering::default(),
     }
 }
 
@@ -173,13 +173,13 @@ fn main() {
                     tools: Vec::new(),
                     sampling: Sampling { temperature: Some(0.2), max_tokens: Some(1024), ..Sampling::default() },
                     stream,
-                    caller: daedalus_runtime::bearer::Bearer::default(),
+                    caller: daedalus_runtime::platform::bearer::Bearer::default(),
                     extra: serde_json::Map::new(),
                 };
                 let body = if wire == "openai" {
-                    daedalus_runtime::llm::openai::to_wire(&chat, daedalus_runtime::config::deployment::OpenAiDialect::Compatible).to_string()
+                    daedalus_runtime::agents::llm::openai::to_wire(&chat, daedalus_runtime::config::deployment::OpenAiDialect::Compatible).to_string()
                 } else {
-                    daedalus_runtime::llm::anthropic::to_wire(&chat).to_string()
+                    daedalus_runtime::agents::llm::anthropic::to_wire(&chat).to_string()
                 };
                 let floor = measure(|| {
                     let req = raw
@@ -201,7 +201,7 @@ fn main() {
                     let a = &a;
                     async move {
                         let outcome = a.run(request(stream), CancellationToken::new()).await;
-                        assert!(matches!(outcome, daedalus_runtime::agent_loop::AgentOutcome::Completed { .. }), "{outcome:?}");
+                        assert!(matches!(outcome, daedalus_runtime::agents::agent_loop::AgentOutcome::Completed { .. }), "{outcome:?}");
                     }
                 })
                 .await;

@@ -63,7 +63,8 @@ fn migrate_module(module: &std::path::Path) -> ExitCode {
             return RUNTIME.config_error(&format!("cannot read {}: {e}", module.display()));
         }
     };
-    let migration = daedalus_runtime::migrate::migrate(&source, &module.display().to_string());
+    let migration =
+        daedalus_runtime::agents::migrate::migrate(&source, &module.display().to_string());
     let mut err = std::io::stderr().lock();
     for note in &migration.notes {
         let _ = writeln!(err, "review: {note}");

@@ -7,13 +7,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use daedalus_contract::{Message, Part, Role};
 use daedalus_fake_llm::{FakeLlm, Reply};
-use daedalus_runtime::agent_loop::{
+use daedalus_runtime::agents::agent_loop::{
     Agent, AgentOutcome, AgentRequest, Bearer, CallContext, Checkpoint, Checkpointer, Checkpoints,
     EventSink, LlmAgent, LoopEvent, ToolResult, ToolSource,
 };
+use daedalus_runtime::agents::llm::ToolSpec;
 use daedalus_runtime::config::deployment::CompactionPolicy;
-use daedalus_runtime::llm::ToolSpec;
-use daedalus_runtime::sampling::{DropWarnings, SamplingParams};
+use daedalus_runtime::config::sampling::{DropWarnings, SamplingParams};
 use daedalus_test_kit::{FakeFace, fake_llm_client};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -116,7 +116,7 @@ fn agent(
         sessions: None,
         personalities: std::collections::BTreeMap::new(),
         default_personality: None,
-        answering: daedalus_runtime::agent_loop::Answering::default(),
+        answering: daedalus_runtime::agents::agent_loop::Answering::default(),
     }
 }
 
@@ -423,7 +423,7 @@ async fn a_sub_agent_is_called_in_process_with_its_events_nested() {
         },
     )
     .expect("the deployment loads");
-    let agents = daedalus_runtime::fleet::build(&deployment, None)
+    let agents = daedalus_runtime::agents::fleet::build(&deployment, None)
         .expect("agents build")
         .agents;
     let (sink, seen) = recorder();

@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use daedalus_fake_llm::{FakeLlm, Reply};
-use daedalus_runtime::config::deployment::ProviderSettings;
-use daedalus_runtime::llm::anthropic::AnthropicClient;
-use daedalus_runtime::llm::retry::RetryPolicy;
-use daedalus_runtime::llm::{
+use daedalus_runtime::agents::llm::anthropic::AnthropicClient;
+use daedalus_runtime::agents::llm::retry::RetryPolicy;
+use daedalus_runtime::agents::llm::{
     ChatMessage, ChatRequest, Content, LlmError, LlmProvider, StopReason, ToolSpec,
 };
+use daedalus_runtime::config::deployment::ProviderSettings;
 use serde_json::json;
 use support::Events;
 
@@ -48,9 +48,9 @@ fn ask(text: &str, stream: bool) -> ChatRequest {
             description: "adds".into(),
             input_schema: json!({"type": "object", "properties": {"a": {"type": "number"}}}),
         }],
-        sampling: daedalus_runtime::sampling::Sampling::default(),
+        sampling: daedalus_runtime::config::sampling::Sampling::default(),
         stream,
-        caller: daedalus_runtime::bearer::Bearer::default(),
+        caller: daedalus_runtime::platform::bearer::Bearer::default(),
         extra: serde_json::Map::new(),
     }
 }

@@ -11,16 +11,16 @@ use std::time::Duration;
 
 use daedalus_contract::{Compaction, CompactionStrategy, Message, Part, Role, Schema};
 use daedalus_fake_llm::{FakeLlm, Logged, Reply};
-use daedalus_runtime::agent_loop::{
+use daedalus_runtime::agents::agent_loop::{
     Agent, AgentOutcome, AgentRequest, EventSink, LlmAgent, LoopEvent, NoTools, SUMMARY_HEADING,
     SUMMARY_PROMPT,
 };
+use daedalus_runtime::agents::llm::ToolCall;
 use daedalus_runtime::config::deployment::CompactionPolicy;
-use daedalus_runtime::conversation_store::{
+use daedalus_runtime::config::sampling::{DropWarnings, SamplingParams};
+use daedalus_runtime::stores::conversations::{
     ConversationStore, NatsKvStore, NewRow, Row, RowRole, RowStatus, SqliteStore,
 };
-use daedalus_runtime::llm::ToolCall;
-use daedalus_runtime::sampling::{DropWarnings, SamplingParams};
 use daedalus_test_kit::{FakeFace, NatsServer, SseEvents, fake_llm_client};
 use serde_json::{Value, json};
 use support::runtime::Runtime;
@@ -71,7 +71,7 @@ fn agent(
         sessions: Some(store),
         personalities: std::collections::BTreeMap::new(),
         default_personality: None,
-        answering: daedalus_runtime::agent_loop::Answering::default(),
+        answering: daedalus_runtime::agents::agent_loop::Answering::default(),
     }
 }
 

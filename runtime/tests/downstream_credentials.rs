@@ -254,7 +254,7 @@ async fn an_api_key_is_never_exchanged_even_when_sent_as_the_bearer() {
         &keys,
         format!(
             "keys:\n  - sha256: {}\n    principal: ci-bot\n",
-            daedalus_runtime::identity::api_keys::hash_hex(KEY)
+            daedalus_runtime::platform::identity::api_keys::hash_hex(KEY)
         ),
     )
     .expect("keys written");

@@ -335,7 +335,7 @@ fn hostile_credentials_get_a_challenge_and_good_ones_still_get_their_task() {
         &keys,
         format!(
             "keys:\n  - sha256: {}\n    principal: fuzz-bot\n",
-            daedalus_runtime::identity::api_keys::hash_hex("good-key")
+            daedalus_runtime::platform::identity::api_keys::hash_hex("good-key")
         ),
     )
     .expect("written");

@@ -8,7 +8,7 @@ mod support;
 
 use std::time::Duration;
 
-use daedalus_runtime::mcp_session_book::SESSION_COST;
+use daedalus_runtime::stores::mcp_sessions::SESSION_COST;
 use daedalus_test_kit::{
     McpOpened, ModernClient, Runtime, RuntimeProcess, modern_mcp_request, open_mcp_session,
     rss_bytes, wait_until,

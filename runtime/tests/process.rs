@@ -430,7 +430,7 @@ fn delegating_deployment(dir: &std::path::Path, fake: &daedalus_fake_llm::FakeLl
 async fn a_runtime_killed_mid_loop_restarts_with_the_half_turn_marked_error_and_the_context_usable()
 {
     use daedalus_fake_llm::{FakeLlm, Reply};
-    use daedalus_runtime::conversation_store::{ConversationStore, RowStatus, SqliteStore};
+    use daedalus_runtime::stores::conversations::{ConversationStore, RowStatus, SqliteStore};
 
     let fake = FakeLlm::start("sk-crash", &["gpt-crash"]).await;
     fake.script([

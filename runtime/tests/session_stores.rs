@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use daedalus_runtime::conversation_store::{
+use daedalus_runtime::agents::llm::ToolCall;
+use daedalus_runtime::stores::conversations::{
     ConversationStore, NatsKvStore, NewRow, RowRole, RowStatus, SqliteStore,
 };
-use daedalus_runtime::llm::ToolCall;
 use daedalus_test_kit::NatsServer;
 use futures::StreamExt;
 use serde_json::json;

@@ -29,7 +29,7 @@ fn install_tracing() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let (telemetry, layer) =
-            daedalus_runtime::telemetry::init("trace-context-test", "daedalus_runtime")
+            daedalus_runtime::platform::telemetry::init("trace-context-test", "daedalus_runtime")
                 .expect("no exporter to set up");
         // The provider lives as long as the test binary.
         std::mem::forget(telemetry);

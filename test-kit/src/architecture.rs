@@ -154,34 +154,46 @@ impl ModuleGraph {
     }
 
     /// The crate's rooms as a graph of their own: each top-level module (a folder, or a file at
-    /// the top) one node, named by its first segment, and an edge where a module of one room
-    /// names a module of another. The crate root (it only declares and re-exports) and test
-    /// modules (`tests`, `*_tests`) are left out.
+    /// the top) one node, and an edge where a module of one room names a module of another.
+    /// The crate root (it only declares and re-exports) and test modules (`tests`, `*_tests`)
+    /// are left out. In a crate of areas (the runtime), these are its areas.
     #[must_use]
     pub fn rooms(&self) -> ModuleGraph {
-        let mut rooms = ModuleGraph::default();
-        for (module, file) in &self.files {
-            if let Some(room) = room_of(module) {
-                rooms
-                    .files
-                    .entry(vec![room])
-                    .or_insert_with(|| file.clone());
-            }
-        }
-        for (from, to) in self.room_edges() {
-            rooms
-                .edges
-                .entry(vec![room_of(from).unwrap_or_default()])
-                .or_default()
-                .insert(vec![room_of(to).unwrap_or_default()]);
-        }
-        rooms
+        self.grouped(1)
     }
 
-    /// Every module of one of `rooms` that names a module of another of them.
-    pub fn imports_between(&self, rooms: &[String]) -> Vec<Import> {
-        let within = |m: &ModulePath| room_of(m).is_some_and(|r| rooms.contains(&r));
-        self.room_edges()
+    /// The rooms inside a crate's areas: each module two levels down (`services::turns`) one
+    /// node, with what lies below it. An area's own file (`services/mod.rs`) is left out: it
+    /// declares its rooms and says what they may import.
+    #[must_use]
+    pub fn rooms_in_areas(&self) -> ModuleGraph {
+        self.grouped(2)
+    }
+
+    /// The graph of the groups `depth` segments deep (see [`Self::rooms`]).
+    fn grouped(&self, depth: usize) -> ModuleGraph {
+        let mut groups = ModuleGraph::default();
+        for (module, file) in &self.files {
+            if let Some(group) = group_of(module, depth) {
+                groups.files.entry(group).or_insert_with(|| file.clone());
+            }
+        }
+        for (from, to) in self.group_edges(depth) {
+            groups
+                .edges
+                .entry(group_of(from, depth).unwrap_or_default())
+                .or_default()
+                .insert(group_of(to, depth).unwrap_or_default());
+        }
+        groups
+    }
+
+    /// Every module of one of `groups` (`depth` segments deep, as `a::b`) that names a module
+    /// of another of them.
+    pub fn imports_between(&self, groups: &[String], depth: usize) -> Vec<Import> {
+        let within =
+            |m: &ModulePath| group_of(m, depth).is_some_and(|g| groups.contains(&display(&g)));
+        self.group_edges(depth)
             .filter(|(from, to)| within(from) && within(to))
             .map(|(from, to)| Import {
                 from: display(from),
@@ -191,13 +203,13 @@ impl ModuleGraph {
             .collect()
     }
 
-    /// The edges from a module of one room to a module of another.
-    fn room_edges(&self) -> impl Iterator<Item = (&ModulePath, &ModulePath)> {
-        self.edges.iter().flat_map(|(from, named)| {
+    /// The edges from a module of one group (`depth` segments deep) to a module of another.
+    fn group_edges(&self, depth: usize) -> impl Iterator<Item = (&ModulePath, &ModulePath)> {
+        self.edges.iter().flat_map(move |(from, named)| {
             named
                 .iter()
                 .filter(move |to| {
-                    let (a, b) = (room_of(from), room_of(to));
+                    let (a, b) = (group_of(from, depth), group_of(to, depth));
                     a.is_some() && b.is_some() && a != b
                 })
                 .map(move |to| (from, to))
@@ -225,14 +237,14 @@ impl ModuleGraph {
 }
 
 /// The room a module is in: its first segment; none for the crate root and test modules.
-fn room_of(module: &ModulePath) -> Option<String> {
+fn group_of(module: &ModulePath, depth: usize) -> Option<ModulePath> {
     let test = module
         .iter()
         .any(|segment| segment == "tests" || segment.ends_with("_tests"));
-    if test {
+    if test || module.len() < depth {
         return None;
     }
-    module.first().cloned()
+    Some(module[..depth].to_vec())
 }
 
 /// `a::b`, or `crate` for the root.
@@ -677,13 +689,44 @@ mod tests {
             vec![vec!["a".to_owned(), "b".to_owned()]]
         );
         let imports: Vec<(String, String)> = g
-            .imports_between(&["a".to_owned(), "b".to_owned()])
+            .imports_between(&["a".to_owned(), "b".to_owned()], 1)
             .into_iter()
             .map(|i| (i.from, i.to))
             .collect();
         assert_eq!(
             imports,
             [("a::x".into(), "b".into()), ("b".into(), "a::y".into())]
+        );
+    }
+
+    #[test]
+    fn rooms_in_areas_are_two_levels_down_without_the_areas_own_file() {
+        let g = graph(&[
+            ("lib.rs", "mod a;\n"),
+            ("a/mod.rs", "mod x;\nmod y;\npub use crate::a::x::X;\n"),
+            ("a/x/mod.rs", "mod deep;\npub struct X;\n"),
+            ("a/x/deep.rs", "use crate::a::y::Y;\n"),
+            ("a/y.rs", "use crate::a::x::X;\npub struct Y;\n"),
+        ]);
+        let rooms = g.rooms_in_areas();
+        let mut nodes: Vec<String> = rooms.modules().map(|m| display(m)).collect();
+        nodes.sort();
+        assert_eq!(nodes, ["a::x", "a::y"]);
+        assert_eq!(
+            rooms.circles(),
+            vec![vec!["a::x".to_owned(), "a::y".to_owned()]]
+        );
+        let imports: Vec<(String, String)> = g
+            .imports_between(&["a::x".to_owned(), "a::y".to_owned()], 2)
+            .into_iter()
+            .map(|i| (i.from, i.to))
+            .collect();
+        assert_eq!(
+            imports,
+            [
+                ("a::x::deep".into(), "a::y".into()),
+                ("a::y".into(), "a::x".into())
+            ]
         );
     }
 }

@@ -4,12 +4,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use daedalus_fake_llm::{FakeLlm, Gate, Reply};
+use daedalus_runtime::agents::llm::LlmProvider;
+use daedalus_runtime::agents::llm::anthropic::AnthropicClient;
+use daedalus_runtime::agents::llm::openai::OpenAiClient;
+use daedalus_runtime::agents::llm::retry::RetryPolicy;
 use daedalus_runtime::config::deployment::ProviderSettings;
-use daedalus_runtime::llm::LlmProvider;
-use daedalus_runtime::llm::anthropic::AnthropicClient;
-use daedalus_runtime::llm::openai::OpenAiClient;
-use daedalus_runtime::llm::retry::RetryPolicy;
-use daedalus_runtime::sampling::Target;
+use daedalus_runtime::config::sampling::Target;
 
 /// Which of the fake's wire formats a client speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -47,7 +47,7 @@ pub(super) fn check_bounds(
             "--max-mcp-sessions",
         ),
         (
-            cli.mcp_sessions_memory < crate::mcp_session_book::SESSION_COST,
+            cli.mcp_sessions_memory < crate::stores::mcp_sessions::SESSION_COST,
             "mcp_sessions_memory",
             "--mcp-sessions-memory",
         ),
@@ -123,7 +123,7 @@ pub(super) fn check_auth_files(
     key_of: &dyn Fn(&str, &str) -> String,
 ) -> Result<(), ConfigError> {
     if let Some(keys) = &auth.api_keys {
-        crate::identity::api_keys::ApiKeys::load(&keys.file).map_err(|e| {
+        crate::platform::identity::api_keys::ApiKeys::load(&keys.file).map_err(|e| {
             let key = if cli.auth_api_keys_file.is_some() {
                 key_of("auth_api_keys_file", "--auth-api-keys-file")
             } else {

@@ -1,11 +1,18 @@
 //! The runtime's configuration: flags and environment, plus the deployment (`agents.yaml`, see
 //! [`deployment`]), parsed and validated before anything binds. [`Launch::from_sources`] is a
 //! pure function of the arguments, an environment lookup and a working directory.
+//!
+//! Each part's settings are typed here or by their owner: [`push`] (the webhooks' settings),
+//! [`sampling`] (the typed sampling parameters, and what each provider takes).
+//!
+//! May import: `stores`, `platform`.
 
-pub use crate::identity::plan as auth;
+pub use crate::platform::identity::plan as auth;
 mod checks;
 pub mod deployment;
 mod flags;
+pub mod push;
+pub mod sampling;
 mod size;
 mod stores;
 
@@ -21,7 +28,7 @@ use daedalus_contract::container::{self, format_duration};
 pub use daedalus_contract::service::LogFormat;
 use serde::Serialize;
 
-use crate::mcp_session_book::SessionLimits;
+use crate::stores::mcp_sessions::SessionLimits;
 
 pub use size::parse_size;
 pub use stores::{DEFAULT_SESSIONS_BUCKET, DEFAULT_TASKS_BUCKET, SessionsDb, TasksDb};
@@ -91,7 +98,7 @@ pub struct Config {
     /// Inbound authentication (off unless configured).
     pub auth: auth::AuthPlan,
     /// A2A push notifications.
-    pub push: crate::push::PushSettings,
+    pub push: push::PushSettings,
 }
 
 #[expect(clippy::ref_option, reason = "serde's serialize_with passes &Option")]
@@ -400,8 +407,8 @@ impl Config {
 fn push_settings(
     cli: &Cli,
     key_of: &dyn Fn(&str, &str) -> String,
-) -> Result<crate::push::PushSettings, ConfigError> {
-    let allow = crate::push::guard::AllowList::parse(&cli.push_allow_hosts).map_err(|why| {
+) -> Result<push::PushSettings, ConfigError> {
+    let allow = push::AllowList::parse(&cli.push_allow_hosts).map_err(|why| {
         ConfigError::invalid(&key_of("push_allow_hosts", "--push-allow-hosts"), why)
     })?;
     for (zero, id, flag) in [
@@ -419,7 +426,7 @@ fn push_settings(
             ));
         }
     }
-    Ok(crate::push::PushSettings {
+    Ok(push::PushSettings {
         enabled: cli.push_notifications,
         allow,
         timeout: cli.push_timeout,

@@ -4,6 +4,8 @@
 //!
 //! Everything here sits above the rest of the crate: it builds the core, the faces and the
 //! fleet, and nothing below imports it.
+//!
+//! May import: `faces`, `services`, `agents`, `config`, `stores`, `platform`.
 
 pub mod reload;
 pub mod run;

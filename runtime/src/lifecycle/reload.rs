@@ -19,13 +19,13 @@ use futures::StreamExt as _;
 
 use super::startup::PREFLIGHT_TTL;
 use super::startup::{self, BindError, Servers};
+use crate::agents::fleet;
+use crate::agents::llm::LlmError;
+use crate::agents::llm::preflight::Preflight;
 use crate::config::{Config, ConfigError};
 use crate::faces::a2a::{self, A2aFace};
 use crate::faces::mcp::routes::Changes;
 use crate::faces::mcp::wiring::McpPlan;
-use crate::fleet;
-use crate::llm::LlmError;
-use crate::llm::preflight::Preflight;
 
 /// Why a reload was refused.
 #[derive(Debug, thiserror::Error)]
@@ -40,7 +40,7 @@ pub enum ReloadError {
     #[error(transparent)]
     Bind(BindError),
     #[error("cannot set up the new authentication")]
-    Identity(#[source] crate::identity::IdentityError),
+    Identity(#[source] crate::platform::identity::IdentityError),
 }
 
 /// What a reload did.

@@ -8,7 +8,7 @@ use tokio::net::TcpListener;
 use super::reload;
 use super::startup::{self, RunError};
 use crate::config::Config;
-use crate::core::Core;
+use crate::services::state::Core;
 
 /// Serves the configured agents on `listener` until `shutdown` resolves, then drains.
 pub async fn run(

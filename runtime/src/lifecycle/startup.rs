@@ -23,18 +23,18 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::serve::{self, ConnectionLimits};
+use crate::agents::fleet::{self, Fleet};
+use crate::agents::llm::preflight::Preflight;
 use crate::config::deployment::AgentDef;
 use crate::config::{Config, SessionsDb, TasksDb};
-use crate::conversation_store::{self, ConversationStore};
-use crate::core::Core;
 use crate::faces::a2a::{self, A2aFace};
 use crate::faces::mcp::wiring::McpPlan;
 use crate::faces::mcp::{self, Routes, endpoints};
-use crate::fleet::{self, Fleet};
-use crate::llm::preflight::Preflight;
-use crate::metrics;
-use crate::task_store;
-use crate::turns::TurnLimits;
+use crate::platform::metrics;
+use crate::services::state::Core;
+use crate::services::turns::TurnLimits;
+use crate::stores::conversations::{self, ConversationStore};
+use crate::stores::tasks;
 
 /// Why the runtime could not start.
 #[derive(Debug, thiserror::Error)]
@@ -42,9 +42,9 @@ pub enum RunError {
     #[error("the agent card or manifest built from the configuration is invalid")]
     Discovery(#[source] daedalus_contract::SchemaErrors),
     #[error("cannot open the session store")]
-    ConversationStore(#[source] crate::conversation_store::StoreError),
+    ConversationStore(#[source] crate::stores::conversations::StoreError),
     #[error("cannot set up the LLM provider")]
-    Provider(#[source] crate::llm::LlmError),
+    Provider(#[source] crate::agents::llm::LlmError),
     #[error("cannot read the listener's address")]
     Listener(#[source] std::io::Error),
     #[error(transparent)]
@@ -52,13 +52,13 @@ pub enum RunError {
     #[error("an agent could not start")]
     Dependency(#[source] crate::faces::mcp::endpoints::DependencyNotReady),
     #[error("cannot open the task store")]
-    Tasks(#[source] crate::task_store::BackendError),
+    Tasks(#[source] crate::stores::tasks::BackendError),
     #[error("cannot read the tasks' push notification configs back")]
-    Push(#[source] crate::push::PushError),
+    Push(#[source] crate::services::push::PushError),
     #[error("cannot open the budgets' usage store")]
-    BudgetUsage(#[source] crate::budgets::shared::UsageError),
+    BudgetUsage(#[source] crate::agents::budgets::shared::UsageError),
     #[error("cannot set up authentication")]
-    Identity(#[source] crate::identity::IdentityError),
+    Identity(#[source] crate::platform::identity::IdentityError),
 }
 
 /// How long a provider preflight result is trusted before `/healthz` probes again.
@@ -71,7 +71,7 @@ pub async fn open_conversation_store(
     let store: Arc<dyn ConversationStore> = match &config.sessions_db {
         None => return Ok(None),
         Some(SessionsDb::Sqlite(path)) => Arc::new(
-            conversation_store::SqliteStore::open_with_ttl(path, config.session_ttl)
+            conversations::SqliteStore::open_with_ttl(path, config.session_ttl)
                 .map_err(RunError::ConversationStore)?,
         ),
         Some(SessionsDb::NatsKv { url, bucket }) => {
@@ -79,7 +79,7 @@ pub async fn open_conversation_store(
             // replica's running turn.
             let stale_after = config.limits.request_timeout + config.termination_grace_period;
             Arc::new(
-                conversation_store::NatsKvStore::open_with_ttl(
+                conversations::NatsKvStore::open_with_ttl(
                     url,
                     bucket,
                     stale_after,
@@ -118,10 +118,10 @@ pub async fn attach_tasks(config: &Config, core: &Core, bound: SocketAddr) -> Re
             return Ok(());
         }
         TasksDb::Sqlite { path } => {
-            let backend = task_store::SqliteTasks::open(path, config.task_ttl, config.max_tasks)
+            let backend = tasks::SqliteTasks::open(path, config.task_ttl, config.max_tasks)
                 .map_err(RunError::Tasks)?;
             save_budgets(core, path)?;
-            let push = crate::push::sqlite::SqlitePush::beside(&backend).await;
+            let push = crate::services::push::sqlite::SqlitePush::beside(&backend).await;
             let failed = store
                 .attach(Arc::new(backend), &replica)
                 .await
@@ -130,15 +130,15 @@ pub async fn attach_tasks(config: &Config, core: &Core, bound: SocketAddr) -> Re
             failed
         }
         TasksDb::NatsKv { url, bucket } => {
-            let kv = task_store::NatsKvTasks::open(url, bucket, config.task_ttl)
+            let kv = tasks::NatsKvTasks::open(url, bucket, config.task_ttl)
                 .await
                 .map_err(RunError::Tasks)?;
             share_budgets(config, core, &kv, &replica).await?;
-            let push = crate::push::nats_kv::NatsKvPush::beside(&kv);
-            let lease = task_store::replicas::LeaseConfig {
+            let push = crate::services::push::nats_kv::NatsKvPush::beside(&kv);
+            let lease = tasks::replicas::LeaseConfig {
                 lease: config.replica_lease,
             };
-            let failed = task_store::replicas::join(store, kv, &replica, lease)
+            let failed = tasks::replicas::join(store, kv, &replica, lease)
                 .await
                 .map_err(RunError::Tasks)?;
             if core.push().enabled() {
@@ -163,10 +163,10 @@ pub async fn attach_tasks(config: &Config, core: &Core, bound: SocketAddr) -> Re
 async fn share_budgets(
     config: &Config,
     core: &Core,
-    kv: &task_store::NatsKvTasks,
+    kv: &tasks::NatsKvTasks,
     replica: &str,
 ) -> Result<(), RunError> {
-    let usage = crate::budgets::shared::SharedUsage::open(
+    let usage = crate::agents::budgets::shared::SharedUsage::open(
         kv.client(),
         kv.bucket(),
         replica,
@@ -183,7 +183,8 @@ async fn share_budgets(
 /// Keeps the budgets' usage in the tasks' SQLite file at `path` (what this replica spent
 /// before a restart read back), its writer supervised.
 fn save_budgets(core: &Core, path: &str) -> Result<(), RunError> {
-    let saved = crate::budgets::saved::SavedUsage::open(path).map_err(RunError::BudgetUsage)?;
+    let saved =
+        crate::agents::budgets::saved::SavedUsage::open(path).map_err(RunError::BudgetUsage)?;
     let book = Arc::clone(core.turns().budget_book());
     book.save_to(Arc::new(saved))
         .map_err(RunError::BudgetUsage)?;
@@ -192,8 +193,8 @@ fn save_budgets(core: &Core, path: &str) -> Result<(), RunError> {
 }
 
 /// Runs the budget usage's writer, supervised.
-fn write_budgets(book: Arc<crate::budgets::BudgetBook>) {
-    task_store::replicas::spawn_supervised("the budget usage writer", move || {
+fn write_budgets(book: Arc<crate::agents::budgets::BudgetBook>) {
+    tasks::replicas::spawn_supervised("the budget usage writer", move || {
         let book = Arc::clone(&book);
         async move {
             book.keep_written().await;
@@ -209,7 +210,7 @@ const PUSH_STOP: std::time::Duration = std::time::Duration::from_secs(1);
 /// left owed.
 async fn attach_push(
     core: &Core,
-    backend: Result<crate::push::sqlite::SqlitePush, task_store::BackendError>,
+    backend: Result<crate::services::push::sqlite::SqlitePush, tasks::BackendError>,
 ) -> Result<(), RunError> {
     if !core.push().enabled() {
         return Ok(());
@@ -262,7 +263,7 @@ pub fn build_core(
     let preflight = Preflight::new(&config.deployment, PREFLIGHT_TTL);
     let limits = TurnLimits {
         request_timeout: config.limits.request_timeout,
-        budgets: crate::turns::Budgets {
+        budgets: crate::services::turns::Budgets {
             max_turns: config.limits.max_concurrent_tasks,
             memory: usize::try_from(config.limits.turn_memory_bytes).unwrap_or(usize::MAX),
             agent_memory: usize::try_from(config.limits.agent_turn_memory_bytes)
@@ -507,7 +508,7 @@ pub(crate) fn own_port_key(agent: &str) -> String {
 /// Ends MCP sessions whose handshake or idle time ran out, until `stop` (when every session
 /// ends); started again if it ever dies.
 async fn sweep_mcp_sessions(
-    book: Arc<crate::mcp_session_book::SessionBook>,
+    book: Arc<crate::stores::mcp_sessions::SessionBook>,
     stop: CancellationToken,
 ) {
     loop {

@@ -20,7 +20,7 @@ pub fn api_key_file(path: &std::path::Path, keys: &[(&str, &str, &str)]) {
     use std::fmt::Write;
     let mut text = String::from("keys:\n");
     for (key, principal, tenant) in keys {
-        let hash = daedalus_runtime::identity::api_keys::hash_hex(key);
+        let hash = daedalus_runtime::platform::identity::api_keys::hash_hex(key);
         let _ = write!(
             text,
             "  - sha256: {hash}\n    principal: {principal}\n    tenant: {tenant}\n    scopes: [a2a]\n"

@@ -17,7 +17,7 @@ pub mod runtime;
 
 use std::sync::Mutex;
 
-use daedalus_runtime::llm::LlmEvent;
+use daedalus_runtime::agents::llm::LlmEvent;
 
 /// Collects the events of an LLM turn for assertions.
 #[derive(Default)]

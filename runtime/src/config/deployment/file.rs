@@ -23,7 +23,7 @@ pub(super) struct DeploymentFile {
     pub(super) mcp: Option<McpFile>,
     pub(super) logger: Option<LoggerFile>,
     /// Inbound authentication (the `AUTH_*` variables win key by key).
-    pub(super) auth: Option<crate::identity::plan::AuthSettings>,
+    pub(super) auth: Option<crate::platform::identity::plan::AuthSettings>,
     /// What each principal, tenant and agent may spend (unknown keys refused).
     pub(super) budgets: Option<super::budgets::BudgetPlan>,
     /// Per model (`<provider>.<model>`): its price (unknown keys refused).

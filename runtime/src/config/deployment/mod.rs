@@ -57,7 +57,7 @@ pub struct Deployment {
     /// The file's `auth:` block, as written (validated with the `AUTH_*` flags over it, and
     /// shown as the plan: `Config::auth`).
     #[serde(skip)]
-    pub auth: crate::identity::plan::AuthSettings,
+    pub auth: crate::platform::identity::plan::AuthSettings,
     /// The `budgets:` block; `None`: nothing is limited.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budgets: Option<budgets::BudgetPlan>,
@@ -209,7 +209,7 @@ pub struct AgentDef {
     pub model: ModelRef,
     pub servers: Vec<ServerRef>,
     /// Sampling parameters as configured (`null` clears a default); resolved per provider later.
-    pub request_params: crate::sampling::SamplingParams,
+    pub request_params: crate::config::sampling::SamplingParams,
     pub max_iterations: u32,
     pub skills: Vec<AgentSkill>,
     pub instance_scope: InstanceScope,
@@ -241,7 +241,7 @@ pub enum ReplyAs {
 pub struct Personality {
     pub instruction: String,
     pub description: String,
-    pub request_params: crate::sampling::SamplingParams,
+    pub request_params: crate::config::sampling::SamplingParams,
 }
 
 /// Why the deployment cannot be used. Every variant names the file and the key path.

@@ -2,7 +2,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::*;
-use crate::sampling::Setting;
+use crate::config::sampling::Setting;
 
 /// A project directory with the given files.
 fn project(files: &[(&str, &str)]) -> tempfile::TempDir {

@@ -12,7 +12,7 @@ use super::{
     DownstreamAuth, McpServer, ModelCapabilities, ModelRef, ProviderSettings, ServerKind,
     ServerRef, parse_model,
 };
-use crate::sampling::SamplingParams;
+use crate::config::sampling::SamplingParams;
 
 pub(super) fn build(
     file: &str,

@@ -14,8 +14,8 @@ use tower::ServiceExt;
 
 use super::tests::state_with;
 use super::{A2aFace, router};
-use crate::agent_loop::Passthrough;
-use crate::turns::admission::HELD_TURN_BYTES;
+use crate::agents::agent_loop::Passthrough;
+use crate::services::turns::admission::HELD_TURN_BYTES;
 
 /// Answers `request`'s status, `Retry-After` and JSON body.
 async fn answer(state: &A2aFace, request: Request<Body>) -> (StatusCode, Option<String>, Value) {
@@ -187,7 +187,7 @@ fn subscribe(task_id: &str) -> Request<Body> {
 
 #[tokio::test]
 async fn a_subscription_holds_room_in_the_turn_memory_and_one_past_it_is_refused_at_once() {
-    use crate::turns::admission::HELD_STREAM_BYTES;
+    use crate::services::turns::admission::HELD_STREAM_BYTES;
     // Room for one held turn and one subscription to it, not two.
     let state = state_with(Arc::new(Passthrough), |c| {
         c.limits.turn_memory_bytes =

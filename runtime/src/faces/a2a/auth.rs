@@ -16,7 +16,7 @@ use super::A2aFace;
 use super::error::ApiError;
 use super::operations::VERSION_PARAM;
 use super::standard::rest::REST_PATH;
-use crate::identity::{Caller, Refusal};
+use crate::platform::identity::{Caller, Refusal};
 
 /// Authenticates a task route's request (see the module).
 pub(super) async fn authenticate(

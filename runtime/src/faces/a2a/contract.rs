@@ -3,7 +3,7 @@
 //! with `Accept: text/event-stream`, with its stream ([`super::sse`]).
 //!
 //! The task, context, continuation and replay rules are the turn service's
-//! ([`crate::turns::Memory::Task`]); this handler reads the request, passes the caller's bearer
+//! ([`crate::services::turns::Memory::Task`]); this handler reads the request, passes the caller's bearer
 //! token and `metadata.request_params`, and maps refusals to HTTP statuses.
 //!
 //! `history` is returned only when `configuration.historyLength` asks for it, so a result
@@ -17,10 +17,10 @@ use daedalus_contract::{SendMessageRequest, Task};
 use super::A2aFace;
 use super::error::ApiError;
 use super::sse;
-use crate::agent_loop::Bearer;
-use crate::identity::Caller;
-use crate::telemetry::TraceHeaders;
-use crate::turns::{Memory, TurnError, TurnErrorKind, TurnRequest};
+use crate::agents::agent_loop::Bearer;
+use crate::platform::identity::Caller;
+use crate::platform::telemetry::TraceHeaders;
+use crate::services::turns::{Memory, TurnError, TurnErrorKind, TurnRequest};
 
 /// One contract request: the turn it starts, answered with its `Task` or its SSE stream.
 pub(super) async fn send(

@@ -7,8 +7,8 @@ use daedalus_contract::Metadata;
 use serde::Deserialize as _;
 use serde_json::Value;
 
-use crate::agent_loop::{TurnControls, warn_unknown_keys};
-use crate::sampling::{SamplingError, SamplingParams};
+use crate::agents::agent_loop::{TurnControls, warn_unknown_keys};
+use crate::config::sampling::{SamplingError, SamplingParams};
 
 const SAMPLING_KEY: &str = "request_params";
 

@@ -220,7 +220,8 @@ fn security(
     Option<daedalus_contract::model::Metadata>,
     Option<Vec<serde_json::Value>>,
 ) {
-    let Some((schemes, requirements)) = crate::identity::card::security(&config.auth) else {
+    let Some((schemes, requirements)) = crate::platform::identity::card::security(&config.auth)
+    else {
         return (None, None);
     };
     let schemes = match serde_json::to_value(schemes) {

@@ -59,7 +59,7 @@ pub enum ApiError {
     #[error("{0}")]
     HandedOff(String),
     #[error("runtime is running as many tasks as it may ({0}); retry later")]
-    Busy(crate::turns::Limit),
+    Busy(crate::services::turns::Limit),
     /// Nothing was done, and the same request may succeed soon (the task store).
     #[error("{0}")]
     RetryLater(String),
@@ -68,7 +68,7 @@ pub enum ApiError {
     TaskTooLarge(String),
     /// A budget of the caller is spent for now (`429`, with `Retry-After` when a wait helps).
     #[error("{0}")]
-    OverBudget(crate::budgets::BudgetRefusal),
+    OverBudget(crate::agents::budgets::BudgetRefusal),
     #[error("no route for {method} {path}")]
     NotFound { method: String, path: String },
     #[error("method {method} not allowed on {path}")]
@@ -80,7 +80,7 @@ pub enum ApiError {
     TaskNotFound(String),
     /// Who is calling is unknown, or may not.
     #[error("{0}")]
-    Refused(crate::identity::Refusal),
+    Refused(crate::platform::identity::Refusal),
 }
 
 impl ApiError {

@@ -2,7 +2,7 @@
 //! HTTP+JSON; a server stream on gRPC): the turn a request started, or a task as it stands and
 //! then its log, until the final status update.
 //!
-//! The events wait in the turn service's byte-bounded queue ([`crate::turns::stream`]): a reader
+//! The events wait in the turn service's byte-bounded queue ([`crate::services::turns::stream`]): a reader
 //! that falls behind misses chunks and steps, never the end. A reader that goes away drops the
 //! stream and stops nothing. The stream holds its place among in-flight requests until it
 //! ends, so a SIGTERM drain waits for it.
@@ -11,7 +11,7 @@ use daedalus_contract::{StreamEvent, Task};
 use futures::Stream;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
-use crate::turns::{EventReceiver, Following, TaskHandle};
+use crate::services::turns::{EventReceiver, Following, TaskHandle};
 
 /// Where a stream's events come from.
 pub(super) enum Events {
@@ -73,7 +73,7 @@ mod tests {
     #[tokio::test]
     async fn a_turns_event_stream_is_a_fraction_of_a_kib() {
         let tracker = tokio_util::task::TaskTracker::new();
-        let (_out, events) = crate::turns::stream::queue();
+        let (_out, events) = crate::services::turns::stream::queue();
         let stream = Events::Turn(events).until_final(tracker.token(), |_| String::new());
         let bytes = std::mem::size_of_val(&stream);
         assert!(bytes <= 512, "a turn's event stream takes {bytes} bytes");

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::A2aFace;
 use super::error::ApiError;
-use crate::turns::Phase;
+use crate::services::turns::Phase;
 
 #[derive(Serialize)]
 struct Healthy {
@@ -26,21 +26,21 @@ pub(super) async fn health(State(state): State<A2aFace>) -> Response {
 #[derive(Serialize)]
 struct Healthz {
     status: &'static str,
-    providers: Vec<crate::llm::preflight::ProviderCheck>,
-    downstream: Vec<crate::fleet::DownstreamState>,
+    providers: Vec<crate::agents::llm::preflight::ProviderCheck>,
+    downstream: Vec<crate::agents::fleet::DownstreamState>,
     /// Live MCP sessions against their bound; `full` while a new one ends an idle one.
-    mcp_sessions: crate::mcp_session_book::SessionsStatus,
+    mcp_sessions: crate::stores::mcp_sessions::SessionsStatus,
     /// This replica in a shared task store: its lease renewed, its watch live.
     #[serde(skip_serializing_if = "Option::is_none")]
-    tasks: Option<crate::task_store::ReplicaHealth>,
+    tasks: Option<crate::stores::tasks::ReplicaHealth>,
     /// Whether callers must authenticate, and the keys their credentials are checked with.
-    auth: crate::identity::IdentityHealth,
+    auth: crate::platform::identity::IdentityHealth,
     /// Push notifications: what waits for webhooks, what was delivered, retried, given up
     /// and dropped, and the last delivery given up.
-    push: crate::push::PushHealth,
+    push: crate::services::push::PushHealth,
     /// Budgets (`budgets:`): how many are configured and refusing now, never whose.
     #[serde(skip_serializing_if = "Option::is_none")]
-    budgets: Option<crate::budgets::BudgetsHealth>,
+    budgets: Option<crate::agents::budgets::BudgetsHealth>,
 }
 
 /// 200 `{"status":"ok"}` when the active provider passed its last check, every downstream
@@ -58,7 +58,7 @@ pub(super) async fn healthz(State(state): State<A2aFace>) -> Response {
         && !mcp_sessions.full
         && tasks
             .as_ref()
-            .is_none_or(crate::task_store::ReplicaHealth::ok);
+            .is_none_or(crate::stores::tasks::ReplicaHealth::ok);
     let code = if healthy {
         axum::http::StatusCode::OK
     } else {

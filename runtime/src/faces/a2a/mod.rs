@@ -47,9 +47,9 @@ pub use discovery::{CONTRACT_BINDING, Discovery};
 pub use error::ApiError;
 
 use crate::config::Limits;
-use crate::core::Core;
-use crate::identity::Caller;
-use crate::turns::Phase;
+use crate::platform::identity::Caller;
+use crate::services::state::Core;
+use crate::services::turns::Phase;
 use body::TaskPost;
 use standard::{grpc, jsonrpc, rest};
 

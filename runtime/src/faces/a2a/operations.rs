@@ -20,14 +20,14 @@ use daedalus_contract::{
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::A2aFace;
-use crate::agent_loop::Bearer;
-use crate::identity::Caller;
-use crate::push::PushError;
-use crate::task_store::{ListError, ListQuery, SubscribeRefusal};
-use crate::telemetry::TraceHeaders;
-use crate::turns::{
+use crate::agents::agent_loop::Bearer;
+use crate::platform::identity::Caller;
+use crate::platform::telemetry::TraceHeaders;
+use crate::services::push::PushError;
+use crate::services::turns::{
     CancelError, FollowError, Following, Memory, TaskHandle, TurnError, TurnErrorKind, TurnRequest,
 };
+use crate::stores::tasks::{ListError, ListQuery, SubscribeRefusal};
 
 /// The protocol version the standard bindings speak.
 pub(super) const VERSION: &str = "1.0";
@@ -216,7 +216,7 @@ async fn prepare(
         None => message.task_id = Some(uuid::Uuid::new_v4().to_string()),
     }
     let metadata = request.metadata.as_ref();
-    let invalid = |e: crate::sampling::SamplingError| invalid_params(&e.to_string());
+    let invalid = |e: crate::config::sampling::SamplingError| invalid_params(&e.to_string());
     let sampling = super::controls::sampling(metadata).map_err(invalid)?;
     let controls = super::controls::controls(metadata).map_err(invalid)?;
     // A webhook of the send is set up before the turn begins, so it hears every state.
@@ -443,7 +443,7 @@ pub(super) async fn cancel_task(
 
 /// A budget's refusal as an A2A error: `BUDGET_EXCEEDED`, its metadata naming the caller's
 /// scope and the limit (never another's figures), and when to come back.
-pub(super) fn over_budget(refusal: &crate::budgets::BudgetRefusal) -> A2aError {
+pub(super) fn over_budget(refusal: &crate::agents::budgets::BudgetRefusal) -> A2aError {
     let error = A2aError::new(A2aErrorKind::BudgetExceeded, refusal.to_string())
         .with_metadata("scope", refusal.scope.as_str())
         .with_metadata("limit", refusal.limit.key());

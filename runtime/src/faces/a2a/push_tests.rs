@@ -15,8 +15,8 @@ use tower::ServiceExt;
 
 use super::tests::state_with;
 use super::{A2aFace, router};
-use crate::agent_loop::Tck;
-use crate::push::guard::AllowList;
+use crate::agents::agent_loop::Tck;
+use crate::config::push::AllowList;
 
 type Got = Arc<Mutex<Vec<(HeaderMap, Value)>>>;
 

@@ -9,8 +9,8 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use super::A2aFace;
-use crate::budgets::RateLimitItem;
-use crate::identity::Caller;
+use crate::agents::budgets::RateLimitItem;
+use crate::platform::identity::Caller;
 
 /// `RateLimit-Policy`.
 const POLICY_HEADER: &str = "ratelimit-policy";

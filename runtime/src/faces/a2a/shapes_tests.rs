@@ -13,7 +13,7 @@ use tower::ServiceExt;
 
 use super::tests::state_with;
 use super::{A2aFace, router};
-use crate::agent_loop::Tck;
+use crate::agents::agent_loop::Tck;
 
 fn tck() -> A2aFace {
     state_with(Arc::new(Tck), |_| {})

@@ -17,7 +17,7 @@ use daedalus_contract::{StreamEvent, Task};
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::events::Events;
-use crate::turns::{Following, TaskHandle};
+use crate::services::turns::{Following, TaskHandle};
 
 /// How often an idle stream sends a comment, so proxies and clients keep it open.
 pub(super) const KEEP_ALIVE: Duration = Duration::from_secs(15);

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use super::*;
-use crate::agent_loop::{Agent, AgentOutcome, AgentRequest, Passthrough};
+use crate::agents::agent_loop::{Agent, AgentOutcome, AgentRequest, Passthrough};
 use crate::config::Config;
 
 fn config() -> Config {
@@ -32,7 +32,7 @@ pub(super) fn state_with(agent: Arc<dyn Agent>, tweak: impl FnOnce(&mut Config))
 
 /// The A2A face of `agent`, its runtime still starting.
 fn starting(config: &Config, agent: Arc<dyn Agent>) -> A2aFace {
-    let fleet = crate::fleet::Fleet::single(&config.agent.name, agent);
+    let fleet = crate::agents::fleet::Fleet::single(&config.agent.name, agent);
     let core = crate::lifecycle::startup::build_core(config, fleet, None);
     crate::lifecycle::startup::a2a_face(config, core, config.listen).unwrap()
 }

@@ -9,7 +9,7 @@ use daedalus_contract::SchemaErrors;
 
 use super::{A2aFace, Discovery};
 use crate::config::Config;
-use crate::core::Core;
+use crate::services::state::Core;
 
 /// The face for a server bound at `bound`.
 pub fn build(config: &Config, core: Core, bound: SocketAddr) -> Result<A2aFace, SchemaErrors> {

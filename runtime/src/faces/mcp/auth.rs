@@ -16,7 +16,7 @@ use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
 
 use super::{OWN_PORT_PATH, Routes, main_port_path};
-use crate::identity::{Identity, Refusal};
+use crate::platform::identity::{Identity, Refusal};
 
 /// Where an endpoint's protected resource metadata is: this prefix, then the endpoint's path.
 pub const RESOURCE_METADATA_PREFIX: &str = "/.well-known/oauth-protected-resource";

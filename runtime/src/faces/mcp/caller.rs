@@ -7,11 +7,11 @@ use rmcp::model::ProtocolVersion;
 use rmcp::service::RequestContext;
 
 use super::Face;
-use crate::agent_loop::Bearer;
+use crate::agents::agent_loop::Bearer;
 use crate::config::deployment::InstanceScope;
-use crate::identity::Caller;
-use crate::telemetry::TraceHeaders;
-use crate::turns::{ConversationKey, Memory};
+use crate::platform::identity::Caller;
+use crate::platform::telemetry::TraceHeaders;
+use crate::services::turns::{ConversationKey, Memory};
 
 /// The caller's HTTP request, as rmcp hands it to handlers.
 fn parts(context: &RequestContext<RoleServer>) -> Option<&http::request::Parts> {

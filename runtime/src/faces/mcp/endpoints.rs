@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Routes;
-use crate::identity::{Identity, Refusal};
-use crate::metrics::Metrics;
+use crate::platform::identity::{Identity, Refusal};
+use crate::platform::metrics::Metrics;
 use axum::Router;
 use axum::extract::State;
 use axum::http::HeaderMap;

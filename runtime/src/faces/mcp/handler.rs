@@ -21,8 +21,8 @@ use super::caller::{self, bearer, conversation, trace};
 use super::routes::ChangeFeed;
 use super::{Face, send, stateless, tasks};
 use crate::config::deployment::InstanceScope;
-use crate::sampling::SamplingParams;
-use crate::turns::ConversationKey;
+use crate::config::sampling::SamplingParams;
+use crate::services::turns::ConversationKey;
 
 /// The tool that runs the agent.
 pub const SEND_MESSAGE: &str = "send_message";
@@ -79,7 +79,7 @@ static SEND_SCHEMA_WITH_CONVERSATION: LazyLock<Arc<Map<String, Value>>> = LazyLo
 
 /// The `send_message` arguments, as a JSON schema; the sampling keys come from
 /// [`SamplingParams`], the one list of them, and the chat controls from the typed
-/// [`crate::agent_loop::TurnControls`].
+/// [`crate::agents::agent_loop::TurnControls`].
 fn send_schema() -> Value {
     let mut schema = json!({
         "type": "object",
@@ -106,7 +106,7 @@ fn send_schema() -> Value {
     });
     if let Some(properties) = schema["properties"].as_object_mut() {
         properties.extend(SamplingParams::property_schemas());
-        properties.extend(crate::agent_loop::TurnControls::property_schemas());
+        properties.extend(crate::agents::agent_loop::TurnControls::property_schemas());
     }
     schema
 }
@@ -276,7 +276,7 @@ impl ServerHandler for AgentServer {
                 trace_id = tracing::field::Empty,
                 span_id = tracing::field::Empty,
             );
-            crate::telemetry::continue_trace(&span, &trace(&context));
+            crate::platform::telemetry::continue_trace(&span, &trace(&context));
             let report = tracing::Instrument::instrument(self.get_health(&context), span).await;
             return Ok(report.into());
         }

@@ -29,10 +29,10 @@ use std::sync::Arc;
 
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
-use crate::agent_health::AgentHealth;
+use crate::agents::fleet::Fleet;
 use crate::config::deployment::{AgentDef, Deployment, InstanceScope};
-use crate::core::Core;
-use crate::fleet::Fleet;
+use crate::services::health::AgentHealth;
+use crate::services::state::Core;
 use session_manager::BoundedSessions;
 
 pub use handler::{AgentServer, GET_HEALTH, SEND_MESSAGE};

@@ -32,7 +32,7 @@ enum Item {
 use daedalus_contract::{Message, StreamEvent, TaskState};
 
 /// The progress message of a stream event: what a step of the turn says (the turn service
-/// words it; see [`crate::turns::stream::step_text`]).
+/// words it; see [`crate::services::turns::stream::step_text`]).
 pub fn message(event: &StreamEvent) -> Option<String> {
     match event {
         StreamEvent::StatusUpdate(update)

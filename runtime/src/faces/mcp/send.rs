@@ -20,10 +20,10 @@ use serde_json::{Map, Value};
 use super::Face;
 use super::caller;
 use super::progress::{self, Reporter};
-use crate::agent_loop::{TurnControls, warn_unknown_keys};
-use crate::metrics::{AgentLabel, AgentOutcome as OutcomeLabel};
-use crate::sampling::{SamplingError, SamplingParams};
-use crate::turns::{Memory, TurnError, TurnErrorKind, TurnRequest};
+use crate::agents::agent_loop::{TurnControls, warn_unknown_keys};
+use crate::config::sampling::{SamplingError, SamplingParams};
+use crate::platform::metrics::{AgentLabel, AgentOutcome as OutcomeLabel};
+use crate::services::turns::{Memory, TurnError, TurnErrorKind, TurnRequest};
 
 #[derive(Debug, Deserialize)]
 struct SendArgs {
@@ -343,13 +343,15 @@ mod tests {
 
     #[test]
     fn a_spent_budget_names_its_limit_and_when_to_retry() {
-        let refused = refusal(&TurnError::OverBudget(crate::budgets::BudgetRefusal {
-            scope: crate::budgets::ScopeKind::Principal,
-            name: "ci-bot".to_owned(),
-            limit: crate::budgets::LimitKind::TurnsPerMinute,
-            value: 10,
-            retry_after: Some(std::time::Duration::from_secs(31)),
-        }));
+        let refused = refusal(&TurnError::OverBudget(
+            crate::agents::budgets::BudgetRefusal {
+                scope: crate::agents::budgets::ScopeKind::Principal,
+                name: "ci-bot".to_owned(),
+                limit: crate::agents::budgets::LimitKind::TurnsPerMinute,
+                value: 10,
+                retry_after: Some(std::time::Duration::from_secs(31)),
+            },
+        ));
         assert_eq!(refused.is_error, Some(true));
         let text = first_text(&refused);
         assert!(

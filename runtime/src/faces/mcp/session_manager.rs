@@ -17,7 +17,7 @@ use rmcp::transport::streamable_http_server::session::{
     ServerSseMessage, SessionId, SessionManager,
 };
 
-use crate::mcp_session_book::{SessionBook, SessionCloser};
+use crate::stores::mcp_sessions::{SessionBook, SessionCloser};
 
 /// Messages a call's stream buffers before the session waits for its client: a call's answer
 /// and its progress notifications go out as they come, so a few suffice (rmcp's default is

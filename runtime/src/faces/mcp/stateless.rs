@@ -28,7 +28,7 @@ use super::Face;
 use super::caller;
 use super::send::{self, Prepared};
 use crate::config::deployment::InstanceScope;
-use crate::turns::{Memory, TurnRequest};
+use crate::services::turns::{Memory, TurnRequest};
 
 /// The `_meta` key of the result that names the conversation a `connection` call continued.
 pub(super) const CONVERSATION_META: &str = "conversation_id";

@@ -14,7 +14,7 @@ use rmcp::service::RequestContext;
 
 use super::stateless::{self, Answer};
 use super::{Face, caller, send};
-use crate::turns::CancelError;
+use crate::services::turns::CancelError;
 
 fn not_found(task_id: &str) -> ErrorData {
     ErrorData::invalid_params(format!("task {task_id} not found"), None)
@@ -90,7 +90,9 @@ pub(super) async fn update(
     let turn = stateless::answering(face, &task_id, answer, context);
     match face.core.turns().start(turn).await {
         Ok(_running) => Ok(()),
-        Err(e) if e.kind() == crate::turns::TurnErrorKind::NotFound => Err(not_found(&task_id)),
+        Err(e) if e.kind() == crate::services::turns::TurnErrorKind::NotFound => {
+            Err(not_found(&task_id))
+        }
         Err(e) => Err(ErrorData::invalid_params(e.to_string(), None)),
     }
 }

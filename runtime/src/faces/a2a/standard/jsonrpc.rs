@@ -20,7 +20,7 @@ use daedalus_contract::{
 use super::method::{Answer, read, result_of, sse_data};
 use super::v03;
 use crate::faces::a2a::{A2aFace, operations, sse};
-use crate::identity::Caller;
+use crate::platform::identity::Caller;
 
 /// Answers one JSON-RPC request.
 pub(in crate::faces::a2a) async fn answer(

@@ -170,7 +170,7 @@ async fn versions_methods_and_params_get_the_spec_errors() {
         "a config of a task that is not there"
     );
     let off = crate::faces::a2a::tests::state_with(
-        std::sync::Arc::new(crate::agent_loop::Passthrough),
+        std::sync::Arc::new(crate::agents::agent_loop::Passthrough),
         |c| {
             c.push.enabled = false;
         },

@@ -22,7 +22,7 @@ use daedalus_contract::{
 use serde::Deserialize;
 
 use crate::faces::a2a::{A2aFace, body, operations, sse};
-use crate::identity::Caller;
+use crate::platform::identity::Caller;
 
 /// Where the binding is mounted.
 pub(in crate::faces::a2a) const REST_PATH: &str = "/a2a/rest";

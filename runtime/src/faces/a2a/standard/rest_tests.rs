@@ -366,7 +366,7 @@ async fn answers_in_the_media_type_the_client_used() {
 #[tokio::test]
 async fn push_config_routes_answer_push_not_supported_while_push_is_off() {
     let state = crate::faces::a2a::tests::state_with(
-        std::sync::Arc::new(crate::agent_loop::Passthrough),
+        std::sync::Arc::new(crate::agents::agent_loop::Passthrough),
         |c| {
             c.push.enabled = false;
         },

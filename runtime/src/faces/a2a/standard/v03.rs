@@ -20,7 +20,7 @@ use serde::Deserialize;
 
 use super::method::{Answer, read, result_of, sse_data};
 use crate::faces::a2a::{A2aFace, operations, sse};
-use crate::identity::Caller;
+use crate::platform::identity::Caller;
 
 /// `message/send`'s v0.3 configuration: only what v1 spells differently.
 #[derive(Debug, Default, Deserialize)]

@@ -26,7 +26,7 @@ use tonic::{Request, Response, Status};
 use super::status::status;
 use crate::faces::a2a::events::Events;
 use crate::faces::a2a::{A2aFace, operations};
-use crate::identity::Caller;
+use crate::platform::identity::Caller;
 
 /// A server stream of the binding: the Task first, then its events, until the final one.
 type EventStream = Pin<Box<dyn Stream<Item = Result<v1::StreamResponse, Status>> + Send>>;
@@ -94,7 +94,7 @@ fn call<M: Tenanted>(request: &Request<M>) -> Result<Call, Status> {
         .map_err(|_| {
             status(&A2aError::new(
                 A2aErrorKind::PermissionDenied,
-                crate::identity::Refusal::Tenant.to_string(),
+                crate::platform::identity::Refusal::Tenant.to_string(),
             ))
         })?;
     Ok(Call { headers, caller })

@@ -84,10 +84,10 @@ mod tests {
 
     #[test]
     fn a_spent_budget_is_resource_exhausted_naming_its_scope_and_limit() {
-        let refusal = crate::budgets::BudgetRefusal {
-            scope: crate::budgets::ScopeKind::Tenant,
+        let refusal = crate::agents::budgets::BudgetRefusal {
+            scope: crate::agents::budgets::ScopeKind::Tenant,
             name: "acme".to_owned(),
-            limit: crate::budgets::LimitKind::TokensPerMinute,
+            limit: crate::agents::budgets::LimitKind::TokensPerMinute,
             value: 1,
             retry_after: Some(std::time::Duration::from_secs(12)),
         };

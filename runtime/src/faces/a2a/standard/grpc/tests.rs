@@ -13,10 +13,10 @@ use prost::Message as _;
 use tonic::Code;
 use tower::ServiceExt;
 
-use crate::agent_loop::Passthrough;
+use crate::agents::agent_loop::Passthrough;
 use crate::faces::a2a::tests::state_with;
 use crate::faces::a2a::{A2aFace, router};
-use crate::turns::admission::HELD_TURN_BYTES;
+use crate::services::turns::admission::HELD_TURN_BYTES;
 
 /// A gRPC `SendMessage` of a text, framed.
 fn send(id: &str, text: &str) -> Request<Body> {

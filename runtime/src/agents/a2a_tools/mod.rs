@@ -1,0 +1,292 @@
+//! Other A2A agents as tools: a server entry `type: a2a` names another agent's card, and each
+//! of its skills becomes a tool `<server>__<skill>` taking `{message, task_id?}`.
+//!
+//! - The card is read when the tools are first listed and again after [`CARD_TTL`]; an agent
+//!   whose card cannot be read offers no tools until it can.
+//! - A call is an A2A v1 `SendStreamingMessage` to the card's JSON-RPC interface (a blocking
+//!   `SendMessage` when the card says it does not stream), carrying the caller's trace context
+//!   (`traceparent`, `tracestate`), the server's headers, and the caller's bearer when the entry
+//!   opted in (`forward_inbound_auth`). The skill rides in the message's `metadata.skill`.
+//! - What comes back: the text of the remote task's artifacts; an `input-required` task comes
+//!   back as its question with the remote task's id, which the model passes as `task_id` with
+//!   its answer; a failed, rejected or canceled task is an error result saying why.
+//! - A cancel of the calling turn reaches the remote agent: its `CancelTask` is called for the
+//!   task the call started ([`call`]).
+//! - A durable turn notes the remote task's id in its checkpoint as soon as the agent names it
+//!   (a streamed answer's first event); resumed after its runtime stopped mid-call, the turn
+//!   asks for that task (`GetTask`) and follows it to its end (`SubscribeToTask`, or `GetTask`
+//!   again each second when the card does not stream) instead of sending the message again.
+//!   A call whose task was never named (a blocking `SendMessage`, or cut before the first
+//!   event) is not made again: the model reads that it was interrupted.
+
+mod call;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use daedalus_contract::AgentCard;
+use serde_json::{Value, json};
+
+use crate::agents::agent_loop::tools::split_name;
+use crate::agents::agent_loop::{Bearer, CallContext, ToolResult, ToolSource};
+use crate::agents::downstream_auth::Downstream;
+use crate::agents::llm::ToolSpec;
+use crate::config::deployment::McpServer;
+
+/// How long a card read is trusted.
+pub const CARD_TTL: Duration = Duration::from_mins(5);
+/// How long reading a card may take.
+const CARD_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest tool name providers take.
+const MAX_TOOL_NAME: usize = 64;
+
+/// Other A2A agents, by server name.
+#[derive(Debug)]
+pub struct A2aAgents {
+    servers: BTreeMap<String, RemoteAgent>,
+    http: reqwest::Client,
+}
+
+#[derive(Debug)]
+struct RemoteAgent {
+    def: McpServer,
+    card: Mutex<Option<(Instant, Arc<AgentCard>)>>,
+    /// The runtime's credential for it, when its entry has an `auth` block.
+    credential: Option<Downstream>,
+}
+
+/// A tool call's arguments.
+#[derive(Debug, serde::Deserialize)]
+struct CallArgs {
+    message: String,
+    #[serde(default)]
+    task_id: Option<String>,
+}
+
+impl A2aAgents {
+    pub fn new(servers: BTreeMap<String, McpServer>) -> Self {
+        Self {
+            servers: servers
+                .into_iter()
+                .map(|(name, def)| {
+                    (
+                        name,
+                        RemoteAgent {
+                            credential: Downstream::of(&def),
+                            def,
+                            card: Mutex::new(None),
+                        },
+                    )
+                })
+                .collect(),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// The names of the servers.
+    pub fn names(&self) -> Vec<String> {
+        self.servers.keys().cloned().collect()
+    }
+
+    /// `server`'s card, read again when older than [`CARD_TTL`].
+    async fn card(&self, server: &str) -> Result<Arc<AgentCard>, String> {
+        let remote = self
+            .servers
+            .get(server)
+            .ok_or_else(|| format!("no A2A agent named {server}"))?;
+        if let Some((read, card)) = remote
+            .card
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            && read.elapsed() < CARD_TTL
+        {
+            return Ok(Arc::clone(card));
+        }
+        let url = card_url(&remote.def.url);
+        let mut request = self.http.get(&url).timeout(CARD_TIMEOUT);
+        for (name, value) in &remote.def.headers {
+            request = request.header(name, value);
+        }
+        let shown = crate::config::redact_url(&remote.def.url);
+        let response = request.send().await.map_err(|e| {
+            format!(
+                "cannot read {server}'s agent card at {shown}: {}",
+                e.without_url()
+            )
+        })?;
+        if !response.status().is_success() {
+            return Err(format!(
+                "{server}'s agent card at {shown} answered {}",
+                response.status()
+            ));
+        }
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| format!("cannot read {server}'s agent card: {}", e.without_url()))?;
+        let card: AgentCard = daedalus_contract::read::from_slice(&bytes)
+            .map_err(|e| format!("{server}'s agent card is not an A2A card: {e}"))?;
+        let card = Arc::new(card);
+        *remote.card.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((Instant::now(), Arc::clone(&card)));
+        Ok(card)
+    }
+}
+
+/// Where the card of an entry whose `url` is `url` is: the URL itself when it names a JSON
+/// document, else the well-known path under it.
+pub fn card_url(url: &str) -> String {
+    let is_json = std::path::Path::new(url)
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    if is_json {
+        url.to_owned()
+    } else {
+        format!(
+            "{}{}",
+            url.trim_end_matches('/'),
+            daedalus_contract::container::AGENT_CARD_PATH
+        )
+    }
+}
+
+/// The tool name of `skill` of `server`: `[A-Za-z0-9_-]` only, at most 64 characters.
+fn tool_name(server: &str, skill: &str) -> String {
+    let skill: String = skill
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mut name = format!("{server}__{skill}");
+    name.truncate(MAX_TOOL_NAME);
+    name
+}
+
+fn input_schema(agent: &str) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "message": {"type": "string", "description": format!("What to ask {agent}")},
+            "task_id": {
+                "type": "string",
+                "description": "To answer a question the agent asked: the task_id it gave",
+            },
+        },
+        "required": ["message"],
+        "additionalProperties": false,
+    })
+}
+
+#[async_trait]
+impl ToolSource for A2aAgents {
+    fn serves(&self, server: &str) -> bool {
+        self.servers.contains_key(server)
+    }
+
+    async fn tools(&self, _bearer: &Bearer) -> Vec<ToolSpec> {
+        let mut tools = Vec::new();
+        for server in self.servers.keys() {
+            let card = match self.card(server).await {
+                Ok(card) => card,
+                Err(why) => {
+                    tracing::warn!(server, why, "an A2A agent offers no tools");
+                    continue;
+                }
+            };
+            if card.skills.is_empty() {
+                tools.push(ToolSpec {
+                    name: tool_name(server, "send_message"),
+                    description: card.description.clone(),
+                    input_schema: input_schema(&card.name),
+                });
+            }
+            for skill in &card.skills {
+                tools.push(ToolSpec {
+                    name: tool_name(server, &skill.id),
+                    description: format!("{} ({}): {}", skill.name, card.name, skill.description),
+                    input_schema: input_schema(&card.name),
+                });
+            }
+        }
+        tools
+    }
+
+    async fn call(&self, name: &str, arguments: &Value, context: &CallContext) -> ToolResult {
+        let (server, tool) = split_name(name);
+        let error = |content: String| ToolResult {
+            content,
+            is_error: true,
+            files: Vec::new(),
+        };
+        let Some(remote) = self.servers.get(server) else {
+            return error(format!("no tool named {name}"));
+        };
+        let args: CallArgs = match serde_json::from_value(arguments.clone()) {
+            Ok(args) => args,
+            Err(e) => {
+                return error(format!(
+                    "{name}: the arguments are not {{message, task_id?}}: {e}"
+                ));
+            }
+        };
+        let card = match self.card(server).await {
+            Ok(card) => card,
+            Err(why) => return error(why),
+        };
+        let skill = card
+            .skills
+            .iter()
+            .find(|s| tool_name(server, &s.id) == name)
+            .map(|s| s.id.clone());
+        if skill.is_none() && !card.skills.is_empty() {
+            return error(format!("{server} has no skill {tool}"));
+        }
+        let token = match &remote.credential {
+            Some(credential) => match credential.token(&context.bearer).await {
+                Ok(token) => Some(token),
+                Err(problem) => return error(format!("{server}: {problem}")),
+            },
+            None => None,
+        };
+        let target = call::Target {
+            server,
+            def: &remote.def,
+            card: &card,
+            http: &self.http,
+            token,
+        };
+        match &context.started {
+            Some(started) => call::follow(&target, started.clone(), context).await,
+            None => call::send(&target, args.message, args.task_id, skill, context).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_names_are_provider_safe_and_bounded() {
+        assert_eq!(tool_name("echo", "echo"), "echo__echo");
+        assert_eq!(tool_name("a", "say hi/now"), "a__say_hi_now");
+        assert_eq!(tool_name("a", &"x".repeat(100)).len(), MAX_TOOL_NAME);
+    }
+
+    #[test]
+    fn the_card_is_at_the_url_or_under_it() {
+        assert_eq!(card_url("http://h:1/card.json"), "http://h:1/card.json");
+        assert_eq!(
+            card_url("http://h:1/"),
+            "http://h:1/.well-known/agent-card.json"
+        );
+    }
+}

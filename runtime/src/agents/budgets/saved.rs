@@ -1,0 +1,113 @@
+//! Budget usage kept in the tasks' SQLite file (`TASKS_DB`, one replica), so a restart does
+//! not hand every scope a fresh day: the book's windows that are still on are read back at
+//! startup, and the windows that changed are written every [`SAVE_EVERY`] (and at shutdown),
+//! off the turns' path. A crash of the process loses at most the last [`SAVE_EVERY`] of
+//! spending. One row per scope and limit (`budget_usage`); rows of windows two days over go.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rusqlite::params;
+
+use super::shared::UsageError;
+use super::usage::{SavedWindow, Window};
+use super::{DAY_MS, LimitKind, ScopeKind, window_start};
+
+/// How often the windows that changed are written.
+pub const SAVE_EVERY: Duration = Duration::from_secs(1);
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS budget_usage (
+    scope TEXT NOT NULL,
+    name TEXT NOT NULL,
+    lim TEXT NOT NULL,
+    start INTEGER NOT NULL,
+    used INTEGER NOT NULL,
+    PRIMARY KEY (scope, name, lim)
+) WITHOUT ROWID;
+";
+
+/// The `budget_usage` table of one SQLite file.
+#[derive(Debug)]
+pub struct SavedUsage {
+    location: String,
+    conn: Mutex<rusqlite::Connection>,
+}
+
+impl SavedUsage {
+    /// Opens the table in the SQLite file at `path` (created if absent).
+    pub fn open(path: &str) -> Result<Self, UsageError> {
+        let location = format!("sqlite file {path}");
+        let fail = |e: rusqlite::Error| UsageError::new(&location, e);
+        let conn = crate::stores::sqlite_writer::connect(path).map_err(fail)?;
+        conn.execute_batch(SCHEMA).map_err(fail)?;
+        Ok(Self {
+            location,
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn fail(&self, e: impl std::fmt::Display) -> UsageError {
+        UsageError::new(&self.location, e)
+    }
+
+    /// The windows still on at `now`.
+    pub(super) fn load(&self, now: u64) -> Result<Vec<SavedWindow>, UsageError> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut select = conn
+            .prepare("SELECT scope, name, lim, start, used FROM budget_usage")
+            .map_err(|e| self.fail(e))?;
+        let rows = select
+            .query_map([], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, String>(2)?,
+                    row.get::<_, i64>(3)?,
+                    row.get::<_, i64>(4)?,
+                ))
+            })
+            .map_err(|e| self.fail(e))?;
+        let mut windows = Vec::new();
+        for row in rows {
+            let (scope, name, limit, start, used) = row.map_err(|e| self.fail(e))?;
+            let (Some(scope), Some(limit)) =
+                (ScopeKind::named(&scope), LimitKind::from_key(&limit))
+            else {
+                continue;
+            };
+            let (Ok(start), Ok(used)) = (u64::try_from(start), u64::try_from(used)) else {
+                continue;
+            };
+            if limit.window_ms().is_some() && start == window_start(limit, now) {
+                windows.push((scope, Arc::from(name), limit, Window { start, used }));
+            }
+        }
+        Ok(windows)
+    }
+
+    /// Writes `windows` in one transaction, and drops the rows of windows two days over.
+    pub(super) fn save(&self, windows: &[SavedWindow], now: u64) -> Result<(), UsageError> {
+        let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let tx = conn.transaction().map_err(|e| self.fail(e))?;
+        {
+            let mut upsert = tx
+                .prepare_cached(
+                    "INSERT INTO budget_usage (scope, name, lim, start, used) VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT (scope, name, lim) DO UPDATE SET start = excluded.start, used = excluded.used",
+                )
+                .map_err(|e| self.fail(e))?;
+            for (scope, name, limit, window) in windows {
+                let start = i64::try_from(window.start).unwrap_or(i64::MAX);
+                let used = i64::try_from(window.used).unwrap_or(i64::MAX);
+                upsert
+                    .execute(params![scope.as_str(), &**name, limit.key(), start, used])
+                    .map_err(|e| self.fail(e))?;
+            }
+            let over = i64::try_from(now.saturating_sub(2 * DAY_MS)).unwrap_or(0);
+            tx.execute("DELETE FROM budget_usage WHERE start < ?1", params![over])
+                .map_err(|e| self.fail(e))?;
+        }
+        tx.commit().map_err(|e| self.fail(e))
+    }
+}

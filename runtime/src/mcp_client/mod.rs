@@ -1,9 +1,0 @@
-//! Downstream MCP servers (Streamable HTTP, via rmcp) as a [`ToolSource`](crate::agent_loop::ToolSource).
-
-mod client;
-mod error;
-pub mod files;
-mod traced_http;
-
-pub use client::{McpServers, McpStatus};
-pub use error::McpError;

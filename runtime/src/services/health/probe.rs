@@ -1,0 +1,276 @@
+//! One downstream server's probe, and the report a set of probes makes.
+//!
+//! An MCP server is probed the way the specification says: `POST` an `initialize` (with the
+//! server's configured headers, and the caller's bearer for a server that opted into
+//! forwarding) under a 3 s timeout, then `DELETE` the session it opened. A server that speaks
+//! only the 2026-07-28 revision answers `initialize` with a 400 carrying a JSON-RPC error: it is
+//! reachable. Another A2A agent (`type: a2a`) is probed by reading its card.
+
+use std::time::Duration;
+
+use chrono::{SecondsFormat, Utc};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::agents::agent_loop::Bearer;
+use crate::config::deployment::{McpServer, ServerKind};
+
+/// How long one probe may take.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The protocol version the probe offers (the last one with `initialize`).
+const PROBE_PROTOCOL: &str = "2025-11-25";
+
+/// Whether an agent can work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HealthStatus {
+    /// Every downstream server answered and the provider is fine.
+    Ok,
+    /// It runs, but something it relies on is not answering.
+    Degraded,
+    /// It takes no work (the runtime is shutting down).
+    Error,
+}
+
+impl HealthStatus {
+    /// The `daedalus_runtime_agent_health_status` value: 1, 0.5, 0.
+    pub fn gauge(self) -> f64 {
+        match self {
+            HealthStatus::Ok => 1.0,
+            HealthStatus::Degraded => 0.5,
+            HealthStatus::Error => 0.0,
+        }
+    }
+}
+
+/// An agent's health, as `get_health` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HealthReport {
+    pub status: HealthStatus,
+    pub timestamp: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// One downstream server's probe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    pub server: String,
+    /// Why it is unreachable; `None` when it answered.
+    pub problem: Option<String>,
+}
+
+/// Why a downstream server's probe failed; its text is what `get_health` reports.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProbeError {
+    #[error("no answer within {PROBE_TIMEOUT:?}")]
+    NoAnswer,
+    /// The transport error, its URL left out.
+    #[error("unreachable ({0})")]
+    Unreachable(String),
+    #[error("answered HTTP {0}")]
+    Status(u16),
+}
+
+/// Probes `server` once.
+pub async fn probe(
+    client: &reqwest::Client,
+    name: &str,
+    server: &McpServer,
+    bearer: &Bearer,
+) -> Probe {
+    let check = async {
+        match server.kind {
+            ServerKind::Mcp => initialize(client, server, bearer).await,
+            ServerKind::A2a => read_card(client, server).await,
+        }
+    };
+    let problem = tokio::time::timeout(PROBE_TIMEOUT, check)
+        .await
+        .unwrap_or(Err(ProbeError::NoAnswer))
+        .err()
+        .map(|e| e.to_string());
+    Probe {
+        server: name.to_owned(),
+        problem,
+    }
+}
+
+fn request(
+    client: &reqwest::Client,
+    method: reqwest::Method,
+    server: &McpServer,
+    bearer: &Bearer,
+) -> reqwest::RequestBuilder {
+    let mut req = client
+        .request(method, &server.url)
+        .headers(crate::platform::telemetry::current_headers());
+    let mut has_auth = false;
+    for (k, v) in &server.headers {
+        has_auth |= k.eq_ignore_ascii_case("authorization");
+        req = req.header(k, v);
+    }
+    if !has_auth
+        && server.forward_inbound_auth
+        && let Some(token) = bearer.expose()
+    {
+        req = req.header(AUTHORIZATION, format!("Bearer {token}"));
+    }
+    req
+}
+
+async fn initialize(
+    client: &reqwest::Client,
+    server: &McpServer,
+    bearer: &Bearer,
+) -> Result<(), ProbeError> {
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": PROBE_PROTOCOL,
+            "capabilities": {},
+            "clientInfo": {"name": "daedalus-runtime-health", "version": env!("CARGO_PKG_VERSION")}
+        }
+    });
+    let response = request(client, reqwest::Method::POST, server, bearer)
+        .header(CONTENT_TYPE, "application/json")
+        .header(ACCEPT, "application/json, text/event-stream")
+        .header("mcp-protocol-version", PROBE_PROTOCOL)
+        .body(body.to_string())
+        .send()
+        .await
+        .map_err(|e| ProbeError::Unreachable(without_url(&e)))?;
+    let status = response.status();
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let text = response.text().await.unwrap_or_default();
+    let reachable = status.is_success()
+        // A server speaking only 2026-07-28 refuses `initialize` with a JSON-RPC error.
+        || (status == reqwest::StatusCode::BAD_REQUEST && text.contains("\"jsonrpc\""));
+    if !reachable {
+        return Err(ProbeError::Status(status.as_u16()));
+    }
+    if let Some(session) = session {
+        // Tear the session down; 2xx, 404 (already gone) and 405 (stateless) are all fine.
+        match request(client, reqwest::Method::DELETE, server, bearer)
+            .header("mcp-session-id", session)
+            .header("mcp-protocol-version", PROBE_PROTOCOL)
+            .send()
+            .await
+        {
+            Ok(r) if r.status().is_success() || matches!(r.status().as_u16(), 404 | 405) => {}
+            Ok(r) => tracing::debug!(status = r.status().as_u16(), "closing the probe's session"),
+            Err(e) => tracing::debug!(error = %without_url(&e), "closing the probe's session"),
+        }
+    }
+    Ok(())
+}
+
+/// Reads another A2A agent's card: reachable when it answers 2xx.
+async fn read_card(client: &reqwest::Client, server: &McpServer) -> Result<(), ProbeError> {
+    let url = crate::agents::a2a_tools::card_url(&server.url);
+    let mut request = client.get(url);
+    for (k, v) in &server.headers {
+        request = request.header(k, v);
+    }
+    let response = request
+        .send()
+        .await
+        .map_err(|e| ProbeError::Unreachable(without_url(&e)))?;
+    if response.status().is_success() {
+        Ok(())
+    } else {
+        Err(ProbeError::Status(response.status().as_u16()))
+    }
+}
+
+/// A transport error's reason without the URL (which may carry credentials).
+fn without_url(e: &reqwest::Error) -> String {
+    let kind = if e.is_connect() {
+        "connection refused or failed"
+    } else if e.is_timeout() {
+        "timed out"
+    } else {
+        "transport error"
+    };
+    kind.to_owned()
+}
+
+/// The report for `probes` and the active provider's check (`None` when it has none).
+pub fn report(probes: &[Probe], provider: Option<(bool, String)>, accepting: bool) -> HealthReport {
+    let timestamp = Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true);
+    if !accepting {
+        return HealthReport {
+            status: HealthStatus::Error,
+            timestamp,
+            message: Some("the runtime is shutting down and takes no new work".to_owned()),
+        };
+    }
+    let mut problems = Vec::new();
+    let down: Vec<String> = probes
+        .iter()
+        .filter_map(|p| {
+            p.problem
+                .as_ref()
+                .map(|why| format!("{} ({why})", p.server))
+        })
+        .collect();
+    if !down.is_empty() {
+        problems.push(format!("Unreachable: {}", down.join(", ")));
+    }
+    if let Some((false, why)) = provider {
+        problems.push(format!("LLM: {why}"));
+    }
+    if problems.is_empty() {
+        HealthReport {
+            status: HealthStatus::Ok,
+            timestamp,
+            message: None,
+        }
+    } else {
+        HealthReport {
+            status: HealthStatus::Degraded,
+            timestamp,
+            message: Some(problems.join("; ")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_names_every_problem() {
+        let probes = [
+            Probe {
+                server: "argos".into(),
+                problem: None,
+            },
+            Probe {
+                server: "neo4j".into(),
+                problem: Some("timed out".into()),
+            },
+        ];
+        let r = report(
+            &probes,
+            Some((false, "openai: model 'x' not found".into())),
+            true,
+        );
+        assert_eq!(r.status, HealthStatus::Degraded);
+        assert_eq!(
+            r.message.as_deref(),
+            Some("Unreachable: neo4j (timed out); LLM: openai: model 'x' not found")
+        );
+        let ok = report(&probes[..1], Some((true, "ok".into())), true);
+        assert_eq!((ok.status, ok.message), (HealthStatus::Ok, None));
+        assert_eq!(report(&[], None, false).status, HealthStatus::Error);
+    }
+}

@@ -1,0 +1,593 @@
+//! A turn's run: replay of an answered message, the task and context rules, the agent under
+//! the request timeout and the shutdown token, the metrics of the turn, and its stream.
+//!
+//! An A2A task's turn writes the task only through its [`TaskTurn`]: begun (stored `working`)
+//! before anyone learns its id, ended (stored) before anyone hears the end.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use daedalus_contract::{Compaction, StreamEvent, Task};
+
+use super::conversation_locks::ConversationKey;
+use super::handle::Finished;
+use super::record::{RECORD_VERSION, StoredCheckpoints, TurnRecord};
+use super::request::TurnRequest;
+use super::service::{Started, TurnService};
+use super::stream::{self, EventSender, Translator};
+use super::{CANCEL_SETTLE, TurnError, task};
+use crate::agents::agent_loop::{
+    Agent, AgentOutcome, AgentRequest, Checkpoints, EventSink, LoopEvent,
+};
+use crate::platform::metrics::StateLabel;
+use crate::stores::tasks::{BeginError, TaskTurn, TurnStop};
+
+/// Whether `task` (task `task_id` as it stands) takes a turn now: one turn of a task at a
+/// time, on every replica; the standard bindings (`replay` off) take no message for a finished
+/// task; a resumed turn goes on with the task its runtime left running, and only that.
+fn takes_a_turn(task: &Task, task_id: &str, replay: bool, resuming: bool) -> Result<(), TurnError> {
+    let state = task.status.state;
+    if crate::stores::tasks::backend::running(state) != resuming {
+        return Err(if resuming {
+            TurnError::TaskFinished {
+                task_id: task_id.to_owned(),
+                state,
+            }
+        } else {
+            TurnError::TaskBusy(task_id.to_owned())
+        });
+    }
+    if !replay && state.is_terminal() {
+        return Err(TurnError::TaskFinished {
+            task_id: task_id.to_owned(),
+            state,
+        });
+    }
+    Ok(())
+}
+
+/// The record a resumed turn goes on from (`None` for a turn that is not a resume). It
+/// resumes only over the task as the replica that left it left it: a peer that began the task
+/// since has the turn, and this resume is refused.
+fn resumed_record(
+    turn: &TaskTurn,
+    resume: Option<super::record::Resume>,
+    task_id: &str,
+) -> Result<Option<TurnRecord>, TurnError> {
+    let Some(resume) = resume else {
+        return Ok(None);
+    };
+    if turn.owner().as_deref() != Some(resume.left_by.as_str()) {
+        return Err(TurnError::TaskMoved(task_id.to_owned()));
+    }
+    Ok(Some(resume.record))
+}
+
+/// How a turn's agent run came out: the Task and the events that close its stream, or why it
+/// was refused and the event that ends its stream.
+pub(super) enum Ran {
+    Finished {
+        task: Task,
+        closing: Vec<StreamEvent>,
+        /// The agent answered with a message (the Task's status message).
+        replied: bool,
+    },
+    Refused {
+        error: TurnError,
+        end: Option<StreamEvent>,
+    },
+}
+
+impl TurnService {
+    /// An A2A task's turn: replay, continuation, the context rules, then the agent, with every
+    /// event in the task's log and the task as it stands kept in the store.
+    pub(super) async fn run_task(
+        &self,
+        agent: &Arc<dyn Agent>,
+        mut request: Box<TurnRequest>,
+        started: Started,
+    ) -> Result<Finished, TurnError> {
+        let task_id = request.message.effective_task_id().to_owned();
+        let mut turn = self.0.tasks.open_turn(&task_id).await;
+        let standing = turn.task();
+        let resuming = resumed_record(&turn, request.resume.take(), &task_id)?;
+        if standing.is_some() && !request.caller.may_see(turn.principal().as_ref()) {
+            return Err(TurnError::TaskNotFound(task_id));
+        }
+        if let Some(task) = &standing
+            && request.replay
+            && turn.answered().as_deref() == Some(request.message.message_id.as_str())
+        {
+            tracing::info!(
+                task_id,
+                "message already answered; replaying the stored task"
+            );
+            let mut task = task.clone();
+            let history = task.history.take().unwrap_or_default();
+            let context_id = task.context_id.clone().unwrap_or_default();
+            stream::replay(&task, &started.name(&task_id, &context_id));
+            return Ok(Finished::task(
+                Box::pin(self.with_history(
+                    agent,
+                    task,
+                    &history,
+                    request.history_length,
+                    &request.caller,
+                ))
+                .await,
+            ));
+        }
+        if let Some(task) = &standing {
+            takes_a_turn(task, &task_id, request.replay, resuming.is_some())?;
+        }
+        let known_context = standing.as_ref().and_then(|t| t.context_id.as_deref());
+        let context_id = task::resolve_context(known_context, &request.message, &task_id)?;
+        // A context the client named may be someone else's; one the server just made is not.
+        let named = request.message.context_id.as_deref() == Some(context_id.as_str());
+        if standing.is_none()
+            && named
+            && !self.0.tasks.context_open_to(&context_id, &request.caller)
+        {
+            return Err(TurnError::ContextNotFound(context_id));
+        }
+        turn.claim(request.caller.principal());
+        let mut message = request.message.clone();
+        message.task_id = Some(task_id.clone());
+        message.context_id = Some(context_id.clone());
+        // The task's own messages so far; a task waiting for input is continued with them.
+        let waiting = standing
+            .as_ref()
+            .is_some_and(|t| t.status.state.is_interrupted());
+        let mut history = standing.and_then(|t| t.history).unwrap_or_default();
+        let key = match &resuming {
+            Some(record) => ConversationKey::resumed(record.conversation.clone()),
+            None => request.conversation.clone().unwrap_or_else(|| {
+                ConversationKey::a2a_of(&context_id, request.caller.conversation_space())
+            }),
+        };
+        let mut agent_request =
+            Box::new(AgentRequest::new(&task_id, key.as_str(), message.clone()));
+        agent_request.budget = started.budget.clone();
+        if resuming.is_some() {
+            // The task's history holds the message already; the agent gets what came before.
+            let before = history.len().saturating_sub(1);
+            agent_request.history = history[..before].to_vec();
+        } else {
+            if waiting {
+                agent_request.history.clone_from(&history);
+            }
+            history.push(message.clone());
+        }
+        let stop = TurnStop::new(self.0.cancel.child_token());
+        // The store's calls boxed: a turn's future is as large as its largest step, and a held
+        // turn waits in the agent's, not in these.
+        let mut working = task::working(&task_id, &context_id, history.clone());
+        if let Some(record) = &resuming {
+            working.status.message = Some(task::resumed_note(record, &task_id, &context_id));
+        }
+        let past_resumes = resuming
+            .as_ref()
+            .filter(|r| !r.handed_off)
+            .map(|r| r.resumes)
+            .filter(|resumes| *resumes >= self.0.limits.max_resumes);
+        // The turn's record comes with its begin (and goes with its end).
+        let record = past_resumes
+            .is_none()
+            .then(|| self.turn_record(&request, key.as_str(), &message, resuming.as_ref()))
+            .flatten();
+        if let Some(record) = &record {
+            turn.keeps_record(record.to_json());
+        }
+        let log = Box::pin(turn.begin(working, stop.clone()))
+            .await
+            .map_err(|e| match e {
+                BeginError::Moved(task_id) => TurnError::TaskMoved(task_id),
+                e @ BeginError::TooLarge { .. } => TurnError::TaskTooLarge(e.to_string()),
+                BeginError::Unavailable(e) => TurnError::StoreUnavailable(e.to_string()),
+            })?;
+        // Named only now: whoever learns the id finds the task, on any replica.
+        let out = started.name(&task_id, &context_id).with_log(log);
+        if let Some(resumes) = past_resumes {
+            let task = task::working(&task_id, &context_id, history.clone());
+            return Ok(self.fail_past_resumes(turn, &out, task, resumes).await);
+        }
+        let checkpoints =
+            record.map(|record| Arc::new(StoredCheckpoints::new(&self.0.tasks, &task_id, record)));
+        if let Some(checkpoints) = &checkpoints {
+            agent_request.checkpoints = Checkpoints::new(Arc::clone(checkpoints) as _);
+        }
+        agent_request.resume = resuming.and_then(|r| r.checkpoint);
+        let lock = self.0.conversations.get(key.as_str());
+        let _turn = lock.lock().await;
+        let history_length = request.history_length;
+        let caller = request.caller.clone();
+        let answered_id = request.message.message_id.clone();
+        let ran = self
+            .execute(
+                agent,
+                request,
+                agent_request,
+                &task_id,
+                &context_id,
+                &out,
+                &stop,
+            )
+            .await;
+        let Some(mut turn) = Self::after_run(turn, &ran, checkpoints.as_deref(), &task_id).await
+        else {
+            return Err(TurnError::HandedOff(task_id));
+        };
+        match ran {
+            Ran::Finished {
+                task,
+                closing,
+                replied,
+            } => {
+                history.extend(task.status.message.clone());
+                let mut kept = task;
+                kept.history = Some(history.clone());
+                turn.answers(&answered_id);
+                let ended = Box::pin(turn.end(kept, closing)).await;
+                out.deliver(ended.events);
+                let mut answer = ended.task;
+                answer.history = None;
+                let task =
+                    Box::pin(self.with_history(agent, answer, &history, history_length, &caller))
+                        .await;
+                // A reply stands only if this turn's end is the task's.
+                let replied = replied && ended.won;
+                Ok(Finished { task, replied })
+            }
+            Ran::Refused { error, end } => Box::pin(self.end_refused(turn, &out, error, end))
+                .await
+                .map(Finished::task),
+        }
+    }
+
+    /// What becomes of a turn with a record once its agent ran: when shutdown's grace ran out
+    /// on it, the turn is handed off, not ended (`None`): the task stays running in the store
+    /// with its record, for a peer to resume as soon as this replica's lease goes (at exit),
+    /// or this replica after a restart. Otherwise the turn is handed back to be ended (its
+    /// end drops the record).
+    async fn after_run(
+        turn: TaskTurn,
+        ran: &Ran,
+        checkpoints: Option<&StoredCheckpoints>,
+        task_id: &str,
+    ) -> Option<TaskTurn> {
+        let Some(checkpoints) = checkpoints else {
+            return Some(turn);
+        };
+        if let Ran::Refused {
+            error: TurnError::CanceledByShutdown,
+            ..
+        } = ran
+        {
+            checkpoints.hand_off().await;
+            tracing::info!(
+                task_id,
+                "the grace ran out: the turn is handed off from its last checkpoint"
+            );
+            turn.hand_off();
+            return None;
+        }
+        Some(turn)
+    }
+
+    /// Fails a task whose turn was resumed `resumes` times already and whose runtime stopped
+    /// again (`TURN_MAX_RESUMES`): a poison turn is not resumed forever.
+    async fn fail_past_resumes(
+        &self,
+        turn: TaskTurn,
+        out: &EventSender,
+        task: Task,
+        resumes: u32,
+    ) -> Finished {
+        let why = if resumes == 0 {
+            "the runtime restarted while this task's turn ran, and TURN_MAX_RESUMES is 0: the turn is not resumed".to_owned()
+        } else {
+            format!(
+                "the turn was resumed {resumes} times (TURN_MAX_RESUMES), and the runtime running it stopped each time; it is not resumed again"
+            )
+        };
+        self.0.tasks.keep_turn(&task.id, None).await;
+        let failed = crate::stores::tasks::backend::failed_now(&task, &why);
+        let closing = vec![crate::stores::tasks::turn::final_update(&failed)];
+        let ended = Box::pin(turn.end(failed, closing)).await;
+        out.deliver(ended.events);
+        Finished::task(ended.task)
+    }
+
+    /// The record of a turn (a new one, or `resuming`'s with one more resume), when the task
+    /// store keeps turns beyond the process.
+    fn turn_record(
+        &self,
+        request: &TurnRequest,
+        conversation: &str,
+        message: &daedalus_contract::Message,
+        resuming: Option<&TurnRecord>,
+    ) -> Option<TurnRecord> {
+        if !self.0.tasks.keeps_turns() {
+            return None;
+        }
+        let record = match resuming {
+            Some(record) => TurnRecord {
+                resumes: record.resumes + u32::from(!record.handed_off),
+                handed_off: false,
+                ..record.clone()
+            },
+            None => TurnRecord {
+                version: RECORD_VERSION,
+                agent: request.agent.clone(),
+                message: message.clone(),
+                conversation: conversation.to_owned(),
+                sampling: request.sampling.clone().unwrap_or_default(),
+                controls: request.controls.clone(),
+                stream: request.stream,
+                resumes: 0,
+                handed_off: false,
+                checkpoint: None,
+                traceparent: crate::platform::telemetry::TraceHeaders::from_headers(
+                    &crate::platform::telemetry::current_headers(),
+                )
+                .traceparent,
+            },
+        };
+        Some(record)
+    }
+
+    /// Ends a task whose turn was refused before it finished (shutdown): it stands as its
+    /// stream ended, and the refusal is answered, unless another end of the task won (then
+    /// that end is the answer).
+    async fn end_refused(
+        &self,
+        turn: TaskTurn,
+        out: &EventSender,
+        error: TurnError,
+        end: Option<StreamEvent>,
+    ) -> Result<Task, TurnError> {
+        let Some(standing) = turn.task() else {
+            return Err(error);
+        };
+        let closing: Vec<StreamEvent> = end.into_iter().collect();
+        let ended_as = closing.iter().fold(standing, |task, event| {
+            crate::stores::tasks::apply_event(task, event)
+        });
+        let ended = turn.end(ended_as, closing).await;
+        out.deliver(ended.events);
+        if ended.won {
+            Err(error)
+        } else {
+            Ok(ended.task)
+        }
+    }
+
+    /// A turn without task memory: in `conversation` (already locked), or alone.
+    pub(super) async fn run_once(
+        &self,
+        agent: &Arc<dyn Agent>,
+        request: Box<TurnRequest>,
+        conversation: Option<&str>,
+        started: Started,
+    ) -> Result<Finished, TurnError> {
+        let task_id = uuid::Uuid::new_v4().to_string();
+        let context = conversation.unwrap_or(&task_id);
+        let budget = started.budget.clone();
+        let out = started.name(&task_id, context);
+        let mut agent_request = Box::new(AgentRequest::new(
+            &task_id,
+            context,
+            request.message.clone(),
+        ));
+        agent_request.budget = budget;
+        agent_request.persist = conversation.is_some();
+        let stop = TurnStop::new(self.0.cancel.child_token());
+        match self
+            .execute(
+                agent,
+                request,
+                agent_request,
+                &task_id,
+                context,
+                &out,
+                &stop,
+            )
+            .await
+        {
+            Ran::Finished {
+                task,
+                closing,
+                replied,
+            } => {
+                out.deliver(closing);
+                Ok(Finished { task, replied })
+            }
+            Ran::Refused { error, end } => {
+                out.deliver(end.into_iter().collect());
+                Err(error)
+            }
+        }
+    }
+
+    /// Runs the agent on `agent_request` with the face's credentials, sampling and stream
+    /// flag, stopped by `stop`, translates its events to `out` while anyone listens, and
+    /// records the turn's metrics. The Task returned agrees with the stream, whose closing
+    /// events it comes with (not yet sent: a task's end is told once stored).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one turn's parts, each from a different owner"
+    )]
+    async fn execute(
+        &self,
+        agent: &Arc<dyn Agent>,
+        request: Box<TurnRequest>,
+        mut agent_request: Box<AgentRequest>,
+        task_id: &str,
+        context_id: &str,
+        out: &EventSender,
+        stop: &TurnStop,
+    ) -> Ran {
+        agent_request.bearer = request.bearer;
+        agent_request.stream = request.stream;
+        agent_request.controls = request.controls.clone();
+        if request.controls.messages.is_some() {
+            // A history override: the stored conversation is neither read nor written.
+            agent_request.persist = false;
+        }
+        let translator = out.is_listening().then(|| {
+            Arc::new(Mutex::new(Some(Translator::open(
+                task_id,
+                context_id,
+                out.clone(),
+            ))))
+        });
+        let metrics = Arc::clone(&self.0.metrics);
+        let live = translator.clone();
+        let compacted: Arc<Mutex<Option<Compaction>>> = Arc::default();
+        let report = Arc::clone(&compacted);
+        agent_request.events = EventSink::new(move |event| {
+            event.count_in(&metrics);
+            if let LoopEvent::Compacted {
+                depth: 0,
+                report: r,
+                ..
+            } = &event
+            {
+                *report.lock().unwrap_or_else(PoisonError::into_inner) = Some(*r);
+            }
+            if let Some(live) = &live
+                && let Some(translator) = live
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .as_mut()
+                    .filter(|t| t.is_listening())
+            {
+                translator.on_event(&event);
+            }
+        });
+        tracing::info!(task_id, context_id, "task started");
+        let started = Instant::now();
+        let outcome = match request.sampling {
+            Ok(sampling) => {
+                agent_request.sampling = sampling;
+                self.run_agent(agent, *agent_request, stop).await
+            }
+            Err(e) => Ok(AgentOutcome::Failed {
+                reason: e.to_string(),
+            }),
+        };
+        // Events that come after the end (a straggling sub-task) find no translator.
+        let translator =
+            translator.and_then(|t| t.lock().unwrap_or_else(PoisonError::into_inner).take());
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                let end = translator.map(|translator| translator.abort(&error));
+                return Ran::Refused { error, end };
+            }
+        };
+        let replied = matches!(outcome, AgentOutcome::Replied { .. });
+        let mut task = task::finish(task_id, context_id, outcome);
+        let replied = replied && task.status.state == daedalus_contract::TaskState::Completed;
+        if let Some(report) = *compacted.lock().unwrap_or_else(PoisonError::into_inner) {
+            report.insert_into(&mut task.metadata);
+        }
+        let closing = translator
+            .map(|translator| translator.close(&mut task))
+            .unwrap_or_default();
+        tracing::info!(task_id, state = %task.status.state, "task finished");
+        self.0
+            .metrics
+            .tasks
+            .get_or_create(&StateLabel {
+                state: task.status.state.to_string(),
+            })
+            .inc();
+        self.0
+            .metrics
+            .task_duration
+            .observe(started.elapsed().as_secs_f64());
+        Ran::Finished {
+            task,
+            closing,
+            replied,
+        }
+    }
+
+    /// Runs `agent` under the request timeout, the shutdown token and a cancel by its task id;
+    /// `Err` when shutdown canceled it (the caller should retry elsewhere).
+    pub(super) async fn run_agent(
+        &self,
+        agent: &Arc<dyn Agent>,
+        request: AgentRequest,
+        stop: &TurnStop,
+    ) -> Result<AgentOutcome, TurnError> {
+        let cancel = stop.token().clone();
+        let run = agent.run(request, cancel.clone());
+        tokio::pin!(run);
+        let timed_out = tokio::select! {
+            outcome = &mut run => return settle(outcome, false, stop.requested()),
+            () = tokio::time::sleep(self.0.limits.request_timeout) => true,
+        };
+        cancel.cancel();
+        let outcome = tokio::time::timeout(CANCEL_SETTLE, run)
+            .await
+            .unwrap_or(AgentOutcome::Canceled);
+        settle(outcome, timed_out, stop.requested())
+    }
+
+    /// Adds the last `history_length` messages, when asked for: from the context's stored
+    /// conversation when the agent keeps one (so it spans tasks and restarts), else `own`, the
+    /// task's own messages.
+    async fn with_history(
+        &self,
+        agent: &Arc<dyn Agent>,
+        mut task: Task,
+        own: &[daedalus_contract::Message],
+        history_length: Option<u32>,
+        caller: &crate::platform::identity::Caller,
+    ) -> Task {
+        let Some(n) = history_length else {
+            return task;
+        };
+        let n = usize::try_from(n).unwrap_or(usize::MAX);
+        let stored = match &task.context_id {
+            Some(context) => {
+                let key = ConversationKey::a2a_of(context, caller.conversation_space());
+                agent.conversation(key.as_str()).await.map(|mut messages| {
+                    // Stored under the conversation key; shown under the client's context id.
+                    for m in &mut messages {
+                        if let Some(turn) = m.message_id.strip_prefix(key.as_str()) {
+                            m.message_id = format!("{context}{turn}");
+                        }
+                        m.context_id = Some(context.clone());
+                    }
+                    messages
+                })
+            }
+            None => None,
+        };
+        let mut history = stored.unwrap_or_else(|| own.to_vec());
+        history.drain(..history.len().saturating_sub(n));
+        task.history = Some(history);
+        task
+    }
+}
+
+/// How a turn's run ends: a timeout fails it, a cancel on request cancels it, and a cancel by
+/// shutdown refuses it (the task was not done; it goes to another replica).
+fn settle(
+    outcome: AgentOutcome,
+    timed_out: bool,
+    cancel_requested: bool,
+) -> Result<AgentOutcome, TurnError> {
+    match outcome {
+        AgentOutcome::Canceled if cancel_requested => Ok(AgentOutcome::Canceled),
+        AgentOutcome::Canceled if timed_out => Ok(AgentOutcome::Failed {
+            reason: "the task ran longer than the runtime's REQUEST_TIMEOUT and was canceled"
+                .to_owned(),
+        }),
+        AgentOutcome::Canceled => Err(TurnError::CanceledByShutdown),
+        other => Ok(other),
+    }
+}

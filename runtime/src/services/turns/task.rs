@@ -1,0 +1,150 @@
+//! The contract's rules for an A2A task's turn: what a message must hold, which context it
+//! belongs to, and the `Task` an outcome becomes (`completed` always carries an artifact and
+//! `failed` a `status.message`).
+
+use daedalus_contract::{Artifact, Message, Part, Role, Task, TaskState, TaskStatus};
+
+use super::TurnError;
+use crate::agents::agent_loop::AgentOutcome;
+
+/// A message a turn can start from.
+pub(super) fn check_message(message: &Message) -> Result<(), TurnError> {
+    let invalid = |field, why| Err(TurnError::InvalidMessage { field, why });
+    if message.message_id.is_empty() {
+        return invalid("messageId", "must not be empty");
+    }
+    if message.parts.is_empty() {
+        return invalid("parts", "must hold at least one part");
+    }
+    if message.role != Role::User {
+        return invalid("role", "must be \"user\"");
+    }
+    Ok(())
+}
+
+/// The task's context: fixed by its first message (`known`); a new one when nobody named one.
+pub(super) fn resolve_context(
+    known: Option<&str>,
+    message: &Message,
+    task_id: &str,
+) -> Result<String, TurnError> {
+    match (known, &message.context_id) {
+        (Some(known), Some(given)) if known != given => Err(TurnError::ContextMismatch {
+            task_id: task_id.to_owned(),
+            known: known.to_owned(),
+            given: given.clone(),
+        }),
+        (Some(known), _) => Ok(known.to_owned()),
+        (None, Some(given)) if !given.is_empty() => Ok(given.clone()),
+        (None, _) => Ok(uuid::Uuid::new_v4().to_string()),
+    }
+}
+
+/// Task `task_id` as a turn of it begins: `working`, with its own messages as history.
+pub(super) fn working(task_id: &str, context_id: &str, history: Vec<Message>) -> Task {
+    Task {
+        id: task_id.to_owned(),
+        context_id: Some(context_id.to_owned()),
+        status: TaskStatus::now(TaskState::Working),
+        artifacts: Vec::new(),
+        history: Some(history),
+        metadata: None,
+    }
+}
+
+/// The status message of a task whose turn is resumed from `record`: what it goes on from.
+pub(super) fn resumed_note(
+    record: &super::record::TurnRecord,
+    task_id: &str,
+    context_id: &str,
+) -> Message {
+    let from = record.checkpoint.as_ref().map_or_else(
+        || "from the user's message (no step had completed)".to_owned(),
+        |c| format!("from its last checkpoint (after step {})", c.step),
+    );
+    Message::from_agent(vec![daedalus_contract::Part::text(format!(
+        "The runtime running this task stopped; the turn is resumed {from} (resume {}).",
+        record.resumes + 1
+    ))])
+    .in_task(task_id, Some(context_id))
+}
+
+/// The contract Task for an outcome: completed ⇒ artifacts, failed or rejected ⇒
+/// `status.message`. A reply completes the task with the reply as its status message and its
+/// parts as the output (the contract binding answers the Task, the A2A bindings the message).
+pub(super) fn finish(task_id: &str, context_id: &str, outcome: AgentOutcome) -> Task {
+    let agent_message =
+        |parts: Vec<Part>| Message::from_agent(parts).in_task(task_id, Some(context_id));
+    let (state, message, artifacts) = match outcome {
+        AgentOutcome::Completed { artifacts } if artifacts.iter().any(|a| !a.parts.is_empty()) => {
+            let artifacts = artifacts
+                .into_iter()
+                .filter(|a| !a.parts.is_empty())
+                .collect();
+            (TaskState::Completed, None, artifacts)
+        }
+        AgentOutcome::Completed { .. } => {
+            let why = "the agent finished without producing any output";
+            (
+                TaskState::Failed,
+                Some(agent_message(vec![Part::text(why)])),
+                Vec::new(),
+            )
+        }
+        AgentOutcome::Replied { parts } if !parts.is_empty() => {
+            let artifact = Artifact::fresh(parts.clone()).named("response");
+            (
+                TaskState::Completed,
+                Some(agent_message(parts)),
+                vec![artifact],
+            )
+        }
+        AgentOutcome::Replied { .. } => {
+            let why = "the agent replied with an empty message";
+            (
+                TaskState::Failed,
+                Some(agent_message(vec![Part::text(why)])),
+                Vec::new(),
+            )
+        }
+        AgentOutcome::Rejected { reason } => (
+            TaskState::Rejected,
+            Some(agent_message(vec![Part::text(reason)])),
+            Vec::new(),
+        ),
+        AgentOutcome::InputRequired { mut question } => {
+            if question.is_empty() {
+                question.push(Part::text("More input is needed."));
+            }
+            (
+                TaskState::InputRequired,
+                Some(agent_message(question)),
+                Vec::new(),
+            )
+        }
+        AgentOutcome::Failed { reason } => (
+            TaskState::Failed,
+            Some(agent_message(vec![Part::text(reason)])),
+            Vec::new(),
+        ),
+        AgentOutcome::Canceled => {
+            let why = "the task was canceled";
+            (
+                TaskState::Canceled,
+                Some(agent_message(vec![Part::text(why)])),
+                Vec::new(),
+            )
+        }
+    };
+    Task {
+        id: task_id.to_owned(),
+        context_id: Some(context_id.to_owned()),
+        status: TaskStatus {
+            message,
+            ..TaskStatus::now(state)
+        },
+        artifacts,
+        history: None,
+        metadata: None,
+    }
+}

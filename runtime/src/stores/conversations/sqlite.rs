@@ -1,0 +1,360 @@
+//! The embedded conversation store: one SQLite file (or `:memory:`), WAL mode, one table of message
+//! rows with a unique (context, turn).
+//!
+//! One writer thread owns the connection ([`GroupCommit`]): a turn's few writes share a
+//! commit, and no call blocks a worker of the async runtime.
+//!
+//! With a retention (`SESSION_TTL`), contexts whose newest row is older than it are deleted:
+//! swept by the writer at most once per sweep interval, so no other background task is needed.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+
+use super::message::ToolCall;
+use super::{ConversationStore, NewRow, Row, RowRole, RowStatus, StoreError};
+use crate::stores::sqlite_writer::GroupCommit;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS messages (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    context      TEXT    NOT NULL,
+    turn         INTEGER NOT NULL,
+    role         TEXT    NOT NULL,
+    content      TEXT    NOT NULL,
+    message_id   TEXT,
+    tool_calls   TEXT    NOT NULL DEFAULT '[]',
+    tool_call_id TEXT,
+    is_error     INTEGER NOT NULL DEFAULT 0,
+    status       TEXT    NOT NULL,
+    created_at   TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    UNIQUE (context, turn)
+);
+DROP INDEX IF EXISTS messages_status;
+DROP INDEX IF EXISTS messages_context_created;
+CREATE INDEX IF NOT EXISTS messages_pending ON messages (status) WHERE status = 'pending';
+";
+
+/// The next turn number's source: the highest turn of a context.
+const TURN_LOOKUP: &str = "SELECT MAX(turn) FROM messages WHERE context = ?1";
+
+const INSERT_ROW: &str = "INSERT INTO messages
+    (context, turn, role, content, message_id, tool_calls, tool_call_id, is_error, status)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+
+const UPDATE_STATUS: &str = "UPDATE messages SET status = ?1 WHERE id = ?2 AND context = ?3";
+
+/// A context's last `?2` rows, oldest first.
+const RECENT_ROWS: &str = "SELECT * FROM (
+    SELECT id, turn, role, content, tool_calls, tool_call_id, is_error, status, message_id
+    FROM messages WHERE context = ?1 ORDER BY turn DESC LIMIT ?2
+) ORDER BY turn";
+
+/// The longest time between two retention sweeps.
+const SWEEP_EVERY_AT_MOST: Duration = Duration::from_hours(1);
+
+/// Sessions in SQLite. Cheap to clone: clones share the writer thread, which ends when the
+/// last clone is dropped.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    location: String,
+    pub(super) writer: GroupCommit,
+}
+
+fn status_str(s: RowStatus) -> &'static str {
+    match s {
+        RowStatus::Pending => "pending",
+        RowStatus::Complete => "complete",
+        RowStatus::Error => "error",
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store at `path`; `:memory:` for a private in-memory one.
+    /// Conversations are kept forever.
+    pub fn open(path: &str) -> Result<Self, StoreError> {
+        Self::open_with_ttl(path, None)
+    }
+
+    /// [`SqliteStore::open`], deleting contexts idle for longer than `ttl`.
+    pub fn open_with_ttl(path: &str, ttl: Option<Duration>) -> Result<Self, StoreError> {
+        let fail = |e: rusqlite::Error| StoreError::Backend {
+            location: path.to_owned(),
+            message: e.to_string(),
+        };
+        if path != ":memory:"
+            && let Some(dir) = Path::new(path)
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+        {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::Backend {
+                location: path.to_owned(),
+                message: e.to_string(),
+            })?;
+        }
+        let conn = connect(path).map_err(fail)?;
+        let ttl = ttl.filter(|t| !t.is_zero());
+        if let Some(ttl) = ttl {
+            let removed = delete_idle(&conn, ttl).map_err(fail)?;
+            if removed > 0 {
+                tracing::info!(
+                    rows = removed,
+                    "deleted conversations idle for longer than SESSION_TTL"
+                );
+            }
+        }
+        let mut swept = Instant::now();
+        let sweep = move |conn: &Connection| {
+            let Some(ttl) = ttl else { return };
+            let interval = (ttl / 10).clamp(Duration::from_secs(1), SWEEP_EVERY_AT_MOST);
+            if swept.elapsed() < interval {
+                return;
+            }
+            swept = Instant::now();
+            if let Err(e) = delete_idle(conn, ttl) {
+                tracing::error!(error = %e, "the session store cannot delete idle conversations");
+            }
+        };
+        let writer = GroupCommit::start("sessions-sqlite", conn, sweep).map_err(|e| {
+            StoreError::Backend {
+                location: path.to_owned(),
+                message: format!("cannot start the store's writer: {e}"),
+            }
+        })?;
+        Ok(Self {
+            location: path.to_owned(),
+            writer,
+        })
+    }
+
+    /// Deletes every context whose newest row is older than `idle`; returns how many rows went.
+    pub async fn expire_idle(&self, idle: Duration) -> Result<u64, StoreError> {
+        self.with(move |tx| delete_idle(tx, idle)).await
+    }
+
+    /// Runs `work` in the writer's next transaction and answers its result once that
+    /// transaction is committed.
+    async fn with<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.writer
+            .with(work)
+            .await
+            .map_err(|e| StoreError::Backend {
+                location: self.location.clone(),
+                message: e.to_string(),
+            })
+    }
+}
+
+/// Opens the connection the writer owns, with its settings, schema and migrations.
+fn connect(path: &str) -> rusqlite::Result<Connection> {
+    let conn = crate::stores::sqlite_writer::connect(path)?;
+    conn.execute_batch(SCHEMA)?;
+    migrate(&conn)?;
+    Ok(conn)
+}
+
+#[async_trait]
+impl ConversationStore for SqliteStore {
+    async fn append(&self, context: &str, rows: Vec<NewRow>) -> Result<Vec<i64>, StoreError> {
+        let context = context.to_owned();
+        self.with(move |tx| insert_rows(tx, &context, rows)).await
+    }
+
+    async fn set_status(
+        &self,
+        context: &str,
+        ids: &[i64],
+        status: RowStatus,
+    ) -> Result<(), StoreError> {
+        let (context, ids) = (context.to_owned(), ids.to_vec());
+        self.with(move |tx| update_status(tx, &context, &ids, status))
+            .await
+    }
+
+    async fn finish(
+        &self,
+        context: &str,
+        ids: &[i64],
+        rows: Vec<NewRow>,
+        status: RowStatus,
+    ) -> Result<Vec<i64>, StoreError> {
+        let (context, ids) = (context.to_owned(), ids.to_vec());
+        self.with(move |tx| {
+            let appended = insert_rows(tx, &context, rows)?;
+            update_status(tx, &context, &ids, status)?;
+            Ok(appended)
+        })
+        .await
+    }
+
+    async fn rows(&self, context: &str, last: usize) -> Result<Vec<Row>, StoreError> {
+        let context = context.to_owned();
+        let last = i64::try_from(last).unwrap_or(i64::MAX);
+        self.with(move |tx| recent_rows(tx, &context, last)).await
+    }
+
+    async fn compact(
+        &self,
+        context: &str,
+        through: i64,
+        summary: Option<String>,
+    ) -> Result<u64, StoreError> {
+        let context = context.to_owned();
+        self.with(move |tx| {
+            let removed = tx.execute(
+                "DELETE FROM messages WHERE context = ?1 AND turn <= ?2",
+                params![context, through],
+            )?;
+            if let Some(summary) = summary {
+                tx.execute(
+                    "INSERT INTO messages (context, turn, role, content, status)
+                     VALUES (?1, ?2, 'summary', ?3, 'complete')",
+                    params![context, through, summary],
+                )?;
+            }
+            Ok(u64::try_from(removed).unwrap_or(u64::MAX))
+        })
+        .await
+    }
+
+    async fn recover(&self) -> Result<u64, StoreError> {
+        self.with(|tx| {
+            let changed = tx.execute(
+                "UPDATE messages SET status = 'error' WHERE status = 'pending'",
+                [],
+            )?;
+            Ok(u64::try_from(changed).unwrap_or(u64::MAX))
+        })
+        .await
+    }
+}
+
+/// Appends `rows` to `context`, each with the next turn index; returns their ids.
+fn insert_rows(
+    tx: &Transaction<'_>,
+    context: &str,
+    rows: Vec<NewRow>,
+) -> rusqlite::Result<Vec<i64>> {
+    let first: i64 = tx
+        .prepare_cached(TURN_LOOKUP)?
+        .query_row(params![context], |r| r.get::<_, Option<i64>>(0))
+        .optional()?
+        .flatten()
+        .map_or(0, |t| t + 1);
+    let mut insert = tx.prepare_cached(INSERT_ROW)?;
+    let mut ids = Vec::with_capacity(rows.len());
+    for (turn, row) in (first..).zip(rows) {
+        let calls = serde_json::to_string(&row.tool_calls).unwrap_or_else(|_| "[]".to_owned());
+        insert.execute(params![
+            context,
+            turn,
+            row.role.as_str(),
+            row.content,
+            row.message_id,
+            calls,
+            row.tool_call_id,
+            row.is_error,
+            status_str(row.status)
+        ])?;
+        ids.push(tx.last_insert_rowid());
+    }
+    Ok(ids)
+}
+
+/// The last `last` rows of `context`, oldest first.
+fn recent_rows(tx: &Transaction<'_>, context: &str, last: i64) -> rusqlite::Result<Vec<Row>> {
+    let mut stmt = tx.prepare_cached(RECENT_ROWS)?;
+    let rows = stmt.query_map(params![context, last], |r| {
+        let role: String = r.get(2)?;
+        let calls: String = r.get(4)?;
+        let status: String = r.get(7)?;
+        Ok(Row {
+            id: r.get(0)?,
+            turn: r.get(1)?,
+            role: match role.as_str() {
+                "user" => RowRole::User,
+                "tool" => RowRole::Tool,
+                "summary" => RowRole::Summary,
+                _ => RowRole::Assistant,
+            },
+            content: r.get(3)?,
+            message_id: r.get(8)?,
+            tool_calls: serde_json::from_str::<Vec<ToolCall>>(&calls).unwrap_or_default(),
+            tool_call_id: r.get(5)?,
+            is_error: r.get(6)?,
+            status: match status.as_str() {
+                "pending" => RowStatus::Pending,
+                "complete" => RowStatus::Complete,
+                _ => RowStatus::Error,
+            },
+        })
+    })?;
+    rows.collect()
+}
+
+/// Sets `status` on the rows of `context` with `ids`.
+fn update_status(
+    tx: &Transaction<'_>,
+    context: &str,
+    ids: &[i64],
+    status: RowStatus,
+) -> rusqlite::Result<()> {
+    let mut update = tx.prepare_cached(UPDATE_STATUS)?;
+    for id in ids {
+        update.execute(params![status_str(status), id, context])?;
+    }
+    Ok(())
+}
+
+/// Brings a file written by an earlier version up to [`SCHEMA`]: the `message_id` column.
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    let has_message_id: bool = conn.query_row(
+        "SELECT COUNT(*) FROM pragma_table_info('messages') WHERE name = 'message_id'",
+        [],
+        |r| r.get::<_, i64>(0).map(|n| n > 0),
+    )?;
+    if !has_message_id {
+        conn.execute_batch("ALTER TABLE messages ADD COLUMN message_id TEXT")?;
+    }
+    Ok(())
+}
+
+/// Deletes the contexts whose newest row is older than `idle`.
+///
+/// Rows are written by one writer in order, so row ids grow with `created_at`: the first row
+/// written since the cutoff (found by walking only the rows older than it) splits the
+/// contexts, and those whose newest row id is below it go. The walk over contexts reads only
+/// the (context, turn) index, which holds every row's id: no other index is kept for this.
+fn delete_idle(conn: &Connection, idle: Duration) -> rusqlite::Result<u64> {
+    let cutoff = format!("-{:.3} seconds", idle.as_secs_f64());
+    let first_kept: Option<i64> = conn
+        .query_row(
+            "SELECT id FROM messages
+             WHERE created_at >= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1)
+             ORDER BY id LIMIT 1",
+            params![cutoff],
+            |r| r.get(0),
+        )
+        .optional()?;
+    // Only contexts with a row before the first kept one are candidates: the sweep reads the
+    // old rows, not the whole table (it runs between two commits).
+    let removed = conn.execute(
+        "DELETE FROM messages WHERE context IN (
+            SELECT old.context FROM (SELECT DISTINCT context FROM messages WHERE id < ?1) AS old
+            WHERE NOT EXISTS (
+                SELECT 1 FROM messages AS m WHERE m.context = old.context AND m.id >= ?1
+            )
+         )",
+        params![first_kept.unwrap_or(i64::MAX)],
+    )?;
+    Ok(u64::try_from(removed).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+#[path = "sqlite_tests.rs"]
+mod tests;

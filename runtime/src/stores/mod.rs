@@ -1,0 +1,17 @@
+//! What the runtime keeps, each store told apart by what it holds.
+//!
+//! - [`tasks`]: A2A tasks as they stand, their event logs and running turns; shared by
+//!   replicas on a NATS KV bucket (leases, hand-offs, compare-and-set).
+//! - [`conversations`]: a conversation's messages, across tasks and restarts.
+//! - [`mcp_sessions`]: the live MCP sessions of every agent's MCP face, bounded in count and
+//!   bytes.
+//! - [`kv_bucket`]: a JetStream KV bucket opened as asked; [`sqlite_writer`]: the SQLite
+//!   stores' one writer thread and its group commit.
+//!
+//! May import: `platform`.
+
+pub mod conversations;
+pub mod kv_bucket;
+pub mod mcp_sessions;
+pub mod sqlite_writer;
+pub mod tasks;

@@ -1,0 +1,549 @@
+//! Tasks in SQLite (`TASKS_DB=<file>`): one row per task, its JSON as it stands and its
+//! revision, so a restart on one machine keeps them. A write is compare-and-set on the
+//! revision (`UPDATE … WHERE revision = ?`). Rows older than `TASK_TTL`, and all but the
+//! `MAX_TASKS` newest, are deleted when the file is opened and then after every [`SWEEP_EVERY`]
+//! writes, at most once every [`SWEEP_PAUSE`]. A sweep costs what it deletes, not what the
+//! table holds (the rows are counted once at open, then as they come and go): it runs
+//! between two commits, and a whole-table sweep there stalled every request behind it. The
+//! file's [`GroupCommit`] writer commits: the writes of turns running at once share a commit.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::backend::{
+    BackendError, StoredTask, TaskBackend, TurnStep, Versioned, WriteError, now_ms,
+};
+use crate::stores::sqlite_writer::GroupCommit;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS a2a_tasks (
+    id          TEXT    PRIMARY KEY,
+    owner       TEXT    NOT NULL,
+    updated_ms  INTEGER NOT NULL,
+    body        TEXT    NOT NULL,
+    revision    INTEGER NOT NULL DEFAULT 1
+);
+CREATE INDEX IF NOT EXISTS a2a_tasks_updated ON a2a_tasks (updated_ms);
+CREATE TABLE IF NOT EXISTS a2a_turns (
+    id          TEXT    PRIMARY KEY,
+    updated_ms  INTEGER NOT NULL,
+    body        TEXT    NOT NULL
+);
+";
+
+/// The revision column, added to a file an earlier version wrote.
+const ADD_REVISION: &str = "ALTER TABLE a2a_tasks ADD COLUMN revision INTEGER NOT NULL DEFAULT 1";
+
+/// A task as it stands, by id.
+const LOAD: &str = "SELECT body, revision FROM a2a_tasks WHERE id = ?1";
+/// A new task, unless one with its id is there already.
+const INSERT: &str = "INSERT INTO a2a_tasks (id, owner, updated_ms, body, revision) \
+                      VALUES (?1, ?2, ?3, ?4, 1) ON CONFLICT (id) DO NOTHING";
+/// A task's next revision, if it is still at the one the writer read.
+const UPDATE_AT: &str = "UPDATE a2a_tasks SET owner = ?2, updated_ms = ?3, body = ?4, \
+                         revision = revision + 1 WHERE id = ?1 AND revision = ?5";
+/// The newest tasks.
+const RECENT: &str = "SELECT body, revision FROM a2a_tasks ORDER BY updated_ms DESC LIMIT ?1";
+
+/// A running turn's record, kept or replaced.
+const KEEP_TURN: &str = "INSERT INTO a2a_turns (id, updated_ms, body) VALUES (?1, ?2, ?3) \
+                         ON CONFLICT (id) DO UPDATE SET updated_ms = ?2, body = ?3";
+/// A turn's record, dropped when the turn ends.
+const DROP_TURN: &str = "DELETE FROM a2a_turns WHERE id = ?1";
+/// A turn's record.
+const LOAD_TURN: &str = "SELECT body FROM a2a_turns WHERE id = ?1";
+
+/// Writes between two retention sweeps.
+const SWEEP_EVERY: u64 = 1_000;
+/// The shortest time between two retention sweeps.
+const SWEEP_PAUSE: Duration = Duration::from_secs(1);
+
+/// Tasks in one SQLite file.
+#[derive(Debug, Clone)]
+pub struct SqliteTasks {
+    location: String,
+    writer: GroupCommit,
+    /// Writes since the last retention sweep.
+    writes: Arc<AtomicU64>,
+    /// Rows in `a2a_tasks`, counted at open, then as they come and go.
+    rows: Arc<AtomicU64>,
+}
+
+impl SqliteTasks {
+    /// Opens (creating if needed) the file at `path`, and drops what the limits no longer
+    /// allow.
+    pub fn open(path: &str, ttl: Duration, max_tasks: usize) -> Result<Self, BackendError> {
+        let fail =
+            |source: Box<dyn std::error::Error + Send + Sync>| BackendError::new(path, source);
+        if path != ":memory:"
+            && let Some(dir) = Path::new(path)
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+        {
+            std::fs::create_dir_all(dir).map_err(|e| fail(e.into()))?;
+        }
+        let open = || -> rusqlite::Result<Connection> {
+            let conn = crate::stores::sqlite_writer::connect(path)?;
+            conn.execute_batch(SCHEMA)?;
+            if !has_revision(&conn)? {
+                conn.execute_batch(ADD_REVISION)?;
+            }
+            Ok(conn)
+        };
+        let conn = open().map_err(|e| fail(e.into()))?;
+        let count: i64 = conn
+            .query_row("SELECT COUNT(*) FROM a2a_tasks", [], |row| row.get(0))
+            .map_err(|e| fail(e.into()))?;
+        let rows = Arc::new(AtomicU64::new(u64::try_from(count).unwrap_or(0)));
+        sweep(&conn, ttl, max_tasks, &rows).map_err(|e| fail(e.into()))?;
+        let written = Arc::new(AtomicU64::new(0));
+        let (counted, sweep_rows) = (Arc::clone(&written), Arc::clone(&rows));
+        let mut swept = Instant::now();
+        let sweep_if_due = move |conn: &Connection| {
+            if counted.load(Ordering::Relaxed) < SWEEP_EVERY || swept.elapsed() < SWEEP_PAUSE {
+                return;
+            }
+            counted.store(0, Ordering::Relaxed);
+            swept = Instant::now();
+            if let Err(e) = sweep(conn, ttl, max_tasks, &sweep_rows) {
+                tracing::error!(error = %e, "the task store cannot drop old tasks");
+            }
+        };
+        let writer = GroupCommit::start("tasks-sqlite", conn, sweep_if_due)
+            .map_err(|e| fail(format!("cannot start the store's writer: {e}").into()))?;
+        Ok(Self {
+            location: path.to_owned(),
+            writer,
+            writes: written,
+            rows,
+        })
+    }
+
+    /// Runs `work` on the file's connection, in the writer's next transaction (the push
+    /// records share it: one connection per file); answers once it is committed.
+    pub(crate) async fn with<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Connection) -> Result<T, String> + Send + 'static,
+    ) -> Result<T, BackendError> {
+        self.writer
+            .with(move |tx| work(tx))
+            .await
+            .map_err(|e| BackendError::new(self.location.clone(), e.to_string()))
+    }
+}
+
+/// Deletes rows older than `ttl` and all but the `max_tasks` newest.
+fn sweep(
+    conn: &Connection,
+    ttl: Duration,
+    max_tasks: usize,
+    rows: &AtomicU64,
+) -> rusqlite::Result<()> {
+    let oldest = now_ms().saturating_sub(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
+    let mut deleted = conn.execute(
+        "DELETE FROM a2a_tasks WHERE updated_ms < ?1",
+        params![oldest],
+    )?;
+    let left = rows
+        .load(Ordering::Relaxed)
+        .saturating_sub(u64::try_from(deleted).unwrap_or(u64::MAX));
+    let excess = left.saturating_sub(u64::try_from(max_tasks).unwrap_or(u64::MAX));
+    if excess > 0 {
+        deleted += conn.execute(
+            "DELETE FROM a2a_tasks WHERE rowid IN \
+             (SELECT rowid FROM a2a_tasks ORDER BY updated_ms LIMIT ?1)",
+            params![i64::try_from(excess).unwrap_or(i64::MAX)],
+        )?;
+    }
+    if deleted > 0 {
+        rows.fetch_sub(
+            u64::try_from(deleted)
+                .unwrap_or(0)
+                .min(rows.load(Ordering::Relaxed)),
+            Ordering::Relaxed,
+        );
+        conn.execute(
+            "DELETE FROM a2a_turns WHERE id NOT IN (SELECT id FROM a2a_tasks)",
+            [],
+        )?;
+    }
+    Ok(())
+}
+
+/// Keeps `record` (`None`: drops it) as task `id`'s turn record.
+fn keep_record(conn: &Connection, id: &str, record: Option<&str>) -> rusqlite::Result<()> {
+    match record {
+        Some(body) => conn
+            .prepare_cached(KEEP_TURN)
+            .and_then(|mut keep| keep.execute(params![id, now_ms(), body])),
+        None => conn
+            .prepare_cached(DROP_TURN)
+            .and_then(|mut drop| drop.execute(params![id])),
+    }
+    .map(|_| ())
+}
+
+/// Whether the table has its revision column (a file an earlier version wrote has not).
+fn has_revision(conn: &Connection) -> rusqlite::Result<bool> {
+    let mut columns = conn.prepare("SELECT name FROM pragma_table_info('a2a_tasks')")?;
+    let names = columns.query_map([], |row| row.get::<_, String>(0))?;
+    for name in names {
+        if name? == "revision" {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn decode(body: &str, revision: i64) -> Result<Versioned, String> {
+    let stored = daedalus_contract::read::from_slice(body.as_bytes()).map_err(|e| e.to_string())?;
+    Ok(Versioned {
+        stored,
+        revision: u64::try_from(revision).unwrap_or(0),
+    })
+}
+
+/// What a compare-and-set write found.
+enum Written {
+    At(u64),
+    Conflict,
+}
+
+#[async_trait]
+impl TaskBackend for SqliteTasks {
+    async fn load(&self, task_id: &str) -> Result<Option<Versioned>, BackendError> {
+        let id = task_id.to_owned();
+        self.with(move |conn| {
+            let row: Option<(String, i64)> = conn
+                .prepare_cached(LOAD)
+                .and_then(|mut load| {
+                    load.query_row(params![id], |row| Ok((row.get(0)?, row.get(1)?)))
+                        .optional()
+                })
+                .map_err(|e| e.to_string())?;
+            row.map(|(body, revision)| decode(&body, revision))
+                .transpose()
+        })
+        .await
+    }
+
+    async fn write(&self, stored: &StoredTask, expected: u64) -> Result<u64, WriteError> {
+        self.write_with_turn(stored, expected, TurnStep::Untouched)
+            .await
+    }
+
+    /// The task and its turn's record in one job: the record changes only if the write lands.
+    async fn write_with_turn(
+        &self,
+        stored: &StoredTask,
+        expected: u64,
+        step: TurnStep<'_>,
+    ) -> Result<u64, WriteError> {
+        let body = serde_json::to_string(stored)
+            .map_err(|e| BackendError::new(self.location.clone(), e))?;
+        let (id, owner, updated) = (
+            stored.task.id.clone(),
+            stored.owner.clone(),
+            stored.updated_ms,
+        );
+        let record = match step {
+            TurnStep::Untouched => None,
+            TurnStep::Keep(record) => Some(Some(record.to_owned())),
+            TurnStep::Drop => Some(None),
+        };
+        let expected = i64::try_from(expected).unwrap_or(i64::MAX);
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        let rows = Arc::clone(&self.rows);
+        let written = self
+            .with(move |conn| {
+                let changed = if expected == 0 {
+                    conn.prepare_cached(INSERT)
+                        .and_then(|mut insert| insert.execute(params![id, owner, updated, body]))
+                } else {
+                    conn.prepare_cached(UPDATE_AT).and_then(|mut update| {
+                        update.execute(params![id, owner, updated, body, expected])
+                    })
+                }
+                .map_err(|e| e.to_string())?;
+                if changed != 1 {
+                    return Ok(Written::Conflict);
+                }
+                if let Some(record) = record {
+                    keep_record(conn, &id, record.as_deref()).map_err(|e| e.to_string())?;
+                }
+                if expected == 0 {
+                    // Counted once the job holds (a round that then fails to commit leaves
+                    // the count one high until the next open: a sweep then keeps one less).
+                    rows.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(Written::At(u64::try_from(expected + 1).unwrap_or(u64::MAX)))
+            })
+            .await?;
+        match written {
+            Written::At(revision) => Ok(revision),
+            Written::Conflict => Err(WriteError::Conflict),
+        }
+    }
+
+    async fn recent(&self, limit: usize) -> Result<Vec<Versioned>, BackendError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.with(move |conn| {
+            let mut statement = conn.prepare_cached(RECENT).map_err(|e| e.to_string())?;
+            let rows = statement
+                .query_map(params![limit], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+                })
+                .map_err(|e| e.to_string())?;
+            let mut tasks = Vec::new();
+            for row in rows {
+                let (body, revision) = row.map_err(|e| e.to_string())?;
+                match decode(&body, revision) {
+                    Ok(versioned) => tasks.push(versioned),
+                    Err(e) => tracing::warn!(error = %e, "a stored task is unreadable; skipped"),
+                }
+            }
+            Ok(tasks)
+        })
+        .await
+    }
+
+    async fn keep_turn(&self, task_id: &str, record: Option<&str>) -> Result<(), BackendError> {
+        let id = task_id.to_owned();
+        let record = record.map(str::to_owned);
+        self.with(move |conn| keep_record(conn, &id, record.as_deref()).map_err(|e| e.to_string()))
+            .await
+    }
+
+    async fn turn(&self, task_id: &str) -> Result<Option<String>, BackendError> {
+        let id = task_id.to_owned();
+        self.with(move |conn| {
+            conn.prepare_cached(LOAD_TURN)
+                .and_then(|mut load| load.query_row(params![id], |row| row.get(0)).optional())
+                .map_err(|e| e.to_string())
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use daedalus_contract::{Task, TaskState, TaskStatus};
+    use rusqlite::StatementStatus;
+
+    use super::*;
+
+    /// A file that cannot be opened is an error that keeps what SQLite (or the file system)
+    /// said as its source, not only as words.
+    #[test]
+    fn an_error_opening_the_file_keeps_its_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let blocker = dir.path().join("a-file");
+        std::fs::write(&blocker, "not a directory").unwrap();
+        let path = blocker.join("tasks.sqlite");
+        let Err(error) = SqliteTasks::open(path.to_str().unwrap(), Duration::from_mins(1), 10)
+        else {
+            panic!("a path under a file does not open");
+        };
+        assert_eq!(error.location, path.to_str().unwrap());
+        let source = std::error::Error::source(&error).expect("a source");
+        assert!(
+            source.downcast_ref::<std::io::Error>().is_some(),
+            "the file system's error: {source:?}"
+        );
+    }
+
+    fn stored(id: &str) -> StoredTask {
+        let task = Task {
+            id: id.into(),
+            context_id: Some("c".into()),
+            status: TaskStatus::new(TaskState::Working),
+            artifacts: Vec::new(),
+            history: None,
+            metadata: None,
+        };
+        StoredTask::new(task, "replica-a", None)
+    }
+
+    /// The sweep keeps the `MAX_TASKS` newest and the rows' count with them, at open and
+    /// between commits, deleting only what is past the limits.
+    #[tokio::test]
+    async fn a_sweep_keeps_the_newest_and_counts_what_it_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir
+            .path()
+            .join("tasks.sqlite")
+            .to_string_lossy()
+            .into_owned();
+        let tasks = SqliteTasks::open(&path, Duration::from_hours(1), 100).unwrap();
+        for i in 0..12 {
+            let mut task = stored(&format!("t{i:02}"));
+            task.updated_ms = 1_000_000_000_000_000 + i;
+            tasks.write(&task, 0).await.unwrap();
+        }
+        assert_eq!(tasks.rows.load(Ordering::Relaxed), 12);
+        let rows = Arc::clone(&tasks.rows);
+        tasks
+            .with(move |conn| {
+                sweep(conn, Duration::from_hours(1), 5, &rows).map_err(|e| e.to_string())
+            })
+            .await
+            .unwrap();
+        assert_eq!(tasks.rows.load(Ordering::Relaxed), 5);
+        let ids = |tasks: SqliteTasks| async move {
+            let mut ids: Vec<String> = tasks
+                .recent(100)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|v| v.stored.task.id)
+                .collect();
+            ids.sort();
+            ids
+        };
+        assert_eq!(
+            ids(tasks.clone()).await,
+            ["t07", "t08", "t09", "t10", "t11"]
+        );
+        drop(tasks);
+        let reopened = SqliteTasks::open(&path, Duration::from_hours(1), 3).unwrap();
+        assert_eq!(reopened.rows.load(Ordering::Relaxed), 3);
+        assert_eq!(ids(reopened).await, ["t09", "t10", "t11"]);
+    }
+
+    /// Writes of one task queued behind a held writer commit together, and compare-and-set
+    /// still holds among them: of two writes at one revision, one lands, the other conflicts.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_sharing_a_commit_still_compare_and_set() {
+        let tasks = SqliteTasks::open(":memory:", Duration::from_hours(1), 100).unwrap();
+        assert_eq!(tasks.write(&stored("t"), 0).await.unwrap(), 1);
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let holder = tasks.clone();
+        let holding = tokio::spawn(async move {
+            holder
+                .with(move |_| {
+                    let _ = held.recv();
+                    Ok(())
+                })
+                .await
+        });
+        while tasks.writer.rounds() == 1 || tasks.writer.queued() > 0 {
+            tokio::task::yield_now().await;
+        }
+        let rounds_before = tasks.writer.rounds();
+        let writes: Vec<_> = (0..2)
+            .map(|_| {
+                let tasks = tasks.clone();
+                tokio::spawn(async move { tasks.write(&stored("t"), 1).await })
+            })
+            .collect();
+        while tasks.writer.queued() < 2 {
+            tokio::task::yield_now().await;
+        }
+        release.send(()).unwrap();
+        holding.await.unwrap().unwrap();
+        let mut landed = 0;
+        for write in writes {
+            match write.await.unwrap() {
+                Ok(revision) => {
+                    assert_eq!(revision, 2);
+                    landed += 1;
+                }
+                Err(e) => assert!(matches!(e, WriteError::Conflict), "{e:?}"),
+            }
+        }
+        assert_eq!(landed, 1, "one write at revision 1 lands");
+        assert_eq!(tasks.writer.rounds() - rounds_before, 1, "in one commit");
+        assert_eq!(tasks.load("t").await.unwrap().unwrap().revision, 2);
+    }
+
+    /// A turn's record is kept with the write that begins the turn and dropped with the one
+    /// that ends it, in the same transaction: a write that conflicts changes no record.
+    #[tokio::test]
+    async fn a_turns_record_comes_and_goes_with_the_tasks_writes_that_land() {
+        let tasks = SqliteTasks::open(":memory:", Duration::from_hours(1), 100).unwrap();
+        let begun = tasks
+            .write_with_turn(&stored("t"), 0, TurnStep::Keep("{\"step\":0}"))
+            .await
+            .unwrap();
+        assert_eq!(
+            tasks.turn("t").await.unwrap().as_deref(),
+            Some("{\"step\":0}")
+        );
+        let stale = tasks
+            .write_with_turn(&stored("t"), 0, TurnStep::Keep("{\"other\":1}"))
+            .await;
+        assert!(matches!(stale, Err(WriteError::Conflict)), "{stale:?}");
+        assert_eq!(
+            tasks.turn("t").await.unwrap().as_deref(),
+            Some("{\"step\":0}"),
+            "the write that lost kept no record"
+        );
+        assert!(matches!(
+            tasks.write_with_turn(&stored("t"), 0, TurnStep::Drop).await,
+            Err(WriteError::Conflict)
+        ));
+        assert!(tasks.turn("t").await.unwrap().is_some(), "nor dropped one");
+        tasks
+            .write_with_turn(&stored("t"), begun, TurnStep::Drop)
+            .await
+            .unwrap();
+        assert_eq!(tasks.turn("t").await.unwrap(), None, "the end dropped it");
+    }
+
+    /// Counts, for each statement a task's life runs, how often its cached statement ran and
+    /// was prepared again: each is prepared once and runs from the cache after.
+    #[tokio::test]
+    async fn a_tasks_statements_are_prepared_once() {
+        let tasks = SqliteTasks::open(":memory:", Duration::from_hours(1), 100).unwrap();
+        for i in 0..3 {
+            let id = format!("t{i}");
+            assert_eq!(tasks.write(&stored(&id), 0).await.unwrap(), 1);
+            assert_eq!(tasks.write(&stored(&id), 1).await.unwrap(), 2);
+            assert!(matches!(
+                tasks.write(&stored(&id), 1).await,
+                Err(WriteError::Conflict)
+            ));
+            assert_eq!(tasks.load(&id).await.unwrap().unwrap().revision, 2);
+            assert_eq!(tasks.recent(10).await.unwrap().len(), i + 1);
+            tasks.keep_turn(&id, Some("{\"step\":1}")).await.unwrap();
+            tasks.keep_turn(&id, Some("{\"step\":2}")).await.unwrap();
+            assert_eq!(
+                tasks.turn(&id).await.unwrap().as_deref(),
+                Some("{\"step\":2}")
+            );
+            tasks.keep_turn(&id, None).await.unwrap();
+            assert_eq!(tasks.turn(&id).await.unwrap(), None);
+        }
+        let counts = tasks
+            .with(|conn| {
+                Ok([
+                    (LOAD, 3),
+                    (INSERT, 3),
+                    (UPDATE_AT, 6),
+                    (RECENT, 3),
+                    (KEEP_TURN, 6),
+                    (LOAD_TURN, 6),
+                    (DROP_TURN, 3),
+                ]
+                .map(|(sql, runs)| {
+                    let statement = conn.prepare_cached(sql).unwrap();
+                    (
+                        sql,
+                        runs,
+                        statement.get_status(StatementStatus::Run),
+                        statement.get_status(StatementStatus::RePrepare),
+                    )
+                }))
+            })
+            .await
+            .unwrap();
+        for (sql, runs, ran, reprepared) in counts {
+            assert_eq!((ran, reprepared), (runs, 0), "{sql}");
+        }
+    }
+}
