@@ -72,8 +72,6 @@ async fn judge_level_two(defect: &str) -> Report {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn level_two_mutants_each_fail_exactly_their_check() {
-    let baseline = judge_level_two("none").await;
-    assert!(baseline.passed(), "{}", baseline.to_text());
     let level_two_failures = |report: &Report| -> Vec<&'static str> {
         report
             .failed_ids()
@@ -81,8 +79,7 @@ async fn level_two_mutants_each_fail_exactly_their_check() {
             .filter(|id| id.starts_with("L2-"))
             .collect()
     };
-    assert!(level_two_failures(&baseline).is_empty());
-    for (defect, check, why) in [
+    let mutants = [
         ("exit-nonzero", CheckId::SigtermDrain, "exited with"),
         ("drop-in-flight", CheckId::SigtermDrain, "dropped"),
         (
@@ -92,58 +89,32 @@ async fn level_two_mutants_each_fail_exactly_their_check() {
         ),
         ("non-json-line", CheckId::JsonLogs, "not a JSON object"),
         ("ignore-traceparent", CheckId::TraceContext, "trace id"),
-    ] {
-        let report = judge_level_two(defect).await;
+    ];
+    // Each run is a process of its own on a port of its own: the baseline and the mutants are
+    // judged at once.
+    let (baseline, reports) = tokio::join!(
+        judge_level_two("none"),
+        futures::future::join_all(mutants.iter().map(|(defect, ..)| judge_level_two(defect)))
+    );
+    assert!(baseline.passed(), "{}", baseline.to_text());
+    assert!(level_two_failures(&baseline).is_empty());
+    for ((defect, check, why), report) in mutants.iter().zip(&reports) {
         assert_eq!(
-            level_two_failures(&report),
+            level_two_failures(report),
             [check.id()],
             "{defect} should fail only {check}:\n{}",
             report.to_text()
         );
         assert!(!report.passed(), "{defect} must fail the run");
-        let reason = report.result(check).and_then(|r| r.reason()).unwrap_or("");
+        let reason = report.result(*check).and_then(|r| r.reason()).unwrap_or("");
         assert!(reason.contains(why), "{defect}: {reason}");
     }
 }
 
-/// `reference-server` at level 3, started by the suite, broken by `defect`.
-async fn judge_level_three(defect: &str) -> Report {
-    let command = format!(
-        "env REFERENCE_LEVEL=3 DEFECT={defect} {}",
-        env!("CARGO_BIN_EXE_reference-server")
-    );
-    let mut options = SuiteOptions::launching(command);
-    options.level = 3;
-    run(&options).await.expect("the suite runs")
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn level_three_mutants_each_fail_exactly_their_check() {
-    // The advisories the reference server does not follow (the A2A v1 card, 413) are not
-    // requirements; every required check is.
-    let required_failures = |report: &Report| -> Vec<&'static str> {
-        report
-            .failed_ids()
-            .into_iter()
-            .filter(|id| CheckId::from_id(id).is_some_and(|c| c.severity() == Severity::Required))
-            .collect()
-    };
-    let baseline = judge_level_three("none").await;
-    assert!(baseline.passed(), "{}", baseline.to_text());
-    assert!(
-        required_failures(&baseline).is_empty(),
-        "{}",
-        baseline.to_text()
-    );
-    for check in [CheckId::CompactionMetadata, CheckId::SessionRestart] {
-        assert_eq!(
-            baseline.result(check).map(|r| &r.outcome),
-            Some(&Outcome::Pass),
-            "the baseline gives {check} something to judge:\n{}",
-            baseline.to_text()
-        );
-    }
-    let mutants = [
+/// The level-3 defects of `reference-server`, each with the one required check it fails and
+/// a word of the reason.
+fn level_three_mutants() -> [(&'static str, CheckId, &'static str); 10] {
+    [
         ("no-sse", CheckId::SseContentType, "Content-Type"),
         ("card-not-streaming", CheckId::CardStreaming, "does not say"),
         ("no-final", CheckId::SseOrder, "final: true"),
@@ -170,10 +141,56 @@ async fn level_three_mutants_each_fail_exactly_their_check() {
             CheckId::CompactionMetadata,
             "brought no metadata.compaction",
         ),
-    ];
-    let reports =
+    ]
+}
+
+/// `reference-server` at level 3, started by the suite, broken by `defect`, with a compaction
+/// budget its compaction fits in.
+async fn judge_level_three(defect: &str) -> Report {
+    let command = format!(
+        "env REFERENCE_LEVEL=3 DEFECT={defect} {}",
+        env!("CARGO_BIN_EXE_reference-server")
+    );
+    let mut options = SuiteOptions::launching(command);
+    options.level = 3;
+    // The reference server compacts a context past 48 KiB: four chunks see it do so, and
+    // spare the mutant that never compacts the default megabyte of text.
+    options.compaction_budget = 4 * daedalus_conformance::level3::COMPACTION_CHUNK;
+    run(&options).await.expect("the suite runs")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn level_three_mutants_each_fail_exactly_their_check() {
+    // The advisories the reference server does not follow (the A2A v1 card, 413) are not
+    // requirements; every required check is.
+    let required_failures = |report: &Report| -> Vec<&'static str> {
+        report
+            .failed_ids()
+            .into_iter()
+            .filter(|id| CheckId::from_id(id).is_some_and(|c| c.severity() == Severity::Required))
+            .collect()
+    };
+    let mutants = level_three_mutants();
+    // Each run is a process of its own on a port of its own: the baseline and the mutants are
+    // judged at once.
+    let (baseline, reports) = tokio::join!(
+        judge_level_three("none"),
         futures::future::join_all(mutants.iter().map(|(defect, ..)| judge_level_three(defect)))
-            .await;
+    );
+    assert!(baseline.passed(), "{}", baseline.to_text());
+    assert!(
+        required_failures(&baseline).is_empty(),
+        "{}",
+        baseline.to_text()
+    );
+    for check in [CheckId::CompactionMetadata, CheckId::SessionRestart] {
+        assert_eq!(
+            baseline.result(check).map(|r| &r.outcome),
+            Some(&Outcome::Pass),
+            "the baseline gives {check} something to judge:\n{}",
+            baseline.to_text()
+        );
+    }
     for ((defect, check, why), report) in mutants.iter().zip(&reports) {
         assert_eq!(
             required_failures(report),

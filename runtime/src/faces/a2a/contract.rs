@@ -18,9 +18,10 @@ use super::A2aFace;
 use super::error::ApiError;
 use super::sse;
 use crate::agents::agent_loop::Bearer;
+use crate::agents::agent_loop::TurnControls;
 use crate::platform::identity::Caller;
 use crate::platform::telemetry::TraceHeaders;
-use crate::services::turns::{Memory, TurnError, TurnErrorKind, TurnRequest};
+use crate::services::turns::{Origin, TurnError, TurnErrorKind, TurnRequest};
 
 /// One contract request: the turn it starts, answered with its `Task` or its SSE stream.
 pub(super) async fn send(
@@ -31,19 +32,21 @@ pub(super) async fn send(
 ) -> Result<Response, ApiError> {
     let streaming = sse::wants_stream(headers);
     let history_length = request.history_length();
-    let mut turn = TurnRequest::new(state.agent(), request.message, Memory::Task);
     let metadata = request.metadata.as_ref();
-    turn.sampling = super::controls::sampling(metadata);
-    match super::controls::controls(metadata) {
-        Ok(controls) => turn.controls = controls,
+    let (sampling, controls) = match super::controls::controls(metadata) {
+        Ok(controls) => (super::controls::sampling(metadata), controls),
         // The turn fails naming the key, as for a sampling value of the wrong type.
-        Err(e) => turn.sampling = Err(e),
-    }
-    turn.bearer = Bearer::of(&caller, headers);
+        Err(e) => (Err(e), TurnControls::default()),
+    };
+    let origin = Origin {
+        bearer: Bearer::of(&caller, headers),
+        trace: TraceHeaders::from_headers(headers),
+        caller,
+    };
+    let mut turn =
+        TurnRequest::contract(state.agent(), request.message, origin).asking(sampling, controls);
     turn.history_length = history_length;
-    turn.trace = TraceHeaders::from_headers(headers);
     turn.stream = streaming;
-    turn.caller = caller;
     let turns = state.core().turns();
     if streaming {
         let handle = turns.start(turn).await.map_err(|e| refusal(&e))?;

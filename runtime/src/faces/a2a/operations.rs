@@ -25,7 +25,8 @@ use crate::platform::identity::Caller;
 use crate::platform::telemetry::TraceHeaders;
 use crate::services::push::PushError;
 use crate::services::turns::{
-    CancelError, FollowError, Following, Memory, TaskHandle, TurnError, TurnErrorKind, TurnRequest,
+    CancelError, FollowError, Following, Origin, SendError, TaskHandle, TurnError, TurnErrorKind,
+    TurnRequest,
 };
 use crate::stores::tasks::{ListError, ListQuery, SubscribeRefusal};
 
@@ -136,115 +137,55 @@ pub(super) async fn delete_push_config(
 /// What `SendMessage` and `SendStreamingMessage` read from their request.
 struct Send {
     turn: TurnRequest,
+    webhook: Option<TaskPushNotificationConfig>,
     history_length: Option<i32>,
     return_immediately: bool,
-    /// The new task a webhook was set up for (dropped again if the turn does not begin).
-    pushed: Option<String>,
 }
 
 impl Send {
-    /// Starts the turn; a refused one leaves no webhook behind. Answers its handle, the
-    /// `historyLength` and whether to return at once.
+    /// Starts the turn under the standard bindings' task rules (the turn service's
+    /// [`send_standard`](crate::services::turns::TurnService::send_standard)). Answers its
+    /// handle, the `historyLength` and whether to return at once.
     async fn start(self, state: &A2aFace) -> Result<(TaskHandle, Option<i32>, bool), A2aError> {
-        let Send {
-            turn,
-            history_length,
-            return_immediately,
-            pushed,
-        } = self;
-        match state.core().turns().start(turn).await {
-            Ok(handle) => Ok((handle, history_length, return_immediately)),
-            Err(e) => {
-                if let Some(task_id) = &pushed {
-                    state.core().push().forget(task_id).await;
-                }
-                Err(refusal(&e))
-            }
-        }
+        let core = state.core();
+        let handle = core
+            .turns()
+            .send_standard(core.push(), self.turn, self.webhook)
+            .await
+            .map_err(|e| match e {
+                SendError::Turn(e) => refusal(&e),
+                SendError::Push(e) => push_refusal(&e),
+            })?;
+        Ok((handle, self.history_length, self.return_immediately))
     }
 }
 
-/// The turn a send asks for, under the spec's task rules: a new task gets an id from the
-/// server; a `taskId` must name a task that may take more messages.
-async fn prepare(
+/// The send `request` asks for, read off the wire: its message, its configuration, what its
+/// metadata asks of the turn, and who asks.
+fn prepare(
     state: &A2aFace,
     headers: &HeaderMap,
     caller: &Caller,
     request: SendMessageRequest,
 ) -> Result<Send, A2aError> {
-    let turns = state.core().turns();
-    let history_length = request
-        .configuration
-        .as_ref()
-        .and_then(|c| c.history_length)
-        .and_then(|n| i32::try_from(n).ok());
-    let return_immediately = request
-        .configuration
-        .as_ref()
-        .and_then(|c| c.return_immediately)
-        .unwrap_or(false);
-    let push = request
-        .configuration
-        .as_ref()
-        .and_then(|c| c.task_push_notification_config.clone());
-    let mut message = request.message;
-    let new_task = message.task_id.as_deref().is_none_or(str::is_empty);
-    match message.task_id.clone().filter(|id| !id.is_empty()) {
-        // A message for a task continues it, if it may be continued.
-        Some(task_id) => match turns
-            .find_task(&task_id, caller)
-            .await
-            .map(|t| t.status.state)
-        {
-            None => {
-                return Err(A2aError::new(
-                    A2aErrorKind::TaskNotFound,
-                    format!("Task {task_id} not found"),
-                ));
-            }
-            Some(state) if state.is_terminal() => {
-                return Err(A2aError::new(
-                    A2aErrorKind::UnsupportedOperation,
-                    format!(
-                        "Task {task_id} is {state}, and a finished task takes no more messages"
-                    ),
-                ));
-            }
-            Some(_) => {}
-        },
-        // The server names a new task.
-        None => message.task_id = Some(uuid::Uuid::new_v4().to_string()),
-    }
+    let configuration = request.configuration.unwrap_or_default();
     let metadata = request.metadata.as_ref();
     let invalid = |e: crate::config::sampling::SamplingError| invalid_params(&e.to_string());
     let sampling = super::controls::sampling(metadata).map_err(invalid)?;
     let controls = super::controls::controls(metadata).map_err(invalid)?;
-    // A webhook of the send is set up before the turn begins, so it hears every state.
-    let task_id = message.task_id.clone().unwrap_or_default();
-    let pushed = match push {
-        Some(config) => {
-            state
-                .core()
-                .push()
-                .set_up(caller, &task_id, config)
-                .await
-                .map_err(|e| push_refusal(&e))?;
-            new_task.then_some(task_id)
-        }
-        None => None,
+    let origin = Origin {
+        caller: caller.clone(),
+        bearer: Bearer::of(caller, headers),
+        trace: TraceHeaders::from_headers(headers),
     };
-    let mut turn = TurnRequest::new(state.agent(), message, Memory::Task);
-    turn.sampling = Ok(sampling);
-    turn.controls = controls;
-    turn.bearer = Bearer::of(caller, headers);
-    turn.trace = TraceHeaders::from_headers(headers);
-    turn.replay = false;
-    turn.caller = caller.clone();
     Ok(Send {
-        turn,
-        history_length,
-        return_immediately,
-        pushed,
+        turn: TurnRequest::standard(state.agent(), request.message, origin)
+            .asking(Ok(sampling), controls),
+        webhook: configuration.task_push_notification_config,
+        history_length: configuration
+            .history_length
+            .and_then(|n| i32::try_from(n).ok()),
+        return_immediately: configuration.return_immediately.unwrap_or(false),
     })
 }
 
@@ -256,7 +197,7 @@ pub(super) async fn start_stream(
     caller: &Caller,
     request: SendMessageRequest,
 ) -> Result<(TaskHandle, TaskTrackerToken), A2aError> {
-    let mut send = prepare(state, headers, caller, request).await?;
+    let mut send = prepare(state, headers, caller, request)?;
     send.turn.stream = true;
     let (handle, ..) = send.start(state).await?;
     Ok((handle, state.core().turns().hold()))
@@ -271,8 +212,7 @@ pub(super) async fn send_message(
     request: SendMessageRequest,
 ) -> Result<SendMessageResponse, A2aError> {
     let turns = state.core().turns();
-    let (handle, history_length, return_immediately) = prepare(state, headers, caller, request)
-        .await?
+    let (handle, history_length, return_immediately) = prepare(state, headers, caller, request)?
         .start(state)
         .await?;
     let task_id = handle.task_id().to_owned();

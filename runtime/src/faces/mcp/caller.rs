@@ -8,10 +8,9 @@ use rmcp::service::RequestContext;
 
 use super::Face;
 use crate::agents::agent_loop::Bearer;
-use crate::config::deployment::InstanceScope;
 use crate::platform::identity::Caller;
 use crate::platform::telemetry::TraceHeaders;
-use crate::services::turns::{ConversationKey, Memory};
+use crate::services::turns::{ConversationKey, Memory, Origin};
 
 /// The caller's HTTP request, as rmcp hands it to handlers.
 fn parts(context: &RequestContext<RoleServer>) -> Option<&http::request::Parts> {
@@ -71,21 +70,27 @@ pub(super) fn trace(context: &RequestContext<RoleServer>) -> TraceHeaders {
     }
 }
 
-/// The conversation a call continues, by the agent's `instance_scope`: `None` for the
-/// `request` scope (nothing is kept), and for `connection` when the client has no session.
+/// The conversation a call continues (the turn service's rule: by the agent's
+/// `instance_scope`, the session, and who is calling).
 pub(super) fn conversation(
     face: &Face,
     context: &RequestContext<RoleServer>,
 ) -> Option<ConversationKey> {
-    let key = match face.scope() {
-        InstanceScope::Shared => Some(ConversationKey::mcp_shared(face.name())),
-        InstanceScope::Connection => {
-            session_id(context).map(|session| ConversationKey::mcp_session(face.name(), session))
-        }
-        InstanceScope::Request => None,
-    };
-    // An authenticated caller's conversations are its own, even on a shared agent.
-    key.map(|key| key.owned_by(who(context).conversation_space()))
+    ConversationKey::of_mcp_call(
+        face.name(),
+        face.scope(),
+        session_id(context),
+        &who(context),
+    )
+}
+
+/// Who asks, and from where: the caller, its bearer token, its trace.
+pub(super) fn origin(context: &RequestContext<RoleServer>) -> Origin {
+    Origin {
+        caller: who(context),
+        bearer: bearer(context),
+        trace: trace(context),
+    }
 }
 
 /// What the turn service keeps for a call of `face`.

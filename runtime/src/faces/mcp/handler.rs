@@ -338,7 +338,7 @@ impl ServerHandler for AgentServer {
                 .as_ref()
                 .and_then(|arguments| arguments.get(CONVERSATION_ID))
                 .and_then(Value::as_str)
-                .map(|id| ConversationKey::a2a_of(id, caller::who(&context).conversation_space()))
+                .map(|id| ConversationKey::a2a_for(id, &caller::who(&context)))
         } else {
             conversation(&self.face, &context)
         };

@@ -282,13 +282,8 @@ impl Prepared {
         memory: Memory,
         context: &RequestContext<RoleServer>,
     ) -> TurnRequest {
-        let mut turn = TurnRequest::new(face.name(), self.message, memory);
-        turn.sampling = Ok(self.sampling);
-        turn.controls = self.controls;
-        turn.bearer = caller::bearer(context);
-        turn.trace = caller::trace(context);
-        turn.caller = caller::who(context);
-        turn
+        TurnRequest::mcp(face.name(), self.message, memory, caller::origin(context))
+            .asking(Ok(self.sampling), self.controls)
     }
 }
 

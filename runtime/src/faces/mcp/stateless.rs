@@ -132,11 +132,10 @@ pub(super) fn answering(
 /// The A2A task turn `prepared` asks for. A `shared` agent's call continues everybody's
 /// conversation, whatever task it is; a task that ended takes no more messages.
 fn task_turn(face: &Face, prepared: Prepared, context: &RequestContext<RoleServer>) -> TurnRequest {
-    let mut turn = prepared.turn(face, Memory::Task, context);
+    let turn = prepared.turn(face, Memory::Task, context);
     if face.scope() == InstanceScope::Shared {
-        turn.conversation = caller::conversation(face, context);
+        return turn.in_conversation(caller::conversation(face, context));
     }
-    turn.replay = false;
     turn
 }
 

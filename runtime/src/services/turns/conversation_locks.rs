@@ -6,6 +6,8 @@
 //! (or `mcp/<agent>/<session>`); a context id chosen by an A2A client goes through
 //! [`ConversationKey::a2a`], which never lands in `mcp/`.
 
+use crate::config::deployment::InstanceScope;
+use crate::platform::identity::Caller;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
@@ -67,6 +69,11 @@ impl ConversationKey {
         }
     }
 
+    /// Context `context_id` as `caller` holds it: theirs alone when they are authenticated.
+    pub fn a2a_for(context_id: &str, caller: &Caller) -> Self {
+        Self::a2a_of(context_id, caller.conversation_space())
+    }
+
     /// This MCP conversation (as [`ConversationKey::mcp_shared`] or
     /// [`ConversationKey::mcp_session`] make it), kept apart for a caller in `space`.
     #[must_use]
@@ -75,6 +82,24 @@ impl ConversationKey {
             None => self,
             Some(space) => Self(format!("{OWNED_PREFIX}{space}/{}", self.0)),
         }
+    }
+
+    /// The conversation an MCP call of `agent` continues, by the agent's `instance_scope`:
+    /// everybody's (`shared`), the client's MCP session's (`connection`; none when the client
+    /// has no session), or none (`request`: nothing is kept). An authenticated caller's
+    /// conversations are its own, even on a shared agent.
+    pub fn of_mcp_call(
+        agent: &str,
+        scope: InstanceScope,
+        session: Option<&str>,
+        caller: &Caller,
+    ) -> Option<Self> {
+        let key = match scope {
+            InstanceScope::Shared => Some(Self::mcp_shared(agent)),
+            InstanceScope::Connection => session.map(|session| Self::mcp_session(agent, session)),
+            InstanceScope::Request => None,
+        };
+        key.map(|key| key.owned_by(caller.conversation_space()))
     }
 
     /// The MCP face's one conversation of `agent` (`instance_scope: shared`).
@@ -131,6 +156,47 @@ mod tests {
         assert_ne!(
             ConversationKey::mcp_shared("a"),
             ConversationKey::a2a("mcp/a")
+        );
+    }
+
+    #[test]
+    fn an_mcp_call_continues_its_scopes_conversation_and_a_known_callers_own() {
+        use crate::config::deployment::InstanceScope::{Connection, Request, Shared};
+        let anyone = Caller::Anyone;
+        let key = |scope, session, caller: &Caller| {
+            ConversationKey::of_mcp_call("agent", scope, session, caller).map(|k| k.0)
+        };
+        assert_eq!(key(Shared, None, &anyone).as_deref(), Some("mcp/agent"));
+        assert_eq!(
+            key(Shared, Some("s"), &anyone).as_deref(),
+            Some("mcp/agent")
+        );
+        assert_eq!(
+            key(Connection, Some("s"), &anyone).as_deref(),
+            Some("mcp/agent/s")
+        );
+        assert_eq!(
+            key(Connection, None, &anyone),
+            None,
+            "no session, nothing kept"
+        );
+        assert_eq!(key(Request, Some("s"), &anyone), None);
+        let known = Caller::known(crate::platform::identity::Known {
+            principal: crate::platform::identity::Principal {
+                issuer: None,
+                subject: "alice".to_owned(),
+                tenant: None,
+            },
+            scopes: std::collections::BTreeSet::new(),
+            admin: false,
+            via: crate::platform::identity::Via::ApiKey,
+        });
+        let alices = key(Shared, None, &known).expect("kept");
+        assert!(alices.starts_with(OWNED_PREFIX), "{alices}");
+        assert_ne!(
+            Some(alices),
+            key(Shared, None, &anyone),
+            "a shared agent's, but hers"
         );
     }
 

@@ -141,9 +141,10 @@ impl TurnService {
         let mut history = standing.and_then(|t| t.history).unwrap_or_default();
         let key = match &resuming {
             Some(record) => ConversationKey::resumed(record.conversation.clone()),
-            None => request.conversation.clone().unwrap_or_else(|| {
-                ConversationKey::a2a_of(&context_id, request.caller.conversation_space())
-            }),
+            None => request
+                .conversation
+                .clone()
+                .unwrap_or_else(|| ConversationKey::a2a_for(&context_id, &request.caller)),
         };
         let mut agent_request =
             Box::new(AgentRequest::new(&task_id, key.as_str(), message.clone()));
@@ -553,7 +554,7 @@ impl TurnService {
         let n = usize::try_from(n).unwrap_or(usize::MAX);
         let stored = match &task.context_id {
             Some(context) => {
-                let key = ConversationKey::a2a_of(context, caller.conversation_space());
+                let key = ConversationKey::a2a_for(context, caller);
                 agent.conversation(key.as_str()).await.map(|mut messages| {
                     // Stored under the conversation key; shown under the client's context id.
                     for m in &mut messages {

@@ -36,6 +36,7 @@ pub mod readiness;
 pub mod record;
 mod request;
 mod service;
+mod standard;
 pub mod stream;
 mod task;
 #[cfg(test)]
@@ -49,8 +50,9 @@ pub use error::{TurnError, TurnErrorKind};
 pub use following::{FollowError, Following};
 pub use handle::TaskHandle;
 pub use readiness::{Phase, Readiness};
-pub use request::{Memory, TurnRequest};
+pub use request::{Memory, Origin, TurnRequest};
 pub use service::TurnService;
+pub use standard::SendError;
 pub use stream::EventReceiver;
 
 /// How long a turn canceled by the request timeout or shutdown gets to reach a safe point.

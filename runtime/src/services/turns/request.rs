@@ -22,45 +22,58 @@ pub enum Memory {
     None,
 }
 
-/// One turn, as a face asks for it.
+/// Who asks for a turn, and from where: what every face reads off its wire before it asks.
+#[derive(Debug, Clone, Default)]
+pub struct Origin {
+    /// Who asks: a new task or conversation is theirs, and only theirs to continue.
+    pub caller: Caller,
+    /// The caller's bearer token, for downstream servers that opted into forwarding.
+    pub bearer: Bearer,
+    /// The caller's trace: the turn's span continues it.
+    pub trace: TraceHeaders,
+}
+
+/// One turn, as a face asks for it: made by the constructor of the face's binding
+/// ([`TurnRequest::contract`], [`TurnRequest::standard`], [`TurnRequest::mcp`]), which sets
+/// the rules that binding keeps, then told what the caller asked for.
 #[derive(Debug)]
 pub struct TurnRequest {
     /// The agent of the deployment that runs the turn.
-    pub agent: String,
+    pub(super) agent: String,
     /// The new user message.
     pub message: Message,
-    pub memory: Memory,
+    pub(super) memory: Memory,
     /// Sampling parameters over the agent's defaults; a face that could not read the caller's
     /// passes why, and the turn fails with it.
-    pub sampling: Result<SamplingParams, SamplingError>,
+    pub(super) sampling: Result<SamplingParams, SamplingError>,
     /// The caller's bearer token, for downstream servers that opted into forwarding.
-    pub bearer: Bearer,
+    pub(super) bearer: Bearer,
     /// Whether the model streams its answer (a face that shows text as it arrives, SSE, sets
     /// it; the turn's events are there for a face that takes them either way).
     pub stream: bool,
     /// How many messages of history the answer carries (`configuration.historyLength`).
     pub history_length: Option<u32>,
     /// The caller's trace: the turn's span continues it.
-    pub trace: TraceHeaders,
+    pub(super) trace: TraceHeaders,
     /// For an A2A task: a message already answered gets the stored answer (the contract
     /// binding's rule, for a proxy's redelivery). The standard bindings turn it off.
-    pub replay: bool,
+    pub(super) replay: bool,
     /// What the caller changed for this turn (personality, tools, instruction).
-    pub controls: TurnControls,
+    pub(super) controls: TurnControls,
     /// Who asks: a new task or conversation is theirs, and only theirs to continue.
-    pub caller: Caller,
+    pub(super) caller: Caller,
     /// For an A2A task: the conversation it continues, when a face keeps it by a key of its
     /// own rather than by the task's context (the MCP face's `shared` scope on 2026-07-28,
     /// where a call is a task but the conversation is everybody's).
-    pub conversation: Option<ConversationKey>,
+    pub(super) conversation: Option<ConversationKey>,
     /// For an A2A task left running by a runtime that stopped: the record it goes on from,
     /// instead of starting the turn over (durable turns, [`super::record`]).
-    pub resume: Option<super::record::Resume>,
+    pub(super) resume: Option<super::record::Resume>,
 }
 
 impl TurnRequest {
     /// A turn of `agent` on `message`, with no sampling overrides, credentials or listener.
-    pub fn new(agent: impl Into<String>, message: Message, memory: Memory) -> Self {
+    pub(super) fn new(agent: impl Into<String>, message: Message, memory: Memory) -> Self {
         Self {
             agent: agent.into(),
             message,
@@ -76,5 +89,64 @@ impl TurnRequest {
             conversation: None,
             resume: None,
         }
+    }
+
+    fn from(agent: impl Into<String>, message: Message, memory: Memory, origin: Origin) -> Self {
+        let mut turn = Self::new(agent, message, memory);
+        turn.caller = origin.caller;
+        turn.bearer = origin.bearer;
+        turn.trace = origin.trace;
+        turn
+    }
+
+    /// The contract binding's turn (`POST /`, what the proxy sends): an A2A task named by the
+    /// message (its `taskId`, else its `messageId`), and a message already answered gets the
+    /// stored answer, so a redelivery runs nothing twice.
+    pub fn contract(agent: impl Into<String>, message: Message, origin: Origin) -> Self {
+        Self::from(agent, message, Memory::Task, origin)
+    }
+
+    /// A standard A2A binding's turn (JSON-RPC, HTTP+JSON, gRPC): an A2A task the server
+    /// names (see [`super::standard`]), and a repeated `messageId` is a new message, never a
+    /// replay.
+    pub fn standard(agent: impl Into<String>, message: Message, origin: Origin) -> Self {
+        let mut turn = Self::from(agent, message, Memory::Task, origin);
+        turn.replay = false;
+        turn
+    }
+
+    /// An MCP call's turn, remembering as `memory`: a conversation by the agent's scope
+    /// ([`ConversationKey::of_mcp_call`]), nothing, or an A2A task (MCP 2026-07-28's tasks,
+    /// which are never replayed).
+    pub fn mcp(agent: impl Into<String>, message: Message, memory: Memory, origin: Origin) -> Self {
+        let mut turn = Self::from(agent, message, memory, origin);
+        turn.replay = false;
+        turn
+    }
+
+    /// What the caller asked of the turn beyond its message: sampling over the agent's
+    /// defaults (or why it could not be read: the turn then fails with it), and its controls.
+    #[must_use]
+    pub fn asking(
+        mut self,
+        sampling: Result<SamplingParams, SamplingError>,
+        controls: TurnControls,
+    ) -> Self {
+        self.sampling = sampling;
+        self.controls = controls;
+        self
+    }
+
+    /// A task turn that continues `conversation` rather than its context's (an MCP `shared`
+    /// agent's calls on 2026-07-28: each a task, the conversation everybody's).
+    #[must_use]
+    pub fn in_conversation(mut self, conversation: Option<ConversationKey>) -> Self {
+        self.conversation = conversation;
+        self
+    }
+
+    /// Who asks.
+    pub fn caller(&self) -> &Caller {
+        &self.caller
     }
 }

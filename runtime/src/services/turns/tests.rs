@@ -276,3 +276,157 @@ async fn a_turn_refused_for_room_spends_no_budget() {
         "the minute's turn was not spent: {admitted:?}"
     );
 }
+
+/// The push service beside `turns`, allowed to call loopback webhooks.
+fn push_beside(turns: &TurnService) -> crate::services::push::Push {
+    let mut settings = crate::config::push::PushSettings::default();
+    settings.allow =
+        crate::config::push::AllowList::parse(&["127.0.0.1".to_owned()]).expect("an address");
+    crate::services::push::Push::new(settings, turns.task_store(), Arc::new(Metrics::new()))
+}
+
+/// A webhook nothing listens at.
+fn a_webhook() -> daedalus_contract::TaskPushNotificationConfig {
+    serde_json::from_value(serde_json::json!({"url": "http://127.0.0.1:9/hook"}))
+        .expect("a webhook config")
+}
+
+fn standard_turn(message_id: &str, task_id: Option<&str>) -> TurnRequest {
+    let mut message = Message::new(message_id, Role::User, vec![Part::text("hi")]);
+    message.task_id = task_id.map(str::to_owned);
+    TurnRequest::standard("a", message, super::Origin::default())
+}
+
+async fn webhooks_of(push: &crate::services::push::Push, task_id: &str) -> usize {
+    let request = daedalus_contract::ListPushConfigsRequest {
+        task_id: task_id.to_owned(),
+        ..Default::default()
+    };
+    push.list(&Caller::Anyone, &request)
+        .await
+        .map_or(0, |page| page.configs.len())
+}
+
+#[tokio::test]
+async fn a_standard_send_gets_a_task_id_of_the_servers_and_never_a_replay() {
+    let turns = service(Arc::new(Passthrough));
+    let push = push_beside(&turns);
+    let first = turns
+        .send_standard(&push, standard_turn("m-1", None), None)
+        .await
+        .expect("started");
+    assert_ne!(
+        first.task_id(),
+        "m-1",
+        "the server names the task, not the messageId"
+    );
+    assert!(
+        uuid::Uuid::parse_str(first.task_id()).is_ok(),
+        "{}",
+        first.task_id()
+    );
+    let first_id = first.task_id().to_owned();
+    first.answer().await.expect("answered");
+    // The same messageId again is a new message: a new task, not the stored answer.
+    let second = turns
+        .send_standard(&push, standard_turn("m-1", None), None)
+        .await
+        .expect("started");
+    assert_ne!(second.task_id(), first_id);
+}
+
+#[tokio::test]
+async fn a_standard_send_to_a_task_it_does_not_know_is_refused_and_sets_up_no_webhook() {
+    let turns = service(Arc::new(Passthrough));
+    let push = push_beside(&turns);
+    let refused = turns
+        .send_standard(&push, standard_turn("m-1", Some("nope")), Some(a_webhook()))
+        .await
+        .expect_err("no such task");
+    assert!(
+        matches!(refused, super::SendError::Turn(TurnError::TaskNotFound(ref id)) if id == "nope"),
+        "{refused:?}"
+    );
+    assert_eq!(webhooks_of(&push, "nope").await, 0);
+}
+
+#[tokio::test]
+async fn a_finished_task_takes_no_message_and_keeps_its_webhooks_as_they_were() {
+    let turns = service(Arc::new(Passthrough));
+    let push = push_beside(&turns);
+    let done = turns
+        .send_standard(&push, standard_turn("m-1", None), None)
+        .await
+        .expect("started");
+    let task_id = done.task_id().to_owned();
+    done.answer().await.expect("completed");
+    let refused = turns
+        .send_standard(
+            &push,
+            standard_turn("m-2", Some(&task_id)),
+            Some(a_webhook()),
+        )
+        .await
+        .expect_err("a finished task");
+    assert!(
+        matches!(
+            refused,
+            super::SendError::Turn(TurnError::TaskFinished {
+                state: TaskState::Completed,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(
+        webhooks_of(&push, &task_id).await,
+        0,
+        "the refused send added no webhook"
+    );
+}
+
+#[tokio::test]
+async fn a_new_tasks_webhook_is_dropped_when_its_turn_does_not_begin() {
+    let turns = service(Arc::new(Passthrough));
+    let push = push_beside(&turns);
+    // An agent the deployment does not have: the turn is refused after the webhook was set
+    // up for the task the server named.
+    let mut missing = standard_turn("m-1", None);
+    missing.agent = "missing".to_owned();
+    let refused = turns
+        .send_standard_as(&push, missing, Some(a_webhook()), "fresh-1".to_owned())
+        .await
+        .expect_err("no such agent");
+    assert!(
+        matches!(refused, super::SendError::Turn(TurnError::UnknownAgent(_))),
+        "{refused:?}"
+    );
+    // A task later given the same id does not inherit the refused send's webhook...
+    let later = turns
+        .send_standard_as(
+            &push,
+            standard_turn("m-2", None),
+            None,
+            "fresh-1".to_owned(),
+        )
+        .await
+        .expect("started");
+    later.answer().await.expect("answered");
+    assert_eq!(
+        webhooks_of(&push, "fresh-1").await,
+        0,
+        "the refused send's webhook is gone"
+    );
+    // ...while a send that began keeps its own.
+    let kept = turns
+        .send_standard_as(
+            &push,
+            standard_turn("m-3", None),
+            Some(a_webhook()),
+            "fresh-2".to_owned(),
+        )
+        .await
+        .expect("started");
+    kept.answer().await.expect("answered");
+    assert_eq!(webhooks_of(&push, "fresh-2").await, 1);
+}
