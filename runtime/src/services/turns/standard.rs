@@ -36,7 +36,7 @@ impl TurnService {
         webhook: Option<TaskPushNotificationConfig>,
     ) -> Result<TaskHandle, SendError> {
         let fresh = uuid::Uuid::new_v4().to_string();
-        self.send_standard_as(push, turn, webhook, fresh).await
+        Box::pin(self.send_standard_as(push, turn, webhook, fresh)).await
     }
 
     /// As [`Self::send_standard`], a new task named `fresh`.
@@ -49,24 +49,20 @@ impl TurnService {
     ) -> Result<TaskHandle, SendError> {
         let named = turn.message.task_id.clone().filter(|id| !id.is_empty());
         let new_task = named.is_none();
-        let task_id = match named {
-            Some(task_id) => {
-                self.takes_more_messages(&task_id, &turn).await?;
-                task_id
-            }
-            None => {
-                turn.message.task_id = Some(fresh.clone());
-                fresh
-            }
+        let task_id = if let Some(task_id) = named {
+            self.takes_more_messages(&task_id, &turn).await?;
+            task_id
+        } else {
+            turn.message.task_id = Some(fresh.clone());
+            fresh
         };
-        let pushed = match webhook {
-            Some(config) => {
-                push.set_up(&turn.caller, &task_id, config).await?;
-                new_task
-            }
-            None => false,
+        let pushed = if let Some(config) = webhook {
+            push.set_up(&turn.caller, &task_id, config).await?;
+            new_task
+        } else {
+            false
         };
-        match self.start(turn).await {
+        match Box::pin(self.start(turn)).await {
             Ok(handle) => Ok(handle),
             Err(refused) => {
                 if pushed {

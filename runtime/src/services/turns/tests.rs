@@ -279,9 +279,11 @@ async fn a_turn_refused_for_room_spends_no_budget() {
 
 /// The push service beside `turns`, allowed to call loopback webhooks.
 fn push_beside(turns: &TurnService) -> crate::services::push::Push {
-    let mut settings = crate::config::push::PushSettings::default();
-    settings.allow =
-        crate::config::push::AllowList::parse(&["127.0.0.1".to_owned()]).expect("an address");
+    let settings = crate::config::push::PushSettings {
+        allow: crate::config::push::AllowList::parse(&["127.0.0.1".to_owned()])
+            .expect("an address"),
+        ..Default::default()
+    };
     crate::services::push::Push::new(settings, turns.task_store(), Arc::new(Metrics::new()))
 }
 
