@@ -115,33 +115,42 @@ impl Document {
         links
     }
 
-    /// The fenced `sh` blocks right under the heading `heading` (up to the next heading),
-    /// in order.
-    pub fn shell_blocks_under(&self, heading: &str) -> Vec<String> {
-        let mut lines = self.text.lines().skip_while(|line| *line != heading);
-        assert!(
-            lines.next().is_some(),
-            "{} has the heading {heading:?}",
-            self.path.display()
-        );
+    /// Every fenced `sh` block, with the heading it sits right under (`""` before any).
+    pub fn shell_blocks(&self) -> Vec<(String, String)> {
         let mut blocks = Vec::new();
+        let mut heading = String::new();
         let mut block: Option<String> = None;
-        for line in lines {
+        for line in self.text.lines() {
             match &mut block {
                 Some(text) if line.trim_start().starts_with("```") => {
-                    blocks.push(std::mem::take(text));
+                    blocks.push((heading.clone(), std::mem::take(text)));
                     block = None;
                 }
                 Some(text) => {
-                    text.push_str(line);
+                    text.push_str(line.trim_start());
                     text.push('\n');
                 }
                 None if line.trim_start() == "```sh" => block = Some(String::new()),
-                None if is_heading(line) => break,
+                None if is_heading(line) => line.clone_into(&mut heading),
                 None => {}
             }
         }
         blocks
+    }
+
+    /// The fenced `sh` blocks right under the heading `heading` (up to the next heading),
+    /// in order.
+    pub fn shell_blocks_under(&self, heading: &str) -> Vec<String> {
+        assert!(
+            self.text.lines().any(|line| line == heading),
+            "{} has the heading {heading:?}",
+            self.path.display()
+        );
+        self.shell_blocks()
+            .into_iter()
+            .filter(|(under, _)| under == heading)
+            .map(|(_, text)| text)
+            .collect()
     }
 }
 
@@ -172,6 +181,8 @@ pub struct Sandbox {
     pub proxy_port: u16,
     /// The NATS server's port (`NATS_URL`; `nats-server` is given `-p`).
     pub nats_port: u16,
+    /// The real `curl`, behind the shim.
+    curl: PathBuf,
 }
 
 impl Sandbox {
@@ -182,6 +193,7 @@ impl Sandbox {
             runtime_port: free_port(),
             proxy_port: free_port(),
             nats_port: free_port(),
+            curl: which("curl"),
         };
         sandbox.write_shims();
         sandbox
@@ -197,7 +209,7 @@ impl Sandbox {
         let proxy = crate::proxy_binary();
         let nats = crate::nats::binary();
         let store = self.dir().join("jetstream");
-        let curl = which("curl");
+        let curl = &self.curl;
         self.shim(
             ".ci/setup",
             "echo 'setup: done (.ci/test ran .ci/setup before the tests)'\n",
@@ -272,7 +284,7 @@ impl Sandbox {
     /// waiting for each server a line starts in the background; what they started is
     /// stopped (SIGTERM) when the script ends.
     pub fn run(&self, blocks: &[String]) -> Output {
-        let curl = which("curl");
+        let curl = &self.curl;
         let settle = format!(
             "__settle() {{\n\
              for _ in $(seq 1 300); do\n\

@@ -75,31 +75,15 @@ const RUN_ELSEWHERE: &[(&str, &str, &str)] = &[
 
 /// Every `sh` block of the documentation: (page, the heading it sits under, its text).
 fn shell_blocks() -> Vec<(String, String, String)> {
-    let mut blocks = Vec::new();
-    for doc in Document::all() {
-        let mut heading = String::new();
-        let mut block: Option<String> = None;
-        for line in doc.text.lines() {
-            match &mut block {
-                Some(text) if line.trim_start().starts_with("```") => {
-                    blocks.push((
-                        doc.path.display().to_string(),
-                        heading.clone(),
-                        std::mem::take(text),
-                    ));
-                    block = None;
-                }
-                Some(text) => {
-                    text.push_str(line.trim_start());
-                    text.push('\n');
-                }
-                None if line.trim_start() == "```sh" => block = Some(String::new()),
-                None if line.starts_with('#') => line.clone_into(&mut heading),
-                None => {}
-            }
-        }
-    }
-    blocks
+    Document::all()
+        .into_iter()
+        .flat_map(|doc| {
+            let page = doc.path.display().to_string();
+            doc.shell_blocks()
+                .into_iter()
+                .map(move |(heading, text)| (page.clone(), heading, text))
+        })
+        .collect()
 }
 
 #[test]

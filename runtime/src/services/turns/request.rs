@@ -144,9 +144,4 @@ impl TurnRequest {
         self.conversation = conversation;
         self
     }
-
-    /// Who asks.
-    pub fn caller(&self) -> &Caller {
-        &self.caller
-    }
 }
