@@ -65,9 +65,12 @@ pub fn from_proto<P: Serialize, T: DeserializeOwned>(message: &P) -> Result<T, R
     crate::read::from_slice(&json)
 }
 
-/// A2A v1 JSON (what [`crate::write::a2a_v1`] writes) as the proto message `P`.
-pub fn to_proto<P: DeserializeOwned>(json: serde_json::Value) -> Result<P, serde_json::Error> {
-    serde_json::from_value(json)
+/// A model value, written as strict A2A v1 JSON ([`crate::write::a2a_v1::of`] for the types
+/// whose JSON depends on the dialect), as the proto message `P` that JSON is the ProtoJSON of.
+/// A value that cannot be written, or whose JSON is not the message's, is an error (never a
+/// default message).
+pub fn to_proto<P: DeserializeOwned>(value: &impl Serialize) -> Result<P, serde_json::Error> {
+    serde_json::from_value(serde_json::to_value(value)?)
 }
 
 #[cfg(test)]
@@ -102,7 +105,7 @@ mod tests {
     #[test]
     fn a_task_goes_to_the_proto_and_back_unchanged() {
         let task: Task = crate::read::from_value(task_json()).expect("a task");
-        let proto: v1::Task = to_proto(a2a_v1::to_value(&task)).expect("the proto reads it");
+        let proto: v1::Task = to_proto(&a2a_v1::of(&task)).expect("the proto reads it");
         assert_eq!(proto.id, "t-1");
         assert_eq!(
             proto.status.as_ref().map(|s| s.state),
@@ -130,7 +133,7 @@ mod tests {
             "id": "t", "status": {"state": "TASK_STATE_WORKING"}, "metadata": {"n": 1}
         }))
         .expect("a task");
-        let proto: v1::Task = to_proto(a2a_v1::to_value(&task)).expect("reads");
+        let proto: v1::Task = to_proto(&a2a_v1::of(&task)).expect("reads");
         let back: Task = from_proto(&proto).expect("reads");
         let n = back
             .metadata
@@ -163,7 +166,7 @@ mod tests {
     fn every_stream_event_has_its_proto() {
         let task: Task = crate::read::from_value(task_json()).expect("a task");
         let event = StreamEvent::Task(task);
-        let proto: v1::StreamResponse = to_proto(a2a_v1::to_value(&event)).expect("reads");
+        let proto: v1::StreamResponse = to_proto(&a2a_v1::of(&event)).expect("reads");
         assert!(matches!(
             proto.payload,
             Some(v1::stream_response::Payload::Task(_))

@@ -44,6 +44,14 @@ impl<T: DialectSerialize> Serialize for InDialectSeq<'_, T> {
     }
 }
 
+/// The agent card is spelled the same in every dialect (A2A v0.3 clients get their own card,
+/// written by the runtime's v0.3 face).
+impl DialectSerialize for crate::AgentCard {
+    fn serialize_in<S: Serializer>(&self, _: Dialect, s: S) -> Result<S::Ok, S::Error> {
+        self.serialize(s)
+    }
+}
+
 /// The contract dialect: exactly what the proxy and the contract schemas expect.
 pub mod contract {
     use serde::Serialize;
@@ -72,16 +80,14 @@ pub mod a2a_v1 {
 
     impl<T: DialectSerialize> ToA2aV1 for T {
         fn to_a2a_v1(&self) -> serde_json::Value {
-            serde_json::to_value(InDialect(self, Dialect::A2aV1))
-                .expect("the model always serializes")
+            serde_json::to_value(of(self)).expect("the model always serializes")
         }
     }
 
-    /// The agent card is spelled the same in both dialects.
-    impl ToA2aV1 for crate::AgentCard {
-        fn to_a2a_v1(&self) -> serde_json::Value {
-            serde_json::to_value(self).expect("the model always serializes")
-        }
+    /// `value` as strict A2A v1, to hand to any writer (a response body, an SSE line, a proto
+    /// message) with nothing built between: it serializes straight into the writer.
+    pub fn of<T: DialectSerialize + ?Sized>(value: &T) -> InDialect<'_, T> {
+        InDialect(value, Dialect::A2aV1)
     }
 
     /// A JSON value in strict A2A v1.
@@ -104,7 +110,11 @@ pub mod a2a_v03 {
 
     /// A JSON value in A2A v0.3.
     pub fn to_value<T: DialectSerialize + ?Sized>(value: &T) -> serde_json::Value {
-        serde_json::to_value(InDialect(value, Dialect::A2aV03))
-            .expect("the model always serializes")
+        serde_json::to_value(of(value)).expect("the model always serializes")
+    }
+
+    /// `value` as A2A v0.3, to serialize straight into a writer.
+    pub fn of<T: DialectSerialize + ?Sized>(value: &T) -> InDialect<'_, T> {
+        InDialect(value, Dialect::A2aV03)
     }
 }

@@ -13,19 +13,31 @@ pub struct Bucket {
     pub kv: kv::Store,
 }
 
-/// Opens `bucket` at `url` (created if absent, described as `description`) with `max_age`;
-/// the error says which step failed.
+/// Which step of opening a bucket failed, with the NATS error underneath (its `source()`).
+#[derive(Debug, thiserror::Error)]
+pub enum BucketError {
+    #[error("cannot connect: {0}")]
+    Connect(#[source] async_nats::ConnectError),
+    #[error("cannot create the bucket: {0}")]
+    Create(#[source] async_nats::jetstream::context::CreateKeyValueError),
+    #[error("cannot read the bucket: {0}")]
+    Read(#[source] async_nats::jetstream::stream::InfoError),
+    #[error("cannot set the bucket's retention: {0}")]
+    Retention(#[source] async_nats::jetstream::context::UpdateStreamError),
+}
+
+/// Opens `bucket` at `url` (created if absent, described as `description`) with `max_age`.
 pub async fn open(
     url: &str,
     bucket: &str,
     description: &str,
     max_age: Duration,
-) -> Result<Bucket, String> {
+) -> Result<Bucket, BucketError> {
     let client = async_nats::ConnectOptions::new()
         .connection_timeout(Duration::from_secs(5))
         .connect(url)
         .await
-        .map_err(|e| format!("cannot connect: {e}"))?;
+        .map_err(BucketError::Connect)?;
     let kv = open_on(&client, bucket, description, max_age).await?;
     Ok(Bucket { client, kv })
 }
@@ -36,7 +48,7 @@ pub async fn open_on(
     bucket: &str,
     description: &str,
     max_age: Duration,
-) -> Result<kv::Store, String> {
+) -> Result<kv::Store, BucketError> {
     let js = jetstream::new(client.clone());
     let kv = match js.get_key_value(bucket).await {
         Ok(kv) => kv,
@@ -50,19 +62,16 @@ pub async fn open_on(
                 ..Default::default()
             })
             .await
-            .map_err(|e| format!("cannot create the bucket: {e}"))?,
+            .map_err(BucketError::Create)?,
     };
     let mut stream = kv.stream.clone();
-    let info = stream
-        .info()
-        .await
-        .map_err(|e| format!("cannot read the bucket: {e}"))?;
+    let info = stream.info().await.map_err(BucketError::Read)?;
     if info.config.max_age != max_age {
         let mut config = info.config.clone();
         config.max_age = max_age;
         js.update_stream(config)
             .await
-            .map_err(|e| format!("cannot set the bucket's retention: {e}"))?;
+            .map_err(BucketError::Retention)?;
         tracing::info!(bucket, retention = ?max_age, "bucket retention updated");
     }
     Ok(kv)

@@ -47,7 +47,7 @@ impl SavedUsage {
         })
     }
 
-    fn fail(&self, e: impl std::fmt::Display) -> UsageError {
+    fn fail(&self, e: rusqlite::Error) -> UsageError {
         UsageError::new(&self.location, e)
     }
 

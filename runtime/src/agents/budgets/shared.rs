@@ -17,7 +17,7 @@
 //! later. The bucket's entries expire two days after their last write.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_nats::jetstream::kv;
@@ -33,19 +33,23 @@ const CAS_ATTEMPTS: usize = 64;
 /// How long the bucket keeps an entry after its last write: past a day's window.
 const RETENTION: Duration = Duration::from_hours(48);
 
-/// The usage store could not be read or written.
+/// The usage store could not be read or written: where, and the error underneath (its
+/// `source()`: the NATS or SQLite error, or what was wrong with an entry).
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("the shared budget usage ({location}): {message}")]
+#[error("the shared budget usage ({location}): {source}")]
 pub struct UsageError {
     location: String,
-    message: String,
+    source: Arc<dyn std::error::Error + Send + Sync>,
 }
 
 impl UsageError {
-    pub(super) fn new(location: &str, message: impl std::fmt::Display) -> Self {
+    pub(super) fn new(
+        location: &str,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
         Self {
             location: location.to_owned(),
-            message: message.to_string(),
+            source: Arc::from(source.into()),
         }
     }
 }
@@ -136,10 +140,7 @@ impl SharedUsage {
             RETENTION,
         )
         .await
-        .map_err(|message| UsageError {
-            location: location.clone(),
-            message,
-        })?;
+        .map_err(|e| UsageError::new(&location, e))?;
         Ok(Self {
             location,
             kv,
@@ -153,8 +154,8 @@ impl SharedUsage {
         })
     }
 
-    fn fail(&self, message: impl std::fmt::Display) -> UsageError {
-        UsageError::new(&self.location, message)
+    fn fail(&self, e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> UsageError {
+        UsageError::new(&self.location, e)
     }
 
     /// The entry at `key`, decoded, and its revision (`None`: no entry).

@@ -62,16 +62,10 @@ fn refusal(error: &TurnError) -> ApiError {
         TurnErrorKind::InvalidMessage => ApiError::BadRequest(said()),
         TurnErrorKind::NotReady => ApiError::NotReady,
         TurnErrorKind::ShuttingDown => ApiError::ShuttingDown,
-        TurnErrorKind::Busy => match error.limit() {
-            Some(limit) => ApiError::Busy(limit),
-            None => ApiError::RetryLater(said()),
-        },
-        TurnErrorKind::OverBudget => match error.budget_refusal() {
-            Some(refusal) => ApiError::OverBudget(refusal.clone()),
-            None => ApiError::RetryLater(said()),
-        },
+        TurnErrorKind::Busy(limit) => ApiError::Busy(limit),
+        TurnErrorKind::OverBudget(refusal) => ApiError::OverBudget(refusal.clone()),
         TurnErrorKind::CanceledByShutdown => ApiError::CanceledByShutdown,
-        TurnErrorKind::HandedOff => ApiError::HandedOff(said()),
+        TurnErrorKind::HandedOff(_) => ApiError::HandedOff(said()),
         TurnErrorKind::TaskConflict | TurnErrorKind::StoreUnavailable => {
             ApiError::RetryLater(said())
         }

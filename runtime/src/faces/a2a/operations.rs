@@ -397,7 +397,7 @@ pub(super) fn over_budget(refusal: &crate::agents::budgets::BudgetRefusal) -> A2
 fn refusal(error: &TurnError) -> A2aError {
     let kind = match error.kind() {
         TurnErrorKind::InvalidMessage | TurnErrorKind::TooLarge => A2aErrorKind::InvalidParams,
-        TurnErrorKind::Busy | TurnErrorKind::HandedOff => A2aErrorKind::Unavailable,
+        TurnErrorKind::Busy(_) | TurnErrorKind::HandedOff(_) => A2aErrorKind::Unavailable,
         TurnErrorKind::NotReady
         | TurnErrorKind::ShuttingDown
         | TurnErrorKind::CanceledByShutdown
@@ -406,10 +406,7 @@ fn refusal(error: &TurnError) -> A2aError {
         // Another message of the task came first (on this replica or another).
         TurnErrorKind::TaskConflict => A2aErrorKind::UnsupportedOperation,
         TurnErrorKind::NotFound => A2aErrorKind::TaskNotFound,
-        TurnErrorKind::OverBudget => match error.budget_refusal() {
-            Some(refusal) => return over_budget(refusal),
-            None => A2aErrorKind::Unavailable,
-        },
+        TurnErrorKind::OverBudget(refusal) => return over_budget(refusal),
     };
     A2aError::new(kind, error.to_string())
 }

@@ -182,18 +182,12 @@ pub(super) fn refusal(error: &TurnError) -> CallToolResult {
         TurnErrorKind::ShuttingDown => {
             failure("the runtime is shutting down and takes no new work; try again shortly")
         }
-        TurnErrorKind::Busy => match error.limit() {
-            Some(limit) => failure(format!(
-                "the runtime is running as many tasks as it may ({limit}); try again shortly"
-            )),
-            None => failure(error.to_string()),
-        },
-        TurnErrorKind::HandedOff => {
-            let task_id = error.task_id().unwrap_or_default();
-            failure(format!(
-                "the runtime serving this call is stopping; task {task_id} goes on from its last step on another replica: poll it with tasks/get (taskId {task_id}), or send the next message once it has ended"
-            ))
-        }
+        TurnErrorKind::Busy(limit) => failure(format!(
+            "the runtime is running as many tasks as it may ({limit}); try again shortly"
+        )),
+        TurnErrorKind::HandedOff(task_id) => failure(format!(
+            "the runtime serving this call is stopping; task {task_id} goes on from its last step on another replica: poll it with tasks/get (taskId {task_id}), or send the next message once it has ended"
+        )),
         _ => failure(error.to_string()),
     }
 }

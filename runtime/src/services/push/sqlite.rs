@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::record::{PushBackend, PushRecord};
+use crate::stores::sqlite_writer::JobError;
 use crate::stores::tasks::{BackendError, SqliteTasks, WriteError};
 
 const SCHEMA: &str = "
@@ -35,7 +36,7 @@ impl SqlitePush {
     /// Push records beside `tasks` (the table made if absent).
     pub async fn beside(tasks: &SqliteTasks) -> Result<Self, BackendError> {
         tasks
-            .with(|db| db.execute_batch(SCHEMA).map_err(|e| e.to_string()))
+            .with(|db| db.execute_batch(SCHEMA).map_err(Into::into))
             .await?;
         Ok(Self {
             tasks: tasks.clone(),
@@ -44,14 +45,14 @@ impl SqlitePush {
 
     async fn with<T: Send + 'static>(
         &self,
-        work: impl FnOnce(&Connection) -> Result<T, String> + Send + 'static,
+        work: impl FnOnce(&Connection) -> Result<T, JobError> + Send + 'static,
     ) -> Result<T, BackendError> {
         self.tasks.with(work).await
     }
 }
 
-fn parse(body: &str) -> Result<PushRecord, String> {
-    serde_json::from_str(body).map_err(|e| format!("a push record does not read: {e}"))
+fn parse(body: &str) -> serde_json::Result<PushRecord> {
+    serde_json::from_str(body)
 }
 
 #[async_trait]
@@ -59,15 +60,12 @@ impl PushBackend for SqlitePush {
     async fn load(&self, task_id: &str) -> Result<Option<(PushRecord, u64)>, BackendError> {
         let task_id = task_id.to_owned();
         self.with(move |db| {
-            let row = db
-                .prepare_cached(LOAD)
-                .and_then(|mut load| {
-                    load.query_row(params![task_id], |r| {
-                        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
-                    })
-                    .optional()
+            let row = db.prepare_cached(LOAD).and_then(|mut load| {
+                load.query_row(params![task_id], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
                 })
-                .map_err(|e| e.to_string())?;
+                .optional()
+            })?;
             row.map(|(body, revision)| {
                 Ok((parse(&body)?, u64::try_from(revision).unwrap_or_default()))
             })
@@ -94,8 +92,7 @@ impl PushBackend for SqlitePush {
                     (false, _) => db
                         .prepare_cached(UPDATE_AT)
                         .and_then(|mut update| update.execute(params![task_id, body, expected])),
-                }
-                .map_err(|e| e.to_string())?;
+                }?;
                 Ok(changed)
             })
             .await?;
@@ -110,18 +107,14 @@ impl PushBackend for SqlitePush {
 
     async fn all(&self) -> Result<Vec<(PushRecord, u64)>, BackendError> {
         self.with(|db| {
-            let mut rows = db
-                .prepare("SELECT body, revision FROM a2a_push")
-                .map_err(|e| e.to_string())?;
-            let read = rows
-                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
-                .map_err(|e| e.to_string())?;
+            let mut rows = db.prepare("SELECT body, revision FROM a2a_push")?;
+            let read = rows.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
             let mut out = Vec::new();
             for row in read {
-                let (body, revision) = row.map_err(|e| e.to_string())?;
+                let (body, revision) = row?;
                 match parse(&body) {
                     Ok(record) => out.push((record, u64::try_from(revision).unwrap_or_default())),
-                    Err(why) => tracing::warn!(error = why, "a push record was skipped"),
+                    Err(e) => tracing::warn!(error = %e, "an unreadable push record was skipped"),
                 }
             }
             Ok(out)

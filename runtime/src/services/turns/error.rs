@@ -1,9 +1,11 @@
 //! Why a turn did not run ([`TurnError`]), and what kind of refusal that is
-//! ([`TurnErrorKind`]): the faces match the kind, once each, to their wire's refusal, and read
-//! what a refusal carries (the limit, the budget, the task) through the error's accessors.
+//! ([`TurnErrorKind`]): the faces match the kind, once each, to their wire's refusal; a kind
+//! carries what its refusal needs (the limit, the budget, the task handed off), so no face
+//! reaches back into the error for it.
 
 use super::Limit;
 use crate::agents::budgets::BudgetRefusal;
+use crate::stores::tasks::{BackendError, BeginError};
 
 /// Why a turn did not run (a turn that ran and failed is a `failed` task, not an error).
 #[derive(Debug, thiserror::Error)]
@@ -57,7 +59,7 @@ pub enum TurnError {
         state: daedalus_contract::TaskState,
     },
     #[error("the task store cannot record tasks now ({0}); retry later")]
-    StoreUnavailable(String),
+    StoreUnavailable(#[source] BackendError),
     #[error("{0}")]
     TaskTooLarge(String),
     /// No task of that id the caller may see (it may be someone else's).
@@ -68,10 +70,21 @@ pub enum TurnError {
     ContextNotFound(String),
 }
 
+/// A turn that could not begin in the task store.
+impl From<BeginError> for TurnError {
+    fn from(error: BeginError) -> Self {
+        match error {
+            BeginError::Moved(task_id) => Self::TaskMoved(task_id),
+            e @ BeginError::TooLarge { .. } => Self::TaskTooLarge(e.to_string()),
+            BeginError::Unavailable(e) => Self::StoreUnavailable(e),
+        }
+    }
+}
+
 /// What kind of refusal a [`TurnError`] is, as a caller acts on it. Each variant of the error
 /// has exactly one kind ([`TurnError::kind`]); a face maps kinds, never variants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TurnErrorKind {
+pub enum TurnErrorKind<'e> {
     /// The message is not one a turn can take (a field, a context that contradicts its task).
     InvalidMessage,
     /// The task would be larger than the task store takes.
@@ -86,12 +99,13 @@ pub enum TurnErrorKind {
     ShuttingDown,
     /// Shutdown's grace ran out before the turn finished: it was canceled.
     CanceledByShutdown,
-    /// Shutdown's grace ran out on a durable turn: it goes on from its last step elsewhere.
-    HandedOff,
-    /// A turn limit has no room now ([`TurnError::limit`]).
-    Busy,
-    /// A budget is spent for now ([`TurnError::budget_refusal`]).
-    OverBudget,
+    /// Shutdown's grace ran out on a durable turn: the task (its id) goes on from its last
+    /// step elsewhere.
+    HandedOff(&'e str),
+    /// This turn limit has no room now.
+    Busy(Limit),
+    /// This budget is spent for now.
+    OverBudget(&'e BudgetRefusal),
     /// The task store cannot record tasks now.
     StoreUnavailable,
     /// The runtime failed: an agent that is gone, a worker that stopped.
@@ -100,7 +114,7 @@ pub enum TurnErrorKind {
 
 impl TurnError {
     /// The kind of refusal this is.
-    pub fn kind(&self) -> TurnErrorKind {
+    pub fn kind(&self) -> TurnErrorKind<'_> {
         match self {
             Self::InvalidMessage { .. } | Self::ContextMismatch { .. } => {
                 TurnErrorKind::InvalidMessage
@@ -113,41 +127,11 @@ impl TurnError {
             Self::NotReady => TurnErrorKind::NotReady,
             Self::ShuttingDown => TurnErrorKind::ShuttingDown,
             Self::CanceledByShutdown => TurnErrorKind::CanceledByShutdown,
-            Self::HandedOff(_) => TurnErrorKind::HandedOff,
-            Self::Busy(_) => TurnErrorKind::Busy,
-            Self::OverBudget(_) => TurnErrorKind::OverBudget,
+            Self::HandedOff(task_id) => TurnErrorKind::HandedOff(task_id),
+            Self::Busy(limit) => TurnErrorKind::Busy(*limit),
+            Self::OverBudget(refusal) => TurnErrorKind::OverBudget(refusal),
             Self::StoreUnavailable(_) => TurnErrorKind::StoreUnavailable,
             Self::UnknownAgent(_) | Self::WorkerStopped(_) => TurnErrorKind::Internal,
-        }
-    }
-
-    /// The limit that had no room ([`TurnErrorKind::Busy`]).
-    pub fn limit(&self) -> Option<Limit> {
-        match self {
-            Self::Busy(limit) => Some(*limit),
-            _ => None,
-        }
-    }
-
-    /// The budget that is spent ([`TurnErrorKind::OverBudget`]).
-    pub fn budget_refusal(&self) -> Option<&BudgetRefusal> {
-        match self {
-            Self::OverBudget(refusal) => Some(refusal),
-            _ => None,
-        }
-    }
-
-    /// The task the refusal is about, where it names one.
-    pub fn task_id(&self) -> Option<&str> {
-        match self {
-            Self::ContextMismatch { task_id, .. } | Self::TaskFinished { task_id, .. } => {
-                Some(task_id)
-            }
-            Self::HandedOff(id)
-            | Self::TaskMoved(id)
-            | Self::TaskBusy(id)
-            | Self::TaskNotFound(id) => Some(id),
-            _ => None,
         }
     }
 }
@@ -159,14 +143,18 @@ mod tests {
     use super::*;
     use crate::agents::budgets::{LimitKind, ScopeKind};
 
-    fn every_variant() -> Vec<(TurnError, TurnErrorKind)> {
-        let refusal = BudgetRefusal {
+    fn spent() -> BudgetRefusal {
+        BudgetRefusal {
             scope: ScopeKind::Tenant,
             name: "acme".into(),
             limit: LimitKind::TokensPerDay,
             value: 10,
             retry_after: Some(Duration::from_secs(5)),
-        };
+        }
+    }
+
+    /// Each variant, and the kind it is (`refusal` is the one an `OverBudget` carries).
+    fn every_variant(refusal: &BudgetRefusal) -> Vec<(TurnError, TurnErrorKind<'_>)> {
         vec![
             (
                 TurnError::InvalidMessage {
@@ -186,13 +174,22 @@ mod tests {
             (TurnError::UnknownAgent("x".into()), TurnErrorKind::Internal),
             (TurnError::NotReady, TurnErrorKind::NotReady),
             (TurnError::ShuttingDown, TurnErrorKind::ShuttingDown),
-            (TurnError::Busy(Limit::Memory), TurnErrorKind::Busy),
-            (TurnError::OverBudget(refusal), TurnErrorKind::OverBudget),
+            (
+                TurnError::Busy(Limit::Memory),
+                TurnErrorKind::Busy(Limit::Memory),
+            ),
+            (
+                TurnError::OverBudget(refusal.clone()),
+                TurnErrorKind::OverBudget(refusal),
+            ),
             (
                 TurnError::CanceledByShutdown,
                 TurnErrorKind::CanceledByShutdown,
             ),
-            (TurnError::HandedOff("t".into()), TurnErrorKind::HandedOff),
+            (
+                TurnError::HandedOff("t".into()),
+                TurnErrorKind::HandedOff("t"),
+            ),
             (
                 TurnError::WorkerStopped("x".into()),
                 TurnErrorKind::Internal,
@@ -210,7 +207,7 @@ mod tests {
                 TurnErrorKind::TaskConflict,
             ),
             (
-                TurnError::StoreUnavailable("down".into()),
+                TurnError::StoreUnavailable(BackendError::new("sqlite", "down")),
                 TurnErrorKind::StoreUnavailable,
             ),
             (
@@ -226,18 +223,15 @@ mod tests {
     }
 
     #[test]
-    fn each_refusal_has_its_kind_and_carries_what_the_faces_read() {
-        for (error, kind) in every_variant() {
+    fn each_refusal_has_its_kind_and_the_kind_carries_what_the_faces_read() {
+        let refusal = spent();
+        for (error, kind) in every_variant(&refusal) {
             assert_eq!(error.kind(), kind, "{error:?}");
-            assert_eq!(error.limit().is_some(), kind == TurnErrorKind::Busy);
-            assert_eq!(
-                error.budget_refusal().is_some(),
-                kind == TurnErrorKind::OverBudget
-            );
-            if kind == TurnErrorKind::HandedOff {
-                assert_eq!(error.task_id(), Some("t"), "a hand-off names its task");
-            }
         }
-        assert_eq!(TurnError::Busy(Limit::Memory).limit(), Some(Limit::Memory));
+        assert_ne!(
+            TurnError::Busy(Limit::Memory).kind(),
+            TurnError::Busy(Limit::Turns).kind(),
+            "a busy refusal names its limit"
+        );
     }
 }

@@ -20,7 +20,7 @@ use crate::agents::agent_loop::{
     Agent, AgentOutcome, AgentRequest, Checkpoints, EventSink, LoopEvent,
 };
 use crate::platform::metrics::StateLabel;
-use crate::stores::tasks::{BeginError, TaskTurn, TurnStop};
+use crate::stores::tasks::{TaskTurn, TurnStop};
 
 /// Whether `task` (task `task_id` as it stands) takes a turn now: one turn of a task at a
 /// time, on every replica; the standard bindings (`replay` off) take no message for a finished
@@ -78,6 +78,141 @@ pub(super) enum Ran {
     },
 }
 
+/// What a turn of a task opens with: its message (named for the task and context), the
+/// task's messages with it, the conversation it continues, and the agent's request.
+struct Opening {
+    message: daedalus_contract::Message,
+    history: Vec<daedalus_contract::Message>,
+    key: ConversationKey,
+    agent_request: Box<AgentRequest>,
+}
+
+impl Opening {
+    /// The opening of a turn of `task_id` in `context_id`, over the task as it stands (none for
+    /// a new one). A task waiting for input is continued with its messages so far; a resumed
+    /// turn's message is in the task's history already, and its agent gets what came before.
+    fn of(
+        standing: Option<Task>,
+        request: &TurnRequest,
+        task_id: &str,
+        context_id: &str,
+        resuming: Option<&TurnRecord>,
+    ) -> Self {
+        let mut message = request.message.clone();
+        message.task_id = Some(task_id.to_owned());
+        message.context_id = Some(context_id.to_owned());
+        let waiting = standing
+            .as_ref()
+            .is_some_and(|t| t.status.state.is_interrupted());
+        let mut history = standing.and_then(|t| t.history).unwrap_or_default();
+        let key = match resuming {
+            Some(record) => ConversationKey::resumed(record.conversation.clone()),
+            None => request
+                .conversation
+                .clone()
+                .unwrap_or_else(|| ConversationKey::a2a_for(context_id, &request.caller)),
+        };
+        let mut agent_request = Box::new(AgentRequest::new(task_id, key.as_str(), message.clone()));
+        if resuming.is_some() {
+            let before = history.len().saturating_sub(1);
+            agent_request.history = history[..before].to_vec();
+        } else {
+            if waiting {
+                agent_request.history.clone_from(&history);
+            }
+            history.push(message.clone());
+        }
+        Self {
+            message,
+            history,
+            key,
+            agent_request,
+        }
+    }
+}
+
+/// Who hears a turn's events as they come: the translator to the task's stream (while
+/// anyone listens to it), and the context compaction's report for the task's metadata.
+struct Listening {
+    translator: Option<Arc<Mutex<Option<Translator>>>>,
+    compacted: Arc<Mutex<Option<Compaction>>>,
+}
+
+impl Listening {
+    fn to(out: &EventSender, task_id: &str, context_id: &str) -> Self {
+        let translator = out.is_listening().then(|| {
+            Arc::new(Mutex::new(Some(Translator::open(
+                task_id,
+                context_id,
+                out.clone(),
+            ))))
+        });
+        Self {
+            translator,
+            compacted: Arc::default(),
+        }
+    }
+
+    /// The agent's event sink: each event counted, a compaction's report kept, and the
+    /// event translated to the stream while anyone listens.
+    fn sink(&self, metrics: Arc<crate::platform::metrics::Metrics>) -> EventSink {
+        let live = self.translator.clone();
+        let report = Arc::clone(&self.compacted);
+        EventSink::new(move |event| {
+            event.count_in(&metrics);
+            if let LoopEvent::Compacted {
+                depth: 0,
+                report: r,
+                ..
+            } = &event
+            {
+                *report.lock().unwrap_or_else(PoisonError::into_inner) = Some(*r);
+            }
+            if let Some(live) = &live
+                && let Some(translator) = live
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .as_mut()
+                    .filter(|t| t.is_listening())
+            {
+                translator.on_event(&event);
+            }
+        })
+    }
+
+    /// The translator, taken: events after this find none.
+    fn close(&self) -> Option<Translator> {
+        self.translator
+            .as_ref()
+            .and_then(|t| t.lock().unwrap_or_else(PoisonError::into_inner).take())
+    }
+
+    /// The compaction's report, if the turn compacted its context.
+    fn compacted(&self) -> Option<Compaction> {
+        *self
+            .compacted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// What the caller asked of the answer, kept while the request goes to the agent.
+struct Asked {
+    message_id: String,
+    history_length: Option<u32>,
+    caller: crate::platform::identity::Caller,
+}
+
+impl Asked {
+    fn by(request: &TurnRequest) -> Self {
+        Self {
+            message_id: request.message.message_id.clone(),
+            history_length: request.history_length,
+            caller: request.caller.clone(),
+        }
+    }
+}
+
 impl TurnService {
     /// An A2A task's turn: replay, continuation, the context rules, then the agent, with every
     /// event in the task's log and the task as it stands kept in the store.
@@ -98,67 +233,20 @@ impl TurnService {
             && request.replay
             && turn.answered().as_deref() == Some(request.message.message_id.as_str())
         {
-            tracing::info!(
-                task_id,
-                "message already answered; replaying the stored task"
-            );
-            let mut task = task.clone();
-            let history = task.history.take().unwrap_or_default();
-            let context_id = task.context_id.clone().unwrap_or_default();
-            stream::replay(&task, &started.name(&task_id, &context_id));
-            return Ok(Finished::task(
-                Box::pin(self.with_history(
-                    agent,
-                    task,
-                    &history,
-                    request.history_length,
-                    &request.caller,
-                ))
-                .await,
-            ));
+            return Ok(self.replay(agent, task, &request, started).await);
         }
         if let Some(task) = &standing {
             takes_a_turn(task, &task_id, request.replay, resuming.is_some())?;
         }
-        let known_context = standing.as_ref().and_then(|t| t.context_id.as_deref());
-        let context_id = task::resolve_context(known_context, &request.message, &task_id)?;
-        // A context the client named may be someone else's; one the server just made is not.
-        let named = request.message.context_id.as_deref() == Some(context_id.as_str());
-        if standing.is_none()
-            && named
-            && !self.0.tasks.context_open_to(&context_id, &request.caller)
-        {
-            return Err(TurnError::ContextNotFound(context_id));
-        }
+        let context_id = self.context_of(standing.as_ref(), &request, &task_id)?;
         turn.claim(request.caller.principal());
-        let mut message = request.message.clone();
-        message.task_id = Some(task_id.clone());
-        message.context_id = Some(context_id.clone());
-        // The task's own messages so far; a task waiting for input is continued with them.
-        let waiting = standing
-            .as_ref()
-            .is_some_and(|t| t.status.state.is_interrupted());
-        let mut history = standing.and_then(|t| t.history).unwrap_or_default();
-        let key = match &resuming {
-            Some(record) => ConversationKey::resumed(record.conversation.clone()),
-            None => request
-                .conversation
-                .clone()
-                .unwrap_or_else(|| ConversationKey::a2a_for(&context_id, &request.caller)),
-        };
-        let mut agent_request =
-            Box::new(AgentRequest::new(&task_id, key.as_str(), message.clone()));
+        let Opening {
+            message,
+            history,
+            key,
+            mut agent_request,
+        } = Opening::of(standing, &request, &task_id, &context_id, resuming.as_ref());
         agent_request.budget = started.budget.clone();
-        if resuming.is_some() {
-            // The task's history holds the message already; the agent gets what came before.
-            let before = history.len().saturating_sub(1);
-            agent_request.history = history[..before].to_vec();
-        } else {
-            if waiting {
-                agent_request.history.clone_from(&history);
-            }
-            history.push(message.clone());
-        }
         let stop = TurnStop::new(self.0.cancel.child_token());
         // The store's calls boxed: a turn's future is as large as its largest step, and a held
         // turn waits in the agent's, not in these.
@@ -166,11 +254,7 @@ impl TurnService {
         if let Some(record) = &resuming {
             working.status.message = Some(task::resumed_note(record, &task_id, &context_id));
         }
-        let past_resumes = resuming
-            .as_ref()
-            .filter(|r| !r.handed_off)
-            .map(|r| r.resumes)
-            .filter(|resumes| *resumes >= self.0.limits.max_resumes);
+        let past_resumes = self.past_resumes(resuming.as_ref());
         // The turn's record comes with its begin (and goes with its end).
         let record = past_resumes
             .is_none()
@@ -179,17 +263,11 @@ impl TurnService {
         if let Some(record) = &record {
             turn.keeps_record(record.to_json());
         }
-        let log = Box::pin(turn.begin(working, stop.clone()))
-            .await
-            .map_err(|e| match e {
-                BeginError::Moved(task_id) => TurnError::TaskMoved(task_id),
-                e @ BeginError::TooLarge { .. } => TurnError::TaskTooLarge(e.to_string()),
-                BeginError::Unavailable(e) => TurnError::StoreUnavailable(e.to_string()),
-            })?;
+        let log = Box::pin(turn.begin(working, stop.clone())).await?;
         // Named only now: whoever learns the id finds the task, on any replica.
         let out = started.name(&task_id, &context_id).with_log(log);
         if let Some(resumes) = past_resumes {
-            let task = task::working(&task_id, &context_id, history.clone());
+            let task = task::working(&task_id, &context_id, history);
             return Ok(self.fail_past_resumes(turn, &out, task, resumes).await);
         }
         let checkpoints =
@@ -200,9 +278,7 @@ impl TurnService {
         agent_request.resume = resuming.and_then(|r| r.checkpoint);
         let lock = self.0.conversations.get(key.as_str());
         let _turn = lock.lock().await;
-        let history_length = request.history_length;
-        let caller = request.caller.clone();
-        let answered_id = request.message.message_id.clone();
+        let asked = Asked::by(&request);
         let ran = self
             .execute(
                 agent,
@@ -214,10 +290,24 @@ impl TurnService {
                 &stop,
             )
             .await;
-        let Some(mut turn) = Self::after_run(turn, &ran, checkpoints.as_deref(), &task_id).await
-        else {
+        let Some(turn) = Self::after_run(turn, &ran, checkpoints.as_deref(), &task_id).await else {
             return Err(TurnError::HandedOff(task_id));
         };
+        self.end_turn(agent, turn, &out, ran, history, asked).await
+    }
+
+    /// Ends a turn its agent ran: the task stored with its messages and the message answered
+    /// (a redelivery of it replays), its end told, and the answer as the caller asked for it;
+    /// or, refused, the task as its stream ended.
+    async fn end_turn(
+        &self,
+        agent: &Arc<dyn Agent>,
+        mut turn: TaskTurn,
+        out: &EventSender,
+        ran: Ran,
+        mut history: Vec<daedalus_contract::Message>,
+        asked: Asked,
+    ) -> Result<Finished, TurnError> {
         match ran {
             Ran::Finished {
                 task,
@@ -227,22 +317,77 @@ impl TurnService {
                 history.extend(task.status.message.clone());
                 let mut kept = task;
                 kept.history = Some(history.clone());
-                turn.answers(&answered_id);
+                turn.answers(&asked.message_id);
                 let ended = Box::pin(turn.end(kept, closing)).await;
                 out.deliver(ended.events);
                 let mut answer = ended.task;
                 answer.history = None;
-                let task =
-                    Box::pin(self.with_history(agent, answer, &history, history_length, &caller))
-                        .await;
+                let task = Box::pin(self.with_history(
+                    agent,
+                    answer,
+                    &history,
+                    asked.history_length,
+                    &asked.caller,
+                ))
+                .await;
                 // A reply stands only if this turn's end is the task's.
                 let replied = replied && ended.won;
                 Ok(Finished { task, replied })
             }
-            Ran::Refused { error, end } => Box::pin(self.end_refused(turn, &out, error, end))
+            Ran::Refused { error, end } => Box::pin(self.end_refused(turn, out, error, end))
                 .await
                 .map(Finished::task),
         }
+    }
+
+    /// The stored answer to a message the task answered already (a redelivery): the task as
+    /// it stands, its stream replayed, nothing run again.
+    async fn replay(
+        &self,
+        agent: &Arc<dyn Agent>,
+        task: &Task,
+        request: &TurnRequest,
+        started: Started,
+    ) -> Finished {
+        tracing::info!(
+            task_id = task.id,
+            "message already answered; replaying the stored task"
+        );
+        let mut task = task.clone();
+        let history = task.history.take().unwrap_or_default();
+        let context_id = task.context_id.clone().unwrap_or_default();
+        stream::replay(&task, &started.name(&task.id, &context_id));
+        Finished::task(
+            Box::pin(self.with_history(
+                agent,
+                task,
+                &history,
+                request.history_length,
+                &request.caller,
+            ))
+            .await,
+        )
+    }
+
+    /// The context the turn runs in: the task's, the message's, or a new one. A context the
+    /// client named for a new task may be someone else's (then it is not found); one the
+    /// server just made is not.
+    fn context_of(
+        &self,
+        standing: Option<&Task>,
+        request: &TurnRequest,
+        task_id: &str,
+    ) -> Result<String, TurnError> {
+        let known_context = standing.and_then(|t| t.context_id.as_deref());
+        let context_id = task::resolve_context(known_context, &request.message, task_id)?;
+        let named = request.message.context_id.as_deref() == Some(context_id.as_str());
+        if standing.is_none()
+            && named
+            && !self.0.tasks.context_open_to(&context_id, &request.caller)
+        {
+            return Err(TurnError::ContextNotFound(context_id));
+        }
+        Ok(context_id)
     }
 
     /// What becomes of a turn with a record once its agent ran: when shutdown's grace ran out
@@ -273,6 +418,15 @@ impl TurnService {
             return None;
         }
         Some(turn)
+    }
+
+    /// How often a resumed turn was resumed before, when that is `TURN_MAX_RESUMES` or more
+    /// (a turn handed off at shutdown was not cut short, and does not count).
+    fn past_resumes(&self, resuming: Option<&TurnRecord>) -> Option<u32> {
+        resuming
+            .filter(|r| !r.handed_off)
+            .map(|r| r.resumes)
+            .filter(|resumes| *resumes >= self.0.limits.max_resumes)
     }
 
     /// Fails a task whose turn was resumed `resumes` times already and whose runtime stopped
@@ -435,37 +589,8 @@ impl TurnService {
             // A history override: the stored conversation is neither read nor written.
             agent_request.persist = false;
         }
-        let translator = out.is_listening().then(|| {
-            Arc::new(Mutex::new(Some(Translator::open(
-                task_id,
-                context_id,
-                out.clone(),
-            ))))
-        });
-        let metrics = Arc::clone(&self.0.metrics);
-        let live = translator.clone();
-        let compacted: Arc<Mutex<Option<Compaction>>> = Arc::default();
-        let report = Arc::clone(&compacted);
-        agent_request.events = EventSink::new(move |event| {
-            event.count_in(&metrics);
-            if let LoopEvent::Compacted {
-                depth: 0,
-                report: r,
-                ..
-            } = &event
-            {
-                *report.lock().unwrap_or_else(PoisonError::into_inner) = Some(*r);
-            }
-            if let Some(live) = &live
-                && let Some(translator) = live
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .as_mut()
-                    .filter(|t| t.is_listening())
-            {
-                translator.on_event(&event);
-            }
-        });
+        let listening = Listening::to(out, task_id, context_id);
+        agent_request.events = listening.sink(Arc::clone(&self.0.metrics));
         tracing::info!(task_id, context_id, "task started");
         let started = Instant::now();
         let outcome = match request.sampling {
@@ -478,8 +603,7 @@ impl TurnService {
             }),
         };
         // Events that come after the end (a straggling sub-task) find no translator.
-        let translator =
-            translator.and_then(|t| t.lock().unwrap_or_else(PoisonError::into_inner).take());
+        let translator = listening.close();
         let outcome = match outcome {
             Ok(outcome) => outcome,
             Err(error) => {
@@ -490,29 +614,33 @@ impl TurnService {
         let replied = matches!(outcome, AgentOutcome::Replied { .. });
         let mut task = task::finish(task_id, context_id, outcome);
         let replied = replied && task.status.state == daedalus_contract::TaskState::Completed;
-        if let Some(report) = *compacted.lock().unwrap_or_else(PoisonError::into_inner) {
+        if let Some(report) = listening.compacted() {
             report.insert_into(&mut task.metadata);
         }
         let closing = translator
             .map(|translator| translator.close(&mut task))
             .unwrap_or_default();
         tracing::info!(task_id, state = %task.status.state, "task finished");
-        self.0
-            .metrics
-            .tasks
-            .get_or_create(&StateLabel {
-                state: task.status.state.to_string(),
-            })
-            .inc();
-        self.0
-            .metrics
-            .task_duration
-            .observe(started.elapsed().as_secs_f64());
+        self.count_finished(&task, started);
         Ran::Finished {
             task,
             closing,
             replied,
         }
+    }
+
+    /// A finished task in the metrics: its end state, and how long its turn took.
+    fn count_finished(&self, task: &Task, started: Instant) {
+        let metrics = &self.0.metrics;
+        metrics
+            .tasks
+            .get_or_create(&StateLabel {
+                state: task.status.state.to_string(),
+            })
+            .inc();
+        metrics
+            .task_duration
+            .observe(started.elapsed().as_secs_f64());
     }
 
     /// Runs `agent` under the request timeout, the shutdown token and a cancel by its task id;

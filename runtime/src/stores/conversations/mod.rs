@@ -107,8 +107,12 @@ impl NewRow {
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("session store {location}: {message}")]
-    Backend { location: String, message: String },
+    /// The store at `location` failed; `source` is the SQLite or NATS error underneath.
+    #[error("session store {location}: {source}")]
+    Backend {
+        location: String,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// Where conversations are kept.

@@ -124,9 +124,9 @@ impl NatsKvStore {
     ) -> Result<Self, StoreError> {
         let ttl = ttl.filter(|t| !t.is_zero());
         let location = format!("nats bucket {bucket} at {}", redact_url(url));
-        let fail = |message: String| StoreError::Backend {
+        let fail = |e: crate::stores::kv_bucket::BucketError| StoreError::Backend {
             location: location.clone(),
-            message,
+            source: e.into(),
         };
         let bucket = crate::stores::kv_bucket::open(
             url,
@@ -144,10 +144,10 @@ impl NatsKvStore {
         })
     }
 
-    fn fail(&self, message: impl std::fmt::Display) -> StoreError {
+    fn fail(&self, e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> StoreError {
         StoreError::Backend {
             location: self.location.clone(),
-            message: message.to_string(),
+            source: e.into(),
         }
     }
 

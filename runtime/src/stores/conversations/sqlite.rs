@@ -82,7 +82,7 @@ impl SqliteStore {
     pub fn open_with_ttl(path: &str, ttl: Option<Duration>) -> Result<Self, StoreError> {
         let fail = |e: rusqlite::Error| StoreError::Backend {
             location: path.to_owned(),
-            message: e.to_string(),
+            source: e.into(),
         };
         if path != ":memory:"
             && let Some(dir) = Path::new(path)
@@ -91,7 +91,7 @@ impl SqliteStore {
         {
             std::fs::create_dir_all(dir).map_err(|e| StoreError::Backend {
                 location: path.to_owned(),
-                message: e.to_string(),
+                source: e.into(),
             })?;
         }
         let conn = connect(path).map_err(fail)?;
@@ -120,7 +120,7 @@ impl SqliteStore {
         let writer = GroupCommit::start("sessions-sqlite", conn, sweep).map_err(|e| {
             StoreError::Backend {
                 location: path.to_owned(),
-                message: format!("cannot start the store's writer: {e}"),
+                source: format!("cannot start the store's writer: {e}").into(),
             }
         })?;
         Ok(Self {
@@ -145,7 +145,7 @@ impl SqliteStore {
             .await
             .map_err(|e| StoreError::Backend {
                 location: self.location.clone(),
-                message: e.to_string(),
+                source: e.into(),
             })
     }
 }

@@ -15,7 +15,6 @@
 
 mod checkpoints;
 
-use std::fmt::Display;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, mpsc};
 use std::time::Duration;
@@ -99,18 +98,31 @@ impl std::fmt::Debug for Shared {
 
 /// A call waiting for a round: given the round's transaction (or why there is none), it
 /// does its work and hands back its [`Reply`].
-type Job = Box<dyn FnOnce(Result<&Transaction<'_>, &rusqlite::Error>) -> Reply + Send>;
+type Job = Box<dyn FnOnce(Result<&Transaction<'_>, &Arc<rusqlite::Error>>) -> Reply + Send>;
 
 /// What a job leaves to do once its transaction is over: answer its caller, told whether the
 /// commit held.
-type Reply = Box<dyn FnOnce(Result<(), String>) + Send>;
+type Reply = Box<dyn FnOnce(Result<(), Arc<rusqlite::Error>>) + Send>;
 
-/// Why a call got no result.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// What a job may fail with: any error (a SQLite error, a record that does not read), kept
+/// whole for the caller's `source()`.
+pub type JobError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why a call got no result; each failure keeps the error underneath as its `source()`.
+#[derive(Debug, thiserror::Error)]
 pub enum WriterError {
-    /// The job itself failed (undone), or its transaction could not begin or commit.
-    #[error("{0}")]
-    Failed(String),
+    /// The job itself failed; its savepoint was undone, the round's other jobs stand.
+    #[error(transparent)]
+    Job(JobError),
+    /// The job's savepoint could not be set or released.
+    #[error("cannot keep the job apart in its transaction: {0}")]
+    Savepoint(#[source] rusqlite::Error),
+    /// The round's transaction could not begin: no job of it ran.
+    #[error("cannot begin a transaction: {0}")]
+    Begin(#[source] Arc<rusqlite::Error>),
+    /// The round's transaction could not commit: no job of it was kept.
+    #[error("cannot commit: {0}")]
+    Commit(#[source] Arc<rusqlite::Error>),
     /// The writer stopped.
     #[error("the store's writer stopped")]
     Stopped,
@@ -176,26 +188,26 @@ impl GroupCommit {
 
     /// Runs `work` in the writer's next round, under a savepoint of its own (undone if it
     /// fails), and answers its result once that round's transaction is committed.
-    pub async fn with<T: Send + 'static, E: Display + 'static>(
+    pub async fn with<T: Send + 'static, E>(
         &self,
         work: impl FnOnce(&Transaction<'_>) -> Result<T, E> + Send + 'static,
-    ) -> Result<T, WriterError> {
-        let (answer, answered) = oneshot::channel::<Result<T, String>>();
+    ) -> Result<T, WriterError>
+    where
+        E: Into<JobError> + 'static,
+    {
+        let (answer, answered) = oneshot::channel::<Result<T, WriterError>>();
         let job: Job = Box::new(move |tx| {
             let result = match tx {
                 Ok(tx) => in_savepoint(tx, work),
-                Err(e) => Err(format!("cannot begin a transaction: {e}")),
+                Err(e) => Err(WriterError::Begin(Arc::clone(e))),
             };
-            Box::new(move |committed: Result<(), String>| {
-                let _ = answer.send(committed.and(result));
+            Box::new(move |committed: Result<(), Arc<rusqlite::Error>>| {
+                let _ = answer.send(committed.map_err(WriterError::Commit).and(result));
             })
         });
         self.handle.shared.push(job);
         self.handle.shared.wake_writer();
-        match answered.await {
-            Ok(result) => result.map_err(WriterError::Failed),
-            Err(_) => Err(WriterError::Stopped),
-        }
+        answered.await.unwrap_or(Err(WriterError::Stopped))
     }
 
     /// Jobs queued and not yet taken into a round.
@@ -302,14 +314,17 @@ impl Shared {
 }
 
 /// Runs `work` under a savepoint of `tx`: kept if it succeeds, undone if it fails.
-pub(crate) fn in_savepoint<T, E: Display>(
+pub(crate) fn in_savepoint<T, E>(
     tx: &Transaction<'_>,
     work: impl FnOnce(&Transaction<'_>) -> Result<T, E>,
-) -> Result<T, String> {
+) -> Result<T, WriterError>
+where
+    E: Into<JobError>,
+{
     let savepoint = |sql: &str| {
         tx.prepare_cached(sql)
             .and_then(|mut s| s.execute([]))
-            .map_err(|e| e.to_string())
+            .map_err(WriterError::Savepoint)
     };
     savepoint("SAVEPOINT job")?;
     match work(tx) {
@@ -319,7 +334,7 @@ pub(crate) fn in_savepoint<T, E: Display>(
         }
         Err(e) => {
             let _ = tx.execute_batch("ROLLBACK TO job; RELEASE job");
-            Err(e.to_string())
+            Err(WriterError::Job(e.into()))
         }
     }
 }
@@ -344,18 +359,16 @@ impl Writer {
         let (replies, committed): (Vec<Reply>, _) = match self.conn.transaction() {
             Ok(tx) => {
                 let replies = batch.into_iter().map(|job| job(Ok(&tx))).collect();
-                (
-                    replies,
-                    tx.commit().map_err(|e| format!("cannot commit: {e}")),
-                )
+                (replies, tx.commit().map_err(Arc::new))
             }
             Err(e) => {
+                let e = Arc::new(e);
                 let replies = batch.into_iter().map(|job| job(Err(&e))).collect();
                 (replies, Ok(()))
             }
         };
-        if let Err(why) = &committed {
-            tracing::error!(error = %why, "a SQLite store cannot commit");
+        if let Err(e) = &committed {
+            tracing::error!(error = %e, "a SQLite store cannot commit");
         }
         for reply in replies {
             reply(committed.clone());

@@ -3,7 +3,7 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::{GroupCommit, connect};
+use super::{GroupCommit, WriterError, connect};
 
 /// A writer on a fresh file `name` in `dir`, with one table.
 fn writer_on(dir: &tempfile::TempDir, name: &str) -> (GroupCommit, String) {
@@ -33,6 +33,35 @@ async fn a_call_commits_on_the_writers_thread_not_a_worker_of_the_async_runtime(
     let dir = tempfile::tempdir().unwrap();
     let (writer, _) = writer_on(&dir, "thread.sqlite");
     assert_eq!(insert(&writer, 10).await.as_deref(), Some("test-writer"));
+}
+
+#[tokio::test]
+async fn a_failed_job_is_undone_alone_and_its_caller_gets_the_sqlite_error_underneath() {
+    let dir = tempfile::tempdir().unwrap();
+    let (writer, _) = writer_on(&dir, "jobs.db");
+    let kept = writer.with(|tx| tx.execute("INSERT INTO rows (body) VALUES ('kept')", []));
+    let undone = writer.with(|tx| {
+        tx.execute("INSERT INTO rows (body) VALUES ('undone')", [])?;
+        tx.execute("INSERT INTO nowhere VALUES (1)", [])
+    });
+    let (kept, undone) = tokio::join!(kept, undone);
+    assert_eq!(kept.unwrap(), 1);
+    let Err(WriterError::Job(source)) = undone else {
+        panic!("a job that failed is the job's error: {undone:?}");
+    };
+    assert!(
+        source.downcast_ref::<rusqlite::Error>().is_some(),
+        "the SQLite error is kept, not its words: {source:?}"
+    );
+    let bodies = writer
+        .with(|tx| {
+            let mut rows = tx.prepare("SELECT body FROM rows ORDER BY id")?;
+            rows.query_map([], |row| row.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })
+        .await
+        .unwrap();
+    assert_eq!(bodies, ["kept"], "the failed job's own insert is undone");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

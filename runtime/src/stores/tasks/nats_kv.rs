@@ -53,7 +53,8 @@ impl NatsKvTasks {
     /// Connects to `url` and opens `bucket`, creating it if absent; entries older than `ttl` go.
     pub async fn open(url: &str, bucket: &str, ttl: Duration) -> Result<Self, BackendError> {
         let location = format!("nats bucket {bucket} at {}", redact_url(url));
-        let fail = |message: String| BackendError::new(location.clone(), message);
+        let fail =
+            |e: crate::stores::kv_bucket::BucketError| BackendError::new(location.clone(), e);
         let opened = crate::stores::kv_bucket::open(url, bucket, "Daedalus runtime A2A tasks", ttl)
             .await
             .map_err(fail)?;

@@ -18,7 +18,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::backend::{
     BackendError, StoredTask, TaskBackend, TurnStep, Versioned, WriteError, now_ms,
 };
-use crate::stores::sqlite_writer::GroupCommit;
+use crate::stores::sqlite_writer::{GroupCommit, JobError};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS a2a_tasks (
@@ -128,12 +128,12 @@ impl SqliteTasks {
     /// records share it: one connection per file); answers once it is committed.
     pub(crate) async fn with<T: Send + 'static>(
         &self,
-        work: impl FnOnce(&Connection) -> Result<T, String> + Send + 'static,
+        work: impl FnOnce(&Connection) -> Result<T, JobError> + Send + 'static,
     ) -> Result<T, BackendError> {
         self.writer
             .with(move |tx| work(tx))
             .await
-            .map_err(|e| BackendError::new(self.location.clone(), e.to_string()))
+            .map_err(|e| BackendError::new(self.location.clone(), e))
     }
 }
 
@@ -200,8 +200,8 @@ fn has_revision(conn: &Connection) -> rusqlite::Result<bool> {
     Ok(false)
 }
 
-fn decode(body: &str, revision: i64) -> Result<Versioned, String> {
-    let stored = daedalus_contract::read::from_slice(body.as_bytes()).map_err(|e| e.to_string())?;
+fn decode(body: &str, revision: i64) -> Result<Versioned, daedalus_contract::ReadError> {
+    let stored = daedalus_contract::read::from_slice(body.as_bytes())?;
     Ok(Versioned {
         stored,
         revision: u64::try_from(revision).unwrap_or(0),
@@ -219,15 +219,13 @@ impl TaskBackend for SqliteTasks {
     async fn load(&self, task_id: &str) -> Result<Option<Versioned>, BackendError> {
         let id = task_id.to_owned();
         self.with(move |conn| {
-            let row: Option<(String, i64)> = conn
-                .prepare_cached(LOAD)
-                .and_then(|mut load| {
-                    load.query_row(params![id], |row| Ok((row.get(0)?, row.get(1)?)))
-                        .optional()
-                })
-                .map_err(|e| e.to_string())?;
+            let row: Option<(String, i64)> = conn.prepare_cached(LOAD).and_then(|mut load| {
+                load.query_row(params![id], |row| Ok((row.get(0)?, row.get(1)?)))
+                    .optional()
+            })?;
             row.map(|(body, revision)| decode(&body, revision))
                 .transpose()
+                .map_err(Into::into)
         })
         .await
     }
@@ -268,13 +266,12 @@ impl TaskBackend for SqliteTasks {
                     conn.prepare_cached(UPDATE_AT).and_then(|mut update| {
                         update.execute(params![id, owner, updated, body, expected])
                     })
-                }
-                .map_err(|e| e.to_string())?;
+                }?;
                 if changed != 1 {
                     return Ok(Written::Conflict);
                 }
                 if let Some(record) = record {
-                    keep_record(conn, &id, record.as_deref()).map_err(|e| e.to_string())?;
+                    keep_record(conn, &id, record.as_deref())?;
                 }
                 if expected == 0 {
                     // Counted once the job holds (a round that then fails to commit leaves
@@ -293,15 +290,13 @@ impl TaskBackend for SqliteTasks {
     async fn recent(&self, limit: usize) -> Result<Vec<Versioned>, BackendError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.with(move |conn| {
-            let mut statement = conn.prepare_cached(RECENT).map_err(|e| e.to_string())?;
-            let rows = statement
-                .query_map(params![limit], |row| {
-                    Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
-                })
-                .map_err(|e| e.to_string())?;
+            let mut statement = conn.prepare_cached(RECENT)?;
+            let rows = statement.query_map(params![limit], |row| {
+                Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+            })?;
             let mut tasks = Vec::new();
             for row in rows {
-                let (body, revision) = row.map_err(|e| e.to_string())?;
+                let (body, revision) = row?;
                 match decode(&body, revision) {
                     Ok(versioned) => tasks.push(versioned),
                     Err(e) => tracing::warn!(error = %e, "a stored task is unreadable; skipped"),
@@ -315,7 +310,7 @@ impl TaskBackend for SqliteTasks {
     async fn keep_turn(&self, task_id: &str, record: Option<&str>) -> Result<(), BackendError> {
         let id = task_id.to_owned();
         let record = record.map(str::to_owned);
-        self.with(move |conn| keep_record(conn, &id, record.as_deref()).map_err(|e| e.to_string()))
+        self.with(move |conn| keep_record(conn, &id, record.as_deref()).map_err(Into::into))
             .await
     }
 
@@ -324,7 +319,7 @@ impl TaskBackend for SqliteTasks {
         self.with(move |conn| {
             conn.prepare_cached(LOAD_TURN)
                 .and_then(|mut load| load.query_row(params![id], |row| row.get(0)).optional())
-                .map_err(|e| e.to_string())
+                .map_err(Into::into)
         })
         .await
     }
@@ -388,9 +383,7 @@ mod tests {
         assert_eq!(tasks.rows.load(Ordering::Relaxed), 12);
         let rows = Arc::clone(&tasks.rows);
         tasks
-            .with(move |conn| {
-                sweep(conn, Duration::from_hours(1), 5, &rows).map_err(|e| e.to_string())
-            })
+            .with(move |conn| sweep(conn, Duration::from_hours(1), 5, &rows).map_err(Into::into))
             .await
             .unwrap();
         assert_eq!(tasks.rows.load(Ordering::Relaxed), 5);

@@ -17,7 +17,7 @@ use super::events::LoopEvent;
 use super::tools::{CallContext, ToolSource};
 use super::transcript::Transcript;
 use super::{Agent, AgentOutcome, AgentRequest};
-use crate::agents::llm::{ChatMessage, LlmEvent, LlmProvider};
+use crate::agents::llm::{ChatMessage, ChatResponse, LlmEvent, LlmProvider};
 use crate::config::deployment::CompactionPolicy;
 use crate::config::sampling::{DropWarnings, SamplingParams, Target};
 use crate::stores::conversations::ConversationStore;
@@ -77,6 +77,15 @@ pub struct Answering {
     pub may_decline: bool,
 }
 
+/// One round of tool calls: its step, the turn's request, the calls' context, the turn's
+/// cancel.
+struct ToolRound<'a> {
+    step: u32,
+    request: &'a AgentRequest,
+    context: &'a CallContext,
+    cancel: &'a CancellationToken,
+}
+
 fn fail(reason: String) -> AgentOutcome {
     AgentOutcome::Failed { reason }
 }
@@ -112,109 +121,22 @@ impl LlmAgent {
         cancel: &CancellationToken,
         transcript: &mut Transcript,
     ) -> AgentOutcome {
-        let setup = match self.setup(request) {
-            Ok(setup) => setup,
-            Err(reason) => return fail(reason),
+        let (mut progress, context) = match self.start(request, cancel, transcript).await {
+            Ok(started) => started,
+            Err(ended) => return ended,
         };
-        let (tools, allowed) = match self.offered_tools(request).await {
-            Ok(offered) => offered,
-            Err(reason) => return fail(reason),
-        };
-        let resume = request.resume.as_ref().filter(|c| c.resumable());
-        let mut progress = match resume {
-            Some(checkpoint) => self.resumed(request, &setup, tools, checkpoint, transcript),
-            None => match self
-                .fresh_chat(request, &setup, tools, transcript, cancel)
-                .await
-            {
-                Ok(chat) => Progress::from_start(chat),
-                Err(reason) => return fail(reason),
-            },
-        };
-        let context = CallContext {
-            bearer: request.bearer.clone(),
-            cancel: cancel.clone(),
-            events: request.events.clone(),
-            depth: request.depth,
-            allowed,
-            note: None,
-            started: None,
-            budget: request.budget.clone(),
-        };
-        let events = &request.events;
-        let (agent, depth) = (self.name.clone(), request.depth);
-        if let Some(checkpoint) = resume.filter(|c| !c.pending.is_empty()) {
-            let results = self.settle_pending(checkpoint, &context).await;
-            progress
-                .hand_back(&checkpoint.pending, results, transcript)
-                .await;
-            progress.save(&request.checkpoints, transcript).await;
-        }
-        let on_llm = |e: LlmEvent| match e {
-            LlmEvent::TextDelta(text) => events.emit(LoopEvent::TextDelta {
-                agent: agent.clone(),
-                depth,
-                text,
-            }),
-            LlmEvent::Retrying {
-                attempt,
-                delay,
-                reason,
-            } => {
-                tracing::info!(agent = %agent, attempt, ?delay, %reason, "retrying the model");
-                events.emit(LoopEvent::LlmRetrying {
-                    agent: agent.clone(),
-                    depth,
-                    attempt,
-                });
-            }
-        };
-        let first = progress.step + 1;
-        for step in first..=self.max_iterations {
+        let on_llm = self.model_events(request);
+        for step in progress.step + 1..=self.max_iterations {
             if cancel.is_cancelled() {
                 return AgentOutcome::Canceled;
             }
-            events.emit(LoopEvent::LlmTurnStarted {
-                agent: self.name.clone(),
-                depth,
-                step,
-            });
-            let reservation = match self
-                .reserve_tokens(&request.budget, &progress.chat, cancel)
+            let response = match self
+                .ask_model(step, request, &mut progress, &on_llm, cancel)
                 .await
             {
-                Ok(reservation) => reservation,
+                Ok(response) => response,
                 Err(ended) => return ended,
             };
-            let span = self.chat_span();
-            let answer = tokio::select! {
-                answer = tracing::Instrument::instrument(self.provider.chat(&progress.chat, &on_llm), span.clone()) => answer,
-                () = cancel.cancelled() => return AgentOutcome::Canceled,
-            };
-            let response = match answer {
-                Ok(r) => r,
-                Err(e) => {
-                    span.record("error.type", tracing::field::display(&e));
-                    return fail(format!("the model call failed: {e}"));
-                }
-            };
-            record_response(&span, &response);
-            reservation
-                .settle(
-                    self.provider.billed_tokens(&response.usage),
-                    response.usage.output_tokens,
-                )
-                .await;
-            progress.step = step;
-            checkpoint::add_usage(&mut progress.usage, &response.usage);
-            events.emit(LoopEvent::LlmTurnFinished {
-                agent: self.name.clone(),
-                depth,
-                step,
-                model: self.model.clone(),
-                usage: response.usage,
-                tool_calls: response.tool_calls.len(),
-            });
             if response.tool_calls.is_empty() {
                 return match response.text {
                     Some(text) => {
@@ -230,36 +152,183 @@ impl LlmAgent {
             if let Some(ended) = Self::ended_by_a_builtin(&response.tool_calls, transcript).await {
                 return ended;
             }
-            let calls = response.tool_calls.clone();
-            transcript
-                .assistant(response.text.clone(), calls.clone())
-                .await;
-            progress.chat.messages.push(ChatMessage::Assistant {
-                text: response.text,
-                tool_calls: response.tool_calls,
-            });
-            let in_flight = progress
-                .save_in_flight(&request.checkpoints, &calls, transcript)
-                .await;
-            let results = tokio::select! {
-                results = futures::future::join_all(calls.iter().map(|c| async {
-                    let context = context.for_call(&c.id, in_flight.as_ref(), None);
-                    self.call_tool(c, step, &context).await
-                })) => results,
-                // Dropping the calls abandons them; rmcp tells each MCP server
-                // (`notifications/cancelled`), and a sub-agent's token is a child of `cancel`.
-                () = cancel.cancelled() => return AgentOutcome::Canceled,
+            let round = ToolRound {
+                step,
+                request,
+                context: &context,
+                cancel,
             };
-            if let Some(in_flight) = &in_flight {
-                in_flight.close().await;
+            if let Err(ended) = self
+                .call_tools(round, response, &mut progress, transcript)
+                .await
+            {
+                return ended;
             }
-            progress.hand_back(&calls, results, transcript).await;
-            progress.save(&request.checkpoints, transcript).await;
         }
         fail(format!(
             "stopped after {} LLM turns without a final answer (max_iterations is {})",
             self.max_iterations, self.max_iterations
         ))
+    }
+
+    /// What the loop starts from: the turn's chat (fresh, or a resumed turn's at its last
+    /// checkpoint, with the calls it left in flight settled) and the context of its tool
+    /// calls; or how the turn ended before any model call.
+    async fn start(
+        &self,
+        request: &AgentRequest,
+        cancel: &CancellationToken,
+        transcript: &mut Transcript,
+    ) -> Result<(Progress, CallContext), AgentOutcome> {
+        let setup = self.setup(request).map_err(fail)?;
+        let (tools, allowed) = self.offered_tools(request).await.map_err(fail)?;
+        let resume = request.resume.as_ref().filter(|c| c.resumable());
+        let mut progress = match resume {
+            Some(checkpoint) => self.resumed(request, &setup, tools, checkpoint, transcript),
+            None => Progress::from_start(
+                self.fresh_chat(request, &setup, tools, transcript, cancel)
+                    .await
+                    .map_err(fail)?,
+            ),
+        };
+        let context = CallContext {
+            bearer: request.bearer.clone(),
+            cancel: cancel.clone(),
+            events: request.events.clone(),
+            depth: request.depth,
+            allowed,
+            note: None,
+            started: None,
+            budget: request.budget.clone(),
+        };
+        if let Some(checkpoint) = resume.filter(|c| !c.pending.is_empty()) {
+            let results = self.settle_pending(checkpoint, &context).await;
+            progress
+                .hand_back(&checkpoint.pending, results, transcript)
+                .await;
+            progress.save(&request.checkpoints, transcript).await;
+        }
+        Ok((progress, context))
+    }
+
+    /// What the model's client tells as it goes (text as it streams, a retry), as loop events.
+    fn model_events<'a>(
+        &'a self,
+        request: &'a AgentRequest,
+    ) -> impl Fn(LlmEvent) + Send + Sync + 'a {
+        let (events, depth) = (&request.events, request.depth);
+        move |e: LlmEvent| match e {
+            LlmEvent::TextDelta(text) => events.emit(LoopEvent::TextDelta {
+                agent: self.name.clone(),
+                depth,
+                text,
+            }),
+            LlmEvent::Retrying {
+                attempt,
+                delay,
+                reason,
+            } => {
+                tracing::info!(agent = %self.name, attempt, ?delay, %reason, "retrying the model");
+                events.emit(LoopEvent::LlmRetrying {
+                    agent: self.name.clone(),
+                    depth,
+                    attempt,
+                });
+            }
+        }
+    }
+
+    /// Step `step`'s model call: its tokens reserved against the budgets first and settled
+    /// after, in its own span, counted in the turn's usage; or how the turn ended instead (a
+    /// budget spent, a cancel, a failed call).
+    async fn ask_model(
+        &self,
+        step: u32,
+        request: &AgentRequest,
+        progress: &mut Progress,
+        on_llm: &(dyn Fn(LlmEvent) + Send + Sync),
+        cancel: &CancellationToken,
+    ) -> Result<ChatResponse, AgentOutcome> {
+        let depth = request.depth;
+        request.events.emit(LoopEvent::LlmTurnStarted {
+            agent: self.name.clone(),
+            depth,
+            step,
+        });
+        let reservation = self
+            .reserve_tokens(&request.budget, &progress.chat, cancel)
+            .await?;
+        let span = self.chat_span();
+        let answer = tokio::select! {
+            answer = tracing::Instrument::instrument(self.provider.chat(&progress.chat, on_llm), span.clone()) => answer,
+            () = cancel.cancelled() => return Err(AgentOutcome::Canceled),
+        };
+        let response = answer.map_err(|e| {
+            span.record("error.type", tracing::field::display(&e));
+            fail(format!("the model call failed: {e}"))
+        })?;
+        record_response(&span, &response);
+        reservation
+            .settle(
+                self.provider.billed_tokens(&response.usage),
+                response.usage.output_tokens,
+            )
+            .await;
+        progress.step = step;
+        checkpoint::add_usage(&mut progress.usage, &response.usage);
+        request.events.emit(LoopEvent::LlmTurnFinished {
+            agent: self.name.clone(),
+            depth,
+            step,
+            model: self.model.clone(),
+            usage: response.usage,
+            tool_calls: response.tool_calls.len(),
+        });
+        Ok(response)
+    }
+
+    /// The tool calls of a model's answer, run at once (each under its timeout), their
+    /// results handed back to the chat; the calls are checkpointed in flight and the results
+    /// once in. `Err` when the turn was canceled meanwhile.
+    async fn call_tools(
+        &self,
+        round: ToolRound<'_>,
+        response: ChatResponse,
+        progress: &mut Progress,
+        transcript: &mut Transcript,
+    ) -> Result<(), AgentOutcome> {
+        let ToolRound {
+            step,
+            request,
+            context,
+            cancel,
+        } = round;
+        let calls = response.tool_calls.clone();
+        transcript
+            .assistant(response.text.clone(), calls.clone())
+            .await;
+        progress.chat.messages.push(ChatMessage::Assistant {
+            text: response.text,
+            tool_calls: response.tool_calls,
+        });
+        let in_flight = progress
+            .save_in_flight(&request.checkpoints, &calls, transcript)
+            .await;
+        let results = tokio::select! {
+            results = futures::future::join_all(calls.iter().map(|c| async {
+                let context = context.for_call(&c.id, in_flight.as_ref(), None);
+                self.call_tool(c, step, &context).await
+            })) => results,
+            // Dropping the calls abandons them; rmcp tells each MCP server
+            // (`notifications/cancelled`), and a sub-agent's token is a child of `cancel`.
+            () = cancel.cancelled() => return Err(AgentOutcome::Canceled),
+        };
+        if let Some(in_flight) = &in_flight {
+            in_flight.close().await;
+        }
+        progress.hand_back(&calls, results, transcript).await;
+        progress.save(&request.checkpoints, transcript).await;
+        Ok(())
     }
 }
 

@@ -109,7 +109,7 @@ async fn dispatch(
     match request.method.as_str() {
         "SendMessage" => operations::send_message(state, headers, caller, read(params)?)
             .await
-            .map(|answer| Answer::Result(a2a_v1::to_value(&answer))),
+            .and_then(|answer| result_of(&a2a_v1::of(&answer))),
         "SendStreamingMessage" => {
             let (handle, inflight) =
                 operations::start_stream(state, headers, caller, read(params)?).await?;
@@ -122,15 +122,15 @@ async fn dispatch(
         }
         "GetTask" => operations::get_task(state, caller, &read(params)?)
             .await
-            .map(|answer| v1_result(&answer)),
+            .and_then(|answer| result_of(&a2a_v1::of(&answer))),
         "ListTasks" => operations::list_tasks(state, caller, read(params)?)
             .await
-            .map(|answer| v1_result(&answer)),
+            .and_then(|answer| result_of(&a2a_v1::of(&answer))),
         "CancelTask" => {
             let params: TaskIdRequest = read(params)?;
             operations::cancel_task(state, caller, &params.id)
                 .await
-                .map(|answer| v1_result(&answer))
+                .and_then(|answer| result_of(&a2a_v1::of(&answer)))
         }
         "SubscribeToTask" => {
             let params: TaskIdRequest = read(params)?;
@@ -144,7 +144,7 @@ async fn dispatch(
                 move |event| v1_response(&id, event),
             )))
         }
-        "GetExtendedAgentCard" => Ok(v1_result(&operations::extended_card(state))),
+        "GetExtendedAgentCard" => result_of(&a2a_v1::of(&operations::extended_card(state))),
         "CreateTaskPushNotificationConfig" => {
             let config: TaskPushNotificationConfig = read(params)?;
             let task_id = config.task_id.clone();
@@ -165,7 +165,7 @@ async fn dispatch(
         "DeleteTaskPushNotificationConfig" => {
             operations::delete_push_config(state, caller, &read(params)?)
                 .await
-                .map(|()| Answer::Result(serde_json::json!({})))
+                .and_then(|()| result_of(&serde_json::Map::new()))
         }
         other => Err(A2aError::new(
             A2aErrorKind::MethodNotFound,
@@ -176,13 +176,5 @@ async fn dispatch(
 
 /// One SSE `data`: a JSON-RPC response whose result is the v1 stream response.
 fn v1_response(id: &JsonRpcId, event: &daedalus_contract::StreamEvent) -> String {
-    sse_data(
-        &JsonRpcResponse::result(id.clone(), a2a_v1::to_value(event)),
-        id,
-    )
-}
-
-/// A result in A2A v1 JSON.
-fn v1_result(value: &impl a2a_v1::ToA2aV1) -> Answer {
-    Answer::Result(a2a_v1::to_value(value))
+    sse_data(&JsonRpcResponse::result(id.clone(), a2a_v1::of(event)), id)
 }

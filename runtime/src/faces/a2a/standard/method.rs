@@ -6,15 +6,17 @@ use axum::response::Response;
 use daedalus_contract::{A2aError, A2aErrorKind, JsonRpcId, JsonRpcResponse};
 use serde_json::value::RawValue;
 
-/// What a method answers: one result, or a stream of them (SSE).
+/// What a method answers: one result, already written as JSON, or a stream of them (SSE).
 pub(super) enum Answer {
-    Result(serde_json::Value),
+    Result(Box<RawValue>),
     Stream(Response),
 }
 
-/// `value` as a method's result; a value that cannot be written is an internal error.
+/// The typed `value` written as a method's result (in the method's dialect: pass
+/// `a2a_v1::of(..)` or `a2a_v03::of(..)` for the types that have one); a value that cannot be
+/// written is an internal error, never a `null` result.
 pub(super) fn result_of(value: &impl serde::Serialize) -> Result<Answer, A2aError> {
-    serde_json::to_value(value)
+    serde_json::value::to_raw_value(value)
         .map(Answer::Result)
         .map_err(|e| crate::faces::a2a::error::unwritable(&e))
 }

@@ -188,7 +188,7 @@ async fn message_send(
         Err(refused) => return refused,
     };
     match operations::send_message(&state, &headers, &caller, request).await {
-        Ok(answer) => reply.ok(&a2a_v1::to_value(&answer)),
+        Ok(answer) => reply.ok(&a2a_v1::of(&answer)),
         Err(e) => reply.failed(&e),
     }
 }
@@ -203,9 +203,7 @@ async fn message_stream(
         Err(refused) => return refused,
     };
     match operations::start_stream(&state, &headers, &caller, request).await {
-        Ok((handle, inflight)) => sse::respond_with(handle, inflight, |event| {
-            a2a_v1::to_value(event).to_string()
-        }),
+        Ok((handle, inflight)) => sse::respond_with(handle, inflight, event_data),
         Err(e) => reply.failed(&e),
     }
 }
@@ -250,7 +248,7 @@ async fn task_get(
         history_length: query.history_length,
     };
     match operations::get_task(&state, &caller, &params).await {
-        Ok(task) => reply.ok(&a2a_v1::to_value(&task)),
+        Ok(task) => reply.ok(&a2a_v1::of(&task)),
         Err(e) => reply.failed(&e),
     }
 }
@@ -263,7 +261,7 @@ async fn task_action(
     let segment = task_segment(&params);
     match task_and_action(&segment) {
         (task, Some("cancel")) => match operations::cancel_task(&state, &caller, task).await {
-            Ok(task) => reply.ok(&a2a_v1::to_value(&task)),
+            Ok(task) => reply.ok(&a2a_v1::of(&task)),
             Err(e) => reply.failed(&e),
         },
         (task, Some("subscribe")) => subscribe(&state, reply, &caller, task).await,
@@ -277,13 +275,21 @@ async fn task_action(
     }
 }
 
+/// One SSE `data`: the v1 stream response; one that cannot be written is the internal error's
+/// status body in its place.
+fn event_data(event: &daedalus_contract::StreamEvent) -> String {
+    serde_json::to_string(&a2a_v1::of(event)).unwrap_or_else(|e| {
+        let error = crate::faces::a2a::error::unwritable(&e);
+        serde_json::to_string(&error.to_status_body())
+            .unwrap_or_else(|_| UNWRITABLE_STATUS.to_owned())
+    })
+}
+
 /// `SubscribeToTask` (`POST`, or `GET`, `/tasks/{id}:subscribe`): SSE of v1 stream responses.
 async fn subscribe(state: &A2aFace, reply: Reply, caller: &Caller, task_id: &str) -> Response {
     match operations::subscribe(state, caller, task_id).await {
         Ok((task, subscription, inflight)) => {
-            sse::respond_to_subscription(task, subscription, inflight, |event| {
-                a2a_v1::to_value(event).to_string()
-            })
+            sse::respond_to_subscription(task, subscription, inflight, event_data)
         }
         Err(e) => reply.failed(&e),
     }
@@ -301,13 +307,13 @@ async fn tasks_list(
         ));
     };
     match operations::list_tasks(&state, &caller, params).await {
-        Ok(page) => reply.ok(&a2a_v1::to_value(&page)),
+        Ok(page) => reply.ok(&a2a_v1::of(&page)),
         Err(e) => reply.failed(&e),
     }
 }
 
 async fn extended_card(State(state): State<A2aFace>, Checked { reply, .. }: Checked) -> Response {
-    reply.ok(&a2a_v1::to_value(&operations::extended_card(&state)))
+    reply.ok(&a2a_v1::of(&operations::extended_card(&state)))
 }
 
 /// `POST /tasks/{id}/pushNotificationConfigs`: the body is the config (its `taskId` is the

@@ -86,12 +86,10 @@ pub(super) async fn dispatch(
         "message/send" => {
             let send = send_request(params)?;
             // v0.3 answers the Task or the Message itself, told apart by its `kind`.
-            Ok(Answer::Result(
-                match operations::send_message(state, headers, caller, send).await? {
-                    SendMessageResponse::Task(task) => a2a_v03::to_value(&task),
-                    SendMessageResponse::Message(message) => a2a_v03::to_value(&message),
-                },
-            ))
+            match operations::send_message(state, headers, caller, send).await? {
+                SendMessageResponse::Task(task) => result_of(&a2a_v03::of(&task)),
+                SendMessageResponse::Message(message) => result_of(&a2a_v03::of(&message)),
+            }
         }
         "message/stream" => {
             let send = send_request(params)?;
@@ -106,12 +104,12 @@ pub(super) async fn dispatch(
         "tasks/get" => {
             let params: GetTaskRequest = read(params)?;
             let task = operations::get_task(state, caller, &params).await?;
-            Ok(Answer::Result(a2a_v03::to_value(&task)))
+            result_of(&a2a_v03::of(&task))
         }
         "tasks/cancel" => {
             let params: TaskIdRequest = read(params)?;
             let task = operations::cancel_task(state, caller, &params.id).await?;
-            Ok(Answer::Result(a2a_v03::to_value(&task)))
+            result_of(&a2a_v03::of(&task))
         }
         "tasks/resubscribe" => {
             let params: TaskIdRequest = read(params)?;
@@ -142,10 +140,7 @@ pub(super) async fn dispatch(
 
 /// One SSE `data`: a JSON-RPC response whose result is the bare v0.3 event.
 fn v03_response(id: &JsonRpcId, event: &daedalus_contract::StreamEvent) -> String {
-    sse_data(
-        &JsonRpcResponse::result(id.clone(), a2a_v03::to_value(event)),
-        id,
-    )
+    sse_data(&JsonRpcResponse::result(id.clone(), a2a_v03::of(event)), id)
 }
 
 /// A v0.3 `MessageSendParams` as the v1 request it means (`blocking: false` is

@@ -110,9 +110,10 @@ fn read<P: Serialize, T: DeserializeOwned>(message: &P) -> Result<T, Status> {
     })
 }
 
-/// An answer (A2A v1 JSON) as its proto message.
-fn write<P: DeserializeOwned>(json: serde_json::Value) -> Result<P, Status> {
-    to_proto(json).map_err(|e| {
+/// An answer as its proto message (through its A2A v1 JSON, the message's ProtoJSON: the one
+/// mapping between them); one that has no such message is an internal error.
+fn write<P: DeserializeOwned>(answer: &impl Serialize) -> Result<P, Status> {
+    to_proto(answer).map_err(|e| {
         tracing::error!(error = %e, "an answer has no proto form");
         status(&A2aError::new(
             A2aErrorKind::Internal,
@@ -122,13 +123,7 @@ fn write<P: DeserializeOwned>(json: serde_json::Value) -> Result<P, Status> {
 }
 
 fn event(event: &StreamEvent) -> Result<v1::StreamResponse, Status> {
-    write(a2a_v1::to_value(event))
-}
-
-/// A typed answer as JSON, on its way to its proto message; one that cannot be written is an
-/// internal error.
-fn serialized(value: &impl Serialize) -> Result<serde_json::Value, Status> {
-    serde_json::to_value(value).map_err(|e| status(&crate::faces::a2a::error::unwritable(&e)))
+    write(&a2a_v1::of(event))
 }
 
 #[tonic::async_trait]
@@ -142,7 +137,7 @@ impl A2aService for GrpcFace {
         let answer = operations::send_message(&self.state, &call.headers, &call.caller, params)
             .await
             .map_err(|e| status(&e))?;
-        Ok(Response::new(write(a2a_v1::to_value(&answer))?))
+        Ok(Response::new(write(&a2a_v1::of(&answer))?))
     }
 
     type SendStreamingMessageStream = EventStream;
@@ -172,7 +167,7 @@ impl A2aService for GrpcFace {
         let task = operations::get_task(&self.state, &call.caller, &params)
             .await
             .map_err(|e| status(&e))?;
-        Ok(Response::new(write(a2a_v1::to_value(&task))?))
+        Ok(Response::new(write(&a2a_v1::of(&task))?))
     }
 
     async fn list_tasks(
@@ -184,7 +179,7 @@ impl A2aService for GrpcFace {
         let page = operations::list_tasks(&self.state, &call.caller, params)
             .await
             .map_err(|e| status(&e))?;
-        Ok(Response::new(write(a2a_v1::to_value(&page))?))
+        Ok(Response::new(write(&a2a_v1::of(&page))?))
     }
 
     async fn cancel_task(
@@ -195,7 +190,7 @@ impl A2aService for GrpcFace {
         let task = operations::cancel_task(&self.state, &call.caller, &request.get_ref().id)
             .await
             .map_err(|e| status(&e))?;
-        Ok(Response::new(write(a2a_v1::to_value(&task))?))
+        Ok(Response::new(write(&a2a_v1::of(&task))?))
     }
 
     type SubscribeToTaskStream = EventStream;
@@ -223,7 +218,7 @@ impl A2aService for GrpcFace {
         let kept = operations::create_push_config(&self.state, &call.caller, &task_id, config)
             .await
             .map_err(|e| status(&e))?;
-        Ok(Response::new(write(serialized(&kept)?)?))
+        Ok(Response::new(write(&kept)?))
     }
 
     async fn get_task_push_notification_config(
@@ -235,7 +230,7 @@ impl A2aService for GrpcFace {
         let config = operations::get_push_config(&self.state, &call.caller, &params)
             .await
             .map_err(|e| status(&e))?;
-        Ok(Response::new(write(serialized(&config)?)?))
+        Ok(Response::new(write(&config)?))
     }
 
     async fn list_task_push_notification_configs(
@@ -247,7 +242,7 @@ impl A2aService for GrpcFace {
         let page = operations::list_push_configs(&self.state, &call.caller, &params)
             .await
             .map_err(|e| status(&e))?;
-        Ok(Response::new(write(serialized(&page)?)?))
+        Ok(Response::new(write(&page)?))
     }
 
     async fn get_extended_agent_card(
@@ -256,7 +251,7 @@ impl A2aService for GrpcFace {
     ) -> Result<Response<v1::AgentCard>, Status> {
         call(&request)?;
         let card = operations::extended_card(&self.state);
-        Ok(Response::new(write(a2a_v1::to_value(&card))?))
+        Ok(Response::new(write(&a2a_v1::of(&card))?))
     }
 
     async fn delete_task_push_notification_config(
@@ -269,5 +264,38 @@ impl A2aService for GrpcFace {
             .await
             .map_err(|e| status(&e))?;
         Ok(Response::new(well_known::Empty {}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tonic::Code;
+
+    use super::*;
+
+    /// A value with no JSON form.
+    struct Unwritable;
+
+    impl Serialize for Unwritable {
+        fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+            Err(serde::ser::Error::custom("no JSON form"))
+        }
+    }
+
+    #[test]
+    fn an_answer_that_cannot_be_written_is_an_internal_status_not_an_empty_message() {
+        let Err(refused) = write::<v1::Task>(&Unwritable) else {
+            panic!("a default Task stands for an answer that cannot be written");
+        };
+        assert_eq!(refused.code(), Code::Internal);
+    }
+
+    #[test]
+    fn an_answer_whose_json_is_not_the_message_is_an_internal_status() {
+        let not_a_task = serde_json::json!({"id": ["t-1"], "status": "done"});
+        let Err(refused) = write::<v1::Task>(&not_a_task) else {
+            panic!("a JSON that is not a Task became one");
+        };
+        assert_eq!(refused.code(), Code::Internal);
     }
 }
