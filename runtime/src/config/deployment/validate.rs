@@ -33,87 +33,15 @@ pub(super) fn build(
 
     let mut agents = Vec::with_capacity(doc.agents.len());
     for (name, def) in &doc.agents {
-        let bad_name = |message: String| DeploymentError::BadAgentName {
-            file: file.to_owned(),
-            agent: name.clone(),
-            message,
-        };
-        validate_agent_name(name).map_err(bad_name)?;
-        if let Some(module) = &def.module {
-            let inline =
-                def.instruction.is_some() || def.model.is_some() || !def.servers.is_empty();
-            if !inline {
-                return Err(DeploymentError::ModuleWithoutDefinition {
-                    file: file.to_owned(),
-                    agent: name.clone(),
-                    module: module.clone(),
-                });
-            }
-        }
-        let model = match &def.model {
-            None => default_model.clone(),
-            Some(m) => parse_model(m).ok_or_else(|| DeploymentError::UnknownProvider {
-                file: file.to_owned(),
-                path: format!("agents.{name}.model"),
-                model: m.clone(),
-            })?,
-        };
-        let mut servers = Vec::with_capacity(def.servers.len());
-        for server in &def.servers {
-            if agent_names.contains(server.as_str()) {
-                servers.push(ServerRef::Agent(server.clone()));
-            } else if mcp_servers.contains_key(server) {
-                servers.push(ServerRef::Mcp(server.clone()));
+        agents.push(agent_def(file, name, def, default_model, |server| {
+            if agent_names.contains(server) {
+                Some(ServerRef::Agent(server.to_owned()))
             } else {
-                return Err(DeploymentError::UnknownServer {
-                    file: file.to_owned(),
-                    agent: name.clone(),
-                    server: server.clone(),
-                });
+                mcp_servers
+                    .contains_key(server)
+                    .then(|| ServerRef::Mcp(server.to_owned()))
             }
-        }
-        for dependency in &def.depends_on {
-            if !agent_names.contains(dependency.as_str()) {
-                return Err(DeploymentError::UnknownDependency {
-                    file: file.to_owned(),
-                    agent: name.clone(),
-                    dependency: dependency.clone(),
-                });
-            }
-        }
-        if def.max_iterations == Some(0) {
-            return Err(DeploymentError::Shape {
-                file: file.to_owned(),
-                path: format!("agents.{name}.max_iterations"),
-                message: "must be at least 1".to_owned(),
-            });
-        }
-        let compaction = compaction_of(file, name, def.compaction.as_ref())?;
-        let (personalities, default_personality) = personalities_of(file, name, def)?;
-        let description = def.description.clone().unwrap_or_default();
-        agents.push(AgentDef {
-            name: name.clone(),
-            title: def.title.clone().unwrap_or_else(|| title_case(name)),
-            skills: def
-                .skills
-                .clone()
-                .unwrap_or_else(|| vec![default_skill(name, &description)]),
-            description,
-            icon: def.icon.clone().filter(|i| !i.is_empty()),
-            port: def.port,
-            depends_on: def.depends_on.clone(),
-            instruction: def.instruction.clone().unwrap_or_default(),
-            model,
-            servers,
-            request_params: sampling_of(file, name, &def.request_params)?,
-            max_iterations: def.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS),
-            instance_scope: def.instance_scope.unwrap_or_default(),
-            compaction,
-            personalities,
-            default_personality,
-            reply_as: def.reply_as.unwrap_or_default(),
-            may_decline: def.may_decline.unwrap_or(false),
-        });
+        })?);
     }
     let start_order = start_order(file, &agents)?;
     // Pallas: agents on their own ports get a registry, on 24200 unless the file says.
@@ -161,6 +89,95 @@ pub(super) fn build(
         serve_only: None,
         auth: doc.auth.unwrap_or_default(),
         budgets,
+    })
+}
+
+/// Agent `name`'s definition, checked: its name, its module, its model (`default_model`
+/// when it names none), its servers and dependencies (`server_named` tells what a name in
+/// `servers:` is: another agent, an MCP server, or nothing known), and its settings.
+fn agent_def(
+    file: &str,
+    name: &String,
+    def: &super::file::AgentFile,
+    default_model: &ModelRef,
+    server_named: impl Fn(&str) -> Option<ServerRef>,
+) -> Result<AgentDef, DeploymentError> {
+    let bad_name = |message: String| DeploymentError::BadAgentName {
+        file: file.to_owned(),
+        agent: name.clone(),
+        message,
+    };
+    validate_agent_name(name).map_err(bad_name)?;
+    if let Some(module) = &def.module {
+        let inline = def.instruction.is_some() || def.model.is_some() || !def.servers.is_empty();
+        if !inline {
+            return Err(DeploymentError::ModuleWithoutDefinition {
+                file: file.to_owned(),
+                agent: name.clone(),
+                module: module.clone(),
+            });
+        }
+    }
+    let model = match &def.model {
+        None => default_model.clone(),
+        Some(m) => parse_model(m).ok_or_else(|| DeploymentError::UnknownProvider {
+            file: file.to_owned(),
+            path: format!("agents.{name}.model"),
+            model: m.clone(),
+        })?,
+    };
+    let mut servers = Vec::with_capacity(def.servers.len());
+    for server in &def.servers {
+        let Some(known) = server_named(server) else {
+            return Err(DeploymentError::UnknownServer {
+                file: file.to_owned(),
+                agent: name.clone(),
+                server: server.clone(),
+            });
+        };
+        servers.push(known);
+    }
+    for dependency in &def.depends_on {
+        if !matches!(server_named(dependency), Some(ServerRef::Agent(_))) {
+            return Err(DeploymentError::UnknownDependency {
+                file: file.to_owned(),
+                agent: name.clone(),
+                dependency: dependency.clone(),
+            });
+        }
+    }
+    if def.max_iterations == Some(0) {
+        return Err(DeploymentError::Shape {
+            file: file.to_owned(),
+            path: format!("agents.{name}.max_iterations"),
+            message: "must be at least 1".to_owned(),
+        });
+    }
+    let compaction = compaction_of(file, name, def.compaction.as_ref())?;
+    let (personalities, default_personality) = personalities_of(file, name, def)?;
+    let description = def.description.clone().unwrap_or_default();
+    Ok(AgentDef {
+        name: name.clone(),
+        title: def.title.clone().unwrap_or_else(|| title_case(name)),
+        skills: def
+            .skills
+            .clone()
+            .unwrap_or_else(|| vec![default_skill(name, &description)]),
+        description,
+        icon: def.icon.clone().filter(|i| !i.is_empty()),
+        port: def.port,
+        depends_on: def.depends_on.clone(),
+        instruction: def.instruction.clone().unwrap_or_default(),
+        model,
+        servers,
+        request_params: sampling_of(file, name, &def.request_params)?,
+        max_iterations: def.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS),
+        instance_scope: def.instance_scope.unwrap_or_default(),
+        compaction,
+        personalities,
+        default_personality,
+        reply_as: def.reply_as.unwrap_or_default(),
+        may_decline: def.may_decline.unwrap_or(false),
     })
 }
 
