@@ -211,123 +211,146 @@ impl Launch {
             )
         })?;
 
-        if let Some(Command::Publish(p)) = cli.command {
-            let agent = p.agent.or(cli.agent_name).ok_or_else(|| {
-                ConfigError::invalid("--agent", "name the agent with --agent or AGENT_NAME")
-            })?;
-            check_agent(&agent, "--agent")?;
-            if let Some(tp) = &p.traceparent
-                && crate::wire::trace::TraceParent::parse(tp).is_none()
-            {
-                return Err(ConfigError::invalid(
-                    "--traceparent",
-                    format!("{tp:?} is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)"),
-                ));
-            }
-            return Ok(Launch::Publish(PublishConfig {
-                nats,
-                streams,
-                agent,
-                text: p.text,
-                context_id: p.context_id,
-                task_id: p.task_id,
-                json_file: p.json_file,
-                wait: !p.no_wait,
-                timeout: p.timeout,
-                json: p.json,
-                follow: p.follow,
-                traceparent: p.traceparent,
-                log_level: cli.log_level,
-            }));
+        if let Some(Command::Publish(publish)) = cli.command {
+            return publish_config(publish, cli.agent_name, nats, streams, cli.log_level)
+                .map(Launch::Publish);
         }
-
-        let agent_key = key("agent_name", "--agent-name");
-        let agent = cli
-            .agent_name
-            .ok_or_else(|| ConfigError::invalid(&agent_key, "required: the agent to serve"))?;
-        check_agent(&agent, &agent_key)?;
-        let runtime_url = match cli.runtime_url {
-            Some(url) => {
-                let trimmed = url.trim_end_matches('/').to_owned();
-                if !(trimmed.starts_with("http://") || trimmed.starts_with("https://")) {
-                    return Err(ConfigError::invalid(
-                        &key("runtime_url", "--runtime-url"),
-                        format!("{url:?} is not an http(s) URL"),
-                    ));
-                }
-                trimmed
-            }
-            None => format!("http://127.0.0.1:{}", cli.a2a_port),
-        };
-        let positive = |d: Duration, id: &str, flag: &str| {
-            if d.is_zero() {
-                Err(ConfigError::invalid(
-                    &key(id, flag),
-                    "must be more than zero",
-                ))
-            } else {
-                Ok(d)
-            }
-        };
-        let ack_wait = positive(cli.ack_wait, "ack_wait", "--ack-wait")?;
-        if ack_wait < Duration::from_secs(1) {
-            return Err(ConfigError::invalid(
-                &key("ack_wait", "--ack-wait"),
-                "must be at least 1s",
-            ));
-        }
-        if cli.max_deliver == 0 {
-            return Err(ConfigError::invalid(
-                &key("max_deliver", "--max-deliver"),
-                "must be >= 1",
-            ));
-        }
-        if cli.concurrency == 0 || cli.concurrency > 1024 {
-            return Err(ConfigError::invalid(
-                &key("concurrency", "--concurrency"),
-                "must be between 1 and 1024",
-            ));
-        }
-        let reply_to_prefixes = reply_prefixes(
-            &cli.reply_to_prefixes,
-            &key("reply_to_prefixes", "--reply-to-prefixes"),
-        )?;
-        let config = ProxyConfig {
-            nats,
-            streams,
-            agent,
-            runtime_url,
-            startup_timeout: positive(cli.startup_timeout, "startup_timeout", "--startup-timeout")?,
-            termination_grace_period: cli.termination_grace_period,
-            task_timeout: positive(cli.task_timeout, "task_timeout", "--task-timeout")?,
-            ack_wait,
-            max_deliver: cli.max_deliver,
-            concurrency: cli.concurrency,
-            retry_base_delay: cli.retry_base_delay,
-            retry_max_delay: cli.retry_max_delay.max(cli.retry_base_delay),
-            health_interval: positive(cli.health_interval, "health_interval", "--health-interval")?,
-            runtime_down_limit: cli.runtime_down_limit,
-            budget_wait: positive(cli.budget_wait, "budget_wait", "--budget-wait")?,
-            stream_tasks: cli.stream_tasks,
-            result_store_timeout: positive(
-                cli.result_store_timeout,
-                "result_store_timeout",
-                "--result-store-timeout",
-            )?,
-            pull_expires: positive(cli.pull_expires, "pull_expires", "--pull-expires")?,
-            reply_to_prefixes,
-            listen: SocketAddr::new(cli.proxy_host, cli.proxy_port),
-            log_level: cli.log_level,
-            log_format: cli.log_format,
-            export_spans: daedalus_contract::telemetry::exports(env),
-            runtime_credential: runtime_credential(&cli.runtime_auth, &key)?,
-        };
-        Ok(if cli.check_config {
+        let check_config = cli.check_config;
+        let config = proxy_config(cli, nats, streams, &key, env)?;
+        Ok(if check_config {
             Launch::CheckConfig(config)
         } else {
             Launch::Run(config)
         })
     }
+}
+
+/// `publish`'s plan: the agent (`--agent`, else `AGENT_NAME`) and a W3C `--traceparent`.
+fn publish_config(
+    p: flags::PublishArgs,
+    agent_name: Option<String>,
+    nats: NatsConfig,
+    streams: StreamsConfig,
+    log_level: String,
+) -> Result<PublishConfig, ConfigError> {
+    let agent = p.agent.or(agent_name).ok_or_else(|| {
+        ConfigError::invalid("--agent", "name the agent with --agent or AGENT_NAME")
+    })?;
+    check_agent(&agent, "--agent")?;
+    if let Some(tp) = &p.traceparent
+        && crate::wire::trace::TraceParent::parse(tp).is_none()
+    {
+        return Err(ConfigError::invalid(
+            "--traceparent",
+            format!("{tp:?} is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)"),
+        ));
+    }
+    Ok(PublishConfig {
+        nats,
+        streams,
+        agent,
+        text: p.text,
+        context_id: p.context_id,
+        task_id: p.task_id,
+        json_file: p.json_file,
+        wait: !p.no_wait,
+        timeout: p.timeout,
+        json: p.json,
+        follow: p.follow,
+        traceparent: p.traceparent,
+        log_level,
+    })
+}
+
+/// The sidecar's plan: the agent it serves, the runtime it calls, and every bound checked.
+fn proxy_config(
+    cli: Cli,
+    nats: NatsConfig,
+    streams: StreamsConfig,
+    key: &dyn Fn(&str, &str) -> String,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ProxyConfig, ConfigError> {
+    let agent_key = key("agent_name", "--agent-name");
+    let agent = cli
+        .agent_name
+        .ok_or_else(|| ConfigError::invalid(&agent_key, "required: the agent to serve"))?;
+    check_agent(&agent, &agent_key)?;
+    let runtime_url = match cli.runtime_url {
+        Some(url) => {
+            let trimmed = url.trim_end_matches('/').to_owned();
+            if !(trimmed.starts_with("http://") || trimmed.starts_with("https://")) {
+                return Err(ConfigError::invalid(
+                    &key("runtime_url", "--runtime-url"),
+                    format!("{url:?} is not an http(s) URL"),
+                ));
+            }
+            trimmed
+        }
+        None => format!("http://127.0.0.1:{}", cli.a2a_port),
+    };
+    let positive = |d: Duration, id: &str, flag: &str| {
+        if d.is_zero() {
+            Err(ConfigError::invalid(
+                &key(id, flag),
+                "must be more than zero",
+            ))
+        } else {
+            Ok(d)
+        }
+    };
+    let ack_wait = positive(cli.ack_wait, "ack_wait", "--ack-wait")?;
+    if ack_wait < Duration::from_secs(1) {
+        return Err(ConfigError::invalid(
+            &key("ack_wait", "--ack-wait"),
+            "must be at least 1s",
+        ));
+    }
+    if cli.max_deliver == 0 {
+        return Err(ConfigError::invalid(
+            &key("max_deliver", "--max-deliver"),
+            "must be >= 1",
+        ));
+    }
+    if cli.concurrency == 0 || cli.concurrency > 1024 {
+        return Err(ConfigError::invalid(
+            &key("concurrency", "--concurrency"),
+            "must be between 1 and 1024",
+        ));
+    }
+    let reply_to_prefixes = reply_prefixes(
+        &cli.reply_to_prefixes,
+        &key("reply_to_prefixes", "--reply-to-prefixes"),
+    )?;
+    Ok(ProxyConfig {
+        nats,
+        streams,
+        agent,
+        runtime_url,
+        startup_timeout: positive(cli.startup_timeout, "startup_timeout", "--startup-timeout")?,
+        termination_grace_period: cli.termination_grace_period,
+        task_timeout: positive(cli.task_timeout, "task_timeout", "--task-timeout")?,
+        ack_wait,
+        max_deliver: cli.max_deliver,
+        concurrency: cli.concurrency,
+        retry_base_delay: cli.retry_base_delay,
+        retry_max_delay: cli.retry_max_delay.max(cli.retry_base_delay),
+        health_interval: positive(cli.health_interval, "health_interval", "--health-interval")?,
+        runtime_down_limit: cli.runtime_down_limit,
+        budget_wait: positive(cli.budget_wait, "budget_wait", "--budget-wait")?,
+        stream_tasks: cli.stream_tasks,
+        result_store_timeout: positive(
+            cli.result_store_timeout,
+            "result_store_timeout",
+            "--result-store-timeout",
+        )?,
+        pull_expires: positive(cli.pull_expires, "pull_expires", "--pull-expires")?,
+        reply_to_prefixes,
+        listen: SocketAddr::new(cli.proxy_host, cli.proxy_port),
+        log_level: cli.log_level,
+        log_format: cli.log_format,
+        export_spans: daedalus_contract::telemetry::exports(env),
+        runtime_credential: runtime_credential(&cli.runtime_auth, key)?,
+    })
 }
 
 fn nats_config(
@@ -498,6 +521,25 @@ fn runtime_credential(
         "--runtime-client-id",
         "RUNTIME_CLIENT_ID",
     )?;
+    let secret = client_secret(args, key)?;
+    Ok(Some(CredentialSource::ClientCredentials(OAuthClient {
+        token_url,
+        client_id,
+        client_secret: CredentialSecret::new(secret),
+        scope: args.runtime_scope.clone().filter(|s| !s.trim().is_empty()),
+        audience: args
+            .runtime_audience
+            .clone()
+            .filter(|s| !s.trim().is_empty()),
+    })))
+}
+
+/// The grant's client secret: `RUNTIME_CLIENT_SECRET` or the file `RUNTIME_CLIENT_SECRET_FILE`
+/// names (one of them), and not empty.
+fn client_secret(
+    args: &RuntimeAuthArgs,
+    key: &dyn Fn(&str, &str) -> String,
+) -> Result<String, ConfigError> {
     let secret = match (
         &args.runtime_client_secret,
         &args.runtime_client_secret_file,
@@ -535,16 +577,7 @@ fn runtime_credential(
             "the client secret is empty (a secret reference that resolved to nothing?)",
         ));
     }
-    Ok(Some(CredentialSource::ClientCredentials(OAuthClient {
-        token_url,
-        client_id,
-        client_secret: CredentialSecret::new(secret),
-        scope: args.runtime_scope.clone().filter(|s| !s.trim().is_empty()),
-        audience: args
-            .runtime_audience
-            .clone()
-            .filter(|s| !s.trim().is_empty()),
-    })))
+    Ok(secret)
 }
 
 fn masked_url<S: Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {

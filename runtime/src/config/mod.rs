@@ -295,51 +295,12 @@ impl Config {
             .map_err(|m| ConfigError::invalid(&key_of("replica_id", "--replica-id"), m))?;
         checks::check_bounds(&cli, key_of)?;
 
-        let work_dir = cli.work_dir.unwrap_or_else(default_work_dir);
-        let tasks_db = match cli.tasks_db.as_deref() {
-            Some(value) => TasksDb::parse(value)
-                .map_err(|why| ConfigError::invalid(&key_of("tasks_db", "--tasks-db"), why))?,
-            None => TasksDb::Sqlite {
-                path: work_dir
-                    .join("daedalus-tasks.sqlite")
-                    .to_string_lossy()
-                    .into_owned(),
-            },
-        };
-        let sessions_db = match cli.sessions_db.as_deref() {
-            Some("off") => None,
-            Some(value) => Some(SessionsDb::parse(value).map_err(|why| {
-                ConfigError::invalid(&key_of("sessions_db", "--sessions-db"), why)
-            })?),
-            None => Some(SessionsDb::Sqlite(
-                work_dir
-                    .join("daedalus-sessions.sqlite")
-                    .to_string_lossy()
-                    .into_owned(),
-            )),
-        };
+        let work_dir = cli.work_dir.clone().unwrap_or_else(default_work_dir);
+        let (tasks_db, sessions_db) = stores_in(&cli, &work_dir, key_of)?;
         Ok(Config {
             listen: SocketAddr::new(cli.host, cli.port),
             public_url,
-            agent: AgentConfig {
-                description: cli.agent_description.clone().unwrap_or_else(|| {
-                    if served.description.is_empty() {
-                        format!("Daedalus agent {}", served.name)
-                    } else {
-                        served.description.clone()
-                    }
-                }),
-                name: served.name.clone(),
-                version: cli.agent_version.clone().unwrap_or_else(|| {
-                    if deployment.sources.is_empty() {
-                        env!("CARGO_PKG_VERSION").to_owned()
-                    } else {
-                        deployment.version.clone()
-                    }
-                }),
-                skills,
-                model: served.model.clone(),
-            },
+            agent: agent_config(&cli, served, &deployment, skills),
             deployment,
             work_dir,
             sessions_db,
@@ -484,6 +445,61 @@ fn cli_is_silent(cli: &Cli, id: &str) -> bool {
         "auth_required_scopes" => cli.auth_required_scopes.is_none(),
         "metrics_auth" => cli.metrics_auth.is_none(),
         _ => true,
+    }
+}
+
+/// The task store and the conversation store (`None`: `SESSIONS_DB=off`) the settings name,
+/// by default SQLite files in `work_dir`.
+fn stores_in(
+    cli: &Cli,
+    work_dir: &std::path::Path,
+    key_of: &dyn Fn(&str, &str) -> String,
+) -> Result<(TasksDb, Option<SessionsDb>), ConfigError> {
+    let in_work_dir = |file: &str| work_dir.join(file).to_string_lossy().into_owned();
+    let tasks_db = match cli.tasks_db.as_deref() {
+        Some(value) => TasksDb::parse(value)
+            .map_err(|why| ConfigError::invalid(&key_of("tasks_db", "--tasks-db"), why))?,
+        None => TasksDb::Sqlite {
+            path: in_work_dir("daedalus-tasks.sqlite"),
+        },
+    };
+    let sessions_db =
+        match cli.sessions_db.as_deref() {
+            Some("off") => None,
+            Some(value) => Some(SessionsDb::parse(value).map_err(|why| {
+                ConfigError::invalid(&key_of("sessions_db", "--sessions-db"), why)
+            })?),
+            None => Some(SessionsDb::Sqlite(in_work_dir("daedalus-sessions.sqlite"))),
+        };
+    Ok((tasks_db, sessions_db))
+}
+
+/// The served agent as its card shows it: the settings' description and version where they
+/// give one, else the deployment's (this build's version for the zero-config agent).
+fn agent_config(
+    cli: &Cli,
+    served: &AgentDef,
+    deployment: &Deployment,
+    skills: Vec<daedalus_contract::AgentSkill>,
+) -> AgentConfig {
+    AgentConfig {
+        description: cli.agent_description.clone().unwrap_or_else(|| {
+            if served.description.is_empty() {
+                format!("Daedalus agent {}", served.name)
+            } else {
+                served.description.clone()
+            }
+        }),
+        name: served.name.clone(),
+        version: cli.agent_version.clone().unwrap_or_else(|| {
+            if deployment.sources.is_empty() {
+                env!("CARGO_PKG_VERSION").to_owned()
+            } else {
+                deployment.version.clone()
+            }
+        }),
+        skills,
+        model: served.model.clone(),
     }
 }
 
