@@ -42,12 +42,18 @@ pub enum PublishError {
     NoText,
     #[error("{path} is not a SendMessageRequest: {reason}")]
     BadRequest { path: String, reason: String },
-    #[error("publishing to {subject} failed: {reason}")]
-    Publish { subject: String, reason: String },
+    #[error("publishing to {subject} failed: {source}")]
+    Publish {
+        subject: String,
+        source: async_nats::jetstream::context::PublishError,
+    },
     #[error("no result for task {task_id} within {waited:?}")]
     Timeout { task_id: String, waited: Duration },
-    #[error("cannot subscribe to {subject}: {reason}")]
-    Subscribe { subject: String, reason: String },
+    #[error("cannot subscribe to {subject}: {source}")]
+    Subscribe {
+        subject: String,
+        source: async_nats::SubscribeError,
+    },
 }
 
 /// What `publish` did.
@@ -134,7 +140,7 @@ pub async fn publish(
     request: &SendMessageRequest,
     trace: &TraceContext,
     progress: impl Fn(),
-    mut on_event: impl FnMut(&StreamEvent),
+    on_event: impl FnMut(&StreamEvent),
 ) -> Result<Published, PublishError> {
     let deadline = Instant::now() + config.timeout;
     let client = nats::connect(
@@ -150,51 +156,11 @@ pub async fn publish(
     let task_id = request.message.effective_task_id().to_owned();
     let result_subject = subjects::result(&config.agent, &task_id);
     let expected_id = subjects::result_msg_id(&config.agent, &task_id, &message_id);
-    let mut results = if config.wait {
-        Some(
-            client
-                .subscribe(result_subject.clone())
-                .await
-                .map_err(|e| PublishError::Subscribe {
-                    subject: result_subject.clone(),
-                    reason: e.to_string(),
-                })?,
-        )
-    } else {
-        None
-    };
+    let results = subscribe_if(config.wait, &client, &result_subject).await?;
     let events_subject = subjects::events(&config.agent, &task_id);
-    let mut events = if config.follow {
-        Some(
-            client
-                .subscribe(events_subject.clone())
-                .await
-                .map_err(|e| PublishError::Subscribe {
-                    subject: events_subject.clone(),
-                    reason: e.to_string(),
-                })?,
-        )
-    } else {
-        None
-    };
+    let events = subscribe_if(config.follow, &client, &events_subject).await?;
 
-    let subject = subjects::tasks(&config.agent);
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        subjects::MSG_ID_HEADER,
-        subjects::token(&message_id).as_ref(),
-    );
-    headers.insert("traceparent", trace.traceparent());
-    let payload = contract::to_vec(request);
-    let ack = async {
-        js.publish_with_headers(subject.clone(), headers, payload.into())
-            .await?
-            .await
-    };
-    let ack = ack.await.map_err(|e| PublishError::Publish {
-        subject: subject.clone(),
-        reason: e.to_string(),
-    })?;
+    let ack = send(&js, &config.agent, request, trace).await?;
     tracing::debug!(
         task_id,
         message_id,
@@ -202,7 +168,7 @@ pub async fn publish(
         "task published"
     );
 
-    let Some(results) = results.as_mut() else {
+    let Some(results) = results else {
         client.flush().await.ok();
         return Ok(Published::Sent {
             task_id,
@@ -211,6 +177,86 @@ pub async fn publish(
         });
     };
     let stream = js.get_stream(&config.streams.results).await.ok();
+    let waiting = Waiting {
+        result_subject,
+        expected_id,
+        deadline,
+    };
+    wait_for_result(waiting, results, events, stream, progress, on_event)
+        .await
+        .ok_or(PublishError::Timeout {
+            task_id,
+            waited: config.timeout,
+        })
+}
+
+/// A subscription to `subject` when `wanted`.
+async fn subscribe_if(
+    wanted: bool,
+    client: &async_nats::Client,
+    subject: &str,
+) -> Result<Option<async_nats::Subscriber>, PublishError> {
+    if !wanted {
+        return Ok(None);
+    }
+    client
+        .subscribe(subject.to_owned())
+        .await
+        .map(Some)
+        .map_err(|source| PublishError::Subscribe {
+            subject: subject.to_owned(),
+            source,
+        })
+}
+
+/// Publishes `request` onto `agent`'s tasks subject, its message id the deduplication id, and
+/// waits for the stream's ack.
+async fn send(
+    js: &async_nats::jetstream::Context,
+    agent: &str,
+    request: &SendMessageRequest,
+    trace: &TraceContext,
+) -> Result<async_nats::jetstream::publish::PublishAck, PublishError> {
+    let subject = subjects::tasks(agent);
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        subjects::MSG_ID_HEADER,
+        subjects::token(&request.message.message_id).as_ref(),
+    );
+    headers.insert("traceparent", trace.traceparent());
+    let payload = contract::to_vec(request);
+    let ack = async {
+        js.publish_with_headers(subject.clone(), headers, payload.into())
+            .await?
+            .await
+    };
+    ack.await
+        .map_err(|source| PublishError::Publish { subject, source })
+}
+
+/// Which result a publish waits for, and until when.
+struct Waiting {
+    result_subject: String,
+    expected_id: String,
+    deadline: Instant,
+}
+
+/// The task's result: from the results subscription, or (every 2 s, for a result stored
+/// before the subscription saw it) the results stream's last message for the task; its
+/// events, if followed, go to `on_event` meanwhile. `None` at the deadline.
+async fn wait_for_result(
+    waiting: Waiting,
+    mut results: async_nats::Subscriber,
+    mut events: Option<async_nats::Subscriber>,
+    stream: Option<async_nats::jetstream::stream::Stream>,
+    progress: impl Fn(),
+    mut on_event: impl FnMut(&StreamEvent),
+) -> Option<Published> {
+    let Waiting {
+        result_subject,
+        expected_id,
+        deadline,
+    } = waiting;
     let mut poll = tokio::time::interval(Duration::from_secs(2));
     poll.tick().await;
     let next_event = async |events: &mut Option<async_nats::Subscriber>| match events {
@@ -226,7 +272,7 @@ pub async fn publish(
             }
             received = results.next() => {
                 if let Some(task) = received.and_then(|m| matching_task(m.headers.as_ref(), &m.payload, &expected_id)) {
-                    return Ok(Published::Result(Box::new(task)));
+                    return Some(Published::Result(Box::new(task)));
                 }
             }
             _ = poll.tick() => {
@@ -235,12 +281,10 @@ pub async fn publish(
                     && let Ok(m) = stream.direct_get_last_for_subject(result_subject.clone()).await
                     && let Some(task) = matching_task(Some(&m.headers), &m.payload, &expected_id)
                 {
-                    return Ok(Published::Result(Box::new(task)));
+                    return Some(Published::Result(Box::new(task)));
                 }
             }
-            () = tokio::time::sleep_until(deadline) => {
-                return Err(PublishError::Timeout { task_id, waited: config.timeout });
-            }
+            () = tokio::time::sleep_until(deadline) => return None,
         }
     }
 }
