@@ -147,56 +147,7 @@ impl AuthSettings {
         let audience = present(self.audience);
         let jwks_url = present(self.jwks_url);
         let jwks_file = self.jwks_file.filter(|p| !p.as_os_str().is_empty());
-        let tokens = match issuer {
-            None => {
-                if audience.is_some() || jwks_url.is_some() || jwks_file.is_some() {
-                    return Err(invalid(
-                        "AUTH_ISSUER",
-                        "is required with AUTH_AUDIENCE, AUTH_JWKS_URL or AUTH_JWKS_FILE (tokens are checked against their issuer)",
-                    ));
-                }
-                None
-            }
-            Some(issuer) => {
-                check_http_url("AUTH_ISSUER", &issuer)?;
-                let audience = audience.ok_or_else(|| {
-                    invalid(
-                        "AUTH_AUDIENCE",
-                        "is required with AUTH_ISSUER (tokens for another audience must be refused)",
-                    )
-                })?;
-                let keys = match (jwks_url, jwks_file) {
-                    (Some(_), Some(_)) => {
-                        return Err(invalid(
-                            "AUTH_JWKS_URL",
-                            "and AUTH_JWKS_FILE both name the signing keys; keep one",
-                        ));
-                    }
-                    (Some(url), None) => {
-                        check_http_url("AUTH_JWKS_URL", &url)?;
-                        KeySource::Url(url)
-                    }
-                    (None, Some(file)) => KeySource::File(file),
-                    (None, None) => KeySource::Discovery(format!(
-                        "{}/.well-known/openid-configuration",
-                        issuer.trim_end_matches('/')
-                    )),
-                };
-                let clock_skew = self.clock_skew.map_or(CLOCK_SKEW, Duration::from_secs);
-                if clock_skew > MAX_CLOCK_SKEW {
-                    return Err(invalid(
-                        "AUTH_CLOCK_SKEW",
-                        format!("must be at most {}s", MAX_CLOCK_SKEW.as_secs()),
-                    ));
-                }
-                Some(TokenPlan {
-                    issuer,
-                    audience,
-                    keys,
-                    clock_skew,
-                })
-            }
-        };
+        let tokens = token_plan(issuer, audience, jwks_url, jwks_file, self.clock_skew)?;
         let header = present(self.api_key_header).unwrap_or_else(|| API_KEY_HEADER.to_owned());
         if http::HeaderName::from_bytes(header.as_bytes()).is_err()
             || header.eq_ignore_ascii_case("authorization")
@@ -229,22 +180,7 @@ impl AuthSettings {
         if let Some(scope) = &admin_scope {
             check_scope("AUTH_ADMIN_SCOPE", scope)?;
         }
-        let metrics = match present(self.metrics).as_deref() {
-            None | Some("open") => MetricsAccess::Open,
-            Some("caller") => MetricsAccess::Caller,
-            Some(other) => match other.strip_prefix("scope:").map(str::trim) {
-                Some(scope) if !scope.is_empty() => {
-                    check_scope("METRICS_AUTH", scope)?;
-                    MetricsAccess::Scope(scope.to_owned())
-                }
-                _ => {
-                    return Err(invalid(
-                        "METRICS_AUTH",
-                        format!("{other:?} is not open, caller or scope:<name>"),
-                    ));
-                }
-            },
-        };
+        let metrics = metrics_access(present(self.metrics).as_deref())?;
         let plan = AuthPlan {
             tokens,
             api_keys,
@@ -272,6 +208,88 @@ impl AuthPlan {
     pub fn is_on(&self) -> bool {
         self.tokens.is_some() || self.api_keys.is_some()
     }
+}
+
+/// The token check the settings ask for: none without `AUTH_ISSUER` (and then none of its
+/// companions may be set), else the issuer, the audience, where the signing keys come from
+/// (a URL, a file, or the issuer's discovery document) and the clock skew allowed.
+fn token_plan(
+    issuer: Option<String>,
+    audience: Option<String>,
+    jwks_url: Option<String>,
+    jwks_file: Option<PathBuf>,
+    clock_skew: Option<u64>,
+) -> Result<Option<TokenPlan>, AuthConfigError> {
+    match issuer {
+        None => {
+            if audience.is_some() || jwks_url.is_some() || jwks_file.is_some() {
+                return Err(invalid(
+                    "AUTH_ISSUER",
+                    "is required with AUTH_AUDIENCE, AUTH_JWKS_URL or AUTH_JWKS_FILE (tokens are checked against their issuer)",
+                ));
+            }
+            Ok(None)
+        }
+        Some(issuer) => {
+            check_http_url("AUTH_ISSUER", &issuer)?;
+            let audience = audience.ok_or_else(|| {
+                invalid(
+                    "AUTH_AUDIENCE",
+                    "is required with AUTH_ISSUER (tokens for another audience must be refused)",
+                )
+            })?;
+            let keys = match (jwks_url, jwks_file) {
+                (Some(_), Some(_)) => {
+                    return Err(invalid(
+                        "AUTH_JWKS_URL",
+                        "and AUTH_JWKS_FILE both name the signing keys; keep one",
+                    ));
+                }
+                (Some(url), None) => {
+                    check_http_url("AUTH_JWKS_URL", &url)?;
+                    KeySource::Url(url)
+                }
+                (None, Some(file)) => KeySource::File(file),
+                (None, None) => KeySource::Discovery(format!(
+                    "{}/.well-known/openid-configuration",
+                    issuer.trim_end_matches('/')
+                )),
+            };
+            let clock_skew = clock_skew.map_or(CLOCK_SKEW, Duration::from_secs);
+            if clock_skew > MAX_CLOCK_SKEW {
+                return Err(invalid(
+                    "AUTH_CLOCK_SKEW",
+                    format!("must be at most {}s", MAX_CLOCK_SKEW.as_secs()),
+                ));
+            }
+            Ok(Some(TokenPlan {
+                issuer,
+                audience,
+                keys,
+                clock_skew,
+            }))
+        }
+    }
+}
+
+/// `METRICS_AUTH`: `open` (the default), `caller`, or `scope:<name>`.
+fn metrics_access(setting: Option<&str>) -> Result<MetricsAccess, AuthConfigError> {
+    Ok(match setting {
+        None | Some("open") => MetricsAccess::Open,
+        Some("caller") => MetricsAccess::Caller,
+        Some(other) => match other.strip_prefix("scope:").map(str::trim) {
+            Some(scope) if !scope.is_empty() => {
+                check_scope("METRICS_AUTH", scope)?;
+                MetricsAccess::Scope(scope.to_owned())
+            }
+            _ => {
+                return Err(invalid(
+                    "METRICS_AUTH",
+                    format!("{other:?} is not open, caller or scope:<name>"),
+                ));
+            }
+        },
+    })
 }
 
 fn check_http_url(key: &'static str, url: &str) -> Result<(), AuthConfigError> {
