@@ -242,115 +242,134 @@ impl Metrics {
             registry,
         };
         let mut m = m;
-        let r = &mut m.registry;
+        m.register_agents();
+        m.register_turns();
+        m.register_mcp_sessions();
+        m.registry.register_collector(Box::new(ProcessCollector));
+        m.register_budgets();
+        m
+    }
+
+    /// The agents' own: their info, MCP `send_message` calls, model round-trips and tokens,
+    /// downstream tool calls, and the health of their MCP servers and model providers.
+    fn register_agents(&mut self) {
+        let r = &mut self.registry;
         r.register(
             "pallas_agent_info",
             "1 per configured agent",
-            m.agent_info.clone(),
+            self.agent_info.clone(),
         );
         r.register(
             "pallas_send_message",
             "send_message MCP calls, by outcome (ok/error)",
-            m.send_message.clone(),
+            self.send_message.clone(),
         );
         r.register(
             "pallas_send_message_duration_seconds",
             "End-to-end MCP send_message wall-clock duration",
-            m.send_message_duration.clone(),
+            self.send_message_duration.clone(),
         );
         r.register(
             "pallas_llm_turns",
             "LLM provider round-trips per agent and model",
-            m.llm_turns.clone(),
+            self.llm_turns.clone(),
         );
         r.register(
             "pallas_llm_tokens",
             "Tokens consumed, by kind (input/output/cache_read/cache_write/reasoning)",
-            m.llm_tokens.clone(),
+            self.llm_tokens.clone(),
         );
         r.register(
             "pallas_tool_calls",
             "Downstream MCP operations, by outcome (ok/error)",
-            m.tool_calls.clone(),
+            self.tool_calls.clone(),
         );
         r.register(
             "pallas_tool_call_duration_seconds",
             "Downstream MCP operation duration",
-            m.tool_call_duration.clone(),
+            self.tool_call_duration.clone(),
         );
         r.register(
             "pallas_downstream_up",
             "1 when the downstream MCP server passed the last get_health probe",
-            m.downstream_up.clone(),
+            self.downstream_up.clone(),
         );
         r.register(
             "pallas_llm_provider_up",
             "1 when the LLM provider passed its last preflight or re-probe",
-            m.llm_provider_up.clone(),
+            self.llm_provider_up.clone(),
         );
         r.register(
             "pallas_agent_health_status",
             "Aggregate of the last get_health: 1=ok, 0.5=degraded, 0=error",
-            m.agent_health_status.clone(),
+            self.agent_health_status.clone(),
         );
+    }
+
+    /// The turns': tasks by end state and duration, compactions, push deliveries, turns refused
+    /// at a limit, and turns resumed with the steps their checkpoints kept.
+    fn register_turns(&mut self) {
+        let r = &mut self.registry;
         r.register(
             "daedalus_runtime_tasks",
             "Contract tasks (POST /) by final state",
-            m.tasks.clone(),
+            self.tasks.clone(),
         );
         r.register(
             "daedalus_runtime_task_duration_seconds",
             "Contract task duration (POST /)",
-            m.task_duration.clone(),
-        );
-        r.register(
-            "daedalus_runtime_mcp_sessions",
-            "Live MCP sessions, by agent",
-            m.mcp_sessions.clone(),
-        );
-        r.register(
-            "daedalus_runtime_mcp_sessions_refused",
-            "New MCP sessions refused at MAX_MCP_SESSIONS (every session had a call in flight)",
-            m.mcp_sessions_refused.clone(),
-        );
-        r.register(
-            "daedalus_runtime_mcp_sessions_evicted",
-            "Idle MCP sessions ended to make room for a new one",
-            m.mcp_sessions_evicted.clone(),
-        );
-        r.register(
-            "daedalus_runtime_mcp_sessions_expired",
-            "MCP sessions ended by MCP_HANDSHAKE_TIMEOUT (reason=handshake) or MCP_SESSION_IDLE (reason=idle)",
-            m.mcp_sessions_expired.clone(),
+            self.task_duration.clone(),
         );
         r.register(
             "daedalus_runtime_compactions",
             "Conversations compacted to fit the model's budget, by agent and strategy (a summary that failed counts as truncate)",
-            m.compactions.clone(),
+            self.compactions.clone(),
         );
         r.register(
             "daedalus_runtime_push_deliveries",
             "Push notifications: states delivered to webhooks, tries that failed and were made again (retried), deliveries given up, and states dropped at the queue's bound",
-            m.push_deliveries.clone(),
+            self.push_deliveries.clone(),
         );
         r.register(
             "daedalus_runtime_turns_refused",
             "Turns refused at once (503, Retry-After) because a turn limit had no room, by the limit's setting",
-            m.turns_refused.clone(),
+            self.turns_refused.clone(),
         );
         r.register(
             "daedalus_runtime_turns_resumed",
             "Turns resumed from their last checkpoint after their runtime stopped, by cause (restart, replica_lost, hand_off)",
-            m.turns_resumed.clone(),
+            self.turns_resumed.clone(),
         );
         r.register(
             "daedalus_runtime_resumed_steps_kept",
             "Steps (model answers with their tool results) resumed turns did not run again: their checkpoints held them",
-            m.steps_kept.clone(),
+            self.steps_kept.clone(),
         );
-        r.register_collector(Box::new(ProcessCollector));
-        m.register_budgets();
-        m
+    }
+
+    /// The MCP face's sessions: live, refused, evicted, expired.
+    fn register_mcp_sessions(&mut self) {
+        let r = &mut self.registry;
+        r.register(
+            "daedalus_runtime_mcp_sessions",
+            "Live MCP sessions, by agent",
+            self.mcp_sessions.clone(),
+        );
+        r.register(
+            "daedalus_runtime_mcp_sessions_refused",
+            "New MCP sessions refused at MAX_MCP_SESSIONS (every session had a call in flight)",
+            self.mcp_sessions_refused.clone(),
+        );
+        r.register(
+            "daedalus_runtime_mcp_sessions_evicted",
+            "Idle MCP sessions ended to make room for a new one",
+            self.mcp_sessions_evicted.clone(),
+        );
+        r.register(
+            "daedalus_runtime_mcp_sessions_expired",
+            "MCP sessions ended by MCP_HANDSHAKE_TIMEOUT (reason=handshake) or MCP_SESSION_IDLE (reason=idle)",
+            self.mcp_sessions_expired.clone(),
+        );
     }
 
     /// Registers the budgets' series (`budgets:`).
