@@ -83,15 +83,20 @@ pub(super) fn start(
 /// A WAL past [`RESTART_PAGES`] (it has not started again since) is copied pass after pass,
 /// each with fewer new pages than the last, until a pass had at most [`FEW_PAGES`] to copy;
 /// the last few are then copied with the writer held idle. (A pass that copied every page it
-/// found says little under steady commits: pages came in while it copied.)
+/// found says little under steady commits: pages came in while it copied.) When the passes
+/// never get there (a writer that outpaces them, a thread starved of CPU), the WAL is copied
+/// with the writer held all the same after the last pass: a longer hold, but a WAL whose size
+/// stays bounded under any load.
 fn catch_up(
     conn: &Connection,
     counts: &Counts,
     with_writer_idle: &WithWriterIdle,
 ) -> rusqlite::Result<bool> {
     let mut copied_before = 0;
+    let mut log = 0;
     for _ in 0..RUNS_AT_MOST {
-        let (log, copied) = passive(conn)?;
+        let copied;
+        (log, copied) = passive(conn)?;
         counts.runs.fetch_add(1, Ordering::Relaxed);
         let fresh = log - copied_before;
         copied_before = copied;
@@ -100,15 +105,28 @@ fn catch_up(
                 return Ok(true);
             }
         } else if fresh <= FEW_PAGES {
-            let mut finished = Ok((0, 0));
-            with_writer_idle(&mut || finished = passive(conn));
-            let (log, copied) = finished?;
-            counts.runs.fetch_add(1, Ordering::Relaxed);
-            counts.with_writer_idle.fetch_add(1, Ordering::Relaxed);
-            return Ok(copied >= log);
+            return with_the_writer_idle(conn, counts, with_writer_idle);
         }
     }
+    if log > RESTART_PAGES {
+        return with_the_writer_idle(conn, counts, with_writer_idle);
+    }
     Ok(false)
+}
+
+/// One checkpoint with no round of the writer running: it copies every page, and the
+/// writer's next transaction starts the WAL again. Answers whether it copied them all.
+fn with_the_writer_idle(
+    conn: &Connection,
+    counts: &Counts,
+    with_writer_idle: &WithWriterIdle,
+) -> rusqlite::Result<bool> {
+    let mut finished = Ok((0, 0));
+    with_writer_idle(&mut || finished = passive(conn));
+    let (log, copied) = finished?;
+    counts.runs.fetch_add(1, Ordering::Relaxed);
+    counts.with_writer_idle.fetch_add(1, Ordering::Relaxed);
+    Ok(copied >= log)
 }
 
 /// One `PASSIVE` checkpoint: the pages in the WAL and how many of them are copied.
@@ -116,4 +134,52 @@ pub(super) fn passive(conn: &Connection) -> rusqlite::Result<(i64, i64)> {
     conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
         Ok((row.get(1)?, row.get(2)?))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A WAL past [`RESTART_PAGES`] whose pages no pass can copy: a reader holds a snapshot
+    /// from before them (as a writer that outpaces every pass would leave pages uncopied).
+    #[test]
+    fn passes_that_never_catch_up_end_with_a_checkpoint_that_holds_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pinned.sqlite");
+        let writer = super::super::connect(path.to_str().unwrap()).unwrap();
+        writer
+            .execute_batch("CREATE TABLE rows (body TEXT NOT NULL)")
+            .unwrap();
+        let reader = Connection::open(&path).unwrap();
+        reader
+            .execute_batch("BEGIN; SELECT count(*) FROM rows;")
+            .unwrap();
+        let body = "x".repeat(4_000);
+        let tx = writer.unchecked_transaction().unwrap();
+        for _ in 0..5_000 {
+            tx.execute("INSERT INTO rows (body) VALUES (?1)", [&body])
+                .unwrap();
+        }
+        tx.commit().unwrap();
+        let checkpoints = Connection::open(&path).unwrap();
+        assert!(passive(&checkpoints).unwrap().0 > RESTART_PAGES);
+
+        let counts = Counts::default();
+        let held = Arc::new(AtomicU64::new(0));
+        let holds = Arc::clone(&held);
+        let with_writer_idle: WithWriterIdle = Box::new(move |checkpoint| {
+            holds.fetch_add(1, Ordering::Relaxed);
+            checkpoint();
+        });
+        let copied_all = catch_up(&checkpoints, &counts, &with_writer_idle).unwrap();
+
+        assert!(!copied_all, "the reader's snapshot keeps the pages");
+        assert_eq!(held.load(Ordering::Relaxed), 1, "the writer was held once");
+        assert_eq!(counts.with_writer_idle.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            counts.runs.load(Ordering::Relaxed),
+            u64::try_from(RUNS_AT_MOST).unwrap() + 1,
+            "every pass, then the one with the writer held"
+        );
+    }
 }
