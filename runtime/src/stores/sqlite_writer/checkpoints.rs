@@ -12,6 +12,11 @@
 //! finds few new pages, then copies those while it holds the writer's connection idle (no
 //! round runs meanwhile): a millisecond or two, after which the writer's next transaction
 //! starts the WAL again.
+//!
+//! That thread can fall behind: starved of CPU, or its syncs slow on a busy disk. So the
+//! writer's own commits hold a hard cap ([`cap`]): a commit that leaves the WAL past
+//! [`CAP_PAGES`] checkpoints it there and then, on the writer's thread, and the round's callers
+//! wait for it. The WAL's size is bounded by the cap and one round, whatever the load.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +33,10 @@ const RUNS_AT_MOST: usize = 16;
 /// pages).
 pub(super) const RESTART_PAGES: i64 = 4_096;
 
+/// WAL pages past which the writer's own commit checkpoints (24 MiB of 4 KiB pages): the
+/// thread fell behind.
+pub(super) const CAP_PAGES: i64 = 6_144;
+
 /// Pages few enough to copy with the writer held (2 MiB): with the two syncs, a millisecond
 /// or two of a writer's time.
 const FEW_PAGES: i64 = 512;
@@ -42,7 +51,46 @@ pub(super) struct Counts {
     pub(super) runs: AtomicU64,
     /// Of them, those run with the writer held idle.
     pub(super) with_writer_idle: AtomicU64,
+    /// Checkpoints the writer's own commits ran at [`CAP_PAGES`].
+    pub(super) by_the_writer: AtomicU64,
 }
+
+/// Holds the writer's connection to [`CAP_PAGES`]: each commit that leaves more pages in the
+/// WAL checkpoints it at once, so the writer's next transaction starts the WAL again. A
+/// checkpoint the thread is running holds SQLite's checkpoint lock (a second one is refused
+/// `SQLITE_BUSY` at once, whatever its mode): the commit waits for it to end, then runs its
+/// own, at most [`CAP_WAIT`] in all. A checkpoint that fails is logged, never reported as the
+/// commit's failure (the commit holds).
+pub(super) fn cap(conn: &mut Connection, counts: Arc<Counts>) -> rusqlite::Result<()> {
+    conn.wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages: i32| {
+        if i64::from(pages) <= CAP_PAGES {
+            return Ok(());
+        }
+        let deadline = std::time::Instant::now() + CAP_WAIT;
+        loop {
+            match wal.checkpoint_v2(rusqlite::wal::CheckpointMode::PASSIVE) {
+                Ok(_) => {
+                    counts.by_the_writer.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
+                Err(e)
+                    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, pages, "a SQLite store's capped checkpoint failed");
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }))
+}
+
+/// The longest a commit at the cap waits for the thread's checkpoint to end.
+const CAP_WAIT: Duration = Duration::from_secs(5);
 
 /// Starts the checkpoint thread on `conn` (a connection of its own to the writer's file),
 /// watching `rounds` (the writer's committed transactions); it ends when `stop`'s sender is
@@ -181,5 +229,38 @@ mod tests {
             u64::try_from(RUNS_AT_MOST).unwrap() + 1,
             "every pass, then the one with the writer held"
         );
+    }
+
+    /// With no checkpoint thread at all (as good as one starved), the writer's own commits
+    /// keep the WAL under its cap.
+    #[test]
+    fn the_writers_commits_keep_the_wal_under_its_cap_when_no_thread_checkpoints() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("capped.sqlite");
+        let mut writer = super::super::connect(path.to_str().unwrap()).unwrap();
+        let counts = Arc::new(Counts::default());
+        cap(&mut writer, Arc::clone(&counts)).unwrap();
+        writer
+            .execute_batch("CREATE TABLE rows (body TEXT NOT NULL)")
+            .unwrap();
+        let body = "x".repeat(4_000);
+        // About 60 MiB through the WAL, in commits of 400 KB.
+        for _ in 0..150 {
+            let tx = writer.unchecked_transaction().unwrap();
+            for _ in 0..100 {
+                tx.execute("INSERT INTO rows (body) VALUES (?1)", [&body])
+                    .unwrap();
+            }
+            tx.commit().unwrap();
+        }
+        let wal = std::fs::metadata(dir.path().join("capped.sqlite-wal"))
+            .unwrap()
+            .len();
+        assert!(wal < 32 << 20, "the WAL grew to {wal} bytes");
+        assert!(counts.by_the_writer.load(Ordering::Relaxed) >= 2);
+        let rows: i64 = writer
+            .query_row("SELECT count(*) FROM rows", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(rows, 15_000, "every commit held");
     }
 }

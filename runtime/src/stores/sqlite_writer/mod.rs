@@ -134,7 +134,7 @@ impl GroupCommit {
     /// wakes (a retention sweep that is due, say).
     pub fn start(
         name: &str,
-        conn: Connection,
+        mut conn: Connection,
         before_round: impl FnMut(&Connection) + Send + 'static,
     ) -> std::io::Result<Self> {
         // The checkpoints' own connection, opened here so that a file the writer can open
@@ -143,6 +143,10 @@ impl GroupCommit {
             Some(path) => Some(Connection::open(path).map_err(std::io::Error::other)?),
             None => None,
         };
+        let counts = Arc::<checkpoints::Counts>::default();
+        if checkpointing.is_some() {
+            checkpoints::cap(&mut conn, Arc::clone(&counts)).map_err(std::io::Error::other)?;
+        }
         let shared = Arc::new(Shared {
             queue: Mutex::new(Vec::new()),
             writer: Mutex::new(Writer {
@@ -150,7 +154,7 @@ impl GroupCommit {
                 before_round: Box::new(before_round),
             }),
             rounds: Arc::new(AtomicU64::new(0)),
-            checkpoints: Arc::default(),
+            checkpoints: counts,
             closed: AtomicBool::new(false),
             thread: std::sync::OnceLock::new(),
         });
@@ -231,6 +235,16 @@ impl GroupCommit {
             .shared
             .checkpoints
             .with_writer_idle
+            .load(Ordering::Relaxed)
+    }
+
+    /// Checkpoints the writer's own commits ran, the WAL past its cap (the checkpoint thread
+    /// had fallen behind).
+    pub fn checkpoints_by_the_writer(&self) -> u64 {
+        self.handle
+            .shared
+            .checkpoints
+            .by_the_writer
             .load(Ordering::Relaxed)
     }
 }

@@ -161,9 +161,10 @@ async fn under_steady_commits_the_wal_still_starts_again() {
     let wal_bytes = std::fs::metadata(&wal).unwrap().len();
     assert!(
         wal_bytes < 32 << 20,
-        "the WAL grew to {wal_bytes} bytes ({} checkpoints, {} with the writer held)",
+        "the WAL grew to {wal_bytes} bytes ({} checkpoints, {} with the writer held, {} by the writer at the cap)",
         writer.checkpoints(),
-        writer.checkpoints_with_writer_idle()
+        writer.checkpoints_with_writer_idle(),
+        writer.checkpoints_by_the_writer()
     );
 }
 
