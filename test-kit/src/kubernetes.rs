@@ -35,6 +35,12 @@ pub fn overlays() -> Vec<String> {
     names
 }
 
+/// The kubectl `.ci/setup` installs (pinned, in `.venv-k8s`), never the machine's own, whose
+/// kustomize may be too old to render components.
+fn kubectl() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv-k8s/bin/kubectl")
+}
+
 /// `kubectl kustomize deploy/kubernetes/<kustomization>` (`overlays/single`, `example`), read
 /// into objects.
 ///
@@ -43,11 +49,11 @@ pub fn overlays() -> Vec<String> {
 /// kubectl's message).
 pub fn render(kustomization: &str) -> Vec<Object> {
     let dir = manifests_dir().join(kustomization);
-    let output = Command::new("kubectl")
+    let output = Command::new(kubectl())
         .arg("kustomize")
         .arg(&dir)
         .output()
-        .expect("kubectl runs (it renders the kustomizations; see .ci/setup)");
+        .expect("kubectl runs (.ci/setup installs it into .venv-k8s)");
     assert!(
         output.status.success(),
         "{kustomization} does not render: {}",
