@@ -115,6 +115,19 @@ impl Document {
         links
     }
 
+    /// Its inline code spans (`` `…` ``, single backticks) outside fenced blocks, in order.
+    pub fn code_spans(&self) -> Vec<String> {
+        let mut spans = Vec::new();
+        for line in self.prose() {
+            let mut parts = line.split('`');
+            parts.next();
+            while let (Some(span), Some(_)) = (parts.next(), parts.next()) {
+                spans.push(span.to_owned());
+            }
+        }
+        spans
+    }
+
     /// Every fenced `sh` block, with the heading it sits right under (`""` before any).
     pub fn shell_blocks(&self) -> Vec<(String, String)> {
         let mut blocks = Vec::new();
@@ -400,6 +413,15 @@ mod tests {
             with_settles(script),
             "nats-server -js &   # NATS\n__settle nats\ncargo run -p daedalus-runtime &\n__settle runtime\nx && y\ncurl -s localhost:8080/\n"
         );
+    }
+
+    #[test]
+    fn code_spans_are_read_outside_fences_only() {
+        let doc = Document {
+            path: PathBuf::from("x.md"),
+            text: "Call `GET /health` or `/metrics`; a lone ` is not a span.\n```sh\necho `date`\n```\n`/last`\n".to_owned(),
+        };
+        assert_eq!(doc.code_spans(), ["GET /health", "/metrics", "/last"]);
     }
 
     #[test]

@@ -330,3 +330,224 @@ fn the_conformance_pages_commands_certify_the_runtime() {
         "level 2's checks are reported:\n{level2}"
     );
 }
+
+/// Code spans that start with `/` but name no HTTP route of ours, and why.
+const NOT_ROUTES: &[(&str, &str)] = &[
+    ("/workspace", "WORK_DIR's default: a directory"),
+    ("/proc", "Linux's process files"),
+    ("/proc/<pid>/stat", "Linux's process files"),
+    ("/proc/<pid>/task/*/status", "Linux's process files"),
+    (
+        "/v1/models/{model}",
+        "the LLM provider's route, which the runtime calls",
+    ),
+    (
+        "/v1/message:send",
+        "v0.3's REST form, which the page says is not served",
+    ),
+    (
+        "/lf.a2a.v1.A2AService/{method}",
+        "a gRPC method: runtime/tests/a2a_grpc.rs calls each",
+    ),
+    (
+        "/a2a.v1.A2AService/...",
+        "a gRPC method: runtime/tests/a2a_grpc.rs calls each",
+    ),
+];
+
+/// The methods and path a code span names when it names an HTTP route (`GET /health`,
+/// `/agents/<name>/mcp`, `http://localhost:8080/agents/demo/mcp`; GET, then POST, when it names
+/// no method); `None` for any other span.
+fn route_of(span: &str) -> Option<(Vec<String>, String)> {
+    let (methods, path) = match span.split_once(' ') {
+        Some((method, path)) if ["GET", "POST", "PUT", "DELETE", "PATCH"].contains(&method) => {
+            (vec![method], path)
+        }
+        _ => (vec!["GET", "POST"], span),
+    };
+    let path = ["http://localhost:8080", "http://127.0.0.1:8080"]
+        .iter()
+        .find_map(|base| path.strip_prefix(base))
+        .unwrap_or(path);
+    let named = path.starts_with('/') && !path.starts_with("//") && !path.contains(' ');
+    named.then(|| {
+        (
+            methods.into_iter().map(str::to_owned).collect(),
+            path.to_owned(),
+        )
+    })
+}
+
+/// `path` with its placeholders filled for the test's deployment: its agent, a task it
+/// answered, a tenant; an optional part (`[/{configId}]`) and the query dropped; a trailing
+/// `...` (the routes under a prefix) is the prefix's task list.
+fn filled(path: &str, agent: &str, task_id: &str) -> String {
+    let mut path = path.split(['?', '#']).next().unwrap_or_default().to_owned();
+    while let (Some(open), Some(close)) = (path.find('['), path.find(']')) {
+        if close < open {
+            break;
+        }
+        path.replace_range(open..=close, "");
+    }
+    [
+        ("<name>", agent),
+        ("<agent>", agent),
+        ("{id}", task_id),
+        ("{tenant}", "acme"),
+        ("...", "tasks"),
+        ("…", "tasks"),
+    ]
+    .iter()
+    .fold(path, |path, (placeholder, value)| {
+        path.replace(placeholder, value)
+    })
+}
+
+/// The first of `bases` that answers `path` by one of `methods` with anything but 404, and
+/// its status.
+async fn answered(
+    http: &reqwest::Client,
+    bases: &[String],
+    methods: &[String],
+    path: &str,
+) -> Option<(String, u16)> {
+    for (base, method) in bases
+        .iter()
+        .flat_map(|b| methods.iter().map(move |m| (b, m)))
+    {
+        let request = http
+            .request(method.parse().expect("a method"), format!("{base}{path}"))
+            .header("content-type", "application/json")
+            .header("a2a-version", "1.0");
+        let request = if method == "GET" {
+            request
+        } else {
+            request.body("{}")
+        };
+        let Ok(response) = request.send().await else {
+            continue;
+        };
+        let status = response.status().as_u16();
+        if status != 404 {
+            return Some((base.clone(), status));
+        }
+    }
+    None
+}
+
+/// The proxy binary beside `runtime` on `nats`, serving `/healthz` and `/metrics` on `port`;
+/// killed when dropped.
+struct ProxyProcess(std::process::Child);
+
+impl ProxyProcess {
+    fn start(nats: &str, runtime: &str, port: u16) -> Self {
+        let child = std::process::Command::new(daedalus_test_kit::proxy_binary())
+            .env("AGENT_NAME", "demo")
+            .env("NATS_URL", nats)
+            .env("RUNTIME_URL", runtime)
+            .env("PROXY_HOST", "127.0.0.1")
+            .env("PROXY_PORT", port.to_string())
+            .env("LOG_LEVEL", "warn")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("the proxy starts");
+        Self(child)
+    }
+}
+
+impl Drop for ProxyProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Every HTTP path a page names in a code span (`GET /health`, `/agents/<name>/mcp`,
+/// `/.well-known/…`) is answered, not 404, by the runtime (its main port or an agent's own), or
+/// by the proxy beside it; a path relative to the HTTP+JSON binding (`/tasks/{id}:cancel`) by
+/// the runtime under `/a2a/rest`.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_path_the_pages_name_is_served() {
+    let agent_port = daedalus_test_kit::free_port();
+    let runtime = daedalus_test_kit::Runtime::start(&format!(
+        "agents:\n  demo:\n    model: passthrough\n    port: {agent_port}\n"
+    ))
+    .await;
+    let main = format!("http://127.0.0.1:{}", runtime.port());
+    let http = reqwest::Client::new();
+    let task_id = "doc-task";
+    let answer = http
+        .post(format!("{main}/"))
+        .json(&serde_json::json!({"message": {"messageId": task_id, "role": "user", "parts": [{"text": "hi"}]}}))
+        .send()
+        .await
+        .expect("the runtime answers");
+    assert_eq!(answer.status(), 200, "a task for the paths that name one");
+    let nats = daedalus_test_kit::NatsServer::start();
+    let proxy_port = daedalus_test_kit::free_port();
+    let _proxy = ProxyProcess::start(&nats.url(), &main, proxy_port);
+    let proxy = format!("http://127.0.0.1:{proxy_port}");
+    daedalus_test_kit::wait_until(
+        "the proxy serves /healthz",
+        std::time::Duration::from_secs(30),
+        || async { http.get(format!("{proxy}/healthz")).send().await.is_ok() },
+    )
+    .await;
+    let bases = [
+        main.clone(),
+        format!("{main}/a2a/rest"),
+        format!("http://127.0.0.1:{agent_port}"),
+        proxy,
+    ];
+
+    // The check can tell: the path docs/mcp-face.md once gave for an agent's MCP server is
+    // answered by nothing here.
+    assert_eq!(
+        answered(
+            &http,
+            &bases,
+            &["GET".to_owned(), "POST".to_owned()],
+            "/mcp/demo"
+        )
+        .await,
+        None,
+        "a path no route serves is found out"
+    );
+
+    let mut unserved = Vec::new();
+    let mut checked = 0;
+    for doc in Document::all() {
+        for span in doc.code_spans() {
+            let Some((methods, path)) = route_of(&span) else {
+                continue;
+            };
+            if NOT_ROUTES.iter().any(|(not, _)| *not == path) {
+                continue;
+            }
+            checked += 1;
+            let url_path = filled(&path, "demo", task_id);
+            if answered(&http, &bases, &methods, &url_path).await.is_none() {
+                unserved.push(format!(
+                    "{}: `{span}` ({} {url_path})",
+                    doc.path.display(),
+                    methods.join("|")
+                ));
+            }
+        }
+    }
+    assert!(checked > 100, "the pages name paths ({checked} checked)");
+    assert!(
+        unserved.is_empty(),
+        "paths the pages name that nothing serves:\n{}",
+        unserved.join("\n")
+    );
+    for (path, why) in NOT_ROUTES {
+        assert!(
+            Document::all().iter().any(|doc| doc
+                .code_spans()
+                .iter()
+                .any(|s| route_of(s).is_some_and(|(_, p)| p == *path))),
+            "no page names {path:?} any more ({why}): drop the entry"
+        );
+    }
+}
