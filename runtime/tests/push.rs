@@ -1,11 +1,13 @@
 //! Push notifications with real runtime processes, a real webhook server and real stores:
 //! a webhook that was down when its task ended gets the end from the restarted runtime
-//! (SQLite), and on replicas sharing a NATS KV bucket a webhook hears its task from whichever
-//! replica stores its state: the one running it, or the survivor that fails a lost one's.
+//! (SQLite), on replicas sharing a NATS KV bucket a webhook hears its task from whichever
+//! replica stores its state (the one running it, or the survivor that fails a lost one's), and
+//! one webhook host that hangs costs no other webhook its ends, nor the runtime its memory.
 
 use std::time::Duration;
 
-use daedalus_test_kit::{A2aClient, NatsServer, Webhook, wait_until};
+use daedalus_test_kit::{A2aClient, NatsServer, Webhook, rss_bytes, wait_until};
+use serde_json::Value;
 use support::process::{Runtime, runtime};
 
 mod support;
@@ -206,5 +208,108 @@ async fn under_a_flapping_webhook_and_a_crash_every_end_reaches_its_webhook_in_o
         "push drill: {TASKS} of {TASKS} ends delivered ({before_restart} before the crash, the rest after the restart); {} refused while down, {} notifications taken",
         hook.refused(),
         hook.taken().len()
+    );
+}
+
+/// The runtime's `/healthz`, its `push` object.
+async fn push_health(process: &Runtime) -> Value {
+    let health: Value = reqwest::get(process.url("/healthz"))
+        .await
+        .expect("/healthz answers")
+        .json()
+        .await
+        .expect("/healthz is JSON");
+    health["push"].clone()
+}
+
+/// Sends `tasks` tasks, each answered with `text` (the passthrough echoes it) and pushing to
+/// `url`; answers their ids once each has completed.
+async fn offer(client: &A2aClient, tasks: usize, text: &str, url: &str) -> Vec<String> {
+    let mut ids = Vec::with_capacity(tasks);
+    for _ in 0..tasks {
+        ids.push(client.start_task_pushing_to(text, url, "s3cret").await);
+    }
+    for id in &ids {
+        wait_until("the task completes", Duration::from_secs(30), || async {
+            client.state_of(id).await == COMPLETED
+        })
+        .await;
+    }
+    ids
+}
+
+/// The noisy neighbour, as a user with many tenants met it: with an 8 MiB push queue, one
+/// webhook host that hangs and hundreds of tasks ending with 384 KiB answers pushed to it, the
+/// runtime gave up 140 states, 67 webhooks never got their task's end, and a webhook on another
+/// host got nothing while the first hung. Now: the other host's webhooks get their ends while
+/// the first hangs, every webhook of the hanging host gets its end once it answers, nothing is
+/// given up, and a second load as large as the first adds far less memory than it offers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_hanging_webhook_host_costs_no_other_webhook_its_ends_and_memory_stays_bounded() {
+    let hanging = Webhook::start().await;
+    hanging.set_hanging(true);
+    let other = Webhook::start().await;
+    // Conversations in a SQLite file, as by default (in memory, they would grow with every
+    // answer kept, by design).
+    let dir = tempfile::tempdir().unwrap();
+    let sessions = dir.path().join("sessions.sqlite");
+    let (process, client) = pushing_runtime(&[
+        ("PUSH_QUEUE_BYTES", "8MiB"),
+        ("TASK_MEMORY", "8MiB"),
+        ("PUSH_TIMEOUT", "2s"),
+        ("SESSIONS_DB", sessions.to_str().unwrap()),
+    ]);
+    let pid = process.child.id();
+    let base = rss_bytes(pid);
+    let answer = "x".repeat(384 << 10);
+    let load = 200;
+    let offered_mib = (load * answer.len()) >> 20;
+    let mut ids = offer(&client, load, &answer, hanging.url()).await;
+    let after_first = rss_bytes(pid);
+    ids.extend(offer(&client, load, &answer, hanging.url()).await);
+    let after_second = rss_bytes(pid);
+    let grew_mib = after_second.saturating_sub(after_first) >> 20;
+    eprintln!(
+        "runtime RSS: {} MiB at the start, {} MiB after the first load, {} MiB after the second",
+        base >> 20,
+        after_first >> 20,
+        after_second >> 20
+    );
+    assert!(
+        grew_mib * 3 < offered_mib as u64,
+        "the second load ({offered_mib} MiB of answers) grew the runtime by {grew_mib} MiB: \
+         bounded by the queue and the deliveries in flight, not by what is offered"
+    );
+    let health = push_health(&process).await;
+    assert!(
+        health["waiting_bytes"].as_u64().unwrap() <= 8 << 20,
+        "{health}"
+    );
+    assert!(health["owed"].as_u64().unwrap() > 0, "{health}");
+
+    // Another host's webhooks, with the first one still hanging.
+    let small = offer(&client, 3, "small", other.url()).await;
+    for id in &small {
+        assert!(
+            other.told(id, COMPLETED, Duration::from_secs(10)).await,
+            "a webhook on another host gets its end while the first hangs: {:?}",
+            other.states_of(id)
+        );
+    }
+
+    // The host answers again: every one of its webhooks gets its task's end.
+    hanging.set_hanging(false);
+    for id in &ids {
+        assert!(
+            hanging.told(id, COMPLETED, Duration::from_mins(2)).await,
+            "task {id}'s webhook gets its end: {:?}",
+            hanging.states_of(id)
+        );
+    }
+    let health = push_health(&process).await;
+    assert_eq!(
+        (health["gave_up"].as_u64(), health["dropped"].as_u64()),
+        (Some(0), Some(0)),
+        "{health}"
     );
 }

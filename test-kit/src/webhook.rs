@@ -1,5 +1,6 @@
 //! [`Webhook`]: a real HTTP server on loopback that takes push notifications and keeps what it
-//! was sent, and can be told to refuse (503) as a webhook that is down would.
+//! was sent, and can be told to refuse (503) as a webhook that is down would, or to hang: take
+//! each request and answer none until it is told to answer again.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -39,11 +40,24 @@ impl Notification {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Shared {
     taken: Mutex<Vec<Notification>>,
     down: AtomicBool,
     refused: Mutex<usize>,
+    /// While `true`, every request waits (the sender's timeout ends it first).
+    hanging: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Self {
+            taken: Mutex::default(),
+            down: AtomicBool::default(),
+            refused: Mutex::default(),
+            hanging: tokio::sync::watch::Sender::new(false),
+        }
+    }
 }
 
 /// A webhook server on 127.0.0.1, stopped when dropped.
@@ -55,6 +69,11 @@ pub struct Webhook {
 }
 
 async fn take(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: String) -> StatusCode {
+    let _ = shared
+        .hanging
+        .subscribe()
+        .wait_for(|hanging| !hanging)
+        .await;
     if shared.down.load(Ordering::SeqCst) {
         *shared
             .refused
@@ -102,6 +121,12 @@ impl Webhook {
     /// From now on answers 503 (down) or takes notifications again.
     pub fn set_down(&self, down: bool) {
         self.shared.down.store(down, Ordering::SeqCst);
+    }
+
+    /// From now on answers nothing (every request waits until the sender gives up on it), or
+    /// answers again: the requests waiting are taken then.
+    pub fn set_hanging(&self, hanging: bool) {
+        self.shared.hanging.send_replace(hanging);
     }
 
     /// How many notifications it refused while down.

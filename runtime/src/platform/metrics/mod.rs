@@ -45,7 +45,8 @@ pub struct ExpiryLabel {
     pub reason: &'static str,
 }
 
-/// What came of push deliveries: `delivered`, `retried`, `gave_up`, `dropped`.
+/// What came of push deliveries: `delivered`, `retried`, `gave_up`, `dropped`, `superseded`,
+/// `owed`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct OutcomeLabel {
     pub outcome: &'static str,
@@ -327,7 +328,7 @@ impl Metrics {
         );
         r.register(
             "daedalus_runtime_push_deliveries",
-            "Push notifications: states delivered to webhooks, tries that failed and were made again (retried), deliveries given up, and states dropped at the queue's bound",
+            "Push notifications: states delivered to webhooks, tries that failed and were made again (retried), deliveries given up, states held by a later one of their task (superseded), states that waited as a marker and went as their task stood (owed), and states dropped because not even a marker fitted",
             self.push_deliveries.clone(),
         );
         r.register(

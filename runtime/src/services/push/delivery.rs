@@ -9,7 +9,7 @@ use bytes::Bytes;
 use daedalus_contract::write::a2a_v1;
 use daedalus_contract::{StreamEvent, Task};
 
-use super::queues::{Enqueued, Payload, Pending, QueueKey, TASK_BYTES};
+use super::queues::{Enqueued, Owner, Payload, Pending, QueueKey, TASK_BYTES};
 use super::record::Webhook;
 use super::send::{Delivery, Target};
 use super::{Failure, Inner, guard, lock};
@@ -19,16 +19,24 @@ impl Inner {
     /// Task `task` was stored at `revision`: queues it for each webhook that has not taken
     /// it (`owed`: only those whose record says they are behind). Answers how many.
     pub(super) fn stored(self: &Arc<Self>, task: &Task, revision: u64, owed: bool) -> usize {
-        let webhooks: Vec<Webhook> = match lock(&self.book).get(&task.id) {
-            Some(entry) => entry
-                .record
-                .webhooks
-                .iter()
-                .filter(|w| !owed || w.delivered < revision)
-                .cloned()
-                .collect(),
-            None => return 0,
-        };
+        let (webhooks, tenant): (Vec<Webhook>, Option<String>) =
+            match lock(&self.book).get(&task.id) {
+                Some(entry) => (
+                    entry
+                        .record
+                        .webhooks
+                        .iter()
+                        .filter(|w| !owed || w.delivered < revision)
+                        .cloned()
+                        .collect(),
+                    entry
+                        .record
+                        .principal
+                        .as_ref()
+                        .and_then(|p| p.tenant.clone()),
+                ),
+                None => return 0,
+            };
         if webhooks.is_empty() {
             return 0;
         }
@@ -55,8 +63,12 @@ impl Inner {
             };
             let key = (task.id.clone(), webhook.config.id.clone());
             let shown = target.shown();
+            let owner = Owner {
+                host: shown.clone(),
+                tenant: tenant.clone(),
+            };
             let enqueued =
-                lock(&self.queues).push(&key, target, Pending::body(revision, body.clone()));
+                lock(&self.queues).push(&key, target, owner, Pending::body(revision, body.clone()));
             self.count_enqueued(&key, &shown, &enqueued);
             if enqueued.given_up {
                 continue;
@@ -72,14 +84,17 @@ impl Inner {
 
     /// Counts (and logs) what queuing a state for `webhook` did beyond queuing it.
     fn count_enqueued(&self, key: &QueueKey, shown: &str, enqueued: &Enqueued) {
-        if enqueued.superseded > 0 {
-            self.superseded(enqueued.superseded);
-        }
-        if enqueued.as_it_stands {
+        self.superseded(enqueued.superseded);
+        if enqueued.owed > 0 {
+            self.counts
+                .owed
+                .fetch_add(enqueued.owed as u64, Ordering::Relaxed);
+            self.count("owed", enqueued.owed as u64);
             tracing::debug!(
                 task_id = key.0,
                 webhook = key.1,
-                "push: a state of the task does not fit in the queue's bytes; the webhook gets the task as it stands when its turn comes"
+                owed = enqueued.owed,
+                "push: states no longer wait with their bodies (the queue's bytes, or a fair share of them, are held); their webhooks get their tasks as they stand when their turn comes"
             );
         }
         if enqueued.given_up {
@@ -90,7 +105,7 @@ impl Inner {
                 &key.1,
                 shown,
                 format!(
-                    "the push queue is full (PUSH_QUEUE_BYTES {} bytes, at most {} per task): this state of the task is not delivered",
+                    "the push queue is full of markers of states owed (PUSH_QUEUE_BYTES {} bytes, at most {} per task): this state of the task is not delivered",
                     self.settings.queue_bytes,
                     TASK_BYTES
                 ),
@@ -98,18 +113,22 @@ impl Inner {
         }
     }
 
-    /// Delivers what waits for one webhook, in order, until nothing does.
+    /// Delivers what waits for one webhook, in order, until nothing does. A state is taken
+    /// from the queue only once its host's permit is held, so what waits for a host that is
+    /// slow stays in the queue, where it can become a marker.
     async fn drain(self: Arc<Self>, key: QueueKey) {
         loop {
-            let Some((target, pending)) = lock(&self.queues).head(&key) else {
+            let Some((_, host)) = lock(&self.queues).next(&key) else {
                 return;
             };
-            let host = lock(&self.queues).host(&target);
-            let Ok(_permit) = host.acquire().await else {
+            let Ok(_permit) = host.acquire_owned().await else {
+                return;
+            };
+            let Some((target, pending)) = lock(&self.queues).take(&key) else {
                 return;
             };
             let Some((body, revision)) = self.body_of(&key, &target, pending).await else {
-                lock(&self.queues).pop(&key);
+                lock(&self.queues).done(&key, 0);
                 continue;
             };
             let retrying = || {
@@ -120,7 +139,7 @@ impl Inner {
                 .sender
                 .deliver(&target, &body, &self.stop, &retrying)
                 .await;
-            lock(&self.queues).pop(&key);
+            lock(&self.queues).done(&key, body.len());
             match delivery {
                 Delivery::Stopped => return,
                 Delivery::Delivered => {
@@ -133,10 +152,11 @@ impl Inner {
         }
     }
 
-    /// The body to deliver for `pending`, the head of `key`, and the revision it stands at.
-    /// A state owed as the task stands is read now: from this replica's memory while it holds
-    /// the task's latest write (what waited behind is then held by this read, and dropped),
-    /// else from the store. `None` (given up, counted) when the task is no longer kept.
+    /// The body to deliver for `pending`, the head of `key` in delivery, and the revision it
+    /// stands at. A state owed as the task stands is read now: from this replica's memory
+    /// while it holds the task's latest write (what waited behind is then held by this read,
+    /// and dropped), else from the store. `None` (given up, counted) when the task is no
+    /// longer kept.
     async fn body_of(
         &self,
         key: &QueueKey,
@@ -157,20 +177,23 @@ impl Inner {
             }
             held
         };
-        if let Some((task, revision)) = held {
-            return Some((webhook_body(task), revision.max(pending.revision)));
-        }
-        let Some(task) = self.tasks.find(&key.0, &Caller::Anyone).await else {
-            self.gave_up(
-                &key.0,
-                &key.1,
-                &target.shown(),
-                "the task is no longer kept, so the state owed to the webhook cannot be read"
-                    .to_owned(),
-            );
-            return None;
+        let (body, revision) = if let Some((task, revision)) = held {
+            (webhook_body(task), revision.max(pending.revision))
+        } else {
+            let Some(task) = self.tasks.find(&key.0, &Caller::Anyone).await else {
+                self.gave_up(
+                    &key.0,
+                    &key.1,
+                    &target.shown(),
+                    "the task is no longer kept, so the state owed to the webhook cannot be read"
+                        .to_owned(),
+                );
+                return None;
+            };
+            (webhook_body(task), pending.revision)
         };
-        Some((webhook_body(task), pending.revision))
+        lock(&self.queues).read_back(body.len());
+        Some((body, revision))
     }
 
     /// A state of task `task_id` was not delivered to its webhook `config_id` (at `shown`):

@@ -77,6 +77,7 @@ struct Counts {
     gave_up: AtomicU64,
     dropped: AtomicU64,
     superseded: AtomicU64,
+    owed: AtomicU64,
 }
 
 /// The last delivery given up, as `/healthz` shows it.
@@ -92,8 +93,15 @@ pub struct Failure {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct PushHealth {
     pub enabled: bool,
+    /// States waiting for their webhooks (bodies and markers), and their bytes
+    /// (`PUSH_QUEUE_BYTES` bounds them).
     pub waiting: usize,
     pub waiting_bytes: usize,
+    /// Of the states waiting, those owed as their task stands (markers).
+    pub waiting_owed: usize,
+    /// Deliveries under way (at most 8 a host), and their bodies' bytes.
+    pub delivering: usize,
+    pub delivering_bytes: usize,
     pub delivered: u64,
     pub retried: u64,
     /// Deliveries given up: the webhook refused, stayed down past `PUSH_RETRY_FOR`, is no
@@ -105,6 +113,9 @@ pub struct PushHealth {
     /// States never sent because a later state of their task, waiting for the same webhook,
     /// replaced them at the queue's bound (nothing is lost: the later state holds them).
     pub superseded: u64,
+    /// States that waited as a marker instead of their body, at a bound: their webhook got
+    /// (or gets) the task as it stands when its turn came, read from the task store.
+    pub owed: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_failure: Option<Failure>,
 }
@@ -261,15 +272,20 @@ impl Push {
     pub fn health(&self) -> PushHealth {
         let queues = lock(&self.0.queues);
         let c = &self.0.counts;
+        let (delivering, delivering_bytes) = queues.delivering();
         PushHealth {
             enabled: self.0.settings.enabled,
             waiting: queues.len(),
             waiting_bytes: queues.bytes(),
+            waiting_owed: queues.markers(),
+            delivering,
+            delivering_bytes,
             delivered: c.delivered.load(Ordering::Relaxed),
             retried: c.retried.load(Ordering::Relaxed),
             gave_up: c.gave_up.load(Ordering::Relaxed),
             dropped: c.dropped.load(Ordering::Relaxed),
             superseded: c.superseded.load(Ordering::Relaxed),
+            owed: c.owed.load(Ordering::Relaxed),
             last_failure: lock(&self.0.last_failure).clone(),
         }
     }

@@ -1,18 +1,24 @@
 //! What waits to be delivered: one queue per webhook of a task, in the order the task's
-//! states were stored, bounded in bytes per task ([`TASK_BYTES`], all its webhooks) and in all
-//! (`PUSH_QUEUE_BYTES`). One worker drains a queue at a time, so a webhook gets a task's states
-//! in order; webhooks at one host take at most [`PER_HOST`] deliveries at once, so a slow or
-//! dead one never holds up another's.
+//! states were stored, bounded in bytes (`PUSH_QUEUE_BYTES` in all, [`TASK_BYTES`] per task)
+//! and shared fairly: one webhook host, and one tenant, may hold at most a fair share of the
+//! bound in bodies ([`Queues::share`]). One worker drains a queue at a time, so a webhook gets
+//! a task's states in order; webhooks at one host take at most [`PER_HOST`] deliveries at once,
+//! so a slow or dead one never holds up another's.
 //!
-//! **At a bound the newest state is kept**, never an older one in its place: a later state of
-//! a task holds everything an earlier one did, and its end. The states waiting for that webhook
-//! (never the head, which a worker is on) make room for it, oldest first, and are counted as
-//! superseded: nothing is lost, the later state carries them. When even then the newest state's
-//! body cannot wait (other tasks hold the room), the webhook is owed the task *as it stands*:
-//! a small marker waits in place of the body, and the body is read from the task store when the
-//! delivery is made. Only when not even the marker fits is the state given up, and counted so:
-//! a webhook is never left believing that a finished task is still working while the log says
-//! a later state follows.
+//! **No state is given up while a marker of it fits.** A state waits with its body while there
+//! is room; at a bound the room is made, in this order:
+//! 1. the states waiting for the same webhook (never the one being delivered) make room, oldest
+//!    first, and are counted as superseded: the later state holds everything they did;
+//! 2. waiting bodies become markers, the largest queue first, in the bound's scope: the host's
+//!    own, the tenant's own, the task's own, or anyone's at the global bound. A marker (about
+//!    [`MARKER_BYTES`]) owes its webhook the task *as it stands*, read from the task store when
+//!    its turn comes; the states of that queue it took the place of are superseded by it;
+//! 3. the arriving state itself waits as a marker (a later state joins a waiting marker rather
+//!    than queueing behind it).
+//!
+//! Only when not even a marker fits (tens of thousands of webhooks waiting) is a state given
+//! up, and counted so. A state in delivery has left the queue: its body is the delivery's
+//! (at most [`PER_HOST`] a host), not the queue's.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -28,7 +34,10 @@ pub(super) const TASK_BYTES: usize = 4 << 20;
 pub(super) const PER_HOST: usize = 8;
 /// What a marker ([`Payload::AsItStands`]) is charged, beside its key's bytes: its entry and
 /// the queue's bookkeeping.
-const MARKER_BYTES: usize = 128;
+pub(super) const MARKER_BYTES: usize = 96;
+/// The fewest shares the bound is cut into: with four hosts (or tenants) waiting or more, each
+/// holds at most a quarter of it in bodies; with fewer, each holds the bound over their number.
+const SHARES: usize = 4;
 
 /// A webhook of a task: (task id, config id).
 pub(super) type QueueKey = (String, String);
@@ -64,16 +73,53 @@ impl Pending {
     fn charge(&self, key: &QueueKey) -> usize {
         match &self.payload {
             Payload::Body(body) => body.len(),
-            Payload::AsItStands => MARKER_BYTES + key.0.len() + key.1.len(),
+            Payload::AsItStands => marker_charge(key),
         }
     }
+
+    /// Its body's bytes (`0` for a marker).
+    fn body_bytes(&self) -> usize {
+        match &self.payload {
+            Payload::Body(body) => body.len(),
+            Payload::AsItStands => 0,
+        }
+    }
+}
+
+fn marker_charge(key: &QueueKey) -> usize {
+    MARKER_BYTES + key.0.len() + key.1.len()
+}
+
+/// Who a webhook's deliveries count against: its host (scheme, host and port) and, when
+/// identity is on, its task's tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Owner {
+    pub(super) host: String,
+    pub(super) tenant: Option<String>,
 }
 
 #[derive(Debug)]
 struct Queue {
     target: Target,
+    owner: Owner,
     pending: VecDeque<Pending>,
+    /// The head is being delivered: it has left the queue's bytes, and stays as it is.
+    delivering: bool,
+    /// Bytes of the waiting states (the head in delivery not counted).
     bytes: usize,
+    /// Of which bodies.
+    body_bytes: usize,
+}
+
+impl Queue {
+    /// Where the waiting states start: behind a head in delivery.
+    fn first_waiting(&self) -> usize {
+        usize::from(self.delivering)
+    }
+
+    fn waiting(&self) -> usize {
+        self.pending.len() - self.first_waiting()
+    }
 }
 
 /// What an enqueue did.
@@ -81,33 +127,111 @@ struct Queue {
 pub(super) struct Enqueued {
     /// The queue was idle: a worker must start on it.
     pub(super) start: bool,
-    /// Earlier states that were waiting for this webhook, replaced by this later one.
+    /// States that were waiting (for this webhook, or another one whose bodies made room)
+    /// and are held by a later state or a marker now.
     pub(super) superseded: usize,
-    /// This state's body did not fit: the task as it stands is delivered in its place.
-    pub(super) as_it_stands: bool,
+    /// States now owed as their task stands (markers made: this state's, or another
+    /// webhook's whose bodies made room).
+    pub(super) owed: usize,
     /// Not even a marker fitted: this state is given up for this webhook.
     pub(super) given_up: bool,
+}
+
+/// Which bound a state does not fit under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bound {
+    /// `TASK_BYTES`, the task's states for all its webhooks.
+    Task,
+    /// The host's fair share of bodies.
+    Host,
+    /// The tenant's fair share of bodies.
+    Tenant,
+    /// `PUSH_QUEUE_BYTES`, everything waiting.
+    All,
+}
+
+/// Bytes waiting, by one key (a task, a host, a tenant).
+#[derive(Debug, Default)]
+struct Held {
+    bytes: usize,
+    body_bytes: usize,
+}
+
+/// Bytes waiting by task, by host or by tenant, and how many of those hold bodies.
+#[derive(Debug, Default)]
+struct Ledger {
+    held: HashMap<String, Held>,
+    with_bodies: usize,
+}
+
+impl Ledger {
+    fn hold(&mut self, key: &str, bytes: usize, body_bytes: usize) {
+        let entry = self.held.entry(key.to_owned()).or_default();
+        if entry.body_bytes == 0 && body_bytes > 0 {
+            self.with_bodies += 1;
+        }
+        entry.bytes += bytes;
+        entry.body_bytes += body_bytes;
+    }
+
+    fn release(&mut self, key: &str, bytes: usize, body_bytes: usize) {
+        let Some(entry) = self.held.get_mut(key) else {
+            return;
+        };
+        entry.bytes -= bytes;
+        entry.body_bytes -= body_bytes;
+        if body_bytes > 0 && entry.body_bytes == 0 {
+            self.with_bodies -= 1;
+        }
+        if entry.bytes == 0 {
+            self.held.remove(key);
+        }
+    }
+
+    fn bytes(&self, key: &str) -> usize {
+        self.held.get(key).map_or(0, |h| h.bytes)
+    }
+
+    fn body_bytes(&self, key: &str) -> usize {
+        self.held.get(key).map_or(0, |h| h.body_bytes)
+    }
+
+    /// Keys other than `key` holding bodies.
+    fn others_with_bodies(&self, key: &str) -> usize {
+        self.with_bodies - usize::from(self.body_bytes(key) > 0)
+    }
 }
 
 /// Every webhook's queue.
 #[derive(Debug)]
 pub(super) struct Queues {
     queues: HashMap<QueueKey, Queue>,
-    /// Bytes waiting, by task.
-    tasks: HashMap<String, usize>,
+    tasks: Ledger,
+    hosts: Ledger,
+    tenants: Ledger,
     bytes: usize,
     limit: usize,
-    hosts: HashMap<String, Arc<Semaphore>>,
+    /// Markers waiting.
+    markers: usize,
+    /// Deliveries under way, and their bodies' bytes (read back for markers included).
+    delivering: usize,
+    delivering_bytes: usize,
+    permits: HashMap<String, Arc<Semaphore>>,
 }
 
 impl Queues {
     pub(super) fn new(limit: usize) -> Self {
         Self {
             queues: HashMap::new(),
-            tasks: HashMap::new(),
+            tasks: Ledger::default(),
+            hosts: Ledger::default(),
+            tenants: Ledger::default(),
             bytes: 0,
             limit,
-            hosts: HashMap::new(),
+            markers: 0,
+            delivering: 0,
+            delivering_bytes: 0,
+            permits: HashMap::new(),
         }
     }
 
@@ -116,28 +240,45 @@ impl Queues {
         self.bytes
     }
 
-    /// States waiting, in all.
+    /// States waiting, in all (those in delivery not counted).
     pub(super) fn len(&self) -> usize {
-        self.queues.values().map(|q| q.pending.len()).sum()
+        self.queues.values().map(Queue::waiting).sum()
     }
 
-    /// Queues `pending` for the webhook `key` at `target`, keeping the newest state at a bound
-    /// (see the module).
-    pub(super) fn push(&mut self, key: &QueueKey, target: Target, pending: Pending) -> Enqueued {
-        let start = !self.queues.contains_key(key);
-        let queue = self.queues.entry(key.clone()).or_insert_with(|| Queue {
-            target: target.clone(),
-            pending: VecDeque::new(),
-            bytes: 0,
-        });
-        queue.target = target;
+    /// Markers waiting: states owed as their task stands.
+    pub(super) fn markers(&self) -> usize {
+        self.markers
+    }
+
+    /// Deliveries under way, and the bytes of their bodies.
+    pub(super) fn delivering(&self) -> (usize, usize) {
+        (self.delivering, self.delivering_bytes)
+    }
+
+    /// The most body bytes one host (or one tenant) may hold while `others` other hosts (or
+    /// tenants) hold some.
+    fn share(&self, others: usize) -> usize {
+        self.limit / (others + 1).min(SHARES)
+    }
+
+    /// Queues `pending` for the webhook `key` at `target`, making room at a bound (see the
+    /// module).
+    pub(super) fn push(
+        &mut self,
+        key: &QueueKey,
+        target: Target,
+        owner: Owner,
+        pending: Pending,
+    ) -> Enqueued {
         let mut done = Enqueued {
-            start,
+            start: !self.queues.contains_key(key),
             ..Enqueued::default()
         };
-        // A marker waiting behind the head already owes the task as it stands, which will
-        // hold this state too: it only moves on to this revision.
-        if queue.pending.len() > 1
+        self.open(key, target, owner);
+        // A marker waiting already owes the task as it stands, which will hold this state
+        // too: it only moves on to this revision.
+        if let Some(queue) = self.queues.get_mut(key)
+            && queue.waiting() > 0
             && let Some(waiting) = queue.pending.back_mut()
             && waiting.payload == Payload::AsItStands
         {
@@ -145,255 +286,352 @@ impl Queues {
             done.superseded = 1;
             return done;
         }
-        let task = self.tasks.entry(key.0.clone()).or_default();
-        let limit = self.limit;
-        let fits = |task: usize, all: usize, size: usize| {
-            task.saturating_add(size) <= TASK_BYTES && all.saturating_add(size) <= limit
-        };
-        let mut pending = pending;
-        let mut size = pending.charge(key);
-        // The waiting states make room, oldest first; the head stays (a worker is on it).
-        while !fits(*task, self.bytes, size) && queue.pending.len() > 1 {
-            if let Some(old) = queue.pending.remove(1) {
-                let freed = old.charge(key);
-                queue.bytes -= freed;
-                *task -= freed;
-                self.bytes -= freed;
-                done.superseded += 1;
+        let size = pending.charge(key);
+        // 1. What waits for this webhook makes room, oldest first.
+        while self.over(key, size, true).is_some() && self.drop_oldest_waiting(key) {
+            done.superseded += 1;
+        }
+        // 2. Bodies become markers, in the scope of the bound that holds.
+        while let Some(bound) = self.over(key, size, true) {
+            if !self.make_room(key, bound, size, &mut done) {
+                break;
             }
         }
-        if !fits(*task, self.bytes, size) {
-            pending.payload = Payload::AsItStands;
-            size = pending.charge(key);
-            done.as_it_stands = true;
+        if self.over(key, size, true).is_none() {
+            self.append(key, pending);
+            return done;
         }
-        if !fits(*task, self.bytes, size) {
+        // 3. This state waits as a marker, in place of every state waiting for its webhook.
+        done.superseded += self.drop_waiting(key);
+        let size = marker_charge(key);
+        while let Some(bound) = self.over(key, size, false) {
+            if !self.make_room(key, bound, size, &mut done) {
+                break;
+            }
+        }
+        if self.over(key, size, false).is_some() {
             done.given_up = true;
-            done.as_it_stands = false;
-            let idle = queue.pending.is_empty();
-            if *task == 0 {
-                self.tasks.remove(&key.0);
-            }
-            if idle {
-                self.queues.remove(key);
+            if self.queues.get(key).is_some_and(|q| q.pending.is_empty()) {
+                self.close(key);
                 done.start = false;
             }
             return done;
         }
-        queue.bytes += size;
-        *task += size;
-        self.bytes += size;
-        queue.pending.push_back(pending);
+        done.owed += 1;
+        self.append(
+            key,
+            Pending {
+                revision: pending.revision,
+                payload: Payload::AsItStands,
+            },
+        );
         done
     }
 
-    /// Takes `bytes` off task `task_id`'s count.
-    fn release(&mut self, task_id: &str, bytes: usize) {
-        self.bytes -= bytes;
-        if let Some(held) = self.tasks.get_mut(task_id) {
-            *held -= bytes;
-            if *held == 0 {
-                self.tasks.remove(task_id);
+    /// The queue of `key`, made if it is new, at `target` for `owner` (a webhook whose URL
+    /// changed moves what it holds to its new host).
+    fn open(&mut self, key: &QueueKey, target: Target, owner: Owner) {
+        let Some(queue) = self.queues.get_mut(key) else {
+            self.queues.insert(
+                key.clone(),
+                Queue {
+                    target,
+                    owner,
+                    pending: VecDeque::new(),
+                    delivering: false,
+                    bytes: 0,
+                    body_bytes: 0,
+                },
+            );
+            return;
+        };
+        queue.target = target;
+        if queue.owner != owner {
+            let (bytes, body_bytes) = (queue.bytes, queue.body_bytes);
+            let old = std::mem::replace(&mut queue.owner, owner.clone());
+            self.hosts.release(&old.host, bytes, body_bytes);
+            self.hosts.hold(&owner.host, bytes, body_bytes);
+            if let Some(tenant) = &old.tenant {
+                self.tenants.release(tenant, bytes, body_bytes);
+            }
+            if let Some(tenant) = &owner.tenant {
+                self.tenants.hold(tenant, bytes, body_bytes);
             }
         }
     }
 
-    /// The state to deliver next to `key`, and where; `None` (and the queue is gone) when
-    /// nothing waits.
-    pub(super) fn head(&mut self, key: &QueueKey) -> Option<(Target, Pending)> {
-        let queue = self.queues.get(key)?;
-        if let Some(head) = queue.pending.front() {
-            return Some((queue.target.clone(), head.clone()));
+    /// What `bound` holds for the queue of `key` now, and the most it may hold.
+    fn used_and_cap(&self, key: &QueueKey, owner: &Owner, bound: Bound) -> (usize, usize) {
+        match bound {
+            Bound::Task => (self.tasks.bytes(&key.0), TASK_BYTES),
+            Bound::Host => (
+                self.hosts.body_bytes(&owner.host),
+                self.share(self.hosts.others_with_bodies(&owner.host)),
+            ),
+            Bound::Tenant => match &owner.tenant {
+                Some(tenant) => (
+                    self.tenants.body_bytes(tenant),
+                    self.share(self.tenants.others_with_bodies(tenant)),
+                ),
+                None => (0, usize::MAX),
+            },
+            Bound::All => (self.bytes, self.limit),
         }
-        self.queues.remove(key);
-        None
+    }
+
+    /// The bound a state of `size` bytes for `key` would pass; the fair shares bound bodies
+    /// only (`body`), a marker holding none.
+    fn over(&self, key: &QueueKey, size: usize, body: bool) -> Option<Bound> {
+        let owner = &self.queues.get(key)?.owner;
+        let bounds: &[Bound] = if body {
+            &[Bound::Task, Bound::Host, Bound::Tenant, Bound::All]
+        } else {
+            &[Bound::Task, Bound::All]
+        };
+        bounds.iter().copied().find(|bound| {
+            let (used, cap) = self.used_and_cap(key, owner, *bound);
+            used.saturating_add(size) > cap
+        })
+    }
+
+    /// Makes the waiting bodies in `bound`'s scope for `key` markers, a queue at a time, the
+    /// one with the most first (never `key`'s own: its states made room first), until a state
+    /// of `size` bytes fits with an eighth of the bound to spare (so the next states fit
+    /// without another search). Answers whether one was made.
+    fn make_room(
+        &mut self,
+        key: &QueueKey,
+        bound: Bound,
+        size: usize,
+        done: &mut Enqueued,
+    ) -> bool {
+        let Some(owner) = self.queues.get(key).map(|q| q.owner.clone()) else {
+            return false;
+        };
+        let mut largest: Vec<(usize, QueueKey)> = self
+            .queues
+            .iter()
+            .filter(|(k, q)| {
+                *k != key
+                    && q.body_bytes > 0
+                    && match bound {
+                        Bound::Task => k.0 == key.0,
+                        Bound::Host => q.owner.host == owner.host,
+                        Bound::Tenant => q.owner.tenant == owner.tenant,
+                        Bound::All => true,
+                    }
+            })
+            .map(|(k, q)| (q.body_bytes, k.clone()))
+            .collect();
+        largest.sort_unstable_by_key(|(bytes, _)| std::cmp::Reverse(*bytes));
+        let mut made = false;
+        for (_, queue) in largest {
+            let (used, cap) = self.used_and_cap(key, &owner, bound);
+            if made && used.saturating_add(size) <= cap - cap / 8 {
+                break;
+            }
+            let (superseded, marked) = self.collapse(&queue);
+            done.superseded += superseded;
+            done.owed += usize::from(marked);
+            made = true;
+        }
+        made
+    }
+
+    /// Makes every state waiting for `key` one marker, at the newest one's revision. Answers
+    /// how many states it superseded and whether the marker is a new one.
+    fn collapse(&mut self, key: &QueueKey) -> (usize, bool) {
+        let Some(queue) = self.queues.get(key) else {
+            return (0, false);
+        };
+        let first = queue.first_waiting();
+        let Some(revision) = queue.pending.iter().skip(first).map(|p| p.revision).max() else {
+            return (0, false);
+        };
+        let had_marker = queue
+            .pending
+            .iter()
+            .skip(first)
+            .any(|p| p.payload == Payload::AsItStands);
+        let collapsed = self.drop_waiting(key);
+        self.append(
+            key,
+            Pending {
+                revision,
+                payload: Payload::AsItStands,
+            },
+        );
+        (collapsed - 1, !had_marker)
+    }
+
+    /// Adds `pending` at the back of `key`'s queue, and its bytes to every count.
+    fn append(&mut self, key: &QueueKey, pending: Pending) {
+        let Some(queue) = self.queues.get_mut(key) else {
+            return;
+        };
+        let (bytes, body_bytes) = (pending.charge(key), pending.body_bytes());
+        if pending.payload == Payload::AsItStands {
+            self.markers += 1;
+        }
+        queue.bytes += bytes;
+        queue.body_bytes += body_bytes;
+        queue.pending.push_back(pending);
+        let owner = queue.owner.clone();
+        self.hold(key, &owner, bytes, body_bytes);
+    }
+
+    /// Removes the state at `at` of `key`'s queue (a waiting one), and its bytes from every
+    /// count.
+    fn remove(&mut self, key: &QueueKey, at: usize) -> Option<Pending> {
+        let queue = self.queues.get_mut(key)?;
+        let removed = queue.pending.remove(at)?;
+        let (bytes, body_bytes) = (removed.charge(key), removed.body_bytes());
+        if removed.payload == Payload::AsItStands {
+            self.markers -= 1;
+        }
+        queue.bytes -= bytes;
+        queue.body_bytes -= body_bytes;
+        let owner = queue.owner.clone();
+        self.release(key, &owner, bytes, body_bytes);
+        Some(removed)
+    }
+
+    /// Drops the oldest state waiting for `key`; answers whether there was one.
+    fn drop_oldest_waiting(&mut self, key: &QueueKey) -> bool {
+        let Some(first) = self
+            .queues
+            .get(key)
+            .filter(|q| q.waiting() > 0)
+            .map(Queue::first_waiting)
+        else {
+            return false;
+        };
+        self.remove(key, first).is_some()
+    }
+
+    /// Drops every state waiting for `key` (not one in delivery); answers how many.
+    fn drop_waiting(&mut self, key: &QueueKey) -> usize {
+        let mut dropped = 0;
+        while self.drop_oldest_waiting(key) {
+            dropped += 1;
+        }
+        dropped
+    }
+
+    fn hold(&mut self, key: &QueueKey, owner: &Owner, bytes: usize, body_bytes: usize) {
+        self.bytes += bytes;
+        self.tasks.hold(&key.0, bytes, body_bytes);
+        self.hosts.hold(&owner.host, bytes, body_bytes);
+        if let Some(tenant) = &owner.tenant {
+            self.tenants.hold(tenant, bytes, body_bytes);
+        }
+    }
+
+    fn release(&mut self, key: &QueueKey, owner: &Owner, bytes: usize, body_bytes: usize) {
+        self.bytes -= bytes;
+        self.tasks.release(&key.0, bytes, body_bytes);
+        self.hosts.release(&owner.host, bytes, body_bytes);
+        if let Some(tenant) = &owner.tenant {
+            self.tenants.release(tenant, bytes, body_bytes);
+        }
+    }
+
+    /// Where the next delivery for `key` goes and the permits of its host; `None` when
+    /// nothing waits (the queue is gone) or another worker delivers its head (it goes on).
+    pub(super) fn next(&mut self, key: &QueueKey) -> Option<(Target, Arc<Semaphore>)> {
+        let queue = self.queues.get(key)?;
+        if queue.delivering {
+            return None;
+        }
+        if queue.pending.is_empty() {
+            self.close(key);
+            return None;
+        }
+        let target = queue.target.clone();
+        let host = queue.owner.host.clone();
+        let permits = Arc::clone(
+            self.permits
+                .entry(host)
+                .or_insert_with(|| Arc::new(Semaphore::new(PER_HOST))),
+        );
+        Some((target, permits))
+    }
+
+    /// Takes the head of `key` into delivery (its host's permit is held): it leaves the
+    /// queue's bytes. `None` when nothing waits (the queue is gone) or another worker
+    /// delivers its head.
+    pub(super) fn take(&mut self, key: &QueueKey) -> Option<(Target, Pending)> {
+        let queue = self.queues.get(key)?;
+        if queue.delivering {
+            return None;
+        }
+        if queue.pending.is_empty() {
+            self.close(key);
+            return None;
+        }
+        let target = queue.target.clone();
+        let head = self.remove(key, 0)?;
+        let queue = self.queues.get_mut(key)?;
+        queue.pending.push_front(head.clone());
+        queue.delivering = true;
+        self.delivering += 1;
+        self.delivering_bytes += head.body_bytes();
+        Some((target, head))
+    }
+
+    /// The body of the delivery of `key` was read back from the task store: `bytes` more in
+    /// delivery.
+    pub(super) fn read_back(&mut self, bytes: usize) {
+        self.delivering_bytes += bytes;
     }
 
     /// The task as it stands was just read for the head of `key`: every state waiting behind
     /// it was stored before that read (a task's states are queued in the order they are
     /// stored, each as it is stored), so the read holds them. Answers how many were dropped.
     pub(super) fn supersede_waiting(&mut self, key: &QueueKey) -> usize {
-        let Some(queue) = self.queues.get_mut(key).filter(|q| q.pending.len() > 1) else {
-            return 0;
-        };
-        let behind: Vec<Pending> = queue.pending.drain(1..).collect();
-        let freed: usize = behind.iter().map(|p| p.charge(key)).sum();
-        queue.bytes -= freed;
-        self.release(&key.0, freed);
-        behind.len()
+        self.drop_waiting(key)
     }
 
-    /// The head of `key` is done with (delivered or given up).
-    pub(super) fn pop(&mut self, key: &QueueKey) {
+    /// The delivery of `key`'s head is over (delivered or given up), its body `bytes` long
+    /// (read back included).
+    pub(super) fn done(&mut self, key: &QueueKey, bytes: usize) {
         if let Some(queue) = self.queues.get_mut(key)
-            && let Some(done) = queue.pending.pop_front()
+            && queue.delivering
         {
-            let freed = done.charge(key);
-            queue.bytes -= freed;
-            self.release(&key.0, freed);
+            queue.pending.pop_front();
+            queue.delivering = false;
+            self.delivering -= 1;
+            self.delivering_bytes -= bytes;
         }
     }
 
-    /// Drops what waits for `key` (its webhook was deleted); answers how many states.
+    /// Drops what waits for `key` (its webhook was deleted); answers how many states. A
+    /// delivery under way ends as it will.
     pub(super) fn forget(&mut self, key: &QueueKey) -> usize {
-        match self.queues.remove(key) {
-            Some(queue) => {
-                self.release(&key.0, queue.bytes);
-                queue.pending.len()
-            }
-            None => 0,
+        let dropped = self.drop_waiting(key);
+        if self.queues.get(key).is_some_and(|q| q.pending.is_empty()) {
+            self.close(key);
         }
+        dropped
     }
 
-    /// The permits of deliveries to `target`'s host.
-    pub(super) fn host(&mut self, target: &Target) -> Arc<Semaphore> {
-        Arc::clone(
-            self.hosts
-                .entry(target.shown())
-                .or_insert_with(|| Arc::new(Semaphore::new(PER_HOST))),
-        )
+    /// Removes `key`'s empty queue, and its host's permits when nothing else holds them.
+    fn close(&mut self, key: &QueueKey) {
+        let Some(queue) = self.queues.remove(key) else {
+            return;
+        };
+        // Every permit held holds its semaphore too: one held by nobody can go, and a queue
+        // of the host still waiting makes a new one.
+        let host = queue.owner.host;
+        if self
+            .permits
+            .get(&host)
+            .is_some_and(|p| Arc::strong_count(p) == 1)
+        {
+            self.permits.remove(&host);
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn target() -> Target {
-        Target {
-            url: reqwest::Url::parse("https://hook.example/a").unwrap(),
-            token: None,
-            authentication: None,
-        }
-    }
-
-    fn pending(revision: u64, size: usize) -> Pending {
-        Pending::body(revision, Bytes::from(vec![b'x'; size]))
-    }
-
-    fn key(task: &str) -> QueueKey {
-        (task.to_owned(), "c".to_owned())
-    }
-
-    /// What waits for `key`, head first: (revision, whether it carries its body).
-    fn waiting(q: &Queues, key: &QueueKey) -> Vec<(u64, bool)> {
-        q.queues.get(key).map_or_else(Vec::new, |queue| {
-            queue
-                .pending
-                .iter()
-                .map(|p| (p.revision, matches!(p.payload, Payload::Body(_))))
-                .collect()
-        })
-    }
-
-    #[test]
-    fn states_wait_in_order_and_the_first_starts_a_worker() {
-        let mut q = Queues::new(1 << 20);
-        assert!(q.push(&key("t"), target(), pending(1, 10)).start);
-        assert!(!q.push(&key("t"), target(), pending(2, 10)).start);
-        assert_eq!(q.head(&key("t")).unwrap().1.revision, 1);
-        q.pop(&key("t"));
-        assert_eq!(q.head(&key("t")).unwrap().1.revision, 2);
-        q.pop(&key("t"));
-        assert!(q.head(&key("t")).is_none());
-        assert_eq!(q.bytes(), 0);
-        assert!(
-            q.push(&key("t"), target(), pending(3, 10)).start,
-            "idle again"
-        );
-    }
-
-    #[test]
-    fn at_the_bound_the_newest_state_is_kept_and_the_waiting_ones_make_room() {
-        let mut q = Queues::new(100);
-        q.push(&key("t"), target(), pending(1, 40));
-        q.push(&key("t"), target(), pending(2, 40));
-        let third = q.push(&key("t"), target(), pending(3, 40));
-        assert_eq!((third.superseded, third.given_up), (1, false));
-        assert_eq!(
-            waiting(&q, &key("t")),
-            [(1, true), (3, true)],
-            "2 made room"
-        );
-        assert!(q.bytes() <= 100);
-        assert_eq!(q.forget(&key("t")), 2);
-        assert_eq!(q.bytes(), 0);
-    }
-
-    /// The defect of the queue that kept the oldest: every webhook on one hanging host holds a
-    /// small `WORKING` head, and each task's large `COMPLETED` no longer fits in the bytes.
-    /// Each webhook is still owed its end: the task as it stands, never nothing.
-    #[test]
-    fn an_end_that_does_not_fit_is_owed_as_the_task_stands_never_dropped() {
-        let mut q = Queues::new(8 << 20);
-        let tasks = 200;
-        for t in 0..tasks {
-            q.push(&key(&format!("t{t}")), target(), pending(1, 300));
-        }
-        let mut owed = 0;
-        for t in 0..tasks {
-            let done = q.push(&key(&format!("t{t}")), target(), pending(2, 384 << 10));
-            assert!(!done.given_up, "task {t}: its end is kept in some form");
-            owed += usize::from(done.as_it_stands);
-            let last = *waiting(&q, &key(&format!("t{t}"))).last().unwrap();
-            assert_eq!(last.0, 2, "task {t}: the newest state waits");
-        }
-        assert!(owed > 150, "most ends no longer fit as bodies: {owed}");
-        assert!(q.bytes() <= 8 << 20);
-    }
-
-    #[test]
-    fn a_waiting_marker_takes_the_later_states_in_and_only_a_full_queue_gives_up() {
-        let mut q = Queues::new(1000);
-        q.push(&key("t"), target(), pending(1, 10));
-        let big = q.push(&key("t"), target(), pending(2, 5000));
-        assert!(big.as_it_stands);
-        // A later state: the marker already owes the task as it stands, now at revision 3.
-        let later = q.push(&key("t"), target(), pending(3, 10));
-        assert_eq!(later.superseded, 1);
-        assert_eq!(waiting(&q, &key("t")), [(1, true), (3, false)]);
-        // Another task's head and state fill the bytes: not even a marker fits.
-        q.push(&key("u"), target(), pending(1, 1000 - q.bytes()));
-        let lost = q.push(&key("v"), target(), pending(1, 10));
-        assert!(lost.given_up && !lost.start, "{lost:?}");
-        assert!(q.head(&key("v")).is_none());
-        assert!(q.bytes() <= 1000);
-    }
-
-    #[test]
-    fn a_read_of_the_task_as_it_stands_supersedes_what_waited_behind_it() {
-        let mut q = Queues::new(1 << 20);
-        q.push(&key("t"), target(), pending(1, 10));
-        q.push(&key("t"), target(), pending(2, 10));
-        q.push(&key("t"), target(), pending(3, 10));
-        assert_eq!(q.supersede_waiting(&key("t")), 2);
-        assert_eq!(waiting(&q, &key("t")), [(1, true)]);
-        q.pop(&key("t"));
-        assert_eq!(q.supersede_waiting(&key("t")), 0, "nothing left");
-        assert_eq!(q.bytes(), 0);
-    }
-
-    #[test]
-    fn one_task_holds_at_most_its_bytes_across_its_webhooks() {
-        let mut q = Queues::new(usize::MAX);
-        let webhook = |id: &str| ("t".to_owned(), id.to_owned());
-        let half = TASK_BYTES / 2;
-        q.push(&webhook("a"), target(), pending(1, half));
-        q.push(&webhook("b"), target(), pending(1, half - 150));
-        // A third webhook of the same task finds no room for the body (150 bytes are left):
-        // it is owed the task as it stands.
-        let third = q.push(&webhook("c"), target(), pending(1, 200));
-        assert!(third.as_it_stands && third.start, "{third:?}");
-        // Another task is not held up by this one.
-        assert!(
-            q.push(&("u".to_owned(), "a".to_owned()), target(), pending(1, 100))
-                .start
-        );
-        q.pop(&webhook("a"));
-        assert!(
-            !q.push(&webhook("c"), target(), pending(2, 100))
-                .as_it_stands,
-            "room again"
-        );
-    }
-}
+mod tests;

@@ -466,3 +466,100 @@ async fn at_the_queue_bound_every_webhook_still_gets_its_tasks_end() {
     let health = push.health();
     assert_eq!((health.gave_up, health.dropped), (0, 0), "{health:?}");
 }
+
+/// Ends `tasks` tasks whose webhook is `url`, each with an answer of `answer_bytes`.
+async fn end_tasks_with_webhooks(
+    store: &TaskStore,
+    push: &Push,
+    prefix: &str,
+    tasks: usize,
+    url: &str,
+    answer_bytes: usize,
+) {
+    for t in 0..tasks {
+        let id = format!("{prefix}-{t}");
+        let mut webhook = config(url);
+        webhook.id = "w".to_owned();
+        push.set_up(&Caller::Anyone, &id, webhook).await.unwrap();
+        let mut turn = store.open_turn(&id).await;
+        turn.begin(
+            task(&id, TaskState::Working),
+            TurnStop::new(CancellationToken::new()),
+        )
+        .await
+        .unwrap();
+        let mut done = task(&id, TaskState::Completed);
+        done.artifacts = vec![daedalus_contract::Artifact::text(
+            "a",
+            "x".repeat(answer_bytes),
+        )];
+        turn.end(done, Vec::new()).await;
+    }
+}
+
+/// Whether `hook` got task `id` completed.
+fn got_end(hook: &Hook, id: &str) -> bool {
+    hook.got.lock().unwrap().iter().any(|(_, body)| {
+        body["task"]["id"] == id && body["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    })
+}
+
+/// The noisy neighbour found from outside: one host that hangs, its webhooks' bodies holding
+/// the whole queue, and a webhook on another host got nothing while it hung. The hanging
+/// host's waiting bodies become markers: the other host's webhooks get their ends while it
+/// still hangs, and once it answers every one of its own webhooks gets its task's end too.
+#[tokio::test]
+async fn a_hanging_host_leaves_another_hosts_webhooks_their_ends_and_loses_none_of_its_own() {
+    let store = TaskStore::new(StoreLimits {
+        max_tasks: 1000,
+        max_bytes: 64 << 20,
+        ttl: Duration::from_mins(10),
+    });
+    let queue_bytes = 256 << 10;
+    let push = Push::new(
+        PushSettings {
+            allow: AllowList::parse(&["127.0.0.1".to_owned()]).unwrap(),
+            timeout: Duration::from_millis(300),
+            retry_for: Duration::from_mins(2),
+            queue_bytes,
+            ..PushSettings::default()
+        },
+        &store,
+        Arc::new(Metrics::new()),
+    );
+    let (hanging, hanging_url) = webhook().await;
+    let (other, other_url) = webhook().await;
+    *hanging.delay.lock().unwrap() = Duration::from_mins(10);
+    // 200 ends of 48 KiB each: about 40 times what the queue may hold.
+    end_tasks_with_webhooks(&store, &push, "h", 200, &hanging_url, 48 << 10).await;
+    let health = push.health();
+    assert!(health.waiting_bytes <= queue_bytes, "{health:?}");
+    assert!(
+        health.owed > 100,
+        "the waiting bodies became markers: {health:?}"
+    );
+    assert_eq!((health.gave_up, health.dropped), (0, 0), "{health:?}");
+    // Another host's webhooks, with the first one still hanging.
+    end_tasks_with_webhooks(&store, &push, "o", 3, &other_url, 48 << 10).await;
+    for t in 0..3 {
+        let id = format!("o-{t}");
+        until(&format!("{id}'s end, the other host hanging"), || {
+            got_end(&other, &id)
+        })
+        .await;
+    }
+    assert_eq!(hanging.count(), 0, "the first host still hangs");
+    // The host answers again: each of its webhooks gets its task's end.
+    *hanging.delay.lock().unwrap() = Duration::ZERO;
+    for t in 0..200 {
+        let id = format!("h-{t}");
+        until(&format!("{id}'s end"), || got_end(&hanging, &id)).await;
+    }
+    let health = push.health();
+    assert_eq!((health.gave_up, health.dropped), (0, 0), "{health:?}");
+    until("nothing waits or is in delivery", || {
+        let h = push.health();
+        (h.waiting, h.waiting_bytes, h.delivering, h.delivering_bytes) == (0, 0, 0, 0)
+    })
+    .await;
+}
