@@ -7,19 +7,8 @@
 
 mod support;
 
-use std::path::PathBuf;
-use std::time::Duration;
-
 use serde_json::Value;
 use support::runtime::Runtime;
-
-/// The interpreter of `.venv-a2a`, or the one `A2A_PYTHON` names.
-fn python() -> PathBuf {
-    std::env::var_os("A2A_PYTHON").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv-a2a/bin/python"),
-        PathBuf::from,
-    )
-}
 
 /// Runs the interop script against `url` on `binding`; its steps by name.
 async fn interop(url: &str, binding: &str) -> std::collections::HashMap<String, Value> {
@@ -32,38 +21,7 @@ async fn run_script(
     url: &str,
     binding: &str,
 ) -> std::collections::HashMap<String, Value> {
-    let python = python();
-    assert!(
-        python.is_file(),
-        "{} is missing: run .ci/setup",
-        python.display()
-    );
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/py")
-        .join(script);
-    let run = tokio::process::Command::new(&python)
-        .arg(script)
-        .arg(url)
-        .arg(binding)
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_mins(2), run)
-        .await
-        .expect("the SDK client finished")
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{binding}: {stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
-        .lines()
-        .map(|line| {
-            let step: Value = serde_json::from_str(line).expect("a JSON line");
-            (step["step"].as_str().unwrap_or_default().to_owned(), step)
-        })
-        .collect()
+    support::python::a2a_steps(script, &[url, binding]).await
 }
 
 async fn the_sdk_client_works_over(binding: &str) {

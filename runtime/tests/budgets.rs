@@ -1,7 +1,7 @@
 //! Budgets (`budgets:` in `agents.yaml`), held by a real runtime process: two tenants on API
 //! keys, a scripted LLM that reports its usage. Acme's one-token minute is spent by its first
-//! turn; its next is refused on every HTTP binding with `429`, a `Retry-After` that names the
-//! seconds left in the minute, and the binding's error shape naming the scope and the limit;
+//! turn; its next is refused on every binding with a `Retry-After` that names the seconds left
+//! in the minute (`429` on the contract binding and HTTP+JSON, 200 on JSON-RPC), and the binding's error shape naming the scope and the limit;
 //! globex, with no budget, is served all along; once the minute is over, acme is served again.
 
 mod support;
@@ -170,7 +170,9 @@ async fn a_tenant_that_spent_its_minute_is_refused_until_it_ends_and_another_is_
     let globex = A2aClient::new(rt.url("/")).with_bearer("key-of-globex");
 
     let (refused, left) = spend_acmes_minute(&acme).await;
-    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    // JSON-RPC: HTTP 200 with the JSON-RPC error, as every JSON-RPC error (the official
+    // clients read no other), the Retry-After and RateLimit fields kept.
+    assert_eq!(refused.status(), StatusCode::OK);
     let after = retry_after(&refused);
     assert!(
         after.abs_diff(left) <= 1,
@@ -196,6 +198,7 @@ async fn a_tenant_that_spent_its_minute_is_refused_until_it_ends_and_another_is_
     let error = &body["error"];
     assert_eq!(error["code"], -31429, "{body}");
     assert_eq!(error["data"][0]["reason"], "BUDGET_EXCEEDED", "{body}");
+    assert_eq!(error["data"][0]["domain"], "runtime.daedalus.dev", "{body}");
     assert_eq!(error["data"][0]["metadata"]["scope"], "tenant", "{body}");
     assert_eq!(
         error["data"][0]["metadata"]["limit"], "tokens_per_minute",
@@ -351,11 +354,15 @@ async fn a_restart_keeps_what_the_day_spent_in_the_sqlite_task_store() {
 
     let rt = start();
     let acme = A2aClient::new(rt.url("/")).with_bearer("key-of-acme");
-    let refused = acme.send_raw("SendMessage", send_params("again")).await;
+    let refused: Value = acme
+        .send_raw("SendMessage", send_params("again"))
+        .await
+        .json()
+        .await
+        .expect("JSON");
     assert_eq!(
-        refused.status(),
-        StatusCode::TOO_MANY_REQUESTS,
-        "the day's token was spent before the restart"
+        refused["error"]["code"], -31429,
+        "the day's token was spent before the restart: {refused}"
     );
     assert_eq!(fake.requests().len(), 1);
 }
@@ -381,7 +388,7 @@ async fn a_tenant_that_spent_its_days_cost_is_refused_naming_cost_per_day() {
     let first = acme.run_task("hello").await;
     assert_eq!(state_of(&first), "TASK_STATE_COMPLETED", "{first}");
     let refused = acme.send_raw("SendMessage", send_params("again")).await;
-    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.status(), StatusCode::OK);
     let body: Value = refused.json().await.expect("JSON");
     assert_eq!(
         body["error"]["data"][0]["metadata"]["limit"], "cost_per_day",
@@ -396,4 +403,49 @@ async fn a_tenant_that_spent_its_days_cost_is_refused_naming_cost_per_day() {
     let globex = A2aClient::new(rt.url("/")).with_bearer("key-of-globex");
     let served = globex.run_task("hello").await;
     assert_eq!(state_of(&served), "TASK_STATE_COMPLETED", "{served}");
+}
+
+/// The official Python client tells its caller which budget refused the turn and when to come
+/// back, blocking and streaming: a2a-sdk 1.3.0 reads a JSON-RPC error only from an HTTP 200
+/// (a 429 became `HTTP Error 429` with the body dropped), so the refusal is one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_python_client_tells_its_caller_which_budget_refused_and_when_to_retry() {
+    let fake = FakeLlm::start(KEY, &[MODEL]).await;
+    fake.auto(AutoReply {
+        text: "noted".into(),
+        ..AutoReply::default()
+    });
+    let dir = tempfile::tempdir().expect("a dir");
+    let rt = runtime_with_budgets(&dir, &fake, "  tenants:\n    acme: { tokens_per_day: 1 }\n");
+    let acme = A2aClient::new(rt.url("/")).with_bearer("key-of-acme");
+    let first = acme.run_task("hello").await;
+    assert_eq!(state_of(&first), "TASK_STATE_COMPLETED", "{first}");
+
+    let url = rt.url("/");
+    let steps = support::python::a2a_steps(
+        "a2a_refused.py",
+        &[&url, "key-of-acme", "again", "blocking", "streaming"],
+    )
+    .await;
+    for mode in ["blocking", "streaming"] {
+        let step = &steps[mode];
+        let told = step["message"].as_str().unwrap_or_default();
+        assert!(
+            step["error"].is_string() && !told.contains("HTTP Error"),
+            "{mode}: the SDK raises the JSON-RPC error, not a bare HTTP status: {step}"
+        );
+        assert!(
+            told.contains("tenant \"acme\"") && told.contains("tokens_per_day"),
+            "{mode}: the caller learns which limit refused it: {told}"
+        );
+        assert!(
+            told.contains("retry in ") && told.contains(" s"),
+            "{mode}: and when to retry: {told}"
+        );
+    }
+    assert_eq!(
+        fake.requests().len(),
+        1,
+        "the refused turns reached no model"
+    );
 }

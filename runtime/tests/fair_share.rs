@@ -1,7 +1,7 @@
 //! Fair admission between tenants (a `budgets:` block, `share` 1 each), with a real runtime
 //! process: under a `TURN_MEMORY` that admits 500 turns, tenant a opens 2,000 slow turns and
 //! tenant b then 50. Every one of b's turns is admitted as it asks; a is refused past its share
-//! (`503`, naming it), never b.
+//! (`-31503` over JSON-RPC, naming it), never b.
 
 mod support;
 
@@ -30,16 +30,16 @@ async fn admitted(client: &A2aClient, text: &str) -> bool {
         "role": "ROLE_USER", "parts": [{"text": text}]},
         "configuration": {"returnImmediately": true}});
     let answer = client.send_raw("SendMessage", params).await;
-    match answer.status() {
-        StatusCode::OK => true,
-        StatusCode::SERVICE_UNAVAILABLE => {
-            let body: Value = answer.json().await.expect("JSON");
-            let said = body["error"]["message"].as_str().unwrap_or_default();
-            assert!(said.contains("fair share"), "{body}");
-            false
-        }
-        other => panic!("{other}: {}", answer.text().await.unwrap_or_default()),
+    assert_eq!(answer.status(), StatusCode::OK);
+    let body: Value = answer.json().await.expect("JSON");
+    if body.get("result").is_some() {
+        return true;
     }
+    // Refused at once: the JSON-RPC error, as every JSON-RPC error, in an HTTP 200.
+    assert_eq!(body["error"]["code"], -31503, "{body}");
+    let said = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(said.contains("fair share"), "{body}");
+    false
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

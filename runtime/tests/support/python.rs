@@ -1,7 +1,8 @@
 //! The Python programs of the runtime's tests (`tests/py/*.py`, run by the `.venv` that
 //! `.ci/setup` installs, or `.venv-mcp1`): a server, started and its port read from the
 //! `LISTENING <port>` line it prints; and a client script driven line by line
-//! ([`PythonClient`]). Both are killed on drop.
+//! ([`PythonClient`]). Both are killed on drop. The official A2A SDK's scripts run on
+//! `.venv-a2a` ([`a2a_steps`]).
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -22,6 +23,56 @@ pub fn python() -> PathBuf {
         || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python"),
         PathBuf::from,
     )
+}
+
+/// The Python of `.venv-a2a` (the official A2A SDK), or the one `A2A_PYTHON` names.
+pub fn a2a_python() -> PathBuf {
+    std::env::var_os("A2A_PYTHON").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv-a2a/bin/python"),
+        PathBuf::from,
+    )
+}
+
+/// Runs `tests/py/<script>` with `args` on the A2A SDK's Python (for two minutes at most),
+/// and answers the JSON lines it printed, by their `step`.
+///
+/// # Panics
+/// When the script fails, or prints a line that is not JSON.
+pub async fn a2a_steps(
+    script: &str,
+    args: &[&str],
+) -> std::collections::HashMap<String, serde_json::Value> {
+    let python = a2a_python();
+    assert!(
+        python.is_file(),
+        "{} is missing: run .ci/setup",
+        python.display()
+    );
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/py")
+        .join(script);
+    let run = Command::new(&python)
+        .arg(script)
+        .args(args)
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_mins(2), run)
+        .await
+        .expect("the SDK client finished")
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{args:?}: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+        .lines()
+        .map(|line| {
+            let step: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+            (step["step"].as_str().unwrap_or_default().to_owned(), step)
+        })
+        .collect()
 }
 
 impl PythonServer {

@@ -5,8 +5,12 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The domain of every `ErrorInfo` an A2A error carries.
+/// The domain of the `ErrorInfo` of an error the A2A specification defines (§5.4, §9.5).
 pub const ERROR_DOMAIN: &str = "a2a-protocol.org";
+/// The domain of the `ErrorInfo` of an error this runtime adds to the specification's
+/// (`UNAUTHENTICATED`, `PERMISSION_DENIED`, `UNAVAILABLE`, `BUDGET_EXCEEDED`): a reason is
+/// unique within its domain, and these are not A2A's to define.
+pub const OWN_ERROR_DOMAIN: &str = "runtime.daedalus.dev";
 /// The ProtoJSON `@type` of `google.rpc.ErrorInfo`.
 pub const ERROR_INFO_TYPE: &str = "type.googleapis.com/google.rpc.ErrorInfo";
 
@@ -100,6 +104,18 @@ impl A2aErrorKind {
         }
     }
 
+    /// The `ErrorInfo.domain` of the reason: the specification's for its errors, ours for
+    /// the ones we add.
+    pub fn domain(self) -> &'static str {
+        match self {
+            A2aErrorKind::Unauthenticated
+            | A2aErrorKind::PermissionDenied
+            | A2aErrorKind::Unavailable
+            | A2aErrorKind::BudgetExceeded => OWN_ERROR_DOMAIN,
+            _ => ERROR_DOMAIN,
+        }
+    }
+
     /// The `ErrorInfo.reason` (`TASK_NOT_FOUND`, as the official SDK spells it).
     pub fn reason(self) -> &'static str {
         match self {
@@ -167,7 +183,7 @@ impl A2aError {
         vec![ErrorInfo {
             type_url: ERROR_INFO_TYPE.to_owned(),
             reason: self.kind.reason().to_owned(),
-            domain: ERROR_DOMAIN.to_owned(),
+            domain: self.kind.domain().to_owned(),
             metadata: self.metadata.clone(),
         }]
     }

@@ -22,8 +22,8 @@ mod task;
 mod task_requests;
 
 pub use a2a_error::{
-    A2aError, A2aErrorKind, ERROR_DOMAIN, ERROR_INFO_TYPE, ErrorInfo, JsonRpcError, StatusBody,
-    StatusError,
+    A2aError, A2aErrorKind, ERROR_DOMAIN, ERROR_INFO_TYPE, ErrorInfo, JsonRpcError,
+    OWN_ERROR_DOMAIN, StatusBody, StatusError,
 };
 pub use card::{AgentCapabilities, AgentCard, AgentInterface, AgentProvider, AgentSkill};
 pub use compaction::{COMPACTION_KEY, Compaction, CompactionStrategy};

@@ -1,7 +1,7 @@
 //! Turn limits as every binding answers them: with the turn memory full, a new turn is
-//! refused at once with 503 and `Retry-After` on the contract binding, JSON-RPC and HTTP+JSON,
-//! each in its own error shape, naming the limit; room comes back when the turn holding it
-//! ends.
+//! refused at once with `Retry-After`, naming the limit, in each binding's shape (503 on the
+//! contract binding and HTTP+JSON; on JSON-RPC an HTTP 200 with the JSON-RPC error, as every
+//! JSON-RPC error); room comes back when the turn holding it ends.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,6 +76,25 @@ async fn refused_at_once(state: &A2aFace, request: Request<Body>) -> Value {
     body
 }
 
+/// Answers JSON-RPC `request`'s body, checking it was refused at once: HTTP 200, as every
+/// JSON-RPC error (the official clients read no other), with `Retry-After: 1`.
+async fn refused_at_once_over_jsonrpc(state: &A2aFace, request: Request<Body>) -> Value {
+    let (status, retry, body) = answer(state, request).await;
+    assert_eq!(
+        (status, retry.as_deref()),
+        (StatusCode::OK, Some("1")),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("retry in 1 s")),
+        "the message says when to retry: {body}"
+    );
+    assert_eq!(body["error"]["data"][0]["domain"], "runtime.daedalus.dev");
+    body
+}
+
 /// Checks that the refusal's message names the limit it hit.
 fn names_turn_memory(body: &Value) {
     let message = body["error"]["message"].as_str().unwrap_or_default();
@@ -113,7 +132,7 @@ async fn with_the_turn_memory_full_every_binding_answers_503_at_once_and_room_co
     };
     until_full(&state).await;
 
-    let body = refused_at_once(&state, jsonrpc("m-2", "x")).await;
+    let body = refused_at_once_over_jsonrpc(&state, jsonrpc("m-2", "x")).await;
     assert_eq!(body["error"]["code"], -31503, "{body}");
     assert_eq!(body["error"]["data"][0]["reason"], "UNAVAILABLE");
     names_turn_memory(&body);
@@ -216,7 +235,7 @@ async fn a_subscription_holds_room_in_the_turn_memory_and_one_past_it_is_refused
     }
     let first = first.expect("the slow turn's task can be subscribed to");
 
-    let body = refused_at_once(&state, subscribe("m-slow")).await;
+    let body = refused_at_once_over_jsonrpc(&state, subscribe("m-slow")).await;
     assert_eq!(body["error"]["code"], -31503, "{body}");
     names_turn_memory(&body);
     counted_turn_memory_refusals(&state, 1);

@@ -58,7 +58,7 @@ pub enum ApiError {
     /// The turn goes on from its last step elsewhere (`TurnError::HandedOff`).
     #[error("{0}")]
     HandedOff(String),
-    #[error("runtime is running as many tasks as it may ({0}); retry later")]
+    #[error("runtime is running as many tasks as it may ({0}); retry in 1 s")]
     Busy(crate::services::turns::Limit),
     /// Nothing was done, and the same request may succeed soon (the task store).
     #[error("{0}")]

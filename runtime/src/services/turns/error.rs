@@ -28,7 +28,7 @@ pub enum TurnError {
     #[error("runtime is shutting down; send the task to another replica")]
     ShuttingDown,
     /// A turn limit has no room for the turn now.
-    #[error("runtime is running as many tasks as it may ({0}); retry later")]
+    #[error("runtime is running as many tasks as it may ({0}); retry in 1 s")]
     Busy(Limit),
     /// A budget of the caller (its own, its tenant's, or the agent's) is spent for now.
     #[error("{0}")]

@@ -36,20 +36,13 @@ pub(in crate::faces::a2a) async fn answer(
         Ok(Answer::Stream(response)) => response,
         Err(error) => {
             let body = Json(JsonRpcResponse::<()>::error(id, error.to_jsonrpc()));
-            match (error.kind, crate::faces::a2a::error::retry_after(&error)) {
-                // At a limit, or a budget spent: the HTTP status and Retry-After tell any
-                // client (and a load balancer) to come back, the body says why in
-                // JSON-RPC's words.
-                (
-                    kind @ (A2aErrorKind::Unavailable | A2aErrorKind::BudgetExceeded),
-                    Some(after),
-                ) => {
-                    let status = axum::http::StatusCode::from_u16(kind.http_status())
-                        .unwrap_or(axum::http::StatusCode::SERVICE_UNAVAILABLE);
-                    let retry = [(axum::http::header::RETRY_AFTER, after)];
-                    (status, retry, body).into_response()
-                }
-                _ => body.into_response(),
+            // Every JSON-RPC error is an HTTP 200, a refusal at a limit or a budget too (the
+            // official clients drop the body of any other status, and with it which limit
+            // refused, when to retry and which task goes on: `docs/design.md` §6). The wait is
+            // in the error's message and its `Retry-After`, for any client and balancer.
+            match crate::faces::a2a::error::retry_after(&error) {
+                Some(after) => ([(axum::http::header::RETRY_AFTER, after)], body).into_response(),
+                None => body.into_response(),
             }
         }
     }

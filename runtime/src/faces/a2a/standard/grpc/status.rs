@@ -1,11 +1,12 @@
 //! Errors on the gRPC binding (spec §10.6): each A2A error as a status code (§5.4) with one
-//! `google.rpc.ErrorInfo` (`reason` such as `TASK_NOT_FOUND`, `domain` `a2a-protocol.org`) in
+//! `google.rpc.ErrorInfo` (`reason` such as `TASK_NOT_FOUND`, `domain` `a2a-protocol.org`, or
+//! `runtime.daedalus.dev` for a reason the specification does not define) in
 //! its details; and a refusal made before the service ran (authentication, admission, the
 //! request's size and time) as a trailers-only gRPC response.
 
 use axum::body::Body;
 use axum::response::Response;
-use daedalus_contract::{A2aError, A2aErrorKind, ERROR_DOMAIN};
+use daedalus_contract::{A2aError, A2aErrorKind};
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
@@ -49,7 +50,7 @@ pub(in crate::faces::a2a) fn status(error: &A2aError) -> Status {
             (key.clone(), value)
         })
         .collect();
-    let details = ErrorDetails::with_error_info(error.kind.reason(), ERROR_DOMAIN, metadata);
+    let details = ErrorDetails::with_error_info(error.kind.reason(), error.kind.domain(), metadata);
     Status::with_error_details(code(error.kind), error.message.clone(), details)
 }
 
@@ -97,6 +98,10 @@ mod tests {
             .get_details_error_info()
             .expect("an ErrorInfo in the details");
         assert_eq!(info.reason, "BUDGET_EXCEEDED");
+        assert_eq!(
+            info.domain, "runtime.daedalus.dev",
+            "a reason A2A does not define is in our own domain"
+        );
         assert_eq!(info.metadata["scope"], "tenant");
         assert_eq!(info.metadata["limit"], "tokens_per_minute");
         assert!(
