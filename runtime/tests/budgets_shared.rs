@@ -5,7 +5,10 @@
 //!   flight); held apart, each replica would have let it spend the limit again;
 //! - a principal's `concurrent_turns` counts the turns it runs on every replica: the turns it
 //!   runs on one refuse it on the other until they end, or until the one is lost (killed: its
-//!   count is not renewed, and no longer counts after `REPLICA_LEASE`).
+//!   count is not renewed, and no longer counts after `REPLICA_LEASE`);
+//! - a tenant's turn killed mid-way with its replica and resumed on the survivor spends from
+//!   the tenant's window before and after the kill; and a tenant whose day is spent cannot go
+//!   on spending through resumes (the resumed turn fails, naming the limit).
 
 mod support;
 
@@ -13,10 +16,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use daedalus_fake_llm::{AutoReply, FakeLlm};
+use daedalus_fake_llm::{AutoReply, FakeLlm, Gate};
 use daedalus_mcp_fixture::McpFixture;
 use daedalus_test_kit::a2a_client::state_of;
-use daedalus_test_kit::{A2aClient, NatsServer, wait_until_some};
+use daedalus_test_kit::{A2aClient, NatsServer, script_a_turn_cut_at_step_three, wait_until_some};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use support::identity::api_key_file;
@@ -76,6 +79,11 @@ fn pair_leased(fake: &FakeLlm, servers: &str, agent: &str, budgets: &str, lease:
 
 /// What `replica`'s `/metrics` count of tokens spent under principal `name` says.
 async fn tokens_spent(replica: &Runtime, name: &str) -> u64 {
+    tokens_spent_in(replica, "principal", name).await
+}
+
+/// What `replica`'s `/metrics` count of tokens spent under `scope` `name` says.
+async fn tokens_spent_in(replica: &Runtime, scope: &str, name: &str) -> u64 {
     let metrics = reqwest::get(replica.url("/metrics"))
         .await
         .expect("metrics are served")
@@ -83,7 +91,7 @@ async fn tokens_spent(replica: &Runtime, name: &str) -> u64 {
         .await
         .expect("metrics are text");
     let series =
-        format!("daedalus_runtime_budget_tokens_total{{scope=\"principal\",name=\"{name}\"}} ");
+        format!("daedalus_runtime_budget_tokens_total{{scope=\"{scope}\",name=\"{name}\"}} ");
     metrics
         .lines()
         .find_map(|line| line.strip_prefix(series.as_str()))
@@ -329,4 +337,110 @@ async fn a_lost_replicas_running_turns_stop_counting_after_its_lease() {
         "the lost replica's count to go stale",
     )
     .await;
+}
+
+/// A pair leased for 2 s whose agent adds with `fx`, tenant acme held to `tokens_per_day:
+/// limit`; acme's turn (four model calls) runs on the first replica until its third call, which
+/// never answers, and the replica is killed there. Answers the pair, the fake, the fixture, the
+/// gate that holds the third call, the task's id, and the tokens the first replica counted in
+/// the tenant's window before it was killed.
+async fn acmes_turn_cut_with_its_replica(
+    limit: u64,
+) -> (Pair, FakeLlm, McpFixture, Gate, String, u64) {
+    let fake = FakeLlm::start(KEY, &[MODEL]).await;
+    let fx = McpFixture::start().await;
+    let never = Gate::new();
+    script_a_turn_cut_at_step_three(&fake, "fx", &never);
+    let mut pair = pair_leased(
+        &fake,
+        &format!("    fx: {{ url: \"{}\" }}", fx.url()),
+        "  proc-test: { instruction: Use the tools., servers: [fx] }\n",
+        &format!("  tenants:\n    acme: {{ tokens_per_day: {limit} }}\n"),
+        "2s",
+    );
+    let first = A2aClient::new(pair.replicas[0].url("/")).with_bearer("key-of-acme");
+    let id = first.start_task("add 1+1, 2+2, 3+3").await;
+    wait_until_some("the turn's third call", Duration::from_secs(20), || async {
+        (fake.requests().len() >= 3).then_some(())
+    })
+    .await;
+    let before = tokens_spent_in(&pair.replicas[0], "tenant", "acme").await;
+    pair.replicas[0].child.kill().expect("SIGKILL");
+    pair.replicas[0].child.wait().expect("reaped");
+    (pair, fake, fx, never, id, before)
+}
+
+/// Task `id` once it has ended on `client`'s replica (bounded).
+async fn ended_on(client: &A2aClient, id: &str) -> Value {
+    wait_until_some("the task to end", Duration::from_secs(30), || async {
+        client.get(id).await.filter(|task| {
+            matches!(
+                state_of(task).as_str(),
+                "TASK_STATE_COMPLETED" | "TASK_STATE_FAILED"
+            )
+        })
+    })
+    .await
+}
+
+/// What is left of acme's day in the shared window, as the survivor's `RateLimit` field says.
+async fn left_of_acmes_day(client: &A2aClient, id: &str) -> u64 {
+    let answer = client.send_raw("GetTask", json!({"id": id})).await;
+    let field = answer
+        .headers()
+        .get("ratelimit")
+        .and_then(|v| v.to_str().ok())
+        .expect("the RateLimit field")
+        .to_owned();
+    field
+        .split(',')
+        .find(|member| member.trim().starts_with("\"tenant-tokens_per_day\""))
+        .and_then(|member| member.split(";r=").nth(1))
+        .and_then(|r| r.split(';').next())
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("the tenant's day in {field}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_resumed_on_the_survivor_spends_from_its_tenants_window_before_and_after_the_kill() {
+    let limit = 1_000_000;
+    let (pair, fake, _fx, never, id, before) = acmes_turn_cut_with_its_replica(limit).await;
+    assert!(before > 0, "the first replica counted steps one and two");
+    let survivor = A2aClient::new(pair.replicas[1].url("/")).with_bearer("key-of-acme");
+    let task = ended_on(&survivor, &id).await;
+    assert_eq!(state_of(&task), "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(fake.requests().len(), 5, "resumed from step three");
+    let after = tokens_spent_in(&pair.replicas[1], "tenant", "acme").await;
+    assert!(
+        after > 0,
+        "the survivor counted the resumed turn's calls in the tenant's budget"
+    );
+    let used = limit - left_of_acmes_day(&survivor, &id).await;
+    assert!(
+        used >= before + after,
+        "the tenant's window holds the tokens spent before the kill ({before}) and after it \
+         ({after}): {used} used"
+    );
+    never.open();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_whose_day_is_spent_cannot_go_on_spending_through_a_resume() {
+    // Each call reserves more than this: the third call's reservation takes what is left of
+    // the day, and the killed replica never gives it back.
+    let (pair, fake, _fx, never, id, _) = acmes_turn_cut_with_its_replica(700).await;
+    let survivor = A2aClient::new(pair.replicas[1].url("/")).with_bearer("key-of-acme");
+    let task = ended_on(&survivor, &id).await;
+    assert_eq!(state_of(&task), "TASK_STATE_FAILED", "{task}");
+    let said = task["status"]["message"].to_string();
+    assert!(
+        said.contains("tokens_per_day") && said.contains("acme"),
+        "the resumed turn fails naming the limit: {said}"
+    );
+    assert_eq!(
+        fake.requests().len(),
+        3,
+        "no model call was made for the tenant past its day"
+    );
+    never.open();
 }

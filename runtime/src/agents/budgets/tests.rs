@@ -184,6 +184,55 @@ async fn a_turn_past_tokens_per_turn_stops_naming_the_agent() {
     );
 }
 
+/// A resumed turn counts what its calls used before its runtime stopped: crashing does not
+/// reset `tokens_per_turn`.
+#[tokio::test]
+async fn a_resumed_turn_counts_its_tokens_before_the_resume_against_tokens_per_turn() {
+    let (book, _) = book("agents: { researcher: { tokens_per_turn: 1000 } }");
+    let resumed = book
+        .admit(book.scopes(&Caller::Anyone, "researcher"))
+        .await
+        .expect("admitted");
+    resumed.spent_before(950);
+    let Err(CallRefused::Stop(refused)) = resumed.reserve(100, 4_000, "openai.gpt").await else {
+        panic!("the turn's tokens before the resume count");
+    };
+    assert_eq!(refused.limit, LimitKind::TokensPerTurn);
+    let fresh = book
+        .admit(book.scopes(&Caller::Anyone, "researcher"))
+        .await
+        .expect("admitted");
+    assert!(fresh.reserve(100, 4_000, "openai.gpt").await.is_ok());
+}
+
+/// The caller of a resumed turn is the principal its record names: held to its own budgets and
+/// its tenant's, as the turn's first caller was.
+#[tokio::test]
+async fn a_resumed_callers_scopes_are_its_principals_and_its_tenants() {
+    let (book, _) =
+        book("default: { turns_per_minute: 5 }\ntenants: { acme: { tokens_per_day: 10 } }");
+    let principal = crate::platform::identity::Principal {
+        issuer: None,
+        subject: "acme-bot".to_owned(),
+        tenant: Some("acme".to_owned()),
+    };
+    let scopes = book.scopes(&Caller::resumed(Some(principal)), "agent");
+    let named: Vec<(ScopeKind, &str)> = scopes.0.iter().map(|(k, n, _)| (*k, &**n)).collect();
+    assert_eq!(
+        named,
+        [
+            (ScopeKind::Principal, "acme-bot"),
+            (ScopeKind::Tenant, "acme")
+        ]
+    );
+    let anyone = book.scopes(&Caller::resumed(None), "agent");
+    assert_eq!(
+        anyone.0.len(),
+        1,
+        "with authentication off, the one default principal"
+    );
+}
+
 #[tokio::test]
 async fn with_no_plan_nothing_is_held() {
     let book = Arc::new(BudgetBook::new(None));

@@ -88,6 +88,16 @@ impl TurnBudget {
         self.0.is_some()
     }
 
+    /// The turn's calls used `tokens` before this hold on its budgets began (a resumed turn's,
+    /// before its runtime stopped): counted against `tokens_per_turn`. The windows counted
+    /// them when they were used.
+    pub fn spent_before(&self, tokens: u64) {
+        if let Some(held) = &self.0 {
+            let mut spent = held.spent.lock().unwrap_or_else(PoisonError::into_inner);
+            *spent = spent.saturating_add(tokens);
+        }
+    }
+
     /// Reserves what a model call of `model` (`<provider>.<model>`) may spend, its prompt
     /// about `prompt` tokens and its answer up to `output` more: those tokens (and their cost
     /// at the model's price) in each window it spends in, or what room is left.

@@ -110,11 +110,29 @@ pub struct Known {
 pub enum Via {
     Token,
     ApiKey,
+    /// None: a turn resumed from its record (durable turns) goes on for the principal that
+    /// asked for it, whose credentials the record never holds.
+    Resumed,
 }
 
 impl Caller {
     pub fn known(known: Known) -> Self {
         Self::Known(Arc::new(known))
+    }
+
+    /// The caller of a turn resumed from its record: the principal that asked for it (anyone
+    /// when authentication was off), with no credential, no scope and no admin rights. It
+    /// sees what it owns, and spends from its own budgets and its tenant's.
+    pub fn resumed(principal: Option<Principal>) -> Self {
+        match principal {
+            None => Self::Anyone,
+            Some(principal) => Self::known(Known {
+                principal,
+                scopes: BTreeSet::new(),
+                admin: false,
+                via: Via::Resumed,
+            }),
+        }
     }
 
     /// The principal that owns what this caller creates (`None` when authentication is off).

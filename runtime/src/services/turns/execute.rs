@@ -338,6 +338,7 @@ impl TurnService {
             None => TurnRecord {
                 version: RECORD_VERSION,
                 agent: request.agent.clone(),
+                principal: request.caller.principal().cloned(),
                 message: message.clone(),
                 conversation: conversation.to_owned(),
                 sampling: request.sampling.clone().unwrap_or_default(),

@@ -5,9 +5,10 @@
 //! instead of failing it ([`TurnService::resume_left_running`]); a turn that keeps losing its
 //! runtime is failed after `TURN_MAX_RESUMES` resumes.
 //!
-//! What a record never holds: the caller's credentials. A resumed turn has no bearer to hand
-//! on, so a downstream server that needs the caller's token (`forward_inbound_auth`,
-//! `token_exchange`) is called without one.
+//! What a record never holds: the caller's credentials. It keeps who the caller is (its
+//! principal and tenant), so a resumed turn is held to and counted in the same budgets; it has
+//! no bearer to hand on, so a downstream server that needs the caller's token
+//! (`forward_inbound_auth`, `token_exchange`) is called without one.
 //!
 //! [`TurnService::resume_left_running`]: super::TurnService::resume_left_running
 
@@ -17,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::agents::agent_loop::{Checkpoint, Checkpointer, TurnControls};
 use crate::config::sampling::SamplingParams;
+use crate::platform::identity::Principal;
 use crate::stores::tasks::TaskStore;
 
 /// The version of a record's stored form; a record of another version is not resumed.
@@ -29,6 +31,10 @@ pub struct TurnRecord {
     pub version: u32,
     /// The agent running the turn.
     pub agent: String,
+    /// Who asked for the turn (its principal and tenant; never a credential): the turn goes on
+    /// for them when resumed, held to their budgets. `None`: authentication was off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<Principal>,
     /// The message the turn answers (its task and context filled in).
     pub message: Message,
     /// The conversation the turn continues.
@@ -66,6 +72,14 @@ pub struct Resume {
 }
 
 impl TurnRecord {
+    /// The tokens the turn's model calls used before its last checkpoint (what a resumed
+    /// turn counts as spent already against `tokens_per_turn`).
+    pub fn tokens_spent(&self) -> u64 {
+        self.checkpoint.as_ref().map_or(0, |c| {
+            c.usage.input_tokens.saturating_add(c.usage.output_tokens)
+        })
+    }
+
     /// The record as stored.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
@@ -134,6 +148,11 @@ mod tests {
         let record = TurnRecord {
             version: RECORD_VERSION,
             agent: "agent".to_owned(),
+            principal: Some(Principal {
+                issuer: None,
+                subject: "acme-bot".to_owned(),
+                tenant: Some("acme".to_owned()),
+            }),
             message: Message::new("m-1", Role::User, vec![Part::text("hi")]),
             conversation: "a2a/c".to_owned(),
             sampling: SamplingParams::default(),

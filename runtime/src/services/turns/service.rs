@@ -29,6 +29,10 @@ use crate::stores::tasks::{
 const RESUME_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 /// How many times it is tried again before it is failed (about five minutes).
 const RESUME_TRIES: usize = 300;
+/// The longest wait for its caller's budget a turn left running waits out to resume (a
+/// minute's window, a running turn of the caller ending); a longer one (a day's) fails it,
+/// naming the limit.
+const BUDGET_WAIT_TO_RESUME: std::time::Duration = std::time::Duration::from_mins(1);
 
 /// What came of resuming a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,17 +134,20 @@ impl TurnService {
             .admission
             .admit(&request.agent, fair_group(&request.caller), bytes)
             .map_err(|limit| TurnError::Busy(self.refused_by(limit)))?;
-        // After the room is found, so a turn refused for want of room spends no budget; a
-        // resumed turn was admitted when it began.
-        let budget = if request.resume.is_some() {
-            crate::agents::budgets::TurnBudget::unlimited()
-        } else {
+        // After the room is found, so a turn refused for want of room spends no budget. A
+        // resumed turn is admitted again, for the caller its record names: it takes its place
+        // among that caller's running turns, spends from the same windows, and counts what its
+        // calls used before its last checkpoint against `tokens_per_turn`.
+        let budget = {
             let budgets = &self.0.budgets;
             budgets
                 .admit(budgets.scopes(&request.caller, &request.agent))
                 .await
                 .map_err(TurnError::OverBudget)?
         };
+        if let Some(resume) = &request.resume {
+            budget.spent_before(resume.record.tokens_spent());
+        }
         let span = tracing::info_span!(
             "invoke_agent",
             otel.name = %format_args!("invoke_agent {}", request.agent),
@@ -255,6 +262,7 @@ impl TurnService {
         };
         let mut request =
             TurnRequest::new(record.agent.clone(), record.message.clone(), Memory::Task);
+        request.caller = Caller::resumed(record.principal.clone());
         request.sampling = Ok(record.sampling.clone());
         request.controls = record.controls.clone();
         request.stream = record.stream;
@@ -291,6 +299,16 @@ impl TurnService {
                 Resumed::Elsewhere
             }
             Err(TurnError::ShuttingDown) => Resumed::Elsewhere,
+            // Its caller's budget has room again within a minute (a minute's window, its
+            // running turns): the turn waits for it, as a new one would be told to.
+            Err(TurnError::OverBudget(refusal))
+                if refusal
+                    .retry_after
+                    .is_some_and(|after| after <= BUDGET_WAIT_TO_RESUME) =>
+            {
+                tracing::info!(task_id, %refusal, "a turn left running waits for its caller's budget to resume");
+                Resumed::Later
+            }
             Err(
                 e @ (TurnError::Busy(_) | TurnError::NotReady | TurnError::StoreUnavailable(_)),
             ) => {

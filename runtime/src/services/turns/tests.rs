@@ -196,6 +196,7 @@ async fn a_resume_over_a_task_a_peer_began_since_its_replica_left_it_is_refused(
     let record = super::record::TurnRecord {
         version: super::record::RECORD_VERSION,
         agent: "a".to_owned(),
+        principal: None,
         message: Message::new("t-9", Role::User, vec![Part::text("work")]),
         conversation: "a2a/t-9".to_owned(),
         sampling: crate::config::sampling::SamplingParams::default(),
