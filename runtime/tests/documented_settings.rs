@@ -147,7 +147,7 @@ fn limits(dir: &str) -> Vec<Setting> {
             .choice("*", json!(["*"]))
             .any_value("Host values are matched, never resolved"),
         Setting::new("SESSIONS_DB", "/sessions_db")
-            .by_default(json!({"sqlite": format!("{dir}/daedalus-sessions.sqlite")}))
+            .by_default(json!({"sqlite": format!("{dir}/daedalus-tasks.sqlite")}))
             .choice(":memory:", json!({"sqlite": ":memory:"}))
             .choice("off", Value::Null)
             .takes(

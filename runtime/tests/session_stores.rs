@@ -1,5 +1,8 @@
 //! Both session stores keep the same promises: SQLite (one process) and the NATS JetStream KV
-//! bucket (several replicas) against a real `nats-server`.
+//! bucket (several replicas) against a real `nats-server`; and the default store, in the task
+//! store's file, reading in the conversations an earlier version kept apart.
+
+mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -387,4 +390,80 @@ async fn nats_kv_gets_the_retention_as_max_age_and_recovery_skips_a_bad_row() {
         .count()
         .await;
     assert_eq!(marks, 1, "only the unreadable row's mark is left");
+}
+
+/// On the defaults, conversations live in the task store's file: a runtime started on a
+/// `WORK_DIR` where an earlier version kept them in `daedalus-sessions.sqlite` reads them in
+/// once (that file is renamed `.imported`), and a context goes on where it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_store_reads_an_earlier_versions_conversations_in_once() {
+    let dir = tempfile::tempdir().expect("a work dir");
+    let legacy = dir.path().join("daedalus-sessions.sqlite");
+    {
+        let old = SqliteStore::open(legacy.to_str().expect("utf-8")).expect("the old file");
+        let mut asked = row(RowRole::User, "the code is 4711", RowStatus::Complete);
+        asked.message_id = Some("m-before".into());
+        old.append(
+            "ctx-kept",
+            vec![asked, row(RowRole::Assistant, "noted", RowStatus::Complete)],
+        )
+        .await
+        .expect("written");
+    }
+    let rt = support::process::runtime()
+        .env_remove("SESSIONS_DB")
+        .env("WORK_DIR", dir.path().to_str().expect("utf-8"))
+        .start();
+    let task: serde_json::Value = reqwest::Client::new()
+        .post(rt.url("/"))
+        .json(
+            &json!({"message": {"messageId": "m-after", "contextId": "ctx-kept",
+            "role": "user", "parts": [{"text": "what was the code?"}]},
+            "configuration": {"historyLength": 10}}),
+        )
+        .send()
+        .await
+        .expect("answered")
+        .json()
+        .await
+        .expect("a task");
+    let history = task["history"].as_array().expect("history");
+    assert_eq!(history[0]["messageId"], "m-before", "{task}");
+    assert_eq!(history.len(), 4, "{task}");
+    assert!(!legacy.exists(), "the old file is read once");
+    let metrics = reqwest::get(rt.url("/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    let commits = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("daedalus_runtime_store_commits_total{store=\"tasks\"} "))
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("the store's commits are counted:\n{metrics}"));
+    assert!(commits > 0);
+    assert!(
+        !metrics.contains("store=\"sessions\""),
+        "one store file, one writer"
+    );
+    assert!(
+        dir.path()
+            .join("daedalus-sessions.sqlite.imported")
+            .exists()
+    );
+    drop(rt);
+    let kept = SqliteStore::open(
+        dir.path()
+            .join("daedalus-tasks.sqlite")
+            .to_str()
+            .expect("utf-8"),
+    )
+    .expect("the task store's file");
+    let rows = kept.rows("ctx-kept", usize::MAX).await.expect("rows");
+    assert_eq!(
+        rows.len(),
+        4,
+        "the conversation and its new turn in one file"
+    );
 }

@@ -58,9 +58,9 @@ pub(super) struct Cli {
     /// Writable workspace (default: /workspace, or the current directory if that is absent).
     #[arg(long, env = "WORK_DIR", global = true)]
     pub(super) work_dir: Option<PathBuf>,
-    /// The session store: a SQLite file (default: <WORK_DIR>/daedalus-sessions.sqlite),
-    /// `:memory:`, `nats://host:4222[/bucket]` (a JetStream KV bucket shared by replicas), or
-    /// `off`.
+    /// The session store: a SQLite file (default: the task store's file when that is SQLite,
+    /// else <WORK_DIR>/daedalus-sessions.sqlite), `:memory:`, `nats://host:4222[/bucket]` (a
+    /// JetStream KV bucket shared by replicas), or `off`.
     #[arg(long, env = "SESSIONS_DB", global = true)]
     pub(super) sessions_db: Option<String>,
     /// Where A2A tasks and their running turns are kept: a SQLite file (default:

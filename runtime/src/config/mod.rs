@@ -448,8 +448,13 @@ fn cli_is_silent(cli: &Cli, id: &str) -> bool {
     }
 }
 
-/// The task store and the conversation store (`None`: `SESSIONS_DB=off`) the settings name,
-/// by default SQLite files in `work_dir`.
+/// The file conversations were kept in by default before they moved into the task store's
+/// (read into it once at startup, [`crate::lifecycle`]'s `open_stores`).
+pub const LEGACY_SESSIONS_FILE: &str = "daedalus-sessions.sqlite";
+
+/// The task store and the conversation store (`None`: `SESSIONS_DB=off`) the settings name.
+/// By default both live in one SQLite file in `work_dir` (conversations in the task store's
+/// file, whenever that is a SQLite file), so a turn's writes share one writer and its commits.
 fn stores_in(
     cli: &Cli,
     work_dir: &std::path::Path,
@@ -469,7 +474,10 @@ fn stores_in(
             Some(value) => Some(SessionsDb::parse(value).map_err(|why| {
                 ConfigError::invalid(&key_of("sessions_db", "--sessions-db"), why)
             })?),
-            None => Some(SessionsDb::Sqlite(in_work_dir("daedalus-sessions.sqlite"))),
+            None => Some(SessionsDb::Sqlite(match &tasks_db {
+                TasksDb::Sqlite { path } => path.clone(),
+                TasksDb::Memory | TasksDb::NatsKv { .. } => in_work_dir(LEGACY_SESSIONS_FILE),
+            })),
         };
     Ok((tasks_db, sessions_db))
 }

@@ -27,23 +27,34 @@ pub async fn run_reloading(
     shutdown: impl Future<Output = ()> + Send,
     reloads: reload::Reloader,
 ) -> Result<(), RunError> {
-    let sessions = startup::open_conversation_store(&config).await?;
-    let fleet = startup::build_fleet(&config, sessions.as_ref())?;
-    let core = startup::build_core(&config, fleet, sessions);
-    run_core(listener, config, core, shutdown, reloads).await
+    let stores = startup::open_stores(&config).await?;
+    let fleet = startup::build_fleet(&config, stores.conversations.as_ref())?;
+    let core = startup::build_core(&config, fleet, stores.conversations.clone());
+    run_core(listener, config, core, stores, shutdown, reloads).await
 }
 
-/// [`run_reloading`] over a prepared core (the seam tests swap the fleet at).
+/// [`run_reloading`] over a prepared core and its opened stores (the seam tests swap the
+/// fleet at).
 pub async fn run_core(
     listener: TcpListener,
     config: Config,
     core: Core,
+    stores: startup::Stores,
     shutdown: impl Future<Output = ()> + Send,
     mut reloads: reload::Reloader,
 ) -> Result<(), RunError> {
     let bound = listener.local_addr().map_err(RunError::Listener)?;
+    if let Some(file) = &stores.conversations_file {
+        core.metrics().watch_store("sessions", file.stats());
+    }
     startup::authenticate_callers(&config, &core).await?;
-    Box::pin(startup::attach_tasks(&config, &core, bound)).await?;
+    Box::pin(startup::attach_tasks(
+        &config,
+        &core,
+        stores.file.as_ref(),
+        bound,
+    ))
+    .await?;
     let a2a = startup::a2a_face(&config, core.clone(), bound)?;
     let mcp = startup::plan_mcp(&config, &core, bound);
     let mut servers = startup::serve_main_port(listener, &config, a2a.clone(), &mcp);

@@ -1,7 +1,7 @@
 //! Startup, as named steps, and shutdown. [`super::run::run`] calls them in order:
 //!
-//! 1. [`open_conversation_store`]: the conversation store (`SESSION_STORE`), with rows a crash
-//!    left `pending` marked `error`;
+//! 1. [`open_stores`]: the task store's SQLite file and the conversation store (by default in
+//!    that one file), with rows a crash left `pending` marked `error`;
 //! 2. [`build_core`]: the fleet of agents over it, the turn service, metrics and preflight;
 //! 3. [`serve_main_port`]: the A2A face, every agent's MCP endpoint, the registry and
 //!    `/metrics` on the bound listener;
@@ -34,6 +34,7 @@ use crate::platform::metrics;
 use crate::services::state::Core;
 use crate::services::turns::TurnLimits;
 use crate::stores::conversations::{self, ConversationStore};
+use crate::stores::sqlite_file::SqliteFile;
 use crate::stores::tasks;
 
 /// Why the runtime could not start.
@@ -64,16 +65,68 @@ pub enum RunError {
 /// How long a provider preflight result is trusted before `/healthz` probes again.
 pub const PREFLIGHT_TTL: std::time::Duration = std::time::Duration::from_mins(5);
 
-/// Opens the configured session store and marks rows a crash left `pending` as `error`.
-pub async fn open_conversation_store(
-    config: &Config,
-) -> Result<Option<Arc<dyn ConversationStore>>, RunError> {
-    let store: Arc<dyn ConversationStore> = match &config.sessions_db {
-        None => return Ok(None),
-        Some(SessionsDb::Sqlite(path)) => Arc::new(
-            conversations::SqliteStore::open_with_ttl(path, config.session_ttl)
-                .map_err(RunError::ConversationStore)?,
+/// The stores the configuration names, each opened once: the SQLite file `TASKS_DB` names (by
+/// default the one file every store lives in) and the conversation store.
+#[derive(Debug, Default)]
+pub struct Stores {
+    /// The task store's SQLite file, open (`None` for memory or a NATS KV bucket).
+    pub file: Option<SqliteFile>,
+    /// The conversations' SQLite file, when it is another than the task store's.
+    pub conversations_file: Option<SqliteFile>,
+    /// The conversation store (`None`: `SESSIONS_DB=off`).
+    pub conversations: Option<Arc<dyn ConversationStore>>,
+}
+
+/// Opens the stores the configuration names: the task store's SQLite file, and the
+/// conversation store in it when `SESSIONS_DB` names the same file (the default), with rows a
+/// crash left `pending` marked `error`. Conversations an earlier version kept in a file of
+/// their own beside it are read into it once.
+pub async fn open_stores(config: &Config) -> Result<Stores, RunError> {
+    let file = match &config.tasks_db {
+        TasksDb::Sqlite { path } => Some(
+            SqliteFile::open(path)
+                .map_err(|e| RunError::Tasks(tasks::BackendError::new(path.clone(), e)))?,
         ),
+        TasksDb::Memory | TasksDb::NatsKv { .. } => None,
+    };
+    let (conversations, conversations_file) =
+        open_conversation_store(config, file.as_ref()).await?;
+    Ok(Stores {
+        file,
+        conversations_file,
+        conversations,
+    })
+}
+
+/// Opens the configured conversation store (in `file` when `SESSIONS_DB` names it; its own
+/// file, answered too, when another) and marks rows a crash left `pending` as `error`.
+async fn open_conversation_store(
+    config: &Config,
+    file: Option<&SqliteFile>,
+) -> Result<(Option<Arc<dyn ConversationStore>>, Option<SqliteFile>), RunError> {
+    let mut own_file = None;
+    let store: Arc<dyn ConversationStore> = match &config.sessions_db {
+        None => return Ok((None, None)),
+        Some(SessionsDb::Sqlite(path)) => {
+            let backend = RunError::ConversationStore;
+            if let Some(file) = file.filter(|f| f.path() == path) {
+                let store =
+                    conversations::SqliteStore::on(file, config.session_ttl).map_err(backend)?;
+                import_legacy_conversations(&store, path)?;
+                Arc::new(store)
+            } else {
+                let opened = SqliteFile::open(path).map_err(|e| {
+                    RunError::ConversationStore(conversations::StoreError::Backend {
+                        location: path.clone(),
+                        source: e.into(),
+                    })
+                })?;
+                let store =
+                    conversations::SqliteStore::on(&opened, config.session_ttl).map_err(backend)?;
+                own_file = Some(opened);
+                Arc::new(store)
+            }
+        }
         Some(SessionsDb::NatsKv { url, bucket }) => {
             // A pending row younger than the longest a turn may run can belong to another
             // replica's running turn.
@@ -97,14 +150,47 @@ pub async fn open_conversation_store(
             "a previous run stopped mid-turn; its pending rows are now marked error"
         );
     }
-    Ok(Some(store))
+    Ok((Some(store), own_file))
+}
+
+/// Reads the conversations an earlier version kept beside the task store's file at
+/// `tasks_path` (`daedalus-sessions.sqlite`, its default then) into `store`, once: only into
+/// a store that has none yet, and the old file is renamed `….imported` after.
+fn import_legacy_conversations(
+    store: &conversations::SqliteStore,
+    tasks_path: &str,
+) -> Result<(), RunError> {
+    let Some(dir) = std::path::Path::new(tasks_path).parent() else {
+        return Ok(());
+    };
+    let legacy = dir.join(crate::config::LEGACY_SESSIONS_FILE);
+    if !legacy.is_file() {
+        return Ok(());
+    }
+    let imported = store.import(&legacy).map_err(RunError::ConversationStore)?;
+    let moved = legacy.with_extension("sqlite.imported");
+    if let Err(e) = std::fs::rename(&legacy, &moved) {
+        tracing::warn!(error = %e, file = %legacy.display(), "the old conversation file could not be renamed; it is read again (and skipped) at the next start");
+    }
+    tracing::info!(
+        rows = imported,
+        from = %legacy.display(),
+        into = tasks_path,
+        "conversations kept in a file of their own by an earlier version now live in the task store's file"
+    );
+    Ok(())
 }
 
 /// Opens the task backend `TASKS_DB` names (a SQLite file in `WORK_DIR` by default), and reads
 /// its tasks back: the turns this replica left running are queued to resume (or failed,
 /// saying the runtime restarted, when they cannot be). On a NATS KV store the
 /// replica joins the others sharing it (its lease, the bucket's watch, the relay).
-pub async fn attach_tasks(config: &Config, core: &Core, bound: SocketAddr) -> Result<(), RunError> {
+pub async fn attach_tasks(
+    config: &Config,
+    core: &Core,
+    file: Option<&SqliteFile>,
+    bound: SocketAddr,
+) -> Result<(), RunError> {
     let replica = config
         .replica_id
         .clone()
@@ -118,9 +204,18 @@ pub async fn attach_tasks(config: &Config, core: &Core, bound: SocketAddr) -> Re
             return Ok(());
         }
         TasksDb::Sqlite { path } => {
-            let backend = tasks::SqliteTasks::open(path, config.task_ttl, config.max_tasks)
+            let opened;
+            let file = if let Some(file) = file {
+                file
+            } else {
+                opened = SqliteFile::open(path)
+                    .map_err(|e| RunError::Tasks(tasks::BackendError::new(path.clone(), e)))?;
+                &opened
+            };
+            core.metrics().watch_store("tasks", file.stats());
+            let backend = tasks::SqliteTasks::on(file, config.task_ttl, config.max_tasks)
                 .map_err(RunError::Tasks)?;
-            save_budgets(core, path)?;
+            save_budgets(core, file)?;
             let push = crate::services::push::sqlite::SqlitePush::beside(&backend).await;
             let failed = store
                 .attach(Arc::new(backend), &replica)
@@ -180,11 +275,11 @@ async fn share_budgets(
     Ok(())
 }
 
-/// Keeps the budgets' usage in the tasks' SQLite file at `path` (what this replica spent
-/// before a restart read back), its writer supervised.
-fn save_budgets(core: &Core, path: &str) -> Result<(), RunError> {
+/// Keeps the budgets' usage in the task store's SQLite `file` (what this replica spent before
+/// a restart read back), its writer supervised.
+fn save_budgets(core: &Core, file: &SqliteFile) -> Result<(), RunError> {
     let saved =
-        crate::agents::budgets::saved::SavedUsage::open(path).map_err(RunError::BudgetUsage)?;
+        crate::agents::budgets::saved::SavedUsage::on(file).map_err(RunError::BudgetUsage)?;
     let book = Arc::clone(core.turns().budget_book());
     book.save_to(Arc::new(saved))
         .map_err(RunError::BudgetUsage)?;

@@ -5,13 +5,15 @@
 //! - [`conversations`]: a conversation's messages, across tasks and restarts.
 //! - [`mcp_sessions`]: the live MCP sessions of every agent's MCP face, bounded in count and
 //!   bytes.
-//! - [`kv_bucket`]: a JetStream KV bucket opened as asked; [`sqlite_writer`]: the SQLite
-//!   stores' one writer thread and its group commit.
+//! - [`sqlite_file`]: the default store, one SQLite file every store above may live in, with
+//!   its one writer ([`sqlite_writer`]: a thread and its group commit); [`kv_bucket`]: a
+//!   JetStream KV bucket opened as asked.
 //!
 //! May import: `platform`.
 
 pub mod conversations;
 pub mod kv_bucket;
 pub mod mcp_sessions;
+pub mod sqlite_file;
 pub mod sqlite_writer;
 pub mod tasks;

@@ -56,14 +56,11 @@ impl BudgetBook {
             return;
         }
         let now = (self.clock)();
-        let (saved, rows) = (Arc::clone(saved), changed.clone());
-        let written = tokio::task::spawn_blocking(move || saved.save(&rows, now)).await;
-        let failed = match written {
-            Ok(Ok(())) => return,
-            Ok(Err(e)) => e.to_string(),
-            Err(e) => e.to_string(),
-        };
-        tracing::warn!(error = failed, "budget usage not saved; trying again");
+        if let Err(e) = saved.save(changed.clone(), now).await {
+            tracing::warn!(error = %e, "budget usage not saved; trying again");
+        } else {
+            return;
+        }
         self.usage().changed_again(changed);
     }
 

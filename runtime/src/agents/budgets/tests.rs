@@ -319,7 +319,10 @@ fn saved_book(yaml: &str, path: &str, clock: &Arc<AtomicU64>) -> Arc<BudgetBook>
     let plan: BudgetPlan = serde_saphyr::from_str(yaml).expect("a plan");
     let clock = Arc::clone(clock);
     let book = BudgetBook::with_clock(Some(plan), Arc::new(move || clock.load(Ordering::SeqCst)));
-    let saved = saved::SavedUsage::open(path).expect("the table");
+    let saved = saved::SavedUsage::on(
+        &crate::stores::sqlite_file::SqliteFile::open(path).expect("the file"),
+    )
+    .expect("the table");
     book.save_to(Arc::new(saved)).expect("read back");
     Arc::new(book)
 }
@@ -403,7 +406,10 @@ async fn the_saver_writes_changed_windows_while_it_runs() {
     let read_back = loop {
         tries += 1;
         assert!(tries < 100, "the writer saved nothing in ten seconds");
-        let saved = saved::SavedUsage::open(path).expect("the table");
+        let saved = saved::SavedUsage::on(
+            &crate::stores::sqlite_file::SqliteFile::open(path).expect("the file"),
+        )
+        .expect("the table");
         let windows = saved.load(now.load(Ordering::SeqCst)).expect("read");
         if let Some(window) = windows.first() {
             break window.3.used;

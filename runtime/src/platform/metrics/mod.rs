@@ -21,9 +21,12 @@ use prometheus_client::registry::Registry;
 
 mod exposition;
 mod process;
+mod stores;
 
 pub use exposition::{CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE, prometheus_text, wants_openmetrics};
 use process::ProcessCollector;
+use stores::StoreCollector;
+pub use stores::StoreFigures;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct AgentLabel {
@@ -163,6 +166,7 @@ fn call_buckets() -> Histogram {
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
+    stores: StoreCollector,
     pub agent_info: Family<AgentInfo, Gauge>,
     pub send_message: Family<AgentOutcome, Counter>,
     pub send_message_duration: Histograms<AgentLabel>,
@@ -241,14 +245,21 @@ impl Metrics {
             budget_refusals: Family::default(),
             budget_remaining: Family::default(),
             registry,
+            stores: StoreCollector::default(),
         };
         let mut m = m;
         m.register_agents();
         m.register_turns();
         m.register_mcp_sessions();
         m.registry.register_collector(Box::new(ProcessCollector));
+        m.registry.register_collector(Box::new(m.stores.clone()));
         m.register_budgets();
         m
+    }
+
+    /// Reports what store `name`'s writer has done (`daedalus_runtime_store_*{store}`).
+    pub fn watch_store(&self, name: &'static str, figures: impl StoreFigures + 'static) {
+        self.stores.watch(name, Box::new(figures));
     }
 
     /// The agents' own: their info, MCP `send_message` calls, model round-trips and tokens,

@@ -7,7 +7,6 @@
 //! With a retention (`SESSION_TTL`), contexts whose newest row is older than it are deleted:
 //! swept by the writer at most once per sweep interval, so no other background task is needed.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -15,6 +14,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use super::message::ToolCall;
 use super::{ConversationStore, NewRow, Row, RowRole, RowStatus, StoreError};
+use crate::stores::sqlite_file::SqliteFile;
 use crate::stores::sqlite_writer::GroupCommit;
 
 const SCHEMA: &str = "
@@ -80,53 +80,100 @@ impl SqliteStore {
 
     /// [`SqliteStore::open`], deleting contexts idle for longer than `ttl`.
     pub fn open_with_ttl(path: &str, ttl: Option<Duration>) -> Result<Self, StoreError> {
+        let file = SqliteFile::open(path).map_err(|e| StoreError::Backend {
+            location: path.to_owned(),
+            source: e.into(),
+        })?;
+        Self::on(&file, ttl)
+    }
+
+    /// The conversations in `file` (their table made, or migrated, if needed), deleting
+    /// contexts idle for longer than `ttl`: at once, then swept between two rounds.
+    pub fn on(file: &SqliteFile, ttl: Option<Duration>) -> Result<Self, StoreError> {
+        let path = file.path();
         let fail = |e: rusqlite::Error| StoreError::Backend {
             location: path.to_owned(),
             source: e.into(),
         };
-        if path != ":memory:"
-            && let Some(dir) = Path::new(path)
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-        {
-            std::fs::create_dir_all(dir).map_err(|e| StoreError::Backend {
-                location: path.to_owned(),
-                source: e.into(),
-            })?;
-        }
-        let conn = connect(path).map_err(fail)?;
+        let writer = file.writer().clone();
         let ttl = ttl.filter(|t| !t.is_zero());
-        if let Some(ttl) = ttl {
-            let removed = delete_idle(&conn, ttl).map_err(fail)?;
-            if removed > 0 {
-                tracing::info!(
-                    rows = removed,
-                    "deleted conversations idle for longer than SESSION_TTL"
-                );
-            }
+        let removed = writer
+            .setup(|conn| -> rusqlite::Result<u64> {
+                conn.execute_batch(SCHEMA)?;
+                migrate(conn)?;
+                ttl.map_or(Ok(0), |ttl| delete_idle(conn, ttl))
+            })
+            .map_err(fail)?;
+        if removed > 0 {
+            tracing::info!(
+                rows = removed,
+                "deleted conversations idle for longer than SESSION_TTL"
+            );
         }
-        let mut swept = Instant::now();
-        let sweep = move |conn: &Connection| {
-            let Some(ttl) = ttl else { return };
-            let interval = (ttl / 10).clamp(Duration::from_secs(1), SWEEP_EVERY_AT_MOST);
-            if swept.elapsed() < interval {
-                return;
-            }
-            swept = Instant::now();
-            if let Err(e) = delete_idle(conn, ttl) {
-                tracing::error!(error = %e, "the session store cannot delete idle conversations");
-            }
-        };
-        let writer = GroupCommit::start("sessions-sqlite", conn, sweep).map_err(|e| {
-            StoreError::Backend {
-                location: path.to_owned(),
-                source: format!("cannot start the store's writer: {e}").into(),
-            }
-        })?;
+        if let Some(ttl) = ttl {
+            let mut swept = Instant::now();
+            writer.add_sweep(move |conn: &Connection| {
+                let interval = (ttl / 10).clamp(Duration::from_secs(1), SWEEP_EVERY_AT_MOST);
+                if swept.elapsed() < interval {
+                    return;
+                }
+                swept = Instant::now();
+                if let Err(e) = delete_idle(conn, ttl) {
+                    tracing::error!(error = %e, "the session store cannot delete idle conversations");
+                }
+            });
+        }
         Ok(Self {
             location: path.to_owned(),
             writer,
         })
+    }
+
+    /// Reads every row of the conversation file at `legacy` (one an earlier version kept apart
+    /// from the tasks) into this store, ids and all, when this store holds no row yet; answers
+    /// how many rows came (`0`: this store had rows of its own, and nothing was read).
+    pub fn import(&self, legacy: &std::path::Path) -> Result<u64, StoreError> {
+        let fail = |e: rusqlite::Error| StoreError::Backend {
+            location: legacy.display().to_string(),
+            source: e.into(),
+        };
+        // The old file's schema brought up to this version's first, by a connection of its own.
+        let old = Connection::open(legacy).map_err(fail)?;
+        old.execute_batch(SCHEMA).map_err(fail)?;
+        migrate(&old).map_err(fail)?;
+        drop(old);
+        let path = legacy.to_string_lossy().into_owned();
+        self.writer
+            .setup(|conn| -> rusqlite::Result<u64> {
+                let empty: bool =
+                    conn.query_row("SELECT NOT EXISTS (SELECT 1 FROM messages)", [], |r| {
+                        r.get(0)
+                    })?;
+                if !empty {
+                    return Ok(0);
+                }
+                conn.execute("ATTACH DATABASE ?1 AS legacy", params![path])?;
+                let copied = conn.execute_batch("BEGIN").and_then(|()| {
+                    let copied = conn.execute(
+                        "INSERT INTO messages (id, context, turn, role, content, message_id,
+                             tool_calls, tool_call_id, is_error, status, created_at)
+                         SELECT id, context, turn, role, content, message_id,
+                             tool_calls, tool_call_id, is_error, status, created_at
+                         FROM legacy.messages",
+                        [],
+                    )?;
+                    conn.execute_batch("COMMIT")?;
+                    Ok(copied)
+                });
+                if copied.is_err() {
+                    let _ = conn.execute_batch("ROLLBACK");
+                }
+                let detached = conn.execute_batch("DETACH DATABASE legacy");
+                let copied = copied?;
+                detached?;
+                Ok(u64::try_from(copied).unwrap_or(0))
+            })
+            .map_err(fail)
     }
 
     /// Deletes every context whose newest row is older than `idle`; returns how many rows went.
@@ -148,14 +195,6 @@ impl SqliteStore {
                 source: e.into(),
             })
     }
-}
-
-/// Opens the connection the writer owns, with its settings, schema and migrations.
-fn connect(path: &str) -> rusqlite::Result<Connection> {
-    let conn = crate::stores::sqlite_writer::connect(path)?;
-    conn.execute_batch(SCHEMA)?;
-    migrate(&conn)?;
-    Ok(conn)
 }
 
 #[async_trait]

@@ -274,7 +274,9 @@ async fn a_file_from_before_message_ids_gets_the_column_and_keeps_its_rows() {
 #[test]
 fn a_turns_statements_are_prepared_once() {
     use rusqlite::StatementStatus;
-    let mut conn = connect(":memory:").unwrap();
+    let mut conn = crate::stores::sqlite_writer::connect(":memory:").unwrap();
+    conn.execute_batch(SCHEMA).unwrap();
+    migrate(&conn).unwrap();
     for round in 0..3 {
         let tx = conn.transaction().unwrap();
         for job in 0..3 {
@@ -302,4 +304,47 @@ fn a_turns_statements_are_prepared_once() {
         assert_eq!(statement.get_status(StatementStatus::Run), 9, "{sql}");
         assert_eq!(statement.get_status(StatementStatus::RePrepare), 0, "{sql}");
     }
+}
+
+/// Conversations an earlier version kept in a file of their own are read into the task
+/// store's file once, ids and all; a store that has rows of its own reads nothing.
+#[tokio::test]
+async fn an_earlier_versions_conversation_file_is_read_in_once_with_its_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let legacy = dir.path().join("daedalus-sessions.sqlite");
+    let ids = {
+        let old = SqliteStore::open(legacy.to_str().unwrap()).unwrap();
+        let mut asked = new_row(RowRole::User, "from before", RowStatus::Complete);
+        asked.message_id = Some("m-old".into());
+        old.append(
+            "ctx-old",
+            vec![
+                asked,
+                new_row(RowRole::Assistant, "answered before", RowStatus::Complete),
+            ],
+        )
+        .await
+        .unwrap()
+    };
+    let path = dir.path().join("daedalus-tasks.sqlite");
+    let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
+    assert_eq!(store.import(&legacy).unwrap(), 2);
+    let rows = store.rows("ctx-old", usize::MAX).await.unwrap();
+    assert_eq!(rows.iter().map(|r| r.id).collect::<Vec<_>>(), ids);
+    assert_eq!(rows[0].message_id.as_deref(), Some("m-old"));
+    assert_eq!(rows[1].content, "answered before");
+    // New rows follow the old ones.
+    let next = store
+        .append(
+            "ctx-new",
+            vec![new_row(RowRole::User, "now", RowStatus::Complete)],
+        )
+        .await
+        .unwrap();
+    assert!(next[0] > ids[1], "{next:?} after {ids:?}");
+    assert_eq!(
+        store.import(&legacy).unwrap(),
+        0,
+        "a store with rows reads none"
+    );
 }

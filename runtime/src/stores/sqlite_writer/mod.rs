@@ -5,6 +5,9 @@
 //! cost a share of one commit instead of a commit each. The conversation store and the task
 //! store (with the push records beside it) each have one.
 //!
+//! Every store kept in one file shares its one writer ([`crate::stores::sqlite_file`]), so the
+//! writes of one turn (its task, its conversation, what push and budgets keep) share rounds.
+//!
 //! **Who commits.** The writer's own thread: it commits every waiting job in each round, so
 //! no worker of the async runtime is held by SQLite. (Committing a lone call on its caller's
 //! thread, to spare the two thread switches, was measured: no gain at one request in flight,
@@ -86,6 +89,8 @@ struct Shared {
     closed: AtomicBool,
     /// The writer's thread, once started.
     thread: std::sync::OnceLock<std::thread::Thread>,
+    /// The file's write-ahead log (none for `:memory:`).
+    wal: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -130,13 +135,9 @@ pub enum WriterError {
 
 impl GroupCommit {
     /// Starts the writer `name` on `conn` (from [`connect`]): its thread, and the thread that
-    /// checkpoints its file; `before_round` runs on the connection when the writer's thread
-    /// wakes (a retention sweep that is due, say).
-    pub fn start(
-        name: &str,
-        mut conn: Connection,
-        before_round: impl FnMut(&Connection) + Send + 'static,
-    ) -> std::io::Result<Self> {
+    /// checkpoints its file; each sweep added ([`GroupCommit::add_sweep`]) runs on the
+    /// connection when the writer's thread wakes (a retention sweep that is due, say).
+    pub fn start(name: &str, mut conn: Connection) -> std::io::Result<Self> {
         // The checkpoints' own connection, opened here so that a file the writer can open
         // but the checkpoints cannot is an error at startup, not a WAL that only grows.
         let checkpointing = match conn.path().filter(|p| !p.is_empty()) {
@@ -147,11 +148,16 @@ impl GroupCommit {
         if checkpointing.is_some() {
             checkpoints::cap(&mut conn, Arc::clone(&counts)).map_err(std::io::Error::other)?;
         }
+        let wal = conn
+            .path()
+            .filter(|p| !p.is_empty())
+            .map(|p| std::path::PathBuf::from(format!("{p}-wal")));
         let shared = Arc::new(Shared {
+            wal,
             queue: Mutex::new(Vec::new()),
             writer: Mutex::new(Writer {
                 conn,
-                before_round: Box::new(before_round),
+                sweeps: Vec::new(),
             }),
             rounds: Arc::new(AtomicU64::new(0)),
             checkpoints: counts,
@@ -214,6 +220,32 @@ impl GroupCommit {
         answered.await.unwrap_or(Err(WriterError::Stopped))
     }
 
+    /// Runs `sweep` on the connection each time the writer's thread wakes, before its round
+    /// (a store's retention: it decides itself whether it is due).
+    pub fn add_sweep(&self, sweep: impl FnMut(&Connection) + Send + 'static) {
+        self.handle
+            .shared
+            .lock_writer()
+            .sweeps
+            .push(Box::new(sweep));
+    }
+
+    /// Runs `setup` on the connection now, outside any round, while no round runs (a store
+    /// making its tables, counting its rows, sweeping at open).
+    pub fn setup<T>(&self, setup: impl FnOnce(&Connection) -> T) -> T {
+        setup(&self.handle.shared.lock_writer().conn)
+    }
+
+    /// What the writer has done so far, read at any time (the metrics' store figures).
+    pub fn stats(&self) -> WriterStats {
+        let shared = &self.handle.shared;
+        WriterStats {
+            rounds: Arc::clone(&shared.rounds),
+            checkpoints: Arc::clone(&shared.checkpoints),
+            wal: shared.wal.clone(),
+        }
+    }
+
     /// Jobs queued and not yet taken into a round.
     pub fn queued(&self) -> usize {
         self.handle.shared.lock_queue().len()
@@ -265,6 +297,10 @@ impl Shared {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn lock_writer(&self) -> MutexGuard<'_, Writer> {
+        self.writer.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Up to [`JOBS_PER_COMMIT`] waiting jobs, oldest first.
     fn take_batch(&self) -> Vec<Job> {
         let mut queue = self.lock_queue();
@@ -309,14 +345,17 @@ impl Shared {
         loop {
             std::thread::park_timeout(WRITER_TICK);
             {
-                let mut guard = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut guard = self.lock_writer();
                 let writer = &mut *guard;
-                // A sweep that panics is skipped, not the writer: its thread serves every call.
-                let swept = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    (writer.before_round)(&writer.conn);
-                }));
-                if swept.is_err() {
-                    tracing::error!("a SQLite store's sweep panicked; the writer goes on");
+                for sweep in &mut writer.sweeps {
+                    // A sweep that panics is skipped, not the writer: its thread serves every
+                    // call.
+                    let swept = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        sweep(&writer.conn);
+                    }));
+                    if swept.is_err() {
+                        tracing::error!("a SQLite store's sweep panicked; the writer goes on");
+                    }
                 }
             }
             self.commit_rounds();
@@ -353,10 +392,41 @@ where
     }
 }
 
+/// What runs on the connection between rounds: a store's retention sweep.
+type Sweep = Box<dyn FnMut(&Connection) + Send>;
+
 /// The connection and what runs on it between rounds.
 struct Writer {
     conn: Connection,
-    before_round: Box<dyn FnMut(&Connection) + Send>,
+    sweeps: Vec<Sweep>,
+}
+
+/// What a writer has done so far: its rounds (each a commit), its checkpoints, and its WAL.
+#[derive(Debug, Clone)]
+pub struct WriterStats {
+    rounds: Arc<AtomicU64>,
+    checkpoints: Arc<checkpoints::Counts>,
+    wal: Option<std::path::PathBuf>,
+}
+
+impl crate::platform::metrics::StoreFigures for WriterStats {
+    /// Transactions committed (or tried).
+    fn commits(&self) -> u64 {
+        self.rounds.load(Ordering::Relaxed)
+    }
+
+    /// WAL checkpoints run on the file.
+    fn checkpoints(&self) -> u64 {
+        self.checkpoints.runs.load(Ordering::Relaxed)
+    }
+
+    /// The WAL's size now, in bytes (`0` for a file in memory, or a WAL not there).
+    fn wal_bytes(&self) -> u64 {
+        self.wal
+            .as_ref()
+            .and_then(|wal| std::fs::metadata(wal).ok())
+            .map_or(0, |m| m.len())
+    }
 }
 
 impl Writer {

@@ -4,6 +4,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::{GroupCommit, WriterError, connect};
+use crate::platform::metrics::StoreFigures;
 
 /// A writer on a fresh file `name` in `dir`, with one table.
 fn writer_on(dir: &tempfile::TempDir, name: &str) -> (GroupCommit, String) {
@@ -11,10 +12,7 @@ fn writer_on(dir: &tempfile::TempDir, name: &str) -> (GroupCommit, String) {
     let conn = connect(&path).unwrap();
     conn.execute_batch("CREATE TABLE rows (id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
         .unwrap();
-    (
-        GroupCommit::start("test-writer", conn, |_| {}).unwrap(),
-        path,
-    )
+    (GroupCommit::start("test-writer", conn).unwrap(), path)
 }
 
 /// Inserts one row of `bytes` bytes; answers the name of the thread the job ran on.
@@ -179,10 +177,33 @@ async fn a_sweep_that_panics_does_not_stop_the_writer() {
     let conn = connect(&path).unwrap();
     conn.execute_batch("CREATE TABLE rows (id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
         .unwrap();
-    let writer = GroupCommit::start("test-writer", conn, |_| panic!("a broken sweep")).unwrap();
+    let writer = GroupCommit::start("test-writer", conn).unwrap();
+    writer.add_sweep(|_| panic!("a broken sweep"));
+    // A second sweep still runs after the first panicked.
+    let (ran, swept) = mpsc::channel();
+    writer.add_sweep(move |_| {
+        let _ = ran.send(());
+    });
     for _ in 0..3 {
         // A writer that died would leave the call waiting: bounded, so the test fails instead.
         let answered = tokio::time::timeout(Duration::from_secs(10), insert(&writer, 10)).await;
         assert_eq!(answered.unwrap().as_deref(), Some("test-writer"));
     }
+    swept
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the sweep after the broken one ran");
+}
+
+/// Each round is one commit, counted where the metrics read it.
+#[tokio::test]
+async fn the_writers_commits_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (writer, _) = writer_on(&dir, "counted.sqlite");
+    let stats = writer.stats();
+    let before = stats.commits();
+    for _ in 0..3 {
+        insert(&writer, 10).await;
+    }
+    assert_eq!(stats.commits() - before, 3);
+    assert!(stats.wal_bytes() > 0, "the file's WAL holds the commits");
 }

@@ -7,7 +7,6 @@
 //! between two commits, and a whole-table sweep there stalled every request behind it. The
 //! file's [`GroupCommit`] writer commits: the writes of turns running at once share a commit.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -18,6 +17,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::backend::{
     BackendError, StoredTask, TaskBackend, TurnStep, Versioned, WriteError, now_ms,
 };
+use crate::stores::sqlite_file::SqliteFile;
 use crate::stores::sqlite_writer::{GroupCommit, JobError};
 
 const SCHEMA: &str = "
@@ -75,36 +75,37 @@ pub struct SqliteTasks {
 }
 
 impl SqliteTasks {
-    /// Opens (creating if needed) the file at `path`, and drops what the limits no longer
-    /// allow.
+    /// Opens (creating if needed) the file at `path` with tasks alone in it, and drops what
+    /// the limits no longer allow.
     pub fn open(path: &str, ttl: Duration, max_tasks: usize) -> Result<Self, BackendError> {
+        let file = SqliteFile::open(path).map_err(|e| BackendError::new(path, e))?;
+        Self::on(&file, ttl, max_tasks)
+    }
+
+    /// The tasks in `file` (their tables made if absent), and drops what the limits no longer
+    /// allow; from then on, after every [`SWEEP_EVERY`] writes, between two rounds.
+    pub fn on(file: &SqliteFile, ttl: Duration, max_tasks: usize) -> Result<Self, BackendError> {
+        let path = file.path();
         let fail =
             |source: Box<dyn std::error::Error + Send + Sync>| BackendError::new(path, source);
-        if path != ":memory:"
-            && let Some(dir) = Path::new(path)
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-        {
-            std::fs::create_dir_all(dir).map_err(|e| fail(e.into()))?;
-        }
-        let open = || -> rusqlite::Result<Connection> {
-            let conn = crate::stores::sqlite_writer::connect(path)?;
-            conn.execute_batch(SCHEMA)?;
-            if !has_revision(&conn)? {
-                conn.execute_batch(ADD_REVISION)?;
-            }
-            Ok(conn)
-        };
-        let conn = open().map_err(|e| fail(e.into()))?;
-        let count: i64 = conn
-            .query_row("SELECT COUNT(*) FROM a2a_tasks", [], |row| row.get(0))
+        let writer = file.writer().clone();
+        let rows = writer
+            .setup(|conn| -> rusqlite::Result<Arc<AtomicU64>> {
+                conn.execute_batch(SCHEMA)?;
+                if !has_revision(conn)? {
+                    conn.execute_batch(ADD_REVISION)?;
+                }
+                let count: i64 =
+                    conn.query_row("SELECT COUNT(*) FROM a2a_tasks", [], |row| row.get(0))?;
+                let rows = Arc::new(AtomicU64::new(u64::try_from(count).unwrap_or(0)));
+                sweep(conn, ttl, max_tasks, &rows)?;
+                Ok(rows)
+            })
             .map_err(|e| fail(e.into()))?;
-        let rows = Arc::new(AtomicU64::new(u64::try_from(count).unwrap_or(0)));
-        sweep(&conn, ttl, max_tasks, &rows).map_err(|e| fail(e.into()))?;
         let written = Arc::new(AtomicU64::new(0));
         let (counted, sweep_rows) = (Arc::clone(&written), Arc::clone(&rows));
         let mut swept = Instant::now();
-        let sweep_if_due = move |conn: &Connection| {
+        writer.add_sweep(move |conn: &Connection| {
             if counted.load(Ordering::Relaxed) < SWEEP_EVERY || swept.elapsed() < SWEEP_PAUSE {
                 return;
             }
@@ -113,9 +114,7 @@ impl SqliteTasks {
             if let Err(e) = sweep(conn, ttl, max_tasks, &sweep_rows) {
                 tracing::error!(error = %e, "the task store cannot drop old tasks");
             }
-        };
-        let writer = GroupCommit::start("tasks-sqlite", conn, sweep_if_due)
-            .map_err(|e| fail(format!("cannot start the store's writer: {e}").into()))?;
+        });
         Ok(Self {
             location: path.to_owned(),
             writer,
@@ -346,9 +345,13 @@ mod tests {
         };
         assert_eq!(error.location, path.to_str().unwrap());
         let source = std::error::Error::source(&error).expect("a source");
+        let opening = source
+            .downcast_ref::<crate::stores::sqlite_file::OpenError>()
+            .expect("the file's opening failed");
+        let underneath = std::error::Error::source(opening).expect("its source");
         assert!(
-            source.downcast_ref::<std::io::Error>().is_some(),
-            "the file system's error: {source:?}"
+            underneath.downcast_ref::<std::io::Error>().is_some(),
+            "the file system's error: {underneath:?}"
         );
     }
 
