@@ -10,7 +10,12 @@
 //!   checkpoints;
 //! - **a passthrough turn**: the zero-config agent, no model: the task's begin and end alone.
 //!
-//! Target: durability costs at most 10% of the turns per second.
+//! Beside each row: what one turn wrote to disk (`/proc/<pid>/io` `write_bytes` over the run:
+//! the WAL's appends and the checkpoints' copies into the file) and the store's commits per
+//! turn (`daedalus_runtime_store_commits_total`).
+//!
+//! Targets (issue 64): durability costs at most 25% on a passthrough turn and 5% on a tool
+//! turn; a passthrough turn writes at most 8 KiB at 16 in flight.
 //!
 //! Run: `cargo bench -p daedalus-runtime --bench durable_turns`.
 
@@ -42,6 +47,45 @@ async fn load(url: &str, in_flight: usize) -> Figures {
     load::jsonrpc(url, in_flight, None, WARM_UP, TURNS).await
 }
 
+/// Bytes process `pid` has had written to disk so far (`/proc/<pid>/io`).
+fn written(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .ok()
+        .and_then(|io| {
+            io.lines()
+                .find_map(|l| l.strip_prefix("write_bytes:"))
+                .and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The commits the runtime at `url` made on its default store so far (0 on memory).
+async fn commits(url: &str) -> u64 {
+    let Ok(response) = reqwest::get(format!("{url}/metrics")).await else {
+        return 0;
+    };
+    response
+        .text()
+        .await
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("daedalus_runtime_store_commits_total{store=\"tasks\"} "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A run's figures, and what each of its turns wrote: KiB to disk, commits.
+async fn measured(target: &RuntimeProcess, in_flight: usize) -> (Figures, f64, f64) {
+    let pid = target.pid().expect("running");
+    let (bytes, made) = (written(pid), commits(&target.url()).await);
+    let figures = load(&format!("{}/", target.url()), in_flight).await;
+    #[expect(clippy::cast_precision_loss, reason = "figures for people")]
+    let per_turn = |n: u64| n as f64 / (WARM_UP + TURNS) as f64;
+    let kib = per_turn(written(pid) - bytes) / 1024.0;
+    let commits = per_turn(commits(&target.url()).await - made);
+    (figures, kib, commits)
+}
+
 fn main() {
     let rt = tokio::runtime::Runtime::new().expect("a tokio runtime");
     rt.block_on(async {
@@ -71,30 +115,34 @@ fn main() {
         }
 
         println!("\nJSON-RPC SendMessage, {TURNS} turns per row after {WARM_UP} to warm up, best of {ROUNDS} alternated runs\n");
-        println!("| turn | in flight | task store | turns/s | p50 | p99 |");
-        println!("|---|---|---|---|---|---|");
+        println!("| turn | in flight | task store | turns/s | p50 | p99 | KiB written / turn | commits / turn |");
+        println!("|---|---|---|---|---|---|---|---|");
         let mut verdicts = Vec::new();
         for (kind, tools) in [("tool turn", true), ("passthrough", false)] {
             for in_flight in [1, 16] {
                 let mut figures = vec![Vec::new(); runtimes.len()];
+                let mut writes = vec![(0.0, 0.0); runtimes.len()];
                 for _ in 0..ROUNDS {
                     for (i, (_, tool_turns, passthrough)) in runtimes.iter().enumerate() {
                         let target = if tools { tool_turns } else { passthrough };
-                        figures[i].push(load(&format!("{}/", target.url()), in_flight).await);
+                        let (f, kib, commits) = measured(target, in_flight).await;
+                        figures[i].push(f);
+                        writes[i] = (kib, commits);
                     }
                 }
                 let best: Vec<Figures> = figures.iter().map(|f| best(f)).collect();
-                for ((name, ..), f) in runtimes.iter().zip(&best) {
+                for (((name, ..), f), (kib, commits)) in runtimes.iter().zip(&best).zip(&writes) {
                     println!(
-                        "| {kind} | {in_flight} | {name} | {:.0} | {:.3} ms | {:.3} ms |",
+                        "| {kind} | {in_flight} | {name} | {:.0} | {:.3} ms | {:.3} ms | {kib:.1} | {commits:.2} |",
                         f.rate, f.p50_ms, f.p99_ms
                     );
                 }
                 let cost = 100.0 * (1.0 - best[1].rate / best[0].rate);
+                let target = if tools { 5.0 } else { 25.0 };
                 verdicts.push(format!(
                     "{kind}, {in_flight} in flight: durability costs {cost:.1}% of the turns per second \
-                     (target at most 10%: {}); p99 {:.3} ms against {:.3} ms",
-                    if cost <= 10.0 { "met" } else { "NOT met" },
+                     (target at most {target}%: {}); p99 {:.3} ms against {:.3} ms",
+                    if cost <= target { "met" } else { "NOT met" },
                     best[1].p99_ms,
                     best[0].p99_ms,
                 ));

@@ -44,6 +44,7 @@ pub async fn run_core(
     mut reloads: reload::Reloader,
 ) -> Result<(), RunError> {
     let bound = listener.local_addr().map_err(RunError::Listener)?;
+    core.turns().commit_conversations_with_tasks(stores.shared);
     if let Some(file) = &stores.conversations_file {
         core.metrics().watch_store("sessions", file.stats());
     }

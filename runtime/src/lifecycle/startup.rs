@@ -73,6 +73,8 @@ pub struct Stores {
     pub file: Option<SqliteFile>,
     /// The conversations' SQLite file, when it is another than the task store's.
     pub conversations_file: Option<SqliteFile>,
+    /// The conversations live in the task store's file, on its writer.
+    pub shared: bool,
     /// The conversation store (`None`: `SESSIONS_DB=off`).
     pub conversations: Option<Arc<dyn ConversationStore>>,
 }
@@ -91,9 +93,13 @@ pub async fn open_stores(config: &Config) -> Result<Stores, RunError> {
     };
     let (conversations, conversations_file) =
         open_conversation_store(config, file.as_ref()).await?;
+    let shared = conversations.is_some()
+        && conversations_file.is_none()
+        && matches!(&config.sessions_db, Some(SessionsDb::Sqlite(path)) if file.as_ref().is_some_and(|f| f.path() == path));
     Ok(Stores {
         file,
         conversations_file,
+        shared,
         conversations,
     })
 }

@@ -5,6 +5,7 @@
 //! - [`conversations`]: a conversation's messages, across tasks and restarts.
 //! - [`mcp_sessions`]: the live MCP sessions of every agent's MCP face, bounded in count and
 //!   bytes.
+//! - [`turn_writes`]: what a turn writes that is committed with its end.
 //! - [`sqlite_file`]: the default store, one SQLite file every store above may live in, with
 //!   its one writer ([`sqlite_writer`]: a thread and its group commit); [`kv_bucket`]: a
 //!   JetStream KV bucket opened as asked.
@@ -17,3 +18,4 @@ pub mod mcp_sessions;
 pub mod sqlite_file;
 pub mod sqlite_writer;
 pub mod tasks;
+pub mod turn_writes;

@@ -69,6 +69,8 @@ pub struct AgentRequest {
     pub resume: Option<Checkpoint>,
     /// The budgets the turn's model calls are held to (`budgets:`); sub-agents share it.
     pub budget: crate::agents::budgets::TurnBudget,
+    /// Where the turn's writes that its end commits wait ([`TurnWrites::now`]: none do).
+    pub writes: crate::stores::turn_writes::TurnWrites,
 }
 
 /// What a caller may change for one turn, with mcpctl's names on the wire (MCP `send_message`
@@ -155,6 +157,7 @@ impl AgentRequest {
             checkpoints: Checkpoints::default(),
             resume: None,
             budget: crate::agents::budgets::TurnBudget::unlimited(),
+            writes: crate::stores::turn_writes::TurnWrites::now(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! A conversation for agents that keep none themselves (the `passthrough` models): each turn's
 //! user text and answer are written to the session store under the turn's context, together
-//! when the turn ends (one store call; a failed turn's text is kept as `error`), so tasks
+//! when the turn ends (one store call, committed with the turn's end where the turn waits for
+//! it: [`crate::stores::turn_writes`]; a failed turn's text is kept as `error`), so tasks
 //! with the same `contextId` continue one conversation across restarts (contract level 3,
 //! session resume) and `history` shows it, as for an LLM agent. A text longer than
 //! [`KEPT_TEXT`] is kept cut there, saying how much was left out: an echo model's conversation
@@ -83,14 +84,16 @@ impl<A: Agent> Agent for Remembering<A> {
         // shown only with its answer anyway.
         let mut transcript = Transcript::new(self.sessions.clone(), &request.context_id);
         transcript.user_at_settle(kept(request.message.text()), &request.message.message_id);
+        let writes = request.writes.clone();
         let outcome = self.inner.run(request, cancel).await;
         let answer = answer_text(&outcome);
         let answered = answer.is_some();
         if let Some(text) = answer {
             transcript.answer(kept(text));
         }
-        // Boxed: the store call's future would otherwise be room in every held turn's.
-        Box::pin(transcript.settle(answered)).await;
+        // With the turn's end where it waits for it (one commit for both); boxed: the store
+        // call's future would otherwise be room in every held turn's.
+        Box::pin(transcript.settle_with(answered, &writes)).await;
         outcome
     }
 

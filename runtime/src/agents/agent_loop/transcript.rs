@@ -9,6 +9,7 @@ use crate::agents::llm::ToolCall;
 use crate::stores::conversations::{
     self, Conversation, ConversationStore, NewRow, RowRole, RowStatus,
 };
+use crate::stores::turn_writes::TurnWrites;
 
 /// The rows of one turn in one conversation.
 #[derive(Debug)]
@@ -147,19 +148,48 @@ impl Transcript {
         self.write(rows).await;
     }
 
-    /// Writes the answer, if any, and marks this turn's rows `complete` (`ok`) or `error`.
-    pub(crate) async fn settle(self, ok: bool) {
+    /// Writes the answer, if any, and marks this turn's rows `complete` (`ok`) or `error`:
+    /// with the turn's end, where `writes` waits for it ([`TurnWrites`]), else now.
+    pub(crate) async fn settle_with(self, ok: bool, writes: &TurnWrites) {
+        if !writes.wait_for_the_end() {
+            return self.settle(ok).await;
+        }
         let Some(store) = &self.store else { return };
+        let (status, staged) = Self::closing(self.staged, ok);
+        if self.written.is_empty() && staged.is_empty() {
+            return;
+        }
+        let finished = store
+            .finish_later(&self.context, &self.written, staged, status)
+            .await;
+        let context = self.context;
+        writes
+            .hold(Box::pin(async move {
+                if let Err(e) = finished.await {
+                    tracing::error!(error = %e, context = %context, "cannot settle the conversation's rows");
+                }
+            }))
+            .await;
+    }
+
+    /// The status a turn's rows end with, and its staged rows with it.
+    fn closing(staged: Vec<NewRow>, ok: bool) -> (RowStatus, Vec<NewRow>) {
         let status = if ok {
             RowStatus::Complete
         } else {
             RowStatus::Error
         };
-        let staged: Vec<NewRow> = self
-            .staged
+        let staged = staged
             .into_iter()
             .map(|row| NewRow { status, ..row })
             .collect();
+        (status, staged)
+    }
+
+    /// Writes the answer, if any, and marks this turn's rows `complete` (`ok`) or `error`.
+    pub(crate) async fn settle(self, ok: bool) {
+        let Some(store) = &self.store else { return };
+        let (status, staged) = Self::closing(self.staged, ok);
         if self.written.is_empty() && staged.is_empty() {
             return;
         }

@@ -52,7 +52,10 @@ pub(super) async fn send(
         let handle = turns.start(turn).await.map_err(|e| refusal(&e))?;
         return Ok(sse::respond(handle, turns.hold()));
     }
-    let task: Task = turns.run(turn).await.map_err(|e| refusal(&e))?;
+    let task: Task = turns
+        .run(turn.answered_when_it_ends())
+        .await
+        .map_err(|e| refusal(&e))?;
     Ok(Json(task).into_response())
 }
 

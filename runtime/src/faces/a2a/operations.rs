@@ -212,9 +212,11 @@ pub(super) async fn send_message(
     request: SendMessageRequest,
 ) -> Result<SendMessageResponse, A2aError> {
     let turns = state.core().turns();
-    let (handle, history_length, return_immediately) = prepare(state, headers, caller, request)?
-        .start(state)
-        .await?;
+    let mut send = prepare(state, headers, caller, request)?;
+    if !send.return_immediately {
+        send.turn = send.turn.answered_when_it_ends();
+    }
+    let (handle, history_length, return_immediately) = send.start(state).await?;
     let task_id = handle.task_id().to_owned();
     if return_immediately {
         // The turn goes on; the task as it stands is working (GetTask, SubscribeToTask and

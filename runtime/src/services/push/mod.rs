@@ -520,6 +520,12 @@ impl StoreObserver for Observer {
             inner.stored(task, revision, false);
         }
     }
+
+    fn watches(&self, task_id: &str) -> bool {
+        self.0
+            .upgrade()
+            .is_some_and(|inner| lock(&inner.book).contains_key(task_id))
+    }
 }
 
 #[cfg(test)]

@@ -59,19 +59,20 @@ fn parse(body: &str) -> serde_json::Result<PushRecord> {
 impl PushBackend for SqlitePush {
     async fn load(&self, task_id: &str) -> Result<Option<(PushRecord, u64)>, BackendError> {
         let task_id = task_id.to_owned();
-        self.with(move |db| {
-            let row = db.prepare_cached(LOAD).and_then(|mut load| {
-                load.query_row(params![task_id], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+        self.tasks
+            .read(move |db| {
+                let row = db.prepare_cached(LOAD).and_then(|mut load| {
+                    load.query_row(params![task_id], |r| {
+                        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+                    })
+                    .optional()
+                })?;
+                row.map(|(body, revision)| {
+                    Ok((parse(&body)?, u64::try_from(revision).unwrap_or_default()))
                 })
-                .optional()
-            })?;
-            row.map(|(body, revision)| {
-                Ok((parse(&body)?, u64::try_from(revision).unwrap_or_default()))
+                .transpose()
             })
-            .transpose()
-        })
-        .await
+            .await
     }
 
     async fn write(&self, record: &PushRecord, expected: u64) -> Result<u64, WriteError> {
@@ -106,20 +107,26 @@ impl PushBackend for SqlitePush {
     }
 
     async fn all(&self) -> Result<Vec<(PushRecord, u64)>, BackendError> {
-        self.with(|db| {
-            let mut rows = db.prepare("SELECT body, revision FROM a2a_push")?;
-            let read = rows.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
-            let mut out = Vec::new();
-            for row in read {
-                let (body, revision) = row?;
-                match parse(&body) {
-                    Ok(record) => out.push((record, u64::try_from(revision).unwrap_or_default())),
-                    Err(e) => tracing::warn!(error = %e, "an unreadable push record was skipped"),
+        self.tasks
+            .read(|db| {
+                let mut rows = db.prepare("SELECT body, revision FROM a2a_push")?;
+                let read =
+                    rows.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+                let mut out = Vec::new();
+                for row in read {
+                    let (body, revision) = row?;
+                    match parse(&body) {
+                        Ok(record) => {
+                            out.push((record, u64::try_from(revision).unwrap_or_default()));
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "an unreadable push record was skipped");
+                        }
+                    }
                 }
-            }
-            Ok(out)
-        })
-        .await
+                Ok(out)
+            })
+            .await
     }
 }
 
@@ -180,7 +187,12 @@ mod tests {
         assert_eq!(again.all().await.unwrap().len(), 1);
         assert_eq!(again.write(&record("t", &[]), second).await.unwrap(), 0);
         assert!(again.load("t").await.unwrap().is_none());
-        assert_eq!(runs_of(&again, [LOAD, DELETE_AT]).await, [2, 1]);
+        assert_eq!(runs_of(&again, [DELETE_AT]).await, [1]);
+        assert_eq!(
+            reads_of(&again, [LOAD]).await,
+            [2],
+            "loads run on the readers' connection"
+        );
     }
 
     /// How often each cached statement ran: every run of a write or a load counts only if
@@ -195,5 +207,19 @@ mod tests {
         })
         .await
         .unwrap()
+    }
+
+    /// [`runs_of`], of the statements reads run (on the readers' connection).
+    async fn reads_of<const N: usize>(db: &SqlitePush, statements: [&'static str; N]) -> [i32; N] {
+        db.tasks
+            .read(move |conn| {
+                Ok(statements.map(|sql| {
+                    conn.prepare_cached(sql)
+                        .unwrap()
+                        .get_status(StatementStatus::Run)
+                }))
+            })
+            .await
+            .unwrap()
     }
 }

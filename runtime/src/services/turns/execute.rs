@@ -20,6 +20,7 @@ use super::{CANCEL_SETTLE, TurnError, task};
 use crate::agents::agent_loop::{Agent, AgentOutcome, AgentRequest, Checkpoints};
 use crate::platform::metrics::StateLabel;
 use crate::stores::tasks::{TaskTurn, TurnStop};
+use crate::stores::turn_writes::TurnWrites;
 
 /// Whether `task` (task `task_id` as it stands) takes a turn now: one turn of a task at a
 /// time, on every replica; the standard bindings (`replay` off) take no message for a finished
@@ -87,7 +88,11 @@ impl TurnService {
         started: Started,
     ) -> Result<Finished, TurnError> {
         let task_id = request.message.effective_task_id().to_owned();
-        let mut turn = self.0.tasks.open_turn(&task_id).await;
+        let mut turn = if request.names_a_new_task {
+            self.0.tasks.open_new_turn(&task_id).await
+        } else {
+            self.0.tasks.open_turn(&task_id).await
+        };
         let standing = turn.task();
         let resuming = resumed_record(&turn, request.resume.take(), &task_id)?;
         if standing.is_some() && !request.caller.may_see(turn.principal().as_ref()) {
@@ -127,6 +132,9 @@ impl TurnService {
         if let Some(record) = &record {
             turn.keeps_record(record.to_json());
         }
+        if request.heard == super::request::Heard::WhenItEnds {
+            turn.begins_with_its_end();
+        }
         let log = Box::pin(turn.begin(working, stop.clone())).await?;
         // Named only now: whoever learns the id finds the task, on any replica.
         let out = started.name(&task_id, &context_id).with_log(log);
@@ -140,6 +148,16 @@ impl TurnService {
             agent_request.checkpoints = Checkpoints::new(Arc::clone(checkpoints) as _);
         }
         agent_request.resume = resuming.and_then(|r| r.checkpoint);
+        // What the agent writes that its end commits (the conversation): one commit for both,
+        // where the two stores share a writer.
+        if self
+            .0
+            .conversations_commit_with_tasks
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            agent_request.writes = TurnWrites::with_the_end();
+        }
+        let writes = agent_request.writes.clone();
         let lock = self.0.conversations.get(key.as_str());
         let _turn = lock.lock().await;
         let asked = Asked::by(&request);
@@ -155,9 +173,13 @@ impl TurnService {
             )
             .await;
         let Some(turn) = Self::after_run(turn, &ran, checkpoints.as_deref(), &task_id).await else {
+            writes.committed().await;
             return Err(TurnError::HandedOff(task_id));
         };
-        self.end_turn(agent, turn, &out, ran, history, asked).await
+        let ended = self.end_turn(agent, turn, &out, ran, history, asked).await;
+        // Queued before the end's write, so committed with it (or before): here at once.
+        writes.committed().await;
+        ended
     }
 
     /// Ends a turn its agent ran: the task stored with its messages and the message answered

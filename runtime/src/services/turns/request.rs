@@ -33,6 +33,17 @@ pub struct Origin {
     pub trace: TraceHeaders,
 }
 
+/// When a turn's caller hears of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Heard {
+    /// As it runs: its ids, events or state may leave the runtime before it ends (a stream, a
+    /// send that returns at once, the MCP face's progress).
+    AsItRuns,
+    /// When it ends (a blocking send): nothing of it leaves the runtime before, so its begin
+    /// may be committed with its end.
+    WhenItEnds,
+}
+
 /// One turn, as a face asks for it: made by the constructor of the face's binding
 /// ([`TurnRequest::contract`], [`TurnRequest::standard`], [`TurnRequest::mcp`]), which sets
 /// the rules that binding keeps, then told what the caller asked for.
@@ -69,6 +80,11 @@ pub struct TurnRequest {
     /// For an A2A task left running by a runtime that stopped: the record it goes on from,
     /// instead of starting the turn over (durable turns, [`super::record`]).
     pub(super) resume: Option<super::record::Resume>,
+    /// When the caller hears of the turn.
+    pub(super) heard: Heard,
+    /// The task is one the runtime just named (a standard send's new task): no task of its
+    /// id can be stored yet.
+    pub(super) names_a_new_task: bool,
 }
 
 impl TurnRequest {
@@ -88,6 +104,8 @@ impl TurnRequest {
             caller: Caller::Anyone,
             conversation: None,
             resume: None,
+            heard: Heard::AsItRuns,
+            names_a_new_task: false,
         }
     }
 
@@ -134,6 +152,14 @@ impl TurnRequest {
     ) -> Self {
         self.sampling = sampling;
         self.controls = controls;
+        self
+    }
+
+    /// The caller waits for the turn's answer and hears nothing of it before (a blocking
+    /// send: no stream, no return at once): the turn may commit its begin with its end.
+    #[must_use]
+    pub fn answered_when_it_ends(mut self) -> Self {
+        self.heard = Heard::WhenItEnds;
         self
     }
 

@@ -68,6 +68,9 @@ pub(super) struct Inner {
     pub(super) cancel: CancellationToken,
     /// What each principal, tenant and agent may spend, and what they spent.
     pub(super) budgets: Arc<crate::agents::budgets::BudgetBook>,
+    /// The conversation store shares the task store's writer (the default: one SQLite
+    /// file): a turn's conversation is committed with its end.
+    pub(super) conversations_commit_with_tasks: std::sync::atomic::AtomicBool,
 }
 
 impl TurnService {
@@ -97,6 +100,7 @@ impl TurnService {
             inflight: TaskTracker::new(),
             cancel: CancellationToken::new(),
             budgets,
+            conversations_commit_with_tasks: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -416,6 +420,15 @@ impl TurnService {
     /// The budget book (to share its usage with the other replicas, and close it).
     pub fn budget_book(&self) -> &Arc<crate::agents::budgets::BudgetBook> {
         &self.0.budgets
+    }
+
+    /// The conversation store shares the task store's writer (one SQLite file): a turn's
+    /// conversation rows are committed with its end, in one commit. Otherwise each store
+    /// commits its own, the conversation first.
+    pub fn commit_conversations_with_tasks(&self, shared: bool) {
+        self.0
+            .conversations_commit_with_tasks
+            .store(shared, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn set_budgets(&self, plan: Option<crate::config::deployment::budgets::BudgetPlan>) {

@@ -35,7 +35,9 @@ impl TurnService {
         turn: TurnRequest,
         webhook: Option<TaskPushNotificationConfig>,
     ) -> Result<TaskHandle, SendError> {
-        let fresh = uuid::Uuid::new_v4().to_string();
+        // Time-ordered (UUID v7): a new task's row and index entries go at the end of the
+        // store's b-trees, where turns committed together share pages.
+        let fresh = uuid::Uuid::now_v7().to_string();
         Box::pin(self.send_standard_as(push, turn, webhook, fresh)).await
     }
 
@@ -54,6 +56,7 @@ impl TurnService {
             task_id
         } else {
             turn.message.task_id = Some(fresh.clone());
+            turn.names_a_new_task = true;
             fresh
         };
         let pushed = if let Some(config) = webhook {

@@ -36,7 +36,8 @@ pub(super) fn resolve_context(
         }),
         (Some(known), _) => Ok(known.to_owned()),
         (None, Some(given)) if !given.is_empty() => Ok(given.clone()),
-        (None, _) => Ok(uuid::Uuid::new_v4().to_string()),
+        // Time-ordered, as new task ids: its conversation's rows go at the end of the store.
+        (None, _) => Ok(uuid::Uuid::now_v7().to_string()),
     }
 }
 

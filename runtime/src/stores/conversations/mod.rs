@@ -140,6 +140,19 @@ pub trait ConversationStore: Send + Sync + std::fmt::Debug + 'static {
         self.set_status(context, ids, status).await?;
         Ok(appended)
     }
+    /// [`ConversationStore::finish`], committed with the turn's end where the store can: a
+    /// store on the task store's writer queues it to join the end's commit and answers at once
+    /// (what it answers is there once committed); any other makes it now.
+    async fn finish_later(
+        &self,
+        context: &str,
+        ids: &[i64],
+        rows: Vec<NewRow>,
+        status: RowStatus,
+    ) -> crate::stores::turn_writes::Pending<Result<Vec<i64>, StoreError>> {
+        let finished = self.finish(context, ids, rows, status).await;
+        Box::pin(async move { finished })
+    }
     /// The last `last` rows of `context` (all of them with `usize::MAX`), by turn.
     async fn rows(&self, context: &str, last: usize) -> Result<Vec<Row>, StoreError>;
     /// Compaction: removes every row of `context` up to and including turn `through`, and,

@@ -60,6 +60,7 @@ const SWEEP_EVERY_AT_MOST: Duration = Duration::from_hours(1);
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     location: String,
+    file: SqliteFile,
     pub(super) writer: GroupCommit,
 }
 
@@ -125,6 +126,7 @@ impl SqliteStore {
         }
         Ok(Self {
             location: path.to_owned(),
+            file: file.clone(),
             writer,
         })
     }
@@ -231,10 +233,38 @@ impl ConversationStore for SqliteStore {
         .await
     }
 
+    async fn finish_later(
+        &self,
+        context: &str,
+        ids: &[i64],
+        rows: Vec<NewRow>,
+        status: RowStatus,
+    ) -> crate::stores::turn_writes::Pending<Result<Vec<i64>, StoreError>> {
+        let (context, ids) = (context.to_owned(), ids.to_vec());
+        let later = self.writer.later(move |tx| {
+            let appended = insert_rows(tx, &context, rows)?;
+            update_status(tx, &context, &ids, status)?;
+            Ok::<_, rusqlite::Error>(appended)
+        });
+        let location = self.location.clone();
+        Box::pin(async move {
+            later.committed().await.map_err(|e| StoreError::Backend {
+                location,
+                source: e.into(),
+            })
+        })
+    }
+
     async fn rows(&self, context: &str, last: usize) -> Result<Vec<Row>, StoreError> {
         let context = context.to_owned();
         let last = i64::try_from(last).unwrap_or(i64::MAX);
-        self.with(move |tx| recent_rows(tx, &context, last)).await
+        self.file
+            .read(move |conn| recent_rows(conn, &context, last).map_err(Into::into))
+            .await
+            .map_err(|e| StoreError::Backend {
+                location: self.location.clone(),
+                source: e.into(),
+            })
     }
 
     async fn compact(
@@ -306,7 +336,7 @@ fn insert_rows(
 }
 
 /// The last `last` rows of `context`, oldest first.
-fn recent_rows(tx: &Transaction<'_>, context: &str, last: i64) -> rusqlite::Result<Vec<Row>> {
+fn recent_rows(tx: &Connection, context: &str, last: i64) -> rusqlite::Result<Vec<Row>> {
     let mut stmt = tx.prepare_cached(RECENT_ROWS)?;
     let rows = stmt.query_map(params![context, last], |r| {
         let role: String = r.get(2)?;

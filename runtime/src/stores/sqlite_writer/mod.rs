@@ -77,8 +77,10 @@ impl Drop for Handle {
 
 /// What every caller and the writer's thread share.
 struct Shared {
-    /// Jobs waiting for a round.
-    queue: Mutex<Vec<Job>>,
+    /// Jobs waiting for a round, and when the oldest of them was queued.
+    queue: Mutex<Queued>,
+    /// A caller woke the writer since it last looked (a call awaited, a later one awaited).
+    woken: AtomicBool,
     /// The connection, held by whoever commits a round.
     writer: Mutex<Writer>,
     /// Transactions committed (or tried).
@@ -154,7 +156,8 @@ impl GroupCommit {
             .map(|p| std::path::PathBuf::from(format!("{p}-wal")));
         let shared = Arc::new(Shared {
             wal,
-            queue: Mutex::new(Vec::new()),
+            queue: Mutex::new(Queued::default()),
+            woken: AtomicBool::new(false),
             writer: Mutex::new(Writer {
                 conn,
                 sweeps: Vec::new(),
@@ -205,6 +208,30 @@ impl GroupCommit {
     where
         E: Into<JobError> + 'static,
     {
+        self.queue(work).committed().await
+    }
+
+    /// Queues `work` without waking the writer: it joins the next round a call that is awaited
+    /// wakes (or the writer's own, within [`WRITER_TICK`]), so the writes of a turn share the
+    /// commit of its end. What it answers is there once that round is committed; awaiting it
+    /// ([`Later::committed`]) commits it now, with whatever else waits.
+    pub fn later<T: Send + 'static, E>(
+        &self,
+        work: impl FnOnce(&Transaction<'_>) -> Result<T, E> + Send + 'static,
+    ) -> Later<T>
+    where
+        E: Into<JobError> + 'static,
+    {
+        self.queue(work)
+    }
+
+    fn queue<T: Send + 'static, E>(
+        &self,
+        work: impl FnOnce(&Transaction<'_>) -> Result<T, E> + Send + 'static,
+    ) -> Later<T>
+    where
+        E: Into<JobError> + 'static,
+    {
         let (answer, answered) = oneshot::channel::<Result<T, WriterError>>();
         let job: Job = Box::new(move |tx| {
             let result = match tx {
@@ -216,8 +243,10 @@ impl GroupCommit {
             })
         });
         self.handle.shared.push(job);
-        self.handle.shared.wake_writer();
-        answered.await.unwrap_or(Err(WriterError::Stopped))
+        Later {
+            answered,
+            shared: Arc::downgrade(&self.handle.shared),
+        }
     }
 
     /// Runs `sweep` on the connection each time the writer's thread wakes, before its round
@@ -248,7 +277,7 @@ impl GroupCommit {
 
     /// Jobs queued and not yet taken into a round.
     pub fn queued(&self) -> usize {
-        self.handle.shared.lock_queue().len()
+        self.handle.shared.lock_queue().jobs.len()
     }
 
     /// Transactions committed (or tried).
@@ -283,18 +312,35 @@ impl GroupCommit {
 
 impl Shared {
     fn push(&self, job: Job) {
-        self.lock_queue().push(job);
+        let mut queue = self.lock_queue();
+        if queue.jobs.is_empty() {
+            queue.since = Some(std::time::Instant::now());
+        }
+        queue.jobs.push(job);
     }
 
     /// Wakes the writer's thread (a wake before it parks is kept: it does not park then).
     fn wake_writer(&self) {
+        self.woken.store(true, Ordering::Release);
         if let Some(thread) = self.thread.get() {
             thread.unpark();
         }
     }
 
-    fn lock_queue(&self) -> MutexGuard<'_, Vec<Job>> {
+    fn lock_queue(&self) -> MutexGuard<'_, Queued> {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether the writer should commit what waits now: a caller woke it, or what waits was
+    /// queued for later at least a [`WRITER_TICK`] ago and nobody awaited it (a later call
+    /// that its turn waits for is never committed alone by the tick that happens to fall
+    /// between it and the turn's end).
+    fn due(&self) -> bool {
+        self.woken.swap(false, Ordering::AcqRel)
+            || self
+                .lock_queue()
+                .since
+                .is_some_and(|since| since.elapsed() >= WRITER_TICK)
     }
 
     fn lock_writer(&self) -> MutexGuard<'_, Writer> {
@@ -304,22 +350,24 @@ impl Shared {
     /// Up to [`JOBS_PER_COMMIT`] waiting jobs, oldest first.
     fn take_batch(&self) -> Vec<Job> {
         let mut queue = self.lock_queue();
-        let batch: Vec<Job> = if queue.len() <= JOBS_PER_COMMIT {
-            std::mem::take(&mut *queue)
+        let batch: Vec<Job> = if queue.jobs.len() <= JOBS_PER_COMMIT {
+            std::mem::take(&mut queue.jobs)
         } else {
-            queue.drain(..JOBS_PER_COMMIT).collect()
+            queue.jobs.drain(..JOBS_PER_COMMIT).collect()
         };
+        queue.since = (!queue.jobs.is_empty()).then(std::time::Instant::now);
         batch
     }
 
     fn is_idle(&self) -> bool {
-        self.lock_queue().is_empty()
+        self.lock_queue().jobs.is_empty()
     }
 
-    /// Commits rounds while jobs wait. No job is left behind: a job is queued before the
-    /// thread is unparked, and the thread looks at the queue after every round.
-    fn commit_rounds(&self) {
-        while !self.is_idle() {
+    /// Commits rounds while jobs wait and are due (all of them when `closing`). No job is
+    /// left behind: a job is queued before the thread is unparked, and the thread looks at
+    /// the queue after every round.
+    fn commit_rounds(&self, closing: bool) {
+        while (closing || self.due()) && !self.is_idle() {
             let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
             let batch = self.take_batch();
             if !batch.is_empty() {
@@ -358,8 +406,9 @@ impl Shared {
                     }
                 }
             }
-            self.commit_rounds();
-            if self.closed.load(Ordering::Acquire) && self.is_idle() {
+            let closing = self.closed.load(Ordering::Acquire);
+            self.commit_rounds(closing);
+            if closing && self.is_idle() {
                 return;
             }
         }
@@ -389,6 +438,38 @@ where
             let _ = tx.execute_batch("ROLLBACK TO job; RELEASE job");
             Err(WriterError::Job(e.into()))
         }
+    }
+}
+
+/// The jobs waiting for a round.
+#[derive(Default)]
+struct Queued {
+    jobs: Vec<Job>,
+    /// When the oldest of them was queued.
+    since: Option<std::time::Instant>,
+}
+
+/// A call queued to join a later round ([`GroupCommit::later`]).
+#[must_use = "a write queued for later is committed by the next round, and answers there"]
+pub struct Later<T> {
+    answered: oneshot::Receiver<Result<T, WriterError>>,
+    shared: std::sync::Weak<Shared>,
+}
+
+impl<T> std::fmt::Debug for Later<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Later")
+    }
+}
+
+impl<T> Later<T> {
+    /// Its result, once committed: the writer is woken for it, and the round takes what else
+    /// waits with it.
+    pub async fn committed(self) -> Result<T, WriterError> {
+        if let Some(shared) = self.shared.upgrade() {
+            shared.wake_writer();
+        }
+        self.answered.await.unwrap_or(Err(WriterError::Stopped))
     }
 }
 

@@ -207,3 +207,38 @@ async fn the_writers_commits_are_counted() {
     assert_eq!(stats.commits() - before, 3);
     assert!(stats.wal_bytes() > 0, "the file's WAL holds the commits");
 }
+
+/// A call queued for later joins the round of the next call awaited: the two commit together.
+/// Nobody awaiting it, the writer's own tick commits it.
+#[tokio::test]
+async fn a_call_queued_for_later_shares_the_next_awaited_calls_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (writer, _) = writer_on(&dir, "later.sqlite");
+    let stats = writer.stats();
+    let before = stats.commits();
+    let later = writer.later(|tx| {
+        tx.execute("INSERT INTO rows (body) VALUES ('later')", [])?;
+        Ok::<_, rusqlite::Error>(tx.last_insert_rowid())
+    });
+    insert(&writer, 10).await;
+    assert_eq!(stats.commits() - before, 1, "one commit for both");
+    let id = tokio::time::timeout(Duration::from_secs(1), later.committed())
+        .await
+        .expect("answered already")
+        .unwrap();
+    assert_eq!(id, 1, "queued first, written first");
+    assert_eq!(stats.commits() - before, 1, "and no commit of its own");
+
+    let alone = writer.later(|tx| tx.execute("INSERT INTO rows (body) VALUES ('alone')", []));
+    drop(alone);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stats.commits() - before < 2 {
+        assert!(Instant::now() < deadline, "the writer's tick commits it");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let rows = writer
+        .with(|tx| tx.query_row("SELECT COUNT(*) FROM rows", [], |r| r.get::<_, i64>(0)))
+        .await
+        .unwrap();
+    assert_eq!(rows, 3);
+}

@@ -9,6 +9,8 @@
 //! (replicas share the tasks; see [`super::nats_kv`] and [`super::replicas`]).
 
 use async_trait::async_trait;
+
+use crate::stores::turn_writes::Pending;
 use daedalus_contract::{Message, Part, Role, Task, TaskState, TaskStatus};
 use serde::{Deserialize, Serialize};
 
@@ -106,6 +108,15 @@ pub enum WriteError {
     Unavailable(#[from] BackendError),
 }
 
+/// What became of a begin queued for later ([`TaskBackend::begin_later`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BeganLater {
+    /// Committed at this revision.
+    Written(u64),
+    /// Left out: the task's end reached the writer first, and holds it.
+    LeftOut,
+}
+
 /// What a write of a task does to its turn's record besides (durable turns).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TurnStep<'a> {
@@ -145,6 +156,21 @@ pub trait TaskBackend: Send + Sync + std::fmt::Debug + 'static {
             tracing::warn!(task_id = stored.task.id, error = %e, "the turn's record could not be kept");
         }
         Ok(revision)
+    }
+    /// A turn's begin (`stored` at revision `expected`, with the turn's `record`) that need
+    /// not be committed before the turn goes on: on a backend no other process writes, it is
+    /// queued to be committed with the next write of the task (its end, a checkpoint) or any
+    /// write awaited, and left out altogether when the task's end reaches the writer first
+    /// (the end then writes the task from revision `expected`). `None`: this backend writes
+    /// every begin at once ([`TaskBackend::write_with_turn`]).
+    fn begin_later(
+        &self,
+        stored: &StoredTask,
+        expected: u64,
+        record: Option<&str>,
+    ) -> Option<Pending<Result<BeganLater, WriteError>>> {
+        let _ = (stored, expected, record);
+        None
     }
     /// The `limit` most recently written tasks, newest first.
     async fn recent(&self, limit: usize) -> Result<Vec<Versioned>, BackendError>;

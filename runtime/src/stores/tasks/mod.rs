@@ -63,6 +63,9 @@ const READ_TIMEOUT: Duration = Duration::from_secs(3);
 pub trait StoreObserver: Send + Sync + std::fmt::Debug + 'static {
     /// `task` was stored at `revision` (`0` where no backend keeps revisions).
     fn stored(&self, task: &Task, revision: u64);
+    /// Whether it wants to hear of task `task_id`'s states as they are stored (a begin it
+    /// wants is never left for its end's commit).
+    fn watches(&self, task_id: &str) -> bool;
 }
 
 /// What the store may hold in memory.
@@ -190,6 +193,14 @@ impl TaskStore {
             Some(cell) => cell,
             None => self.cell(task_id),
         };
+        let lock = cell.lock_turn().await;
+        TaskTurn::new(self.clone(), task_id, cell, lock)
+    }
+
+    /// [`TaskStore::open_turn`] of a task this runtime just named (a fresh id no task has
+    /// had): nothing to read from the backend.
+    pub(crate) async fn open_new_turn(&self, task_id: &str) -> TaskTurn {
+        let cell = self.cell(task_id);
         let lock = cell.lock_turn().await;
         TaskTurn::new(self.clone(), task_id, cell, lock)
     }
@@ -441,6 +452,52 @@ impl TaskStore {
         let revision = p.backend.write_with_turn(&stored, expected, step).await?;
         self.told_stored(task, revision);
         Ok(revision)
+    }
+
+    /// Writes `task` as [`TaskStore::write`] does, without telling the observer: the caller
+    /// tells it ([`TaskStore::told_stored`]) once what came before is told.
+    async fn write_untold(
+        &self,
+        cell: &TaskCell,
+        task: &Task,
+        answered: Option<&str>,
+        expected: u64,
+        step: backend::TurnStep<'_>,
+    ) -> Result<u64, WriteError> {
+        let Some(p) = self.0.persistence.get() else {
+            return Ok(0);
+        };
+        let mut stored = StoredTask::new(task.clone(), &p.replica, answered.map(str::to_owned));
+        stored.principal = cell.principal();
+        cell.writes(&stored.write_id);
+        p.backend.write_with_turn(&stored, expected, step).await
+    }
+
+    /// The begin of `task` (at `expected`, with the turn's `record`) queued to be committed
+    /// with the turn's end, where the backend can and no observer waits to hear of it
+    /// ([`backend::TaskBackend::begin_later`]): its outcome once committed. `None`: the
+    /// begin is written now.
+    fn begin_later(
+        &self,
+        cell: &TaskCell,
+        task: &Task,
+        answered: Option<&str>,
+        expected: u64,
+        record: Option<&str>,
+    ) -> Option<crate::stores::turn_writes::Pending<Result<backend::BeganLater, WriteError>>> {
+        let p = self.0.persistence.get()?;
+        if self
+            .0
+            .observer
+            .get()
+            .is_some_and(|observer| observer.watches(&task.id))
+        {
+            return None;
+        }
+        let mut stored = StoredTask::new(task.clone(), &p.replica, answered.map(str::to_owned));
+        stored.principal = cell.principal();
+        cell.writes(&stored.write_id);
+        p.backend.begin_later(&stored, expected, record)
     }
 
     fn told_stored(&self, task: &Task, revision: u64) {

@@ -7,18 +7,20 @@
 //! between two commits, and a whole-table sweep there stalled every request behind it. The
 //! file's [`GroupCommit`] writer commits: the writes of turns running at once share a commit.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::backend::{
-    BackendError, StoredTask, TaskBackend, TurnStep, Versioned, WriteError, now_ms,
+    BackendError, BeganLater, StoredTask, TaskBackend, TurnStep, Versioned, WriteError, now_ms,
 };
 use crate::stores::sqlite_file::SqliteFile;
 use crate::stores::sqlite_writer::{GroupCommit, JobError};
+use crate::stores::turn_writes::Pending;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS a2a_tasks (
@@ -41,12 +43,12 @@ const ADD_REVISION: &str = "ALTER TABLE a2a_tasks ADD COLUMN revision INTEGER NO
 
 /// A task as it stands, by id.
 const LOAD: &str = "SELECT body, revision FROM a2a_tasks WHERE id = ?1";
-/// A new task, unless one with its id is there already.
+/// A new task at revision `?5`, unless one with its id is there already.
 const INSERT: &str = "INSERT INTO a2a_tasks (id, owner, updated_ms, body, revision) \
-                      VALUES (?1, ?2, ?3, ?4, 1) ON CONFLICT (id) DO NOTHING";
-/// A task's next revision, if it is still at the one the writer read.
+                      VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (id) DO NOTHING";
+/// A task at revision `?6`, if it still stands at `?5`, the one the writer read.
 const UPDATE_AT: &str = "UPDATE a2a_tasks SET owner = ?2, updated_ms = ?3, body = ?4, \
-                         revision = revision + 1 WHERE id = ?1 AND revision = ?5";
+                         revision = ?6 WHERE id = ?1 AND revision = ?5";
 /// The newest tasks.
 const RECENT: &str = "SELECT body, revision FROM a2a_tasks ORDER BY updated_ms DESC LIMIT ?1";
 
@@ -67,11 +69,27 @@ const SWEEP_PAUSE: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone)]
 pub struct SqliteTasks {
     location: String,
+    file: SqliteFile,
     writer: GroupCommit,
     /// Writes since the last retention sweep.
     writes: Arc<AtomicU64>,
     /// Rows in `a2a_tasks`, counted at open, then as they come and go.
     rows: Arc<AtomicU64>,
+    /// Begins queued for later, by task, until the task's next write takes them.
+    later: Arc<Mutex<HashMap<String, Arc<LaterBegin>>>>,
+}
+
+/// A begin queued for later ([`TaskBackend::begin_later`]), as its job and the task's next
+/// write see it. Both run on the writer's thread, the begin's first (queued first).
+#[derive(Debug)]
+struct LaterBegin {
+    /// The revision the task stood at before the begin.
+    before: u64,
+    /// The task's next write is queued: a begin job that has not run yet leaves the task to
+    /// it (the write holds the begin).
+    overtaken: AtomicBool,
+    /// The begin's job wrote the task (and the next write expects the begin's revision).
+    written: AtomicBool,
 }
 
 impl SqliteTasks {
@@ -117,9 +135,11 @@ impl SqliteTasks {
         });
         Ok(Self {
             location: path.to_owned(),
+            file: file.clone(),
             writer,
             writes: written,
             rows,
+            later: Arc::default(),
         })
     }
 
@@ -131,6 +151,18 @@ impl SqliteTasks {
     ) -> Result<T, BackendError> {
         self.writer
             .with(move |tx| work(tx))
+            .await
+            .map_err(|e| BackendError::new(self.location.clone(), e))
+    }
+
+    /// Runs `read` on the file as the commits so far left it (never through the writer: see
+    /// [`SqliteFile::read`]).
+    pub(crate) async fn read<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&Connection) -> Result<T, JobError> + Send + 'static,
+    ) -> Result<T, BackendError> {
+        self.file
+            .read(read)
             .await
             .map_err(|e| BackendError::new(self.location.clone(), e))
     }
@@ -211,13 +243,67 @@ fn decode(body: &str, revision: i64) -> Result<Versioned, daedalus_contract::Rea
 enum Written {
     At(u64),
     Conflict,
+    /// A begin queued for later, which the task's next write holds.
+    LeftOut,
+}
+
+/// Writes task `id` at `revision` if it stands at `from` (`0`: a new task); answers whether
+/// it did.
+fn write_row(
+    conn: &Connection,
+    id: &str,
+    owner: &str,
+    updated: i64,
+    body: &str,
+    from: u64,
+    revision: u64,
+) -> rusqlite::Result<bool> {
+    let (from, revision) = (
+        i64::try_from(from).unwrap_or(i64::MAX),
+        i64::try_from(revision).unwrap_or(i64::MAX),
+    );
+    let changed = if from == 0 {
+        conn.prepare_cached(INSERT)
+            .and_then(|mut insert| insert.execute(params![id, owner, updated, body, revision]))
+    } else {
+        conn.prepare_cached(UPDATE_AT).and_then(|mut update| {
+            update.execute(params![id, owner, updated, body, from, revision])
+        })
+    }?;
+    Ok(changed == 1)
+}
+
+/// Drops `begin` from the begins waiting for later, if it is still the one there for `id`.
+fn forget_later(
+    waiting: &Mutex<HashMap<String, Arc<LaterBegin>>>,
+    id: &str,
+    begin: &Arc<LaterBegin>,
+) {
+    let mut waiting = waiting.lock().unwrap_or_else(PoisonError::into_inner);
+    if waiting.get(id).is_some_and(|held| Arc::ptr_eq(held, begin)) {
+        waiting.remove(id);
+    }
+}
+
+impl SqliteTasks {
+    /// The begin of task `id` queued for later, if one waits, told it is overtaken: the
+    /// write about to be queued holds it, unless its job ran already.
+    fn take_later(&self, id: &str) -> Option<Arc<LaterBegin>> {
+        let begin = self
+            .later
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id)?;
+        begin.overtaken.store(true, Ordering::Release);
+        Some(begin)
+    }
 }
 
 #[async_trait]
 impl TaskBackend for SqliteTasks {
     async fn load(&self, task_id: &str) -> Result<Option<Versioned>, BackendError> {
         let id = task_id.to_owned();
-        self.with(move |conn| {
+        self.read(move |conn| {
             let row: Option<(String, i64)> = conn.prepare_cached(LOAD).and_then(|mut load| {
                 load.query_row(params![id], |row| Ok((row.get(0)?, row.get(1)?)))
                     .optional()
@@ -235,6 +321,8 @@ impl TaskBackend for SqliteTasks {
     }
 
     /// The task and its turn's record in one job: the record changes only if the write lands.
+    /// A begin of the task queued for later and left out is held by this write: it writes the
+    /// task from the revision before that begin.
     async fn write_with_turn(
         &self,
         stored: &StoredTask,
@@ -253,42 +341,101 @@ impl TaskBackend for SqliteTasks {
             TurnStep::Keep(record) => Some(Some(record.to_owned())),
             TurnStep::Drop => Some(None),
         };
-        let expected = i64::try_from(expected).unwrap_or(i64::MAX);
+        let later = self.take_later(&id);
         self.writes.fetch_add(1, Ordering::Relaxed);
         let rows = Arc::clone(&self.rows);
+        let revision = expected + 1;
         let written = self
             .with(move |conn| {
-                let changed = if expected == 0 {
-                    conn.prepare_cached(INSERT)
-                        .and_then(|mut insert| insert.execute(params![id, owner, updated, body]))
-                } else {
-                    conn.prepare_cached(UPDATE_AT).and_then(|mut update| {
-                        update.execute(params![id, owner, updated, body, expected])
-                    })
-                }?;
-                if changed != 1 {
+                let from = match &later {
+                    Some(begin) if !begin.written.load(Ordering::Acquire) => begin.before,
+                    _ => expected,
+                };
+                if !write_row(conn, &id, &owner, updated, &body, from, revision)? {
                     return Ok(Written::Conflict);
                 }
                 if let Some(record) = record {
                     keep_record(conn, &id, record.as_deref())?;
                 }
-                if expected == 0 {
+                if from == 0 {
                     // Counted once the job holds (a round that then fails to commit leaves
                     // the count one high until the next open: a sweep then keeps one less).
                     rows.fetch_add(1, Ordering::Relaxed);
                 }
-                Ok(Written::At(u64::try_from(expected + 1).unwrap_or(u64::MAX)))
+                Ok(Written::At(revision))
             })
             .await?;
         match written {
             Written::At(revision) => Ok(revision),
-            Written::Conflict => Err(WriteError::Conflict),
+            Written::Conflict | Written::LeftOut => Err(WriteError::Conflict),
         }
+    }
+
+    fn begin_later(
+        &self,
+        stored: &StoredTask,
+        expected: u64,
+        record: Option<&str>,
+    ) -> Option<Pending<Result<BeganLater, WriteError>>> {
+        // Written out only if the begin is written at all (its end may hold it).
+        let stored = stored.clone();
+        let id = stored.task.id.clone();
+        let record = record.map(str::to_owned);
+        let begin = Arc::new(LaterBegin {
+            before: expected,
+            overtaken: AtomicBool::new(false),
+            written: AtomicBool::new(false),
+        });
+        self.later
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.clone(), Arc::clone(&begin));
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        let (rows, waiting) = (Arc::clone(&self.rows), Arc::clone(&self.later));
+        let revision = expected + 1;
+        let later = self.writer.later(move |conn| {
+            let left_out = begin.overtaken.load(Ordering::Acquire);
+            // Nothing else of the task will look for this begin now (a write queued before
+            // this job ran took it already).
+            forget_later(&waiting, &id, &begin);
+            if left_out {
+                return Ok(Written::LeftOut);
+            }
+            let body = serde_json::to_string(&stored)?;
+            if !write_row(
+                conn,
+                &id,
+                &stored.owner,
+                stored.updated_ms,
+                &body,
+                expected,
+                revision,
+            )? {
+                return Ok(Written::Conflict);
+            }
+            if let Some(record) = &record {
+                keep_record(conn, &id, Some(record))?;
+            }
+            begin.written.store(true, Ordering::Release);
+            if expected == 0 {
+                rows.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<_, JobError>(Written::At(revision))
+        });
+        let location = self.location.clone();
+        Some(Box::pin(async move {
+            match later.committed().await {
+                Ok(Written::At(revision)) => Ok(BeganLater::Written(revision)),
+                Ok(Written::LeftOut) => Ok(BeganLater::LeftOut),
+                Ok(Written::Conflict) => Err(WriteError::Conflict),
+                Err(e) => Err(WriteError::Unavailable(BackendError::new(location, e))),
+            }
+        }))
     }
 
     async fn recent(&self, limit: usize) -> Result<Vec<Versioned>, BackendError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.with(move |conn| {
+        self.read(move |conn| {
             let mut statement = conn.prepare_cached(RECENT)?;
             let rows = statement.query_map(params![limit], |row| {
                 Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
@@ -315,7 +462,7 @@ impl TaskBackend for SqliteTasks {
 
     async fn turn(&self, task_id: &str) -> Result<Option<String>, BackendError> {
         let id = task_id.to_owned();
-        self.with(move |conn| {
+        self.read(move |conn| {
             conn.prepare_cached(LOAD_TURN)
                 .and_then(|mut load| load.query_row(params![id], |row| row.get(0)).optional())
                 .map_err(Into::into)
@@ -495,7 +642,11 @@ mod tests {
     /// was prepared again: each is prepared once and runs from the cache after.
     #[tokio::test]
     async fn a_tasks_statements_are_prepared_once() {
-        let tasks = SqliteTasks::open(":memory:", Duration::from_hours(1), 100).unwrap();
+        // A file, so reads run on the readers' connection and writes on the writer's.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tasks.sqlite");
+        let tasks =
+            SqliteTasks::open(path.to_str().unwrap(), Duration::from_hours(1), 100).unwrap();
         for i in 0..3 {
             let id = format!("t{i}");
             assert_eq!(tasks.write(&stored(&id), 0).await.unwrap(), 1);
@@ -515,29 +666,32 @@ mod tests {
             tasks.keep_turn(&id, None).await.unwrap();
             assert_eq!(tasks.turn(&id).await.unwrap(), None);
         }
-        let counts = tasks
-            .with(|conn| {
-                Ok([
-                    (LOAD, 3),
-                    (INSERT, 3),
-                    (UPDATE_AT, 6),
-                    (RECENT, 3),
-                    (KEEP_TURN, 6),
-                    (LOAD_TURN, 6),
-                    (DROP_TURN, 3),
-                ]
+        let counted = |statements: &[(&'static str, i32)], conn: &Connection| {
+            statements
+                .iter()
                 .map(|(sql, runs)| {
                     let statement = conn.prepare_cached(sql).unwrap();
                     (
-                        sql,
-                        runs,
+                        *sql,
+                        *runs,
                         statement.get_status(StatementStatus::Run),
                         statement.get_status(StatementStatus::RePrepare),
                     )
-                }))
-            })
+                })
+                .collect::<Vec<_>>()
+        };
+        let writes = [(INSERT, 3), (UPDATE_AT, 6), (KEEP_TURN, 6), (DROP_TURN, 3)];
+        let reads = [(LOAD, 3), (RECENT, 3), (LOAD_TURN, 6)];
+        let mut counts = tasks
+            .with(move |conn| Ok(counted(&writes, conn)))
             .await
             .unwrap();
+        counts.extend(
+            tasks
+                .read(move |conn| Ok(counted(&reads, conn)))
+                .await
+                .unwrap(),
+        );
         for (sql, runs, ran, reprepared) in counts {
             assert_eq!((ran, reprepared), (runs, 0), "{sql}");
         }

@@ -28,11 +28,12 @@ use daedalus_contract::{StreamEvent, Task, TaskStatusUpdateEvent};
 use tokio::sync::{OwnedMutexGuard, watch};
 
 use super::TaskStore;
-use super::backend::{self, TurnStep, Versioned, WriteError};
+use super::backend::{self, BeganLater, TurnStep, Versioned, WriteError};
 use super::cell::{TaskCell, changes};
 use super::replicas::Relay;
 use super::stop::TurnStop;
 use crate::platform::identity::Principal;
+use crate::stores::turn_writes::Pending;
 
 /// How long an end keeps trying a backend that cannot be reached before it settles for
 /// memory (this replica stores it later, once the backend answers).
@@ -114,6 +115,11 @@ pub struct TaskTurn {
     record: Option<String>,
     /// The begin kept a record: the end drops it.
     holds_record: bool,
+    /// The turn is answered only when it ends: its begin may wait for the end's commit.
+    begins_with_its_end: bool,
+    /// The begin, queued to be committed with the end, and the task it stored (behind a lock
+    /// only so that the handle may be shared: its end takes it).
+    later: std::sync::Mutex<Option<LaterBegin>>,
     ended: bool,
     _lock: OwnedMutexGuard<()>,
 }
@@ -135,6 +141,8 @@ impl TaskTurn {
             answers: None,
             record: None,
             holds_record: false,
+            begins_with_its_end: false,
+            later: std::sync::Mutex::new(None),
             ended: false,
             _lock: lock,
         }
@@ -184,6 +192,14 @@ impl TaskTurn {
         self.record = Some(record);
     }
 
+    /// Nothing of the turn leaves the runtime before its end (its caller waits for the
+    /// answer; nobody is told of its states): its begin may be committed with its end, in one
+    /// commit, where the backend can (a store no other process writes). Anything that commits
+    /// before the end (a checkpoint, before a tool call) commits the begin first.
+    pub fn begins_with_its_end(&mut self) {
+        self.begins_with_its_end = true;
+    }
+
     /// The turn begins: `task` (working, its history with the new message) is stored by this
     /// replica, and the turn runs here, stopped by `stop` when canceled. Answers where its
     /// events go.
@@ -193,6 +209,22 @@ impl TaskTurn {
         self.cell.start_writing();
         let answered = self.cell.answered();
         let record = self.record.take();
+        if self.begins_with_its_end
+            && let Some(later) = self.store.begin_later(
+                &self.cell,
+                &task,
+                answered.as_deref(),
+                expected,
+                record.as_deref(),
+            )
+        {
+            self.holds_record = record.is_some();
+            *self
+                .later
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(LaterBegin(later));
+            return Ok(self.begun(task, expected + 1));
+        }
         let with_record = record
             .as_deref()
             .map_or(TurnStep::Untouched, TurnStep::Keep);
@@ -207,8 +239,8 @@ impl TaskTurn {
             )
             .await;
         self.holds_record = record.is_some() && written.is_ok();
-        let (revision, owner) = match written {
-            Ok(revision) => (revision, self.store.replica().map(str::to_owned)),
+        let revision = match written {
+            Ok(revision) => revision,
             Err(e) => {
                 self.cell.stop_running();
                 let deferred = self.cell.stop_writing();
@@ -230,17 +262,23 @@ impl TaskTurn {
                 });
             }
         };
+        Ok(self.begun(task, revision))
+    }
+
+    /// The begin stands at `revision` here: where the turn's events go.
+    fn begun(&mut self, task: Task, revision: u64) -> TurnLog {
+        let owner = self.store.replica().map(str::to_owned);
         self.cell.begun(task, revision, owner);
         self.seen.store(revision, Ordering::SeqCst);
         if let Some(deferred) = self.cell.stop_writing() {
             self.store.absorb(deferred);
         }
         self.store.touch(&self.task_id);
-        Ok(TurnLog {
+        TurnLog {
             task_id: self.task_id.clone(),
             cell: Arc::clone(&self.cell),
             relay: self.store.relay().cloned(),
-        })
+        }
     }
 
     /// The task ends as `task` (its history included), told by `closing` (the turn's last
@@ -252,7 +290,14 @@ impl TaskTurn {
         let owner = self.store.replica().map(str::to_owned);
         let began_here = self.running.is_some();
         self.cell.start_writing();
-        let mut outcome = self.store_end(&task, answered.as_deref()).await;
+        // A begin waiting for the end is committed with it (the end's write is queued after
+        // it, and holds it when it was left out).
+        let mut later = self
+            .later
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let mut outcome = self.store_end(&task, answered.as_deref(), &mut later).await;
         let (task, closing) = match outcome {
             EndStored::TooLarge { bytes, limit } => {
                 // No end this large can be stored: the task fails, saying so, in a form that
@@ -262,7 +307,9 @@ impl TaskTurn {
                 );
                 let mut failed = backend::failed_now(&self.cell.task().unwrap_or(task), &why);
                 failed.artifacts.clear();
-                outcome = self.store_end(&failed, answered.as_deref()).await;
+                outcome = self
+                    .store_end(&failed, answered.as_deref(), &mut later)
+                    .await;
                 let closing = vec![final_update(&failed)];
                 (failed, closing)
             }
@@ -336,8 +383,37 @@ impl TaskTurn {
     }
 
     /// Stores the end: at the revision the task stands at, retrying a backend that cannot be
-    /// reached until [`END_STORE_DEADLINE`]; a conflict reads the end that won.
-    async fn store_end(&self, task: &Task, answered: Option<&str>) -> EndStored {
+    /// reached until [`END_STORE_DEADLINE`]; a conflict reads the end that won. The begin that
+    /// waited for it (`later`) is committed with it, or before; the end is told once stored.
+    async fn store_end(
+        &self,
+        task: &Task,
+        answered: Option<&str>,
+        later: &mut Option<LaterBegin>,
+    ) -> EndStored {
+        let stored = self.try_store_end(task, answered).await;
+        if let Some(began) = later.take() {
+            match began.0.await {
+                Ok(BeganLater::Written(_) | BeganLater::LeftOut) => {}
+                Err(e) => tracing::warn!(
+                    task_id = self.task_id,
+                    error = %e,
+                    "the turn's begin was not stored with its end; its end holds it"
+                ),
+            }
+        }
+        if let Some(revision) = stored.told {
+            self.store.told_stored(task, revision);
+        }
+        stored.outcome
+    }
+
+    /// [`TaskTurn::store_end`]'s write, and the revision to tell when it was stored.
+    async fn try_store_end(&self, task: &Task, answered: Option<&str>) -> TriedEnd {
+        let told = |outcome: EndStored| TriedEnd {
+            told: None,
+            outcome,
+        };
         let deadline = tokio::time::Instant::now() + END_STORE_DEADLINE;
         let mut pause = Duration::from_millis(50);
         let mut expected = self.revision();
@@ -349,18 +425,24 @@ impl TaskTurn {
         loop {
             let attempt = tokio::time::timeout_at(
                 deadline,
-                self.store.write(&self.cell, task, answered, expected, step),
+                self.store
+                    .write_untold(&self.cell, task, answered, expected, step),
             );
             let Ok(written) = attempt.await else {
-                return self.unsaved("no answer from the task store in time");
+                return told(self.unsaved("no answer from the task store in time"));
             };
             let why = match written {
-                Ok(revision) => return EndStored::At(revision),
+                Ok(revision) => {
+                    return TriedEnd {
+                        told: Some(revision),
+                        outcome: EndStored::At(revision),
+                    };
+                }
                 Err(WriteError::TooLarge { bytes, limit }) => {
-                    return EndStored::TooLarge { bytes, limit };
+                    return told(EndStored::TooLarge { bytes, limit });
                 }
                 Err(WriteError::Conflict) => match self.store.load(&self.task_id).await {
-                    Ok(Some(winner)) => return EndStored::Lost(winner),
+                    Ok(Some(winner)) => return told(EndStored::Lost(winner)),
                     // Gone from the backend (past its TTL): this end is the only one there is.
                     Ok(None) => {
                         expected = 0;
@@ -371,7 +453,7 @@ impl TaskTurn {
                 Err(WriteError::Unavailable(e)) => e.to_string(),
             };
             if tokio::time::Instant::now() + pause > deadline {
-                return self.unsaved(&why);
+                return told(self.unsaved(&why));
             }
             tracing::warn!(
                 task_id = self.task_id,
@@ -400,6 +482,22 @@ impl TaskTurn {
             let _ = ended.send(true);
         }
     }
+}
+
+/// A begin queued to be committed with the end: what became of it, once committed. Nobody
+/// is told of it (a begin is queued for later only when no observer watches the task).
+struct LaterBegin(Pending<Result<BeganLater, WriteError>>);
+
+impl std::fmt::Debug for LaterBegin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LaterBegin")
+    }
+}
+
+/// An end's write, and the revision to tell observers of (`None`: not stored).
+struct TriedEnd {
+    told: Option<u64>,
+    outcome: EndStored,
 }
 
 /// What storing an end found.

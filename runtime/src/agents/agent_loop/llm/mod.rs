@@ -582,7 +582,8 @@ impl Agent for LlmAgent {
                 | AgentOutcome::Replied { .. }
                 | AgentOutcome::InputRequired { .. }
         );
-        transcript.settle(settled).await;
+        // With the turn's end where it waits for it: one commit for both.
+        Box::pin(transcript.settle_with(settled, &request.writes)).await;
         request.events.emit(LoopEvent::Final {
             agent: self.name.clone(),
             depth: request.depth,
