@@ -1,7 +1,9 @@
 //! What one turn writes to the session store: rows appended as `pending` while the loop runs,
 //! then all marked `complete` (or `error` if the turn failed or was interrupted), so a crash
 //! mid-loop leaves nothing half-true in the conversation. The turn's answer is written with
-//! that last change, in one store call.
+//! that last change, in one store call. Where the turn's writes wait for its next awaited
+//! write ([`TurnWrites::with_the_end`]: the default store), each append joins the commit of the
+//! step's checkpoint, or of the turn's end, instead of making one of its own.
 
 use std::sync::Arc;
 
@@ -15,6 +17,8 @@ use crate::stores::turn_writes::TurnWrites;
 #[derive(Debug)]
 pub(crate) struct Transcript {
     store: Option<Arc<dyn ConversationStore>>,
+    /// Where writes wait for the turn's next awaited write, when they do.
+    writes: TurnWrites,
     context: String,
     written: Vec<i64>,
     /// Rows written when the turn settles (its answer, say), with the status it ends with.
@@ -25,10 +29,17 @@ impl Transcript {
     pub(crate) fn new(store: Option<Arc<dyn ConversationStore>>, context: &str) -> Self {
         Self {
             store,
+            writes: TurnWrites::now(),
             context: context.to_owned(),
             written: Vec::new(),
             staged: Vec::new(),
         }
+    }
+
+    /// Its appends wait in `writes` for the turn's next awaited write, when it holds them.
+    pub(crate) fn holding(mut self, writes: &TurnWrites) -> Self {
+        self.writes = writes.clone();
+        self
     }
 
     /// The conversation so far (its last `last` rows at most), if there is a store. A read
@@ -67,6 +78,19 @@ impl Transcript {
 
     async fn write(&mut self, rows: Vec<NewRow>) {
         let Some(store) = &self.store else { return };
+        if self.writes.wait_for_the_end() {
+            let (ids, appended) = store.append_later(&self.context, rows).await;
+            self.written.extend(ids);
+            let context = self.context.clone();
+            self.writes
+                .hold(Box::pin(async move {
+                    if let Err(e) = appended.await {
+                        tracing::error!(error = %e, context = %context, "cannot record the conversation");
+                    }
+                }))
+                .await;
+            return;
+        }
         match store.append(&self.context, rows).await {
             Ok(ids) => self.written.extend(ids),
             Err(e) => {

@@ -140,6 +140,23 @@ pub trait ConversationStore: Send + Sync + std::fmt::Debug + 'static {
         self.set_status(context, ids, status).await?;
         Ok(appended)
     }
+    /// [`ConversationStore::append`], committed with the turn's next awaited write (its next
+    /// checkpoint, its end) where the store can: a store on the task store's writer queues it
+    /// and answers the rows' ids at once, and their write once committed; any other makes it
+    /// now (and answers no id when it fails).
+    async fn append_later(
+        &self,
+        context: &str,
+        rows: Vec<NewRow>,
+    ) -> (
+        Vec<i64>,
+        crate::stores::turn_writes::Pending<Result<(), StoreError>>,
+    ) {
+        match self.append(context, rows).await {
+            Ok(ids) => (ids, Box::pin(async { Ok(()) })),
+            Err(e) => (Vec::new(), Box::pin(async move { Err(e) })),
+        }
+    }
     /// [`ConversationStore::finish`], committed with the turn's end where the store can: a
     /// store on the task store's writer queues it to join the end's commit and answers at once
     /// (what it answers is there once committed); any other makes it now.

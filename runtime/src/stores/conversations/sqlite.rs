@@ -7,6 +7,8 @@
 //! With a retention (`SESSION_TTL`), contexts whose newest row is older than it are deleted:
 //! swept by the writer at most once per sweep interval, so no other background task is needed.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -40,9 +42,10 @@ CREATE INDEX IF NOT EXISTS messages_pending ON messages (status) WHERE status = 
 /// The next turn number's source: the highest turn of a context.
 const TURN_LOOKUP: &str = "SELECT MAX(turn) FROM messages WHERE context = ?1";
 
+/// A row, its id handed out by the store ([`SqliteStore::ids`]).
 const INSERT_ROW: &str = "INSERT INTO messages
-    (context, turn, role, content, message_id, tool_calls, tool_call_id, is_error, status)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+    (id, context, turn, role, content, message_id, tool_calls, tool_call_id, is_error, status)
+    VALUES (?10, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
 
 const UPDATE_STATUS: &str = "UPDATE messages SET status = ?1 WHERE id = ?2 AND context = ?3";
 
@@ -62,6 +65,10 @@ pub struct SqliteStore {
     location: String,
     file: SqliteFile,
     pub(super) writer: GroupCommit,
+    /// The next row id to hand out: every row this store writes takes its id here when its
+    /// write is queued, so a write queued for later answers its ids at once. One process
+    /// writes the file, so no other hands out ids.
+    ids: Arc<AtomicI64>,
 }
 
 fn status_str(s: RowStatus) -> &'static str {
@@ -124,11 +131,19 @@ impl SqliteStore {
                 }
             });
         }
+        let next = writer.setup(next_id).map_err(fail)?;
         Ok(Self {
             location: path.to_owned(),
             file: file.clone(),
             writer,
+            ids: Arc::new(AtomicI64::new(next)),
         })
+    }
+
+    /// `n` row ids, the first of them answered.
+    fn take_ids(&self, n: usize) -> i64 {
+        self.ids
+            .fetch_add(i64::try_from(n).unwrap_or(i64::MAX), Ordering::Relaxed)
     }
 
     /// Reads every row of the conversation file at `legacy` (one an earlier version kept apart
@@ -173,6 +188,7 @@ impl SqliteStore {
                 let detached = conn.execute_batch("DETACH DATABASE legacy");
                 let copied = copied?;
                 detached?;
+                self.ids.store(next_id(conn)?, Ordering::Relaxed);
                 Ok(u64::try_from(copied).unwrap_or(0))
             })
             .map_err(fail)
@@ -203,7 +219,33 @@ impl SqliteStore {
 impl ConversationStore for SqliteStore {
     async fn append(&self, context: &str, rows: Vec<NewRow>) -> Result<Vec<i64>, StoreError> {
         let context = context.to_owned();
-        self.with(move |tx| insert_rows(tx, &context, rows)).await
+        let first = self.take_ids(rows.len());
+        self.with(move |tx| insert_rows(tx, &context, rows, first))
+            .await
+    }
+
+    async fn append_later(
+        &self,
+        context: &str,
+        rows: Vec<NewRow>,
+    ) -> (
+        Vec<i64>,
+        crate::stores::turn_writes::Pending<Result<(), StoreError>>,
+    ) {
+        let context = context.to_owned();
+        let first = self.take_ids(rows.len());
+        let ids = (first..).take(rows.len()).collect();
+        let later = self
+            .writer
+            .later(move |tx| insert_rows(tx, &context, rows, first).map(drop));
+        let location = self.location.clone();
+        let committed = Box::pin(async move {
+            later.committed().await.map_err(|e| StoreError::Backend {
+                location,
+                source: e.into(),
+            })
+        });
+        (ids, committed)
     }
 
     async fn set_status(
@@ -225,8 +267,9 @@ impl ConversationStore for SqliteStore {
         status: RowStatus,
     ) -> Result<Vec<i64>, StoreError> {
         let (context, ids) = (context.to_owned(), ids.to_vec());
+        let first = self.take_ids(rows.len());
         self.with(move |tx| {
-            let appended = insert_rows(tx, &context, rows)?;
+            let appended = insert_rows(tx, &context, rows, first)?;
             update_status(tx, &context, &ids, status)?;
             Ok(appended)
         })
@@ -241,8 +284,9 @@ impl ConversationStore for SqliteStore {
         status: RowStatus,
     ) -> crate::stores::turn_writes::Pending<Result<Vec<i64>, StoreError>> {
         let (context, ids) = (context.to_owned(), ids.to_vec());
+        let first = self.take_ids(rows.len());
         let later = self.writer.later(move |tx| {
-            let appended = insert_rows(tx, &context, rows)?;
+            let appended = insert_rows(tx, &context, rows, first)?;
             update_status(tx, &context, &ids, status)?;
             Ok::<_, rusqlite::Error>(appended)
         });
@@ -274,6 +318,7 @@ impl ConversationStore for SqliteStore {
         summary: Option<String>,
     ) -> Result<u64, StoreError> {
         let context = context.to_owned();
+        let id = self.take_ids(1);
         self.with(move |tx| {
             let removed = tx.execute(
                 "DELETE FROM messages WHERE context = ?1 AND turn <= ?2",
@@ -281,9 +326,9 @@ impl ConversationStore for SqliteStore {
             )?;
             if let Some(summary) = summary {
                 tx.execute(
-                    "INSERT INTO messages (context, turn, role, content, status)
-                     VALUES (?1, ?2, 'summary', ?3, 'complete')",
-                    params![context, through, summary],
+                    "INSERT INTO messages (id, context, turn, role, content, status)
+                     VALUES (?4, ?1, ?2, 'summary', ?3, 'complete')",
+                    params![context, through, summary, id],
                 )?;
             }
             Ok(u64::try_from(removed).unwrap_or(u64::MAX))
@@ -303,13 +348,30 @@ impl ConversationStore for SqliteStore {
     }
 }
 
-/// Appends `rows` to `context`, each with the next turn index; returns their ids.
+/// The next row id of the file's conversations: past every row, and past every id an
+/// `AUTOINCREMENT` table handed out before (rows deleted since included).
+fn next_id(conn: &Connection) -> rusqlite::Result<i64> {
+    let newest: i64 = conn.query_row("SELECT COALESCE(MAX(id), 0) FROM messages", [], |r| {
+        r.get(0)
+    })?;
+    let handed: i64 = conn
+        .query_row(
+            "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap_or(0);
+    Ok(newest.max(handed) + 1)
+}
+
+/// Appends `rows` to `context` with the ids from `first` on (handed out by the store).
 fn insert_rows(
     tx: &Transaction<'_>,
     context: &str,
     rows: Vec<NewRow>,
+    first: i64,
 ) -> rusqlite::Result<Vec<i64>> {
-    let first: i64 = tx
+    let next_turn: i64 = tx
         .prepare_cached(TURN_LOOKUP)?
         .query_row(params![context], |r| r.get::<_, Option<i64>>(0))
         .optional()?
@@ -317,7 +379,7 @@ fn insert_rows(
         .map_or(0, |t| t + 1);
     let mut insert = tx.prepare_cached(INSERT_ROW)?;
     let mut ids = Vec::with_capacity(rows.len());
-    for (turn, row) in (first..).zip(rows) {
+    for ((turn, id), row) in (next_turn..).zip(first..).zip(rows) {
         let calls = serde_json::to_string(&row.tool_calls).unwrap_or_else(|_| "[]".to_owned());
         insert.execute(params![
             context,
@@ -328,9 +390,10 @@ fn insert_rows(
             calls,
             row.tool_call_id,
             row.is_error,
-            status_str(row.status)
+            status_str(row.status),
+            id
         ])?;
-        ids.push(tx.last_insert_rowid());
+        ids.push(id);
     }
     Ok(ids)
 }

@@ -283,7 +283,7 @@ fn a_turns_statements_are_prepared_once() {
             let context = format!("c{round}-{job}");
             in_savepoint(&tx, |tx| {
                 let user = new_row(RowRole::User, "hi", RowStatus::Pending);
-                let ids = insert_rows(tx, &context, vec![user])?;
+                let ids = insert_rows(tx, &context, vec![user], i64::from(round * 3 + job) + 1)?;
                 update_status(tx, &context, &ids, RowStatus::Complete)?;
                 recent_rows(tx, &context, 10)
             })

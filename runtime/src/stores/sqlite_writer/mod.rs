@@ -464,8 +464,14 @@ impl<T> std::fmt::Debug for Later<T> {
 
 impl<T> Later<T> {
     /// Its result, once committed: the writer is woken for it, and the round takes what else
-    /// waits with it.
-    pub async fn committed(self) -> Result<T, WriterError> {
+    /// waits with it. One already committed (with the turn's end, say) wakes nothing: a
+    /// wake-up left over would commit the next turn's begin alone.
+    pub async fn committed(mut self) -> Result<T, WriterError> {
+        match self.answered.try_recv() {
+            Ok(answer) => return answer,
+            Err(oneshot::error::TryRecvError::Closed) => return Err(WriterError::Stopped),
+            Err(oneshot::error::TryRecvError::Empty) => {}
+        }
         if let Some(shared) = self.shared.upgrade() {
             shared.wake_writer();
         }

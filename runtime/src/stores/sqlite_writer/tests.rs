@@ -1,5 +1,6 @@
 //! The writer's rounds: who commits them, and the checkpoints beside them.
 
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -228,6 +229,12 @@ async fn a_call_queued_for_later_shares_the_next_awaited_calls_commit() {
         .unwrap();
     assert_eq!(id, 1, "queued first, written first");
     assert_eq!(stats.commits() - before, 1, "and no commit of its own");
+    // Asking for a result already committed leaves no wake-up behind: one left would commit
+    // the next call queued for later (the next turn's begin) alone, before its end.
+    assert!(
+        !writer.handle.shared.woken.load(Ordering::Acquire),
+        "a committed call's result wakes no writer"
+    );
 
     let alone = writer.later(|tx| tx.execute("INSERT INTO rows (body) VALUES ('alone')", []));
     drop(alone);

@@ -574,7 +574,7 @@ fn file_artifact(tool: &str, parts: Vec<Part>) -> Artifact {
 impl Agent for LlmAgent {
     async fn run(&self, request: AgentRequest, cancel: CancellationToken) -> AgentOutcome {
         let store = self.sessions.clone().filter(|_| request.persist);
-        let mut transcript = Transcript::new(store, &request.context_id);
+        let mut transcript = Transcript::new(store, &request.context_id).holding(&request.writes);
         let outcome = self.work(&request, &cancel, &mut transcript).await;
         let settled = matches!(
             outcome,
