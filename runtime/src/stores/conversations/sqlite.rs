@@ -21,7 +21,7 @@ use crate::stores::sqlite_writer::GroupCommit;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS messages (
-    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    id           INTEGER PRIMARY KEY,
     context      TEXT    NOT NULL,
     turn         INTEGER NOT NULL,
     role         TEXT    NOT NULL,
@@ -443,7 +443,8 @@ fn update_status(
     Ok(())
 }
 
-/// Brings a file written by an earlier version up to [`SCHEMA`]: the `message_id` column.
+/// Brings a file written by an earlier version up to [`SCHEMA`]: the `message_id` column, and
+/// no `AUTOINCREMENT`.
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     let has_message_id: bool = conn.query_row(
         "SELECT COUNT(*) FROM pragma_table_info('messages') WHERE name = 'message_id'",
@@ -453,6 +454,46 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     if !has_message_id {
         conn.execute_batch("ALTER TABLE messages ADD COLUMN message_id TEXT")?;
     }
+    let autoincrement: bool = conn.query_row(
+        "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'messages' AND sql LIKE '%AUTOINCREMENT%'",
+        [],
+        |r| r.get::<_, i64>(0).map(|n| n > 0),
+    )?;
+    if autoincrement {
+        without_autoincrement(conn)?;
+    }
+    Ok(())
+}
+
+/// Rebuilds the table an earlier version made with `AUTOINCREMENT`, which wrote
+/// `sqlite_sequence`'s page in every commit that added a row (ids are the store's own now,
+/// [`SqliteStore::ids`]): rows, ids and indexes kept, in one transaction.
+fn without_autoincrement(conn: &Connection) -> rusqlite::Result<()> {
+    let next = next_id(conn)?;
+    let rebuilt = SCHEMA.replace(
+        "CREATE TABLE IF NOT EXISTS messages (",
+        "CREATE TABLE messages_rebuilt (",
+    );
+    let rebuilt = rebuilt
+        .split_once("DROP INDEX")
+        .map_or(rebuilt.as_str(), |(table, _)| table);
+    let tx = conn.unchecked_transaction()?;
+    tx.execute_batch(&format!(
+        "{rebuilt}
+         INSERT INTO messages_rebuilt
+            (id, context, turn, role, content, message_id, tool_calls, tool_call_id, is_error,
+             status, created_at)
+            SELECT id, context, turn, role, content, message_id, tool_calls, tool_call_id,
+                   is_error, status, created_at FROM messages;
+         DROP TABLE messages;
+         ALTER TABLE messages_rebuilt RENAME TO messages;
+         CREATE INDEX IF NOT EXISTS messages_pending ON messages (status) WHERE status = 'pending';"
+    ))?;
+    tx.commit()?;
+    tracing::info!(
+        next_id = next,
+        "the conversations' table no longer uses AUTOINCREMENT (rebuilt once)"
+    );
     Ok(())
 }
 

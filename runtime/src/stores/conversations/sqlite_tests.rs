@@ -267,6 +267,22 @@ async fn a_file_from_before_message_ids_gets_the_column_and_keeps_its_rows() {
     assert_eq!(rows[0].content, "from before");
     assert_eq!(rows[0].message_id, None);
     assert_eq!(rows[1].message_id.as_deref(), Some("client-7"));
+    assert!(rows[1].id > rows[0].id, "{rows:?}");
+    // The table is rebuilt without AUTOINCREMENT (whose sqlite_sequence page every commit
+    // adding a row wrote), its rows and their ids kept.
+    let sql: String = store
+        .writer
+        .with(|tx| {
+            tx.query_row(
+                "SELECT sql FROM sqlite_schema WHERE name = 'messages'",
+                [],
+                |r| r.get(0),
+            )
+        })
+        .await
+        .unwrap();
+    assert!(!sql.contains("AUTOINCREMENT"), "{sql}");
+    assert!(sql.contains("UNIQUE (context, turn)"), "{sql}");
 }
 
 /// Every statement a turn runs is prepared once: a cached statement prepared again on each

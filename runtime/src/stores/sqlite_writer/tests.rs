@@ -249,3 +249,40 @@ async fn a_call_queued_for_later_shares_the_next_awaited_calls_commit() {
         .unwrap();
     assert_eq!(rows, 3);
 }
+
+/// A new file has small pages, and one an earlier version made with SQLite's default 4 KiB
+/// pages is rewritten with them once, rows kept and back in WAL.
+#[test]
+fn a_store_file_has_small_pages_new_or_from_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = |conn: &rusqlite::Connection| -> i64 {
+        conn.query_row("PRAGMA page_size", [], |r| r.get(0))
+            .unwrap()
+    };
+    let fresh = dir.path().join("fresh.sqlite");
+    let conn = connect(fresh.to_str().unwrap()).unwrap();
+    conn.execute_batch("CREATE TABLE rows (body TEXT)").unwrap();
+    assert_eq!(page(&conn), super::PAGE_BYTES);
+
+    let old = dir.path().join("old.sqlite");
+    {
+        let conn = rusqlite::Connection::open(&old).unwrap();
+        conn.execute_batch(
+            "PRAGMA page_size = 4096; PRAGMA journal_mode = WAL;
+             CREATE TABLE rows (body TEXT);
+             INSERT INTO rows VALUES ('kept'), ('also kept');",
+        )
+        .unwrap();
+        assert_eq!(page(&conn), 4096);
+    }
+    let conn = connect(old.to_str().unwrap()).unwrap();
+    assert_eq!(page(&conn), super::PAGE_BYTES);
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let rows: i64 = conn
+        .query_row("SELECT COUNT(*) FROM rows", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 2);
+}
