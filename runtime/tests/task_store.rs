@@ -2,7 +2,8 @@
 //! restart, and a task the crash cut is resumed, or with `TURN_MAX_RESUMES=0` reported failed,
 //! never left working by a turn that is gone; two replicas on
 //! one NATS KV bucket read, follow and cancel each other's tasks; on one replica in memory, a
-//! cancel racing a turn's end gets one answer, the one the task keeps.
+//! cancel racing a turn's end gets one answer, the one the task keeps. A restart on SQLite
+//! reads back only the tasks left running; the others are read when asked for.
 
 use std::time::Duration;
 
@@ -208,4 +209,68 @@ async fn a_task_the_crash_cut_is_resumed_on_a_sqlite_store_once_and_in_its_own_h
     let history = task["history"].as_array().cloned().unwrap_or_default();
     let users = history.iter().filter(|m| m["role"] == "ROLE_USER").count();
     assert_eq!(users, 1, "the message is not added twice: {task}");
+}
+
+/// A gauge of the runtime's `/metrics`.
+async fn gauge(url: String, name: &str) -> u64 {
+    let metrics = reqwest::get(url)
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("{name} in:\n{metrics}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_on_sqlite_reads_back_the_running_tasks_and_the_others_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tasks.sqlite");
+    let start = || {
+        runtime()
+            .env("TASKS_DB", db.to_str().unwrap())
+            .env("TURN_MAX_RESUMES", "0")
+            .start()
+    };
+    let mut first = start();
+    let on_first = A2aClient::new(first.url("/"));
+    let mut finished = Vec::new();
+    for n in 0..40 {
+        finished.push(id_of(&on_first.run_task(&format!("finished {n}")).await));
+    }
+    let cut = on_first.start_task("***SLEEP 600s never").await;
+    assert_eq!(on_first.state_of(&cut).await, "TASK_STATE_WORKING");
+    assert_eq!(
+        gauge(first.url("/metrics"), "daedalus_runtime_tasks_in_memory").await,
+        41
+    );
+    first.child.kill().expect("killed");
+    first.wait_exit(Duration::from_secs(10));
+
+    let second = start();
+    let metrics = second.url("/metrics");
+    let in_memory = || gauge(metrics.clone(), "daedalus_runtime_tasks_in_memory");
+    assert_eq!(
+        in_memory().await,
+        1,
+        "only the task the crash cut is read back"
+    );
+    let on_second = A2aClient::new(second.url("/"));
+    // Listed from the file, each task once, none read into memory for it.
+    let listed = on_second.list_states().await;
+    assert_eq!(listed.len(), 41, "{listed:?}");
+    assert!(
+        finished
+            .iter()
+            .all(|id| listed[id] == "TASK_STATE_COMPLETED")
+    );
+    assert_eq!(listed[&cut], "TASK_STATE_FAILED");
+    assert_eq!(in_memory().await, 1);
+    // Asked for, a finished task is read, and kept.
+    let old = on_second.get(&finished[7]).await.expect("found");
+    assert_eq!(old["artifacts"][0]["parts"][0]["text"], "finished 7");
+    assert_eq!(in_memory().await, 2);
 }

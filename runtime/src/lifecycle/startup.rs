@@ -116,8 +116,8 @@ async fn open_conversation_store(
         Some(SessionsDb::Sqlite(path)) => {
             let backend = RunError::ConversationStore;
             if let Some(file) = file.filter(|f| f.path() == path) {
-                let store =
-                    conversations::SqliteStore::on(file, config.session_ttl).map_err(backend)?;
+                let store = conversations::SqliteStore::beside_tasks(file, config.session_ttl)
+                    .map_err(backend)?;
                 import_legacy_conversations(&store, path)?;
                 Arc::new(store)
             } else {
@@ -202,6 +202,7 @@ pub async fn attach_tasks(
         .clone()
         .unwrap_or_else(|| default_replica_id(bound));
     let store = core.turns().task_store();
+    core.metrics().watch_tasks(store.clone());
     let failed = match &config.tasks_db {
         TasksDb::Memory => {
             tracing::info!(

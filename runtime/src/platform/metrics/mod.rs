@@ -25,8 +25,8 @@ mod stores;
 
 pub use exposition::{CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE, prometheus_text, wants_openmetrics};
 use process::ProcessCollector;
-use stores::StoreCollector;
-pub use stores::StoreFigures;
+use stores::{MemoryCollector, StoreCollector};
+pub use stores::{MemoryFigures, StoreFigures};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct AgentLabel {
@@ -167,6 +167,7 @@ fn call_buckets() -> Histogram {
 pub struct Metrics {
     registry: Registry,
     stores: StoreCollector,
+    memory: MemoryCollector,
     pub agent_info: Family<AgentInfo, Gauge>,
     pub send_message: Family<AgentOutcome, Counter>,
     pub send_message_duration: Histograms<AgentLabel>,
@@ -246,6 +247,7 @@ impl Metrics {
             budget_remaining: Family::default(),
             registry,
             stores: StoreCollector::default(),
+            memory: MemoryCollector::default(),
         };
         let mut m = m;
         m.register_agents();
@@ -253,8 +255,14 @@ impl Metrics {
         m.register_mcp_sessions();
         m.registry.register_collector(Box::new(ProcessCollector));
         m.registry.register_collector(Box::new(m.stores.clone()));
+        m.registry.register_collector(Box::new(m.memory.clone()));
         m.register_budgets();
         m
+    }
+
+    /// Reports what the task store holds in memory (`daedalus_runtime_tasks_in_memory*`).
+    pub fn watch_tasks(&self, figures: impl MemoryFigures + 'static) {
+        self.memory.watch(Box::new(figures));
     }
 
     /// Reports what store `name`'s writer has done (`daedalus_runtime_store_*{store}`).

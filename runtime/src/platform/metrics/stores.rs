@@ -1,5 +1,6 @@
 //! What the stores' writers have done, read from them at each scrape: commits, checkpoints and
-//! the size of each write-ahead log (`daedalus_runtime_store_*{store}`).
+//! the size of each write-ahead log (`daedalus_runtime_store_*{store}`); and what the task
+//! store holds in memory (`daedalus_runtime_tasks_in_memory`, `..._bytes`).
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -80,6 +81,56 @@ impl prometheus_client::collector::Collector for StoreCollector {
         for (store, figures) in stores.iter() {
             let bytes = i64::try_from(figures.wal_bytes()).unwrap_or(i64::MAX);
             ConstGauge::new(bytes).encode(family.encode_family(&StoreLabel { store })?)?;
+        }
+        Ok(())
+    }
+}
+
+/// What the task store holds in memory (it implements it; this layer names no store type).
+pub trait MemoryFigures: Send + Sync + std::fmt::Debug {
+    /// Tasks held.
+    fn tasks(&self) -> u64;
+    /// Bytes they hold, as last taken.
+    fn bytes(&self) -> u64;
+}
+
+/// The task store watched, once startup made it.
+#[derive(Debug, Default, Clone)]
+pub(super) struct MemoryCollector(Arc<Mutex<Option<Box<dyn MemoryFigures>>>>);
+
+impl MemoryCollector {
+    pub(super) fn watch(&self, figures: Box<dyn MemoryFigures>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(figures);
+    }
+}
+
+impl prometheus_client::collector::Collector for MemoryCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let held = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(figures) = held.as_ref() else {
+            return Ok(());
+        };
+        let gauges: [(&str, &str, u64); 2] = [
+            (
+                "daedalus_runtime_tasks_in_memory",
+                "Tasks the task store holds in memory (running ones, and those read or written since the start, up to TASK_MEMORY)",
+                figures.tasks(),
+            ),
+            (
+                "daedalus_runtime_tasks_in_memory_bytes",
+                "Bytes the tasks held in memory take (bounded by TASK_MEMORY)",
+                figures.bytes(),
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let gauge = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
+            let family = encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                prometheus_client::metrics::MetricType::Gauge,
+            )?;
+            gauge.encode(family)?;
         }
         Ok(())
     }

@@ -198,7 +198,7 @@ impl Push {
 
     /// From now on keeps webhooks in `backend` too, after reading back those kept: each
     /// webhook that had not taken the state its task stands in (as this replica last wrote
-    /// it) gets it now.
+    /// it, read from the task store when memory does not hold it) gets it now.
     pub async fn attach(&self, backend: Arc<dyn PushBackend>) -> Result<usize, PushError> {
         let kept = backend
             .all()
@@ -209,7 +209,7 @@ impl Push {
         for (record, revision) in kept {
             let task_id = record.task_id.clone();
             lock(&self.0.book).insert(task_id.clone(), Entry { record, revision });
-            if let Some((task, stored_at)) = self.0.tasks.written_here(&task_id) {
+            if let Some((task, stored_at)) = self.0.tasks.written_here_or_kept(&task_id).await {
                 owed += self.0.stored(&task, stored_at, true);
             }
         }

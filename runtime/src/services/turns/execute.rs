@@ -107,7 +107,9 @@ impl TurnService {
         if let Some(task) = &standing {
             takes_a_turn(task, &task_id, request.replay, resuming.is_some())?;
         }
-        let context_id = self.context_of(standing.as_ref(), &request, &task_id)?;
+        let context_id = self
+            .context_of(standing.as_ref(), &request, &task_id)
+            .await?;
         turn.claim(request.caller.principal());
         let Opening {
             message,
@@ -258,7 +260,7 @@ impl TurnService {
     /// The context the turn runs in: the task's, the message's, or a new one. A context the
     /// client named for a new task may be someone else's (then it is not found); one the
     /// server just made is not.
-    fn context_of(
+    async fn context_of(
         &self,
         standing: Option<&Task>,
         request: &TurnRequest,
@@ -269,7 +271,11 @@ impl TurnService {
         let named = request.message.context_id.as_deref() == Some(context_id.as_str());
         if standing.is_none()
             && named
-            && !self.0.tasks.context_open_to(&context_id, &request.caller)
+            && !self
+                .0
+                .tasks
+                .context_open_to(&context_id, &request.caller)
+                .await
         {
             return Err(TurnError::ContextNotFound(context_id));
         }

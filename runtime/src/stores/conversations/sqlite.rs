@@ -65,10 +65,12 @@ pub struct SqliteStore {
     location: String,
     file: SqliteFile,
     pub(super) writer: GroupCommit,
-    /// The next row id to hand out: every row this store writes takes its id here when its
-    /// write is queued, so a write queued for later answers its ids at once. One process
-    /// writes the file, so no other hands out ids.
-    ids: Arc<AtomicI64>,
+    /// The next row id to hand out, on a file only this process writes (the task store's,
+    /// [`SqliteStore::beside_tasks`]): every row this store writes takes its id here when its
+    /// write is queued, so a write queued for later answers its ids at once. On a file other
+    /// processes may write too (a conversation file of its own, which replicas can share),
+    /// SQLite picks each id when the row is written, and nothing is queued for later.
+    ids: Option<Arc<AtomicI64>>,
 }
 
 fn status_str(s: RowStatus) -> &'static str {
@@ -95,8 +97,25 @@ impl SqliteStore {
         Self::on(&file, ttl)
     }
 
+    /// [`SqliteStore::on`] the task store's file, which no other process writes: the store
+    /// hands out its rows' ids itself, so a turn's rows can wait for its next awaited write
+    /// ([`ConversationStore::append_later`]).
+    pub fn beside_tasks(file: &SqliteFile, ttl: Option<Duration>) -> Result<Self, StoreError> {
+        let mut store = Self::on(file, ttl)?;
+        let next = store
+            .writer
+            .setup(next_id)
+            .map_err(|e| StoreError::Backend {
+                location: store.location.clone(),
+                source: e.into(),
+            })?;
+        store.ids = Some(Arc::new(AtomicI64::new(next)));
+        Ok(store)
+    }
+
     /// The conversations in `file` (their table made, or migrated, if needed), deleting
-    /// contexts idle for longer than `ttl`: at once, then swept between two rounds.
+    /// contexts idle for longer than `ttl`: at once, then swept between two rounds. Other
+    /// processes may write the file too.
     pub fn on(file: &SqliteFile, ttl: Option<Duration>) -> Result<Self, StoreError> {
         let path = file.path();
         let fail = |e: rusqlite::Error| StoreError::Backend {
@@ -131,19 +150,18 @@ impl SqliteStore {
                 }
             });
         }
-        let next = writer.setup(next_id).map_err(fail)?;
         Ok(Self {
             location: path.to_owned(),
             file: file.clone(),
             writer,
-            ids: Arc::new(AtomicI64::new(next)),
+            ids: None,
         })
     }
 
-    /// `n` row ids, the first of them answered.
-    fn take_ids(&self, n: usize) -> i64 {
-        self.ids
-            .fetch_add(i64::try_from(n).unwrap_or(i64::MAX), Ordering::Relaxed)
+    /// `n` row ids, the first of them answered, when this store hands them out.
+    fn take_ids(&self, n: usize) -> Option<i64> {
+        let ids = self.ids.as_ref()?;
+        Some(ids.fetch_add(i64::try_from(n).unwrap_or(i64::MAX), Ordering::Relaxed))
     }
 
     /// Reads every row of the conversation file at `legacy` (one an earlier version kept apart
@@ -188,7 +206,9 @@ impl SqliteStore {
                 let detached = conn.execute_batch("DETACH DATABASE legacy");
                 let copied = copied?;
                 detached?;
-                self.ids.store(next_id(conn)?, Ordering::Relaxed);
+                if let Some(ids) = &self.ids {
+                    ids.store(next_id(conn)?, Ordering::Relaxed);
+                }
                 Ok(u64::try_from(copied).unwrap_or(0))
             })
             .map_err(fail)
@@ -232,12 +252,17 @@ impl ConversationStore for SqliteStore {
         Vec<i64>,
         crate::stores::turn_writes::Pending<Result<(), StoreError>>,
     ) {
+        let Some(first) = self.take_ids(rows.len()) else {
+            return match self.append(context, rows).await {
+                Ok(ids) => (ids, Box::pin(async { Ok(()) })),
+                Err(e) => (Vec::new(), Box::pin(async move { Err(e) })),
+            };
+        };
         let context = context.to_owned();
-        let first = self.take_ids(rows.len());
         let ids = (first..).take(rows.len()).collect();
         let later = self
             .writer
-            .later(move |tx| insert_rows(tx, &context, rows, first).map(drop));
+            .later(move |tx| insert_rows(tx, &context, rows, Some(first)).map(drop));
         let location = self.location.clone();
         let committed = Box::pin(async move {
             later.committed().await.map_err(|e| StoreError::Backend {
@@ -364,12 +389,13 @@ fn next_id(conn: &Connection) -> rusqlite::Result<i64> {
     Ok(newest.max(handed) + 1)
 }
 
-/// Appends `rows` to `context` with the ids from `first` on (handed out by the store).
+/// Appends `rows` to `context`, each with the next turn index, with the ids from `first` on
+/// (handed out by the store), or (`None`) those SQLite picks; answers their ids.
 fn insert_rows(
     tx: &Transaction<'_>,
     context: &str,
     rows: Vec<NewRow>,
-    first: i64,
+    first: Option<i64>,
 ) -> rusqlite::Result<Vec<i64>> {
     let next_turn: i64 = tx
         .prepare_cached(TURN_LOOKUP)?
@@ -379,7 +405,8 @@ fn insert_rows(
         .map_or(0, |t| t + 1);
     let mut insert = tx.prepare_cached(INSERT_ROW)?;
     let mut ids = Vec::with_capacity(rows.len());
-    for ((turn, id), row) in (next_turn..).zip(first..).zip(rows) {
+    for (n, (turn, row)) in (0..).zip((next_turn..).zip(rows)) {
+        let id = first.map(|first| first + n);
         let calls = serde_json::to_string(&row.tool_calls).unwrap_or_else(|_| "[]".to_owned());
         insert.execute(params![
             context,
@@ -393,7 +420,7 @@ fn insert_rows(
             status_str(row.status),
             id
         ])?;
-        ids.push(id);
+        ids.push(id.unwrap_or_else(|| tx.last_insert_rowid()));
     }
     Ok(ids)
 }

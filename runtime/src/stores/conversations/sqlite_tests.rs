@@ -5,6 +5,8 @@ use serde_json::json;
 use tokio::sync::oneshot;
 
 use super::*;
+use crate::platform::metrics::StoreFigures;
+use crate::stores::sqlite_file::SqliteFile;
 use crate::stores::sqlite_writer::in_savepoint;
 
 fn new_row(role: RowRole, content: &str, status: RowStatus) -> NewRow {
@@ -299,7 +301,12 @@ fn a_turns_statements_are_prepared_once() {
             let context = format!("c{round}-{job}");
             in_savepoint(&tx, |tx| {
                 let user = new_row(RowRole::User, "hi", RowStatus::Pending);
-                let ids = insert_rows(tx, &context, vec![user], i64::from(round * 3 + job) + 1)?;
+                let ids = insert_rows(
+                    tx,
+                    &context,
+                    vec![user],
+                    Some(i64::from(round * 3 + job) + 1),
+                )?;
                 update_status(tx, &context, &ids, RowStatus::Complete)?;
                 recent_rows(tx, &context, 10)
             })
@@ -363,4 +370,55 @@ async fn an_earlier_versions_conversation_file_is_read_in_once_with_its_ids() {
         0,
         "a store with rows reads none"
     );
+}
+
+/// Beside the tasks (a file no other process writes), the store hands out its rows' ids, so
+/// rows queued for a turn's next awaited write answer their ids at once and commit with it.
+/// On a file of its own, which replicas may share, two stores on the one file never hand out
+/// one id twice (SQLite picks them).
+#[tokio::test]
+async fn ids_are_handed_out_beside_the_tasks_and_picked_by_sqlite_on_a_shared_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tasks.sqlite");
+    let file = SqliteFile::open(path.to_str().unwrap()).unwrap();
+    let beside = SqliteStore::beside_tasks(&file, None).unwrap();
+    let commits = file.stats();
+    let before = commits.commits();
+    let (ids, committed) = beside
+        .append_later(
+            "ctx",
+            vec![new_row(RowRole::User, "held", RowStatus::Pending)],
+        )
+        .await;
+    assert_eq!(ids.len(), 1, "answered at once");
+    assert_eq!(commits.commits(), before, "nothing committed yet");
+    beside
+        .set_status("ctx", &ids, RowStatus::Complete)
+        .await
+        .unwrap();
+    committed.await.unwrap();
+    assert_eq!(commits.commits() - before, 1, "one commit for both");
+    let rows = beside.rows("ctx", usize::MAX).await.unwrap();
+    assert_eq!(rows[0].id, ids[0]);
+    assert_eq!(rows[0].status, RowStatus::Complete);
+
+    let shared = dir.path().join("shared.sqlite");
+    let one = SqliteStore::open(shared.to_str().unwrap()).unwrap();
+    let other = SqliteStore::open(shared.to_str().unwrap()).unwrap();
+    let mut all = Vec::new();
+    for n in 0..10 {
+        let store = if n % 2 == 0 { &one } else { &other };
+        let (ids, committed) = store
+            .append_later(
+                &format!("c{n}"),
+                vec![new_row(RowRole::User, "hi", RowStatus::Complete)],
+            )
+            .await;
+        committed.await.unwrap();
+        all.extend(ids);
+    }
+    let mut unique = all.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), 10, "{all:?}");
 }

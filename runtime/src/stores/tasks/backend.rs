@@ -14,7 +14,8 @@ use crate::stores::turn_writes::Pending;
 use daedalus_contract::{Message, Part, Role, Task, TaskState, TaskStatus};
 use serde::{Deserialize, Serialize};
 
-use crate::platform::identity::Principal;
+use super::list::{Asked, Selection};
+use crate::platform::identity::{Caller, Principal};
 
 /// What a backend keeps of a task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -174,6 +175,30 @@ pub trait TaskBackend: Send + Sync + std::fmt::Debug + 'static {
     }
     /// The `limit` most recently written tasks, newest first.
     async fn recent(&self, limit: usize) -> Result<Vec<Versioned>, BackendError>;
+    /// What a restart reads back into memory: the tasks `replica` left running, when this
+    /// backend can find them alone (finished tasks are read when someone asks for them,
+    /// [`TaskBackend::select`] lists them); `None`: it cannot, and the restart reads the
+    /// `limit` most recent ([`TaskBackend::recent`]).
+    async fn left_running(&self, replica: &str) -> Result<Option<Vec<Versioned>>, BackendError> {
+        let _ = replica;
+        Ok(None)
+    }
+    /// The page of `ListTasks` that `asked` selects among every task kept, when this backend
+    /// selects on its own (`None`: memory selects among what it holds).
+    async fn select(&self, asked: &Asked) -> Result<Option<Selection>, BackendError> {
+        let _ = asked;
+        Ok(None)
+    }
+    /// Whether some task of context `context_id` belongs to someone `caller` may not see,
+    /// when this backend can tell (`None`: memory tells among what it holds).
+    async fn context_closed_to(
+        &self,
+        context_id: &str,
+        caller: &Caller,
+    ) -> Result<Option<bool>, BackendError> {
+        let _ = (context_id, caller);
+        Ok(None)
+    }
     /// Keeps `record` (`None`: drops it) as the record of task `task_id`'s running turn:
     /// what a restart needs to resume the turn (durable turns). Opaque to the store. A backend
     /// that keeps none keeps nothing, and its turns are not resumed.

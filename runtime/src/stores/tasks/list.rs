@@ -59,7 +59,7 @@ pub enum ListError {
 
 /// Where a task sorts: most recent status first, then by id.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Key {
+pub(super) struct Key {
     newest_first: std::cmp::Reverse<i64>,
     id: String,
 }
@@ -82,13 +82,22 @@ impl Key {
     }
 }
 
+#[cfg(test)]
+impl Key {
+    /// Where a page token says the next page starts (status time, id).
+    pub(super) fn from_token_for_tests(token: &str) -> (i64, String) {
+        let key = Self::from_token(token).expect("a token this server gave");
+        (key.newest_first.0, key.id)
+    }
+}
+
 /// The time a task's status last changed, in microseconds (0 when it says none).
-fn status_micros(task: &Task) -> i64 {
+pub fn status_micros(task: &Task) -> i64 {
     micros_of(task.status.timestamp.as_deref())
 }
 
 /// An RFC 3339 time in microseconds (0 when there is none, or it does not read).
-pub(super) fn micros_of(timestamp: Option<&str>) -> i64 {
+pub fn micros_of(timestamp: Option<&str>) -> i64 {
     timestamp
         .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
         .map_or(0, |t| t.timestamp_micros())
@@ -106,12 +115,72 @@ pub(super) struct Facts<'a> {
 }
 
 /// The ids of one page of the tasks a query selects, in order, and what the page says.
-#[derive(Debug)]
-pub(super) struct Selection {
+#[derive(Debug, PartialEq, Eq)]
+pub struct Selection {
     pub(super) ids: Vec<String>,
     pub(super) next_page_token: String,
     pub(super) page_size: u32,
     pub(super) total_size: u32,
+}
+
+/// A query as a backend that selects on its own runs it ([`super::TaskBackend::select`]):
+/// its filters, and where its page starts. Tasks sort most recent status first, then by id.
+#[derive(Debug, Clone)]
+pub struct Asked {
+    pub context_id: Option<String>,
+    pub state: Option<TaskState>,
+    /// Only tasks whose status changed at or after this time (microseconds).
+    pub status_after_micros: Option<i64>,
+    /// The page starts after this task (its status time in microseconds, and its id).
+    pub after: Option<(i64, String)>,
+    pub page_size: u32,
+    /// Who asks: only what it may see is selected.
+    pub caller: Caller,
+}
+
+impl Asked {
+    /// What `query` asks, checked.
+    pub(super) fn of(query: &ListQuery) -> Result<Self, ListError> {
+        let page_size = query.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
+        if !(1..=MAX_PAGE_SIZE).contains(&page_size) {
+            return Err(ListError::PageSize(page_size));
+        }
+        let after = query
+            .page_token
+            .as_deref()
+            .filter(|t| !t.is_empty())
+            .map(Key::from_token)
+            .transpose()?
+            .map(|key| (key.newest_first.0, key.id));
+        Ok(Self {
+            context_id: query.context_id.clone(),
+            state: query.state,
+            status_after_micros: query.status_after.map(|t| t.timestamp_micros()),
+            after,
+            page_size,
+            caller: query.caller.clone(),
+        })
+    }
+}
+
+/// The page a backend selected: `rows` (id and status time, in order, at most one more than
+/// the page holds), of `total` tasks the query selects.
+pub fn selected(rows: Vec<(String, i64)>, page_size: u32, total: u64) -> Selection {
+    let shown = rows.len().min(page_size as usize);
+    let next_page_token = match shown.checked_sub(1).and_then(|last| rows.get(last)) {
+        Some((id, micros)) if rows.len() > shown => Key {
+            newest_first: std::cmp::Reverse(*micros),
+            id: id.clone(),
+        }
+        .token(),
+        _ => String::new(),
+    };
+    Selection {
+        ids: rows.into_iter().take(shown).map(|(id, _)| id).collect(),
+        next_page_token,
+        page_size,
+        total_size: u32::try_from(total).unwrap_or(u32::MAX),
+    }
 }
 
 /// The page `query` selects among `tasks`.

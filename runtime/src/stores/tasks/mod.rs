@@ -131,6 +131,20 @@ impl TaskStore {
         }))
     }
 
+    /// [`TaskStore::written_here`], or, for a task memory does not hold on a store this
+    /// replica has alone (SQLite: a restart reads finished tasks only when asked), as the
+    /// backend keeps it, read without keeping it in memory.
+    pub async fn written_here_or_kept(&self, task_id: &str) -> Option<(Task, u64)> {
+        if let Some(held) = self.written_here(task_id) {
+            return Some(held);
+        }
+        if self.replicas().is_some() || self.existing(task_id).is_some() {
+            return None;
+        }
+        let versioned = self.load(task_id).await.ok()??;
+        Some((versioned.stored.task, versioned.revision))
+    }
+
     /// From now on tells `observer` of each state stored (once; a second is ignored).
     pub fn observe(&self, observer: Arc<dyn StoreObserver>) {
         let _ = self.0.observer.set(observer);
@@ -150,7 +164,8 @@ impl TaskStore {
     }
 
     /// From now on keeps tasks in `backend` too, as replica `replica`, after reading back the
-    /// most recent ones. Those this replica left running are resumed when their turn's record
+    /// tasks left running (a backend that cannot find them alone: the most recent ones; the
+    /// others are read when someone asks for them). Those this replica left running are resumed when their turn's record
     /// was kept ([`TaskStore::take_resumable`] hands them to the turn service); the others
     /// become `failed`, saying the runtime restarted. Answers how many failed.
     pub(crate) async fn attach(
@@ -158,19 +173,32 @@ impl TaskStore {
         backend: Arc<dyn TaskBackend>,
         replica: &str,
     ) -> Result<usize, BackendError> {
-        let recent = backend.recent(self.0.limits.max_tasks).await?;
+        // A backend that finds the turns left running is one process's alone (SQLite): this
+        // replica answers for every one of them, whatever name it ran under before
+        // (REPLICA_ID unset, the name has the port, which may change). Otherwise only for
+        // those left under its own name.
+        let (recent, every_owner) = match backend.left_running(replica).await? {
+            Some(running) => (running, true),
+            None => (backend.recent(self.0.limits.max_tasks).await?, false),
+        };
         self.set_persistence(Arc::clone(&backend), replica, None);
         // Oldest first, so the newest are the most recent in memory too.
-        let mut left = Vec::new();
+        let mut left = std::collections::BTreeMap::<String, Vec<String>>::new();
         for versioned in recent.into_iter().rev() {
-            if versioned.stored.is_running() && versioned.stored.owner == replica {
-                left.push(versioned.stored.task.id.clone());
+            if versioned.stored.is_running() && (every_owner || versioned.stored.owner == replica) {
+                left.entry(versioned.stored.owner.clone())
+                    .or_default()
+                    .push(versioned.stored.task.id.clone());
             }
             self.absorb(versioned);
         }
-        Ok(self
-            .resume_or_fail(&left, backend::RESTARTED, replica, ResumeCause::Restart)
-            .await)
+        let mut failed = 0;
+        for (owner, tasks) in &left {
+            failed += self
+                .resume_or_fail(tasks, backend::RESTARTED, owner, ResumeCause::Restart)
+                .await;
+        }
+        Ok(failed)
     }
 
     fn set_persistence(
@@ -221,15 +249,31 @@ impl TaskStore {
 
     /// Whether context `context_id` is open to `caller`: no task of it belongs to someone
     /// `caller` may not see.
-    pub fn context_open_to(&self, context_id: &str, caller: &Caller) -> bool {
+    /// Memory tells among what it holds; a backend that can tell among every task it keeps
+    /// (SQLite: finished tasks are not all in memory) is asked too.
+    pub async fn context_open_to(&self, context_id: &str, caller: &Caller) -> bool {
         if matches!(caller, Caller::Anyone) {
             return true;
         }
         let cells = self.lock().all();
-        cells.iter().all(|cell| {
+        let open_here = cells.iter().all(|cell| {
             cell.peek(|t| t.context_id.as_deref() == Some(context_id)) != Some(true)
                 || caller.may_see(cell.principal().as_ref())
-        })
+        });
+        if !open_here {
+            return false;
+        }
+        let Some(p) = self.0.persistence.get().filter(|p| p.replicas.is_none()) else {
+            return true;
+        };
+        match p.backend.context_closed_to(context_id, caller).await {
+            Ok(closed) => !closed.unwrap_or(false),
+            Err(e) => {
+                // Not known to be open: refused (the caller may try again).
+                tracing::warn!(error = %e, "cannot tell who owns a context's tasks");
+                false
+            }
+        }
     }
 
     /// One page of the tasks that `query` selects, most recently changed status first. With
@@ -239,12 +283,46 @@ impl TaskStore {
             replicas.catch_up().await;
             return self.list_shared(query).await;
         }
+        if let Some(p) = self.0.persistence.get() {
+            let asked = list::Asked::of(query)?;
+            match p.backend.select(&asked).await {
+                Ok(Some(selection)) => return Ok(self.page_of(selection, query).await),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "ListTasks cannot select in the task store; memory answers");
+                }
+            }
+        }
         let cells = {
             let mut cells = self.lock();
             cells.evict(&self.0.limits);
             cells.all()
         };
         list::page(&cells, query)
+    }
+
+    /// The page a backend selected: each task from memory when memory holds it (a turn may
+    /// have moved it on since its last commit), else read from the backend.
+    async fn page_of(&self, selection: list::Selection, query: &ListQuery) -> ListPage {
+        let read = selection.ids.iter().map(|id| async move {
+            if let Some(task) = self.existing(id).and_then(|cell| cell.task()) {
+                return Some(task);
+            }
+            match self.load(id).await {
+                Ok(found) => found.map(|versioned| versioned.stored.task),
+                Err(e) => {
+                    tracing::warn!(task_id = id.as_str(), error = %e, "ListTasks could not read a task");
+                    None
+                }
+            }
+        });
+        let tasks = futures::future::join_all(read)
+            .await
+            .into_iter()
+            .flatten()
+            .map(|task| list::shape(task, query))
+            .collect();
+        selection.into_page(tasks)
     }
 
     /// `ListTasks` on a shared bucket: selected from the index of every task the bucket
@@ -312,7 +390,19 @@ impl TaskStore {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
 
+impl crate::platform::metrics::MemoryFigures for TaskStore {
+    fn tasks(&self) -> u64 {
+        u64::try_from(self.len()).unwrap_or(u64::MAX)
+    }
+
+    fn bytes(&self) -> u64 {
+        u64::try_from(TaskStore::bytes(self)).unwrap_or(u64::MAX)
+    }
+}
+
+impl TaskStore {
     /// How many subscriptions are open on task `task_id`.
     pub fn subscribers(&self, task_id: &str) -> usize {
         self.existing(task_id).map_or(0, |cell| cell.subscribers())

@@ -18,19 +18,28 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::backend::{
     BackendError, BeganLater, StoredTask, TaskBackend, TurnStep, Versioned, WriteError, now_ms,
 };
+use super::list::{Asked, Selection, selected, status_micros};
+use crate::platform::identity::{Caller, Principal};
 use crate::stores::sqlite_file::SqliteFile;
 use crate::stores::sqlite_writer::{GroupCommit, JobError};
 use crate::stores::turn_writes::Pending;
+use daedalus_contract::TaskState;
 
+/// One row a task: what `ListTasks`, a context's owners and a restart select on, in small
+/// columns before the task's body (so a scan reads no body), the body last.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS a2a_tasks (
     id          TEXT    PRIMARY KEY,
     owner       TEXT    NOT NULL,
     updated_ms  INTEGER NOT NULL,
-    body        TEXT    NOT NULL,
-    revision    INTEGER NOT NULL DEFAULT 1
+    revision    INTEGER NOT NULL DEFAULT 1,
+    context     TEXT,
+    state       INTEGER NOT NULL DEFAULT 0,
+    status_us   INTEGER NOT NULL DEFAULT 0,
+    principal   TEXT,
+    running     INTEGER NOT NULL DEFAULT 0,
+    body        TEXT    NOT NULL
 );
-CREATE INDEX IF NOT EXISTS a2a_tasks_updated ON a2a_tasks (updated_ms);
 CREATE TABLE IF NOT EXISTS a2a_turns (
     id          TEXT    PRIMARY KEY,
     updated_ms  INTEGER NOT NULL,
@@ -38,19 +47,31 @@ CREATE TABLE IF NOT EXISTS a2a_turns (
 );
 ";
 
-/// The revision column, added to a file an earlier version wrote.
-const ADD_REVISION: &str = "ALTER TABLE a2a_tasks ADD COLUMN revision INTEGER NOT NULL DEFAULT 1";
+/// The indexes, made once the table has its columns: `ListTasks` by status time, and by
+/// context; the tasks left running (a partial index: a task answered at once never enters it).
+const INDEXES: &str = "
+DROP INDEX IF EXISTS a2a_tasks_updated;
+CREATE INDEX IF NOT EXISTS a2a_tasks_status ON a2a_tasks (status_us);
+CREATE INDEX IF NOT EXISTS a2a_tasks_context ON a2a_tasks (context, status_us);
+CREATE INDEX IF NOT EXISTS a2a_tasks_running ON a2a_tasks (running) WHERE running = 1;
+";
 
 /// A task as it stands, by id.
 const LOAD: &str = "SELECT body, revision FROM a2a_tasks WHERE id = ?1";
 /// A new task at revision `?5`, unless one with its id is there already.
-const INSERT: &str = "INSERT INTO a2a_tasks (id, owner, updated_ms, body, revision) \
-                      VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (id) DO NOTHING";
+const INSERT: &str = "INSERT INTO a2a_tasks \
+                      (id, owner, updated_ms, body, revision, context, state, status_us, \
+                       principal, running) \
+                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT (id) DO NOTHING";
 /// A task at revision `?6`, if it still stands at `?5`, the one the writer read.
 const UPDATE_AT: &str = "UPDATE a2a_tasks SET owner = ?2, updated_ms = ?3, body = ?4, \
-                         revision = ?6 WHERE id = ?1 AND revision = ?5";
-/// The newest tasks.
-const RECENT: &str = "SELECT body, revision FROM a2a_tasks ORDER BY updated_ms DESC LIMIT ?1";
+                         revision = ?6, context = ?7, state = ?8, status_us = ?9, \
+                         principal = ?10, running = ?11 WHERE id = ?1 AND revision = ?5";
+/// The tasks whose status changed last.
+const RECENT: &str = "SELECT body, revision FROM a2a_tasks ORDER BY status_us DESC LIMIT ?1";
+/// The tasks with a turn running (any replica name's: alone on its file, a replica answers
+/// for every task in it).
+const LEFT_RUNNING: &str = "SELECT body, revision FROM a2a_tasks WHERE running = 1";
 
 /// A running turn's record, kept or replaced.
 const KEEP_TURN: &str = "INSERT INTO a2a_turns (id, updated_ms, body) VALUES (?1, ?2, ?3) \
@@ -110,9 +131,10 @@ impl SqliteTasks {
         let rows = writer
             .setup(|conn| -> rusqlite::Result<Arc<AtomicU64>> {
                 conn.execute_batch(SCHEMA)?;
-                if !has_revision(conn)? {
-                    conn.execute_batch(ADD_REVISION)?;
+                if !has_column(conn, "status_us")? {
+                    with_facts_in_columns(conn)?;
                 }
+                conn.execute_batch(INDEXES)?;
                 let count: i64 =
                     conn.query_row("SELECT COUNT(*) FROM a2a_tasks", [], |row| row.get(0))?;
                 let rows = Arc::new(AtomicU64::new(u64::try_from(count).unwrap_or(0)));
@@ -168,16 +190,19 @@ impl SqliteTasks {
     }
 }
 
-/// Deletes rows older than `ttl` and all but the `max_tasks` newest.
+/// Deletes the tasks whose status is older than `ttl`, and all but the `max_tasks` newest;
+/// never one whose turn runs.
 fn sweep(
     conn: &Connection,
     ttl: Duration,
     max_tasks: usize,
     rows: &AtomicU64,
 ) -> rusqlite::Result<()> {
-    let oldest = now_ms().saturating_sub(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
+    let oldest = now_ms()
+        .saturating_mul(1000)
+        .saturating_sub(i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX));
     let mut deleted = conn.execute(
-        "DELETE FROM a2a_tasks WHERE updated_ms < ?1",
+        "DELETE FROM a2a_tasks WHERE status_us < ?1 AND running = 0",
         params![oldest],
     )?;
     let left = rows
@@ -187,7 +212,7 @@ fn sweep(
     if excess > 0 {
         deleted += conn.execute(
             "DELETE FROM a2a_tasks WHERE rowid IN \
-             (SELECT rowid FROM a2a_tasks ORDER BY updated_ms LIMIT ?1)",
+             (SELECT rowid FROM a2a_tasks WHERE running = 0 ORDER BY status_us LIMIT ?1)",
             params![i64::try_from(excess).unwrap_or(i64::MAX)],
         )?;
     }
@@ -219,16 +244,128 @@ fn keep_record(conn: &Connection, id: &str, record: Option<&str>) -> rusqlite::R
     .map(|_| ())
 }
 
-/// Whether the table has its revision column (a file an earlier version wrote has not).
-fn has_revision(conn: &Connection) -> rusqlite::Result<bool> {
-    let mut columns = conn.prepare("SELECT name FROM pragma_table_info('a2a_tasks')")?;
-    let names = columns.query_map([], |row| row.get::<_, String>(0))?;
-    for name in names {
-        if name? == "revision" {
-            return Ok(true);
+/// Whether the tasks' table has column `name` (a file an earlier version wrote may not).
+fn has_column(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT COUNT(*) FROM pragma_table_info('a2a_tasks') WHERE name = ?1",
+        params![name],
+        |row| row.get::<_, i64>(0).map(|n| n > 0),
+    )
+}
+
+/// Rebuilds the tasks' table an earlier version wrote (each task's facts only in its body,
+/// the body before them, perhaps no revision) as [`SCHEMA`] has it, in one transaction: every
+/// task kept at its revision, its facts read from its body.
+fn with_facts_in_columns(conn: &Connection) -> rusqlite::Result<()> {
+    let tx = conn.unchecked_transaction()?;
+    let revision = if has_column(&tx, "revision")? {
+        "revision"
+    } else {
+        "1"
+    };
+    tx.execute_batch(
+        "DROP INDEX IF EXISTS a2a_tasks_updated;
+         ALTER TABLE a2a_tasks RENAME TO a2a_tasks_before;",
+    )?;
+    tx.execute_batch(SCHEMA)?;
+    let mut moved = 0_u64;
+    {
+        let mut read = tx.prepare(&format!(
+            "SELECT id, owner, updated_ms, body, {revision} FROM a2a_tasks_before"
+        ))?;
+        let mut insert = tx.prepare(INSERT)?;
+        let mut rows = read.query([])?;
+        while let Some(row) = rows.next()? {
+            let (id, owner, updated, body, revision): (String, String, i64, String, i64) = (
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get(3)?,
+                row.get(4)?,
+            );
+            let facts = decode(&body, revision)
+                .map(|v| RowFacts::of(&v.stored))
+                .unwrap_or_default();
+            insert.execute(params![
+                id,
+                owner,
+                updated,
+                body,
+                revision,
+                facts.context,
+                facts.state,
+                facts.status_us,
+                facts.principal,
+                facts.running
+            ])?;
+            moved += 1;
         }
     }
-    Ok(false)
+    tx.execute_batch("DROP TABLE a2a_tasks_before")?;
+    tx.commit()?;
+    tracing::info!(
+        tasks = moved,
+        "the task store's table was rebuilt once with each task's facts in columns"
+    );
+    Ok(())
+}
+
+/// What a task's row says beside its body: what queries select on without reading it.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct RowFacts {
+    context: Option<String>,
+    /// The state's place in [`TaskState::ALL`].
+    state: i64,
+    /// When its status last changed, in microseconds.
+    status_us: i64,
+    /// Its principal's key ([`crate::platform::identity::Principal::key`]).
+    principal: Option<String>,
+    running: bool,
+}
+
+impl RowFacts {
+    fn of(stored: &StoredTask) -> Self {
+        Self {
+            context: stored.task.context_id.clone(),
+            state: state_code(stored.task.status.state),
+            // A status without a time (none this runtime writes) sorts by the write.
+            status_us: match status_micros(&stored.task) {
+                0 => stored.updated_ms.saturating_mul(1000),
+                micros => micros,
+            },
+            principal: stored.principal.as_ref().map(Principal::key),
+            running: stored.is_running(),
+        }
+    }
+}
+
+fn state_code(state: TaskState) -> i64 {
+    TaskState::ALL
+        .iter()
+        .position(|s| *s == state)
+        .and_then(|n| i64::try_from(n).ok())
+        .unwrap_or(-1)
+}
+
+/// A task's row as a write makes it.
+struct TaskRow {
+    id: String,
+    owner: String,
+    updated: i64,
+    body: String,
+    facts: RowFacts,
+}
+
+impl TaskRow {
+    fn of(stored: &StoredTask) -> Result<Self, serde_json::Error> {
+        Ok(Self {
+            id: stored.task.id.clone(),
+            owner: stored.owner.clone(),
+            updated: stored.updated_ms,
+            body: serde_json::to_string(stored)?,
+            facts: RowFacts::of(stored),
+        })
+    }
 }
 
 fn decode(body: &str, revision: i64) -> Result<Versioned, daedalus_contract::ReadError> {
@@ -247,30 +384,146 @@ enum Written {
     LeftOut,
 }
 
-/// Writes task `id` at `revision` if it stands at `from` (`0`: a new task); answers whether
-/// it did.
-fn write_row(
-    conn: &Connection,
-    id: &str,
-    owner: &str,
-    updated: i64,
-    body: &str,
-    from: u64,
-    revision: u64,
-) -> rusqlite::Result<bool> {
+/// Writes `row` at `revision` if its task stands at `from` (`0`: a new task); answers
+/// whether it did.
+fn write_row(conn: &Connection, row: &TaskRow, from: u64, revision: u64) -> rusqlite::Result<bool> {
     let (from, revision) = (
         i64::try_from(from).unwrap_or(i64::MAX),
         i64::try_from(revision).unwrap_or(i64::MAX),
     );
+    let facts = &row.facts;
     let changed = if from == 0 {
-        conn.prepare_cached(INSERT)
-            .and_then(|mut insert| insert.execute(params![id, owner, updated, body, revision]))
+        conn.prepare_cached(INSERT).and_then(|mut insert| {
+            insert.execute(params![
+                row.id,
+                row.owner,
+                row.updated,
+                row.body,
+                revision,
+                facts.context,
+                facts.state,
+                facts.status_us,
+                facts.principal,
+                facts.running
+            ])
+        })
     } else {
         conn.prepare_cached(UPDATE_AT).and_then(|mut update| {
-            update.execute(params![id, owner, updated, body, from, revision])
+            update.execute(params![
+                row.id,
+                row.owner,
+                row.updated,
+                row.body,
+                from,
+                revision,
+                facts.context,
+                facts.state,
+                facts.status_us,
+                facts.principal,
+                facts.running
+            ])
         })
     }?;
     Ok(changed == 1)
+}
+
+/// Which tasks' rows a caller may see, as SQL ([`Caller::may_see`]): its own principal's, or,
+/// an admin, every task of its tenant and those nobody owns. `None`: every task (anyone).
+struct Visible {
+    admin: bool,
+    /// The principal's key, or (an admin) its tenant's part with the dot after it.
+    value: String,
+}
+
+impl Visible {
+    fn to(caller: &Caller) -> Option<Self> {
+        let Caller::Known(known) = caller else {
+            return None;
+        };
+        let key = known.principal.key();
+        Some(if known.admin {
+            let tenant = key
+                .split_once('.')
+                .map_or(key.as_str(), |(tenant, _)| tenant);
+            Self {
+                admin: true,
+                value: format!("{tenant}."),
+            }
+        } else {
+            Self {
+                admin: false,
+                value: key,
+            }
+        })
+    }
+
+    /// The condition, its value bound as parameter `?n`. Never NULL: `NOT` of it holds for
+    /// exactly the rows the caller may not see.
+    fn clause(&self, n: usize) -> String {
+        if self.admin {
+            format!("principal IS NULL OR substr(principal, 1, length(?{n})) IS ?{n}")
+        } else {
+            format!("principal IS ?{n}")
+        }
+    }
+}
+
+/// The page `asked` selects, and how many tasks it selects in all.
+fn select_rows(conn: &Connection, asked: &Asked) -> rusqlite::Result<Selection> {
+    let mut filters = Vec::new();
+    let mut values: Vec<rusqlite::types::Value> = Vec::new();
+    let bind = |values: &mut Vec<rusqlite::types::Value>, value: rusqlite::types::Value| {
+        values.push(value);
+        values.len()
+    };
+    if let Some(visible) = Visible::to(&asked.caller) {
+        let n = bind(&mut values, visible.value.clone().into());
+        filters.push(format!("({})", visible.clause(n)));
+    }
+    if let Some(context) = &asked.context_id {
+        let n = bind(&mut values, context.clone().into());
+        filters.push(format!("context = ?{n}"));
+    }
+    if let Some(state) = asked.state {
+        let n = bind(&mut values, state_code(state).into());
+        filters.push(format!("state = ?{n}"));
+    }
+    if let Some(after) = asked.status_after_micros {
+        let n = bind(&mut values, after.into());
+        filters.push(format!("status_us >= ?{n}"));
+    }
+    let selects = if filters.is_empty() {
+        "1".to_owned()
+    } else {
+        filters.join(" AND ")
+    };
+    let total: i64 = conn
+        .prepare_cached(&format!("SELECT COUNT(*) FROM a2a_tasks WHERE {selects}"))?
+        .query_row(rusqlite::params_from_iter(&values), |row| row.get(0))?;
+    let mut page_values = values.clone();
+    let starts = match &asked.after {
+        Some((micros, id)) => {
+            let m = bind(&mut page_values, (*micros).into());
+            let i = bind(&mut page_values, id.clone().into());
+            format!(" AND (status_us < ?{m} OR (status_us = ?{m} AND id > ?{i}))")
+        }
+        None => String::new(),
+    };
+    let limit = bind(&mut page_values, i64::from(asked.page_size + 1).into());
+    let mut statement = conn.prepare_cached(&format!(
+        "SELECT id, status_us FROM a2a_tasks WHERE {selects}{starts} \
+         ORDER BY status_us DESC, id ASC LIMIT ?{limit}"
+    ))?;
+    let rows = statement
+        .query_map(rusqlite::params_from_iter(&page_values), |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(selected(
+        rows,
+        asked.page_size,
+        u64::try_from(total).unwrap_or(0),
+    ))
 }
 
 /// Drops `begin` from the begins waiting for later, if it is still the one there for `id`.
@@ -329,13 +582,8 @@ impl TaskBackend for SqliteTasks {
         expected: u64,
         step: TurnStep<'_>,
     ) -> Result<u64, WriteError> {
-        let body = serde_json::to_string(stored)
-            .map_err(|e| BackendError::new(self.location.clone(), e))?;
-        let (id, owner, updated) = (
-            stored.task.id.clone(),
-            stored.owner.clone(),
-            stored.updated_ms,
-        );
+        let row = TaskRow::of(stored).map_err(|e| BackendError::new(self.location.clone(), e))?;
+        let id = row.id.clone();
         let record = match step {
             TurnStep::Untouched => None,
             TurnStep::Keep(record) => Some(Some(record.to_owned())),
@@ -351,7 +599,7 @@ impl TaskBackend for SqliteTasks {
                     Some(begin) if !begin.written.load(Ordering::Acquire) => begin.before,
                     _ => expected,
                 };
-                if !write_row(conn, &id, &owner, updated, &body, from, revision)? {
+                if !write_row(conn, &row, from, revision)? {
                     return Ok(Written::Conflict);
                 }
                 if let Some(record) = record {
@@ -401,16 +649,7 @@ impl TaskBackend for SqliteTasks {
             if left_out {
                 return Ok(Written::LeftOut);
             }
-            let body = serde_json::to_string(&stored)?;
-            if !write_row(
-                conn,
-                &id,
-                &stored.owner,
-                stored.updated_ms,
-                &body,
-                expected,
-                revision,
-            )? {
+            if !write_row(conn, &TaskRow::of(&stored)?, expected, revision)? {
                 return Ok(Written::Conflict);
             }
             if let Some(record) = &record {
@@ -431,6 +670,53 @@ impl TaskBackend for SqliteTasks {
                 Err(e) => Err(WriteError::Unavailable(BackendError::new(location, e))),
             }
         }))
+    }
+
+    async fn left_running(&self, _replica: &str) -> Result<Option<Vec<Versioned>>, BackendError> {
+        self.read(move |conn| {
+            let mut statement = conn.prepare_cached(LEFT_RUNNING)?;
+            let rows = statement.query_map([], |row| {
+                Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+            })?;
+            let mut tasks = Vec::new();
+            for row in rows {
+                let (body, revision) = row?;
+                match decode(&body, revision) {
+                    Ok(versioned) => tasks.push(versioned),
+                    Err(e) => tracing::warn!(error = %e, "a stored task is unreadable; skipped"),
+                }
+            }
+            Ok(Some(tasks))
+        })
+        .await
+    }
+
+    async fn select(&self, asked: &Asked) -> Result<Option<Selection>, BackendError> {
+        let asked = asked.clone();
+        self.read(move |conn| select_rows(conn, &asked).map(Some).map_err(Into::into))
+            .await
+    }
+
+    async fn context_closed_to(
+        &self,
+        context_id: &str,
+        caller: &Caller,
+    ) -> Result<Option<bool>, BackendError> {
+        let Some(visible) = Visible::to(caller) else {
+            return Ok(Some(false));
+        };
+        let context = context_id.to_owned();
+        self.read(move |conn| {
+            let sql = format!(
+                "SELECT EXISTS (SELECT 1 FROM a2a_tasks WHERE context = ?1 AND NOT ({}))",
+                visible.clause(2)
+            );
+            let mut statement = conn.prepare_cached(&sql)?;
+            let closed: bool =
+                statement.query_row(params![context, visible.value], |row| row.get(0))?;
+            Ok(Some(closed))
+        })
+        .await
     }
 
     async fn recent(&self, limit: usize) -> Result<Vec<Versioned>, BackendError> {
@@ -515,7 +801,7 @@ mod tests {
     }
 
     /// The sweep keeps the `MAX_TASKS` newest and the rows' count with them, at open and
-    /// between commits, deleting only what is past the limits.
+    /// between commits, deleting only what is past the limits, and never a running task.
     #[tokio::test]
     async fn a_sweep_keeps_the_newest_and_counts_what_it_deleted() {
         let dir = tempfile::tempdir().unwrap();
@@ -525,12 +811,17 @@ mod tests {
             .to_string_lossy()
             .into_owned();
         let tasks = SqliteTasks::open(&path, Duration::from_hours(1), 100).unwrap();
+        // A turn that runs is never swept, however old its status.
+        let mut running = stored("running");
+        running.updated_ms = 1;
+        tasks.write(&running, 0).await.unwrap();
         for i in 0..12 {
             let mut task = stored(&format!("t{i:02}"));
+            task.task.status = TaskStatus::new(TaskState::Completed);
             task.updated_ms = 1_000_000_000_000_000 + i;
             tasks.write(&task, 0).await.unwrap();
         }
-        assert_eq!(tasks.rows.load(Ordering::Relaxed), 12);
+        assert_eq!(tasks.rows.load(Ordering::Relaxed), 13);
         let rows = Arc::clone(&tasks.rows);
         tasks
             .with(move |conn| sweep(conn, Duration::from_hours(1), 5, &rows).map_err(Into::into))
@@ -550,12 +841,12 @@ mod tests {
         };
         assert_eq!(
             ids(tasks.clone()).await,
-            ["t07", "t08", "t09", "t10", "t11"]
+            ["running", "t08", "t09", "t10", "t11"]
         );
         drop(tasks);
         let reopened = SqliteTasks::open(&path, Duration::from_hours(1), 3).unwrap();
         assert_eq!(reopened.rows.load(Ordering::Relaxed), 3);
-        assert_eq!(ids(reopened).await, ["t09", "t10", "t11"]);
+        assert_eq!(ids(reopened).await, ["running", "t10", "t11"]);
     }
 
     /// Writes of one task queued behind a held writer commit together, and compare-and-set
@@ -695,5 +986,232 @@ mod tests {
         for (sql, runs, ran, reprepared) in counts {
             assert_eq!((ran, reprepared), (runs, 0), "{sql}");
         }
+    }
+}
+
+/// What the store selects on its own, without memory: `ListTasks`' pages among every task
+/// kept, who a context is open to, the tasks a restart resumes; and a file an earlier
+/// version wrote, rebuilt with its tasks' facts in columns.
+#[cfg(test)]
+mod selects {
+    use std::collections::BTreeSet;
+
+    use daedalus_contract::{Task, TaskState, TaskStatus};
+
+    use super::*;
+    use crate::platform::identity::{Known, Principal, Via};
+    use crate::stores::tasks::list;
+
+    fn principal(subject: &str, tenant: &str) -> Principal {
+        Principal {
+            issuer: None,
+            subject: subject.into(),
+            tenant: Some(tenant.into()),
+        }
+    }
+
+    fn caller(principal: &Principal, admin: bool) -> Caller {
+        Caller::known(Known {
+            principal: principal.clone(),
+            scopes: BTreeSet::new(),
+            admin,
+            via: Via::Token,
+        })
+    }
+
+    /// Task `id` of `context`, in `state`, its status at second `second`, owned by `owner`.
+    fn task(
+        id: &str,
+        context: &str,
+        state: TaskState,
+        second: u32,
+        owner: Option<&Principal>,
+    ) -> StoredTask {
+        let mut status = TaskStatus::new(state);
+        status.timestamp = Some(format!("2026-12-05T00:00:{second:02}Z"));
+        let task = Task {
+            id: id.into(),
+            context_id: Some(context.into()),
+            status,
+            artifacts: Vec::new(),
+            history: None,
+            metadata: None,
+        };
+        let mut stored = StoredTask::new(task, "replica-a", None);
+        stored.principal = owner.cloned();
+        stored
+    }
+
+    fn asked(caller: Caller) -> Asked {
+        Asked {
+            context_id: None,
+            state: None,
+            status_after_micros: None,
+            after: None,
+            page_size: 2,
+            caller,
+        }
+    }
+
+    async fn kept(tasks: &[StoredTask]) -> SqliteTasks {
+        // Kept for years: the tasks' status times are fixed.
+        let store = SqliteTasks::open(":memory:", Duration::from_hours(24 * 3650), 100).unwrap();
+        for task in tasks {
+            store.write(task, 0).await.unwrap();
+        }
+        store
+    }
+
+    #[tokio::test]
+    async fn pages_come_newest_status_first_each_task_once_only_to_whom_may_see_it() {
+        let (ann, bob, eve) = (
+            principal("ann", "blue"),
+            principal("bob", "blue"),
+            principal("eve", "red"),
+        );
+        let store = kept(&[
+            task("a1", "c1", TaskState::Completed, 1, Some(&ann)),
+            task("a2", "c1", TaskState::Failed, 3, Some(&ann)),
+            task("a3", "c2", TaskState::Completed, 3, Some(&ann)),
+            task("a4", "c2", TaskState::Completed, 5, Some(&ann)),
+            task("b1", "c3", TaskState::Completed, 4, Some(&bob)),
+            task("e1", "c4", TaskState::Completed, 6, Some(&eve)),
+            task("n1", "c5", TaskState::Completed, 2, None),
+        ])
+        .await;
+        let walk = |mut asked: Asked| {
+            let store = store.clone();
+            async move {
+                let mut seen = Vec::new();
+                loop {
+                    let page = store.select(&asked).await.unwrap().expect("selects");
+                    seen.push((page.ids.clone(), page.total_size));
+                    if page.next_page_token.is_empty() {
+                        return seen;
+                    }
+                    let next = list::Key::from_token_for_tests(&page.next_page_token);
+                    asked.after = Some(next);
+                }
+            }
+        };
+        // Her own, newest first; a tie in time by id; the total on every page.
+        assert_eq!(
+            walk(asked(caller(&ann, false))).await,
+            [
+                (vec!["a4".to_owned(), "a2".to_owned()], 4),
+                (vec!["a3".to_owned(), "a1".to_owned()], 4),
+            ]
+        );
+        // An admin sees its tenant's and what nobody owns, never another tenant's.
+        let admin = walk(asked(caller(&bob, true))).await;
+        let ids: Vec<String> = admin.into_iter().flat_map(|(ids, _)| ids).collect();
+        assert_eq!(ids, ["a4", "b1", "a2", "a3", "n1", "a1"]);
+        // Filters: context, state, status time.
+        let mut by_context = asked(Caller::Anyone);
+        by_context.context_id = Some("c2".into());
+        assert_eq!(
+            walk(by_context).await,
+            [(vec!["a4".into(), "a3".into()], 2)]
+        );
+        let mut by_state = asked(Caller::Anyone);
+        by_state.state = Some(TaskState::Failed);
+        assert_eq!(walk(by_state).await, [(vec!["a2".into()], 1)]);
+        let mut since = asked(Caller::Anyone);
+        since.status_after_micros = Some(list::micros_of(Some("2026-12-05T00:00:05Z")));
+        assert_eq!(walk(since).await, [(vec!["e1".into(), "a4".into()], 2)]);
+    }
+
+    #[tokio::test]
+    async fn a_context_is_closed_to_whoever_may_not_see_one_of_its_tasks() {
+        let (ann, bob) = (principal("ann", "blue"), principal("bob", "blue"));
+        let store = kept(&[
+            task("a1", "ann's", TaskState::Completed, 1, Some(&ann)),
+            task("n1", "nobody's", TaskState::Completed, 1, None),
+        ])
+        .await;
+        let closed = |context: &'static str, caller: Caller| {
+            let store = store.clone();
+            async move {
+                store
+                    .context_closed_to(context, &caller)
+                    .await
+                    .unwrap()
+                    .expect("tells")
+            }
+        };
+        assert!(!closed("ann's", caller(&ann, false)).await);
+        assert!(closed("ann's", caller(&bob, false)).await);
+        assert!(
+            !closed("ann's", caller(&bob, true)).await,
+            "her tenant's admin"
+        );
+        assert!(closed("nobody's", caller(&ann, false)).await);
+        assert!(!closed("nobody's", caller(&bob, true)).await);
+        assert!(!closed("new", caller(&bob, false)).await);
+        assert!(!closed("ann's", Caller::Anyone).await);
+    }
+
+    #[tokio::test]
+    async fn a_restart_reads_back_only_the_tasks_left_running() {
+        let store = kept(&[
+            task("done", "c", TaskState::Completed, 1, None),
+            task("asking", "c", TaskState::InputRequired, 1, None),
+            task("working", "c", TaskState::Working, 1, None),
+        ])
+        .await;
+        let running = store.left_running("replica-a").await.unwrap().unwrap();
+        let ids: Vec<_> = running.iter().map(|v| v.stored.task.id.as_str()).collect();
+        assert_eq!(ids, ["working"]);
+        // Its end takes it out.
+        let mut ended = running[0].stored.clone();
+        ended.task.status = TaskStatus::new(TaskState::Completed);
+        store.write(&ended, running[0].revision).await.unwrap();
+        assert!(store.left_running("r").await.unwrap().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_file_from_before_the_columns_is_rebuilt_with_its_tasks_facts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.sqlite");
+        let ann = principal("ann", "blue");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE a2a_tasks (id TEXT PRIMARY KEY, owner TEXT NOT NULL,
+                    updated_ms INTEGER NOT NULL, body TEXT NOT NULL);
+                 CREATE INDEX a2a_tasks_updated ON a2a_tasks (updated_ms);",
+            )
+            .unwrap();
+            for stored in [
+                task("old-done", "c", TaskState::Completed, 1, Some(&ann)),
+                task("old-working", "c", TaskState::Working, 2, None),
+            ] {
+                conn.execute(
+                    "INSERT INTO a2a_tasks (id, owner, updated_ms, body) VALUES (?1, ?2, ?3, ?4)",
+                    params![
+                        stored.task.id,
+                        stored.owner,
+                        stored.updated_ms,
+                        serde_json::to_string(&stored).unwrap()
+                    ],
+                )
+                .unwrap();
+            }
+        }
+        let store = SqliteTasks::open(path.to_str().unwrap(), Duration::from_hours(24 * 3650), 100)
+            .expect("rebuilt");
+        let done = store.load("old-done").await.unwrap().expect("kept");
+        assert_eq!(done.revision, 1);
+        let mine = store
+            .select(&asked(caller(&ann, false)))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(mine.ids, ["old-done"]);
+        let running = store.left_running("r").await.unwrap().unwrap();
+        assert_eq!(running.len(), 1);
+        assert_eq!(running[0].stored.task.id, "old-working");
+        // Written again at its revision, as before.
+        store.write(&done.stored, 1).await.unwrap();
     }
 }
