@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::{free_port, runtime_binary, wait_until};
+use crate::{free_port, runtime_binary};
 
 /// A zero-config runtime (passthrough model) serving one agent, killed when dropped.
 #[derive(Debug)]
@@ -67,7 +67,14 @@ impl RuntimeProcess {
 
     /// Starts it again on the same port and waits until it is healthy.
     pub async fn launch(&mut self) {
+        self.relaunch().await;
+    }
+
+    /// [`RuntimeProcess::launch`], answering how long it took from the spawn to the first
+    /// healthy answer (asked every millisecond).
+    pub async fn relaunch(&mut self) -> Duration {
         self.kill();
+        let spawned = std::time::Instant::now();
         let child = Command::new(&self.binary)
             .current_dir(self.work_dir.path())
             .env_clear()
@@ -84,15 +91,22 @@ impl RuntimeProcess {
         self.child = Some(child);
         let health = format!("{}/health", self.url());
         let client = reqwest::Client::new();
-        wait_until(
-            "the runtime answers /health",
-            Duration::from_secs(30),
-            || {
-                let probe = client.get(&health).send();
-                async move { probe.await.is_ok_and(|r| r.status() == 200) }
-            },
-        )
-        .await;
+        let deadline = spawned + Duration::from_secs(30);
+        loop {
+            if client
+                .get(&health)
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200)
+            {
+                return spawned.elapsed();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "waited 30 s for the runtime to answer /health"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
 }
 
