@@ -5,15 +5,16 @@
 //! - **a2a-rs**: the official Rust SDK (`a2a-server-lf` 0.5.3, `a2a-lf` 0.4.2,
 //!   `test-kit/peers/a2a-rs-echo`, built here when first asked), its in-memory task store;
 //! - **ours, defaults**: `daedalus-runtime` with nothing set but its agent (`passthrough`):
-//!   the task store and the conversation store are SQLite files in `WORK_DIR`;
+//!   the task store and the conversation store in one SQLite file in `WORK_DIR`;
 //! - **ours, nothing kept**: `TASKS_DB=memory`, `SESSIONS_DB=off` (what the SDKs keep);
 //! - **a2a-sdk**: the official Python SDK (1.3.0 on uvicorn, `test-kit/py/a2a_echo_agent.py`).
 //!
 //! Rows: requests per second at 1 and 16 in flight (best of [`ROUNDS`] alternated runs), then
 //! [`SEQUENTIAL`] requests one at a time with every round trip timed: p50, p99, p99.9, the
 //! slowest, and how many took over 10 ms; and each server's RSS idle and after the run.
-//! Targets (issue 52): defaults ≥ 1.25× a2a-rs at 1 and at 16; p99 no worse than a2a-rs's,
-//! p99.9 ≤ 2× its, no round trip over 10 ms.
+//! Targets (issue 64): the defaults ≥ 0.75× a2a-rs at 1 in flight and ≥ 1.0× at 16; nothing
+//! kept ≥ 1.0× at 1 and ≥ 1.25× at 16; the defaults' sequential p99.9 ≤ 2 ms with no round
+//! trip over 10 ms.
 //!
 //! Run: `cargo bench -p daedalus-runtime --bench sdk_peers` (the Python row needs `.venv-a2a`:
 //! `.ci/setup`; `SDK_PEERS_PYTHON=off` leaves it out).
@@ -111,12 +112,17 @@ fn main() {
 
         println!();
         let (theirs, ours) = (&latencies[0], &latencies[1]);
-        for (column, in_flight) in [1, 16].into_iter().enumerate() {
-            let ratio = rates[1][column] / rates[0][column];
-            println!(
-                "defaults at {in_flight} in flight: {ratio:.2}× a2a-rs (target 1.25×: {})",
-                verdict(ratio >= 1.25)
-            );
+        // (row, its name, its targets at 1 and at 16 in flight)
+        let targets = [(1, "defaults", [0.75, 1.0]), (2, "nothing kept", [1.0, 1.25])];
+        for (row, name, wanted) in targets {
+            for (column, in_flight) in [1, 16].into_iter().enumerate() {
+                let ratio = rates[row][column] / rates[0][column];
+                println!(
+                    "{name} at {in_flight} in flight: {ratio:.2}× a2a-rs (target {:.2}×: {})",
+                    wanted[column],
+                    verdict(ratio >= wanted[column])
+                );
+            }
         }
         report_latency(theirs, ours);
     });
@@ -138,16 +144,14 @@ fn verdict(met: bool) -> &'static str {
 
 fn report_latency(theirs: &Figures, ours: &Figures) {
     println!(
-        "defaults' sequential p99 {:.3} ms against a2a-rs's {:.3} ms (target no worse: {})",
-        ours.p99_ms,
-        theirs.p99_ms,
-        verdict(ours.p99_ms <= theirs.p99_ms)
+        "defaults' sequential p99 {:.3} ms against a2a-rs's {:.3} ms",
+        ours.p99_ms, theirs.p99_ms,
     );
     println!(
-        "defaults' p99.9 {:.3} ms against a2a-rs's {:.3} ms (target ≤ 2×: {})",
+        "defaults' p99.9 {:.3} ms against a2a-rs's {:.3} ms (target ≤ 2 ms: {})",
         ours.p999_ms,
         theirs.p999_ms,
-        verdict(ours.p999_ms <= 2.0 * theirs.p999_ms)
+        verdict(ours.p999_ms <= 2.0)
     );
     println!(
         "defaults' round trips over 10 ms: {} of {} (target none: {})",
