@@ -336,6 +336,7 @@ const NOT_ROUTES: &[(&str, &str)] = &[
     ("/workspace", "WORK_DIR's default: a directory"),
     ("/proc", "Linux's process files"),
     ("/proc/<pid>/stat", "Linux's process files"),
+    ("/proc/<pid>/io", "Linux's process files"),
     ("/proc/<pid>/task/*/status", "Linux's process files"),
     (
         "/v1/models/{model}",
