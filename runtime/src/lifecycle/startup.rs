@@ -223,7 +223,7 @@ pub async fn attach_tasks(
             let backend = tasks::SqliteTasks::on(file, config.task_ttl, config.max_tasks)
                 .map_err(RunError::Tasks)?;
             save_budgets(core, file)?;
-            let push = crate::services::push::sqlite::SqlitePush::beside(&backend).await;
+            let push = crate::stores::push::SqlitePush::beside(&backend).await;
             let failed = store
                 .attach(Arc::new(backend), &replica)
                 .await
@@ -236,11 +236,11 @@ pub async fn attach_tasks(
                 .await
                 .map_err(RunError::Tasks)?;
             share_budgets(config, core, &kv, &replica).await?;
-            let push = crate::services::push::nats_kv::NatsKvPush::beside(&kv);
+            let push = crate::stores::push::NatsKvPush::beside(&kv);
             let lease = tasks::replicas::LeaseConfig {
                 lease: config.replica_lease,
             };
-            let failed = tasks::replicas::join(store, kv, &replica, lease)
+            let failed = Box::pin(tasks::replicas::join(store, kv, &replica, lease))
                 .await
                 .map_err(RunError::Tasks)?;
             if core.push().enabled() {
@@ -285,8 +285,12 @@ async fn share_budgets(
 /// Keeps the budgets' usage in the task store's SQLite `file` (what this replica spent before
 /// a restart read back), its writer supervised.
 fn save_budgets(core: &Core, file: &SqliteFile) -> Result<(), RunError> {
-    let saved =
-        crate::agents::budgets::saved::SavedUsage::on(file).map_err(RunError::BudgetUsage)?;
+    let saved = crate::stores::budget_usage::SavedUsage::on(file).map_err(|e| {
+        RunError::BudgetUsage(crate::agents::budgets::shared::UsageError::new(
+            file.path(),
+            e,
+        ))
+    })?;
     let book = Arc::clone(core.turns().budget_book());
     book.save_to(Arc::new(saved))
         .map_err(RunError::BudgetUsage)?;
@@ -312,7 +316,7 @@ const PUSH_STOP: std::time::Duration = std::time::Duration::from_secs(1);
 /// left owed.
 async fn attach_push(
     core: &Core,
-    backend: Result<crate::services::push::sqlite::SqlitePush, tasks::BackendError>,
+    backend: Result<crate::stores::push::SqlitePush, tasks::BackendError>,
 ) -> Result<(), RunError> {
     if !core.push().enabled() {
         return Ok(());

@@ -1,13 +1,48 @@
 //! Where the book's usage is kept beyond this process: shared with the other replicas in a
 //! NATS KV bucket ([`super::shared`]), or saved to the tasks' SQLite file on one replica
-//! ([`super::saved`]); and its writer, run until shutdown.
+//! ([`SavedUsage`]: a restart does not hand every scope a fresh day; the windows still on are
+//! read back at startup, those that changed written every [`SAVE_EVERY`] and at shutdown, off
+//! the turns' path, so a crash of the process loses at most the last [`SAVE_EVERY`] of
+//! spending; rows of windows two days over go); and its writer, run until shutdown.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::saved::{SAVE_EVERY, SavedUsage};
 use super::shared::{SharedUsage, UsageError};
-use super::{BudgetBook, MINUTE_MS};
+use super::usage::{SavedWindow, Window};
+use super::{BudgetBook, DAY_MS, LimitKind, MINUTE_MS, ScopeKind, window_start};
+use crate::stores::budget_usage::{SavedUsage, UsageRow};
+
+/// How often the windows that changed are written.
+pub(super) const SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The windows of `rows` still on at `now` (rows of a scope or limit this version does not
+/// know are left).
+pub(super) fn windows_on(rows: Vec<UsageRow>, now: u64) -> Vec<SavedWindow> {
+    rows.into_iter()
+        .filter_map(|row| {
+            let scope = ScopeKind::named(&row.scope)?;
+            let limit = LimitKind::from_key(&row.limit)?;
+            (limit.window_ms().is_some() && row.start == window_start(limit, now)).then(|| {
+                let window = Window {
+                    start: row.start,
+                    used: row.used,
+                };
+                (scope, Arc::from(row.name), limit, window)
+            })
+        })
+        .collect()
+}
+
+fn row_of((scope, name, limit, window): &SavedWindow) -> UsageRow {
+    UsageRow {
+        scope: scope.as_str().to_owned(),
+        name: name.to_string(),
+        limit: limit.key().to_owned(),
+        start: window.start,
+        used: window.used,
+    }
+}
 
 impl BudgetBook {
     /// Holds the budgets together with every replica that shares `shared`, from now on.
@@ -19,7 +54,12 @@ impl BudgetBook {
     /// back from it first (a restart of the one replica).
     pub fn save_to(&self, saved: Arc<SavedUsage>) -> Result<(), UsageError> {
         let now = (self.clock)();
-        let windows = saved.load(now)?;
+        let windows = windows_on(
+            saved
+                .load()
+                .map_err(|e| UsageError::new("the tasks' SQLite file", e))?,
+            now,
+        );
         let mut usage = self.usage();
         for (kind, name, limit, window) in windows {
             usage.make_room(now);
@@ -56,7 +96,8 @@ impl BudgetBook {
             return;
         }
         let now = (self.clock)();
-        if let Err(e) = saved.save(changed.clone(), now).await {
+        let rows = changed.iter().map(row_of).collect();
+        if let Err(e) = saved.save(rows, now.saturating_sub(2 * DAY_MS)).await {
             tracing::warn!(error = %e, "budget usage not saved; trying again");
         } else {
             return;

@@ -395,7 +395,6 @@ fn until_next(limit: LimitKind, now: u64) -> Duration {
 
 mod kept;
 mod report;
-pub mod saved;
 pub mod shared;
 #[cfg(test)]
 mod tests;
@@ -403,8 +402,8 @@ mod together;
 mod turn_budget;
 mod usage;
 
+use crate::stores::budget_usage::SavedUsage;
 pub use report::{BudgetsHealth, RateLimitItem};
-use saved::SavedUsage;
 use shared::SharedUsage;
 use turn_budget::Held;
 pub use turn_budget::{CallRefused, Reservation, TurnBudget};

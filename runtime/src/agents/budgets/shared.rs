@@ -20,11 +20,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use async_nats::jetstream::kv;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
 use super::{LimitKind, ScopeKind};
+use crate::stores::tasks::WriteError;
+use crate::stores::versioned::KvRecords;
 
 /// The longest a queued change waits to be written.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(200);
@@ -43,7 +44,7 @@ pub struct UsageError {
 }
 
 impl UsageError {
-    pub(super) fn new(
+    pub(crate) fn new(
         location: &str,
         source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
     ) -> Self {
@@ -89,7 +90,7 @@ struct Queued {
 #[derive(Debug)]
 pub struct SharedUsage {
     location: String,
-    kv: kv::Store,
+    records: KvRecords,
     replica: String,
     /// A replica's running count not written for this long is not counted: it is lost.
     stale_after_ms: u64,
@@ -142,8 +143,8 @@ impl SharedUsage {
         .await
         .map_err(|e| UsageError::new(&location, e))?;
         Ok(Self {
+            records: KvRecords::new(kv, location.clone()),
             location,
-            kv,
             replica: replica.to_owned(),
             stale_after_ms: u64::try_from(lease.as_millis()).unwrap_or(u64::MAX),
             refresh: lease / 5,
@@ -163,14 +164,7 @@ impl SharedUsage {
         &self,
         key: &str,
     ) -> Result<Option<(T, u64)>, UsageError> {
-        match self.kv.entry(key).await.map_err(|e| self.fail(e))? {
-            Some(entry) if entry.operation == kv::Operation::Put => {
-                let value = serde_json::from_slice(&entry.value)
-                    .map_err(|e| self.fail(format!("{key} is not a usage entry: {e}")))?;
-                Ok(Some((value, entry.revision)))
-            }
-            _ => Ok(None),
-        }
+        self.records.read_json(key).await.map_err(|e| self.fail(e))
     }
 
     /// Writes `value` at `key` if it still stands at `revision` (`None`: if it has no entry);
@@ -181,23 +175,14 @@ impl SharedUsage {
         value: &impl Serialize,
         revision: Option<u64>,
     ) -> Result<bool, UsageError> {
-        let bytes = serde_json::to_vec(value).map_err(|e| self.fail(e))?;
-        let written = match revision {
-            Some(revision) => self
-                .kv
-                .update(key, bytes.into(), revision)
-                .await
-                .map_err(|e| e.kind() == kv::UpdateErrorKind::WrongLastRevision),
-            None => self
-                .kv
-                .create(key, bytes.into())
-                .await
-                .map_err(|e| e.kind() == kv::CreateErrorKind::AlreadyExists),
-        };
-        match written {
+        match self
+            .records
+            .write_json(key, value, revision.unwrap_or(0))
+            .await
+        {
             Ok(_) => Ok(true),
-            Err(true) => Ok(false),
-            Err(false) => Err(self.fail(format!("cannot write {key}"))),
+            Err(WriteError::Conflict) => Ok(false),
+            Err(e) => Err(self.fail(e)),
         }
     }
 

@@ -319,7 +319,7 @@ fn saved_book(yaml: &str, path: &str, clock: &Arc<AtomicU64>) -> Arc<BudgetBook>
     let plan: BudgetPlan = serde_saphyr::from_str(yaml).expect("a plan");
     let clock = Arc::clone(clock);
     let book = BudgetBook::with_clock(Some(plan), Arc::new(move || clock.load(Ordering::SeqCst)));
-    let saved = saved::SavedUsage::on(
+    let saved = crate::stores::budget_usage::SavedUsage::on(
         &crate::stores::sqlite_file::SqliteFile::open(path).expect("the file"),
     )
     .expect("the table");
@@ -406,11 +406,11 @@ async fn the_saver_writes_changed_windows_while_it_runs() {
     let read_back = loop {
         tries += 1;
         assert!(tries < 100, "the writer saved nothing in ten seconds");
-        let saved = saved::SavedUsage::on(
+        let saved = crate::stores::budget_usage::SavedUsage::on(
             &crate::stores::sqlite_file::SqliteFile::open(path).expect("the file"),
         )
         .expect("the table");
-        let windows = saved.load(now.load(Ordering::SeqCst)).expect("read");
+        let windows = kept::windows_on(saved.load().expect("read"), now.load(Ordering::SeqCst));
         if let Some(window) = windows.first() {
             break window.3.used;
         }

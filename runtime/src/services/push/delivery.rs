@@ -10,10 +10,10 @@ use daedalus_contract::write::a2a_v1;
 use daedalus_contract::{StreamEvent, Task};
 
 use super::queues::{Enqueued, Owner, Payload, Pending, QueueKey, TASK_BYTES};
-use super::record::Webhook;
 use super::send::{Delivery, Target};
 use super::{Failure, Inner, guard, lock};
 use crate::platform::identity::Caller;
+use crate::stores::push::Webhook;
 
 impl Inner {
     /// Task `task` was stored at `revision`: queues it for each webhook that has not taken

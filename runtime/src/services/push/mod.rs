@@ -19,11 +19,8 @@
 
 mod delivery;
 pub mod guard;
-pub mod nats_kv;
 mod queues;
-pub mod record;
 pub mod send;
-pub mod sqlite;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,10 +36,10 @@ use tokio_util::task::TaskTracker;
 pub use crate::config::push::PushSettings;
 use crate::platform::identity::Caller;
 use crate::platform::metrics::Metrics;
+use crate::stores::push::{NatsKvPush, PushBackend, PushRecord, Webhook};
 use crate::stores::tasks::{StoreObserver, TaskStore, WriteError};
 use guard::GuardedResolver;
 use queues::Queues;
-use record::{PushBackend, PushRecord, Webhook};
 use send::Sender;
 
 /// Webhooks one task may have.
@@ -219,7 +216,7 @@ impl Push {
     /// On a bucket shared by replicas: keeps webhooks beside the tasks, delivers what a
     /// restart left owed, and from now on follows the records every replica writes, so this
     /// one knows the webhooks of any task it stores a state of.
-    pub async fn share(&self, backend: nats_kv::NatsKvPush) -> Result<usize, PushError> {
+    pub async fn share(&self, backend: NatsKvPush) -> Result<usize, PushError> {
         let owed = self.attach(Arc::new(backend.clone())).await?;
         let inner = Arc::downgrade(&self.0);
         let stop = self.0.stop.clone();

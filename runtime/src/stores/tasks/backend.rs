@@ -72,42 +72,7 @@ pub struct Versioned {
     pub revision: u64,
 }
 
-/// A backend that could not be reached or read: where, and the error underneath (its
-/// `source()`, which a log or a test can follow down to the SQLite or NATS error).
-#[derive(Debug, thiserror::Error)]
-#[error("task backend {location}: {source}")]
-pub struct BackendError {
-    pub location: String,
-    pub source: Box<dyn std::error::Error + Send + Sync>,
-}
-
-impl BackendError {
-    /// The backend at `location` failed with `source` (an error, or what happened, said).
-    pub fn new(
-        location: impl Into<String>,
-        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
-    ) -> Self {
-        Self {
-            location: location.into(),
-            source: source.into(),
-        }
-    }
-}
-
-/// Why a write was not stored.
-#[derive(Debug, thiserror::Error)]
-pub enum WriteError {
-    /// The task's entry is not at the revision the write expected: another write came first.
-    #[error("the task was written by another writer since it was read")]
-    Conflict,
-    /// The task is larger than the backend stores in one entry (a NATS server's
-    /// `max_payload`): no write of it can succeed.
-    #[error("the task is {bytes} bytes, and the task store takes at most {limit} in one entry")]
-    TooLarge { bytes: usize, limit: usize },
-    /// The backend could not be reached, or did not say whether it stored the write.
-    #[error(transparent)]
-    Unavailable(#[from] BackendError),
-}
+pub use crate::stores::versioned::{BackendError, WriteError};
 
 /// What became of a begin queued for later ([`TaskBackend::begin_later`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
 
 use super::backend::{BackendError, StoredTask, TaskBackend, TurnStep, Versioned, WriteError};
+use crate::stores::versioned::KvRecords;
 use daedalus_contract::redact::redact_url;
 
 /// Entries read at once when the recent tasks are read back.
@@ -34,6 +35,8 @@ pub struct NatsKvTasks {
     location: String,
     bucket: String,
     kv: kv::Store,
+    /// The tasks' entries as versioned records (compare-and-set).
+    records: KvRecords,
     /// The running turns' records.
     turns: kv::Store,
     client: async_nats::Client,
@@ -67,6 +70,7 @@ impl NatsKvTasks {
         .await
         .map_err(fail)?;
         Ok(Self {
+            records: KvRecords::new(opened.kv.clone(), location.clone()),
             location,
             bucket: bucket.to_owned(),
             kv: opened.kv,
@@ -172,37 +176,18 @@ impl TaskBackend for NatsKvTasks {
                 limit,
             });
         }
-        let key = key(&stored.task.id);
-        let write = async {
-            if expected == 0 {
-                self.kv
-                    .create(&key, body)
-                    .await
-                    .map_err(|e| match e.kind() {
-                        kv::CreateErrorKind::AlreadyExists => None,
-                        _ => Some(self.fail(e)),
-                    })
-            } else {
-                self.kv
-                    .update(&key, body, expected)
-                    .await
-                    .map_err(|e| match e.kind() {
-                        kv::UpdateErrorKind::WrongLastRevision => None,
-                        _ => Some(self.fail(e)),
-                    })
-            }
-        };
-        let written = tokio::time::timeout(WRITE_TIMEOUT, write)
+        match self
+            .records
+            .write(&key(&stored.task.id), body, expected)
             .await
-            .unwrap_or_else(|_| Err(Some(self.fail("no answer from the server in time"))));
-        match written {
+        {
             Ok(revision) => Ok(revision),
-            Err(None) => Err(WriteError::Conflict),
-            // The server may have stored it and the answer been lost: the entry tells.
-            Err(Some(e)) => match self.written(stored).await {
+            Err(WriteError::Unavailable(e)) => match self.written(stored).await {
+                // The server may have stored it and the answer been lost: the entry tells.
                 Some(revision) => Ok(revision),
                 None => Err(WriteError::Unavailable(e)),
             },
+            Err(e) => Err(e),
         }
     }
 

@@ -7,7 +7,7 @@ use daedalus_contract::TaskPushNotificationConfig;
 use serde::{Deserialize, Serialize};
 
 use crate::platform::identity::Principal;
-use crate::stores::tasks::{BackendError, WriteError};
+use crate::stores::versioned::{BackendError, WriteError};
 
 /// A task's webhooks, as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

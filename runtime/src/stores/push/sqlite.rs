@@ -137,7 +137,7 @@ mod tests {
     use rusqlite::StatementStatus;
 
     use super::*;
-    use crate::services::push::record::Webhook;
+    use crate::stores::push::record::Webhook;
 
     fn record(task: &str, urls: &[&str]) -> PushRecord {
         let mut r = PushRecord::new(task, None);

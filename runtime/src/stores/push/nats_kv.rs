@@ -5,26 +5,22 @@
 //! like the task. Every replica follows the records ([`NatsKvPush::follow`]), so whichever
 //! replica stores a state of a task knows its webhooks.
 
-use std::time::Duration;
-
 use async_nats::jetstream::kv;
 use async_trait::async_trait;
 use futures::StreamExt;
 
 use super::record::{PushBackend, PushRecord};
 use crate::stores::tasks::{BackendError, NatsKvTasks, WriteError};
+use crate::stores::versioned::KvRecords;
 
 /// The prefix of push record keys.
 const PUSH_KEYS: &str = "p.";
-/// How long a write waits for the server's answer.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Push records in the tasks' bucket.
 #[derive(Debug, Clone)]
 pub struct NatsKvPush {
     tasks: NatsKvTasks,
-    kv: kv::Store,
-    location: String,
+    records: KvRecords,
 }
 
 fn key(task_id: &str) -> String {
@@ -36,17 +32,15 @@ impl NatsKvPush {
     pub fn beside(tasks: &NatsKvTasks) -> Self {
         Self {
             tasks: tasks.clone(),
-            kv: tasks.kv().clone(),
-            location: format!("push records in nats bucket {}", tasks.bucket()),
+            records: KvRecords::new(
+                tasks.kv().clone(),
+                format!("push records in nats bucket {}", tasks.bucket()),
+            ),
         }
     }
 
-    fn fail(&self, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> BackendError {
-        BackendError::new(self.location.clone(), source)
-    }
-
     fn decode(&self, bytes: &[u8]) -> Result<PushRecord, BackendError> {
-        serde_json::from_slice(bytes).map_err(|e| self.fail(e))
+        serde_json::from_slice(bytes).map_err(|e| self.records.fail(e))
     }
 
     /// Every record as stored now, then every record as it changes (no webhooks: there are
@@ -56,10 +50,11 @@ impl NatsKvPush {
         &self,
     ) -> Result<impl futures::Stream<Item = (PushRecord, u64)> + Send + use<>, BackendError> {
         let watch = self
-            .kv
+            .records
+            .kv()
             .watch_with_history(format!("{PUSH_KEYS}>"))
             .await
-            .map_err(|e| self.fail(e))?;
+            .map_err(|e| self.records.fail(e))?;
         let this = self.clone();
         Ok(watch
             .take_while(|entry| std::future::ready(entry.is_ok()))
@@ -82,51 +77,18 @@ impl NatsKvPush {
 #[async_trait]
 impl PushBackend for NatsKvPush {
     async fn load(&self, task_id: &str) -> Result<Option<(PushRecord, u64)>, BackendError> {
-        let Some(entry) = self
-            .kv
-            .entry(key(task_id))
-            .await
-            .map_err(|e| self.fail(e))?
+        let Some((record, revision)) = self.records.read_json::<PushRecord>(&key(task_id)).await?
         else {
             return Ok(None);
         };
-        if entry.operation != kv::Operation::Put {
-            return Ok(None);
-        }
-        let record = self.decode(&entry.value)?;
         // A hashed key names one id; the record says which.
-        Ok((record.task_id == task_id).then_some((record, entry.revision)))
+        Ok((record.task_id == task_id).then_some((record, revision)))
     }
 
     async fn write(&self, record: &PushRecord, expected: u64) -> Result<u64, WriteError> {
-        let body: bytes::Bytes = serde_json::to_vec(record).map_err(|e| self.fail(e))?.into();
-        let key = key(&record.task_id);
-        let write = async {
-            if expected == 0 {
-                self.kv
-                    .create(&key, body)
-                    .await
-                    .map_err(|e| match e.kind() {
-                        kv::CreateErrorKind::AlreadyExists => WriteError::Conflict,
-                        _ => WriteError::Unavailable(self.fail(e)),
-                    })
-            } else {
-                self.kv
-                    .update(&key, body, expected)
-                    .await
-                    .map_err(|e| match e.kind() {
-                        kv::UpdateErrorKind::WrongLastRevision => WriteError::Conflict,
-                        _ => WriteError::Unavailable(self.fail(e)),
-                    })
-            }
-        };
-        tokio::time::timeout(WRITE_TIMEOUT, write)
+        self.records
+            .write_json(&key(&record.task_id), record, expected)
             .await
-            .unwrap_or_else(|_| {
-                Err(WriteError::Unavailable(
-                    self.fail("no answer from the server in time"),
-                ))
-            })
     }
 
     async fn all(&self) -> Result<Vec<(PushRecord, u64)>, BackendError> {
