@@ -29,17 +29,17 @@ use rusqlite::Connection;
 const PAUSE: Duration = Duration::from_millis(100);
 /// How many checkpoints run back to back before the thread pauses again.
 const RUNS_AT_MOST: usize = 16;
-/// WAL pages beyond which the last pages are copied with the writer held (16 MiB of 4 KiB
-/// pages).
-pub(super) const RESTART_PAGES: i64 = 4_096;
+/// WAL pages beyond which the last pages are copied with the writer held: 16 MiB of the
+/// store's pages ([`super::PAGE_BYTES`]; a file an earlier version made, whose rewrite with
+/// them failed, holds 4 KiB pages, and four times the bytes).
+pub(super) const RESTART_PAGES: i64 = (16 << 20) / super::PAGE_BYTES;
 
-/// WAL pages past which the writer's own commit checkpoints (24 MiB of 4 KiB pages): the
-/// thread fell behind.
-pub(super) const CAP_PAGES: i64 = 6_144;
+/// WAL pages past which the writer's own commit checkpoints (24 MiB): the thread fell behind.
+pub(super) const CAP_PAGES: i64 = (24 << 20) / super::PAGE_BYTES;
 
 /// Pages few enough to copy with the writer held (2 MiB): with the two syncs, a millisecond
 /// or two of a writer's time.
-const FEW_PAGES: i64 = 512;
+const FEW_PAGES: i64 = (2 << 20) / super::PAGE_BYTES;
 
 /// Runs the checkpoint it is given while no round of the writer runs.
 pub(super) type WithWriterIdle = Box<dyn Fn(&mut dyn FnMut()) + Send>;
