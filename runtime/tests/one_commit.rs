@@ -29,17 +29,8 @@ fn on_the_defaults(work_dir: &std::path::Path) -> Runtime {
 
 /// The commits the default store's writer made so far.
 async fn commits(rt: &Runtime) -> u64 {
-    let metrics = reqwest::get(rt.url("/metrics"))
+    rt.metric("daedalus_runtime_store_commits_total{store=\"tasks\"}")
         .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("daedalus_runtime_store_commits_total{store=\"tasks\"} "))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("the store's commits:\n{metrics}"))
 }
 
 /// A contract `POST /` of a new task in context `context` saying `text`: the answered task.

@@ -211,20 +211,6 @@ async fn a_task_the_crash_cut_is_resumed_on_a_sqlite_store_once_and_in_its_own_h
     assert_eq!(users, 1, "the message is not added twice: {task}");
 }
 
-/// A gauge of the runtime's `/metrics`.
-async fn gauge(url: String, name: &str) -> u64 {
-    let metrics = reqwest::get(url)
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("{name} in:\n{metrics}"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_on_sqlite_reads_back_the_running_tasks_and_the_others_when_asked() {
     let dir = tempfile::tempdir().unwrap();
@@ -243,16 +229,12 @@ async fn a_restart_on_sqlite_reads_back_the_running_tasks_and_the_others_when_as
     }
     let cut = on_first.start_task("***SLEEP 600s never").await;
     assert_eq!(on_first.state_of(&cut).await, "TASK_STATE_WORKING");
-    assert_eq!(
-        gauge(first.url("/metrics"), "daedalus_runtime_tasks_in_memory").await,
-        41
-    );
+    assert_eq!(first.metric("daedalus_runtime_tasks_in_memory").await, 41);
     first.child.kill().expect("killed");
     first.wait_exit(Duration::from_secs(10));
 
     let second = start();
-    let metrics = second.url("/metrics");
-    let in_memory = || gauge(metrics.clone(), "daedalus_runtime_tasks_in_memory");
+    let in_memory = || second.metric("daedalus_runtime_tasks_in_memory");
     assert_eq!(
         in_memory().await,
         1,

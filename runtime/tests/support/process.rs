@@ -102,6 +102,20 @@ impl Runtime {
         format!("http://{}{path}", self.addr)
     }
 
+    /// The value of the `/metrics` sample named `sample` (labels and all, as printed).
+    pub async fn metric(&self, sample: &str) -> u64 {
+        let metrics = reqwest::get(self.url("/metrics"))
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("text");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("{sample} in:\n{metrics}"))
+    }
+
     pub fn signal(&self, name: &str) {
         let status = Command::new("kill")
             .args([format!("-{name}"), self.child.id().to_string()])

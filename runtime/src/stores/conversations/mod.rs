@@ -152,10 +152,7 @@ pub trait ConversationStore: Send + Sync + std::fmt::Debug + 'static {
         Vec<i64>,
         crate::stores::turn_writes::Pending<Result<(), StoreError>>,
     ) {
-        match self.append(context, rows).await {
-            Ok(ids) => (ids, Box::pin(async { Ok(()) })),
-            Err(e) => (Vec::new(), Box::pin(async move { Err(e) })),
-        }
+        appended_now(self.append(context, rows).await)
     }
     /// [`ConversationStore::finish`], committed with the turn's end where the store can: a
     /// store on the task store's writer queues it to join the end's commit and answers at once
@@ -185,4 +182,18 @@ pub trait ConversationStore: Send + Sync + std::fmt::Debug + 'static {
     /// After a crash: `pending` rows no running turn can still own become `error`. Looks only
     /// at pending rows; a row it cannot read is skipped with a warning. Returns how many.
     async fn recover(&self) -> Result<u64, StoreError>;
+}
+
+/// [`ConversationStore::append_later`] of an append made already (`appended`): its ids (none
+/// when it failed), and its outcome, ready.
+pub(crate) fn appended_now(
+    appended: Result<Vec<i64>, StoreError>,
+) -> (
+    Vec<i64>,
+    crate::stores::turn_writes::Pending<Result<(), StoreError>>,
+) {
+    match appended {
+        Ok(ids) => (ids, Box::pin(async { Ok(()) })),
+        Err(e) => (Vec::new(), Box::pin(async move { Err(e) })),
+    }
 }

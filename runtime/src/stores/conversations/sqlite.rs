@@ -253,10 +253,7 @@ impl ConversationStore for SqliteStore {
         crate::stores::turn_writes::Pending<Result<(), StoreError>>,
     ) {
         let Some(first) = self.take_ids(rows.len()) else {
-            return match self.append(context, rows).await {
-                Ok(ids) => (ids, Box::pin(async { Ok(()) })),
-                Err(e) => (Vec::new(), Box::pin(async move { Err(e) })),
-            };
+            return super::appended_now(self.append(context, rows).await);
         };
         let context = context.to_owned();
         let ids = (first..).take(rows.len()).collect();

@@ -188,48 +188,40 @@ pub(super) fn select<'a>(
     tasks: impl Iterator<Item = Facts<'a>>,
     query: &ListQuery,
 ) -> Result<Selection, ListError> {
-    let page_size = query.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
-    if !(1..=MAX_PAGE_SIZE).contains(&page_size) {
-        return Err(ListError::PageSize(page_size));
-    }
-    let after = query
-        .page_token
-        .as_deref()
-        .filter(|t| !t.is_empty())
-        .map(Key::from_token)
-        .transpose()?;
-    let after_micros = query.status_after.map(|t| t.timestamp_micros());
-    let mut selected: Vec<Key> = tasks
-        .filter(|t| query.caller.may_see(t.principal))
+    let asked = Asked::of(query)?;
+    let mut chosen: Vec<Key> = tasks
+        .filter(|t| asked.caller.may_see(t.principal))
         .filter(|t| {
-            query
+            asked
                 .context_id
                 .as_deref()
                 .is_none_or(|c| t.context_id == Some(c))
-                && query.state.is_none_or(|s| t.state == s)
-                && after_micros.is_none_or(|after| t.status_micros >= after)
+                && asked.state.is_none_or(|s| t.state == s)
+                && asked
+                    .status_after_micros
+                    .is_none_or(|after| t.status_micros >= after)
         })
         .map(|t| Key {
             newest_first: std::cmp::Reverse(t.status_micros),
             id: t.id.to_owned(),
         })
         .collect();
-    selected.sort();
-    let total_size = u32::try_from(selected.len()).unwrap_or(u32::MAX);
-    let start = after.map_or(0, |after| selected.partition_point(|key| *key <= after));
-    let rest = &selected[start..];
-    let shown = &rest[..rest.len().min(page_size as usize)];
-    let next_page_token = if rest.len() > shown.len() {
-        shown.last().map(Key::token).unwrap_or_default()
-    } else {
-        String::new()
-    };
-    Ok(Selection {
-        ids: shown.iter().map(|k| k.id.clone()).collect(),
-        next_page_token,
-        page_size,
-        total_size,
-    })
+    chosen.sort();
+    let total = u64::try_from(chosen.len()).unwrap_or(u64::MAX);
+    let start = asked.after.map_or(0, |(micros, id)| {
+        let after = Key {
+            newest_first: std::cmp::Reverse(micros),
+            id,
+        };
+        chosen.partition_point(|key| *key <= after)
+    });
+    let rows = chosen
+        .into_iter()
+        .skip(start)
+        .take(asked.page_size as usize + 1)
+        .map(|key| (key.id, key.newest_first.0))
+        .collect();
+    Ok(selected(rows, asked.page_size, total))
 }
 
 /// The page of `cells` that `query` asks for.
@@ -275,6 +267,21 @@ pub(super) fn page(cells: &[Arc<TaskCell>], query: &ListQuery) -> Result<ListPag
         .map(|task| shape(task, query))
         .collect();
     Ok(selection.into_page(tasks))
+}
+
+/// The page of `selection` holding `tasks`, read in the order of its ids (`None`: one no
+/// longer found, left out), each shaped as `query` asks.
+pub(super) fn shaped_page(
+    selection: Selection,
+    tasks: Vec<Option<Task>>,
+    query: &ListQuery,
+) -> ListPage {
+    let tasks = tasks
+        .into_iter()
+        .flatten()
+        .map(|task| shape(task, query))
+        .collect();
+    selection.into_page(tasks)
 }
 
 impl Selection {

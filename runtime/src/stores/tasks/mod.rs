@@ -26,6 +26,7 @@ pub mod replicas;
 mod resume;
 pub(crate) mod size;
 pub mod sqlite;
+mod sqlite_select;
 mod stop;
 pub mod turn;
 
@@ -305,24 +306,25 @@ impl TaskStore {
     /// have moved it on since its last commit), else read from the backend.
     async fn page_of(&self, selection: list::Selection, query: &ListQuery) -> ListPage {
         let read = selection.ids.iter().map(|id| async move {
-            if let Some(task) = self.existing(id).and_then(|cell| cell.task()) {
-                return Some(task);
-            }
-            match self.load(id).await {
-                Ok(found) => found.map(|versioned| versioned.stored.task),
-                Err(e) => {
-                    tracing::warn!(task_id = id.as_str(), error = %e, "ListTasks could not read a task");
-                    None
-                }
+            match self.existing(id).and_then(|cell| cell.task()) {
+                Some(task) => Some(task),
+                None => self.read_listed(id).await.ok().flatten(),
             }
         });
-        let tasks = futures::future::join_all(read)
-            .await
-            .into_iter()
-            .flatten()
-            .map(|task| list::shape(task, query))
-            .collect();
-        selection.into_page(tasks)
+        let tasks = futures::future::join_all(read).await;
+        list::shaped_page(selection, tasks, query)
+    }
+
+    /// Task `id` read from the backend for a page of `ListTasks` (`Ok(None)`: no longer kept);
+    /// a failed read is logged, and the page goes on without the task.
+    async fn read_listed(&self, id: &str) -> Result<Option<Task>, ()> {
+        match self.load(id).await {
+            Ok(found) => Ok(found.map(|versioned| versioned.stored.task)),
+            Err(e) => {
+                tracing::warn!(task_id = id, error = %e, "ListTasks could not read a task");
+                Err(())
+            }
+        }
     }
 
     /// `ListTasks` on a shared bucket: selected from the index of every task the bucket
@@ -336,36 +338,29 @@ impl TaskStore {
                 selection.ids.iter().map(|id| index.revision(id)).collect();
             (selection, revisions)
         };
-        let read = selection.ids.iter().zip(revisions).map(|(id, indexed)| async move {
-            if let Some(cell) = self.existing(id)
-                && cell.revision().0 >= indexed.unwrap_or(0)
-            {
-                return cell.task();
-            }
-            match self.load(id).await {
-                Ok(Some(versioned)) => Some(versioned.stored.task),
-                Ok(None) => {
+        let read = selection
+            .ids
+            .iter()
+            .zip(revisions)
+            .map(|(id, indexed)| async move {
+                if let Some(cell) = self.existing(id)
+                    && cell.revision().0 >= indexed.unwrap_or(0)
+                {
+                    return cell.task();
+                }
+                let read = self.read_listed(id).await;
+                if matches!(read, Ok(None)) {
                     // Aged out of the bucket since.
                     self.0
                         .index
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
                         .forget(id);
-                    None
                 }
-                Err(e) => {
-                    tracing::warn!(task_id = id.as_str(), error = %e, "ListTasks could not read a task");
-                    None
-                }
-            }
-        });
-        let tasks = futures::future::join_all(read)
-            .await
-            .into_iter()
-            .flatten()
-            .map(|task| list::shape(task, query))
-            .collect();
-        Ok(selection.into_page(tasks))
+                read.ok().flatten()
+            });
+        let tasks = futures::future::join_all(read).await;
+        Ok(list::shaped_page(selection, tasks, query))
     }
 
     /// The mirror read task `task_id`'s entry: what `ListTasks` selects on.
