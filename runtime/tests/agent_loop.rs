@@ -544,7 +544,7 @@ async fn a_resumed_turn_asks_the_model_only_for_the_steps_it_had_not_finished() 
     let tools = Arc::new(FixtureTools::default());
     let resumed = Arc::new(Kept::default());
     let mut request = ask("add things", EventSink::default());
-    request.resume = Some(after_step_1);
+    request.resume = Some(Box::new(after_step_1));
     request.checkpoints = Checkpoints::new(Arc::clone(&resumed) as Arc<dyn Checkpointer>);
     let outcome = agent(&fake, &Provider::OpenAi, Arc::clone(&tools), 12)
         .run(request, CancellationToken::new())
@@ -577,7 +577,7 @@ async fn a_call_in_flight_at_the_interruption_is_not_made_again_and_the_model_is
     fake.script([Reply::Text("done anyway".into())]);
     let tools = Arc::new(FixtureTools::default());
     let mut request = ask("add things", EventSink::default());
-    request.resume = Some(in_flight);
+    request.resume = Some(Box::new(in_flight));
     let outcome = agent(&fake, &Provider::OpenAi, Arc::clone(&tools), 12)
         .run(request, CancellationToken::new())
         .await;

@@ -36,7 +36,9 @@ pub use tck::Tck;
 pub use tools::{Bearer, CallContext, NoTools, ToolResult, ToolSource, Toolbox};
 pub use unknown_keys::warn_unknown_keys;
 
-/// One turn of a task, as the agent sees it.
+/// One turn of a task, as the agent sees it. Each layer of agent (the conversation kept, the
+/// loop) holds it in its future while the turn runs: what only some turns carry (sampling,
+/// controls, a checkpoint resumed from) is boxed, and the request stays a few hundred bytes.
 #[derive(Debug, Clone)]
 pub struct AgentRequest {
     /// The task id (the contract's rule: `message.taskId`, else `message.messageId`).
@@ -48,7 +50,7 @@ pub struct AgentRequest {
     /// Earlier messages of this task (user and agent), oldest first.
     pub history: Vec<Message>,
     /// Sampling parameters of this turn, over the agent's defaults.
-    pub sampling: SamplingParams,
+    pub sampling: Box<SamplingParams>,
     /// The caller's bearer token, for servers that opted into forwarding.
     pub bearer: Bearer,
     /// Where the loop reports what it does.
@@ -61,12 +63,12 @@ pub struct AgentRequest {
     /// sub-agent calls and the MCP face's `request` scope: nothing is remembered).
     pub persist: bool,
     /// What the caller changed for this turn (personality, tools, instruction).
-    pub controls: TurnControls,
+    pub controls: Box<TurnControls>,
     /// Where the loop's checkpoints go: each completed step, before the next one starts.
     pub checkpoints: Checkpoints,
     /// The checkpoint to go on from, instead of starting the turn over (its steps are not
     /// asked of the model again).
-    pub resume: Option<Checkpoint>,
+    pub resume: Option<Box<Checkpoint>>,
     /// The budgets the turn's model calls are held to (`budgets:`); sub-agents share it.
     pub budget: crate::agents::budgets::TurnBudget,
     /// Where the turn's writes that its end commits wait ([`TurnWrites::now`]: none do).
@@ -147,13 +149,13 @@ impl AgentRequest {
             context_id: context_id.to_owned(),
             message,
             history: Vec::new(),
-            sampling: SamplingParams::default(),
+            sampling: Box::default(),
             bearer: Bearer::default(),
             events: EventSink::default(),
             depth: 0,
             stream: false,
             persist: true,
-            controls: TurnControls::default(),
+            controls: Box::default(),
             checkpoints: Checkpoints::default(),
             resume: None,
             budget: crate::agents::budgets::TurnBudget::unlimited(),

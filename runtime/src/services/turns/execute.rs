@@ -63,6 +63,26 @@ fn resumed_record(
     Ok(Some(resume.record))
 }
 
+/// A task's turn opened: answered already (a replay, a turn resumed too often), or begun.
+enum Opened {
+    Answered(Box<Finished>),
+    Begun(Box<Begun>),
+}
+
+/// A task's turn begun: what its agent's run and its end need.
+struct Begun {
+    turn: TaskTurn,
+    task_id: String,
+    context_id: String,
+    /// The task's history with this turn's message.
+    history: Vec<daedalus_contract::Message>,
+    key: ConversationKey,
+    agent_request: Box<AgentRequest>,
+    stop: TurnStop,
+    out: EventSender,
+    checkpoints: Option<Arc<StoredCheckpoints>>,
+}
+
 /// How a turn's agent run came out: the Task and the events that close its stream, or why it
 /// was refused and the event that ends its stream.
 pub(super) enum Ran {
@@ -87,78 +107,24 @@ impl TurnService {
         mut request: Box<TurnRequest>,
         started: Started,
     ) -> Result<Finished, TurnError> {
-        let task_id = request.message.effective_task_id().to_owned();
-        let mut turn = if request.names_a_new_task {
-            self.0.tasks.open_new_turn(&task_id).await
-        } else {
-            self.0.tasks.open_turn(&task_id).await
+        // The opening boxed, and the end: a held turn waits in its agent's run, and its future
+        // keeps only what that run and the end need, not the opening's locals (the task as it
+        // stood, the record resumed from) nor the end's.
+        let begun = match Box::pin(self.open_task(agent, &mut request, started)).await? {
+            Opened::Answered(finished) => return Ok(*finished),
+            Opened::Begun(begun) => begun,
         };
-        let standing = turn.task();
-        let resuming = resumed_record(&turn, request.resume.take(), &task_id)?;
-        if standing.is_some() && !request.caller.may_see(turn.principal().as_ref()) {
-            return Err(TurnError::TaskNotFound(task_id));
-        }
-        if let Some(task) = &standing
-            && request.replay
-            && turn.answered().as_deref() == Some(request.message.message_id.as_str())
-        {
-            return Ok(self.replay(agent, task, &request, started).await);
-        }
-        if let Some(task) = &standing {
-            takes_a_turn(task, &task_id, request.replay, resuming.is_some())?;
-        }
-        let context_id = self
-            .context_of(standing.as_ref(), &request, &task_id)
-            .await?;
-        turn.claim(request.caller.principal());
-        let Opening {
-            message,
+        let Begun {
+            turn,
+            task_id,
+            context_id,
             history,
             key,
-            mut agent_request,
-        } = Opening::of(standing, &request, &task_id, &context_id, resuming.as_ref());
-        agent_request.budget = started.budget.clone();
-        let stop = TurnStop::new(self.0.cancel.child_token());
-        // The store's calls boxed: a turn's future is as large as its largest step, and a held
-        // turn waits in the agent's, not in these.
-        let mut working = task::working(&task_id, &context_id, history.clone());
-        if let Some(record) = &resuming {
-            working.status.message = Some(task::resumed_note(record, &task_id, &context_id));
-        }
-        let past_resumes = self.past_resumes(resuming.as_ref());
-        // The turn's record comes with its begin (and goes with its end).
-        let record = past_resumes
-            .is_none()
-            .then(|| self.turn_record(&request, key.as_str(), &message, resuming.as_ref()))
-            .flatten();
-        if let Some(record) = &record {
-            turn.keeps_record(record.to_json());
-        }
-        if request.heard == super::request::Heard::WhenItEnds {
-            turn.begins_with_its_end();
-        }
-        let log = Box::pin(turn.begin(working, stop.clone())).await?;
-        // Named only now: whoever learns the id finds the task, on any replica.
-        let out = started.name(&task_id, &context_id).with_log(log);
-        if let Some(resumes) = past_resumes {
-            let task = task::working(&task_id, &context_id, history);
-            return Ok(self.fail_past_resumes(turn, &out, task, resumes).await);
-        }
-        let checkpoints =
-            record.map(|record| Arc::new(StoredCheckpoints::new(&self.0.tasks, &task_id, record)));
-        if let Some(checkpoints) = &checkpoints {
-            agent_request.checkpoints = Checkpoints::new(Arc::clone(checkpoints) as _);
-        }
-        agent_request.resume = resuming.and_then(|r| r.checkpoint);
-        // What the agent writes that its end commits (the conversation): one commit for both,
-        // where the two stores share a writer.
-        if self
-            .0
-            .conversations_commit_with_tasks
-            .load(std::sync::atomic::Ordering::Relaxed)
-        {
-            agent_request.writes = TurnWrites::with_the_end();
-        }
+            agent_request,
+            stop,
+            out,
+            checkpoints,
+        } = *begun;
         let writes = agent_request.writes.clone();
         let lock = self.0.conversations.get(key.as_str());
         let _turn = lock.lock().await;
@@ -178,10 +144,106 @@ impl TurnService {
             writes.committed().await;
             return Err(TurnError::HandedOff(task_id));
         };
-        let ended = self.end_turn(agent, turn, &out, ran, history, asked).await;
+        let ended = Box::pin(self.end_turn(agent, turn, &out, ran, history, asked)).await;
         // Queued before the end's write, so committed with it (or before): here at once.
         writes.committed().await;
         ended
+    }
+
+    /// Opens an A2A task's turn: the task as it stands, replay, continuation, the context
+    /// rules, the turn's record, and its begin; a replayed message or a turn resumed too often
+    /// is answered here.
+    async fn open_task(
+        &self,
+        agent: &Arc<dyn Agent>,
+        request: &mut TurnRequest,
+        started: Started,
+    ) -> Result<Opened, TurnError> {
+        let task_id = request.message.effective_task_id().to_owned();
+        let mut turn = if request.names_a_new_task {
+            self.0.tasks.open_new_turn(&task_id).await
+        } else {
+            self.0.tasks.open_turn(&task_id).await
+        };
+        let standing = turn.task();
+        let resuming = resumed_record(&turn, request.resume.take(), &task_id)?;
+        if standing.is_some() && !request.caller.may_see(turn.principal().as_ref()) {
+            return Err(TurnError::TaskNotFound(task_id));
+        }
+        if let Some(task) = &standing
+            && request.replay
+            && turn.answered().as_deref() == Some(request.message.message_id.as_str())
+        {
+            return Ok(Opened::Answered(Box::new(
+                self.replay(agent, task, request, started).await,
+            )));
+        }
+        if let Some(task) = &standing {
+            takes_a_turn(task, &task_id, request.replay, resuming.is_some())?;
+        }
+        let context_id = self
+            .context_of(standing.as_ref(), request, &task_id)
+            .await?;
+        turn.claim(request.caller.principal());
+        let Opening {
+            message,
+            history,
+            key,
+            mut agent_request,
+        } = Opening::of(standing, request, &task_id, &context_id, resuming.as_ref());
+        agent_request.budget = started.budget.clone();
+        let stop = TurnStop::new(self.0.cancel.child_token());
+        let mut working = task::working(&task_id, &context_id, history.clone());
+        if let Some(record) = &resuming {
+            working.status.message = Some(task::resumed_note(record, &task_id, &context_id));
+        }
+        let past_resumes = self.past_resumes(resuming.as_ref());
+        // The turn's record comes with its begin (and goes with its end).
+        let record = past_resumes
+            .is_none()
+            .then(|| self.turn_record(request, key.as_str(), &message, resuming.as_ref()))
+            .flatten();
+        if let Some(record) = &record {
+            turn.keeps_record(record.to_json());
+        }
+        if request.heard == super::request::Heard::WhenItEnds {
+            turn.begins_with_its_end();
+        }
+        let log = Box::pin(turn.begin(working, stop.clone())).await?;
+        // Named only now: whoever learns the id finds the task, on any replica.
+        let out = started.name(&task_id, &context_id).with_log(log);
+        if let Some(resumes) = past_resumes {
+            let task = task::working(&task_id, &context_id, history);
+            return Ok(Opened::Answered(Box::new(
+                self.fail_past_resumes(turn, &out, task, resumes).await,
+            )));
+        }
+        let checkpoints =
+            record.map(|record| Arc::new(StoredCheckpoints::new(&self.0.tasks, &task_id, record)));
+        if let Some(checkpoints) = &checkpoints {
+            agent_request.checkpoints = Checkpoints::new(Arc::clone(checkpoints) as _);
+        }
+        agent_request.resume = resuming.and_then(|r| r.checkpoint).map(Box::new);
+        // What the agent writes that its end commits (the conversation): one commit for both,
+        // where the two stores share a writer.
+        if self
+            .0
+            .conversations_commit_with_tasks
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            agent_request.writes = TurnWrites::with_the_end();
+        }
+        Ok(Opened::Begun(Box::new(Begun {
+            turn,
+            task_id,
+            context_id,
+            history,
+            key,
+            agent_request,
+            stop,
+            out,
+            checkpoints,
+        })))
     }
 
     /// Ends a turn its agent ran: the task stored with its messages and the message answered
@@ -477,7 +539,7 @@ impl TurnService {
     ) -> Ran {
         agent_request.bearer = request.bearer;
         agent_request.stream = request.stream;
-        agent_request.controls = request.controls.clone();
+        *agent_request.controls = request.controls.clone();
         if request.controls.messages.is_some() {
             // A history override: the stored conversation is neither read nor written.
             agent_request.persist = false;
@@ -488,7 +550,7 @@ impl TurnService {
         let started = Instant::now();
         let outcome = match request.sampling {
             Ok(sampling) => {
-                agent_request.sampling = sampling;
+                *agent_request.sampling = sampling;
                 self.run_agent(agent, *agent_request, stop).await
             }
             Err(e) => Ok(AgentOutcome::Failed {

@@ -54,6 +54,8 @@ impl Opening {
             if waiting {
                 agent_request.history.clone_from(&history);
             }
+            // Exactly one more: a held turn keeps this history.
+            history.reserve_exact(1);
             history.push(message.clone());
         }
         Self {
