@@ -11,6 +11,7 @@ pub enum CheckId {
     CardFetch,
     CardSchema,
     CardSkill,
+    CardSignature,
     TaskSchema,
     TaskState,
     TaskIdFromTaskId,
@@ -28,6 +29,7 @@ pub enum CheckId {
     BodyLimit413,
     ErrorBody,
     Manifest,
+    CardSigned,
     // Level 2.
     SigtermDrain,
     GraceCancel,
@@ -57,11 +59,12 @@ pub enum Severity {
 
 impl CheckId {
     /// Every check, in report order.
-    pub const ALL: [CheckId; 33] = [
+    pub const ALL: [CheckId; 35] = [
         CheckId::Health,
         CheckId::CardFetch,
         CheckId::CardSchema,
         CheckId::CardSkill,
+        CheckId::CardSignature,
         CheckId::TaskSchema,
         CheckId::TaskState,
         CheckId::TaskIdFromTaskId,
@@ -78,6 +81,7 @@ impl CheckId {
         CheckId::BodyLimit413,
         CheckId::ErrorBody,
         CheckId::Manifest,
+        CheckId::CardSigned,
         CheckId::SigtermDrain,
         CheckId::GraceCancel,
         CheckId::JsonLogs,
@@ -99,6 +103,7 @@ impl CheckId {
             CheckId::CardFetch => "L1-CARD-FETCH",
             CheckId::CardSchema => "L1-CARD-SCHEMA",
             CheckId::CardSkill => "L1-CARD-SKILL",
+            CheckId::CardSignature => "L1-CARD-SIGNATURE",
             CheckId::TaskSchema => "L1-TASK-SCHEMA",
             CheckId::TaskState => "L1-TASK-STATE",
             CheckId::TaskIdFromTaskId => "L1-TASK-ID-FROM-TASKID",
@@ -115,6 +120,7 @@ impl CheckId {
             CheckId::BodyLimit413 => "L1-413-BODY-LIMIT",
             CheckId::ErrorBody => "L1-ERROR-BODY",
             CheckId::Manifest => "L1-MANIFEST",
+            CheckId::CardSigned => "L1-CARD-SIGNED",
             CheckId::SigtermDrain => "L2-SIGTERM-DRAIN",
             CheckId::GraceCancel => "L2-GRACE-CANCEL",
             CheckId::JsonLogs => "L2-JSON-LOGS",
@@ -138,6 +144,10 @@ impl CheckId {
             CheckId::CardFetch => "GET /.well-known/agent-card.json answers 200 with JSON",
             CheckId::CardSchema => "the agent card validates against agent-card.schema.json",
             CheckId::CardSkill => "the card has a skill with id, name, description and tags",
+            CheckId::CardSignature => {
+                "a signed card verifies (A2A §8.4) against the keys it publishes: its jku, else \
+                 /.well-known/jwks.json"
+            }
             CheckId::TaskSchema => "POST / answers 200 with a Task valid against task.schema.json",
             CheckId::TaskState => "returned tasks are completed, failed or input-required",
             CheckId::TaskIdFromTaskId => "Task id equals the request's message.taskId",
@@ -154,6 +164,7 @@ impl CheckId {
             CheckId::BodyLimit413 => "a 17 MiB body gets 413",
             CheckId::ErrorBody => "error responses carry {\"error\": {code, message}}",
             CheckId::Manifest => "/.well-known/runtime-contract.json, if served, is valid",
+            CheckId::CardSigned => "the agent card is signed (A2A §8.4)",
             CheckId::SigtermDrain => {
                 "on SIGTERM an in-flight task completes, new work gets 503, and the process \
                  exits 0 within TERMINATION_GRACE_PERIOD"
@@ -222,7 +233,8 @@ impl CheckId {
             | CheckId::Charset
             | CheckId::BodyLimit413
             | CheckId::ErrorBody
-            | CheckId::Manifest => Severity::Advisory,
+            | CheckId::Manifest
+            | CheckId::CardSigned => Severity::Advisory,
             _ => Severity::Required,
         }
     }

@@ -51,6 +51,16 @@ impl Probe {
         }
     }
 
+    /// GETs an absolute URL (a key set a card's signature names).
+    pub async fn get_url(&self, url: &str) -> Exchange {
+        let request = format!("GET {url}");
+        let result = self.http.get(url).send().await;
+        Exchange {
+            request,
+            result: Self::answer(result).await,
+        }
+    }
+
     /// POSTs `body` to `/` with the given content type (`None`: no Content-Type header).
     pub async fn post(&self, body: impl Into<Bytes>, content_type: Option<&str>) -> Exchange {
         let mut req = self.http.post(format!("{}/", self.base)).body(body.into());

@@ -24,6 +24,8 @@ fn expected_check(defect: Defect) -> CheckId {
         Defect::HealthNotJson | Defect::HealthUnavailable => CheckId::Health,
         Defect::TaskNotJson => CheckId::TaskSchema,
         Defect::TaskStillSubmitted => CheckId::TaskState,
+        Defect::CardSignatureBroken => CheckId::CardSignature,
+        Defect::CardUnsigned => CheckId::CardSigned,
     }
 }
 
@@ -36,6 +38,33 @@ async fn the_baseline_mutant_passes_everything_even_the_advisories() {
         Vec::<&str>::new(),
         "{}",
         report.to_text()
+    );
+}
+
+#[tokio::test]
+async fn an_unsigned_card_fails_only_its_advisory_and_the_run_passes() {
+    let report = judge(Defect::CardUnsigned).await;
+    assert!(report.passed(), "{}", report.to_text());
+    assert_eq!(
+        report.failed_ids(),
+        vec![expected_check(Defect::CardUnsigned).id()],
+        "{}",
+        report.to_text()
+    );
+    assert_eq!(
+        report
+            .result(CheckId::CardSigned)
+            .expect("ran")
+            .check
+            .severity(),
+        Severity::Advisory
+    );
+    assert!(
+        matches!(
+            report.result(CheckId::CardSignature).expect("ran").outcome,
+            Outcome::Skip(_)
+        ),
+        "nothing to verify"
     );
 }
 

@@ -10,10 +10,13 @@ use daedalus_conformance::{CheckId, Outcome, SuiteOptions, run};
 use tokio_util::sync::CancellationToken;
 
 /// Starts `daedalus-runtime` in-process on a free port; returns its URL and a stop token.
+/// Our runtime, its cards signed (so that every advisory has something to pass).
 async fn start_daedalus_runtime() -> (String, CancellationToken) {
-    daedalus_test_kit::Runtime::passthrough("conformance-target")
-        .await
-        .detach()
+    daedalus_test_kit::Runtime::passthrough_with("conformance-target", |config| {
+        config.card_signing = Some(daedalus_test_kit::card_signing_plan());
+    })
+    .await
+    .detach()
 }
 
 /// The `reference-server` binary on a free port.
@@ -81,7 +84,7 @@ async fn the_reference_server_passes_level_one_without_our_extensions() {
     failed.sort_unstable();
     assert_eq!(
         failed,
-        ["L1-413-BODY-LIMIT", "L1-CARD-A2A-V1"],
+        ["L1-413-BODY-LIMIT", "L1-CARD-A2A-V1", "L1-CARD-SIGNED"],
         "{}",
         report.to_text()
     );
@@ -149,7 +152,8 @@ async fn an_unreachable_runtime_fails_with_a_reason() {
 /// The command that starts `daedalus-runtime` for the suite (`--exec`).
 fn our_runtime_command() -> String {
     format!(
-        "env AGENT_NAME=conformance-target {}",
+        "env AGENT_NAME=conformance-target CARD_SIGNING_KEY={} {}",
+        daedalus_test_kit::card_signing_key_file().display(),
         daedalus_test_kit::runtime_binary().display()
     )
 }

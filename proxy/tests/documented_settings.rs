@@ -184,10 +184,19 @@ fn consuming() -> Vec<Setting> {
     ]
 }
 
-/// The settings of the proxy's own credential for the runtime.
+/// The settings of the proxy's own credential for the runtime, and of the runtime's card.
 fn credential(dir: &str) -> Vec<Setting> {
     let grant = |var: &'static str| with_grant_but(Setting::new(var, "/runtime_credential"), var);
     vec![
+        Setting::new("RUNTIME_CARD_KEYS", "/runtime_card_keys")
+            .by_default(Value::Null)
+            .takes(
+                &format!("{dir}/card.jwks.json"),
+                json!(format!("{dir}/card.jwks.json")),
+            )
+            .refuses(&format!("{dir}/missing.json"))
+            .refuses(&format!("{dir}/no-keys.jwks.json"))
+            .refuses(&format!("{dir}/empty")),
         Setting::new("RUNTIME_TOKEN_FILE", "/runtime_credential")
             .by_default(Value::Null)
             .takes(
@@ -248,6 +257,11 @@ fn every_documented_setting_takes_its_documented_values_and_refuses_others_by_na
         ("token", "a-token\n"),
         ("secret", "a-secret\n"),
         ("empty", "\n"),
+        (
+            "card.jwks.json",
+            r#"{"keys":[{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo","kid":"k"}]}"#,
+        ),
+        ("no-keys.jwks.json", r#"{"keys":[]}"#),
     ] {
         std::fs::write(dir.path().join(file), text).expect("written");
     }

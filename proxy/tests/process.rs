@@ -695,3 +695,61 @@ async fn healthcheck_exits_zero_while_the_proxy_is_healthy_and_one_once_it_is_go
     let said = String::from_utf8_lossy(&gone.stderr);
     assert!(said.contains("cannot connect"), "{said}");
 }
+
+/// The contract crate's test key `name`.
+fn test_key(name: &str) -> daedalus_contract::card_signing::SigningKey {
+    let path = format!(
+        "{}/../schemas/tests/card_keys/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    daedalus_contract::card_signing::SigningKey::read(
+        &std::fs::read(path).expect("a test key"),
+        Some("runtime-key"),
+        None,
+    )
+    .expect("the test key reads")
+}
+
+#[tokio::test]
+async fn with_runtime_card_keys_the_proxy_starts_only_on_a_card_signed_by_one_of_them() {
+    use daedalus_contract::card_signing::{jwks, sign_card};
+    let nats = NatsServer::start();
+    let fake = FakeRuntime::start(Mode::Echo).await;
+    let trusted = test_key("es256.pem");
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("runtime.jwks.json");
+    std::fs::write(&keys, serde_json::to_vec(&jwks(&[&trusted])).unwrap()).unwrap();
+    let unsigned = fake.state.card.lock().unwrap().clone();
+    let refused = |card: serde_json::Value| {
+        *fake.state.card.lock().unwrap() = card;
+        let mut c = proxy_command("signed", &nats, &fake.url);
+        c.env("STARTUP_TIMEOUT", "1s")
+            .env("RUNTIME_CARD_KEYS", &keys);
+        async move {
+            let out = tokio::time::timeout(WAIT, c.output())
+                .await
+                .expect("exits")
+                .expect("runs");
+            assert_eq!(out.status.code(), Some(1));
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+    };
+    let text = refused(unsigned.clone()).await;
+    assert!(
+        text.contains("RUNTIME_CARD_KEYS") && text.contains("not signed"),
+        "{text}"
+    );
+    let by_another = sign_card(&unsigned, &[&test_key("ed25519.pem")]).unwrap();
+    let text = refused(by_another).await;
+    assert!(
+        text.contains("RUNTIME_CARD_KEYS") && text.contains("runtime-key"),
+        "{text}"
+    );
+
+    *fake.state.card.lock().unwrap() = sign_card(&unsigned, &[&trusted]).unwrap();
+    let mut command = proxy_command("signed", &nats, &fake.url);
+    command.env("RUNTIME_CARD_KEYS", &keys);
+    let mut proxy = spawn_consuming(command).await;
+    signal(&proxy, "TERM");
+    assert!(exit_within(&mut proxy, WAIT).await.success());
+}

@@ -297,6 +297,7 @@ async fn over_the_wire(fake: &FakeLlm, fixture_url: &str) {
             auth: None,
             call_timeout: None,
             idempotent: false,
+            trust: daedalus_runtime::config::deployment::CardTrust::default(),
         },
     )])));
     let a = agent(provider, servers, None, "gpt-bench");

@@ -400,8 +400,41 @@ fn settings(dir: &str) -> Vec<Setting> {
         push_and_logs(dir),
         identity(dir),
         mcp_sessions(),
+        card_signing(),
     ]
     .concat()
+}
+
+/// The card signing key and how its signatures name it (`docs/card-signing.md`).
+fn card_signing() -> Vec<Setting> {
+    let keys = concat!(env!("CARGO_MANIFEST_DIR"), "/../schemas/tests/card_keys");
+    let key = format!("{keys}/es256.pem");
+    vec![
+        Setting::new("CARD_SIGNING_KEY", "/card_signing/alg")
+            .takes(&key, json!("ES256"))
+            .takes(&format!("{keys}/ed25519.jwk"), json!("EdDSA"))
+            .takes(&format!("{keys}/rs256.pem"), json!("RS256"))
+            .refuses(&format!("{keys}/es256.public.jwk"))
+            .refuses(&format!("{keys}/p384.pem"))
+            .refuses(&format!("{keys}/missing.pem")),
+        Setting::new("CARD_SIGNING_KID", "/card_signing/kid")
+            .with("CARD_SIGNING_KEY", &key)
+            .takes("billing-2026-12", json!("billing-2026-12"))
+            .refuses_alone("billing-2026-12"),
+        Setting::new("CARD_SIGNING_JKU", "/card_signing/jku")
+            .with("CARD_SIGNING_KEY", &key)
+            .takes(
+                "https://keys.example/jwks.json",
+                json!("https://keys.example/jwks.json"),
+            )
+            .refuses("ftp://keys.example/jwks.json")
+            .refuses_alone("https://keys.example/jwks.json"),
+        Setting::new("CARD_SIGNING_OVERLAP", "/card_signing/overlap")
+            .with("CARD_SIGNING_KEY", &key)
+            .by_default(json!("24h"))
+            .takes("10m", json!("10m"))
+            .refuses("soon"),
+    ]
 }
 
 #[test]

@@ -31,6 +31,8 @@
 //! - **Validation** ([`validate`]) against the contract's JSON Schemas (embedded from the crate
 //!   root, `*.schema.json`) and the vendored A2A v1.0 JSON Schema.
 
+#[cfg(feature = "signing")]
+pub mod card_signing;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod container;

@@ -21,3 +21,21 @@ pub fn runtime_config(agent: &str, listen: SocketAddr) -> Config {
         other => panic!("the default configuration is valid: {other:?}"),
     }
 }
+
+/// The test key cards are signed with in tests (ES256, PKCS#8 PEM; the contract crate's
+/// `tests/card_keys/es256.pem`). Never a key for anything else.
+pub fn card_signing_key_file() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../schemas/tests/card_keys/es256.pem")
+}
+
+/// A signing plan with [`card_signing_key_file`]'s key, named `test-key`.
+pub fn card_signing_plan() -> daedalus_runtime::config::SigningPlan {
+    let pem = std::fs::read(card_signing_key_file()).expect("the test key");
+    let key = daedalus_contract::card_signing::SigningKey::read(&pem, Some("test-key"), None)
+        .expect("the test key reads");
+    daedalus_runtime::config::SigningPlan {
+        key: std::sync::Arc::new(key),
+        overlap: std::time::Duration::from_hours(1),
+    }
+}

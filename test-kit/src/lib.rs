@@ -55,7 +55,7 @@ mod webhook;
 pub use a2a_client::{A2aClient, Canceled};
 pub use a2a_echo::{EchoAgent, a2a_python};
 pub use binaries::{conformance_binary, proxy_binary, runtime_binary};
-pub use config::runtime_config;
+pub use config::{card_signing_key_file, card_signing_plan, runtime_config};
 pub use fixture::AgentsYaml;
 pub use llm::{FakeFace, SUMS, fake_llm_client, script_a_turn_cut_at_step_three};
 pub use mcp::{McpOpened, ModernClient, modern_mcp_request, open_mcp_session, rss_bytes};

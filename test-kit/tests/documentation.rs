@@ -31,6 +31,11 @@ const RUN_ELSEWHERE: &[(&str, &str, &str)] = &[
     ),
     ("docs/agents.md", "bash .ci/tck", ".ci/test runs it"),
     (
+        "docs/card-signing.md",
+        "# Make a key",
+        "needs openssl, which nothing here pins; keys it makes (PKCS#8 P-256, Ed25519, RSA) are read by schemas/src/card_signing/tests.rs, and runtime/tests/card_signing.rs starts runtimes with them and verifies their cards and JWKS with the official SDK",
+    ),
+    (
         "docs/deployment.md",
         "docker compose up -d --build",
         ".ci/compose-test",

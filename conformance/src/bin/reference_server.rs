@@ -237,6 +237,7 @@ async fn card(State(shared): State<Shared>) -> Response {
             output_modes: None,
         }],
         icon_url: None,
+        signatures: Vec::new(),
     };
     json(StatusCode::OK, &card)
 }

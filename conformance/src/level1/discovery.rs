@@ -1,6 +1,6 @@
 //! Checks of `GET /health`, the agent card and the optional manifest.
 
-use daedalus_contract::Schema;
+use daedalus_contract::{Schema, card_signing};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -25,6 +25,79 @@ fn card(e: &Evidence) -> Result<Value, Outcome> {
     e.card
         .json_200()
         .map_err(|_| skip("no card to inspect (see L1-CARD-FETCH)"))
+}
+
+/// Where the public keys of `card`'s signatures are: each signature's `jku`, and the
+/// runtime's own `/.well-known/jwks.json` for those without one. Fetched (by URL) when the
+/// card is signed.
+pub(super) async fn gather_card_keys(
+    probe: &crate::client::Probe,
+    card: &crate::client::Exchange,
+) -> Vec<(String, crate::client::Exchange)> {
+    let Ok(card) = card.json_200() else {
+        return Vec::new();
+    };
+    let headers = card_signing::verify::headers(&card);
+    if !card_signing::is_signed(&card) {
+        return Vec::new();
+    }
+    let mut urls: Vec<String> = headers.iter().filter_map(|h| h.jku.clone()).collect();
+    let mut fetched = Vec::new();
+    if headers.iter().any(|h| h.jku.is_none()) || headers.is_empty() {
+        fetched.push((JWKS_PATH.to_owned(), probe.get(JWKS_PATH).await));
+    }
+    urls.sort();
+    urls.dedup();
+    for url in urls {
+        let exchange = probe.get_url(&url).await;
+        fetched.push((url, exchange));
+    }
+    fetched
+}
+
+/// Where a runtime publishes its card's keys when a signature names no `jku`.
+const JWKS_PATH: &str = "/.well-known/jwks.json";
+
+/// A signed card must verify against the keys it publishes; an unsigned one has nothing to
+/// verify (L1-CARD-SIGNED says so).
+pub(super) fn card_signature(e: &Evidence) -> Verdict {
+    let card = card(e)?;
+    if !card_signing::is_signed(&card) {
+        return Err(skip("the card is not signed"));
+    }
+    let mut trust = card_signing::Trust::default();
+    let mut unread = Vec::new();
+    for (url, exchange) in &e.card_keys {
+        let keys = exchange.json_200().and_then(|json| {
+            card_signing::KeySet::read(json.to_string().as_bytes())
+                .map(|(set, _)| set)
+                .map_err(|why| why.to_string())
+        });
+        match keys {
+            Ok(set) if url == JWKS_PATH => trust.keys = trust.keys.clone().with(&set),
+            Ok(set) => trust.by_url.push((url.clone(), set)),
+            Err(why) => unread.push(format!("{url}: {why}")),
+        }
+    }
+    match card_signing::verify_card(&card, &trust) {
+        Ok(_) => Ok(()),
+        Err(why) if unread.is_empty() => Err(fail(why.to_string())),
+        Err(why) => Err(fail(format!(
+            "{why} (keys not read: {})",
+            unread.join("; ")
+        ))),
+    }
+}
+
+pub(super) fn card_signed(e: &Evidence) -> Verdict {
+    let card = card(e)?;
+    if card_signing::is_signed(&card) {
+        Ok(())
+    } else {
+        Err(fail(
+            "the card has no signatures: clients cannot tell it from a changed copy (A2A §8.4)",
+        ))
+    }
 }
 
 pub(super) fn card_fetch(e: &Evidence) -> Verdict {

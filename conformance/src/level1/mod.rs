@@ -29,6 +29,9 @@ pub(crate) struct Sent {
 pub(crate) struct Evidence {
     pub(crate) health: Exchange,
     pub(crate) card: Exchange,
+    /// The key sets the card's signatures name (each `jku`, else `/.well-known/jwks.json`),
+    /// by URL; none when the card is not signed.
+    pub(crate) card_keys: Vec<(String, Exchange)>,
     pub(crate) manifest: Exchange,
     /// A plain message with messageId, taskId and contextId.
     pub(crate) ping: Sent,
@@ -98,6 +101,7 @@ async fn send(
 async fn gather(probe: &Probe, options: &SuiteOptions) -> Evidence {
     let health = probe.get("/health").await;
     let card = probe.get("/.well-known/agent-card.json").await;
+    let card_keys = discovery::gather_card_keys(probe, &card).await;
     let manifest = probe.get("/.well-known/runtime-contract.json").await;
     let ping = send(
         probe,
@@ -142,6 +146,7 @@ async fn gather(probe: &Probe, options: &SuiteOptions) -> Evidence {
     Evidence {
         health,
         card,
+        card_keys,
         manifest,
         ping,
         bare,
@@ -175,6 +180,8 @@ fn judge(check: CheckId, e: &Evidence, earlier: &[CheckResult]) -> Outcome {
         CheckId::CardSchema => discovery::card_schema(e),
         CheckId::CardSkill => discovery::card_skill(e),
         CheckId::CardA2aV1 => discovery::card_a2a_v1(e),
+        CheckId::CardSignature => discovery::card_signature(e),
+        CheckId::CardSigned => discovery::card_signed(e),
         CheckId::Manifest => discovery::manifest(e),
         CheckId::TaskSchema => tasks::schema(e),
         CheckId::TaskState => tasks::state(e),

@@ -16,6 +16,7 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use daedalus_contract::card_signing;
 use serde_json::{Value, json};
 
 /// One deliberate departure from the contract.
@@ -47,10 +48,14 @@ pub(crate) enum Defect {
     TaskNotJson,
     /// Tasks come back `submitted` instead of finished.
     TaskStillSubmitted,
+    /// The card was changed after it was signed: its signature does not verify.
+    CardSignatureBroken,
+    /// The card is not signed (an advisory, not a failure).
+    CardUnsigned,
 }
 
 impl Defect {
-    pub(crate) const MUTANTS: [Defect; 12] = [
+    pub(crate) const MUTANTS: [Defect; 13] = [
         Defect::IgnoresTaskId,
         Defect::InventsTaskId,
         Defect::NoArtifact,
@@ -63,6 +68,7 @@ impl Defect {
         Defect::HealthUnavailable,
         Defect::TaskNotJson,
         Defect::TaskStillSubmitted,
+        Defect::CardSignatureBroken,
     ];
 }
 
@@ -72,6 +78,7 @@ pub(crate) async fn mutant(defect: Defect) -> String {
     let app = Router::new()
         .route("/health", get(health))
         .route("/.well-known/agent-card.json", get(card))
+        .route("/.well-known/jwks.json", get(jwks))
         .route("/", post(send))
         .layer(DefaultBodyLimit::disable())
         .with_state(defect);
@@ -129,7 +136,29 @@ async fn card(State(defect): State<Defect>) -> Response {
         Defect::CardWithoutVersion => drop(object.remove("version")),
         _ => {}
     }
-    json_response(StatusCode::OK, &card)
+    if defect == Defect::CardUnsigned {
+        return json_response(StatusCode::OK, &card);
+    }
+    let key = signing_key();
+    let mut signed = card_signing::sign_card(&card, &[&key]).expect("the card signs");
+    if defect == Defect::CardSignatureBroken {
+        signed["description"] = json!("changed after it was signed");
+    }
+    json_response(StatusCode::OK, &signed)
+}
+
+/// The key the mutants sign their cards with (a test key of the contract crate).
+fn signing_key() -> card_signing::SigningKey {
+    let pem = include_bytes!("../../../schemas/tests/card_keys/es256.pem");
+    card_signing::SigningKey::read(pem, Some("mutant"), None).expect("the test key reads")
+}
+
+async fn jwks() -> Response {
+    let key = signing_key();
+    json_response(
+        StatusCode::OK,
+        &serde_json::to_value(card_signing::jwks(&[&key])).expect("a JWKS"),
+    )
 }
 
 async fn send(State(defect): State<Defect>, headers: HeaderMap, body: Bytes) -> Response {

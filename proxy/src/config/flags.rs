@@ -111,6 +111,10 @@ pub(super) struct RuntimeAuthArgs {
     /// A file holding the bearer token to present to the runtime (read again when it changes).
     #[arg(long, env = "RUNTIME_TOKEN_FILE", global = true)]
     pub(super) runtime_token_file: Option<PathBuf>,
+    /// A JWKS file: the runtime's agent card must carry a signature (A2A §8.4) by one of its
+    /// keys, or the proxy does not start. Unset: the card's signatures are not looked at.
+    #[arg(long, env = "RUNTIME_CARD_KEYS", global = true)]
+    pub(super) runtime_card_keys: Option<PathBuf>,
     /// The token endpoint of an OAuth2 client-credentials grant for the runtime.
     #[arg(long, env = "RUNTIME_TOKEN_URL", global = true)]
     pub(super) runtime_token_url: Option<String>,

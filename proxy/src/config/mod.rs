@@ -149,6 +149,8 @@ pub struct ProxyConfig {
     /// The credential the proxy presents to a runtime that requires a caller (secrets masked
     /// when printed).
     pub runtime_credential: Option<CredentialSource>,
+    /// A JWKS file whose keys must sign the runtime's agent card (`RUNTIME_CARD_KEYS`).
+    pub runtime_card_keys: Option<PathBuf>,
 }
 
 /// What `daedalus-proxy publish` was asked to do.
@@ -350,6 +352,7 @@ fn proxy_config(
         log_format: cli.log_format,
         export_spans: daedalus_contract::telemetry::exports(env),
         runtime_credential: runtime_credential(&cli.runtime_auth, key)?,
+        runtime_card_keys: runtime_card_keys(&cli.runtime_auth, key)?,
     })
 }
 
@@ -457,6 +460,36 @@ fn check_stream_names(
 
 /// The proxy's credential for the runtime, from its flags: a token file, or a whole
 /// client-credentials grant (token URL, client id, and one secret), never both.
+/// `RUNTIME_CARD_KEYS`, checked: a file that reads as a JWKS with at least one key a card may
+/// be signed with.
+fn runtime_card_keys(
+    args: &RuntimeAuthArgs,
+    key: &dyn Fn(&str, &str) -> String,
+) -> Result<Option<PathBuf>, ConfigError> {
+    let Some(path) = &args.runtime_card_keys else {
+        return Ok(None);
+    };
+    let name = key("runtime_card_keys", "--runtime-card-keys");
+    let bytes = std::fs::read(path).map_err(|e| {
+        ConfigError::invalid(
+            &name,
+            format!("cannot read {}: {}", path.display(), e.kind()),
+        )
+    })?;
+    let (keys, _) = daedalus_contract::card_signing::KeySet::read(&bytes)
+        .map_err(|e| ConfigError::invalid(&name, format!("{}: {e}", path.display())))?;
+    if keys.is_empty() {
+        return Err(ConfigError::invalid(
+            &name,
+            format!(
+                "{} holds no ES256, EdDSA or RS256 public key",
+                path.display()
+            ),
+        ));
+    }
+    Ok(Some(path.clone()))
+}
+
 fn runtime_credential(
     args: &RuntimeAuthArgs,
     key: &dyn Fn(&str, &str) -> String,

@@ -20,6 +20,28 @@ use crate::forward::forwarder::{ForwardError, Forwarder, Reply};
 use crate::forward::plain_http::{PlainHttp, Reading};
 use crate::wire::trace::TraceContext;
 
+/// Whether `card` carries a signature by a key of the JWKS file at `path`.
+fn verify_card_against(
+    card: &serde_json::Value,
+    path: &std::path::Path,
+) -> Result<(), RuntimeCheckError> {
+    use daedalus_contract::card_signing::{KeySet, Trust, verify_card};
+    let untrusted = RuntimeCheckError::CardUntrusted;
+    let bytes = std::fs::read(path)
+        .map_err(|e| untrusted(format!("cannot read {}: {}", path.display(), e.kind())))?;
+    let (keys, _) =
+        KeySet::read(&bytes).map_err(|e| untrusted(format!("{}: {e}", path.display())))?;
+    verify_card(
+        card,
+        &Trust {
+            keys,
+            by_url: Vec::new(),
+        },
+    )
+    .map(drop)
+    .map_err(|e| untrusted(e.to_string()))
+}
+
 /// The runtime over HTTP.
 #[derive(Debug, Clone)]
 pub struct HttpRuntime {
@@ -30,6 +52,8 @@ pub struct HttpRuntime {
     tasks: Option<Arc<PlainHttp>>,
     /// The proxy's own credential, when the runtime requires a caller.
     credential: Option<Arc<Credentials>>,
+    /// The keys that must sign the runtime's card (`RUNTIME_CARD_KEYS`), as a file.
+    card_keys: Option<std::path::PathBuf>,
 }
 
 /// Why the runtime cannot be served.
@@ -41,6 +65,9 @@ pub enum RuntimeCheckError {
     CardUnreadable { url: String, reason: String },
     #[error("the agent card is invalid: {0}")]
     CardInvalid(String),
+    /// `RUNTIME_CARD_KEYS` is set and the card carries no signature by one of its keys.
+    #[error("the agent card is not signed by a key of RUNTIME_CARD_KEYS: {0}")]
+    CardUntrusted(String),
     #[error(
         "the agent card lists no skill with id, name, description and tags; the contract requires one"
     )]
@@ -87,17 +114,20 @@ impl HttpRuntime {
             http,
             tasks,
             credential: None,
+            card_keys: None,
         }
     }
 
     /// The runtime `config` names, presenting the proxy's credential if it has one.
     pub fn for_config(config: &crate::config::ProxyConfig) -> Self {
-        Self::new(&config.runtime_url).with_credential(
-            config
-                .runtime_credential
-                .clone()
-                .map(|source| Arc::new(Credentials::new(source))),
-        )
+        Self::new(&config.runtime_url)
+            .with_credential(
+                config
+                    .runtime_credential
+                    .clone()
+                    .map(|source| Arc::new(Credentials::new(source))),
+            )
+            .with_card_keys(config.runtime_card_keys.clone())
     }
 
     /// The same runtime, presenting `credential` as its bearer on every task.
@@ -193,7 +223,18 @@ impl HttpRuntime {
         if let Err(e) = Schema::AgentCard.validate(&json) {
             return Err(RuntimeCheckError::CardInvalid(e.to_string()));
         }
+        if let Some(path) = &self.card_keys {
+            verify_card_against(&json, path)?;
+        }
         Ok(card)
+    }
+
+    /// Checks the card's signatures against the keys of the JWKS file at `path` (read now:
+    /// a rotated file is read at the next startup check).
+    #[must_use]
+    pub fn with_card_keys(mut self, path: Option<std::path::PathBuf>) -> Self {
+        self.card_keys = path;
+        self
     }
 
     /// Reads the manifest if the runtime serves one and checks its major version.

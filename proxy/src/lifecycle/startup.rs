@@ -41,6 +41,7 @@ impl Transience for RuntimeCheckError {
             | RuntimeCheckError::CardUnreadable { .. }
             | RuntimeCheckError::ManifestUnreadable(_) => true,
             RuntimeCheckError::CardInvalid(_)
+            | RuntimeCheckError::CardUntrusted(_)
             | RuntimeCheckError::CardWithoutSkills
             | RuntimeCheckError::ManifestIncompatible { .. } => false,
         }

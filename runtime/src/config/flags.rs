@@ -106,6 +106,20 @@ pub(super) struct Cli {
     /// Bytes that may wait for webhooks, in all (with a unit: 64MiB).
     #[arg(long, env = "PUSH_QUEUE_BYTES", global = true, default_value = "64MiB", value_parser = parse_size)]
     pub(super) push_queue_bytes: u64,
+    /// The private key that signs the agent cards served (A2A §8.4): a PEM file (PKCS#8 EC
+    /// P-256, Ed25519 or RSA) or a private JWK. Unset: cards go unsigned. Read again on SIGHUP.
+    #[arg(long, env = "CARD_SIGNING_KEY", global = true)]
+    pub(super) card_signing_key: Option<PathBuf>,
+    /// The `kid` signatures name (default: the key's RFC 7638 thumbprint).
+    #[arg(long, env = "CARD_SIGNING_KID", global = true)]
+    pub(super) card_signing_kid: Option<String>,
+    /// Where the public keys are published, for the signatures' `jku` (default: none; this
+    /// runtime serves them at /.well-known/jwks.json either way).
+    #[arg(long, env = "CARD_SIGNING_JKU", global = true)]
+    pub(super) card_signing_jku: Option<String>,
+    /// How long a replaced signing key keeps signing beside the new one and stays published.
+    #[arg(long, env = "CARD_SIGNING_OVERLAP", global = true, default_value = "24h", value_parser = parse_duration)]
+    pub(super) card_signing_overlap: Duration,
     /// How long a conversation idle for longer is kept in the session store (`720h` = 30
     /// days); `0` keeps them forever.
     #[arg(long, env = "SESSION_TTL", global = true, default_value = "720h", value_parser = parse_duration)]

@@ -647,3 +647,126 @@ fn check_config_refuses_what_startup_would_stop_on_naming_the_key() {
     let long = "r".repeat(254);
     assert_eq!(invalid_key(&[], &[("REPLICA_ID", &long)]), "REPLICA_ID");
 }
+
+fn test_key(name: &str) -> String {
+    format!(
+        "{}/../schemas/tests/card_keys/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+fn invalid_in(dir: &std::path::Path, env: &[(&str, &str)]) -> (String, String) {
+    match launch_in(dir, &[], env) {
+        Err(ConfigError::Invalid { key, message }) => (key, message),
+        other => panic!("expected ConfigError::Invalid, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_card_signing_key_comes_from_the_settings_else_the_served_agent() {
+    let dir = project(&format!(
+        "agents: {{ a: {{ card_signing: {{ key_file: \"{}\", kid: agent-key }} }} }}",
+        test_key("ed25519.pem")
+    ));
+    let from_agent = run_in(dir.path(), &[]).card_signing.expect("a key");
+    assert_eq!(from_agent.key.kid(), "agent-key");
+    assert_eq!(from_agent.key.algorithm().name(), "EdDSA");
+    let from_settings = run_in(
+        dir.path(),
+        &[
+            ("CARD_SIGNING_KEY", &test_key("es256.pem")),
+            ("CARD_SIGNING_OVERLAP", "10m"),
+        ],
+    )
+    .card_signing
+    .expect("a key");
+    assert_eq!(from_settings.key.algorithm().name(), "ES256");
+    assert_eq!(from_settings.overlap, Duration::from_mins(10));
+    let shown = run_in(dir.path(), &[]).to_pretty_json();
+    assert!(
+        shown.contains("\"kid\": \"agent-key\"") && !shown.contains("PRIVATE"),
+        "{shown}"
+    );
+
+    let none = project("agents: { a: {} }");
+    assert!(run_in(none.path(), &[]).card_signing.is_none());
+    assert_eq!(
+        invalid_key_in(none.path(), &[("CARD_SIGNING_KID", "k")]),
+        "CARD_SIGNING_KID"
+    );
+}
+
+#[test]
+fn an_unusable_card_signing_key_is_refused_naming_where_it_was_set() {
+    let none = project("agents: { a: {} }");
+    let (key, message) = invalid_in(none.path(), &[("CARD_SIGNING_KEY", &test_key("p384.pem"))]);
+    assert_eq!(key, "CARD_SIGNING_KEY");
+    assert!(message.contains("ES256"), "{message}");
+    let (key, _) = invalid_in(none.path(), &[("CARD_SIGNING_KEY", "/nonexistent/key.pem")]);
+    assert_eq!(key, "CARD_SIGNING_KEY");
+    let (key, _) = invalid_in(
+        none.path(),
+        &[
+            ("CARD_SIGNING_KEY", &test_key("es256.pem")),
+            ("CARD_SIGNING_JKU", "ftp://keys"),
+        ],
+    );
+    assert_eq!(key, "CARD_SIGNING_JKU");
+    let agent = project(&format!(
+        "agents: {{ a: {{ card_signing: {{ key_file: \"{}\" }} }} }}",
+        test_key("es256.public.jwk")
+    ));
+    let (key, message) = invalid_in(agent.path(), &[]);
+    assert_eq!(key, "agents.a.card_signing.key_file");
+    assert!(message.contains("public key"), "{message}");
+}
+
+#[test]
+fn an_a2a_agents_trust_is_checked_and_inherits_the_default() {
+    let jwk = std::fs::read_to_string(test_key("es256.public.jwk")).unwrap();
+    let mut pinned: serde_json::Value = serde_json::from_str(&jwk).unwrap();
+    pinned["kid"] = serde_json::json!("k1");
+    let dir = project(&format!(
+        "mcp:\n  trust: {{ policy: required, keys: [{pinned}] }}\n  servers:\n    \
+         a: {{ type: a2a, url: \"http://a\" }}\n    \
+         b: {{ type: a2a, url: \"http://b\", trust: {{ policy: if_signed, jwks_url: \"https://b/jwks.json\" }} }}\n\
+         agents: {{ x: {{ servers: [a, b] }} }}\n"
+    ));
+    let c = run_in(dir.path(), &[]);
+    let a = &c.deployment.mcp_servers["a"].trust;
+    assert_eq!(a.policy, deployment::TrustPolicy::Required);
+    assert_eq!(a.keys.len(), 1);
+    let b = &c.deployment.mcp_servers["b"].trust;
+    assert_eq!(b.policy, deployment::TrustPolicy::IfSigned);
+    assert!(
+        b.keys.is_empty(),
+        "a trust of its own replaces the default whole"
+    );
+
+    for (yaml, path) in [
+        (
+            "mcp: { servers: { a: { type: a2a, url: \"http://a\", trust: { policy: required } } } }\nagents: { x: { servers: [a] } }",
+            "mcp.servers.a.trust.policy",
+        ),
+        (
+            "mcp: { servers: { a: { type: a2a, url: \"http://a\", trust: { policy: always, keys: [] } } } }\nagents: { x: { servers: [a] } }",
+            "mcp.servers.a.trust.policy",
+        ),
+        (
+            "mcp: { servers: { m: { url: \"http://m\", trust: { policy: off } } } }\nagents: { x: { servers: [m] } }",
+            "mcp.servers.m.trust",
+        ),
+        (
+            "mcp: { trust: { policy: required, keys: [{ kty: oct, k: c2VjcmV0, kid: h }] }, servers: {} }\nagents: { x: {} }",
+            "mcp.trust.keys[0]",
+        ),
+        (
+            "mcp: { trust: { policy: required, jwks_file: /nonexistent.json }, servers: {} }\nagents: { x: {} }",
+            "mcp.trust.jwks_file",
+        ),
+    ] {
+        let dir = project(yaml);
+        let (_, message) = invalid_in(dir.path(), &[]);
+        assert!(message.contains(path), "{path}: {message}");
+    }
+}

@@ -104,6 +104,8 @@ impl Live {
             .prepare(&next.auth)
             .await
             .map_err(ReloadError::Identity)?;
+        // A changed key file is a new signing key, whatever else changed.
+        core.card_keys().apply(next.card_signing.as_ref());
         if next == self.config {
             core.identity().apply(identity);
             return Ok(Reloaded::Unchanged);

@@ -388,6 +388,7 @@ pub fn build_core(
         config.mcp_sessions,
         config.push.clone(),
     );
+    core.card_keys().apply(config.card_signing.as_ref());
     core.turns().set_budgets(config.deployment.budgets.clone());
     core.turns()
         .budget_book()

@@ -13,6 +13,7 @@ use arc_swap::ArcSwap;
 
 use crate::agents::fleet::Fleet;
 use crate::agents::llm::preflight::Preflight;
+use crate::platform::card_keys::CardKeys;
 use crate::platform::identity::Identity;
 use crate::platform::metrics::Metrics;
 use crate::services::push::{Push, PushSettings};
@@ -35,6 +36,8 @@ struct Shared {
     mcp_session_book: Arc<SessionBook>,
     identity: Identity,
     push: Push,
+    /// The keys that sign the agent cards served.
+    card_keys: CardKeys,
 }
 
 impl Core {
@@ -66,6 +69,7 @@ impl Core {
             mcp_session_book,
             identity: Identity::off(),
             push,
+            card_keys: CardKeys::default(),
         }))
     }
 
@@ -107,6 +111,11 @@ impl Core {
     /// Push notifications: tasks' webhooks and their deliveries.
     pub fn push(&self) -> &Push {
         &self.0.push
+    }
+
+    /// The keys that sign the agent cards served (none until configured).
+    pub fn card_keys(&self) -> &CardKeys {
+        &self.0.card_keys
     }
 
     pub fn readiness(&self) -> &Readiness {

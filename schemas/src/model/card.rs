@@ -34,6 +34,20 @@ pub struct AgentCard {
     pub skills: Vec<AgentSkill>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub icon_url: Option<String>,
+    /// JWS signatures of the card (A2A §8.4); see `card_signing` for what they cover.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub signatures: Vec<AgentCardSignature>,
+}
+
+/// One JWS signature of a card (A2A §4.4.7): the base64url protected header and signature;
+/// the payload, the card's canonical form, is detached.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentCardSignature {
+    pub protected: String,
+    pub signature: String,
+    /// The JWS unprotected header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<Metadata>,
 }
 
 /// A URL, binding and protocol version at which the agent can be reached.
@@ -144,6 +158,8 @@ struct AgentCardIn {
     skills: Vec<AgentSkill>,
     #[serde(default, alias = "icon_url")]
     icon_url: Option<String>,
+    #[serde(default)]
+    signatures: Vec<AgentCardSignature>,
     // v0.3 interface fields.
     #[serde(default)]
     url: Option<String>,
@@ -191,6 +207,7 @@ impl From<AgentCardIn> for AgentCard {
             default_output_modes: c.default_output_modes,
             skills: c.skills,
             icon_url: c.icon_url,
+            signatures: c.signatures,
         }
     }
 }

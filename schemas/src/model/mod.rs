@@ -25,7 +25,9 @@ pub use a2a_error::{
     A2aError, A2aErrorKind, ERROR_DOMAIN, ERROR_INFO_TYPE, ErrorInfo, JsonRpcError,
     OWN_ERROR_DOMAIN, StatusBody, StatusError,
 };
-pub use card::{AgentCapabilities, AgentCard, AgentInterface, AgentProvider, AgentSkill};
+pub use card::{
+    AgentCapabilities, AgentCard, AgentCardSignature, AgentInterface, AgentProvider, AgentSkill,
+};
 pub use compaction::{COMPACTION_KEY, Compaction, CompactionStrategy};
 pub use enums::{Role, TaskState};
 pub use error_body::{ErrorBody, ErrorDetail};

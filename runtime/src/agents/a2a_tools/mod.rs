@@ -3,6 +3,10 @@
 //!
 //! - The card is read when the tools are first listed and again after [`CARD_TTL`]; an agent
 //!   whose card cannot be read offers no tools until it can.
+//! - Its signatures are checked against the entry's `trust:` ([`trust`]): under `required` an
+//!   unsigned card, a signature that does not verify or a key not trusted makes the agent
+//!   offer no tools, and a call of one is refused without reaching it. The verdict is kept
+//!   with the card; a card read again is checked again.
 //! - A call is an A2A v1 `SendStreamingMessage` to the card's JSON-RPC interface (a blocking
 //!   `SendMessage` when the card says it does not stream), carrying the caller's trace context
 //!   (`traceparent`, `tracestate`), the server's headers, and the caller's bearer when the entry
@@ -20,6 +24,7 @@
 //!   event) is not made again: the model reads that it was interrupted.
 
 mod call;
+pub mod trust;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -49,10 +54,18 @@ pub struct A2aAgents {
     http: reqwest::Client,
 }
 
+/// How long a card refused by its trust is kept refused before it is read again.
+const REFUSED_TTL: Duration = Duration::from_secs(30);
+
+/// A card as read last: when, and the card if its trust let it be used (else why not).
+type CardRead = (Instant, Result<Arc<AgentCard>, String>);
+
 #[derive(Debug)]
 struct RemoteAgent {
     def: McpServer,
-    card: Mutex<Option<(Instant, Arc<AgentCard>)>>,
+    /// The card read last, when, and whether its trust let it be used.
+    card: Mutex<Option<CardRead>>,
+    trust: trust::TrustCheck,
     /// The runtime's credential for it, when its entry has an `auth` block.
     credential: Option<Downstream>,
 }
@@ -75,6 +88,7 @@ impl A2aAgents {
                         name,
                         RemoteAgent {
                             credential: Downstream::of(&def),
+                            trust: trust::TrustCheck::new(&def.trust),
                             def,
                             card: Mutex::new(None),
                         },
@@ -101,39 +115,71 @@ impl A2aAgents {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .as_ref()
-            && read.elapsed() < CARD_TTL
+            && read.elapsed() < if card.is_ok() { CARD_TTL } else { REFUSED_TTL }
         {
-            return Ok(Arc::clone(card));
+            return card.clone();
         }
-        let url = card_url(&remote.def.url);
-        let mut request = self.http.get(&url).timeout(CARD_TIMEOUT);
-        for (name, value) in &remote.def.headers {
-            request = request.header(name, value);
-        }
-        let shown = crate::config::redact_url(&remote.def.url);
-        let response = request.send().await.map_err(|e| {
-            format!(
-                "cannot read {server}'s agent card at {shown}: {}",
-                e.without_url()
-            )
-        })?;
-        if !response.status().is_success() {
-            return Err(format!(
-                "{server}'s agent card at {shown} answered {}",
-                response.status()
-            ));
-        }
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| format!("cannot read {server}'s agent card: {}", e.without_url()))?;
-        let card: AgentCard = daedalus_contract::read::from_slice(&bytes)
-            .map_err(|e| format!("{server}'s agent card is not an A2A card: {e}"))?;
-        let card = Arc::new(card);
+        let bytes = read_card(&self.http, server, &remote.def).await?;
+        let verdict = self.trusted(server, remote, &bytes).await;
         *remote.card.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some((Instant::now(), Arc::clone(&card)));
-        Ok(card)
+            Some((Instant::now(), verdict.clone()));
+        verdict
     }
+
+    /// The card in `bytes`, if its trust lets it be used.
+    async fn trusted(
+        &self,
+        server: &str,
+        remote: &RemoteAgent,
+        bytes: &[u8],
+    ) -> Result<Arc<AgentCard>, String> {
+        let json: Value = serde_json::from_slice(bytes)
+            .map_err(|e| format!("{server}'s agent card is not JSON: {e}"))?;
+        match remote.trust.check(&self.http, &json).await {
+            Ok(Some(verified)) => {
+                tracing::debug!(server, kid = verified.kid, "an A2A agent's card verified");
+            }
+            Ok(None) => {}
+            Err(refused) => {
+                let why = format!("{server} is not trusted: {refused}");
+                tracing::warn!(server, why, "an A2A agent's card is refused");
+                return Err(why);
+            }
+        }
+        let card: AgentCard = serde_json::from_value(json)
+            .map_err(|e| format!("{server}'s agent card is not an A2A card: {e}"))?;
+        Ok(Arc::new(card))
+    }
+}
+
+/// The bytes of `server`'s card (at its entry's URL, with its headers), bounded in time.
+pub async fn read_card(
+    http: &reqwest::Client,
+    server: &str,
+    def: &McpServer,
+) -> Result<bytes::Bytes, String> {
+    let url = card_url(&def.url);
+    let mut request = http.get(&url).timeout(CARD_TIMEOUT);
+    for (name, value) in &def.headers {
+        request = request.header(name, value);
+    }
+    let shown = crate::config::redact_url(&def.url);
+    let response = request.send().await.map_err(|e| {
+        format!(
+            "cannot read {server}'s agent card at {shown}: {}",
+            e.without_url()
+        )
+    })?;
+    if !response.status().is_success() {
+        return Err(format!(
+            "{server}'s agent card at {shown} answered {}",
+            response.status()
+        ));
+    }
+    response
+        .bytes()
+        .await
+        .map_err(|e| format!("cannot read {server}'s agent card: {}", e.without_url()))
 }
 
 /// Where the card of an entry whose `url` is `url` is: the URL itself when it names a JSON

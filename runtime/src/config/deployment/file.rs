@@ -69,6 +69,19 @@ pub(super) struct ProviderFile {
 #[serde(default)]
 pub(super) struct McpFile {
     pub(super) servers: BTreeMap<String, McpServerFile>,
+    /// The trust every `type: a2a` server's card is verified against, unless it has its own.
+    pub(super) trust: Option<TrustFile>,
+}
+
+/// `trust:`: how an A2A agent's card must be signed, and by which keys.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(super) struct TrustFile {
+    pub(super) policy: Option<String>,
+    pub(super) jwks_file: Option<std::path::PathBuf>,
+    pub(super) jwks_url: Option<String>,
+    /// Pinned public keys, as JWKs.
+    pub(super) keys: Vec<serde_json::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -88,6 +101,8 @@ pub(super) struct McpServerFile {
     /// Every tool of this server may be called again when a call's fate is unknown (a turn
     /// resumed after its runtime stopped mid-call).
     pub(super) idempotent: bool,
+    /// For `type: a2a`: how its card must be signed (else `mcp.trust`).
+    pub(super) trust: Option<TrustFile>,
 }
 
 /// An `mcp.servers.<name>.auth` block.
@@ -138,6 +153,7 @@ pub(super) struct AgentFile {
     pub(super) default_personality: Option<String>,
     /// `task` (the default) or `message`.
     pub(super) reply_as: Option<super::ReplyAs>,
+    pub(super) card_signing: Option<super::CardSigningDef>,
     pub(super) may_decline: Option<bool>,
 }
 

@@ -138,6 +138,56 @@ pub struct McpServer {
     /// Every tool of this server may be called again when a call's fate is unknown
     /// (`idempotent: true`; a tool's own `readOnlyHint` or `idempotentHint` says so for it).
     pub idempotent: bool,
+    /// For an A2A agent: how its card must be signed, and by which keys (`trust:`, else
+    /// `mcp.trust`; off by default).
+    #[serde(skip_serializing_if = "CardTrust::is_off")]
+    pub trust: CardTrust,
+}
+
+/// How an A2A agent's card must be signed (A2A §8.4), and the keys trusted to sign it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CardTrust {
+    pub policy: TrustPolicy,
+    /// A JWKS file (read again at each verification).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jwks_file: Option<std::path::PathBuf>,
+    /// A JWKS URL (fetched, kept for the card's lifetime, fetched again for an unknown `kid`);
+    /// a signature's `jku` is followed only when it is this URL.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "masked_optional_url"
+    )]
+    pub jwks_url: Option<String>,
+    /// Pinned public keys (JWKs, each with its `kid`), as JSON.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<String>,
+}
+
+impl CardTrust {
+    pub fn is_off(&self) -> bool {
+        self.policy == TrustPolicy::Off
+    }
+}
+
+/// What a card's signatures must be.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrustPolicy {
+    /// A card that is not signed by a trusted key is not used: its agent offers no tools.
+    Required,
+    /// A signed card must verify; an unsigned one is used.
+    IfSigned,
+    /// Signatures are not looked at.
+    #[default]
+    Off,
+}
+
+#[expect(clippy::ref_option, reason = "serde's serialize_with passes &Option")]
+fn masked_optional_url<S: serde::Serializer>(
+    url: &Option<String>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    url.as_deref().map(crate::config::redact_url).serialize(s)
 }
 
 /// The credential the runtime presents to a downstream server (`mcp.servers.<name>.auth`).
@@ -222,6 +272,22 @@ pub struct AgentDef {
     pub reply_as: ReplyAs,
     /// Whether the model may decline a request (`may_decline`): the task then ends rejected.
     pub may_decline: bool,
+    /// The key that signs this agent's card when it is the one served (`card_signing`; the
+    /// `CARD_SIGNING_*` settings win over it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub card_signing: Option<CardSigningDef>,
+}
+
+/// `agents.<name>.card_signing`: where the agent's card signing key is, and how signatures
+/// name it (the key is read, and proven, when the configuration is).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CardSigningDef {
+    pub key_file: std::path::PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jku: Option<String>,
 }
 
 /// What an agent's completed turn answers with on the A2A bindings.

@@ -8,9 +8,9 @@ use daedalus_contract::container::validate_agent_name;
 
 use super::file::{CompactionFile, DeploymentFile, McpServerFile, ProviderFile};
 use super::{
-    AgentDef, CompactionPolicy, DEFAULT_MAX_ITERATIONS, Deployment, DeploymentError,
+    AgentDef, CardTrust, CompactionPolicy, DEFAULT_MAX_ITERATIONS, Deployment, DeploymentError,
     DownstreamAuth, McpServer, ModelCapabilities, ModelRef, ProviderSettings, ServerKind,
-    ServerRef, parse_model,
+    ServerRef, TrustPolicy, parse_model,
 };
 use crate::config::sampling::SamplingParams;
 
@@ -25,8 +25,14 @@ pub(super) fn build(
         });
     }
     let mut mcp_servers = BTreeMap::new();
-    for (name, server) in doc.mcp.map(|m| m.servers).unwrap_or_default() {
-        let server = downstream_server(file, &name, server)?;
+    let mcp = doc.mcp.unwrap_or_default();
+    let default_trust = mcp
+        .trust
+        .map(|t| card_trust(file, "mcp.trust", t))
+        .transpose()?
+        .unwrap_or_default();
+    for (name, server) in mcp.servers {
+        let server = downstream_server(file, &name, server, &default_trust)?;
         mcp_servers.insert(name, server);
     }
     let agent_names: BTreeSet<&str> = doc.agents.keys().map(String::as_str).collect();
@@ -178,6 +184,7 @@ fn agent_def(
         default_personality,
         reply_as: def.reply_as.unwrap_or_default(),
         may_decline: def.may_decline.unwrap_or(false),
+        card_signing: def.card_signing.clone(),
     })
 }
 
@@ -491,6 +498,7 @@ fn downstream_server(
     file: &str,
     name: &str,
     server: McpServerFile,
+    default_trust: &CardTrust,
 ) -> Result<McpServer, DeploymentError> {
     let url =
         server
@@ -548,6 +556,20 @@ fn downstream_server(
             });
         }
     }
+    let trust = match (kind, server.trust) {
+        (ServerKind::A2a, Some(trust)) => {
+            card_trust(file, &format!("mcp.servers.{name}.trust"), trust)?
+        }
+        (ServerKind::A2a, None) => default_trust.clone(),
+        (ServerKind::Mcp, Some(_)) => {
+            return Err(DeploymentError::Shape {
+                file: file.to_owned(),
+                path: format!("mcp.servers.{name}.trust"),
+                message: "only an A2A agent (type: a2a) has a card to trust".to_owned(),
+            });
+        }
+        (ServerKind::Mcp, None) => CardTrust::default(),
+    };
     Ok(McpServer {
         kind,
         url,
@@ -556,6 +578,86 @@ fn downstream_server(
         auth,
         call_timeout,
         idempotent: server.idempotent,
+        trust,
+    })
+}
+
+/// A `trust:` block at `path`, checked: a policy, and for any policy but `off` at least one
+/// key that reads (a JWKS file, a JWKS URL, pinned JWKs).
+fn card_trust(
+    file: &str,
+    path: &str,
+    block: super::file::TrustFile,
+) -> Result<CardTrust, DeploymentError> {
+    let wrong = |key: &str, message: String| DeploymentError::Shape {
+        file: file.to_owned(),
+        path: format!("{path}.{key}"),
+        message,
+    };
+    let policy = match block.policy.as_deref() {
+        None | Some("off") => TrustPolicy::Off,
+        Some("required") => TrustPolicy::Required,
+        Some("if_signed") => TrustPolicy::IfSigned,
+        Some(other) => {
+            return Err(wrong(
+                "policy",
+                format!("{other:?} is not a policy: use required, if_signed or off"),
+            ));
+        }
+    };
+    if let Some(url) = &block.jwks_url
+        && !(url.starts_with("https://") || url.starts_with("http://"))
+    {
+        return Err(wrong(
+            "jwks_url",
+            format!("{} is not an http(s) URL", crate::config::redact_url(url)),
+        ));
+    }
+    if let Some(jwks) = &block.jwks_file {
+        let bytes = std::fs::read(jwks).map_err(|e| {
+            wrong(
+                "jwks_file",
+                format!("cannot read {}: {}", jwks.display(), e.kind()),
+            )
+        })?;
+        let (keys, _) = daedalus_contract::card_signing::KeySet::read(&bytes)
+            .map_err(|e| wrong("jwks_file", format!("{}: {e}", jwks.display())))?;
+        if keys.is_empty() {
+            return Err(wrong(
+                "jwks_file",
+                format!(
+                    "{} holds no ES256, EdDSA or RS256 public key",
+                    jwks.display()
+                ),
+            ));
+        }
+    }
+    let mut keys = Vec::with_capacity(block.keys.len());
+    for (i, jwk) in block.keys.iter().enumerate() {
+        let text = jwk.to_string();
+        let (set, _) = daedalus_contract::card_signing::KeySet::read(text.as_bytes())
+            .map_err(|e| wrong(&format!("keys[{i}]"), e.to_string()))?;
+        let named = jwk.get("kid").and_then(serde_json::Value::as_str).is_some();
+        if set.len() != 1 || !named {
+            return Err(wrong(
+                &format!("keys[{i}]"),
+                "is not an ES256, EdDSA or RS256 public JWK with a kid".to_owned(),
+            ));
+        }
+        keys.push(text);
+    }
+    let trusts_some = block.jwks_file.is_some() || block.jwks_url.is_some() || !keys.is_empty();
+    if policy != TrustPolicy::Off && !trusts_some {
+        return Err(wrong(
+            "policy",
+            "trusts no key: give jwks_file, jwks_url or keys".to_owned(),
+        ));
+    }
+    Ok(CardTrust {
+        policy,
+        jwks_file: block.jwks_file,
+        jwks_url: block.jwks_url,
+        keys,
     })
 }
 

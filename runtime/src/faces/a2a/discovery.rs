@@ -5,6 +5,12 @@
 //! `Last-Modified` (when they were built) and `Cache-Control` so clients can cache them; a
 //! matching `If-None-Match` (or, without one, an `If-Modified-Since` not before the build) is
 //! answered `304`.
+//!
+//! With a signing key (`CARD_SIGNING_KEY`), every form of the card served carries JWS
+//! signatures over its own JSON (A2A §8.4): the card (its well-known document, and the
+//! extended card every binding answers, gRPC's converted from the same JSON) and the v0.3
+//! card. Cards are signed again when the keys that sign change (a rotation, an overlap's end);
+//! the public keys are at [`JWKS_PATH`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,19 +30,40 @@ use daedalus_contract::{
 };
 use sha2::{Digest, Sha256};
 
+use std::sync::PoisonError;
+
+use daedalus_contract::card_signing;
+
 use super::A2aFace;
 use crate::config::Config;
+use crate::platform::card_keys::{CardKeys, Signers};
 
 /// The contract binding of `POST /`, as the card names it in `supportedInterfaces`.
 pub const CONTRACT_BINDING: &str = "DAEDALUS-RUNTIME-CONTRACT";
 
+/// Where the public keys of the card's signatures are served.
+pub(super) const JWKS_PATH: &str = "/.well-known/jwks.json";
+
 /// Serialized discovery documents.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Discovery {
-    card: Document,
-    /// The card as built, for the bindings that answer it in their own form.
-    agent_card: Arc<AgentCard>,
+    /// The card as built, unsigned.
+    unsigned: Arc<AgentCard>,
+    /// The card's forms signed by the keys that signed last (and their stamp).
+    signed: std::sync::Mutex<Option<Arc<SignedCards>>>,
     manifest: Document,
+}
+
+/// Every form of the card served, signed by the same keys.
+#[derive(Debug)]
+pub(super) struct SignedCards {
+    stamp: (u64, bool),
+    /// The card the bindings answer (`GetExtendedAgentCard`), with its signatures.
+    pub(super) card: Arc<AgentCard>,
+    /// Its well-known document.
+    document: Document,
+    /// The v0.3 form (`agent/getAuthenticatedExtendedCard`), with signatures of its own.
+    pub(super) v03: Arc<serde_json::Value>,
 }
 
 #[derive(Debug, Clone)]
@@ -50,7 +77,12 @@ struct Document {
 
 impl Document {
     fn new(value: &impl serde::Serialize) -> Self {
-        let body = Bytes::from(serde_json::to_vec(value).expect("documents serialize"));
+        Self::of(Bytes::from(
+            serde_json::to_vec(value).expect("documents serialize"),
+        ))
+    }
+
+    fn of(body: Bytes) -> Self {
         let digest = Sha256::digest(&body);
         let hex: String = digest[..12].iter().flat_map(|b| hex_digits(*b)).collect();
         let etag = HeaderValue::from_str(&format!("\"{hex}\"")).expect("hex is a valid header");
@@ -115,9 +147,46 @@ fn hex_digits(byte: u8) -> [char; 2] {
 }
 
 impl Discovery {
-    /// The agent card (what `GetExtendedAgentCard` answers).
-    pub(super) fn card(&self) -> &AgentCard {
-        &self.agent_card
+    /// Every form of the card, signed by what `keys` signs with now (signed again only when
+    /// that changed).
+    pub(super) fn cards(&self, keys: &CardKeys) -> Arc<SignedCards> {
+        let signers = keys.signers();
+        let mut signed = self.signed.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(cards) = signed.as_ref()
+            && cards.stamp == signers.stamp
+        {
+            return Arc::clone(cards);
+        }
+        let cards = Arc::new(self.sign(&signers));
+        *signed = Some(Arc::clone(&cards));
+        cards
+    }
+
+    /// The card's forms signed by `signers` (unsigned when they are none, or if a form does
+    /// not sign, which a card built from a checked configuration always does: said in the log).
+    fn sign(&self, signers: &Signers) -> SignedCards {
+        let keys = signers.keys();
+        let signed = |value: serde_json::Value| {
+            if keys.is_empty() {
+                return value;
+            }
+            card_signing::sign_card(&value, &keys).unwrap_or_else(|e| {
+                tracing::error!(error = %e, "the agent card is served unsigned");
+                value
+            })
+        };
+        let card_json = signed(serde_json::to_value(&*self.unsigned).expect("the card serializes"));
+        let card: AgentCard =
+            serde_json::from_value(card_json.clone()).unwrap_or_else(|_| (*self.unsigned).clone());
+        let v03 = signed(super::standard::v03::card_json(&self.unsigned));
+        SignedCards {
+            stamp: signers.stamp,
+            document: Document::of(Bytes::from(
+                serde_json::to_vec(&card_json).expect("serializes"),
+            )),
+            card: Arc::new(card),
+            v03: Arc::new(v03),
+        }
     }
 
     /// Builds and checks the documents for `config`.
@@ -135,8 +204,8 @@ impl Discovery {
         let manifest = build_manifest(bound.port(), compacts);
         Schema::RuntimeContract.validate(&serde_json::to_value(&manifest).expect("serializes"))?;
         Ok(Self {
-            card: Document::new(&card),
-            agent_card: Arc::new(card),
+            unsigned: Arc::new(card),
+            signed: std::sync::Mutex::new(None),
             manifest: Document::new(&manifest),
         })
     }
@@ -210,6 +279,7 @@ fn build_card(config: &Config, public_url: &str) -> AgentCard {
         default_output_modes: vec!["text/plain".to_owned()],
         skills: agent.skills.clone(),
         icon_url: None,
+        signatures: Vec::new(),
     }
 }
 
@@ -260,7 +330,23 @@ fn build_manifest(port: u16, compacts: bool) -> RuntimeContract {
 }
 
 pub(super) async fn agent_card(State(state): State<A2aFace>, headers: HeaderMap) -> Response {
-    state.served().discovery.card.respond(&headers)
+    let served = state.served();
+    served
+        .discovery
+        .cards(state.core().card_keys())
+        .document
+        .respond(&headers)
+}
+
+/// The public keys that verify the card's signatures, as a JWKS (no keys when cards are not
+/// signed).
+pub(super) async fn jwks(State(state): State<A2aFace>) -> Response {
+    let mut response = axum::Json(state.core().card_keys().jwks()).into_response();
+    response.headers_mut().insert(
+        CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=300"),
+    );
+    response
 }
 
 pub(super) async fn manifest(State(state): State<A2aFace>, headers: HeaderMap) -> Response {

@@ -107,9 +107,14 @@ impl A2aFace {
         }));
     }
 
-    /// The agent card served now.
-    fn card(&self) -> daedalus_contract::AgentCard {
-        self.served().discovery.card().clone()
+    /// The agent card served now, signed when cards are.
+    fn card(&self) -> Arc<daedalus_contract::AgentCard> {
+        self.cards().card.clone()
+    }
+
+    /// Every form of the card served now.
+    fn cards(&self) -> Arc<discovery::SignedCards> {
+        self.served().discovery.cards(self.core().card_keys())
     }
 
     fn served(&self) -> Arc<Served> {
@@ -143,6 +148,7 @@ pub fn router(state: A2aFace) -> Router {
         .route(HEALTH_PATH, get(health::health))
         .route("/healthz", get(health::healthz))
         .route(AGENT_CARD_PATH, get(discovery::agent_card))
+        .route(discovery::JWKS_PATH, get(discovery::jwks))
         .route(MANIFEST_PATH, get(discovery::manifest))
         .merge(tasks)
         .merge(grpc)

@@ -11,6 +11,8 @@
 //!   v0.3 client is served by its own method names on JSON-RPC ([`super::standard::v03`]),
 //!   which reads its requests into these operations' types.
 
+use std::sync::Arc;
+
 use axum::http::{HeaderMap, Uri};
 use daedalus_contract::{
     A2aError, A2aErrorKind, GetTaskRequest, ListPushConfigsRequest, ListPushConfigsResponse,
@@ -335,8 +337,13 @@ pub(super) async fn subscribe(
 }
 
 /// `GetExtendedAgentCard`: the card (this server shows every client the same one).
-pub(super) fn extended_card(state: &A2aFace) -> daedalus_contract::AgentCard {
+pub(super) fn extended_card(state: &A2aFace) -> Arc<daedalus_contract::AgentCard> {
     state.card()
+}
+
+/// The extended card in its v0.3 form, signed as itself.
+pub(super) fn extended_v03_card(state: &A2aFace) -> Arc<serde_json::Value> {
+    Arc::clone(&state.cards().v03)
 }
 
 /// The Task with the last `history_length` messages of its history (unset: all; 0: none).

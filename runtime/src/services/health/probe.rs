@@ -13,6 +13,7 @@ use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use serde::Serialize;
 use serde_json::json;
 
+use crate::agents::a2a_tools::trust::TrustCheck;
 use crate::agents::agent_loop::Bearer;
 use crate::config::deployment::{McpServer, ServerKind};
 
@@ -60,6 +61,8 @@ pub struct Probe {
     pub server: String,
     /// Why it is unreachable; `None` when it answered.
     pub problem: Option<String>,
+    /// The problem is the server's card, refused by its trust (it answered).
+    pub untrusted: bool,
 }
 
 /// Why a downstream server's probe failed; its text is what `get_health` reports.
@@ -72,6 +75,9 @@ pub enum ProbeError {
     Unreachable(String),
     #[error("answered HTTP {0}")]
     Status(u16),
+    /// An A2A agent whose card its trust refuses (`trust.policy`).
+    #[error("not trusted: {0}")]
+    Untrusted(String),
 }
 
 /// Probes `server` once.
@@ -90,11 +96,11 @@ pub async fn probe(
     let problem = tokio::time::timeout(PROBE_TIMEOUT, check)
         .await
         .unwrap_or(Err(ProbeError::NoAnswer))
-        .err()
-        .map(|e| e.to_string());
+        .err();
     Probe {
         server: name.to_owned(),
-        problem,
+        untrusted: matches!(problem, Some(ProbeError::Untrusted(_))),
+        problem: problem.map(|e| e.to_string()),
     }
 }
 
@@ -184,11 +190,24 @@ async fn read_card(client: &reqwest::Client, server: &McpServer) -> Result<(), P
         .send()
         .await
         .map_err(|e| ProbeError::Unreachable(without_url(&e)))?;
-    if response.status().is_success() {
-        Ok(())
-    } else {
-        Err(ProbeError::Status(response.status().as_u16()))
+    if !response.status().is_success() {
+        return Err(ProbeError::Status(response.status().as_u16()));
     }
+    if server.trust.is_off() {
+        return Ok(());
+    }
+    // The card's trust, checked as a call would check it.
+    let bytes = response
+        .bytes()
+        .await
+        .map_err(|e| ProbeError::Unreachable(without_url(&e)))?;
+    let card: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|_| ProbeError::Untrusted("its agent card is not JSON".to_owned()))?;
+    TrustCheck::new(&server.trust)
+        .check(client, &card)
+        .await
+        .map(|_| ())
+        .map_err(|refused| ProbeError::Untrusted(refused.to_string()))
 }
 
 /// A transport error's reason without the URL (which may carry credentials).
@@ -214,16 +233,29 @@ pub fn report(probes: &[Probe], provider: Option<(bool, String)>, accepting: boo
         };
     }
     let mut problems = Vec::new();
-    let down: Vec<String> = probes
+    // An agent whose card is not trusted is reachable: it is named apart.
+    let (untrusted, down): (Vec<&Probe>, Vec<&Probe>) = probes
         .iter()
-        .filter_map(|p| {
-            p.problem
-                .as_ref()
-                .map(|why| format!("{} ({why})", p.server))
-        })
-        .collect();
+        .filter(|p| p.problem.is_some())
+        .partition(|p| p.untrusted);
+    let named = |probes: Vec<&Probe>| {
+        probes
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} ({})",
+                    p.server,
+                    p.problem.as_deref().unwrap_or_default()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     if !down.is_empty() {
-        problems.push(format!("Unreachable: {}", down.join(", ")));
+        problems.push(format!("Unreachable: {}", named(down)));
+    }
+    if !untrusted.is_empty() {
+        problems.push(format!("Untrusted: {}", named(untrusted)));
     }
     if let Some((false, why)) = provider {
         problems.push(format!("LLM: {why}"));
@@ -253,10 +285,12 @@ mod tests {
             Probe {
                 server: "argos".into(),
                 problem: None,
+                untrusted: false,
             },
             Probe {
                 server: "neo4j".into(),
                 problem: Some("timed out".into()),
+                untrusted: false,
             },
         ];
         let r = report(

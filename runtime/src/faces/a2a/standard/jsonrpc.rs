@@ -137,7 +137,7 @@ async fn dispatch(
                 move |event| v1_response(&id, event),
             )))
         }
-        "GetExtendedAgentCard" => result_of(&a2a_v1::of(&operations::extended_card(state))),
+        "GetExtendedAgentCard" => result_of(&a2a_v1::of(&*operations::extended_card(state))),
         "CreateTaskPushNotificationConfig" => {
             let config: TaskPushNotificationConfig = read(params)?;
             let task_id = config.task_id.clone();

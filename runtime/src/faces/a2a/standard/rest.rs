@@ -313,7 +313,7 @@ async fn tasks_list(
 }
 
 async fn extended_card(State(state): State<A2aFace>, Checked { reply, .. }: Checked) -> Response {
-    reply.ok(&a2a_v1::of(&operations::extended_card(&state)))
+    reply.ok(&a2a_v1::of(&*operations::extended_card(&state)))
 }
 
 /// `POST /tasks/{id}/pushNotificationConfigs`: the body is the config (its `taskId` is the

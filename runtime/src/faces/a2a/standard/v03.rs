@@ -68,6 +68,11 @@ impl<'a> V03Card<'a> {
     }
 }
 
+/// The v0.3 form of `card`, as JSON (signed by the discovery documents when cards are).
+pub(in crate::faces::a2a) fn card_json(card: &daedalus_contract::AgentCard) -> serde_json::Value {
+    serde_json::to_value(V03Card::of(card)).expect("the card serializes")
+}
+
 /// Whether `method` is a v0.3 method name.
 pub(super) fn is_v03(method: &str) -> bool {
     method.contains('/')
@@ -123,10 +128,7 @@ pub(super) async fn dispatch(
                 move |event| v03_response(&id, event),
             )))
         }
-        "agent/getAuthenticatedExtendedCard" => {
-            let card = operations::extended_card(state);
-            result_of(&V03Card::of(&card))
-        }
+        "agent/getAuthenticatedExtendedCard" => result_of(&*operations::extended_v03_card(state)),
         method if method.starts_with("tasks/pushNotificationConfig/") => Err(A2aError::new(
             A2aErrorKind::PushNotificationNotSupported,
             "push notifications are served over A2A v1.0 (A2A-Version: 1.0), not v0.3",

@@ -251,7 +251,7 @@ impl A2aService for GrpcFace {
     ) -> Result<Response<v1::AgentCard>, Status> {
         call(&request)?;
         let card = operations::extended_card(&self.state);
-        Ok(Response::new(write(&a2a_v1::of(&card))?))
+        Ok(Response::new(write(&a2a_v1::of(&*card))?))
     }
 
     async fn delete_task_push_notification_config(
