@@ -41,6 +41,16 @@ fn public_jwk(name: &str, kid: &str) -> Value {
     jwk
 }
 
+/// The JSON a GET of `url` answers.
+async fn get_json(url: impl reqwest::IntoUrl) -> Value {
+    reqwest::get(url)
+        .await
+        .expect("answers")
+        .json()
+        .await
+        .expect("JSON")
+}
+
 fn trusting(jwks: &[Value]) -> Trust {
     let (keys, skipped) =
         KeySet::read(json!({"keys": jwks}).to_string().as_bytes()).expect("a key set");
@@ -72,12 +82,7 @@ async fn a_runtime_with_a_key_serves_cards_the_official_sdk_verifies_in_every_fo
             assert_eq!(steps[form]["kids"], json!([kid]), "{file} {form}");
         }
         // The v0.3 form carries signatures of its own JSON, which ours verifies.
-        let jwks: Value = reqwest::get(served.url("/.well-known/jwks.json"))
-            .await
-            .expect("the JWKS")
-            .json()
-            .await
-            .expect("JSON");
+        let jwks: Value = get_json(served.url("/.well-known/jwks.json")).await;
         let (keys, _) = KeySet::read(jwks.to_string().as_bytes()).expect("a key set");
         let v03: Value = reqwest::Client::new()
             .post(served.url("/"))
@@ -107,19 +112,9 @@ async fn a_runtime_with_a_key_serves_cards_the_official_sdk_verifies_in_every_fo
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unsigned_runtime_serves_an_empty_key_set_and_cards_without_signatures() {
     let served = runtime().start();
-    let card: Value = reqwest::get(served.url("/.well-known/agent-card.json"))
-        .await
-        .expect("the card")
-        .json()
-        .await
-        .expect("JSON");
+    let card: Value = get_json(served.url("/.well-known/agent-card.json")).await;
     assert!(card.get("signatures").is_none(), "{card}");
-    let jwks: Value = reqwest::get(served.url("/.well-known/jwks.json"))
-        .await
-        .expect("answers")
-        .json()
-        .await
-        .expect("JSON");
+    let jwks: Value = get_json(served.url("/.well-known/jwks.json")).await;
     assert_eq!(jwks, json!({"keys": []}));
 }
 
@@ -219,12 +214,7 @@ async fn keys_rotate_on_sighup_and_a_verifier_holding_either_key_never_fails() {
         || {
             let base = base.clone();
             async move {
-                let card: Value = reqwest::get(format!("{base}/.well-known/agent-card.json"))
-                    .await
-                    .expect("the card")
-                    .json()
-                    .await
-                    .expect("JSON");
+                let card: Value = get_json(format!("{base}/.well-known/agent-card.json")).await;
                 card["signatures"].as_array().is_some_and(|s| s.len() == 2)
             }
         },
@@ -317,12 +307,7 @@ async fn an_agent_whose_card_required_trust_refuses_is_never_offered_nor_called_
         .env("CARD_SIGNING_KID", "inner-key")
         .start();
     let inner_url = inner.url("");
-    let card: Value = reqwest::get(inner.url("/.well-known/agent-card.json"))
-        .await
-        .expect("the card")
-        .json()
-        .await
-        .expect("JSON");
+    let card: Value = get_json(inner.url("/.well-known/agent-card.json")).await;
     let tool = format!(
         "inner__{}",
         card["skills"][0]["id"].as_str().expect("a skill")
@@ -437,12 +422,7 @@ async fn the_grpc_extended_card_carries_the_signatures_that_verify_its_json() {
     assert_eq!(card.signatures.len(), 1, "{card:?}");
     // What a gRPC client canonicalizes: the message's ProtoJSON.
     let json = serde_json::to_value(&card).expect("ProtoJSON");
-    let jwks: Value = reqwest::get(format!("{}/.well-known/jwks.json", rt.url))
-        .await
-        .expect("the JWKS")
-        .json()
-        .await
-        .expect("JSON");
+    let jwks: Value = get_json(format!("{}/.well-known/jwks.json", rt.url)).await;
     let (keys, _) = KeySet::read(jwks.to_string().as_bytes()).expect("a key set");
     let verified = verify_card(
         &json,
