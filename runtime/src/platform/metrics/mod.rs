@@ -48,6 +48,25 @@ pub struct ExpiryLabel {
     pub reason: &'static str,
 }
 
+/// Every outcome of a push delivery (`daedalus_runtime_push_deliveries{outcome}`).
+pub const PUSH_OUTCOMES: [&str; 6] = [
+    "delivered",
+    "retried",
+    "gave_up",
+    "dropped",
+    "superseded",
+    "owed",
+];
+/// Every turn limit's setting (`daedalus_runtime_turns_refused{limit}`).
+pub const TURN_LIMITS: [&str; 4] = [
+    "MAX_CONCURRENT_TASKS",
+    "TURN_MEMORY",
+    "AGENT_TURN_MEMORY",
+    "TURN_MEMORY_SHARE",
+];
+/// Every cause of a resume (`daedalus_runtime_turns_resumed{cause}`).
+pub const RESUME_CAUSES: [&str; 3] = ["restart", "replica_lost", "hand_off"];
+
 /// What came of push deliveries: `delivered`, `retried`, `gave_up`, `dropped`, `superseded`,
 /// `owed`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -257,7 +276,38 @@ impl Metrics {
         m.registry.register_collector(Box::new(m.stores.clone()));
         m.registry.register_collector(Box::new(m.memory.clone()));
         m.register_budgets();
+        m.start_at_zero();
         m
+    }
+
+    /// Every series of a known label value, at zero from the start: a rate or an alert over
+    /// it has data before its first event, and a dashboard shows 0, not "no data".
+    fn start_at_zero(&self) {
+        for state in daedalus_contract::TaskState::ALL {
+            if state.is_terminal() || state.is_interrupted() {
+                drop(self.tasks.get_or_create(&StateLabel {
+                    state: state.to_string(),
+                }));
+            }
+        }
+        for outcome in PUSH_OUTCOMES {
+            drop(
+                self.push_deliveries
+                    .get_or_create(&OutcomeLabel { outcome }),
+            );
+        }
+        for limit in TURN_LIMITS {
+            drop(self.turns_refused.get_or_create(&LimitLabel { limit }));
+        }
+        for cause in RESUME_CAUSES {
+            drop(self.turns_resumed.get_or_create(&CauseLabel { cause }));
+        }
+        for reason in ["handshake", "idle"] {
+            drop(
+                self.mcp_sessions_expired
+                    .get_or_create(&ExpiryLabel { reason }),
+            );
+        }
     }
 
     /// Reports what the task store holds in memory (`daedalus_runtime_tasks_in_memory*`).

@@ -288,6 +288,18 @@ impl Admission {
 mod tests {
     use super::*;
 
+    #[test]
+    fn every_limit_has_its_refusals_series_from_the_start() {
+        for limit in [
+            Limit::Turns,
+            Limit::Memory,
+            Limit::AgentMemory,
+            Limit::TenantShare,
+        ] {
+            assert!(crate::platform::metrics::TURN_LIMITS.contains(&limit.setting()));
+        }
+    }
+
     fn admission(max_turns: usize, memory: usize, agent_memory: usize) -> Admission {
         Admission::new(Budgets {
             max_turns,

@@ -245,3 +245,19 @@ impl TaskStore {
             .contains(task_id)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ResumeCause;
+
+    #[test]
+    fn every_cause_has_its_series_from_the_start() {
+        for cause in [
+            ResumeCause::Restart,
+            ResumeCause::ReplicaLost,
+            ResumeCause::HandOff,
+        ] {
+            assert!(crate::platform::metrics::RESUME_CAUSES.contains(&cause.as_str()));
+        }
+    }
+}
