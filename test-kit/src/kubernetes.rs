@@ -78,6 +78,10 @@ pub enum Object {
     PersistentVolumeClaim(Named),
     Namespace(Named),
     ServiceAccount(Named),
+    /// The Prometheus Operator's (`components/monitoring`; test-kit/tests/monitoring.rs reads
+    /// their specs).
+    PodMonitor(Named),
+    PrometheusRule(Named),
     #[serde(other)]
     Other,
 }
@@ -500,9 +504,11 @@ impl Object {
             Self::PodDisruptionBudget(o) => Some(&o.metadata),
             Self::NetworkPolicy(o) => Some(&o.metadata),
             Self::ScaledObject(o) => Some(&o.metadata),
-            Self::PersistentVolumeClaim(o) | Self::Namespace(o) | Self::ServiceAccount(o) => {
-                Some(&o.metadata)
-            }
+            Self::PersistentVolumeClaim(o)
+            | Self::Namespace(o)
+            | Self::ServiceAccount(o)
+            | Self::PodMonitor(o)
+            | Self::PrometheusRule(o) => Some(&o.metadata),
             Self::Other => None,
         }
     }
