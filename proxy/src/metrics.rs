@@ -49,6 +49,8 @@ pub struct Metrics {
     pub events_relayed: Counter,
     /// Times the agent's consumer (or the task stream) was found missing and created again.
     pub consumer_recreated: Counter,
+    /// Task messages on the agent's consumer not yet delivered, as of the keeper's last look.
+    pub consumer_pending: Gauge,
     /// Tasks being worked on.
     pub in_flight: Gauge,
     /// 1 while the runtime's /health answers 200.
@@ -86,6 +88,7 @@ impl Metrics {
             publish_retries: Counter::default(),
             events_relayed: Counter::default(),
             consumer_recreated: Counter::default(),
+            consumer_pending: Gauge::default(),
             in_flight: Gauge::default(),
             runtime_healthy: Gauge::default(),
             task_duration: Histogram::new(exponential_buckets(0.001, 2.0, 20)),
@@ -191,6 +194,11 @@ impl Metrics {
             "runtime_healthy",
             "1 while the runtime's /health answers 200",
             m.runtime_healthy.clone(),
+        );
+        registry.register(
+            "consumer_pending",
+            "Task messages on the agent's consumer not yet delivered to any proxy (its num_pending), as of the last look (at start, then every 30 s)",
+            m.consumer_pending.clone(),
         );
         registry.register(
             "task_duration_seconds",

@@ -2,7 +2,8 @@
 //! deleted (by an operator, or lost with a node), pulls stop being answered; a worker that sees
 //! that asks for a check, and the keeper also looks on its own every [`CHECK_EVERY`]. A missing
 //! consumer or stream is created again with the startup settings, and `/healthz` says
-//! `"consumer": "missing"` meanwhile.
+//! `"consumer": "missing"` meanwhile. Each look also reads how many tasks wait on the consumer
+//! (`daedalus_proxy_consumer_pending`: behind, when it grows).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,7 +44,10 @@ impl ConsumerState {
 /// What one check found.
 #[derive(Debug, PartialEq, Eq)]
 enum Found {
-    Present,
+    /// In place, with this many task messages not yet delivered to any proxy.
+    Present {
+        pending: u64,
+    },
     Missing,
     /// The server did not say (an election, a timeout): nothing to do now.
     Unknown,
@@ -65,7 +69,9 @@ async fn look(js: &Context, config: &ProxyConfig) -> Found {
         }
     };
     match stream.consumer_info(&name).await {
-        Ok(_) => Found::Present,
+        Ok(info) => Found::Present {
+            pending: info.num_pending,
+        },
         Err(e) => match e.kind() {
             jetstream::context::ConsumerInfoErrorKind::NotFound
             | jetstream::context::ConsumerInfoErrorKind::StreamNotFound => Found::Missing,
@@ -83,14 +89,25 @@ pub async fn keep_consumer(
     metrics: Arc<Metrics>,
     stop: CancellationToken,
 ) {
+    let mut first = true;
     loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = state.check.notified() => {}
-            () = tokio::time::sleep(CHECK_EVERY) => {}
+        // The first look is at once: the pending count is known from the start.
+        if !std::mem::take(&mut first) {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = state.check.notified() => {}
+                () = tokio::time::sleep(CHECK_EVERY) => {}
+            }
         }
-        if look(&js, &config).await != Found::Missing {
-            continue;
+        match look(&js, &config).await {
+            Found::Present { pending } => {
+                metrics
+                    .consumer_pending
+                    .set(i64::try_from(pending).unwrap_or(i64::MAX));
+                continue;
+            }
+            Found::Unknown => continue,
+            Found::Missing => {}
         }
         state.missing.store(true, Ordering::Release);
         tracing::warn!(consumer = %subjects::consumer(&config.agent), "the agent's consumer or the task stream is gone; creating it again");
@@ -114,5 +131,39 @@ pub async fn keep_consumer(
         metrics.consumer_recreated.inc();
         state.missing.store(false, Ordering::Release);
         tracing::info!("the agent's consumer is back; pulling resumes");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_look_reads_how_many_tasks_wait_on_the_consumer() {
+        let server = daedalus_test_kit::NatsServer::start();
+        let config = ProxyConfig::for_agent("keeper", &server.url(), "http://127.0.0.1:9")
+            .expect("a configuration");
+        let client = async_nats::connect(server.url()).await.expect("connects");
+        let js = async_nats::jetstream::new(client);
+        nats::ensure_streams(&js, &config.streams)
+            .await
+            .expect("streams");
+        nats::ensure_consumer(
+            &js,
+            &config.streams,
+            &config.agent,
+            &nats::consumer_settings(&config),
+        )
+        .await
+        .expect("the consumer");
+        assert_eq!(look(&js, &config).await, Found::Present { pending: 0 });
+        for i in 0..3 {
+            js.publish(subjects::tasks("keeper"), format!("task {i}").into())
+                .await
+                .expect("published")
+                .await
+                .expect("stored");
+        }
+        assert_eq!(look(&js, &config).await, Found::Present { pending: 3 });
     }
 }
