@@ -9,6 +9,7 @@
 
 pub use crate::platform::card_keys::SigningPlan;
 pub use crate::platform::identity::plan as auth;
+mod card_signing;
 mod checks;
 pub mod deployment;
 mod flags;
@@ -101,103 +102,8 @@ pub struct Config {
     /// A2A push notifications.
     pub push: push::PushSettings,
     /// The key that signs the agent cards served (`CARD_SIGNING_*`); none: unsigned.
-    #[serde(serialize_with = "signing_shown")]
+    #[serde(serialize_with = "card_signing::shown")]
     pub card_signing: Option<SigningPlan>,
-}
-
-/// The signing key as `--check-config` shows it: its `kid`, algorithm, `jku` and overlap,
-/// never the key.
-#[expect(clippy::ref_option, reason = "serde's serialize_with passes &Option")]
-fn signing_shown<S: serde::Serializer>(
-    plan: &Option<SigningPlan>,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    plan.as_ref()
-        .map(|p| {
-            serde_json::json!({
-                "kid": p.key.kid(),
-                "alg": p.key.algorithm().name(),
-                "jku": p.key.jku(),
-                "overlap": format_duration(p.overlap),
-            })
-        })
-        .serialize(s)
-}
-
-/// The card signing key `CARD_SIGNING_KEY` names (else the served agent's `card_signing`),
-/// read and proven to sign; an unusable key is refused naming the setting, never showing the
-/// key.
-fn card_signing(
-    cli: &Cli,
-    served: &AgentDef,
-    key_of: &dyn Fn(&str, &str) -> String,
-) -> Result<Option<SigningPlan>, ConfigError> {
-    let from_agent = served.card_signing.as_ref();
-    let (path, kid, jku, key_name, jku_name) = match (&cli.card_signing_key, from_agent) {
-        (Some(path), _) => (
-            path.clone(),
-            cli.card_signing_kid.clone(),
-            cli.card_signing_jku.clone(),
-            key_of("card_signing_key", "--card-signing-key"),
-            key_of("card_signing_jku", "--card-signing-jku"),
-        ),
-        (None, Some(def)) => {
-            let at = format!("agents.{}.card_signing", served.name);
-            (
-                def.key_file.clone(),
-                cli.card_signing_kid.clone().or_else(|| def.kid.clone()),
-                cli.card_signing_jku.clone().or_else(|| def.jku.clone()),
-                format!("{at}.key_file"),
-                format!("{at}.jku"),
-            )
-        }
-        (None, None) => {
-            for (id, flag, set) in [
-                (
-                    "card_signing_kid",
-                    "--card-signing-kid",
-                    cli.card_signing_kid.is_some(),
-                ),
-                (
-                    "card_signing_jku",
-                    "--card-signing-jku",
-                    cli.card_signing_jku.is_some(),
-                ),
-            ] {
-                if set {
-                    return Err(ConfigError::invalid(
-                        &key_of(id, flag),
-                        "names a signing key, but CARD_SIGNING_KEY is not set",
-                    ));
-                }
-            }
-            return Ok(None);
-        }
-    };
-    let bytes = std::fs::read(&path).map_err(|e| {
-        ConfigError::invalid(
-            &key_name,
-            format!("cannot read {}: {}", path.display(), e.kind()),
-        )
-    })?;
-    if let Some(jku) = &jku
-        && !(jku.starts_with("https://") || jku.starts_with("http://"))
-    {
-        return Err(ConfigError::invalid(
-            &jku_name,
-            format!("{} is not an http(s) URL", redact_url(jku)),
-        ));
-    }
-    let key = daedalus_contract::card_signing::SigningKey::read(
-        &bytes,
-        kid.as_deref().filter(|k| !k.is_empty()),
-        jku.as_deref(),
-    )
-    .map_err(|e| ConfigError::invalid(&key_name, format!("{}: {e}", path.display())))?;
-    Ok(Some(SigningPlan {
-        key: std::sync::Arc::new(key),
-        overlap: cli.card_signing_overlap,
-    }))
 }
 
 #[expect(clippy::ref_option, reason = "serde's serialize_with passes &Option")]
@@ -212,6 +118,12 @@ fn as_optional_duration<S: serde::Serializer>(
 }
 
 pub use daedalus_contract::redact::{redact_text, redact_url};
+
+/// Why `url` is not an http(s) URL (shown with its secrets masked), if it is not.
+pub(crate) fn not_an_http_url(url: &str) -> Option<String> {
+    (!(url.starts_with("https://") || url.starts_with("http://")))
+        .then(|| format!("{} is not an http(s) URL", redact_url(url)))
+}
 
 /// One agent served by the runtime.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -379,7 +291,7 @@ impl Config {
         let auth = auth_plan(&cli, &deployment, key_of)?;
         checks::check_auth_files(&auth, &cli, key_of)?;
         let push = push_settings(&cli, key_of)?;
-        let card_signing = card_signing(&cli, served, key_of)?;
+        let card_signing = card_signing::plan(&cli, served, key_of)?;
         let public_url = cli
             .public_url
             .as_deref()

@@ -106,15 +106,6 @@ impl CardKeys {
         }
     }
 
-    /// Whether cards are signed at all.
-    pub fn signing(&self) -> bool {
-        self.ring
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .current
-            .is_some()
-    }
-
     /// The public keys a verifier needs (`/.well-known/jwks.json`): every key that signs now.
     pub fn jwks(&self) -> jsonwebtoken::jwk::JwkSet {
         card_signing::jwks(&self.signers().keys())
@@ -167,7 +158,6 @@ mod tests {
     #[test]
     fn without_a_key_nothing_signs() {
         let keys = CardKeys::new(None);
-        assert!(!keys.signing());
         assert!(keys.signers().keys.is_empty());
         assert!(keys.jwks().keys.is_empty());
     }

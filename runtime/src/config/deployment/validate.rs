@@ -10,7 +10,7 @@ use super::file::{CompactionFile, DeploymentFile, McpServerFile, ProviderFile};
 use super::{
     AgentDef, CardTrust, CompactionPolicy, DEFAULT_MAX_ITERATIONS, Deployment, DeploymentError,
     DownstreamAuth, McpServer, ModelCapabilities, ModelRef, ProviderSettings, ServerKind,
-    ServerRef, TrustPolicy, parse_model,
+    ServerRef, parse_model,
 };
 use crate::config::sampling::SamplingParams;
 
@@ -28,7 +28,7 @@ pub(super) fn build(
     let mcp = doc.mcp.unwrap_or_default();
     let default_trust = mcp
         .trust
-        .map(|t| card_trust(file, "mcp.trust", t))
+        .map(|t| super::trust::card_trust(file, "mcp.trust", t))
         .transpose()?
         .unwrap_or_default();
     for (name, server) in mcp.servers {
@@ -558,7 +558,7 @@ fn downstream_server(
     }
     let trust = match (kind, server.trust) {
         (ServerKind::A2a, Some(trust)) => {
-            card_trust(file, &format!("mcp.servers.{name}.trust"), trust)?
+            super::trust::card_trust(file, &format!("mcp.servers.{name}.trust"), trust)?
         }
         (ServerKind::A2a, None) => default_trust.clone(),
         (ServerKind::Mcp, Some(_)) => {
@@ -579,85 +579,6 @@ fn downstream_server(
         call_timeout,
         idempotent: server.idempotent,
         trust,
-    })
-}
-
-/// A `trust:` block at `path`, checked: a policy, and for any policy but `off` at least one
-/// key that reads (a JWKS file, a JWKS URL, pinned JWKs).
-fn card_trust(
-    file: &str,
-    path: &str,
-    block: super::file::TrustFile,
-) -> Result<CardTrust, DeploymentError> {
-    let wrong = |key: &str, message: String| DeploymentError::Shape {
-        file: file.to_owned(),
-        path: format!("{path}.{key}"),
-        message,
-    };
-    let policy = match block.policy.as_deref() {
-        None | Some("off") => TrustPolicy::Off,
-        Some("required") => TrustPolicy::Required,
-        Some("if_signed") => TrustPolicy::IfSigned,
-        Some(other) => {
-            return Err(wrong(
-                "policy",
-                format!("{other:?} is not a policy: use required, if_signed or off"),
-            ));
-        }
-    };
-    if let Some(url) = &block.jwks_url
-        && !(url.starts_with("https://") || url.starts_with("http://"))
-    {
-        return Err(wrong(
-            "jwks_url",
-            format!("{} is not an http(s) URL", crate::config::redact_url(url)),
-        ));
-    }
-    if let Some(jwks) = &block.jwks_file {
-        let bytes = std::fs::read(jwks).map_err(|e| {
-            wrong(
-                "jwks_file",
-                format!("cannot read {}: {}", jwks.display(), e.kind()),
-            )
-        })?;
-        let (keys, _) = daedalus_contract::card_signing::KeySet::read(&bytes)
-            .map_err(|e| wrong("jwks_file", format!("{}: {e}", jwks.display())))?;
-        if keys.is_empty() {
-            return Err(wrong(
-                "jwks_file",
-                format!(
-                    "{} holds no ES256, EdDSA or RS256 public key",
-                    jwks.display()
-                ),
-            ));
-        }
-    }
-    let mut keys = Vec::with_capacity(block.keys.len());
-    for (i, jwk) in block.keys.iter().enumerate() {
-        let text = jwk.to_string();
-        let (set, _) = daedalus_contract::card_signing::KeySet::read(text.as_bytes())
-            .map_err(|e| wrong(&format!("keys[{i}]"), e.to_string()))?;
-        let named = jwk.get("kid").and_then(serde_json::Value::as_str).is_some();
-        if set.len() != 1 || !named {
-            return Err(wrong(
-                &format!("keys[{i}]"),
-                "is not an ES256, EdDSA or RS256 public JWK with a kid".to_owned(),
-            ));
-        }
-        keys.push(text);
-    }
-    let trusts_some = block.jwks_file.is_some() || block.jwks_url.is_some() || !keys.is_empty();
-    if policy != TrustPolicy::Off && !trusts_some {
-        return Err(wrong(
-            "policy",
-            "trusts no key: give jwks_file, jwks_url or keys".to_owned(),
-        ));
-    }
-    Ok(CardTrust {
-        policy,
-        jwks_file: block.jwks_file,
-        jwks_url: block.jwks_url,
-        keys,
     })
 }
 
@@ -684,14 +605,8 @@ fn downstream_auth(
     let present = |v: Option<String>| v.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty());
     let token_url =
         present(block.token_url).ok_or_else(|| wrong("token_url", "is required".to_owned()))?;
-    if !(token_url.starts_with("https://") || token_url.starts_with("http://")) {
-        return Err(wrong(
-            "token_url",
-            format!(
-                "{} is not an http(s) URL",
-                crate::config::redact_url(&token_url)
-            ),
-        ));
+    if let Some(why) = crate::config::not_an_http_url(&token_url) {
+        return Err(wrong("token_url", why));
     }
     let client_id =
         present(block.client_id).ok_or_else(|| wrong("client_id", "is required".to_owned()))?;

@@ -176,8 +176,10 @@ impl Discovery {
             })
         };
         let card_json = signed(serde_json::to_value(&*self.unsigned).expect("the card serializes"));
-        let card: AgentCard =
-            serde_json::from_value(card_json.clone()).unwrap_or_else(|_| (*self.unsigned).clone());
+        // The card the bindings answer: the one built, with the signatures of its JSON.
+        let mut card = (*self.unsigned).clone();
+        card.signatures =
+            serde_json::from_value(card_json["signatures"].clone()).unwrap_or_default();
         let v03 = signed(super::standard::v03::card_json(&self.unsigned));
         SignedCards {
             stamp: signers.stamp,
