@@ -628,7 +628,10 @@ async fn the_proxy_exports_its_spans_in_the_publishers_trace() {
             .clone()
     };
     let task = named("process agent.tasks.spans");
-    let call = named("POST /");
+    // The A2A client span of the send (`SendMessage`, or `SendStreamingMessage`).
+    let call = named("Send");
+    assert_eq!(call.attribute("a2a.method.name"), Some(call.name.as_str()));
+    assert_eq!(call.attribute("a2a.task.id"), Some("t-spans"));
     let result = named("publish agent.results.spans");
     for span in [&task, &call, &result] {
         assert_eq!(span.trace_id, trace, "{span:?}");

@@ -50,8 +50,16 @@ async fn a_turn_s_span_is_exported_in_the_callers_trace_and_flushed_at_shutdown(
 
     let turn = turn_span(&receiver);
     assert_eq!(turn.trace_id, TRACE);
+    // The turn runs in the request's span (the A2A conventions' SERVER span of the send),
+    // which is a child of the caller's.
+    let request = receiver
+        .spans()
+        .into_iter()
+        .find(|s| s.span_id == turn.parent_span_id)
+        .expect("the turn's parent was exported");
+    assert_eq!(request.name, "SendMessage");
     assert_eq!(
-        turn.parent_span_id, CALLER_SPAN,
+        request.parent_span_id, CALLER_SPAN,
         "a child of the caller's span"
     );
     assert_ne!(turn.span_id, CALLER_SPAN);

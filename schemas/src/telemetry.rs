@@ -51,6 +51,28 @@ impl TraceHeaders {
     }
 }
 
+impl TraceHeaders {
+    /// The current span's trace context when it has one, else `fallback` (the caller's):
+    /// what a face hands the turn it starts, so the turn's span is a child of the face's
+    /// span for the request, and still of the caller's when no span is exported.
+    pub fn current_or(fallback: Self) -> Self {
+        let headers = current_headers();
+        let text = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        match text("traceparent") {
+            Some(traceparent) => Self {
+                traceparent: Some(traceparent),
+                tracestate: text("tracestate"),
+            },
+            None => fallback,
+        }
+    }
+}
+
 impl Extractor for TraceHeaders {
     fn get(&self, key: &str) -> Option<&str> {
         match key {

@@ -10,17 +10,90 @@ use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use prost::Message as _;
 
 /// One span as received, ids in hex.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReceivedSpan {
     /// The `service.name` of the resource that sent it.
     pub service: String,
     pub name: String,
+    pub kind: SpanKind,
     pub trace_id: String,
     pub span_id: String,
     /// Empty for a root span.
     pub parent_span_id: String,
-    /// String attributes, by key.
+    /// Whether its status is `ERROR`.
+    pub failed: bool,
+    /// Scalar attributes as text, by key (an array is left out).
     pub attributes: Vec<(String, String)>,
+    /// Every attribute with its type.
+    pub values: Vec<(String, Value)>,
+}
+
+/// A span's kind, as OTLP sends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpanKind {
+    Unspecified,
+    Internal,
+    Server,
+    Client,
+    Producer,
+    Consumer,
+}
+
+impl SpanKind {
+    fn of(code: i32) -> Self {
+        match code {
+            1 => Self::Internal,
+            2 => Self::Server,
+            3 => Self::Client,
+            4 => Self::Producer,
+            5 => Self::Consumer,
+            _ => Self::Unspecified,
+        }
+    }
+
+    /// Its name in the conventions' model files (`server`, `client`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Unspecified => "unspecified",
+            Self::Internal => "internal",
+            Self::Server => "server",
+            Self::Client => "client",
+            Self::Producer => "producer",
+            Self::Consumer => "consumer",
+        }
+    }
+}
+
+/// An attribute's value, typed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Str(String),
+    Int(i64),
+    Bool(bool),
+    Double(f64),
+    /// An array; `None` for an element that is not a string.
+    StrArray(Vec<Option<String>>),
+    Other,
+}
+
+fn typed(value: Option<&opentelemetry_proto::tonic::common::v1::AnyValue>) -> Value {
+    match value.and_then(|v| v.value.as_ref()) {
+        Some(AnyValue::StringValue(s)) => Value::Str(s.clone()),
+        Some(AnyValue::IntValue(i)) => Value::Int(*i),
+        Some(AnyValue::BoolValue(b)) => Value::Bool(*b),
+        Some(AnyValue::DoubleValue(d)) => Value::Double(*d),
+        Some(AnyValue::ArrayValue(array)) => Value::StrArray(
+            array
+                .values
+                .iter()
+                .map(|v| match v.value.as_ref() {
+                    Some(AnyValue::StringValue(s)) => Some(s.clone()),
+                    _ => None,
+                })
+                .collect(),
+        ),
+        _ => Value::Other,
+    }
 }
 
 impl ReceivedSpan {
@@ -69,12 +142,20 @@ fn decode(body: &Bytes) -> Vec<ReceivedSpan> {
             .and_then(|kv| text(kv.value.as_ref()))
             .unwrap_or_default();
         for span in resource_spans.scope_spans.into_iter().flat_map(|s| s.spans) {
+            let failed = span.status.as_ref().is_some_and(|s| s.code == 2);
             out.push(ReceivedSpan {
                 service: service.clone(),
                 name: span.name,
+                kind: SpanKind::of(span.kind),
                 trace_id: hex(&span.trace_id),
                 span_id: hex(&span.span_id),
                 parent_span_id: hex(&span.parent_span_id),
+                failed,
+                values: span
+                    .attributes
+                    .iter()
+                    .map(|kv| (kv.key.clone(), typed(kv.value.as_ref())))
+                    .collect(),
                 attributes: span
                     .attributes
                     .iter()

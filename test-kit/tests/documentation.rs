@@ -47,6 +47,11 @@ const RUN_ELSEWHERE: &[(&str, &str, &str)] = &[
     ),
     (
         "docs/deployment.md",
+        "docker compose --profile monitoring up -d",
+        ".ci/compose-test (its monitoring step: both targets up, every rule loaded)",
+    ),
+    (
+        "docs/deployment.md",
         "OTEL_EXPORTER_OTLP_ENDPOINT=http://otel-collector:4318",
         "the otel profile pulls collector images; both binaries' export is tested against an OTLP receiver",
     ),

@@ -172,7 +172,7 @@ impl<'w> Job<'w> {
             if !self.hold_while_down(lease).await {
                 return;
             }
-            let Some(reply) = self.send(lease, &ids.task_id, stream).await else {
+            let Some(reply) = self.send(lease, ids, stream).await else {
                 return;
             };
             match reply {
@@ -217,18 +217,34 @@ impl<'w> Job<'w> {
     /// One `POST /` of the task, under its lease (streamed and relayed when the runtime
     /// streams). `None` when the task was let go meanwhile (lease lost, or handed back at the
     /// end of the grace period).
+    ///
+    /// Its span is the A2A conventions' CLIENT span of the send (`SendMessage`, or
+    /// `SendStreamingMessage`): the runtime's `POST /` is the contract's binding of it.
     async fn send(
         &mut self,
         lease: &Lease,
-        task_id: &str,
+        ids: &Ids,
         stream: bool,
     ) -> Option<Result<Reply, ForwardError>> {
+        let task_id = ids.task_id.as_str();
+        let runtime = self.shared.runtime_address.as_ref();
         let call = self.step_span(|| {
+            let method = if stream {
+                "SendStreamingMessage"
+            } else {
+                "SendMessage"
+            };
             tracing::info_span!(
                 "runtime_call",
-                otel.name = "POST /",
+                otel.name = method,
                 otel.kind = "client",
                 http.request.method = "POST",
+                a2a.method.name = method,
+                a2a.task.id = task_id,
+                a2a.message.id = ids.message_id.as_str(),
+                gen_ai.conversation.id = ids.context_id.as_deref(),
+                server.address = runtime.map(|(host, _)| host.as_str()),
+                server.port = runtime.map(|(_, port)| i64::from(*port)),
             )
         });
         let send = relayed(

@@ -34,6 +34,34 @@ pub type Agents = BTreeMap<String, Arc<dyn Agent>>;
 pub struct Fleet {
     pub agents: Agents,
     pub downstream: BTreeMap<String, Arc<McpServers>>,
+    /// What a turn's span says of each agent.
+    pub about: BTreeMap<String, AgentAbout>,
+}
+
+/// What a turn's `invoke_agent` span says of its agent: the provider and the model it runs on
+/// (none for an agent without a model), and its description.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentAbout {
+    pub provider: Option<&'static str>,
+    pub model: Option<String>,
+    pub description: Option<String>,
+}
+
+impl AgentAbout {
+    fn of(def: &AgentDef) -> Self {
+        let (provider, model) = match &def.model {
+            ModelRef::OpenAi(model) => (Some(crate::agents::llm::openai::PROVIDER), Some(model)),
+            ModelRef::Anthropic(model) => {
+                (Some(crate::agents::llm::anthropic::PROVIDER), Some(model))
+            }
+            ModelRef::Passthrough | ModelRef::Tck => (None, None),
+        };
+        Self {
+            provider,
+            model: model.cloned(),
+            description: Some(def.description.clone()).filter(|d| !d.is_empty()),
+        }
+    }
 }
 
 /// One downstream server of one agent, as last seen.
@@ -52,6 +80,7 @@ impl Fleet {
         Self {
             agents: BTreeMap::from([(name.to_owned(), agent)]),
             downstream: BTreeMap::new(),
+            about: BTreeMap::new(),
         }
     }
 
@@ -122,6 +151,7 @@ pub fn build(
     let warnings = Arc::new(DropWarnings::default());
     let mut built: Agents = BTreeMap::new();
     let mut downstream = BTreeMap::new();
+    let mut about = BTreeMap::new();
     // Sub-agents first: validation ordered every agent after the agents it uses.
     for def in deployment
         .start_order
@@ -137,6 +167,7 @@ pub fn build(
             sessions.cloned(),
         )?;
         built.insert(def.name.clone(), agent);
+        about.insert(def.name.clone(), AgentAbout::of(def));
         if let Some(servers) = servers {
             downstream.insert(def.name.clone(), servers);
         }
@@ -144,6 +175,7 @@ pub fn build(
     Ok(Fleet {
         agents: built,
         downstream,
+        about,
     })
 }
 

@@ -3,6 +3,10 @@
 //! abandoned (the turn canceled, or the call past its timeout). The remote task's id is noted
 //! in the turn's checkpoint as soon as it is named, and a resumed turn follows that task
 //! ([`follow`]) instead of sending the message again.
+//!
+//! A call runs under two CLIENT spans ([`call_spans`]): `invoke_agent <agent>` (the GenAI
+//! view: an agent invoked over a remote service) and inside it the A2A request's own
+//! `{a2a.method.name}`, whose context the requests carry as their `traceparent`.
 
 use std::time::Duration;
 use tokio::sync::watch;
@@ -20,6 +24,8 @@ use serde_json::json;
 use crate::agents::agent_loop::{CallContext, ToolResult};
 use crate::agents::llm::sse::SseParser;
 use crate::config::deployment::McpServer;
+use crate::platform::telemetry::a2a::{self as a2a_span, A2aMethod, Side};
+use crate::platform::telemetry::{record_error, record_server};
 
 /// How long the `CancelTask` of an abandoned call may take.
 const CANCEL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -131,8 +137,91 @@ fn post(target: &Target<'_>, url: &str, context: &CallContext) -> reqwest::Reque
     request
 }
 
+/// The spans of a `method` call to the agent `target` names at `url`: `invoke_agent <agent>`
+/// and, its child, the A2A request's; the call runs in the second.
+fn call_spans(target: &Target<'_>, url: &str, method: A2aMethod) -> (tracing::Span, tracing::Span) {
+    use tracing::field::Empty;
+    let card = target.card;
+    let invoke = tracing::info_span!(
+        "invoke_agent",
+        otel.name = %format_args!("invoke_agent {}", card.name),
+        otel.kind = "client",
+        otel.status_code = Empty,
+        gen_ai.operation.name = "invoke_agent",
+        gen_ai.agent.name = card.name.as_str(),
+        gen_ai.agent.description = Empty,
+        gen_ai.agent.version = Empty,
+        server.address = Empty,
+        server.port = Empty,
+        error.type = Empty,
+        trace_id = Empty,
+        span_id = Empty,
+    );
+    if !card.description.is_empty() {
+        invoke.record("gen_ai.agent.description", card.description.as_str());
+    }
+    if !card.version.is_empty() {
+        invoke.record("gen_ai.agent.version", card.version.as_str());
+    }
+    record_server(&invoke, url);
+    crate::platform::telemetry::record_ids(&invoke);
+    let call = invoke.in_scope(|| a2a_span::span(Side::Client, method, Some("1.0"), Some(card)));
+    record_server(&call, url);
+    crate::platform::telemetry::record_ids(&call);
+    (invoke, call)
+}
+
+/// The spans of a call to `target`: by `streaming` when its card streams, else by `plain`;
+/// `None` when the card offers no interface to call.
+fn spans_for(
+    target: &Target<'_>,
+    streaming: A2aMethod,
+    plain: A2aMethod,
+) -> Option<(tracing::Span, tracing::Span)> {
+    let url = jsonrpc_url(target.card)?;
+    let method = if target.card.capabilities.streaming == Some(true) {
+        streaming
+    } else {
+        plain
+    };
+    Some(call_spans(target, url, method))
+}
+
+/// Runs `call` (a send's or a follow's) under `spans`, marking both failed when it fails.
+async fn traced(
+    (invoke, call): (tracing::Span, tracing::Span),
+    run: impl Future<Output = ToolResult>,
+) -> ToolResult {
+    let result = run.instrument(call.clone()).await;
+    if result.is_error {
+        record_error(&call, "call_failed");
+        record_error(&invoke, "call_failed");
+    }
+    result
+}
+
 /// Sends `text` (continuing `task_id`, for `skill`) and answers with what the task ended in.
 pub(super) async fn send(
+    target: &Target<'_>,
+    text: String,
+    task_id: Option<String>,
+    skill: Option<String>,
+    context: &CallContext,
+) -> ToolResult {
+    let sent = send_in_span(target, text, task_id, skill, context);
+    match spans_for(
+        target,
+        A2aMethod::SendStreamingMessage,
+        A2aMethod::SendMessage,
+    ) {
+        Some(spans) => traced(spans, sent).await,
+        // No interface to call: the send says so, with no request to trace.
+        None => sent.await,
+    }
+}
+
+/// [`send`], in its spans.
+async fn send_in_span(
     target: &Target<'_>,
     text: String,
     task_id: Option<String>,
@@ -149,6 +238,8 @@ pub(super) async fn send(
         vec![Part::text(text)],
     );
     message.task_id = task_id.clone();
+    a2a_span::record_message(&tracing::Span::current(), &message);
+    a2a_span::record_ids(&tracing::Span::current(), task_id.as_deref(), None);
     if let Some(skill) = skill {
         let mut metadata = daedalus_contract::Metadata::new();
         metadata.insert("skill".to_owned(), skill.into());
@@ -187,10 +278,20 @@ pub(super) async fn follow(
     task_id: String,
     context: &CallContext,
 ) -> ToolResult {
+    let followed = follow_in_span(target, task_id, context);
+    match spans_for(target, A2aMethod::SubscribeToTask, A2aMethod::GetTask) {
+        Some(spans) => traced(spans, followed).await,
+        None => followed.await,
+    }
+}
+
+/// [`follow`], in its spans.
+async fn follow_in_span(target: &Target<'_>, task_id: String, context: &CallContext) -> ToolResult {
     let server = target.server;
     let Some(url) = jsonrpc_url(target.card) else {
         return failure(format!("{server} offers no A2A 1.0 JSON-RPC interface"));
     };
+    a2a_span::record_ids(&tracing::Span::current(), Some(&task_id), None);
     tracing::info!(
         server,
         task_id,
@@ -260,6 +361,8 @@ async fn converse(
         exchange: exchange.abort_handle(),
         cancel: Some((post(target, url, context), server.to_owned())),
     };
+    // The task continued or followed is on the span already; a new one is recorded as named.
+    let task_known = task_id.borrow().is_some();
     let mut named = task_id;
     let outcome = loop {
         tokio::select! {
@@ -276,6 +379,10 @@ async fn converse(
     };
     match outcome {
         Ok(task) => {
+            let span = tracing::Span::current();
+            let new_task = (!task_known).then_some(task.id.as_str());
+            a2a_span::record_ids(&span, new_task, task.context_id.as_deref());
+            a2a_span::record_state(&span, task.status.state);
             if ended(&task) {
                 // Ended on its own: nothing to cancel.
                 abandon.cancel = None;

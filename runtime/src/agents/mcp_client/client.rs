@@ -40,7 +40,7 @@ use rmcp::service::{
 };
 use rmcp::transport::StreamableHttpClientTransport;
 
-use super::traced_http::TracedHttp;
+use super::traced_http::{CallSpans, TracedHttp};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
@@ -53,6 +53,7 @@ use crate::agents::llm::ToolSpec;
 use crate::agents::mcp_client::McpError;
 use crate::config::deployment::McpServer;
 use crate::config::{redact_text, redact_url};
+use crate::platform::telemetry::{mcp, record_error, record_server};
 use daedalus_contract::credentials::Credentials;
 
 /// How long connecting (`server/discover`, or `initialize` after it) may take.
@@ -74,6 +75,8 @@ type Client = RunningService<RoleClient, Watcher>;
 #[derive(Debug, Clone, Default)]
 struct Watcher {
     stale: Arc<AtomicBool>,
+    /// The connection's tool calls in flight, for their spans ([`CallSpans`]).
+    calls: Arc<CallSpans>,
 }
 
 impl ClientHandler for Watcher {
@@ -254,13 +257,17 @@ impl McpServers {
         server: &McpServer,
         token: Option<String>,
         credential: Option<Arc<Credentials>>,
+        calls: &Arc<CallSpans>,
     ) -> StreamableHttpClientTransport<TracedHttp> {
         let mut config = StreamableHttpClientTransportConfig::with_uri(server.url.clone())
             .custom_headers(Self::headers(server));
         if let Some(token) = token {
             config = config.auth_header(token);
         }
-        StreamableHttpClientTransport::with_client(TracedHttp::presenting(credential), config)
+        StreamableHttpClientTransport::with_client(
+            TracedHttp::presenting(credential, Arc::clone(calls)),
+            config,
+        )
     }
 
     /// Connects on the newest revision the server speaks: MCP 2026-07-28 (`server/discover`,
@@ -277,16 +284,16 @@ impl McpServers {
                 preferred_versions: vec![ProtocolVersion::V_2026_07_28],
                 legacy_version: None,
             };
-            let transport = Self::transport(server, token.clone(), credential.clone());
+            let transport =
+                Self::transport(server, token.clone(), credential.clone(), &watcher.calls);
             match watcher
                 .clone()
                 .serve_with_lifecycle(transport, modern)
                 .await
             {
                 Err(ClientInitializeError::NoCompatibleProtocolVersion { .. }) => {
-                    watcher
-                        .serve(Self::transport(server, token, credential))
-                        .await
+                    let transport = Self::transport(server, token, credential, &watcher.calls);
+                    watcher.serve(transport).await
                 }
                 other => other,
             }
@@ -333,6 +340,7 @@ impl McpServers {
         link.stale.store(false, Ordering::Release);
         let watcher = Watcher {
             stale: Arc::clone(&link.stale),
+            calls: Arc::default(),
         };
         let credential = self.own_credential(name);
         let attempt = async {
@@ -403,7 +411,24 @@ impl McpServers {
         };
         let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
         params.meta = trace_meta();
-        let result = client.call_tool(params).await.map_err(|e| CallFailure {
+        // The call's `execute_tool` span gets the MCP client's attributes; the transport adds
+        // the JSON-RPC id and the session ([`CallSpans`]).
+        let span = tracing::Span::current();
+        let protocol = client.peer_info().map(|info| info.protocol_version.clone());
+        mcp::record_tool_call(&span, protocol.as_ref().map(ProtocolVersion::as_str));
+        let traceparent = params
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.0.get("traceparent")?.as_str().map(str::to_owned));
+        let _watching = traceparent.map(|tp| client.service().calls.watch(&tp, span.clone()));
+        let result = client.call_tool(params).await.inspect_err(|e| {
+            if let ServiceError::McpError(error) = e {
+                mcp::record_rpc_error(&span, error.code.0, false);
+            } else {
+                record_error(&span, "transport_error");
+            }
+        });
+        let result = result.map_err(|e| CallFailure {
             // The connection is gone (rmcp has already re-initialized once on a 404):
             // the server never got the call, so one more on a new session is safe.
             connection_lost: matches!(
@@ -426,6 +451,9 @@ impl McpServers {
             && let Some(structured) = &result.structured_content
         {
             texts.push(structured.to_string());
+        }
+        if result.is_error == Some(true) {
+            mcp::record_tool_error(&span);
         }
         Ok(ToolResult {
             content: texts.join("\n"),
@@ -569,6 +597,9 @@ impl McpServers {
         arguments: &Value,
         forwarded: Option<String>,
     ) -> Result<ToolResult, McpError> {
+        let span = tracing::Span::current();
+        record_server(&span, &server.url);
+        span.record("network.transport", "tcp");
         match forwarded {
             // A connection of this request's own, closed after the call.
             Some(token) => match Self::connect(server, Some(token), None, Watcher::default()).await

@@ -6,6 +6,9 @@
 //! own task; so a tool call carries its trace in the request itself, as MCP's `_meta`
 //! (`traceparent`, `tracestate`), and this client also sends those as HTTP headers. A
 //! downstream server sees the trace either way.
+//!
+//! What only the wire knows of a call, the JSON-RPC id rmcp gave it and the session it went
+//! in, is recorded on the call's span ([`CallSpans`]), found by the `traceparent` it carries.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,14 +31,75 @@ pub(super) const TRACE_KEYS: [&str; 2] = ["traceparent", "tracestate"];
 pub(super) struct TracedHttp {
     http: reqwest::Client,
     credential: Option<Arc<Credentials>>,
+    calls: Arc<CallSpans>,
+}
+
+/// The spans of a connection's tool calls in flight, by the `traceparent` each carries: the
+/// transport records on a call's span `jsonrpc.request.id` and `mcp.session.id`. A call is
+/// watched only while its [`Watching`] lives, so the map holds at most the calls in flight.
+#[derive(Debug, Default)]
+pub(super) struct CallSpans(std::sync::Mutex<HashMap<String, tracing::Span>>);
+
+/// A call watched by [`CallSpans`]; dropping it stops the watch.
+pub(super) struct Watching {
+    calls: Arc<CallSpans>,
+    traceparent: String,
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        self.calls.spans().remove(&self.traceparent);
+    }
+}
+
+impl CallSpans {
+    fn spans(&self) -> std::sync::MutexGuard<'_, HashMap<String, tracing::Span>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Watches `span`, the call that sends `traceparent`, until the guard is dropped.
+    pub(super) fn watch(self: &Arc<Self>, traceparent: &str, span: tracing::Span) -> Watching {
+        self.spans().insert(traceparent.to_owned(), span);
+        Watching {
+            calls: Arc::clone(self),
+            traceparent: traceparent.to_owned(),
+        }
+    }
+
+    /// `message` is on its way in `session`: its call's span, if watched, learns its id and
+    /// the session.
+    fn sent(&self, message: &ClientJsonRpcMessage, session: Option<&str>) {
+        let JsonRpcMessage::Request(request) = message else {
+            return;
+        };
+        let ClientRequest::CallToolRequest(call) = &request.request else {
+            return;
+        };
+        let Some(traceparent) = call
+            .params
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.0.get(TRACE_KEYS[0])?.as_str())
+        else {
+            return;
+        };
+        if let Some(span) = self.spans().get(traceparent) {
+            let id = request.id.to_string();
+            crate::platform::telemetry::mcp::record_sent(span, Some(&id), session);
+        }
+    }
 }
 
 impl TracedHttp {
-    /// A client presenting `credential`'s token on every request.
-    pub(super) fn presenting(credential: Option<Arc<Credentials>>) -> Self {
+    /// A client presenting `credential`'s token on every request, recording on the spans of
+    /// `calls` what it sends.
+    pub(super) fn presenting(credential: Option<Arc<Credentials>>, calls: Arc<CallSpans>) -> Self {
         Self {
             http: reqwest::Client::default(),
             credential,
+            calls,
         }
     }
 
@@ -91,6 +155,7 @@ impl StreamableHttpClient for TracedHttp {
         mut custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         custom_headers.extend(trace_headers(&message));
+        self.calls.sent(&message, session_id.as_deref());
         let auth_header = self.authorization(auth_header).await?;
         self.http
             .post_message(uri, message, session_id, auth_header, custom_headers)
@@ -107,6 +172,7 @@ impl StreamableHttpClient for TracedHttp {
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         custom_headers.extend(trace_headers(&message));
+        self.calls.sent(&message, session_id.as_deref());
         let auth_header = self.authorization(auth_header).await?;
         self.http
             .post_message_with_max_sse_event_size(

@@ -15,7 +15,7 @@ use daedalus_contract::{A2aError, A2aErrorKind, JsonRpcId, JsonRpcResponse};
 use super::A2aFace;
 use super::error::ApiError;
 use super::operations::VERSION_PARAM;
-use super::standard::rest::REST_PATH;
+use super::standard::rest::{REST_PATH, path_tenant};
 use crate::platform::identity::{Caller, Refusal};
 
 /// Authenticates a task route's request (see the module).
@@ -41,21 +41,6 @@ pub(super) async fn authenticate(
             refused(&req, &refusal)
         }
     }
-}
-
-/// The tenant an HTTP+JSON path names: `/a2a/rest/{tenant}/...` (the segment after the
-/// binding's root, unless it is an operation of the tenantless form).
-fn path_tenant(path: &str) -> Option<&str> {
-    let rest = path.strip_prefix(REST_PATH)?.strip_prefix('/')?;
-    let (first, more) = rest.split_once('/')?;
-    if more.is_empty()
-        || first.starts_with("message:")
-        || first == "tasks"
-        || first == "extendedAgentCard"
-    {
-        return None;
-    }
-    Some(first)
 }
 
 /// The refusal in the shape of the binding `req` came on.

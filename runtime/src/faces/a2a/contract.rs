@@ -38,9 +38,11 @@ pub(super) async fn send(
         // The turn fails naming the key, as for a sampling value of the wrong type.
         Err(e) => (Err(e), TurnControls::default()),
     };
+    crate::platform::telemetry::a2a::record_message(&tracing::Span::current(), &request.message);
     let origin = Origin {
         bearer: Bearer::of(&caller, headers),
-        trace: TraceHeaders::from_headers(headers),
+        // The request's span ([`super::traced`]), so the turn's is its child.
+        trace: TraceHeaders::current_or(TraceHeaders::from_headers(headers)),
         caller,
     };
     let mut turn =
@@ -50,12 +52,19 @@ pub(super) async fn send(
     let turns = state.core().turns();
     if streaming {
         let handle = turns.start(turn).await.map_err(|e| refusal(&e))?;
+        let span = tracing::Span::current();
+        crate::platform::telemetry::a2a::record_ids(
+            &span,
+            Some(handle.task_id()),
+            Some(handle.context_id()),
+        );
         return Ok(sse::respond(handle, turns.hold()));
     }
     let task: Task = turns
         .run(turn.answered_when_it_ends())
         .await
         .map_err(|e| refusal(&e))?;
+    crate::platform::telemetry::a2a::record_task(&tracing::Span::current(), &task);
     Ok(Json(task).into_response())
 }
 

@@ -11,6 +11,7 @@ use daedalus_contract::{StreamEvent, Task};
 use futures::Stream;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
+use crate::platform::telemetry::a2a::LastState;
 use crate::services::turns::{EventReceiver, Following, TaskHandle};
 
 /// Where a stream's events come from.
@@ -53,12 +54,16 @@ impl Events {
         T: Send + 'static,
         W: Fn(&StreamEvent) -> T + Send + 'static,
     {
-        futures::stream::unfold(Some((self, inflight, write)), |state| async move {
-            let (mut events, inflight, write) = state?;
+        // The request's span ([`super::traced`]) lasts as long as its stream, and ends with
+        // the last state the stream carried.
+        let span = LastState::of(tracing::Span::current());
+        futures::stream::unfold(Some((self, inflight, write, span)), |state| async move {
+            let (mut events, inflight, write, mut span) = state?;
             let event = events.next().await?;
+            span.saw(&event);
             let last = matches!(&event, StreamEvent::StatusUpdate(u) if u.r#final);
             let written = write(&event);
-            let next = (!last).then_some((events, inflight, write));
+            let next = (!last).then_some((events, inflight, write, span));
             Some((written, next))
         })
     }

@@ -26,6 +26,7 @@ mod operations;
 mod rate_limit;
 mod sse;
 mod standard;
+mod traced;
 mod unread_body;
 pub mod wiring;
 
@@ -48,10 +49,13 @@ pub use error::ApiError;
 
 use crate::config::Limits;
 use crate::platform::identity::Caller;
+use crate::platform::telemetry::a2a::A2aMethod;
+use crate::platform::telemetry::record_error;
 use crate::services::state::Core;
 use crate::services::turns::Phase;
 use body::TaskPost;
 use standard::{grpc, jsonrpc, rest};
+use tracing::Instrument as _;
 
 /// The A2A face's state: the runtime's core, the agent it serves, and its discovery
 /// documents (both replaced when the deployment is reloaded).
@@ -136,14 +140,22 @@ pub fn router(state: A2aFace) -> Router {
             state.clone(),
             auth::authenticate,
         ))
-        .route_layer(middleware::from_fn_with_state(state.clone(), admit));
+        .route_layer(middleware::from_fn_with_state(state.clone(), admit))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            traced::by_path,
+        ));
     // The gRPC binding: the same admission and authentication, refusals as gRPC statuses.
     let grpc = grpc::routes(&state)
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,
         ))
-        .route_layer(middleware::from_fn_with_state(state.clone(), admit));
+        .route_layer(middleware::from_fn_with_state(state.clone(), admit))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            traced::by_path,
+        ));
     Router::new()
         .route(HEALTH_PATH, get(health::health))
         .route("/healthz", get(health::healthz))
@@ -173,7 +185,22 @@ async fn post_task(
     body: TaskPost,
 ) -> Result<Response, ApiError> {
     match body {
-        TaskPost::Contract(request) => contract::send(&state, &headers, caller, *request).await,
+        TaskPost::Contract(request) => {
+            let method = if sse::wants_stream(&headers) {
+                A2aMethod::SendStreamingMessage
+            } else {
+                A2aMethod::SendMessage
+            };
+            // The contract's binding has no A2A protocol version of its own.
+            let span = traced::server_span(&state, method, None, &headers);
+            let answer = contract::send(&state, &headers, caller, *request)
+                .instrument(span.clone())
+                .await;
+            if let Err(refused) = &answer {
+                record_error(&span, refused.status().as_str());
+            }
+            answer
+        }
         TaskPost::JsonRpc(request) => {
             Ok(jsonrpc::answer(&state, &headers, &uri, &caller, request).await)
         }

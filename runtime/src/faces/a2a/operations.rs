@@ -25,6 +25,7 @@ use super::A2aFace;
 use crate::agents::agent_loop::Bearer;
 use crate::platform::identity::Caller;
 use crate::platform::telemetry::TraceHeaders;
+use crate::platform::telemetry::a2a as span;
 use crate::services::push::PushError;
 use crate::services::turns::{
     CancelError, FollowError, Following, Origin, SendError, TaskHandle, TurnError, TurnErrorKind,
@@ -65,6 +66,11 @@ pub(super) fn check_version(headers: &HeaderMap, uri: &Uri) -> Result<(), A2aErr
     ))
 }
 
+/// The span of the request being answered (the binding's SERVER span, [`super::traced`]).
+fn current() -> tracing::Span {
+    tracing::Span::current()
+}
+
 /// A push service's refusal, as A2A says it.
 fn push_refusal(error: &PushError) -> A2aError {
     let kind = match error {
@@ -86,6 +92,8 @@ pub(super) async fn create_push_config(
     if task_id.is_empty() {
         return Err(invalid_params("taskId is required"));
     }
+    span::record_tenant(&current(), config.tenant.as_deref());
+    span::record_ids(&current(), Some(task_id), None);
     state
         .core()
         .push()
@@ -100,6 +108,8 @@ pub(super) async fn get_push_config(
     caller: &Caller,
     request: &PushConfigRequest,
 ) -> Result<TaskPushNotificationConfig, A2aError> {
+    span::record_tenant(&current(), request.tenant.as_deref());
+    span::record_ids(&current(), Some(&request.task_id), None);
     state
         .core()
         .push()
@@ -114,6 +124,8 @@ pub(super) async fn list_push_configs(
     caller: &Caller,
     request: &ListPushConfigsRequest,
 ) -> Result<ListPushConfigsResponse, A2aError> {
+    span::record_tenant(&current(), request.tenant.as_deref());
+    span::record_ids(&current(), Some(&request.task_id), None);
     state
         .core()
         .push()
@@ -128,6 +140,8 @@ pub(super) async fn delete_push_config(
     caller: &Caller,
     request: &PushConfigRequest,
 ) -> Result<(), A2aError> {
+    span::record_tenant(&current(), request.tenant.as_deref());
+    span::record_ids(&current(), Some(&request.task_id), None);
     state
         .core()
         .push()
@@ -175,10 +189,12 @@ fn prepare(
     let invalid = |e: crate::config::sampling::SamplingError| invalid_params(&e.to_string());
     let sampling = super::controls::sampling(metadata).map_err(invalid)?;
     let controls = super::controls::controls(metadata).map_err(invalid)?;
+    span::record_message(&current(), &request.message);
     let origin = Origin {
         caller: caller.clone(),
         bearer: Bearer::of(caller, headers),
-        trace: TraceHeaders::from_headers(headers),
+        // The request's span, so the turn's is its child.
+        trace: TraceHeaders::current_or(TraceHeaders::from_headers(headers)),
     };
     Ok(Send {
         turn: TurnRequest::standard(state.agent(), request.message, origin)
@@ -202,6 +218,11 @@ pub(super) async fn start_stream(
     let mut send = prepare(state, headers, caller, request)?;
     send.turn.stream = true;
     let (handle, ..) = send.start(state).await?;
+    span::record_ids(
+        &current(),
+        Some(handle.task_id()),
+        Some(handle.context_id()),
+    );
     Ok((handle, state.core().turns().hold()))
 }
 
@@ -219,6 +240,11 @@ pub(super) async fn send_message(
         send.turn = send.turn.answered_when_it_ends();
     }
     let (handle, history_length, return_immediately) = send.start(state).await?;
+    span::record_ids(
+        &current(),
+        Some(handle.task_id()),
+        Some(handle.context_id()),
+    );
     let task_id = handle.task_id().to_owned();
     if return_immediately {
         // The turn goes on; the task as it stands is working (GetTask, SubscribeToTask and
@@ -226,6 +252,7 @@ pub(super) async fn send_message(
         let task = turns
             .task_now(&task_id, caller)
             .ok_or_else(|| not_found(&task_id))?;
+        span::record_state(&current(), task.status.state);
         return Ok(SendMessageResponse::Task(shape_history(
             task,
             history_length,
@@ -233,6 +260,7 @@ pub(super) async fn send_message(
     }
     match handle.answer().await.map_err(|e| refusal(&e))? {
         SendMessageResponse::Task(mut task) => {
+            span::record_state(&current(), task.status.state);
             // The v1 history is the task's own messages, as the store holds them.
             task.history = turns.task_now(&task_id, caller).and_then(|t| t.history);
             Ok(SendMessageResponse::Task(shape_history(
@@ -249,11 +277,17 @@ pub(super) async fn get_task(
     caller: &Caller,
     params: &GetTaskRequest,
 ) -> Result<Task, A2aError> {
+    span::record_tenant(&current(), params.tenant.as_deref());
+    span::record_ids(&current(), Some(&params.id), None);
     if params.history_length.is_some_and(|n| n < 0) {
         return Err(invalid_params("historyLength must not be negative"));
     }
     match state.core().turns().find_task(&params.id, caller).await {
-        Some(task) => Ok(shape_history(task, params.history_length)),
+        Some(task) => {
+            span::record_ids(&current(), None, task.context_id.as_deref());
+            span::record_state(&current(), task.status.state);
+            Ok(shape_history(task, params.history_length))
+        }
         None => Err(not_found(&params.id)),
     }
 }
@@ -302,6 +336,7 @@ pub(super) async fn list_tasks(
     caller: &Caller,
     request: ListTasksRequest,
 ) -> Result<ListTasksResponse, A2aError> {
+    span::record_tenant(&current(), request.tenant.as_deref());
     let query = list_query(request, caller)?;
     let page = state
         .core()
@@ -325,8 +360,13 @@ pub(super) async fn subscribe(
     task_id: &str,
 ) -> Result<(Task, Following, TaskTrackerToken), A2aError> {
     let turns = state.core().turns();
+    span::record_ids(&current(), Some(task_id), None);
     match turns.follow_task(task_id, caller).await {
-        Ok((task, following)) => Ok((task, following, turns.hold())),
+        Ok((task, following)) => {
+            // Its state is the stream's to record, as it ends.
+            span::record_ids(&current(), None, task.context_id.as_deref());
+            Ok((task, following, turns.hold()))
+        }
         Err(FollowError::Busy(limit)) => Err(refusal(&TurnError::Busy(limit))),
         Err(FollowError::Refused(SubscribeRefusal::Unknown)) => Err(not_found(task_id)),
         Err(FollowError::Refused(SubscribeRefusal::Terminal(state))) => Err(A2aError::new(
@@ -377,8 +417,13 @@ pub(super) async fn cancel_task(
     caller: &Caller,
     task_id: &str,
 ) -> Result<Task, A2aError> {
+    span::record_ids(&current(), Some(task_id), None);
     match state.core().turns().cancel(task_id, caller).await {
-        Ok(task) => Ok(shape_history(task, Some(0))),
+        Ok(task) => {
+            span::record_ids(&current(), None, task.context_id.as_deref());
+            span::record_state(&current(), task.status.state);
+            Ok(shape_history(task, Some(0)))
+        }
         Err(CancelError::NotFound(_)) => Err(not_found(task_id)),
         Err(e @ CancelError::NotCancelable { .. }) => Err(A2aError::new(
             A2aErrorKind::TaskNotCancelable,

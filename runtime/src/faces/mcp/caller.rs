@@ -18,7 +18,7 @@ fn parts(context: &RequestContext<RoleServer>) -> Option<&http::request::Parts> 
 }
 
 /// The MCP session of the call, if the client has one.
-fn session_id(context: &RequestContext<RoleServer>) -> Option<&str> {
+pub(super) fn session_id(context: &RequestContext<RoleServer>) -> Option<&str> {
     parts(context)?
         .headers
         .get("mcp-session-id")
@@ -89,7 +89,8 @@ pub(super) fn origin(context: &RequestContext<RoleServer>) -> Origin {
     Origin {
         caller: who(context),
         bearer: bearer(context),
-        trace: trace(context),
+        // The face's span for the request ([`super::traced`]), so the turn is its child.
+        trace: crate::platform::telemetry::TraceHeaders::current_or(trace(context)),
     }
 }
 

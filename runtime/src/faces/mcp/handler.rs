@@ -17,11 +17,12 @@ use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
-use super::caller::{self, bearer, conversation, trace};
+use super::caller::{self, bearer, conversation};
 use super::routes::ChangeFeed;
-use super::{Face, send, stateless, tasks};
+use super::{Face, send, stateless, tasks, traced};
 use crate::config::deployment::InstanceScope;
 use crate::config::sampling::SamplingParams;
+use crate::platform::telemetry::mcp;
 use crate::services::turns::ConversationKey;
 
 /// The tool that runs the agent.
@@ -156,16 +157,24 @@ impl ServerHandler for AgentServer {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        context.peer.set_peer_info(request.clone());
-        let mut offered = self.negotiate_initialize(&request)?;
-        if let Some(tools) = offered.capabilities.tools.as_mut() {
-            tools.list_changed = None;
-        }
-        if let Some(extensions) = offered.capabilities.extensions.as_mut() {
-            extensions.remove(TASKS_EXTENSION_ID);
-        }
-        offered.capabilities.extensions = offered.capabilities.extensions.filter(|e| !e.is_empty());
-        Ok(offered)
+        let span = traced::span(&context, "initialize", None);
+        traced::run(
+            span,
+            Box::pin(async move {
+                context.peer.set_peer_info(request.clone());
+                let mut offered = self.negotiate_initialize(&request)?;
+                if let Some(tools) = offered.capabilities.tools.as_mut() {
+                    tools.list_changed = None;
+                }
+                if let Some(extensions) = offered.capabilities.extensions.as_mut() {
+                    extensions.remove(TASKS_EXTENSION_ID);
+                }
+                offered.capabilities.extensions =
+                    offered.capabilities.extensions.filter(|e| !e.is_empty());
+                Ok(offered)
+            }),
+        )
+        .await
     }
 
     /// Every revision up to 2026-07-28: the stateless one, and the legacy ones with
@@ -210,7 +219,12 @@ impl ServerHandler for AgentServer {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        tasks::get(&self.face, request, &context).await
+        let span = traced::span(&context, "tasks/get", None);
+        traced::run(
+            span,
+            Box::pin(async move { tasks::get(&self.face, request, &context).await }),
+        )
+        .await
     }
 
     async fn update_task(
@@ -218,7 +232,12 @@ impl ServerHandler for AgentServer {
         request: UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        tasks::update(&self.face, request, &context).await
+        let span = traced::span(&context, "tasks/update", None);
+        traced::run(
+            span,
+            Box::pin(async move { tasks::update(&self.face, request, &context).await }),
+        )
+        .await
     }
 
     async fn cancel_task(
@@ -226,41 +245,55 @@ impl ServerHandler for AgentServer {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        tasks::cancel(&self.face, request, &context).await
+        let span = traced::span(&context, "tasks/cancel", None);
+        traced::run(
+            span,
+            Box::pin(async move { tasks::cancel(&self.face, request, &context).await }),
+        )
+        .await
     }
 
     async fn list_tools(
         &self,
         _: Option<PaginatedRequestParams>,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let def = &self.face.def;
-        let about = if def.description.is_empty() {
-            format!(
-                "Send a message to the {} agent and get its answer.",
-                def.title
-            )
-        } else {
-            format!(
-                "Send a message to the {} agent and get its answer. {}",
-                def.title, def.description
-            )
-        };
-        let schema = if def.instance_scope == InstanceScope::Connection {
-            Arc::clone(&SEND_SCHEMA_WITH_CONVERSATION)
-        } else {
-            Arc::clone(&SEND_SCHEMA)
-        };
-        let mut tools = vec![Tool::new(SEND_MESSAGE, about.clone(), Arc::clone(&schema))];
-        if let Some(alias) = self.alias() {
-            tools.push(Tool::new(alias.to_owned(), about, schema));
-        }
-        tools.push(Tool::new(
-            GET_HEALTH,
-            "Returns the health status of this agent and its downstream dependencies.",
-            object(&json!({"type": "object", "properties": {}, "additionalProperties": false})),
-        ));
-        Ok(ListToolsResult::with_all_items(tools))
+        let span = traced::span(&context, "tools/list", None);
+        traced::run(
+            span,
+            Box::pin(async move {
+                let def = &self.face.def;
+                let about = if def.description.is_empty() {
+                    format!(
+                        "Send a message to the {} agent and get its answer.",
+                        def.title
+                    )
+                } else {
+                    format!(
+                        "Send a message to the {} agent and get its answer. {}",
+                        def.title, def.description
+                    )
+                };
+                let schema = if def.instance_scope == InstanceScope::Connection {
+                    Arc::clone(&SEND_SCHEMA_WITH_CONVERSATION)
+                } else {
+                    Arc::clone(&SEND_SCHEMA)
+                };
+                let mut tools = vec![Tool::new(SEND_MESSAGE, about.clone(), Arc::clone(&schema))];
+                if let Some(alias) = self.alias() {
+                    tools.push(Tool::new(alias.to_owned(), about, schema));
+                }
+                tools.push(Tool::new(
+                    GET_HEALTH,
+                    "Returns the health status of this agent and its downstream dependencies.",
+                    object(
+                        &json!({"type": "object", "properties": {}, "additionalProperties": false}),
+                    ),
+                ));
+                Ok(ListToolsResult::with_all_items(tools))
+            }),
+        )
+        .await
     }
 
     async fn call_tool(
@@ -268,57 +301,69 @@ impl ServerHandler for AgentServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let name = request.name.as_ref();
-        if name == GET_HEALTH {
-            let span = tracing::info_span!(
-                "get_health",
-                gen_ai.agent.name = %self.face.name(),
-                trace_id = tracing::field::Empty,
-                span_id = tracing::field::Empty,
-            );
-            crate::platform::telemetry::continue_trace(&span, &trace(&context));
-            let report = tracing::Instrument::instrument(self.get_health(&context), span).await;
-            return Ok(report.into());
-        }
-        if name == SEND_MESSAGE || Some(name) == self.alias() {
-            let started = std::time::Instant::now();
-            let response = if caller::modern(&context) {
-                stateless::send(&self.face, request, &context).await
-            } else {
-                let arguments = request.arguments.unwrap_or_default();
-                send::legacy(&self.face, arguments, &context).await.into()
-            };
-            send::record(&self.face, &response, started);
-            return Ok(response);
-        }
-        Err(ErrorData::invalid_params(
-            format!("no tool named {name}; this agent offers {SEND_MESSAGE} and {GET_HEALTH}"),
-            None,
-        ))
+        let span = traced::span(&context, mcp::TOOLS_CALL, Some(request.name.as_ref()));
+        traced::run(
+            span,
+            Box::pin(async move {
+                let name = request.name.as_ref();
+                if name == GET_HEALTH {
+                    // Under the face's span, `tools/call get_health` ([`super::traced`]).
+                    let report = self.get_health(&context).await.into();
+                    traced::tool_answered(&report);
+                    return Ok(report);
+                }
+                if name == SEND_MESSAGE || Some(name) == self.alias() {
+                    let started = std::time::Instant::now();
+                    let response = if caller::modern(&context) {
+                        stateless::send(&self.face, request, &context).await
+                    } else {
+                        let arguments = request.arguments.unwrap_or_default();
+                        send::legacy(&self.face, arguments, &context).await.into()
+                    };
+                    send::record(&self.face, &response, started);
+                    traced::tool_answered(&response);
+                    return Ok(response);
+                }
+                Err(ErrorData::invalid_params(
+                    format!(
+                        "no tool named {name}; this agent offers {SEND_MESSAGE} and {GET_HEALTH}"
+                    ),
+                    None,
+                ))
+            }),
+        )
+        .await
     }
 
     async fn list_prompts(
         &self,
         _: Option<PaginatedRequestParams>,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        if self.face.scope() == InstanceScope::Request {
-            return Ok(ListPromptsResult::with_all_items(Vec::new()));
-        }
-        // A 2026-07-28 client names its conversation; a legacy session's is its own.
-        let arguments = (self.face.scope() == InstanceScope::Connection).then(|| {
-            vec![PromptArgument::new(CONVERSATION_ID).with_description(
-                "MCP 2026-07-28: the conversation (the conversation_id in an answer's _meta)",
-            )]
-        });
-        Ok(ListPromptsResult::with_all_items(vec![Prompt::new(
-            self.history_prompt(),
-            Some(format!(
-                "The conversation with {} so far",
-                self.face.def.title
-            )),
-            arguments,
-        )]))
+        let span = traced::span(&context, "prompts/list", None);
+        traced::run(
+            span,
+            Box::pin(async move {
+                if self.face.scope() == InstanceScope::Request {
+                    return Ok(ListPromptsResult::with_all_items(Vec::new()));
+                }
+                // A 2026-07-28 client names its conversation; a legacy session's is its own.
+                let arguments = (self.face.scope() == InstanceScope::Connection).then(|| {
+                    vec![PromptArgument::new(CONVERSATION_ID).with_description(
+                    "MCP 2026-07-28: the conversation (the conversation_id in an answer's _meta)",
+                )]
+                });
+                Ok(ListPromptsResult::with_all_items(vec![Prompt::new(
+                    self.history_prompt(),
+                    Some(format!(
+                        "The conversation with {} so far",
+                        self.face.def.title
+                    )),
+                    arguments,
+                )]))
+            }),
+        )
+        .await
     }
 
     async fn get_prompt(
@@ -326,41 +371,51 @@ impl ServerHandler for AgentServer {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        if self.face.scope() == InstanceScope::Request || request.name != self.history_prompt() {
-            return Err(ErrorData::invalid_params(
-                format!("no prompt named {}", request.name),
-                None,
-            ));
-        }
-        let key = if caller::modern(&context) && self.face.scope() == InstanceScope::Connection {
-            request
-                .arguments
-                .as_ref()
-                .and_then(|arguments| arguments.get(CONVERSATION_ID))
-                .and_then(Value::as_str)
-                .map(|id| ConversationKey::a2a_for(id, &caller::who(&context)))
-        } else {
-            conversation(&self.face, &context)
-        };
-        let messages = match key {
-            Some(key) => {
-                let turns = self.face.core.turns();
-                turns.conversation(self.face.name(), &key).await
-            }
-            None => Vec::new(),
-        };
-        let messages = messages
-            .iter()
-            .map(|m| {
-                let role = match m.role {
-                    daedalus_contract::Role::User => McpRole::User,
-                    daedalus_contract::Role::Agent => McpRole::Assistant,
+        let span = traced::span(&context, mcp::PROMPTS_GET, Some(request.name.as_str()));
+        traced::run(
+            span,
+            Box::pin(async move {
+                if self.face.scope() == InstanceScope::Request
+                    || request.name != self.history_prompt()
+                {
+                    return Err(ErrorData::invalid_params(
+                        format!("no prompt named {}", request.name),
+                        None,
+                    ));
+                }
+                let key =
+                    if caller::modern(&context) && self.face.scope() == InstanceScope::Connection {
+                        request
+                            .arguments
+                            .as_ref()
+                            .and_then(|arguments| arguments.get(CONVERSATION_ID))
+                            .and_then(Value::as_str)
+                            .map(|id| ConversationKey::a2a_for(id, &caller::who(&context)))
+                    } else {
+                        conversation(&self.face, &context)
+                    };
+                let messages = match key {
+                    Some(key) => {
+                        let turns = self.face.core.turns();
+                        turns.conversation(self.face.name(), &key).await
+                    }
+                    None => Vec::new(),
                 };
-                PromptMessage::new_text(role, m.text())
-            })
-            .collect();
-        Ok(GetPromptResult::new(messages)
-            .with_description(format!("The conversation with {}", self.face.def.title))
-            .into())
+                let messages = messages
+                    .iter()
+                    .map(|m| {
+                        let role = match m.role {
+                            daedalus_contract::Role::User => McpRole::User,
+                            daedalus_contract::Role::Agent => McpRole::Assistant,
+                        };
+                        PromptMessage::new_text(role, m.text())
+                    })
+                    .collect();
+                Ok(GetPromptResult::new(messages)
+                    .with_description(format!("The conversation with {}", self.face.def.title))
+                    .into())
+            }),
+        )
+        .await
     }
 }

@@ -23,6 +23,7 @@ mod send;
 pub mod session_manager;
 mod stateless;
 mod tasks;
+mod traced;
 pub mod wiring;
 
 use std::sync::Arc;

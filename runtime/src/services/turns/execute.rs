@@ -265,6 +265,13 @@ impl TurnService {
                 replied,
             } => {
                 history.extend(task.status.message.clone());
+                if task.status.state == daedalus_contract::TaskState::Failed {
+                    // Inside the turn's span, `invoke_agent <agent>`.
+                    crate::platform::telemetry::record_error(
+                        &tracing::Span::current(),
+                        "task_failed",
+                    );
+                }
                 let mut kept = task;
                 kept.history = Some(history.clone());
                 turn.answers(&asked.message_id);

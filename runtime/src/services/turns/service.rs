@@ -152,14 +152,7 @@ impl TurnService {
         if let Some(resume) = &request.resume {
             budget.spent_before(resume.record.tokens_spent());
         }
-        let span = tracing::info_span!(
-            "invoke_agent",
-            otel.name = %format_args!("invoke_agent {}", request.agent),
-            gen_ai.operation.name = "invoke_agent",
-            gen_ai.agent.name = %request.agent,
-            trace_id = tracing::field::Empty,
-            span_id = tracing::field::Empty,
-        );
+        let span = self.turn_span(&request.agent);
         crate::platform::telemetry::continue_trace(&span, &request.trace);
         // Boxed: the turn's future holds a pointer to it at each step, not a copy.
         let request = Box::new(request);
@@ -491,6 +484,40 @@ impl TurnService {
         self.0.tasks.subscribers(task_id)
     }
 
+    /// The span of a turn of `agent`: `invoke_agent <agent>`, INTERNAL (the agent runs here),
+    /// with its provider, model and description; the turn records its context as
+    /// `gen_ai.conversation.id` once it is resolved.
+    fn turn_span(&self, agent: &str) -> tracing::Span {
+        use tracing::field::Empty;
+        let span = tracing::info_span!(
+            "invoke_agent",
+            otel.name = %format_args!("invoke_agent {agent}"),
+            otel.kind = "internal",
+            otel.status_code = Empty,
+            gen_ai.operation.name = "invoke_agent",
+            gen_ai.agent.name = agent,
+            gen_ai.agent.description = Empty,
+            gen_ai.provider.name = Empty,
+            gen_ai.request.model = Empty,
+            gen_ai.conversation.id = Empty,
+            error.type = Empty,
+            trace_id = Empty,
+            span_id = Empty,
+        );
+        if let Some(about) = self.0.fleet.load().about.get(agent) {
+            if let Some(provider) = about.provider {
+                span.record("gen_ai.provider.name", provider);
+            }
+            if let Some(model) = &about.model {
+                span.record("gen_ai.request.model", model.as_str());
+            }
+            if let Some(description) = &about.description {
+                span.record("gen_ai.agent.description", description.as_str());
+            }
+        }
+        span
+    }
+
     fn agent(&self, name: &str) -> Result<Arc<dyn Agent>, TurnError> {
         self.0
             .fleet
@@ -515,6 +542,8 @@ pub(super) struct Started {
 impl Started {
     /// Tells the starter the turn's task and context ids; the turn's events go to `out`.
     pub(super) fn name(self, task_id: &str, context_id: &str) -> EventSender {
+        // Inside the turn's span: its context is the conversation it continues.
+        tracing::Span::current().record("gen_ai.conversation.id", context_id);
         let _ = self.named.send((task_id.to_owned(), context_id.to_owned()));
         self.out
     }

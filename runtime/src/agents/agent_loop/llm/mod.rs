@@ -101,7 +101,6 @@ impl LlmAgent {
             gen_ai.provider.name = self.provider.name(),
             gen_ai.request.model = %self.model,
             gen_ai.response.model = tracing::field::Empty,
-            gen_ai.response.finish_reasons = tracing::field::Empty,
             gen_ai.usage.input_tokens = tracing::field::Empty,
             gen_ai.usage.output_tokens = tracing::field::Empty,
             gen_ai.usage.cache_read.input_tokens = tracing::field::Empty,
@@ -602,18 +601,31 @@ impl Agent for LlmAgent {
 
 /// Records what the model answered on its call's span.
 fn record_response(span: &tracing::Span, response: &crate::agents::llm::ChatResponse) {
-    span.record("gen_ai.usage.input_tokens", response.usage.input_tokens);
-    span.record("gen_ai.usage.output_tokens", response.usage.output_tokens);
+    // Integers, as the conventions type them (a `u64` field would be exported as text).
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let usage = &response.usage;
+    span.record("gen_ai.usage.input_tokens", count(usage.input_tokens));
+    span.record("gen_ai.usage.output_tokens", count(usage.output_tokens));
     span.record(
         "gen_ai.usage.cache_read.input_tokens",
-        response.usage.cache_read_tokens,
+        count(usage.cache_read_tokens),
     );
     span.record(
         "gen_ai.usage.cache_creation.input_tokens",
-        response.usage.cache_write_tokens,
+        count(usage.cache_write_tokens),
     );
-    span.record(
+    // A string array, as the conventions type it (a field would be one string).
+    let reason = match response.stop_reason {
+        crate::agents::llm::StopReason::EndTurn | crate::agents::llm::StopReason::StopSequence => {
+            "stop"
+        }
+        crate::agents::llm::StopReason::ToolUse => "tool_calls",
+        crate::agents::llm::StopReason::MaxTokens => "length",
+        crate::agents::llm::StopReason::Other => "other",
+    };
+    tracing_opentelemetry::OpenTelemetrySpanExt::set_attribute(
+        span,
         "gen_ai.response.finish_reasons",
-        tracing::field::debug(response.stop_reason),
+        opentelemetry::Value::Array(opentelemetry::Array::String(vec![reason.into()])),
     );
 }

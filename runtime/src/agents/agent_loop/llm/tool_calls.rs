@@ -75,13 +75,25 @@ impl LlmAgent {
         } else {
             tools::UNKNOWN_SERVER
         };
+        // The MCP client's attributes (`mcp.*`, `jsonrpc.request.id`, `server.*`) are added by
+        // a downstream MCP server's call: the MCP conventions put them on this span.
         let span = tracing::info_span!(
             "execute_tool",
             otel.name = %format_args!("execute_tool {tool}"),
+            otel.status_code = tracing::field::Empty,
             gen_ai.operation.name = "execute_tool",
             gen_ai.tool.name = tool,
             gen_ai.tool.call.id = %call.id,
-            mcp.server = server,
+            daedalus.tool.server = server,
+            mcp.method.name = tracing::field::Empty,
+            mcp.protocol.version = tracing::field::Empty,
+            mcp.session.id = tracing::field::Empty,
+            jsonrpc.request.id = tracing::field::Empty,
+            rpc.response.status_code = tracing::field::Empty,
+            server.address = tracing::field::Empty,
+            server.port = tracing::field::Empty,
+            network.transport = tracing::field::Empty,
+            error.type = tracing::field::Empty,
             outcome = tracing::field::Empty,
             trace_id = tracing::field::Empty,
             span_id = tracing::field::Empty,

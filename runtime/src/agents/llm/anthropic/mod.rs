@@ -16,7 +16,8 @@ use super::{
 use crate::config::deployment::ProviderSettings;
 use crate::config::sampling::{Effort, Sampling, ToolChoice};
 
-const PROVIDER: &str = "anthropic";
+/// `gen_ai.provider.name`.
+pub const PROVIDER: &str = "anthropic";
 /// Where requests go when no `base_url` is configured.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 /// The API version this client speaks.

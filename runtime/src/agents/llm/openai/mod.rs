@@ -17,7 +17,8 @@ use super::{
 use crate::config::deployment::{OpenAiDialect, ProviderSettings};
 use crate::config::sampling::{Effort, Sampling, ToolChoice};
 
-const PROVIDER: &str = "openai";
+/// `gen_ai.provider.name`.
+pub const PROVIDER: &str = "openai";
 /// Where requests go when no `base_url` is configured.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 

@@ -19,8 +19,11 @@ use daedalus_contract::{
 
 use super::method::{Answer, read, result_of, sse_data};
 use super::v03;
-use crate::faces::a2a::{A2aFace, operations, sse};
+use crate::faces::a2a::{A2aFace, operations, sse, traced};
 use crate::platform::identity::Caller;
+use crate::platform::telemetry::a2a::A2aMethod;
+use crate::platform::telemetry::record_error;
+use tracing::Instrument as _;
 
 /// Answers one JSON-RPC request.
 pub(in crate::faces::a2a) async fn answer(
@@ -31,7 +34,24 @@ pub(in crate::faces::a2a) async fn answer(
     request: JsonRpcRequest,
 ) -> Response {
     let id = request.id.clone().unwrap_or(JsonRpcId::Null);
-    match dispatch(state, headers, uri, caller, request, &id).await {
+    // A method the conventions do not name (one we do not serve) gets no A2A span.
+    let span = A2aMethod::named(&request.method).map(|method| {
+        let version = if v03::is_v03(&request.method) {
+            v03::VERSION
+        } else {
+            operations::VERSION
+        };
+        traced::server_span(state, method, Some(version), headers)
+    });
+    let answered = dispatch(state, headers, uri, caller, request, &id);
+    let answered = match &span {
+        Some(span) => answered.instrument(span.clone()).await,
+        None => answered.await,
+    };
+    if let (Some(span), Err(error)) = (&span, &answered) {
+        record_error(span, &error.to_jsonrpc().code.to_string());
+    }
+    match answered {
         Ok(Answer::Result(result)) => Json(JsonRpcResponse::result(id, result)).into_response(),
         Ok(Answer::Stream(response)) => response,
         Err(error) => {

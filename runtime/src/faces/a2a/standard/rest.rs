@@ -11,7 +11,7 @@
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use daedalus_contract::write::a2a_v1;
@@ -23,6 +23,7 @@ use serde::Deserialize;
 
 use crate::faces::a2a::{A2aFace, body, operations, sse};
 use crate::platform::identity::Caller;
+use crate::platform::telemetry::a2a::A2aMethod;
 
 /// Where the binding is mounted.
 pub(in crate::faces::a2a) const REST_PATH: &str = "/a2a/rest";
@@ -52,6 +53,61 @@ pub(in crate::faces::a2a) fn routes() -> Router<A2aFace> {
     Router::new()
         .nest(REST_PATH, operations())
         .nest(&format!("{REST_PATH}/{{tenant}}"), operations())
+}
+
+/// The tenant an HTTP+JSON path names: `/a2a/rest/{tenant}/...` (the segment after the
+/// binding's root, unless it is an operation of the tenantless form).
+pub(in crate::faces::a2a) fn path_tenant(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix(REST_PATH)?.strip_prefix('/')?;
+    let (first, more) = rest.split_once('/')?;
+    if more.is_empty()
+        || first.starts_with("message:")
+        || first == "tasks"
+        || first == "extendedAgentCard"
+    {
+        return None;
+    }
+    Some(first)
+}
+
+/// The operation a request asks for, by its HTTP method and path (for its span): the routes
+/// above, with or without a tenant.
+pub(in crate::faces::a2a) fn operation(method: &Method, path: &str) -> Option<A2aMethod> {
+    let mut rest = path.strip_prefix(REST_PATH)?;
+    if let Some(tenant) = path_tenant(path) {
+        rest = rest.strip_prefix('/')?.strip_prefix(tenant)?;
+    }
+    let segments: Vec<&str> = rest.trim_start_matches('/').split('/').collect();
+    let (get, post, delete) = (
+        method == Method::GET,
+        method == Method::POST,
+        method == Method::DELETE,
+    );
+    Some(match segments.as_slice() {
+        ["message:send"] if post => A2aMethod::SendMessage,
+        ["message:stream"] if post => A2aMethod::SendStreamingMessage,
+        ["tasks"] if get => A2aMethod::ListTasks,
+        ["extendedAgentCard"] if get => A2aMethod::GetExtendedAgentCard,
+        ["tasks", task] => match task_and_action(task).1 {
+            None if get => A2aMethod::GetTask,
+            Some("cancel") if post => A2aMethod::CancelTask,
+            Some("subscribe") if get || post => A2aMethod::SubscribeToTask,
+            _ => return None,
+        },
+        ["tasks", _, "pushNotificationConfigs"] if get => {
+            A2aMethod::ListTaskPushNotificationConfigs
+        }
+        ["tasks", _, "pushNotificationConfigs"] if post => {
+            A2aMethod::CreateTaskPushNotificationConfig
+        }
+        ["tasks", _, "pushNotificationConfigs", _] if get => {
+            A2aMethod::GetTaskPushNotificationConfig
+        }
+        ["tasks", _, "pushNotificationConfigs", _] if delete => {
+            A2aMethod::DeleteTaskPushNotificationConfig
+        }
+        _ => return None,
+    })
 }
 
 /// The media type to answer a request in: `application/a2a+json` when its `Content-Type` or

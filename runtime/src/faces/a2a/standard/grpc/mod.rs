@@ -20,6 +20,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tonic::Status;
 
 use crate::faces::a2a::A2aFace;
+use crate::platform::telemetry::a2a::A2aMethod;
 
 /// The gRPC frame header before each message: a compression flag and a 4-byte length.
 const FRAME_HEADER_BYTES: u64 = 5;
@@ -41,6 +42,15 @@ pub(in crate::faces::a2a) fn is_grpc(headers: &HeaderMap) -> bool {
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/grpc"))
+}
+
+/// The operation a call's path names (`/lf.a2a.v1.A2AService/{method}`), for its span.
+pub(in crate::faces::a2a) fn operation(path: &str) -> Option<A2aMethod> {
+    let method = path
+        .strip_prefix('/')?
+        .strip_prefix(SERVICE)?
+        .strip_prefix('/')?;
+    A2aMethod::ALL.into_iter().find(|m| m.name() == method)
 }
 
 /// The length the first frame of `body` declares for its message.
