@@ -5,6 +5,7 @@
 //! advisory checks report on conventions beyond it (A2A v1 card shape, 413, error bodies) and
 //! never fail a run. Every body received is validated against the contract's schemas.
 
+pub mod acts;
 pub mod check;
 pub mod client;
 pub mod level1;

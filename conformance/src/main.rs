@@ -1,16 +1,24 @@
 //! `daedalus-conformance --url URL --level 1`: certify a runtime against the contract.
+//! `daedalus-conformance acts --url URL`: run the official A2A corpus (ACTS) against any A2A
+//! server.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use daedalus_conformance::{SuiteOptions, run};
+use daedalus_conformance::{SuiteOptions, acts, run};
 
 /// Black-box conformance suite for the Daedalus runtime contract.
 #[derive(Debug, Parser)]
-#[command(name = "daedalus-conformance", version)]
+#[command(
+    name = "daedalus-conformance",
+    version,
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Base URL of the runtime under test.
     #[arg(long, env = "CONFORMANCE_URL", default_value = "http://127.0.0.1:8080")]
     url: String,
@@ -51,6 +59,125 @@ struct Cli {
     compaction_budget: usize,
 }
 
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Run ACTS, the official A2A conformance corpus (vendored, pinned), against an A2A server.
+    Acts(ActsArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ActsArgs {
+    /// Base URL of the server under test (its card is at /.well-known/agent-card.json).
+    #[arg(long, env = "ACTS_URL", default_value = "http://127.0.0.1:8080")]
+    url: String,
+    /// The binding to run over (each must be declared by the card), or all.
+    #[arg(long, env = "ACTS_BINDING", value_enum, default_value = "all")]
+    binding: BindingArg,
+    /// The weakest level run: must, should (MUST and SHOULD), or may (every test).
+    #[arg(long, env = "ACTS_LEVEL", value_enum, default_value = "may")]
+    level: LevelArg,
+    /// How the server is configured: full, reduced (no streaming, push or extended card),
+    /// or auth (a security scheme enforced; requests carry `Bearer itk-valid-token`).
+    #[arg(long, env = "ACTS_PASS", value_enum, default_value = "full")]
+    pass: PassArg,
+    /// Only the tests whose id starts with this (repeatable).
+    #[arg(long, env = "ACTS_ONLY", value_delimiter = ',')]
+    only: Vec<String>,
+    /// Each request's time, e.g. 30s.
+    #[arg(long, env = "ACTS_TIMEOUT", default_value = "30s", value_parser = daedalus_contract::container::parse_duration)]
+    timeout: Duration,
+    /// Also write a JUnit XML report to this file.
+    #[arg(long, env = "ACTS_JUNIT", value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Print the report as JSON instead of text.
+    #[arg(long, env = "ACTS_JSON")]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum BindingArg {
+    Jsonrpc,
+    Rest,
+    Grpc,
+    All,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum LevelArg {
+    Must,
+    Should,
+    May,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum PassArg {
+    Full,
+    Reduced,
+    Auth,
+}
+
+/// The ACTS run `args` ask for.
+fn acts_options(args: &ActsArgs) -> acts::run::ActsOptions {
+    use acts::corpus::{Binding, Level};
+    use acts::run::Pass;
+    let mut options = acts::run::ActsOptions::new(&args.url);
+    options.bindings = match args.binding {
+        BindingArg::Jsonrpc => vec![Binding::Jsonrpc],
+        BindingArg::Rest => vec![Binding::Rest],
+        BindingArg::Grpc => vec![Binding::Grpc],
+        BindingArg::All => Binding::ALL.to_vec(),
+    };
+    options.level = match args.level {
+        LevelArg::Must => Level::Must,
+        LevelArg::Should => Level::Should,
+        LevelArg::May => Level::May,
+    };
+    options.pass = match args.pass {
+        PassArg::Full => Pass::Full,
+        PassArg::Reduced => Pass::Reduced,
+        PassArg::Auth => Pass::Auth,
+    };
+    options.only.clone_from(&args.only);
+    options.timeout = args.timeout;
+    options
+}
+
+/// `daedalus-conformance acts`: exit 0 when conformant, 1 when not, 2 when it cannot run.
+async fn run_acts(args: &ActsArgs) -> ExitCode {
+    let options = acts_options(args);
+    let corpus = match acts::corpus::Corpus::vendored() {
+        Ok(corpus) => corpus,
+        Err(e) => {
+            eprintln!("daedalus-conformance: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let results = match acts::run::run(&corpus, &options).await {
+        Ok(results) => results,
+        Err(e) => {
+            eprintln!("daedalus-conformance: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    #[expect(clippy::print_stdout, reason = "the report is the program's output")]
+    if args.json {
+        println!("{:#}", acts::report::to_json(&options, &results));
+    } else {
+        print!("{}", acts::report::to_text(&options, &results));
+    }
+    if let Some(path) = &args.junit
+        && let Err(e) = std::fs::write(path, acts::report::to_junit(&options, &results))
+    {
+        eprintln!("daedalus-conformance: cannot write {}: {e}", path.display());
+        return ExitCode::from(2);
+    }
+    if acts::run::certifies(&results) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
 /// `1048576`, `1MiB`, `512KiB`.
 fn parse_bytes(value: &str) -> Result<usize, String> {
     let value = value.trim();
@@ -74,6 +201,9 @@ fn parse_bytes(value: &str) -> Result<usize, String> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::Acts(args)) = &cli.command {
+        return run_acts(args).await;
+    }
     let mut options = SuiteOptions::new(&cli.url);
     options.level = cli.level;
     options.timeout = cli.timeout;
