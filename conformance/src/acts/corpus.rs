@@ -217,8 +217,32 @@ pub struct Step {
     pub client_response: Option<Value>,
     #[serde(default)]
     pub expect_parsed: Option<Value>,
+    /// Assertions over the elements a path reaches (`task.artifacts[*].parts[*]`), after the
+    /// step.
     #[serde(default)]
-    pub assertions: Option<Value>,
+    pub assertions: Vec<NamedAssertion>,
+}
+
+/// One named assertion: over `source` (a step's answer, `{{step.response}}`), some, every or
+/// no element `path` reaches matches.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamedAssertion {
+    pub source: String,
+    #[serde(default)]
+    pub any: Option<CollectionMatch>,
+    #[serde(default)]
+    pub all: Option<CollectionMatch>,
+    #[serde(default)]
+    pub none: Option<CollectionMatch>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectionMatch {
+    pub path: String,
+    #[serde(rename = "match")]
+    pub matching: Value,
 }
 
 impl Step {

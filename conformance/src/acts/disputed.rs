@@ -49,6 +49,30 @@ const DISPUTES: &[Dispute] = &[
         why: "HTTP+JSON errors are google.rpc.Status objects under `error` (code, status, message, details); the test wants RFC 9457 problem details (type, title, status)",
     },
     Dispute {
+        id: "CORE-HIST-005",
+        bindings: &[],
+        section: "A2A v1.0.1 §3.7",
+        why: "which messages a task's history keeps is the agent's to decide (ours keeps the agent's questions between the user's turns), and clients MUST NOT rely on it; the test reads the third user message at history[2]",
+    },
+    Dispute {
+        id: "DM-FMT-003",
+        bindings: &[],
+        section: "A2A v1.0.1 §3.4.1",
+        why: "an agent that generates a contextId MUST include it in the response, Task or Message; the test wants a reply message without one",
+    },
+    Dispute {
+        id: "DM-ART-003",
+        bindings: &[],
+        section: "A2A v1.0.1 §4.1.6 Part",
+        why: "a file part is a Part with raw bytes, a filename and a mediaType of its own; the test wants a `file` object with `name` and `mediaType` (the v0.3 shape)",
+    },
+    Dispute {
+        id: "DM-ART-004",
+        bindings: &[],
+        section: "A2A v1.0.1 §4.1.6 Part",
+        why: "a file by URL is a Part with a url, a filename and a mediaType of its own; the test wants a `fileUrl` object with `url` and `name`",
+    },
+    Dispute {
         id: "JSONRPC-ENV-001",
         bindings: &[],
         section: "A2A v1.0.1 §4.1.4",

@@ -341,16 +341,17 @@ impl StepRunner<'_> {
         let streams = step.expect_stream.is_some()
             || operation.is_some_and(super::corpus::Operation::streams);
         if streams {
-            return self
-                .run_stream(step, operation, &params, raw.as_ref(), scope)
-                .await;
+            self.run_stream(step, operation, &params, raw.as_ref(), scope)
+                .await?;
+            return named(step, scope);
         }
         let answer = self.unary(step, operation, &params, raw.as_ref()).await?;
         scope.record_response(&step.id, &answer.body);
         scope
             .capture(&step.id, &step.capture, &answer.body)
             .map_err(StepEnd::Failed)?;
-        Self::check_answer(step, &answer, raw.is_some(), scope)
+        Self::check_answer(step, &answer, raw.is_some(), scope)?;
+        named(step, scope)
     }
 
     async fn unary(
@@ -528,6 +529,18 @@ impl StepRunner<'_> {
             ));
         }
         if let Some(error) = &streamed.error {
+            // An `expect` whose body asserts the error (`error: {exists: true}`) expects the
+            // refusal.
+            let body = step.expect.as_ref().and_then(super::corpus::Expect::body);
+            if let Some(body) = body {
+                let body = scope
+                    .substitute(&body)
+                    .map_err(|e| StepEnd::Error(e.to_string()))?;
+                let refused = serde_json::json!({"error": error.observed()});
+                if evaluate(&body, Read::Found(&refused), "").ok() {
+                    return Ok(());
+                }
+            }
             return Err(StepEnd::Failed(format!(
                 "the stream was refused or broke: {}",
                 error.observed()
@@ -557,6 +570,48 @@ impl StepRunner<'_> {
         }
         Ok(())
     }
+}
+
+/// A step's named assertions: over a source, some (`any`), every (`all`, and at least one)
+/// or no (`none`) element a path reaches matches.
+fn named(step: &Step, scope: &Scope) -> Result<(), StepEnd> {
+    for assertion in &step.assertions {
+        let source = scope
+            .substitute_text(&assertion.source)
+            .map_err(|e| StepEnd::Error(e.to_string()))?;
+        let quantified = [
+            ("any", &assertion.any),
+            ("all", &assertion.all),
+            ("none", &assertion.none),
+        ];
+        for (quantifier, collection) in quantified {
+            let Some(collection) = collection else {
+                continue;
+            };
+            let wanted = scope
+                .substitute(&collection.matching)
+                .map_err(|e| StepEnd::Error(e.to_string()))?;
+            let elements = super::scope::read_all(&source, &collection.path)
+                .map_err(|e| StepEnd::Error(e.to_string()))?;
+            let matching = elements
+                .iter()
+                .filter(|e| evaluate(&wanted, Read::Found(e), "").ok())
+                .count();
+            let holds = match quantifier {
+                "any" => matching > 0,
+                "all" => !elements.is_empty() && matching == elements.len(),
+                _ => matching == 0,
+            };
+            if !holds {
+                return Err(StepEnd::Failed(format!(
+                    "{quantifier} of {} ({} element(s)) should match {wanted}; {matching} did",
+                    collection.path,
+                    elements.len()
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// An `expect_error` with every error name in its A2A spelling. The corpus names the error

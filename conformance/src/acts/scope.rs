@@ -81,6 +81,33 @@ pub fn read<'a>(value: &'a Value, path: &str) -> Result<Read<'a>, ScopeError> {
     Ok(Read::Found(at))
 }
 
+/// Every value `path` reaches in `value`, a `[*]` reaching each element.
+pub fn read_all<'a>(value: &'a Value, path: &str) -> Result<Vec<&'a Value>, ScopeError> {
+    let mut reached = vec![value];
+    for segment in parse_path(path)? {
+        reached = reached
+            .into_iter()
+            .flat_map(|at| -> Vec<&'a Value> {
+                match &segment {
+                    Segment::Key(key) => at
+                        .as_object()
+                        .and_then(|o| o.get(key))
+                        .into_iter()
+                        .collect(),
+                    Segment::Index(i) => {
+                        at.as_array().and_then(|a| a.get(*i)).into_iter().collect()
+                    }
+                    Segment::Every => at
+                        .as_array()
+                        .map(|a| a.iter().collect())
+                        .unwrap_or_default(),
+                }
+            })
+            .collect();
+    }
+    Ok(reached)
+}
+
 /// The variables one test sees; a fresh one per test, so no test depends on another.
 #[derive(Debug, Clone, Default)]
 pub struct Scope {
@@ -248,6 +275,19 @@ mod tests {
                 Segment::Index(2),
                 Segment::Every
             ]
+        );
+    }
+
+    #[test]
+    fn a_wildcard_path_reaches_every_element() {
+        let answer = json!({"task": {"artifacts": [{"parts": [{"text": "a"}, {"data": {}}]}, {"parts": [{"text": "b"}]}]}});
+        let texts: Vec<&Value> =
+            read_all(&answer, "task.artifacts[*].parts[*].text").expect("a path");
+        assert_eq!(texts, [&json!("a"), &json!("b")]);
+        assert!(
+            read_all(&answer, "task.history[*]")
+                .expect("a path")
+                .is_empty()
         );
     }
 

@@ -175,6 +175,9 @@ pub enum AgentOutcome {
     Replied { parts: Vec<Part> },
     /// The agent needs the user to answer `question` before it can go on.
     InputRequired { question: Vec<Part> },
+    /// The agent needs the user to authenticate (to it, or to a service it calls) before it
+    /// can go on; `challenge` says how. The task waits, as for input (A2A `AUTH_REQUIRED`).
+    AuthRequired { challenge: Vec<Part> },
     /// The agent refused the request (it will not do it, not that it could not); `reason`
     /// says why.
     Rejected { reason: String },
@@ -190,6 +193,7 @@ impl AgentOutcome {
         match self {
             AgentOutcome::Completed { .. } | AgentOutcome::Replied { .. } => "completed",
             AgentOutcome::InputRequired { .. } => "input-required",
+            AgentOutcome::AuthRequired { .. } => "auth-required",
             AgentOutcome::Rejected { .. } => "rejected",
             AgentOutcome::Failed { .. } => "failed",
             AgentOutcome::Canceled => "canceled",

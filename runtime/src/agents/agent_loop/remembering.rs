@@ -68,6 +68,7 @@ fn answer_text(outcome: &AgentOutcome) -> Option<String> {
         ),
         AgentOutcome::Replied { parts } => Some(texts(parts)),
         AgentOutcome::InputRequired { question } => Some(texts(question)),
+        AgentOutcome::AuthRequired { challenge } => Some(texts(challenge)),
         AgentOutcome::Rejected { .. } | AgentOutcome::Failed { .. } | AgentOutcome::Canceled => {
             None
         }

@@ -129,6 +129,17 @@ impl ToolSource for SubAgents {
                     files: Vec::new(),
                 }
             }
+            AgentOutcome::AuthRequired { challenge } => {
+                let c: Vec<&str> = challenge.iter().filter_map(Part::as_text).collect();
+                ToolResult {
+                    content: format!(
+                        "{agent_name} needs the user to authenticate: {}",
+                        c.join(" ")
+                    ),
+                    is_error: true,
+                    files: Vec::new(),
+                }
+            }
             AgentOutcome::Failed { reason } => ToolResult {
                 content: format!("{agent_name} failed: {reason}"),
                 is_error: true,

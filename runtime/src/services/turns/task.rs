@@ -70,8 +70,8 @@ pub(super) fn resumed_note(
     .in_task(task_id, Some(context_id))
 }
 
-/// The contract Task for an outcome: completed ⇒ artifacts, failed or rejected ⇒
-/// `status.message`. A reply completes the task with the reply as its status message and its
+/// The contract Task for an outcome: completed ⇒ artifacts; failed, rejected, input- or
+/// auth-required ⇒ `status.message`. A reply completes the task with the reply as its status message and its
 /// parts as the output (the contract binding answers the Task, the A2A bindings the message).
 pub(super) fn finish(task_id: &str, context_id: &str, outcome: AgentOutcome) -> Task {
     let agent_message =
@@ -120,6 +120,16 @@ pub(super) fn finish(task_id: &str, context_id: &str, outcome: AgentOutcome) -> 
             (
                 TaskState::InputRequired,
                 Some(agent_message(question)),
+                Vec::new(),
+            )
+        }
+        AgentOutcome::AuthRequired { mut challenge } => {
+            if challenge.is_empty() {
+                challenge.push(Part::text("Authentication is needed."));
+            }
+            (
+                TaskState::AuthRequired,
+                Some(agent_message(challenge)),
                 Vec::new(),
             )
         }
