@@ -61,6 +61,12 @@ const DISPUTES: &[Dispute] = &[
         why: "an agent that generates a contextId MUST include it in the response, Task or Message; the test wants a reply message without one",
     },
     Dispute {
+        id: "CORE-LIST-003",
+        bindings: &[Binding::Grpc],
+        section: "A2A v1.0.1 §10 (gRPC binding), ListTasksResponse",
+        why: "a proto3 string has no presence: the last page's empty nextPageToken is the field's default, which ProtoJSON leaves out; the test wants it present as a string",
+    },
+    Dispute {
         id: "DM-ART-003",
         bindings: &[],
         section: "A2A v1.0.1 §4.1.6 Part",

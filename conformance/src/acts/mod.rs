@@ -15,6 +15,7 @@ pub mod assertions;
 pub mod corpus;
 pub mod dispatch;
 pub mod disputed;
+pub mod grpc;
 pub mod report;
 pub mod run;
 pub mod scope;

@@ -17,6 +17,7 @@ use serde_json::Value;
 use super::assertions::{Verdict as Checked, evaluate, same, until_holds};
 use super::corpus::{Binding, Corpus, Level, Loaded, Step, Test};
 use super::dispatch::{Answer, Bound, DispatchError, Dispatcher, Streaming, Target};
+use super::grpc::GrpcDispatch;
 use super::scope::{Read, Scope};
 use super::stream::{Event, evaluate_stream};
 use super::wire;
@@ -185,6 +186,10 @@ pub async fn run(corpus: &Corpus, options: &ActsOptions) -> Result<Vec<TestResul
     if options.pass == Pass::Auth {
         headers.push(("Authorization".to_owned(), format!("Bearer {VALID_TOKEN}")));
     }
+    let authorization = headers
+        .iter()
+        .find(|(name, _)| name == "Authorization")
+        .map(|(_, value)| value.clone());
     let dispatcher = Dispatcher::new(options.timeout, headers)?;
     let card = dispatcher.card(&options.url, options.timeout).await?;
     if card.status != 200 || !card.body.is_object() {
@@ -207,6 +212,13 @@ pub async fn run(corpus: &Corpus, options: &ActsOptions) -> Result<Vec<TestResul
             base: options.url.clone(),
             interface,
         });
+        let grpc = match &target {
+            Some(target) if binding == Binding::Grpc => Some(
+                GrpcDispatch::connect(&target.interface, authorization.clone(), options.timeout)
+                    .await,
+            ),
+            _ => None,
+        };
         for loaded in &corpus.tests {
             let test = &loaded.test;
             if test.level > options.level
@@ -223,7 +235,30 @@ pub async fn run(corpus: &Corpus, options: &ActsOptions) -> Result<Vec<TestResul
                     binding.card_name()
                 )),
                 Some(target) => {
-                    judge(&dispatcher, target, loaded, &card.body, &variables, options).await
+                    let runner = StepRunner {
+                        dispatcher: &dispatcher,
+                        grpc: match &grpc {
+                            Some(Ok(client)) => Some(client),
+                            Some(Err(e)) => {
+                                results.push(TestResult {
+                                    id: test.id.clone(),
+                                    name: test.name.clone(),
+                                    level: test.level,
+                                    binding,
+                                    verdict: Verdict::Error {
+                                        step: None,
+                                        why: e.to_string(),
+                                    },
+                                    duration: started.elapsed(),
+                                });
+                                continue;
+                            }
+                            None => None,
+                        },
+                        target,
+                        options,
+                    };
+                    judge(&runner, loaded, &card.body, &variables).await
                 }
             };
             results.push(TestResult {
@@ -240,13 +275,12 @@ pub async fn run(corpus: &Corpus, options: &ActsOptions) -> Result<Vec<TestResul
 }
 
 async fn judge(
-    dispatcher: &Dispatcher,
-    target: &Target,
+    runner: &StepRunner<'_>,
     loaded: &Loaded,
     card: &Value,
     variables: &BTreeMap<String, Value>,
-    options: &ActsOptions,
 ) -> Verdict {
+    let target = runner.target;
     let test = &loaded.test;
     if let Some(step) = test.steps.iter().find(|s| s.is_client_parsing()) {
         return Verdict::NotApplicable(format!(
@@ -261,11 +295,6 @@ async fn judge(
         return Verdict::Skipped(why);
     }
     let mut scope = Scope::new(variables.clone());
-    let runner = StepRunner {
-        dispatcher,
-        target,
-        options,
-    };
     for step in &test.steps {
         match runner.run(step, &mut scope).await {
             Ok(()) => {}
@@ -288,8 +317,30 @@ async fn judge(
 
 struct StepRunner<'a> {
     dispatcher: &'a Dispatcher,
+    /// The gRPC client, on the gRPC binding.
+    grpc: Option<&'a GrpcDispatch>,
     target: &'a Target,
     options: &'a ActsOptions,
+}
+
+impl StepRunner<'_> {
+    /// One unary call on the target's binding (the card over plain HTTP on every binding).
+    async fn call(
+        &self,
+        operation: super::corpus::Operation,
+        params: &Value,
+    ) -> Result<Answer, DispatchError> {
+        match self.grpc {
+            Some(grpc) if operation != super::corpus::Operation::GetAgentCard => {
+                grpc.call(operation, params, self.options.timeout).await
+            }
+            _ => {
+                self.dispatcher
+                    .call(self.target, operation, params, self.options.timeout)
+                    .await
+            }
+        }
+    }
 }
 
 fn first_failure(checked: &Checked) -> Result<(), StepEnd> {
@@ -316,10 +367,16 @@ impl StepRunner<'_> {
                 .map_err(|e| StepEnd::Error(e.to_string()))?,
             None => Value::Object(serde_json::Map::new()),
         };
-        let operation = operation.map(|op| wire::resolve(op, &params));
-        let params = operation.map_or(params.clone(), |op| {
-            with_message_id(wire::adapt(op, params))
-        });
+        let (operation, params) = match operation {
+            Some(operation) => {
+                let (operation, params) = wire::resolve(operation, params);
+                (
+                    Some(operation),
+                    with_message_id(wire::adapt(operation, params)),
+                )
+            }
+            None => (None, params),
+        };
         let raw = match &step.raw {
             Some(raw) => {
                 let mut raw = raw.clone();
@@ -372,20 +429,12 @@ impl StepRunner<'_> {
                 .map_err(error);
         };
         let Some(repeat) = &step.repeat else {
-            return self
-                .dispatcher
-                .call(self.target, operation, params, timeout)
-                .await
-                .map_err(error);
+            return self.call(operation, params).await.map_err(error);
         };
         let attempts = repeat.max_attempts.unwrap_or(10).max(1);
         let delay = Duration::from_millis(repeat.delay_ms.unwrap_or(1000));
         for attempt in 1..=attempts {
-            let answer = self
-                .dispatcher
-                .call(self.target, operation, params, timeout)
-                .await
-                .map_err(error)?;
+            let answer = self.call(operation, params).await.map_err(error)?;
             if until_holds(&repeat.until, &answer.body).map_err(StepEnd::Error)? {
                 return Ok(answer);
             }
@@ -499,11 +548,14 @@ impl StepRunner<'_> {
             (None, Some(raw)) => Streaming::Raw(raw),
             (None, None) => return Err(StepEnd::Error("no request".into())),
         };
-        let streamed = self
-            .dispatcher
-            .stream(self.target, what, Bound { deadline, limit })
-            .await
-            .map_err(|e| StepEnd::Error(e.to_string()))?;
+        let bound = Bound { deadline, limit };
+        let streamed = match (self.grpc, what) {
+            (Some(grpc), Streaming::Operation(operation, params)) => {
+                grpc.stream(operation, params, bound).await
+            }
+            _ => self.dispatcher.stream(self.target, what, bound).await,
+        }
+        .map_err(|e| StepEnd::Error(e.to_string()))?;
         let events: Vec<Event> = streamed.events.iter().cloned().map(Event::of).collect();
         let payloads = Value::Array(events.iter().map(|e| e.payload.clone()).collect());
         scope.record_response(&step.id, &payloads);

@@ -65,12 +65,18 @@ pub fn route(operation: Operation) -> Option<Route> {
     }
 }
 
-/// `get_agent_card` with `extended: true` is the extended card.
-pub fn resolve(operation: Operation, params: &Value) -> Operation {
-    if operation == Operation::GetAgentCard && params.get("extended") == Some(&Value::Bool(true)) {
-        Operation::GetExtendedAgentCard
-    } else {
-        operation
+/// `get_agent_card` with `extended: true` is the extended card (the flag is the corpus's
+/// selector, not a field of the request).
+pub fn resolve(operation: Operation, params: Value) -> (Operation, Value) {
+    match params {
+        Value::Object(mut params)
+            if operation == Operation::GetAgentCard
+                && params.get("extended") == Some(&Value::Bool(true)) =>
+        {
+            params.remove("extended");
+            (Operation::GetExtendedAgentCard, Value::Object(params))
+        }
+        params => (operation, params),
     }
 }
 
@@ -329,8 +335,8 @@ mod tests {
         );
         assert_eq!(push, json!({"taskId": "t", "url": "u"}));
         assert_eq!(
-            resolve(Operation::GetAgentCard, &json!({"extended": true})),
-            Operation::GetExtendedAgentCard
+            resolve(Operation::GetAgentCard, json!({"extended": true})),
+            (Operation::GetExtendedAgentCard, json!({}))
         );
     }
 
