@@ -46,6 +46,11 @@ const RUN_ELSEWHERE: &[(&str, &str, &str)] = &[
         "pulls a model from the internet; .ci/compose-test runs the stack without it",
     ),
     (
+        "docs/conformance.md",
+        "DEFAULT_MODEL=tck cargo run -p daedalus-runtime &",
+        "conformance/tests/acts.rs runs ACTS against the runtime's tck model over every binding",
+    ),
+    (
         "docs/deployment.md",
         "docker compose --profile monitoring up -d",
         ".ci/compose-test (its monitoring step: both targets up, every rule loaded)",
