@@ -77,3 +77,63 @@ async fn our_runtime_passes_acts_over_every_binding_but_its_named_gaps() {
         "the client-parsing tests, on each binding"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_acts_command_reports_as_junit_and_says_by_its_exit_code() {
+    let runtime = RuntimeProcess::start_with("agent", &[("DEFAULT_MODEL", "tck")]).await;
+    let dir = tempfile::tempdir().expect("a dir");
+    let junit = dir.path().join("acts.xml");
+    let acts = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_daedalus-conformance"))
+            .arg("acts")
+            .args(args)
+            .output()
+            .expect("the command runs")
+    };
+    let url = runtime.url();
+    let passed = acts(
+        &[
+            "--url",
+            &url,
+            "--binding",
+            "rest",
+            "--only",
+            "CORE-SEND-001,CORE-GET",
+            "--junit",
+        ]
+        .into_iter()
+        .chain([junit.to_str().expect("a path")])
+        .collect::<Vec<_>>(),
+    );
+    let text = String::from_utf8_lossy(&passed.stdout);
+    assert_eq!(passed.status.code(), Some(0), "{text}");
+    let xml = std::fs::read_to_string(&junit).expect("the JUnit report");
+    assert!(
+        xml.contains("testsuite name=\"acts rest (full pass)"),
+        "{xml}"
+    );
+    assert!(xml.contains("name=\"CORE-SEND-001\""), "{xml}");
+    assert!(!xml.contains("<failure"), "{xml}");
+
+    // A MUST gap fails the run.
+    let failed = acts(&[
+        "--url",
+        &url,
+        "--binding",
+        "rest",
+        "--only",
+        "SEC-EXTCARD-001",
+    ]);
+    assert_eq!(
+        failed.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&failed.stdout)
+    );
+
+    // No card at the URL: the run cannot start.
+    let nowhere = format!("http://127.0.0.1:{}", daedalus_test_kit::free_port());
+    let refused = acts(&["--url", &nowhere, "--timeout", "2s"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("daedalus-conformance:"));
+}
