@@ -80,6 +80,10 @@ struct ActsArgs {
     /// or auth (a security scheme enforced; requests carry `Bearer itk-valid-token`).
     #[arg(long, env = "ACTS_PASS", value_enum, default_value = "full")]
     pass: PassArg,
+    /// A second user's credential (auth pass), sent as a bearer: the run makes a task as that
+    /// user for the test that reads another user's task (skipped without it).
+    #[arg(long, env = "ACTS_OTHER_USER_TOKEN")]
+    other_user_token: Option<String>,
     /// Only the tests whose id starts with this (repeatable).
     #[arg(long, env = "ACTS_ONLY", value_delimiter = ',')]
     only: Vec<String>,
@@ -138,6 +142,7 @@ fn acts_options(args: &ActsArgs) -> acts::run::ActsOptions {
         PassArg::Auth => Pass::Auth,
     };
     options.only.clone_from(&args.only);
+    options.other_user_token.clone_from(&args.other_user_token);
     options.timeout = args.timeout;
     options
 }

@@ -264,6 +264,9 @@ pub struct Raw {
     /// A body sent byte for byte (not JSON).
     #[serde(default)]
     pub body_raw: Option<String>,
+    /// Sent without the run's credentials (set by the runner for the tests about them).
+    #[serde(skip)]
+    pub bare: bool,
 }
 
 /// `expect`: the status and the body. Two corpus steps write body fields (`task`, `error`)

@@ -346,9 +346,23 @@ impl Dispatcher {
                 "a raw HTTP request has no gRPC form".into(),
             ));
         }
-        let url = format!("{}{}", target.interface.trim_end_matches('/'), raw.path);
-        // As written: only the run's credentials are added, never a version header.
-        let mut request = self.request(&raw.method, &url);
+        // A well-known path is at the server's root (RFC 8615); any other is under the
+        // binding's interface.
+        let root = if raw.path.starts_with("/.well-known/") {
+            &target.base
+        } else {
+            &target.interface
+        };
+        let url = format!("{}{}", root.trim_end_matches('/'), raw.path);
+        // As written: never a version header, and the run's credentials only when the test
+        // is not about credentials.
+        let mut request = if raw.bare {
+            let method =
+                reqwest::Method::from_bytes(raw.method.as_bytes()).unwrap_or(reqwest::Method::GET);
+            self.http.request(method, &url)
+        } else {
+            self.request(&raw.method, &url)
+        };
         for (name, value) in &raw.headers {
             request = request.header(name, value);
         }

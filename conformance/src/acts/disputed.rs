@@ -25,6 +25,12 @@ const DISPUTES: &[Dispute] = &[
         why: "the test wants every interface's protocolBinding in JSONRPC, GRPC, REST; the specification names HTTP+JSON for REST, and a card may declare bindings beyond the three (ours declares the runtime contract's)",
     },
     Dispute {
+        id: "SEC-AUTH-006",
+        bindings: &[],
+        section: "A2A v1.0.1 §8.2",
+        why: "the public agent card is served without authentication (200, the card); the test's body wants an error or a problem title whatever the status, which a 200 card never has",
+    },
+    Dispute {
         id: "CORE-CTX-001",
         bindings: &[],
         section: "A2A v1.0.1 §3.4.1",

@@ -63,6 +63,9 @@ pub struct ActsOptions {
     pub stream_timeout: Duration,
     /// Only the tests whose id starts with one of these (all when empty).
     pub only: Vec<String>,
+    /// A second user's credential (auth pass): the run makes a task as that user, which
+    /// `{{otherUserTaskId}}` names, for the test that reads another user's task.
+    pub other_user_token: Option<String>,
 }
 
 impl ActsOptions {
@@ -75,6 +78,7 @@ impl ActsOptions {
             timeout: Duration::from_secs(30),
             stream_timeout: Duration::from_secs(30),
             only: Vec::new(),
+            other_user_token: None,
         }
     }
 }
@@ -205,6 +209,10 @@ pub async fn run(corpus: &Corpus, options: &ActsOptions) -> Result<Vec<TestResul
         "insufficientAuthToken".into(),
         Value::String(INSUFFICIENT_TOKEN.into()),
     );
+    if let Some(token) = &options.other_user_token {
+        let id = other_users_task(&card.body, options, token).await?;
+        variables.insert("otherUserTaskId".into(), Value::String(id));
+    }
     let mut results = Vec::new();
     for &binding in &options.bindings {
         let target = interface(&card.body, binding).map(|interface| Target {
@@ -237,6 +245,7 @@ pub async fn run(corpus: &Corpus, options: &ActsOptions) -> Result<Vec<TestResul
                 Some(target) => {
                     let runner = StepRunner {
                         dispatcher: &dispatcher,
+                        about_credentials: test.tags.iter().any(|t| t == "auth"),
                         grpc: match &grpc {
                             Some(Ok(client)) => Some(client),
                             Some(Err(e)) => {
@@ -274,6 +283,57 @@ pub async fn run(corpus: &Corpus, options: &ActsOptions) -> Result<Vec<TestResul
     Ok(results)
 }
 
+/// A task made as the user `token` stands for, over the card's JSON-RPC (or HTTP+JSON)
+/// interface: its id.
+async fn other_users_task(
+    card: &Value,
+    options: &ActsOptions,
+    token: &str,
+) -> Result<String, ActsError> {
+    let other = Dispatcher::new(
+        options.timeout,
+        vec![("Authorization".into(), format!("Bearer {token}"))],
+    )?;
+    let target = [Binding::Jsonrpc, Binding::Rest]
+        .into_iter()
+        .find_map(|binding| {
+            interface(card, binding).map(|interface| Target {
+                binding,
+                base: options.url.clone(),
+                interface,
+            })
+        })
+        .ok_or_else(|| ActsError::Card {
+            url: options.url.clone(),
+            why: "it declares no JSON-RPC or HTTP+JSON interface to make the other user's task on"
+                .into(),
+        })?;
+    let params = with_message_id(
+        serde_json::json!({"message": {"role": "ROLE_USER", "parts": [{"text": "tck-complete-task another user's task"}]}}),
+    );
+    let answer = other
+        .call(
+            &target,
+            super::corpus::Operation::SendMessage,
+            &params,
+            options.timeout,
+        )
+        .await?;
+    answer
+        .body
+        .get("task")
+        .and_then(|t| t.get("id"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| ActsError::Card {
+            url: options.url.clone(),
+            why: format!(
+                "the other user's task was not made: it answered {} {:?}",
+                answer.status, answer.error
+            ),
+        })
+}
+
 async fn judge(
     runner: &StepRunner<'_>,
     loaded: &Loaded,
@@ -293,6 +353,18 @@ async fn judge(
     }
     if let Some(why) = unmet(test, card) {
         return Verdict::Skipped(why);
+    }
+    if !variables.contains_key("otherUserTaskId")
+        && test.steps.iter().any(|s| {
+            s.params
+                .as_ref()
+                .is_some_and(|p| p.to_string().contains("{{otherUserTaskId}}"))
+        })
+    {
+        return Verdict::Skipped(
+            "it reads another user's task: pass --other-user-token, a second user's credential"
+                .into(),
+        );
     }
     let mut scope = Scope::new(variables.clone());
     for step in &test.steps {
@@ -317,6 +389,8 @@ async fn judge(
 
 struct StepRunner<'a> {
     dispatcher: &'a Dispatcher,
+    /// The test is about credentials: its raw requests carry only the ones it writes.
+    about_credentials: bool,
     /// The gRPC client, on the gRPC binding.
     grpc: Option<&'a GrpcDispatch>,
     target: &'a Target,
@@ -380,6 +454,8 @@ impl StepRunner<'_> {
         let raw = match &step.raw {
             Some(raw) => {
                 let mut raw = raw.clone();
+                // A test about credentials (tagged `auth`) sends exactly those it writes.
+                raw.bare = self.about_credentials;
                 raw.path = text(scope, &raw.path)?;
                 for value in raw.headers.values_mut() {
                     *value = text(scope, value)?;
