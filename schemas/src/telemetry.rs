@@ -252,6 +252,19 @@ pub fn record_ids(span: &tracing::Span) {
     }
 }
 
+/// The host and port of `url` (the port its scheme implies when it names none), for a span's
+/// `server.address` and `server.port`; never its userinfo, path or query.
+pub fn address_of(url: &str) -> Option<(String, u16)> {
+    let uri: http::Uri = url.parse().ok()?;
+    let host = uri.host()?.trim_start_matches('[').trim_end_matches(']');
+    let port = uri.port_u16().or(match uri.scheme_str() {
+        Some("https") => Some(443),
+        Some("http") => Some(80),
+        _ => None,
+    })?;
+    Some((host.to_owned(), port))
+}
+
 /// Adds the current span's `traceparent` (and `tracestate`) to `headers`.
 pub fn inject_current(headers: &mut http::HeaderMap) {
     let context = tracing::Span::current().context();
@@ -282,7 +295,21 @@ impl Injector for HeaderInjector<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::exports;
+    use super::{address_of, exports};
+
+    #[test]
+    fn a_urls_address_is_its_host_and_port_never_its_userinfo_or_query() {
+        assert_eq!(
+            address_of("http://user:secret@agent.example:8080/a2a?key=k"),
+            Some(("agent.example".to_owned(), 8080))
+        );
+        assert_eq!(
+            address_of("https://agent.example/"),
+            Some(("agent.example".to_owned(), 443))
+        );
+        assert_eq!(address_of("http://[::1]:9/"), Some(("::1".to_owned(), 9)));
+        assert_eq!(address_of("not a url"), None);
+    }
 
     #[test]
     fn export_follows_the_standard_variables() {

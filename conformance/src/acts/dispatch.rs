@@ -159,6 +159,24 @@ fn rest_error(body: &Value) -> WireError {
     }
 }
 
+/// The error a whole answer says, if it failed: a JSON-RPC error object (a JSON-RPC answer
+/// is 200 either way), or an HTTP status of 400 or more with its body.
+fn error_in(binding: Binding, status: u16, body: &Value) -> Option<WireError> {
+    match (binding, body.get("error")) {
+        (Binding::Jsonrpc, Some(error)) => Some(jsonrpc_error(error)),
+        _ if status >= 400 => Some(rest_error(body)),
+        _ => None,
+    }
+}
+
+/// Sends `request` and reads its answer whole: the status and the body.
+async fn send_whole(request: reqwest::RequestBuilder) -> Result<(u16, Value), DispatchError> {
+    let response = request.send().await.map_err(|e| unreachable(&e))?;
+    let status = response.status().as_u16();
+    let bytes = response.bytes().await.map_err(|e| unreachable(&e))?;
+    Ok((status, json_or_text(&bytes)))
+}
+
 /// The `data` of each complete SSE event in `buffer`, leaving an incomplete one.
 fn take_events(buffer: &mut String) -> Vec<String> {
     let mut out = Vec::new();
@@ -201,20 +219,11 @@ impl Dispatcher {
 
     /// The agent card, over plain HTTP (every binding).
     pub async fn card(&self, base: &str, timeout: Duration) -> Result<Answer, DispatchError> {
-        let response = self
-            .request(
-                "GET",
-                &format!("{}{AGENT_CARD_PATH}", base.trim_end_matches('/')),
-            )
-            .timeout(timeout)
-            .send()
-            .await
-            .map_err(|e| unreachable(&e))?;
-        let status = response.status().as_u16();
-        let bytes = response.bytes().await.map_err(|e| unreachable(&e))?;
+        let url = format!("{}{AGENT_CARD_PATH}", base.trim_end_matches('/'));
+        let (status, body) = send_whole(self.request("GET", &url).timeout(timeout)).await?;
         Ok(Answer {
             status,
-            body: json_or_text(&bytes),
+            body,
             error: None,
         })
     }
@@ -276,38 +285,21 @@ impl Dispatcher {
         if operation == Operation::GetAgentCard {
             return self.card(&target.base, timeout).await;
         }
-        let response = self
+        let request = self
             .build(target, operation, params, false)?
-            .timeout(timeout)
-            .send()
-            .await
-            .map_err(|e| unreachable(&e))?;
-        let status = response.status().as_u16();
-        let bytes = response.bytes().await.map_err(|e| unreachable(&e))?;
-        let body = json_or_text(&bytes);
-        Ok(match target.binding {
-            Binding::Jsonrpc => match body.get("error") {
-                Some(error) => Answer {
-                    status,
-                    body: Value::Null,
-                    error: Some(jsonrpc_error(error)),
-                },
-                None => Answer {
-                    status,
-                    body: body.get("result").cloned().unwrap_or(Value::Null),
-                    error: None,
-                },
-            },
-            _ if status >= 400 => Answer {
-                status,
-                error: Some(rest_error(&body)),
-                body,
-            },
-            _ => Answer {
-                status,
-                body,
-                error: None,
-            },
+            .timeout(timeout);
+        let (status, body) = send_whole(request).await?;
+        let error = error_in(target.binding, status, &body);
+        // A JSON-RPC answer's body is its result; an HTTP+JSON one's is itself.
+        let body = match (target.binding, &error) {
+            (Binding::Jsonrpc, Some(_)) => Value::Null,
+            (Binding::Jsonrpc, None) => body.get("result").cloned().unwrap_or(Value::Null),
+            _ => body,
+        };
+        Ok(Answer {
+            status,
+            body,
+            error,
         })
     }
 
@@ -319,16 +311,8 @@ impl Dispatcher {
         raw: &Raw,
         timeout: Duration,
     ) -> Result<Answer, DispatchError> {
-        let request = self.raw_request(target, raw)?.timeout(timeout);
-        let response = request.send().await.map_err(|e| unreachable(&e))?;
-        let status = response.status().as_u16();
-        let bytes = response.bytes().await.map_err(|e| unreachable(&e))?;
-        let body = json_or_text(&bytes);
-        let error = match (target.binding, body.get("error")) {
-            (Binding::Jsonrpc, Some(error)) => Some(jsonrpc_error(error)),
-            (_, _) if status >= 400 => Some(rest_error(&body)),
-            _ => None,
-        };
+        let (status, body) = send_whole(self.raw_request(target, raw)?.timeout(timeout)).await?;
+        let error = error_in(target.binding, status, &body);
         Ok(Answer {
             status,
             body,
@@ -397,14 +381,11 @@ impl Dispatcher {
         if !is_stream {
             let bytes = response.bytes().await.map_err(|e| unreachable(&e))?;
             let body = json_or_text(&bytes);
-            let error = match (target.binding, body.get("error")) {
-                (Binding::Jsonrpc, Some(error)) => Some(jsonrpc_error(error)),
-                _ if status >= 400 => Some(rest_error(&body)),
-                _ => Some(WireError {
-                    message: format!("answered {status} without a stream"),
-                    ..WireError::default()
-                }),
-            };
+            let error = error_in(target.binding, status, &body).unwrap_or_else(|| WireError {
+                message: format!("answered {status} without a stream"),
+                ..WireError::default()
+            });
+            let error = Some(error);
             return Ok(Streamed {
                 status,
                 events: Vec::new(),

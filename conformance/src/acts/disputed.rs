@@ -130,11 +130,6 @@ pub fn disputed(id: &str, binding: Binding) -> Option<(&'static str, &'static st
         .map(|d| (d.section, d.why))
 }
 
-/// Every disputed test id, for the docs' list.
-pub fn ids() -> Vec<&'static str> {
-    DISPUTES.iter().map(|d| d.id).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,8 @@
 //! - [`stream`]: `expect_stream` over a stream's events;
 //! - [`wire`]: operations and errors as each binding carries them (A2A §5.3, §5.4);
 //! - [`dispatch`]: a step's request on a binding, and what came back;
-//! - [`run`]: the tests over each binding, and what each came to; [`disputed`]: the tests the
+//! - [`run`]: the tests over each binding, and what each came to ([`steps`]: one test's
+//!   steps); [`disputed`]: the tests the
 //!   released specification contradicts.
 
 pub mod assertions;
@@ -19,5 +20,6 @@ pub mod grpc;
 pub mod report;
 pub mod run;
 pub mod scope;
+mod steps;
 pub mod stream;
 pub mod wire;

@@ -280,12 +280,6 @@ pub fn canonical(name: &str) -> &str {
         .map_or(name, |(_, a2a)| a2a)
 }
 
-/// The row of the A2A error `name` (or its corpus alias).
-pub fn error(name: &str) -> Option<&'static ErrorRow> {
-    let name = canonical(name);
-    ERRORS.iter().find(|row| row.name == name)
-}
-
 /// The A2A error a JSON-RPC code names.
 pub fn error_by_code(code: i64) -> Option<&'static ErrorRow> {
     ERRORS.iter().find(|row| row.jsonrpc_code == code)
@@ -343,11 +337,11 @@ mod tests {
     #[test]
     fn errors_are_found_by_any_of_their_names_and_their_wire_forms() {
         assert_eq!(
-            error("StreamingNotSupportedError").map(|e| e.jsonrpc_code),
-            Some(-32004)
+            error_by_code(-32004).map(|e| e.name),
+            Some(canonical("StreamingNotSupportedError"))
         );
         assert_eq!(
-            error("ExtendedCardNotSupportedError").map(|e| e.name),
+            Some(canonical("ExtendedCardNotSupportedError")),
             Some("ExtendedAgentCardNotConfiguredError")
         );
         assert_eq!(

@@ -37,33 +37,3 @@ pub struct Shared {
     /// `server.port`).
     pub runtime_address: Option<(String, u16)>,
 }
-
-/// The host and port of `url` (the port its scheme implies when it names none).
-pub fn address_of(url: &str) -> Option<(String, u16)> {
-    let uri: http::Uri = url.parse().ok()?;
-    let host = uri.host()?.trim_start_matches('[').trim_end_matches(']');
-    let port = uri.port_u16().or(match uri.scheme_str() {
-        Some("https") => Some(443),
-        Some("http") => Some(80),
-        _ => None,
-    })?;
-    Some((host.to_owned(), port))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::address_of;
-
-    #[test]
-    fn the_runtimes_address_is_its_host_and_port() {
-        assert_eq!(
-            address_of("http://127.0.0.1:8080"),
-            Some(("127.0.0.1".to_owned(), 8080))
-        );
-        assert_eq!(
-            address_of("https://runtime.example/"),
-            Some(("runtime.example".to_owned(), 443))
-        );
-        assert_eq!(address_of("not a url"), None);
-    }
-}

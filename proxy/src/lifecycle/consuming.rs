@@ -138,7 +138,7 @@ fn share(
 ) -> Arc<Shared> {
     Arc::new(Shared {
         traced: config.export_spans,
-        runtime_address: crate::consume::shared::address_of(&config.runtime_url),
+        runtime_address: daedalus_contract::telemetry::address_of(&config.runtime_url),
         config,
         js: async_nats::jetstream::new(client.clone()),
         client,

@@ -25,40 +25,11 @@ pub fn record_error(span: &tracing::Span, error_type: &str) {
     span.record("otel.status_code", "error");
 }
 
-/// The host and port of `url` (the port its scheme implies when it names none).
-pub fn address_of(url: &str) -> Option<(String, u16)> {
-    let parsed = url::Url::parse(url).ok()?;
-    let host = parsed
-        .host_str()?
-        .trim_start_matches('[')
-        .trim_end_matches(']');
-    Some((host.to_owned(), parsed.port_or_known_default()?))
-}
-
 /// Records `server.address` and `server.port` of `url` on `span`.
 pub fn record_server(span: &tracing::Span, url: &str) {
     if let Some((host, port)) = address_of(url) {
         span.record("server.address", host.as_str());
         // An integer, as the conventions type it (a `u16` field would be exported as text).
         span.record("server.port", i64::from(port));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::address_of;
-
-    #[test]
-    fn a_urls_address_is_its_host_and_port_never_its_userinfo_or_query() {
-        assert_eq!(
-            address_of("http://user:secret@agent.example:8080/a2a?key=k"),
-            Some(("agent.example".to_owned(), 8080))
-        );
-        assert_eq!(
-            address_of("https://agent.example/"),
-            Some(("agent.example".to_owned(), 443))
-        );
-        assert_eq!(address_of("http://[::1]:9/"), Some(("::1".to_owned(), 9)));
-        assert_eq!(address_of("not a url"), None);
     }
 }
