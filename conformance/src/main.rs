@@ -84,6 +84,19 @@ struct ActsArgs {
     /// user for the test that reads another user's task (skipped without it).
     #[arg(long, env = "ACTS_OTHER_USER_TOKEN")]
     other_user_token: Option<String>,
+    /// Where the runner's own webhook receiver listens, for the push-delivery tests (the
+    /// server under test posts its push notifications there).
+    #[arg(long, env = "ACTS_WEBHOOK_LISTEN", default_value = "127.0.0.1:0")]
+    webhook_listen: std::net::SocketAddr,
+    /// The base URL the server under test reaches that receiver at, when not the address
+    /// bound (a server in a container: `http://host.docker.internal:9099` with
+    /// `--webhook-listen 0.0.0.0:9099`).
+    #[arg(long, env = "ACTS_WEBHOOK_URL")]
+    webhook_url: Option<String>,
+    /// The server plays none of the corpus's behaviours (`tck-*` messages): run only the
+    /// tests that need none (discovery, errors, wire format, version negotiation).
+    #[arg(long, env = "ACTS_NO_BEHAVIOURS")]
+    no_behaviours: bool,
     /// Only the tests whose id starts with this (repeatable).
     #[arg(long, env = "ACTS_ONLY", value_delimiter = ',')]
     only: Vec<String>,
@@ -144,6 +157,9 @@ fn acts_options(args: &ActsArgs) -> acts::run::ActsOptions {
     options.only.clone_from(&args.only);
     options.other_user_token.clone_from(&args.other_user_token);
     options.timeout = args.timeout;
+    options.no_behaviours = args.no_behaviours;
+    options.webhook_listen = args.webhook_listen;
+    options.webhook_url.clone_from(&args.webhook_url);
     options
 }
 

@@ -54,12 +54,25 @@ async fn a_send_answers_the_finished_task_and_get_and_list_find_it() {
     assert_eq!(listed.total_size, 1);
     assert_eq!(listed.tasks[0].id, task.id);
 
-    let card = client
+    // With no authentication there is no extended card (A2A §13.3), and the card says so.
+    let refused = client
         .get_extended_agent_card(call(v1::GetExtendedAgentCardRequest::default()))
         .await
-        .expect("a card")
-        .into_inner();
+        .expect_err("no extended card");
+    assert_eq!(
+        refused.code(),
+        tonic::Code::FailedPrecondition,
+        "{refused:?}"
+    );
+    let card: daedalus_contract::AgentCard =
+        reqwest::get(format!("{}/.well-known/agent-card.json", rt.url))
+            .await
+            .expect("the card")
+            .json()
+            .await
+            .expect("JSON");
     assert_eq!(card.name, "grpc");
+    assert_eq!(card.capabilities.extended_agent_card, Some(false));
     let grpc = card
         .supported_interfaces
         .iter()

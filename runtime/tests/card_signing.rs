@@ -1,6 +1,6 @@
 //! Signed agent cards (A2A §8.4) against the official A2A SDK as the other side: a runtime
-//! with a key serves cards (the well-known document, the extended card of every binding, the
-//! v0.3 form) that a2a-sdk's verifier accepts; cards a2a-sdk signs verify with ours, and every
+//! with a key serves cards (the well-known document, the extended card of every binding to a
+//! caller with an API key, the v0.3 form) that a2a-sdk's verifier accepts; cards a2a-sdk signs verify with ours, and every
 //! tampered form is refused; keys rotate on SIGHUP with no moment where a verifier holding
 //! either key fails; an A2A agent whose card its `trust: required` refuses offers no tool, is
 //! never called, and `get_health` says why.
@@ -20,6 +20,17 @@ use support::python::a2a_steps;
 use support::runtime::Runtime;
 
 const KEY: &str = "sk-cards";
+
+/// The API key a caller of the extended card holds (A2A §13.3: it is served behind
+/// authentication only).
+const READER: &str = "sk-card-reader";
+
+/// A runtime whose extended card is served to `READER`, its key file in `dir`.
+fn guarded_runtime(dir: &tempfile::TempDir) -> support::process::RuntimeBuilder {
+    let keys = dir.path().join("keys.yaml");
+    support::identity::api_key_file(&keys, &[(READER, "reader", "t")]);
+    runtime().env("AUTH_API_KEYS_FILE", &keys.to_string_lossy())
+}
 
 fn key_file(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -68,11 +79,12 @@ async fn a_runtime_with_a_key_serves_cards_the_official_sdk_verifies_in_every_fo
         ("ed25519.jwk", "ed"),
         ("rs256.pem", "rs"),
     ] {
-        let served = runtime()
+        let dir = tempfile::tempdir().expect("a dir");
+        let served = guarded_runtime(&dir)
             .env("CARD_SIGNING_KEY", &key_path(file))
             .env("CARD_SIGNING_KID", kid)
             .start();
-        let steps = a2a_steps("card_verify.py", &[&served.url("")]).await;
+        let steps = a2a_steps("card_verify.py", &[&served.url(""), "--bearer", READER]).await;
         for form in ["well-known", "jsonrpc-extended", "rest-extended"] {
             assert_eq!(
                 steps[form]["verified"], true,
@@ -86,6 +98,7 @@ async fn a_runtime_with_a_key_serves_cards_the_official_sdk_verifies_in_every_fo
         let (keys, _) = KeySet::read(jwks.to_string().as_bytes()).expect("a key set");
         let v03: Value = reqwest::Client::new()
             .post(served.url("/"))
+            .bearer_auth(READER)
             .json(
                 &json!({"jsonrpc": "2.0", "id": 1, "method": "agent/getAuthenticatedExtendedCard"}),
             )
@@ -195,10 +208,10 @@ async fn keys_rotate_on_sighup_and_a_verifier_holding_either_key_never_fails() {
     let dir = tempfile::tempdir().expect("a dir");
     let key = dir.path().join("card.key");
     std::fs::copy(key_file("es256.pem"), &key).expect("copied");
-    let served = runtime()
+    let served = guarded_runtime(&dir)
         .env("CARD_SIGNING_KEY", &key.to_string_lossy())
         .start();
-    let before = a2a_steps("card_verify.py", &[&served.url("")]).await;
+    let before = a2a_steps("card_verify.py", &[&served.url(""), "--bearer", READER]).await;
     let old_kid = before["well-known"]["kids"][0]
         .as_str()
         .expect("a kid")
@@ -220,7 +233,7 @@ async fn keys_rotate_on_sighup_and_a_verifier_holding_either_key_never_fails() {
         },
     )
     .await;
-    let both = a2a_steps("card_verify.py", &[&base]).await;
+    let both = a2a_steps("card_verify.py", &[&base, "--bearer", READER]).await;
     let kids: Vec<String> = both["well-known"]["kids"]
         .as_array()
         .expect("kids")
@@ -233,7 +246,11 @@ async fn keys_rotate_on_sighup_and_a_verifier_holding_either_key_never_fails() {
         "the new key signs first, the old one beside it"
     );
     for kid in &kids {
-        let only = a2a_steps("card_verify.py", &[&base, "--only-kid", kid]).await;
+        let only = a2a_steps(
+            "card_verify.py",
+            &[&base, "--bearer", READER, "--only-kid", kid],
+        )
+        .await;
         for form in ["well-known", "jsonrpc-extended", "rest-extended"] {
             assert_eq!(
                 only[form]["verified"], true,
@@ -407,22 +424,35 @@ fn uuid() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_grpc_extended_card_carries_the_signatures_that_verify_its_json() {
-    let rt = Runtime::passthrough_with("grpc-signed", |config| {
-        config.card_signing = Some(daedalus_test_kit::card_signing_plan());
-    })
-    .await;
-    let mut client = support::grpc::connect(&rt.url).await;
-    let card = client
+    let dir = tempfile::tempdir().expect("a dir");
+    let served = guarded_runtime(&dir)
+        .env("CARD_SIGNING_KEY", &key_path("es256.pem"))
+        .env("CARD_SIGNING_KID", "test-key")
+        .start();
+    let base = served.url("");
+    let mut client = support::grpc::connect(&base).await;
+    let mut request =
+        support::grpc::call(daedalus_contract::grpc::v1::GetExtendedAgentCardRequest::default());
+    let anonymous = client
         .get_extended_agent_card(support::grpc::call(
             daedalus_contract::grpc::v1::GetExtendedAgentCardRequest::default(),
         ))
+        .await
+        .expect_err("no card without credentials");
+    assert_eq!(anonymous.code(), tonic::Code::Unauthenticated);
+    request.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {READER}").parse().expect("ASCII"),
+    );
+    let card = client
+        .get_extended_agent_card(request)
         .await
         .expect("a card")
         .into_inner();
     assert_eq!(card.signatures.len(), 1, "{card:?}");
     // What a gRPC client canonicalizes: the message's ProtoJSON.
     let json = serde_json::to_value(&card).expect("ProtoJSON");
-    let jwks: Value = get_json(format!("{}/.well-known/jwks.json", rt.url)).await;
+    let jwks: Value = get_json(format!("{base}/.well-known/jwks.json")).await;
     let (keys, _) = KeySet::read(jwks.to_string().as_bytes()).expect("a key set");
     let verified = verify_card(
         &json,

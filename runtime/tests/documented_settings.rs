@@ -217,6 +217,12 @@ fn push_and_logs(dir: &str) -> Vec<Setting> {
             .choice("0", json!(false))
             .refuses("maybe")
             .refuses(""),
+        Setting::new("A2A_STREAMING", "/a2a_streaming")
+            .by_default(json!(true))
+            .choice("on", json!(true))
+            .choice("off", json!(false))
+            .choice("no", json!(false))
+            .refuses("maybe"),
         Setting::new("PUSH_ALLOW_HOSTS", "/push/allow")
             .by_default(json!({"names": [], "ranges": []}))
             .choice(

@@ -61,6 +61,8 @@ pub struct Answer {
     pub status: u16,
     pub body: Value,
     pub error: Option<WireError>,
+    /// The media type of its `Content-Type` (no parameters), over HTTP.
+    pub media_type: Option<String>,
 }
 
 /// What a stream got.
@@ -170,11 +172,22 @@ fn error_in(binding: Binding, status: u16, body: &Value) -> Option<WireError> {
 }
 
 /// Sends `request` and reads its answer whole: the status and the body.
-async fn send_whole(request: reqwest::RequestBuilder) -> Result<(u16, Value), DispatchError> {
+async fn send_whole(request: reqwest::RequestBuilder) -> Result<Answer, DispatchError> {
     let response = request.send().await.map_err(|e| unreachable(&e))?;
     let status = response.status().as_u16();
+    let media_type = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|m| m.trim().to_ascii_lowercase());
     let bytes = response.bytes().await.map_err(|e| unreachable(&e))?;
-    Ok((status, json_or_text(&bytes)))
+    Ok(Answer {
+        status,
+        body: json_or_text(&bytes),
+        error: None,
+        media_type,
+    })
 }
 
 /// The `data` of each complete SSE event in `buffer`, leaving an incomplete one.
@@ -220,12 +233,7 @@ impl Dispatcher {
     /// The agent card, over plain HTTP (every binding).
     pub async fn card(&self, base: &str, timeout: Duration) -> Result<Answer, DispatchError> {
         let url = format!("{}{AGENT_CARD_PATH}", base.trim_end_matches('/'));
-        let (status, body) = send_whole(self.request("GET", &url).timeout(timeout)).await?;
-        Ok(Answer {
-            status,
-            body,
-            error: None,
-        })
+        send_whole(self.request("GET", &url).timeout(timeout)).await
     }
 
     /// The request of `operation` with `params` (shaped already) on `target`'s binding.
@@ -239,10 +247,17 @@ impl Dispatcher {
         let route = wire::route(operation).ok_or_else(|| {
             DispatchError::Unsupported(format!("{operation:?} is not an RPC of any binding"))
         })?;
+        // HTTP+JSON bodies are `application/a2a+json` (A2A §11.1), as the official runner
+        // sends them; JSON-RPC's are `application/json` (§9.1).
+        let media_type = if target.binding == Binding::Rest {
+            "application/a2a+json"
+        } else {
+            "application/json"
+        };
         let accept = if streaming {
             "text/event-stream"
         } else {
-            "application/json"
+            media_type
         };
         let request = match target.binding {
             Binding::Jsonrpc => self
@@ -262,7 +277,9 @@ impl Dispatcher {
                     let url = if query.is_empty() { url } else { format!("{url}?{}", query.join("&")) };
                     self.request(route.http_method, &url)
                 } else {
-                    self.request(route.http_method, &url).json(&Value::Object(rest))
+                    self.request(route.http_method, &url)
+                        .header("Content-Type", media_type)
+                        .body(Value::Object(rest).to_string())
                 }
             }
             Binding::Grpc => {
@@ -288,7 +305,12 @@ impl Dispatcher {
         let request = self
             .build(target, operation, params, false)?
             .timeout(timeout);
-        let (status, body) = send_whole(request).await?;
+        let Answer {
+            status,
+            body,
+            media_type,
+            ..
+        } = send_whole(request).await?;
         let error = error_in(target.binding, status, &body);
         // A JSON-RPC answer's body is its result; an HTTP+JSON one's is itself.
         let body = match (target.binding, &error) {
@@ -300,6 +322,7 @@ impl Dispatcher {
             status,
             body,
             error,
+            media_type,
         })
     }
 
@@ -311,13 +334,9 @@ impl Dispatcher {
         raw: &Raw,
         timeout: Duration,
     ) -> Result<Answer, DispatchError> {
-        let (status, body) = send_whole(self.raw_request(target, raw)?.timeout(timeout)).await?;
-        let error = error_in(target.binding, status, &body);
-        Ok(Answer {
-            status,
-            body,
-            error,
-        })
+        let mut answer = send_whole(self.raw_request(target, raw)?.timeout(timeout)).await?;
+        answer.error = error_in(target.binding, answer.status, &answer.body);
+        Ok(answer)
     }
 
     fn raw_request(

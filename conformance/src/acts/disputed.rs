@@ -17,6 +17,9 @@ struct Dispute {
 /// specification calls invalid.
 const NO_MESSAGE_ID: &str = "the raw request's message has no messageId, which A2A v1.0.1 requires of every Message (§4.1.4; REQUIRED in the proto); a server may refuse it as invalid params, and the test counts on it being accepted";
 
+/// The error the specification names for push operations on an agent without push.
+const PUSH_NOT_SUPPORTED: &str = "an agent whose card says pushNotifications: false MUST answer its push-config operations with PushNotificationNotSupportedError (§3.3.4); the test wants UnsupportedOperationError";
+
 const DISPUTES: &[Dispute] = &[
     Dispute {
         id: "CARD-DISC-002",
@@ -113,6 +116,18 @@ const DISPUTES: &[Dispute] = &[
         bindings: &[],
         section: "A2A v1.0.1 §4.1.4",
         why: NO_MESSAGE_ID,
+    },
+    Dispute {
+        id: "CORE-CAP-001",
+        bindings: &[],
+        section: "A2A v1.0.1 §3.3.4",
+        why: PUSH_NOT_SUPPORTED,
+    },
+    Dispute {
+        id: "PUSH-CFG-004",
+        bindings: &[],
+        section: "A2A v1.0.1 §3.3.4",
+        why: PUSH_NOT_SUPPORTED,
     },
     Dispute {
         id: "VER-NEG-002",

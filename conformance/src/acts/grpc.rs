@@ -206,6 +206,7 @@ impl GrpcDispatch {
                 status: 200,
                 body,
                 error: None,
+                media_type: None,
             },
             Err(status) => {
                 let (http, error) = wire_error(&status);
@@ -213,6 +214,7 @@ impl GrpcDispatch {
                     status: http,
                     body: Value::Null,
                     error: Some(error),
+                    media_type: None,
                 }
             }
         })

@@ -10,7 +10,8 @@
 //! - [`dispatch`]: a step's request on a binding, and what came back;
 //! - [`run`]: the tests over each binding, and what each came to ([`steps`]: one test's
 //!   steps); [`disputed`]: the tests the
-//!   released specification contradicts.
+//!   released specification contradicts;
+//! - [`webhook`]: the runner's own webhook receiver, for the push-delivery tests.
 
 pub mod assertions;
 pub mod corpus;
@@ -22,4 +23,5 @@ pub mod run;
 pub mod scope;
 mod steps;
 pub mod stream;
+pub mod webhook;
 pub mod wire;

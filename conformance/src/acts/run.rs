@@ -19,13 +19,16 @@ use super::dispatch::{DispatchError, Dispatcher, Target};
 use super::grpc::GrpcDispatch;
 use super::scope::Scope;
 use super::steps::{StepEnd, StepRunner, with_message_id};
+use super::webhook::{self, ReceiverError, WebhookReceiver};
 
 /// The three passes of the official kit: what the server under test is configured to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pass {
     /// Everything it does.
     Full,
-    /// Streaming, push and the extended card off.
+    /// Streaming, push and the extended card off: only the tests of an agent without one of
+    /// them run (as in the official kit, whose reduced pass re-runs what the full pass skipped
+    /// for a capability the card has).
     Reduced,
     /// A security scheme declared and enforced.
     Auth,
@@ -64,6 +67,14 @@ pub struct ActsOptions {
     /// A second user's credential (auth pass): the run makes a task as that user, which
     /// `{{otherUserTaskId}}` names, for the test that reads another user's task.
     pub other_user_token: Option<String>,
+    /// The server plays none of the corpus's behaviours (`tck-*`): only the tests that need
+    /// none run (discovery, errors, wire format, version negotiation), the rest are skipped.
+    pub no_behaviours: bool,
+    /// Where the runner's webhook receiver listens (the push-delivery tests).
+    pub webhook_listen: std::net::SocketAddr,
+    /// The base URL the server under test reaches that receiver at (when it is not the
+    /// address bound, as from a container); the tests' webhooks are under it.
+    pub webhook_url: Option<String>,
 }
 
 impl ActsOptions {
@@ -77,6 +88,9 @@ impl ActsOptions {
             stream_timeout: Duration::from_secs(30),
             only: Vec::new(),
             other_user_token: None,
+            no_behaviours: false,
+            webhook_listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            webhook_url: None,
         }
     }
 }
@@ -134,6 +148,8 @@ pub enum ActsError {
     Card { url: String, why: String },
     #[error(transparent)]
     Dispatch(#[from] DispatchError),
+    #[error(transparent)]
+    Webhook(#[from] ReceiverError),
 }
 
 /// The interface the card declares for `binding` (A2A 1.x).
@@ -176,6 +192,14 @@ fn unmet(test: &Test, card: &Value) -> Option<String> {
     None
 }
 
+/// Whether `test` is about an agent without a capability (a precondition asks for one to be
+/// `false`): what the reduced pass runs, as the official kit's does.
+fn needs_a_capability_absent(test: &Test) -> bool {
+    test.preconditions
+        .as_ref()
+        .is_some_and(|p| p.capabilities.values().any(|wanted| !wanted))
+}
+
 /// Runs the corpus; each test over each binding asked for that its card declares.
 pub async fn run(corpus: &Corpus, options: &ActsOptions) -> Result<Vec<TestResult>, ActsError> {
     let mut headers = Vec::new();
@@ -205,6 +229,8 @@ pub async fn run(corpus: &Corpus, options: &ActsOptions) -> Result<Vec<TestResul
         let id = other_users_task(&card.body, options, token).await?;
         variables.insert("otherUserTaskId".into(), Value::String(id));
     }
+    let webhooks =
+        WebhookReceiver::start(options.webhook_listen, options.webhook_url.as_deref()).await?;
     let mut results = Vec::new();
     for &binding in &options.bindings {
         let target = interface(&card.body, binding).map(|interface| Target {
@@ -238,6 +264,7 @@ pub async fn run(corpus: &Corpus, options: &ActsOptions) -> Result<Vec<TestResul
                     let runner = StepRunner {
                         dispatcher: &dispatcher,
                         about_credentials: test.tags.iter().any(|t| t == "auth"),
+                        about_media_type: test.tags.iter().any(|t| t == "content-type"),
                         grpc: match &grpc {
                             Some(Ok(client)) => Some(client),
                             Some(Err(e)) => {
@@ -259,7 +286,7 @@ pub async fn run(corpus: &Corpus, options: &ActsOptions) -> Result<Vec<TestResul
                         target,
                         options,
                     };
-                    judge(&runner, loaded, &card.body, &variables).await
+                    judge(&runner, loaded, &card.body, &variables, &webhooks).await
                 }
             };
             results.push(TestResult {
@@ -331,6 +358,7 @@ async fn judge(
     loaded: &Loaded,
     card: &Value,
     variables: &BTreeMap<String, Value>,
+    webhooks: &WebhookReceiver,
 ) -> Verdict {
     let target = runner.target;
     let test = &loaded.test;
@@ -342,6 +370,18 @@ async fn judge(
     }
     if let Some((section, why)) = super::disputed::disputed(&test.id, target.binding) {
         return Verdict::Disputed { section, why };
+    }
+    if runner.options.no_behaviours && !test.requires_behaviors.is_empty() {
+        return Verdict::Skipped(format!(
+            "it needs the behaviour {}, and the server plays none (--no-behaviours)",
+            test.requires_behaviors.join(", ")
+        ));
+    }
+    if runner.options.pass == Pass::Reduced && !needs_a_capability_absent(test) {
+        return Verdict::Skipped(
+            "the reduced pass runs only the tests of an agent without a capability; the full pass runs this one"
+                .into(),
+        );
     }
     if let Some(why) = unmet(test, card) {
         return Verdict::Skipped(why);
@@ -359,6 +399,10 @@ async fn judge(
         );
     }
     let mut scope = Scope::new(variables.clone());
+    scope.set_variable(
+        "webhookUrl",
+        Value::String(webhooks.url_for(target.binding, &test.id)),
+    );
     for step in &test.steps {
         match runner.run(step, &mut scope).await {
             Ok(()) => {}
@@ -376,7 +420,27 @@ async fn judge(
             }
         }
     }
-    Verdict::Passed
+    match webhook::expectation(&test.id) {
+        Some(expected) => {
+            let deliveries = webhooks
+                .wait(
+                    target.binding,
+                    &test.id,
+                    runner.options.stream_timeout,
+                    |d| expected.settled(d),
+                )
+                .await;
+            let task = scope.captured("taskId").and_then(Value::as_str);
+            match expected.judge(&deliveries, task) {
+                Ok(()) => Verdict::Passed,
+                Err(why) => Verdict::Failed {
+                    step: Some("webhook".into()),
+                    why,
+                },
+            }
+        }
+        None => Verdict::Passed,
+    }
 }
 
 /// Whether the run certifies: no MUST or SHOULD test failed or errored.

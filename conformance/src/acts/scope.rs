@@ -163,6 +163,16 @@ impl Scope {
         Ok(())
     }
 
+    /// A runner variable of this test alone (over a document variable of the same name).
+    pub fn set_variable(&mut self, name: &str, value: Value) {
+        self.variables.insert(name.to_owned(), value);
+    }
+
+    /// The value some step captured as `name`, the first step's if several did.
+    pub fn captured(&self, name: &str) -> Option<&Value> {
+        self.captures.values().find_map(|c| c.get(name))
+    }
+
     /// The value of the reference inside `{{ }}`.
     pub fn resolve(&self, reference: &str) -> Result<Value, ScopeError> {
         let reference = reference.trim();

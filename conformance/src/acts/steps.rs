@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::assertions::{Verdict as Checked, evaluate, same, until_holds};
-use super::corpus::Step;
+use super::corpus::{Binding, Step};
 use super::dispatch::{Answer, Bound, DispatchError, Dispatcher, Streaming, Target};
 use super::grpc::GrpcDispatch;
 use super::run::ActsOptions;
@@ -27,6 +27,9 @@ pub(super) struct StepRunner<'a> {
     pub(super) dispatcher: &'a Dispatcher,
     /// The test is about credentials: its raw requests carry only the ones it writes.
     pub(super) about_credentials: bool,
+    /// The test is about the answers' media type (tagged `content-type`, `runner-special`):
+    /// each HTTP answer's `Content-Type` is checked against the binding's (A2A §9, §11).
+    pub(super) about_media_type: bool,
     /// The gRPC client, on the gRPC binding.
     pub(super) grpc: Option<&'a GrpcDispatch>,
     pub(super) target: &'a Target,
@@ -110,6 +113,9 @@ impl StepRunner<'_> {
             .capture(&step.id, &step.capture, &answer.body)
             .map_err(StepEnd::Failed)?;
         Self::check_answer(step, &answer, raw.is_some(), scope)?;
+        if self.about_media_type {
+            self.check_media_type(&answer)?;
+        }
         named(step, scope)
     }
 
@@ -148,6 +154,23 @@ impl StepRunner<'_> {
             "asked {attempts} time(s); `{}` never held",
             repeat.until
         )))
+    }
+
+    /// The answer's media type is its binding's: `application/json` on JSON-RPC (§9.1),
+    /// `application/a2a+json` on HTTP+JSON (§11.1); gRPC has none to check.
+    fn check_media_type(&self, answer: &Answer) -> Result<(), StepEnd> {
+        let wanted = match self.target.binding {
+            Binding::Jsonrpc => "application/json",
+            Binding::Rest => "application/a2a+json",
+            Binding::Grpc => return Ok(()),
+        };
+        match answer.media_type.as_deref() {
+            Some(media_type) if media_type == wanted => Ok(()),
+            other => Err(StepEnd::Failed(format!(
+                "the answer's Content-Type is {}; the binding's is {wanted}",
+                other.unwrap_or("absent")
+            ))),
+        }
     }
 
     fn check_answer(step: &Step, answer: &Answer, raw: bool, scope: &Scope) -> Result<(), StepEnd> {

@@ -8,6 +8,8 @@
     reason = "each test file uses a different part of the support module"
 )]
 
+pub(crate) mod acts_mutant;
+
 use std::net::SocketAddr;
 
 use axum::Router;

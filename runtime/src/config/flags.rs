@@ -92,6 +92,19 @@ pub(super) struct Cli {
         value_parser = parse_switch
     )]
     pub(super) push_notifications: bool,
+    /// Whether the A2A bindings serve streams (`on` or `off`, as `PUSH_NOTIFICATIONS`):
+    /// `SendStreamingMessage` and `SubscribeToTask`. `off`: the card says `streaming: false`
+    /// and both answer `UnsupportedOperationError`; the contract's `POST /` streams still.
+    #[arg(
+        long,
+        env = "A2A_STREAMING",
+        global = true,
+        default_value = "on",
+        value_name = "on|off",
+        action = clap::ArgAction::Set,
+        value_parser = parse_switch
+    )]
+    pub(super) a2a_streaming: bool,
     /// Hosts a webhook may be at although they are not public addresses (loopback, private,
     /// link-local), comma-separated: names, addresses or CIDR ranges (`127.0.0.1,10.0.0.0/8`).
     #[arg(long, env = "PUSH_ALLOW_HOSTS", global = true, value_delimiter = ',')]

@@ -101,6 +101,8 @@ pub struct Config {
     pub auth: auth::AuthPlan,
     /// A2A push notifications.
     pub push: push::PushSettings,
+    /// Whether the A2A bindings serve streams (`A2A_STREAMING`).
+    pub a2a_streaming: bool,
     /// The key that signs the agent cards served (`CARD_SIGNING_*`); none: unsigned.
     #[serde(serialize_with = "card_signing::shown")]
     pub card_signing: Option<SigningPlan>,
@@ -343,6 +345,7 @@ impl Config {
             log_file: cli.log_file.or(cli.pallas_log_file),
             auth,
             push,
+            a2a_streaming: cli.a2a_streaming,
             card_signing,
         })
     }

@@ -3,7 +3,8 @@
 the SDK's AgentCard, its keys from the runtime's JWKS (`/.well-known/jwks.json`), or only the
 key named by `--only-kid`.
 
-Usage: card_verify.py BASE_URL [--only-kid KID]
+Usage: card_verify.py BASE_URL [--bearer KEY] [--only-kid KID]
+The extended forms are read with `Authorization: Bearer KEY` (served behind authentication).
 Prints one JSON line per form of the card (`well-known`, `jsonrpc-extended`, `rest-extended`):
 {"step": form, "verified": bool, "kids": [...], "error": ...}.
 """
@@ -25,8 +26,10 @@ def header(protected):
     return json.loads(base64.urlsafe_b64decode(protected + "=" * (-len(protected) % 4)))
 
 
-def get(url, body=None):
+def get(url, body=None, bearer=None):
     headers = {"A2A-Version": "1.0", "Content-Type": "application/json"}
+    if bearer is not None:
+        headers["Authorization"] = f"Bearer {bearer}"
     data = json.dumps(body).encode() if body is not None else None
     with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=headers)) as r:
         return json.loads(r.read())
@@ -35,6 +38,7 @@ def get(url, body=None):
 def main():
     base = sys.argv[1].rstrip("/")
     only = sys.argv[sys.argv.index("--only-kid") + 1] if "--only-kid" in sys.argv else None
+    bearer = sys.argv[sys.argv.index("--bearer") + 1] if "--bearer" in sys.argv else None
     jwks = get(f"{base}/.well-known/jwks.json")
     keys = {k["kid"]: k for k in jwks["keys"] if only is None or k["kid"] == only}
 
@@ -50,8 +54,9 @@ def main():
         "jsonrpc-extended": get(
             f"{base}/",
             {"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard", "params": {}},
+            bearer,
         )["result"],
-        "rest-extended": get(f"{base}/a2a/rest/extendedAgentCard"),
+        "rest-extended": get(f"{base}/a2a/rest/extendedAgentCard", bearer=bearer),
     }
     for step, card_json in forms.items():
         card = ParseDict(card_json, AgentCard(), ignore_unknown_fields=True)

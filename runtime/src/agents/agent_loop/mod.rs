@@ -208,6 +208,14 @@ pub trait Agent: Send + Sync + std::fmt::Debug + 'static {
     /// the next safe point once it fires.
     async fn run(&self, request: AgentRequest, cancel: CancellationToken) -> AgentOutcome;
 
+    /// Whether a turn begun by `message` may end in [`AgentOutcome::Replied`]. A streamed A2A
+    /// answer to such a turn waits for its end, since a reply is streamed as a single Message
+    /// (A2A §3.1.2); one that cannot reply streams as it goes. A turn that replies although
+    /// this said it would not is streamed as its Task.
+    fn may_reply(&self, _message: &Message) -> bool {
+        false
+    }
+
     /// The settled conversation of `context_id` as user and agent messages, oldest first, when
     /// the agent keeps one in a session store; `None` otherwise.
     async fn conversation(&self, _context_id: &str) -> Option<Vec<Message>> {

@@ -77,6 +77,10 @@ fn answer_text(outcome: &AgentOutcome) -> Option<String> {
 
 #[async_trait]
 impl<A: Agent> Agent for Remembering<A> {
+    fn may_reply(&self, message: &Message) -> bool {
+        self.inner.may_reply(message)
+    }
+
     async fn run(&self, request: AgentRequest, cancel: CancellationToken) -> AgentOutcome {
         if !request.persist || self.sessions.is_none() {
             return self.inner.run(request, cancel).await;

@@ -236,6 +236,16 @@ fn artifact(parts: Vec<Part>) -> Artifact {
 
 #[async_trait]
 impl Agent for Tck {
+    /// The reply scenarios, as the message names them (a continuation whose behaviour only its
+    /// task's first message named is streamed as its Task).
+    fn may_reply(&self, message: &daedalus_contract::Message) -> bool {
+        let named = &message.message_id;
+        if PREFIXES.iter().any(|p| named.starts_with(*p)) {
+            return named.starts_with("tck-message-response");
+        }
+        first_text(message).and_then(behaviour_in) == Some("tck-message-response")
+    }
+
     async fn run(&self, request: AgentRequest, cancel: CancellationToken) -> AgentOutcome {
         match scenario(&request) {
             Scenario::Complete(parts) => AgentOutcome::Completed {

@@ -270,9 +270,11 @@ fn build_card(config: &Config, public_url: &str) -> AgentCard {
         version: agent.version.clone(),
         documentation_url: None,
         capabilities: AgentCapabilities {
-            streaming: Some(true),
+            streaming: Some(config.a2a_streaming),
             push_notifications: Some(config.push.enabled),
-            extended_agent_card: Some(true),
+            // Served only to callers who prove who they are (A2A §13.3): with no scheme to
+            // prove it by, there is no extended card.
+            extended_agent_card: Some(security_requirements.is_some()),
             extensions: None,
         },
         security_schemes,

@@ -6,26 +6,73 @@
 //! that falls behind misses chunks and steps, never the end. A reader that goes away drops the
 //! stream and stops nothing. The stream holds its place among in-flight requests until it
 //! ends, so a SIGTERM drain waits for it.
+//!
+//! A standard binding's stream of a turn that may reply with a message (its agent says so as
+//! it starts) waits for the turn's end: a reply is streamed as that Message alone (A2A
+//! §3.1.2), and a Task's events, kept in the queue meanwhile, follow once it ended.
 
-use daedalus_contract::{StreamEvent, Task};
+use daedalus_contract::write::{Dialect, DialectSerialize, InDialect};
+use daedalus_contract::{Message, StreamEvent, Task};
 use futures::Stream;
+use serde::ser::SerializeMap;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use crate::platform::telemetry::a2a::LastState;
-use crate::services::turns::{EventReceiver, Following, TaskHandle};
+use crate::services::turns::{EndedStream, EventReceiver, Following, TaskHandle};
+
+/// One item of a streamed answer, as A2A's `StreamResponse` has it: a task's event, or the
+/// message a turn replied with, which is then the stream's only item.
+#[derive(Debug)]
+pub(super) enum Streamed {
+    Event(StreamEvent),
+    Reply(Message),
+}
+
+impl DialectSerialize for Streamed {
+    fn serialize_in<S: serde::Serializer>(
+        &self,
+        dialect: Dialect,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match self {
+            Streamed::Event(event) => event.serialize_in(dialect, s),
+            // v0.3 results are the message itself, told apart by its `kind`.
+            Streamed::Reply(message) if dialect == Dialect::A2aV03 => {
+                message.serialize_in(dialect, s)
+            }
+            Streamed::Reply(message) => {
+                let mut map = s.serialize_map(Some(1))?;
+                map.serialize_entry("message", &InDialect(message, dialect))?;
+                map.end()
+            }
+        }
+    }
+}
 
 /// Where a stream's events come from.
 pub(super) enum Events {
     /// The turn this request started.
     Turn(EventReceiver),
+    /// The turn this request started, which may reply with a message: nothing until it ends.
+    Held(Option<Box<TaskHandle>>),
     /// A task as it stands, then every later event of its log.
     Task(Option<Box<Task>>, Following),
 }
 
 impl Events {
-    /// The events of a turn just started; `None` if they were taken already.
-    pub(super) fn of_turn(handle: &mut TaskHandle) -> Option<Self> {
+    /// The events of a turn just started, as they come; `None` if they were taken already.
+    pub(super) fn of_turn(mut handle: TaskHandle) -> Option<Self> {
         handle.take_events().map(Events::Turn)
+    }
+
+    /// The answer of a turn just started to a standard binding's stream: its events as they
+    /// come, or, when it may reply with a message, its reply or its events once it ended.
+    pub(super) fn answering(handle: TaskHandle) -> Option<Self> {
+        if handle.may_reply() {
+            Some(Events::Held(Some(Box::new(handle))))
+        } else {
+            Self::of_turn(handle)
+        }
     }
 
     /// `task` as it stands, then what its subscription hears.
@@ -33,18 +80,28 @@ impl Events {
         Events::Task(Some(Box::new(task)), subscription)
     }
 
-    async fn next(&mut self) -> Option<StreamEvent> {
-        match self {
-            Events::Turn(events) => events.recv().await,
-            Events::Task(first, subscription) => match first.take() {
-                Some(task) => Some(StreamEvent::Task(*task)),
-                // Boxed: its future is kilobytes, and a held turn's stream never waits on it.
-                None => Box::pin(subscription.next()).await,
-            },
+    async fn next(&mut self) -> Option<Streamed> {
+        loop {
+            return match self {
+                Events::Turn(events) => events.recv().await.map(Streamed::Event),
+                Events::Held(handle) => match Box::pin(handle.take()?.ended_stream()).await? {
+                    EndedStream::Reply(message) => Some(Streamed::Reply(message)),
+                    EndedStream::Events(events) => {
+                        *self = Events::Turn(events);
+                        continue;
+                    }
+                },
+                Events::Task(first, subscription) => match first.take() {
+                    Some(task) => Some(Streamed::Event(StreamEvent::Task(*task))),
+                    // Boxed: its future is kilobytes, and a held turn's stream never waits on it.
+                    None => Box::pin(subscription.next()).await.map(Streamed::Event),
+                },
+            };
         }
     }
 
-    /// The events, each written by `write`, until the final one; `inflight` is held until then.
+    /// The events, each written by `write`, until the final one (a final status update, or a
+    /// reply); `inflight` is held until then.
     pub(super) fn until_final<T, W>(
         self,
         inflight: TaskTrackerToken,
@@ -52,17 +109,22 @@ impl Events {
     ) -> impl Stream<Item = T> + Send + 'static
     where
         T: Send + 'static,
-        W: Fn(&StreamEvent) -> T + Send + 'static,
+        W: Fn(&Streamed) -> T + Send + 'static,
     {
         // The request's span ([`super::traced`]) lasts as long as its stream, and ends with
         // the last state the stream carried.
         let span = LastState::of(tracing::Span::current());
         futures::stream::unfold(Some((self, inflight, write, span)), |state| async move {
             let (mut events, inflight, write, mut span) = state?;
-            let event = events.next().await?;
-            span.saw(&event);
-            let last = matches!(&event, StreamEvent::StatusUpdate(u) if u.r#final);
-            let written = write(&event);
+            let item = events.next().await?;
+            let last = match &item {
+                Streamed::Event(event) => {
+                    span.saw(event);
+                    matches!(event, StreamEvent::StatusUpdate(u) if u.r#final)
+                }
+                Streamed::Reply(_) => true,
+            };
+            let written = write(&item);
             let next = (!last).then_some((events, inflight, write, span));
             Some((written, next))
         })

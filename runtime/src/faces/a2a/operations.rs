@@ -215,6 +215,7 @@ pub(super) async fn start_stream(
     caller: &Caller,
     request: SendMessageRequest,
 ) -> Result<(TaskHandle, TaskTrackerToken), A2aError> {
+    streams_served(state)?;
     let mut send = prepare(state, headers, caller, request)?;
     send.turn.stream = true;
     let (handle, ..) = send.start(state).await?;
@@ -359,6 +360,7 @@ pub(super) async fn subscribe(
     caller: &Caller,
     task_id: &str,
 ) -> Result<(Task, Following, TaskTrackerToken), A2aError> {
+    streams_served(state)?;
     let turns = state.core().turns();
     span::record_ids(&current(), Some(task_id), None);
     match turns.follow_task(task_id, caller).await {
@@ -376,14 +378,38 @@ pub(super) async fn subscribe(
     }
 }
 
-/// `GetExtendedAgentCard`: the card (this server shows every client the same one).
-pub(super) fn extended_card(state: &A2aFace) -> Arc<daedalus_contract::AgentCard> {
-    state.card()
+/// Refuses a stream when the card says streams are not served (`A2A_STREAMING=off`).
+fn streams_served(state: &A2aFace) -> Result<(), A2aError> {
+    if state.card().capabilities.streaming == Some(true) {
+        return Ok(());
+    }
+    Err(A2aError::new(
+        A2aErrorKind::UnsupportedOperation,
+        "This agent does not stream (its card says capabilities.streaming: false)",
+    ))
+}
+
+/// `GetExtendedAgentCard`: the card (this server shows every caller the same one), served
+/// when the card says there is one: only behind authentication (A2A §13.3), which the binding
+/// has checked by now.
+pub(super) fn extended_card(
+    state: &A2aFace,
+) -> Result<Arc<daedalus_contract::AgentCard>, A2aError> {
+    let card = state.card();
+    if card.capabilities.extended_agent_card == Some(true) {
+        return Ok(card);
+    }
+    Err(A2aError::new(
+        A2aErrorKind::UnsupportedOperation,
+        "This agent has no extended card (its card says capabilities.extendedAgentCard: false; \
+         one is served only behind authentication)",
+    ))
 }
 
 /// The extended card in its v0.3 form, signed as itself.
-pub(super) fn extended_v03_card(state: &A2aFace) -> Arc<serde_json::Value> {
-    Arc::clone(&state.cards().v03)
+pub(super) fn extended_v03_card(state: &A2aFace) -> Result<Arc<serde_json::Value>, A2aError> {
+    extended_card(state)?;
+    Ok(Arc::clone(&state.cards().v03))
 }
 
 /// The Task with the last `history_length` messages of its history (unset: all; 0: none).

@@ -230,3 +230,146 @@ async fn a_chunked_artifact_streams_as_chunks_and_rebuilds_to_the_task() {
         [daedalus_contract::Part::text("chunk-1 chunk-2")]
     );
 }
+
+/// The `data:` lines of an SSE answer, as JSON.
+fn sse_items(sse: &Value) -> Vec<Value> {
+    let Value::String(sse) = sse else {
+        panic!("not a stream: {sse}");
+    };
+    sse.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| serde_json::from_str::<Value>(d.trim()).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_streamed_message_reply_is_that_message_alone_on_a2a_and_a_task_stream_on_the_contract() {
+    let state = tck();
+    // JSON-RPC v1.0: one `result.message`, then the stream closes (A2A §3.1.2).
+    let items = sse_items(
+        &post(
+            &state,
+            "/",
+            &jsonrpc("SendStreamingMessage", "tck-message-response-s1"),
+            true,
+        )
+        .await,
+    );
+    assert_eq!(items.len(), 1, "{items:?}");
+    valid(Schema::A2aV1StreamResponse, &items[0]["result"]);
+    assert_eq!(
+        items[0]["result"]["message"]["parts"][0]["text"],
+        "Direct message response"
+    );
+    // The same by the ACTS behaviour's text.
+    let acts = json!({"jsonrpc": "2.0", "id": 7, "method": "SendStreamingMessage",
+        "params": {"message": {"messageId": "m-acts", "role": "ROLE_USER",
+            "parts": [{"text": "tck-message-response streaming"}]}}});
+    let items = sse_items(&post(&state, "/", &acts, true).await);
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert!(items[0]["result"]["message"].is_object(), "{items:?}");
+    // HTTP+JSON: one `{"message": ...}`.
+    let items = sse_items(
+        &post(
+            &state,
+            "/a2a/rest/message:stream",
+            &json!({"message": message("tck-message-response-s2")}),
+            true,
+        )
+        .await,
+    );
+    assert_eq!(items.len(), 1, "{items:?}");
+    valid(Schema::A2aV1StreamResponse, &items[0]);
+    assert!(items[0]["message"].is_object(), "{items:?}");
+    // JSON-RPC v0.3: the message itself, `kind: "message"`.
+    let v03 = json!({"jsonrpc": "2.0", "id": 7, "method": "message/stream", "params": {"message": {
+        "kind": "message", "messageId": "tck-message-response-s3", "role": "user",
+        "parts": [{"kind": "text", "text": "TCK test"}]}}});
+    let items = sse_items(&post(&state, "/", &v03, false).await);
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(items[0]["result"]["kind"], "message", "{items:?}");
+    // The contract's stream is the task's: `task` first, the final status update last.
+    let contract = Request::post("/")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ACCEPT, "text/event-stream")
+        .body(Body::from(
+            json!({"message": {"messageId": "tck-message-response-s4", "role": "user",
+                "parts": [{"text": "TCK test"}]}})
+            .to_string(),
+        ))
+        .unwrap();
+    let response = router(state.clone()).oneshot(contract).await.unwrap();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let items = sse_items(&Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    assert!(items[0].get("task").is_some(), "{items:?}");
+    let last = items.last().unwrap();
+    assert_eq!(last["statusUpdate"]["final"], true, "{items:?}");
+    assert_eq!(last["statusUpdate"]["status"]["state"], "completed");
+}
+
+/// An agent that says it may reply with a message, then ends in a Task with a chunk streamed
+/// on the way.
+#[derive(Debug)]
+struct MayReplyButWorks;
+
+#[async_trait::async_trait]
+impl crate::agents::agent_loop::Agent for MayReplyButWorks {
+    fn may_reply(&self, _: &daedalus_contract::Message) -> bool {
+        true
+    }
+
+    async fn run(
+        &self,
+        request: crate::agents::agent_loop::AgentRequest,
+        _: tokio_util::sync::CancellationToken,
+    ) -> crate::agents::agent_loop::AgentOutcome {
+        let whole =
+            daedalus_contract::Artifact::fresh(vec![daedalus_contract::Part::text("worked")])
+                .named("response");
+        request
+            .events
+            .emit(crate::agents::agent_loop::LoopEvent::ArtifactChunk {
+                agent: "held".to_owned(),
+                depth: request.depth,
+                artifact: whole.clone(),
+                append: false,
+                last_chunk: true,
+            });
+        crate::agents::agent_loop::AgentOutcome::Completed {
+            artifacts: vec![whole],
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_turn_that_may_reply_but_ends_in_a_task_streams_every_event_once_it_ended() {
+    let state = state_with(Arc::new(MayReplyButWorks), |_| {});
+    let items = sse_items(
+        &post(
+            &state,
+            "/",
+            &jsonrpc("SendStreamingMessage", "m-held"),
+            true,
+        )
+        .await,
+    );
+    let results: Vec<&Value> = items.iter().map(|i| &i["result"]).collect();
+    assert!(
+        results[0].get("task").is_some(),
+        "the Task first: {results:?}"
+    );
+    assert!(
+        results
+            .iter()
+            .any(|r| r["artifactUpdate"]["artifact"]["parts"][0]["text"] == "worked"),
+        "the chunk kept while the turn ran: {results:?}"
+    );
+    let last = results.last().unwrap();
+    assert_eq!(
+        last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{results:?}"
+    );
+    for result in results {
+        valid(Schema::A2aV1StreamResponse, result);
+    }
+}

@@ -12,11 +12,11 @@ use std::time::Duration;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use daedalus_contract::write::contract;
-use daedalus_contract::{StreamEvent, Task};
+use daedalus_contract::Task;
+use daedalus_contract::write::{Dialect, InDialect, contract};
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
-use super::events::Events;
+use super::events::{Events, Streamed};
 use crate::services::turns::{Following, TaskHandle};
 
 /// How often an idle stream sends a comment, so proxies and clients keep it open.
@@ -37,26 +37,34 @@ pub(super) fn wants_stream(headers: &HeaderMap) -> bool {
         })
 }
 
-/// The SSE response of a started turn, each event in the contract dialect.
+/// The SSE response of a started turn, each event in the contract dialect (the contract's
+/// stream is the task's, whatever its agent answers with).
 pub(super) fn respond(handle: TaskHandle, inflight: TaskTrackerToken) -> Response {
-    respond_with(handle, inflight, |event| {
-        String::from_utf8_lossy(&contract::to_vec(event)).into_owned()
+    let Some(events) = Events::of_turn(handle) else {
+        return taken();
+    };
+    respond_to(events, inflight, |item| {
+        String::from_utf8_lossy(&contract::to_vec(&InDialect(item, Dialect::Contract))).into_owned()
     })
 }
 
-/// The SSE response of a started turn, each event's `data` written by `write` (the JSON-RPC
-/// binding wraps each in a JSON-RPC response, in A2A v1 JSON).
+/// A standard binding's SSE response of a started turn (its reply alone, when its agent
+/// replied with a message), each item's `data` written by `write` (the JSON-RPC binding wraps
+/// each in a JSON-RPC response, in A2A v1 JSON).
 pub(super) fn respond_with(
-    mut handle: TaskHandle,
+    handle: TaskHandle,
     inflight: TaskTrackerToken,
-    write: impl Fn(&StreamEvent) -> String + Send + 'static,
+    write: impl Fn(&Streamed) -> String + Send + 'static,
 ) -> Response {
-    let Some(events) = Events::of_turn(&mut handle) else {
-        // Started with events by the caller; nothing else can have taken them.
-        return super::error::ApiError::Internal("the turn's events were taken".to_owned())
-            .into_response();
+    let Some(events) = Events::answering(handle) else {
+        return taken();
     };
     respond_to(events, inflight, write)
+}
+
+/// Started with events by the caller; nothing else can have taken them.
+fn taken() -> Response {
+    super::error::ApiError::Internal("the turn's events were taken".to_owned()).into_response()
 }
 
 /// The SSE response of a subscription: `task` as it stands, then every later event, until
@@ -65,7 +73,7 @@ pub(super) fn respond_to_subscription(
     task: Task,
     subscription: Following,
     inflight: TaskTrackerToken,
-    write: impl Fn(&StreamEvent) -> String + Send + 'static,
+    write: impl Fn(&Streamed) -> String + Send + 'static,
 ) -> Response {
     respond_to(Events::of_task(task, subscription), inflight, write)
 }
@@ -73,10 +81,10 @@ pub(super) fn respond_to_subscription(
 fn respond_to(
     events: Events,
     inflight: TaskTrackerToken,
-    write: impl Fn(&StreamEvent) -> String + Send + 'static,
+    write: impl Fn(&Streamed) -> String + Send + 'static,
 ) -> Response {
-    let events = events.until_final(inflight, move |event| {
-        Ok::<_, Infallible>(Event::default().data(write(event)))
+    let events = events.until_final(inflight, move |item| {
+        Ok::<_, Infallible>(Event::default().data(write(item)))
     });
     Sse::new(events)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))

@@ -1,7 +1,7 @@
 //! What a face holds while a turn runs: the task's ids, its live events, and its finished
 //! Task. Dropping the handle (a client that went away) does not stop the turn.
 
-use daedalus_contract::{SendMessageResponse, Task};
+use daedalus_contract::{Message, SendMessageResponse, Task};
 use tokio::task::JoinHandle;
 
 use super::TurnError;
@@ -32,6 +32,17 @@ pub struct TaskHandle {
     context_id: String,
     events: Option<EventReceiver>,
     done: JoinHandle<Result<Finished, TurnError>>,
+    /// Whether its agent may answer with a message ([`crate::agents::agent_loop::Agent::may_reply`]).
+    may_reply: bool,
+}
+
+/// How a streamed turn answers once it has ended: with the message its agent replied with
+/// (then the stream's only item, A2A §3.1.2), or with the events it queued meanwhile (`task`
+/// first, the end last; the queue's byte bound drops chunks and steps, never the end).
+#[derive(Debug)]
+pub enum EndedStream {
+    Reply(Message),
+    Events(EventReceiver),
 }
 
 impl TaskHandle {
@@ -40,13 +51,21 @@ impl TaskHandle {
         context_id: String,
         events: Option<EventReceiver>,
         done: JoinHandle<Result<Finished, TurnError>>,
+        may_reply: bool,
     ) -> Self {
         Self {
             task_id,
             context_id,
             events,
             done,
+            may_reply,
         }
+    }
+
+    /// Whether the turn may end in a reply with a message rather than in a Task: its agent
+    /// said so of its message as it started.
+    pub fn may_reply(&self) -> bool {
+        self.may_reply
     }
 
     /// The task's id.
@@ -78,6 +97,20 @@ impl TaskHandle {
             Some(message) if replied => SendMessageResponse::Message(message),
             _ => SendMessageResponse::Task(task),
         })
+    }
+
+    /// Waits for the turn's end, its events kept meanwhile, and says how its stream answers:
+    /// its reply, or its events; `None` when they were taken already.
+    pub async fn ended_stream(mut self) -> Option<EndedStream> {
+        let events = self.events.take()?;
+        match (&mut self.done).await {
+            Ok(Ok(Finished {
+                task,
+                replied: true,
+            })) if task.status.message.is_some() => task.status.message.map(EndedStream::Reply),
+            // A Task, or a refusal: the events say how it ended.
+            _ => Some(EndedStream::Events(events)),
+        }
     }
 
     async fn finished(mut self) -> Result<Finished, TurnError> {

@@ -49,7 +49,7 @@ pub use admission::{Budgets, Limit};
 pub use conversation_locks::ConversationKey;
 pub use error::{TurnError, TurnErrorKind};
 pub use following::{FollowError, Following};
-pub use handle::TaskHandle;
+pub use handle::{EndedStream, TaskHandle};
 pub use readiness::{Phase, Readiness};
 pub use request::{Memory, Origin, TurnRequest};
 pub use service::TurnService;

@@ -127,6 +127,7 @@ impl TurnService {
             task::check_message(&request.message)?;
         }
         let agent = self.agent(&request.agent)?;
+        let may_reply = agent.may_reply(&request.message);
         let bytes = message_bytes(&request.message);
         if let Err(limit) = self.0.admission.could_ever_fit(bytes) {
             return Err(TurnError::TaskTooLarge(format!(
@@ -187,7 +188,9 @@ impl TurnService {
                 Err(join) => TurnError::WorkerStopped(join.to_string()),
             });
         };
-        Ok(TaskHandle::new(task_id, context_id, events, done))
+        Ok(TaskHandle::new(
+            task_id, context_id, events, done, may_reply,
+        ))
     }
 
     /// Resumes, as they are queued, the turns left running with no turn of them left: this

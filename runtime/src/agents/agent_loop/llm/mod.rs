@@ -571,6 +571,11 @@ fn file_artifact(tool: &str, parts: Vec<Part>) -> Artifact {
 
 #[async_trait]
 impl Agent for LlmAgent {
+    /// An agent with `reply_as: message` replies when it completes.
+    fn may_reply(&self, _message: &daedalus_contract::Message) -> bool {
+        self.answering.reply_as_message
+    }
+
     async fn run(&self, request: AgentRequest, cancel: CancellationToken) -> AgentOutcome {
         let store = self.sessions.clone().filter(|_| request.persist);
         let mut transcript = Transcript::new(store, &request.context_id).holding(&request.writes);

@@ -10,6 +10,7 @@ use tower::ServiceExt;
 use crate::faces::a2a::tests::passthrough;
 use crate::faces::a2a::{A2aFace, router};
 use daedalus_contract::Schema;
+use daedalus_contract::write::a2a_v1;
 
 /// Calls `method` with `params` as A2A 1.0 (or with `version`, `None` for no header).
 async fn rpc_as(state: &A2aFace, version: Option<&str>, method: &str, params: Value) -> Value {
@@ -467,14 +468,46 @@ async fn wait_until(ready: impl Fn() -> bool) {
 }
 
 #[tokio::test]
-async fn the_extended_card_is_the_card_and_the_card_says_so() {
+async fn without_authentication_there_is_no_extended_card_and_the_card_says_so() {
     let state = passthrough();
-    let card = rpc(&state, "GetExtendedAgentCard", json!({})).await["result"].clone();
-    if let Err(e) = Schema::A2aV1AgentCard.validate(&card) {
-        panic!("not an A2A v1.0 AgentCard: {e}\n{card}");
-    }
-    assert_eq!(card["capabilities"]["extendedAgentCard"], true);
+    let refused = rpc(&state, "GetExtendedAgentCard", json!({})).await;
+    assert_eq!(
+        refused["error"]["code"], -32004,
+        "UnsupportedOperationError: {refused}"
+    );
+    let card = serde_json::to_value(a2a_v1::of(&*state.card())).unwrap();
+    assert_eq!(card["capabilities"]["extendedAgentCard"], false);
     assert_eq!(card["capabilities"]["pushNotifications"], true);
+    let v03 = rpc_as(
+        &state,
+        None,
+        "agent/getAuthenticatedExtendedCard",
+        json!({}),
+    )
+    .await;
+    assert_eq!(v03["error"]["code"], -32004, "{v03}");
+}
+
+#[tokio::test]
+async fn with_streaming_off_the_card_says_so_and_streams_are_refused() {
+    let state = crate::faces::a2a::tests::state_with(
+        std::sync::Arc::new(crate::agents::agent_loop::Passthrough),
+        |config| config.a2a_streaming = false,
+    );
+    let card = serde_json::to_value(a2a_v1::of(&*state.card())).unwrap();
+    assert_eq!(card["capabilities"]["streaming"], false);
+    let send = json!({"message": {"role": "ROLE_USER", "messageId": "m-1",
+        "parts": [{"text": "hi"}]}});
+    for (method, params) in [
+        ("SendStreamingMessage", send.clone()),
+        ("SubscribeToTask", json!({"id": "no-such-task"})),
+    ] {
+        let refused = rpc(&state, method, params).await;
+        assert_eq!(refused["error"]["code"], -32004, "{method}: {refused}");
+    }
+    // The same message, unstreamed, is answered.
+    let answered = rpc(&state, "SendMessage", send).await;
+    assert!(answered.get("result").is_some(), "{answered}");
 }
 
 #[tokio::test]

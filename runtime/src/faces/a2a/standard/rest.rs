@@ -21,6 +21,7 @@ use daedalus_contract::{
 };
 use serde::Deserialize;
 
+use crate::faces::a2a::events::Streamed;
 use crate::faces::a2a::{A2aFace, body, operations, sse};
 use crate::platform::identity::Caller;
 use crate::platform::telemetry::a2a::A2aMethod;
@@ -333,7 +334,7 @@ async fn task_action(
 
 /// One SSE `data`: the v1 stream response; one that cannot be written is the internal error's
 /// status body in its place.
-fn event_data(event: &daedalus_contract::StreamEvent) -> String {
+fn event_data(event: &Streamed) -> String {
     serde_json::to_string(&a2a_v1::of(event)).unwrap_or_else(|e| {
         let error = crate::faces::a2a::error::unwritable(&e);
         serde_json::to_string(&error.to_status_body())
@@ -369,7 +370,10 @@ async fn tasks_list(
 }
 
 async fn extended_card(State(state): State<A2aFace>, Checked { reply, .. }: Checked) -> Response {
-    reply.ok(&a2a_v1::of(&*operations::extended_card(&state)))
+    match operations::extended_card(&state) {
+        Ok(card) => reply.ok(&a2a_v1::of(&*card)),
+        Err(e) => reply.failed(&e),
+    }
 }
 
 /// `POST /tasks/{id}/pushNotificationConfigs`: the body is the config (its `taskId` is the

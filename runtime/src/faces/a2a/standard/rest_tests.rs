@@ -275,8 +275,8 @@ async fn subscribe_streams_a_running_task_by_post_or_get_and_refuses_a_finished_
 }
 
 #[tokio::test]
-async fn the_extended_card_is_served() {
-    let (status, kind, card) = call(
+async fn without_authentication_the_extended_card_is_an_unsupported_operation() {
+    let (status, kind, refused) = call(
         &passthrough(),
         "GET",
         "/a2a/rest/extendedAgentCard",
@@ -284,11 +284,9 @@ async fn the_extended_card_is_served() {
         true,
     )
     .await;
-    assert_eq!(status, StatusCode::OK);
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
     assert_eq!(kind, "application/a2a+json");
-    if let Err(e) = Schema::A2aV1AgentCard.validate(&card) {
-        panic!("not an AgentCard: {e}\n{card}");
-    }
+    assert_eq!(status_error(&refused).2, "UNSUPPORTED_OPERATION");
 }
 
 /// `path` called with `content_type` and `accept`: the status and the answer's media type.

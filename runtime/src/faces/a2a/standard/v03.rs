@@ -19,6 +19,7 @@ use daedalus_contract::{
 use serde::Deserialize;
 
 use super::method::{Answer, read, result_of, sse_data};
+use crate::faces::a2a::events::Streamed;
 use crate::faces::a2a::{A2aFace, operations, sse};
 use crate::platform::identity::Caller;
 
@@ -48,6 +49,8 @@ struct V03Card<'a> {
     url: String,
     preferred_transport: &'static str,
     protocol_version: &'static str,
+    /// v0.3's place for v1's `capabilities.extendedAgentCard`.
+    supports_authenticated_extended_card: bool,
 }
 
 impl<'a> V03Card<'a> {
@@ -64,6 +67,8 @@ impl<'a> V03Card<'a> {
             url,
             preferred_transport: "JSONRPC",
             protocol_version: "0.3.0",
+            supports_authenticated_extended_card: card.capabilities.extended_agent_card
+                == Some(true),
         }
     }
 }
@@ -128,7 +133,7 @@ pub(super) async fn dispatch(
                 move |event| v03_response(&id, event),
             )))
         }
-        "agent/getAuthenticatedExtendedCard" => result_of(&*operations::extended_v03_card(state)),
+        "agent/getAuthenticatedExtendedCard" => result_of(&*operations::extended_v03_card(state)?),
         method if method.starts_with("tasks/pushNotificationConfig/") => Err(A2aError::new(
             A2aErrorKind::PushNotificationNotSupported,
             "push notifications are served over A2A v1.0 (A2A-Version: 1.0), not v0.3",
@@ -141,7 +146,7 @@ pub(super) async fn dispatch(
 }
 
 /// One SSE `data`: a JSON-RPC response whose result is the bare v0.3 event.
-fn v03_response(id: &JsonRpcId, event: &daedalus_contract::StreamEvent) -> String {
+fn v03_response(id: &JsonRpcId, event: &Streamed) -> String {
     sse_data(&JsonRpcResponse::result(id.clone(), a2a_v03::of(event)), id)
 }
 

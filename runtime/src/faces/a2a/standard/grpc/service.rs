@@ -16,7 +16,7 @@ use daedalus_contract::grpc::{from_proto, to_proto, v1, well_known};
 use daedalus_contract::write::a2a_v1;
 use daedalus_contract::{
     A2aError, A2aErrorKind, GetTaskRequest, ListPushConfigsRequest, ListTasksRequest,
-    PushConfigRequest, SendMessageRequest, StreamEvent, TaskPushNotificationConfig,
+    PushConfigRequest, SendMessageRequest, TaskPushNotificationConfig,
 };
 use futures::{Stream, StreamExt};
 use serde::Serialize;
@@ -24,7 +24,7 @@ use serde::de::DeserializeOwned;
 use tonic::{Request, Response, Status};
 
 use super::status::status;
-use crate::faces::a2a::events::Events;
+use crate::faces::a2a::events::{Events, Streamed};
 use crate::faces::a2a::{A2aFace, operations};
 use crate::platform::identity::Caller;
 
@@ -122,7 +122,7 @@ fn write<P: DeserializeOwned>(answer: &impl Serialize) -> Result<P, Status> {
     })
 }
 
-fn event(event: &StreamEvent) -> Result<v1::StreamResponse, Status> {
+fn event(event: &Streamed) -> Result<v1::StreamResponse, Status> {
     write(&a2a_v1::of(event))
 }
 
@@ -148,11 +148,11 @@ impl A2aService for GrpcFace {
     ) -> Result<Response<EventStream>, Status> {
         let call = call(&request)?;
         let params: SendMessageRequest = read(request.get_ref())?;
-        let (mut handle, inflight) =
+        let (handle, inflight) =
             operations::start_stream(&self.state, &call.headers, &call.caller, params)
                 .await
                 .map_err(|e| status(&e))?;
-        let Some(events) = Events::of_turn(&mut handle) else {
+        let Some(events) = Events::answering(handle) else {
             return Err(Status::internal("the turn's events were taken"));
         };
         Ok(Response::new(events.until_final(inflight, event).boxed()))
@@ -250,7 +250,7 @@ impl A2aService for GrpcFace {
         request: Request<v1::GetExtendedAgentCardRequest>,
     ) -> Result<Response<v1::AgentCard>, Status> {
         call(&request)?;
-        let card = operations::extended_card(&self.state);
+        let card = operations::extended_card(&self.state).map_err(|e| status(&e))?;
         Ok(Response::new(write(&a2a_v1::of(&*card))?))
     }
 
