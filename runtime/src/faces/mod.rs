@@ -5,7 +5,7 @@
 //!   and manifest, SSE) and, beside it, the standard A2A bindings;
 //! - [`mcp`]: the MCP face Daedalus talks to, one MCP server per agent.
 //!
-//! May import: `services`, `agents`, `config`, `stores`, `platform`.
+//! May import: `services`, `config`, `platform`.
 
 pub mod a2a;
 pub mod mcp;

@@ -111,7 +111,7 @@ impl Live {
             return Ok(Reloaded::Unchanged);
         }
         let fleet =
-            fleet::build(&next.deployment, core.sessions()).map_err(ReloadError::Provider)?;
+            fleet::build(&next.deployment, core.conversations()).map_err(ReloadError::Provider)?;
         let a2a = a2a::wiring::prepare(&next, self.mcp.bound()).map_err(ReloadError::Discovery)?;
         let table = self.mcp.prepare(&next, &fleet, &core);
 

@@ -7,6 +7,7 @@
 //! - [`card_keys`]: the keys that sign this runtime's agent cards, and their rotation.
 //! - [`heap`]: freed memory handed back to the operating system.
 //! - [`tool_schema`]: the JSON Schema of a typed argument struct, as a tool's input.
+//! - [`unknown_keys`]: one warning about each key a caller sent that nothing reads.
 //!
 //! May import: nothing of the runtime.
 
@@ -17,3 +18,4 @@ pub mod identity;
 pub mod metrics;
 pub mod telemetry;
 pub mod tool_schema;
+pub mod unknown_keys;

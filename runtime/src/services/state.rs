@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use crate::agents::fleet::Fleet;
 use crate::agents::llm::preflight::Preflight;
 use crate::platform::card_keys::CardKeys;
 use crate::platform::identity::Identity;
@@ -20,7 +19,12 @@ use crate::services::push::{Push, PushSettings};
 use crate::services::turns::Readiness;
 use crate::services::turns::{TurnLimits, TurnService};
 use crate::stores::conversations::ConversationStore;
-use crate::stores::mcp_sessions::{SessionBook, SessionLimits};
+use crate::stores::mcp_sessions::SessionLimits;
+
+// What the core holds, as the faces name it: the agents it runs, and the book of live MCP
+// sessions (with how a session is ended for room, and the refusal when none can be).
+pub use crate::agents::fleet::Fleet;
+pub use crate::stores::mcp_sessions::{SessionBook, SessionCloser, SessionsFull};
 
 /// What every face shares. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -29,7 +33,7 @@ pub struct Core(Arc<Shared>);
 #[derive(Debug)]
 struct Shared {
     turns: TurnService,
-    sessions: Option<Arc<dyn ConversationStore>>,
+    conversations: Option<Arc<dyn ConversationStore>>,
     metrics: Arc<Metrics>,
     preflight: ArcSwap<Preflight>,
     readiness: Arc<Readiness>,
@@ -44,7 +48,7 @@ impl Core {
     /// The core over `fleet`, starting (not yet ready).
     pub fn new(
         fleet: Fleet,
-        sessions: Option<Arc<dyn ConversationStore>>,
+        conversations: Option<Arc<dyn ConversationStore>>,
         preflight: Preflight,
         limits: TurnLimits,
         mcp_sessions: SessionLimits,
@@ -62,7 +66,7 @@ impl Core {
         let push = Push::new(push, turns.task_store(), Arc::clone(&metrics));
         Self(Arc::new(Shared {
             turns,
-            sessions,
+            conversations,
             metrics,
             preflight: ArcSwap::from_pointee(preflight),
             readiness,
@@ -84,8 +88,8 @@ impl Core {
     }
 
     /// Where agents keep conversations (`None` when turned off).
-    pub fn sessions(&self) -> Option<&Arc<dyn ConversationStore>> {
-        self.0.sessions.as_ref()
+    pub fn conversations(&self) -> Option<&Arc<dyn ConversationStore>> {
+        self.0.conversations.as_ref()
     }
 
     pub fn metrics(&self) -> &Arc<Metrics> {

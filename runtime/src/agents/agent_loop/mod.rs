@@ -16,7 +16,6 @@ mod subagents;
 mod tck;
 pub mod tools;
 mod transcript;
-mod unknown_keys;
 mod window;
 
 use async_trait::async_trait;
@@ -34,7 +33,6 @@ pub use remembering::Remembering;
 pub use subagents::{SUBAGENT_TOOL, SubAgents};
 pub use tck::Tck;
 pub use tools::{Bearer, CallContext, NoTools, ToolResult, ToolSource, Toolbox};
-pub use unknown_keys::warn_unknown_keys;
 
 /// One turn of a task, as the agent sees it. Each layer of agent (the conversation kept, the
 /// loop) holds it in its future while the turn runs: what only some turns carry (sampling,

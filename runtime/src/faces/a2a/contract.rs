@@ -17,10 +17,10 @@ use daedalus_contract::{SendMessageRequest, Task};
 use super::A2aFace;
 use super::error::ApiError;
 use super::sse;
-use crate::agents::agent_loop::Bearer;
-use crate::agents::agent_loop::TurnControls;
+use crate::platform::bearer::Bearer;
 use crate::platform::identity::Caller;
 use crate::platform::telemetry::TraceHeaders;
+use crate::services::turns::TurnControls;
 use crate::services::turns::{Origin, TurnError, TurnErrorKind, TurnRequest};
 
 /// One contract request: the turn it starts, answered with its `Task` or its SSE stream.

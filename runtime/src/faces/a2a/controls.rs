@@ -7,8 +7,9 @@ use daedalus_contract::Metadata;
 use serde::Deserialize as _;
 use serde_json::Value;
 
-use crate::agents::agent_loop::{TurnControls, warn_unknown_keys};
 use crate::config::sampling::{SamplingError, SamplingParams};
+use crate::platform::unknown_keys::warn_unknown_keys;
+use crate::services::turns::TurnControls;
 
 const SAMPLING_KEY: &str = "request_params";
 

@@ -68,7 +68,7 @@ pub enum ApiError {
     TaskTooLarge(String),
     /// A budget of the caller is spent for now (`429`, with `Retry-After` when a wait helps).
     #[error("{0}")]
-    OverBudget(crate::agents::budgets::BudgetRefusal),
+    OverBudget(crate::services::turns::BudgetRefusal),
     #[error("no route for {method} {path}")]
     NotFound { method: String, path: String },
     #[error("method {method} not allowed on {path}")]

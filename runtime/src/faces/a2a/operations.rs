@@ -22,7 +22,7 @@ use daedalus_contract::{
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::A2aFace;
-use crate::agents::agent_loop::Bearer;
+use crate::platform::bearer::Bearer;
 use crate::platform::identity::Caller;
 use crate::platform::telemetry::TraceHeaders;
 use crate::platform::telemetry::a2a as span;
@@ -31,7 +31,7 @@ use crate::services::turns::{
     CancelError, FollowError, Following, Origin, SendError, TaskHandle, TurnError, TurnErrorKind,
     TurnRequest,
 };
-use crate::stores::tasks::{ListError, ListQuery, SubscribeRefusal};
+use crate::services::turns::{ListError, ListQuery, SubscribeRefusal};
 
 /// The protocol version the standard bindings speak.
 pub(super) const VERSION: &str = "1.0";
@@ -463,7 +463,7 @@ pub(super) async fn cancel_task(
 
 /// A budget's refusal as an A2A error: `BUDGET_EXCEEDED`, its metadata naming the caller's
 /// scope and the limit (never another's figures), and when to come back.
-pub(super) fn over_budget(refusal: &crate::agents::budgets::BudgetRefusal) -> A2aError {
+pub(super) fn over_budget(refusal: &crate::services::turns::BudgetRefusal) -> A2aError {
     let error = A2aError::new(A2aErrorKind::BudgetExceeded, refusal.to_string())
         .with_metadata("scope", refusal.scope.as_str())
         .with_metadata("limit", refusal.limit.key());

@@ -9,8 +9,8 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use super::A2aFace;
-use crate::agents::budgets::RateLimitItem;
 use crate::platform::identity::Caller;
+use crate::services::turns::RateLimitItem;
 
 /// `RateLimit-Policy`.
 const POLICY_HEADER: &str = "ratelimit-policy";

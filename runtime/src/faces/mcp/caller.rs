@@ -7,7 +7,7 @@ use rmcp::model::ProtocolVersion;
 use rmcp::service::RequestContext;
 
 use super::Face;
-use crate::agents::agent_loop::Bearer;
+use crate::platform::bearer::Bearer;
 use crate::platform::identity::Caller;
 use crate::platform::telemetry::TraceHeaders;
 use crate::services::turns::{ConversationKey, Memory, Origin};

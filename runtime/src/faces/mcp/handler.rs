@@ -80,7 +80,7 @@ static SEND_SCHEMA_WITH_CONVERSATION: LazyLock<Arc<Map<String, Value>>> = LazyLo
 
 /// The `send_message` arguments, as a JSON schema; the sampling keys come from
 /// [`SamplingParams`], the one list of them, and the chat controls from the typed
-/// [`crate::agents::agent_loop::TurnControls`].
+/// [`crate::services::turns::TurnControls`].
 fn send_schema() -> Value {
     let mut schema = json!({
         "type": "object",
@@ -107,7 +107,7 @@ fn send_schema() -> Value {
     });
     if let Some(properties) = schema["properties"].as_object_mut() {
         properties.extend(SamplingParams::property_schemas());
-        properties.extend(crate::agents::agent_loop::TurnControls::property_schemas());
+        properties.extend(crate::services::turns::TurnControls::property_schemas());
     }
     schema
 }

@@ -30,10 +30,10 @@ use std::sync::Arc;
 
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
-use crate::agents::fleet::Fleet;
 use crate::config::deployment::{AgentDef, Deployment, InstanceScope};
 use crate::services::health::AgentHealth;
 use crate::services::state::Core;
+use crate::services::state::Fleet;
 use session_manager::BoundedSessions;
 
 pub use handler::{AgentServer, GET_HEALTH, SEND_MESSAGE};

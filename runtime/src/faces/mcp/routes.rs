@@ -25,7 +25,7 @@ use tower::ServiceExt;
 
 use super::session_manager::BoundedSessions;
 use super::{AgentServer, Face, OWN_PORT_PATH, ServiceSettings};
-use crate::stores::mcp_sessions::SessionsFull;
+use crate::services::state::SessionsFull;
 
 /// What each reload changed, told to every `subscriptions/listen` of every endpoint.
 #[derive(Debug, Clone)]

@@ -20,9 +20,10 @@ use serde_json::{Map, Value};
 use super::Face;
 use super::caller;
 use super::progress::{self, Reporter};
-use crate::agents::agent_loop::{TurnControls, warn_unknown_keys};
 use crate::config::sampling::{SamplingError, SamplingParams};
 use crate::platform::metrics::{AgentLabel, AgentOutcome as OutcomeLabel};
+use crate::platform::unknown_keys::warn_unknown_keys;
+use crate::services::turns::TurnControls;
 use crate::services::turns::{Memory, TurnError, TurnErrorKind, TurnRequest};
 
 #[derive(Debug, Deserialize)]
@@ -333,10 +334,10 @@ mod tests {
     #[test]
     fn a_spent_budget_names_its_limit_and_when_to_retry() {
         let refused = refusal(&TurnError::OverBudget(
-            crate::agents::budgets::BudgetRefusal {
-                scope: crate::agents::budgets::ScopeKind::Principal,
+            crate::services::turns::BudgetRefusal {
+                scope: crate::services::turns::ScopeKind::Principal,
                 name: "ci-bot".to_owned(),
-                limit: crate::agents::budgets::LimitKind::TurnsPerMinute,
+                limit: crate::services::turns::LimitKind::TurnsPerMinute,
                 value: 10,
                 retry_after: Some(std::time::Duration::from_secs(31)),
             },

@@ -1,5 +1,5 @@
 //! One agent's MCP sessions: rmcp's in-memory session manager, kept small and reported to the
-//! runtime's [`SessionBook`], which bounds every agent's sessions together. Each session is
+//! runtime's [`SessionBook`] (the core's), which bounds every agent's sessions together. Each session is
 //! entered in the book when it opens, marked when its handshake ends
 //! (`notifications/initialized`), touched on every message, counted busy while a call's stream
 //! is open, and struck out when it ends, however it ends (closed by its client, evicted,
@@ -17,7 +17,7 @@ use rmcp::transport::streamable_http_server::session::{
     ServerSseMessage, SessionId, SessionManager,
 };
 
-use crate::stores::mcp_sessions::{SessionBook, SessionCloser};
+use crate::services::state::{SessionBook, SessionCloser};
 
 /// Messages a call's stream buffers before the session waits for its client: a call's answer
 /// and its progress notifications go out as they come, so a few suffice (rmcp's default is

@@ -10,11 +10,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::routes::{self, Changes};
 use super::{Routes, ServiceSettings, registry};
-use crate::agents::fleet::Fleet;
 use crate::config::Config;
 use crate::config::deployment::AgentDef;
 use crate::platform::metrics;
 use crate::services::state::Core;
+use crate::services::state::Fleet;
 
 /// The MCP side of the runtime: the routing table every MCP port reads, and the main port's
 /// address (agents without their own port are listed under it).

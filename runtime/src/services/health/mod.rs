@@ -9,10 +9,12 @@
 //! `daedalus_runtime_llm_provider_up` and `daedalus_runtime_agent_health_status`.
 
 pub mod probe;
+pub mod runtime;
 
 use std::collections::BTreeMap;
 
 pub use probe::{HealthReport, HealthStatus, PROBE_TIMEOUT, Probe};
+pub use runtime::{RuntimeHealth, runtime_health};
 
 use crate::agents::agent_loop::Bearer;
 use crate::config::deployment::{AgentDef, Deployment, McpServer, ModelRef, ServerRef};

@@ -78,3 +78,10 @@ pub struct TurnLimits {
 }
 
 pub use crate::stores::tasks::CancelError;
+
+// The vocabulary a face speaks to the turn service, wherever its type is defined: what a
+// request may ask of its turn, the budgets' refusals and rate-limit items, a list's query, and
+// why a subscription is refused.
+pub use crate::agents::agent_loop::TurnControls;
+pub use crate::agents::budgets::{BudgetRefusal, LimitKind, RateLimitItem, ScopeKind};
+pub use crate::stores::tasks::{ListError, ListQuery, SubscribeRefusal};

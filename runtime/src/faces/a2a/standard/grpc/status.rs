@@ -85,10 +85,10 @@ mod tests {
 
     #[test]
     fn a_spent_budget_is_resource_exhausted_naming_its_scope_and_limit() {
-        let refusal = crate::agents::budgets::BudgetRefusal {
-            scope: crate::agents::budgets::ScopeKind::Tenant,
+        let refusal = crate::services::turns::BudgetRefusal {
+            scope: crate::services::turns::ScopeKind::Tenant,
             name: "acme".to_owned(),
-            limit: crate::agents::budgets::LimitKind::TokensPerMinute,
+            limit: crate::services::turns::LimitKind::TokensPerMinute,
             value: 1,
             retry_after: Some(std::time::Duration::from_secs(12)),
         };
