@@ -21,8 +21,8 @@ use tokio::sync::watch;
 
 use super::TaskStore;
 use super::backend::running;
-use super::cell::{self, Subscription, TaskCell, changes, is_final};
 use super::replicas::{Feed, Now};
+use super::task_cell::{self, Subscription, TaskCell, changes, is_final};
 
 /// How long a follower of a turn on another replica goes without hearing anything before it
 /// reads the task from the store again.
@@ -209,7 +209,7 @@ impl Remote {
                         };
                     }
                     self.after = relayed.seq;
-                    self.task = cell::apply(self.task.clone(), &relayed.event);
+                    self.task = task_cell::apply(self.task.clone(), &relayed.event);
                     return Heard::Event(relayed.event);
                 }
                 changed = self.stored.changed() => {

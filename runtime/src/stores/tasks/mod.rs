@@ -9,15 +9,14 @@
 //! own protocol ([`TaskStore::cancel`]). In a backend a task changes only by compare-and-set
 //! on its revision, so the first end stored wins and is never overwritten.
 //!
-//! Memory holds the tasks ([`cells`]: bounded by count, bytes and age), and is what answers.
+//! Memory holds the tasks ([`bounded_cells`]: bounded by count, bytes and age), and is what answers.
 //! A backend (`TASKS_DB`) keeps them beyond the process; a NATS KV backend is shared by
 //! replicas ([`replicas`]): every replica mirrors the bucket, follows turns that run
 //! elsewhere, and fails the running tasks of a replica whose lease ran out.
 
 pub mod backend;
+mod bounded_cells;
 mod cancel;
-mod cell;
-mod cells;
 pub mod follow;
 mod index;
 pub mod list;
@@ -28,6 +27,7 @@ pub(crate) mod size;
 pub mod sqlite;
 mod sqlite_select;
 mod stop;
+mod task_cell;
 pub mod turn;
 
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
@@ -38,7 +38,6 @@ use daedalus_contract::{Task, TaskState};
 
 pub use backend::{BackendError, StoredTask, TaskBackend, Versioned, WriteError};
 pub use cancel::CancelError;
-pub use cell::{LOG_BYTES, SubscribeRefusal};
 pub use follow::Follow;
 pub use list::{ListError, ListPage, ListQuery};
 pub use nats_kv::NatsKvTasks;
@@ -46,15 +45,16 @@ pub use replicas::{Relay, ReplicaHealth};
 pub use resume::{Resumable, ResumeCause};
 pub use sqlite::SqliteTasks;
 pub use stop::TurnStop;
+pub use task_cell::{LOG_BYTES, SubscribeRefusal};
 pub use turn::{BeginError, Ended, TaskTurn, TurnLog};
 
-use cell::{Absorbed, TaskCell};
+use task_cell::{Absorbed, TaskCell};
 
 /// `task` with `event` applied, as a listener of its stream rebuilds it.
 pub fn apply_event(task: Task, event: &daedalus_contract::StreamEvent) -> Task {
-    cell::apply(task, event)
+    task_cell::apply(task, event)
 }
-use cells::Cells;
+use bounded_cells::BoundedCells;
 
 /// How long a read of the backend may take before memory answers alone.
 const READ_TIMEOUT: Duration = Duration::from_secs(3);
@@ -87,7 +87,7 @@ pub struct TaskStore(Arc<Inner>);
 #[derive(Debug)]
 struct Inner {
     limits: StoreLimits,
-    cells: Mutex<Cells>,
+    cells: Mutex<BoundedCells>,
     /// Where tasks are kept beyond memory, once attached at startup.
     persistence: OnceLock<Persistence>,
     /// Who is told of each state stored.
@@ -416,7 +416,7 @@ impl TaskStore {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Cells> {
+    fn lock(&self) -> MutexGuard<'_, BoundedCells> {
         self.0.cells.lock().unwrap_or_else(PoisonError::into_inner)
     }
 

@@ -29,9 +29,9 @@ use tokio::sync::{OwnedMutexGuard, watch};
 
 use super::TaskStore;
 use super::backend::{self, BeganLater, TurnStep, Versioned, WriteError};
-use super::cell::{TaskCell, changes};
 use super::replicas::Relay;
 use super::stop::TurnStop;
+use super::task_cell::{TaskCell, changes};
 use crate::platform::identity::Principal;
 use crate::stores::turn_writes::Pending;
 
@@ -88,7 +88,7 @@ impl TurnLog {
     /// Records one event of the turn (not its final status update).
     pub fn record(&self, event: &StreamEvent) {
         debug_assert!(
-            !super::cell::is_final(event),
+            !super::task_cell::is_final(event),
             "a turn's end goes through end()"
         );
         let seq = self.cell.record(event);

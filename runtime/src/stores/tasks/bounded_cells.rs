@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::StoreLimits;
-use super::cell::TaskCell;
+use super::task_cell::TaskCell;
 
 /// Cells by task id, with their sizes and ages.
 #[derive(Debug, Default)]
-pub(super) struct Cells {
+pub(super) struct BoundedCells {
     cells: HashMap<String, Entry>,
     /// Task ids by the stamp of their last change, oldest first.
     by_age: BTreeMap<u64, String>,
@@ -28,7 +28,7 @@ struct Entry {
     changed: Instant,
 }
 
-impl Cells {
+impl BoundedCells {
     /// The cell of `task_id`, if held.
     pub(super) fn get(&self, task_id: &str) -> Option<Arc<TaskCell>> {
         self.cells.get(task_id).map(|e| Arc::clone(&e.cell))
