@@ -96,10 +96,8 @@ fn first_turn(
     mut prepared: Prepared,
     context: &RequestContext<RoleServer>,
 ) -> TurnRequest {
-    if face.scope() == InstanceScope::Connection {
-        prepared.message.context_id = prepared.conversation_id.take();
-    }
-    task_turn(face, prepared, context)
+    let named = prepared.conversation_id.take();
+    task_turn(face, prepared, true, named, context)
 }
 
 /// The turn that continues task `task_id`, waiting for input, with the user's `answer`.
@@ -111,7 +109,7 @@ fn continuing(
     context: &RequestContext<RoleServer>,
 ) -> TurnRequest {
     prepared.message = answer_message(task_id, answer);
-    task_turn(face, prepared, context)
+    task_turn(face, prepared, false, None, context)
 }
 
 /// A turn continuing task `task_id` with `answer`, and nothing else from the caller (for
@@ -125,18 +123,27 @@ pub(super) fn answering(
     task_turn(
         face,
         Prepared::answer(answer_message(task_id, answer)),
+        false,
+        None,
         context,
     )
 }
 
-/// The A2A task turn `prepared` asks for. A `shared` agent's call continues everybody's
-/// conversation, whatever task it is; a task that ended takes no more messages.
-fn task_turn(face: &Face, prepared: Prepared, context: &RequestContext<RoleServer>) -> TurnRequest {
-    let turn = prepared.turn(face, Memory::Task, context);
-    if face.scope() == InstanceScope::Shared {
-        return turn.in_conversation(caller::conversation(face, context));
-    }
-    turn
+/// The A2A task turn `prepared` asks for, under the agent's `instance_scope` (the turn
+/// service's rules, [`TurnRequest::scoped`]).
+fn task_turn(
+    face: &Face,
+    prepared: Prepared,
+    starts_task: bool,
+    named: Option<String>,
+    context: &RequestContext<RoleServer>,
+) -> TurnRequest {
+    prepared.turn(face, Memory::Task, context).scoped(
+        face.scope(),
+        starts_task,
+        named,
+        caller::conversation(face, context),
+    )
 }
 
 fn answer_message(task_id: &str, answer: String) -> Message {

@@ -4,6 +4,7 @@ use daedalus_contract::Message;
 
 use super::ConversationKey;
 use crate::agents::agent_loop::{Bearer, TurnControls};
+use crate::config::deployment::InstanceScope;
 use crate::config::sampling::{SamplingError, SamplingParams};
 use crate::platform::identity::Caller;
 use crate::platform::telemetry::TraceHeaders;
@@ -169,5 +170,64 @@ impl TurnRequest {
     pub fn in_conversation(mut self, conversation: Option<ConversationKey>) -> Self {
         self.conversation = conversation;
         self
+    }
+
+    /// A task turn of a call with no session (MCP 2026-07-28) under its agent's
+    /// `instance_scope`: a `shared` agent's every turn continues everybody's conversation
+    /// (`shared`, the call's key of it), whatever task it is; a `connection` agent's new task
+    /// continues the conversation the call names (`named`, an A2A context id: the same owner
+    /// rules), else a new one, and a continued task its own; a `request` agent's carries
+    /// nothing over from another task.
+    #[must_use]
+    pub fn scoped(
+        mut self,
+        scope: InstanceScope,
+        starts_task: bool,
+        named: Option<String>,
+        shared: Option<ConversationKey>,
+    ) -> Self {
+        match scope {
+            InstanceScope::Shared => self.in_conversation(shared),
+            InstanceScope::Connection if starts_task => {
+                self.message.context_id = named;
+                self
+            }
+            InstanceScope::Connection | InstanceScope::Request => self,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use daedalus_contract::{Part, Role};
+
+    use super::*;
+
+    fn turn(context_id: Option<&str>) -> TurnRequest {
+        let mut message = Message::new("m-1".to_owned(), Role::User, vec![Part::text("hi")]);
+        message.context_id = context_id.map(str::to_owned);
+        TurnRequest::mcp("agent", message, Memory::Task, Origin::default())
+    }
+
+    #[test]
+    fn an_instance_scope_decides_which_conversation_a_sessionless_call_continues() {
+        let shared = || Some(ConversationKey::mcp_shared("agent"));
+        // shared: everybody's, on every turn.
+        for starts in [true, false] {
+            let scoped = turn(None).scoped(InstanceScope::Shared, starts, None, shared());
+            assert_eq!(scoped.conversation, shared());
+        }
+        // connection: the one the call names, for a new task only.
+        let named = Some("ctx-7".to_owned());
+        let first = turn(None).scoped(InstanceScope::Connection, true, named.clone(), shared());
+        assert_eq!(first.message.context_id, named);
+        assert_eq!(first.conversation, None);
+        let later =
+            turn(Some("ctx-task")).scoped(InstanceScope::Connection, false, named, shared());
+        assert_eq!(later.message.context_id.as_deref(), Some("ctx-task"));
+        // request: nothing carried over.
+        let alone = turn(None).scoped(InstanceScope::Request, true, Some("x".into()), shared());
+        assert_eq!(alone.message.context_id, None);
+        assert_eq!(alone.conversation, None);
     }
 }
