@@ -154,15 +154,15 @@ pub(super) async fn delete_push_config(
 struct Send {
     turn: TurnRequest,
     webhook: Option<TaskPushNotificationConfig>,
-    history_length: Option<i32>,
     return_immediately: bool,
 }
 
 impl Send {
     /// Starts the turn under the standard bindings' task rules (the turn service's
     /// [`send_standard`](crate::services::turns::TurnService::send_standard)). Answers its
-    /// handle, the `historyLength` and whether to return at once.
-    async fn start(self, state: &A2aFace) -> Result<(TaskHandle, Option<i32>, bool), A2aError> {
+    /// handle, the `historyLength` asked for and whether to return at once.
+    async fn start(self, state: &A2aFace) -> Result<(TaskHandle, Option<u32>, bool), A2aError> {
+        let history_length = self.turn.history_length;
         let core = state.core();
         let handle = core
             .turns()
@@ -172,7 +172,7 @@ impl Send {
                 SendError::Turn(e) => refusal(&e),
                 SendError::Push(e) => push_refusal(&e),
             })?;
-        Ok((handle, self.history_length, self.return_immediately))
+        Ok((handle, history_length, self.return_immediately))
     }
 }
 
@@ -196,13 +196,12 @@ fn prepare(
         // The request's span, so the turn's is its child.
         trace: TraceHeaders::current_or(TraceHeaders::from_headers(headers)),
     };
+    let mut turn = TurnRequest::standard(state.agent(), request.message, origin)
+        .asking(Ok(sampling), controls);
+    turn.history_length = configuration.history_length;
     Ok(Send {
-        turn: TurnRequest::standard(state.agent(), request.message, origin)
-            .asking(Ok(sampling), controls),
+        turn,
         webhook: configuration.task_push_notification_config,
-        history_length: configuration
-            .history_length
-            .and_then(|n| i32::try_from(n).ok()),
         return_immediately: configuration.return_immediately.unwrap_or(false),
     })
 }
@@ -251,26 +250,17 @@ pub(super) async fn send_message(
         // The turn goes on; the task as it stands is working (GetTask, SubscribeToTask and
         // CancelTask reach it by id).
         let task = turns
-            .task_now(&task_id, caller)
+            .task_now(&task_id, caller, history_length)
             .ok_or_else(|| not_found(&task_id))?;
         span::record_state(&current(), task.status.state);
-        return Ok(SendMessageResponse::Task(shape_history(
-            task,
-            history_length,
-        )));
+        return Ok(SendMessageResponse::Task(task));
     }
-    match handle.answer().await.map_err(|e| refusal(&e))? {
-        SendMessageResponse::Task(mut task) => {
-            span::record_state(&current(), task.status.state);
-            // The v1 history is the task's own messages, as the store holds them.
-            task.history = turns.task_now(&task_id, caller).and_then(|t| t.history);
-            Ok(SendMessageResponse::Task(shape_history(
-                task,
-                history_length,
-            )))
-        }
-        reply @ SendMessageResponse::Message(_) => Ok(reply),
+    // The answer shows the history the request asked for (the turn service shapes it).
+    let answer = handle.answer().await.map_err(|e| refusal(&e))?;
+    if let SendMessageResponse::Task(task) = &answer {
+        span::record_state(&current(), task.status.state);
     }
+    Ok(answer)
 }
 
 pub(super) async fn get_task(
@@ -280,14 +270,17 @@ pub(super) async fn get_task(
 ) -> Result<Task, A2aError> {
     span::record_tenant(&current(), params.tenant.as_deref());
     span::record_ids(&current(), Some(&params.id), None);
-    if params.history_length.is_some_and(|n| n < 0) {
-        return Err(invalid_params("historyLength must not be negative"));
-    }
-    match state.core().turns().find_task(&params.id, caller).await {
+    let history_length = non_negative(params.history_length, "historyLength")?;
+    match state
+        .core()
+        .turns()
+        .get_task(&params.id, caller, history_length)
+        .await
+    {
         Some(task) => {
             span::record_ids(&current(), None, task.context_id.as_deref());
             span::record_state(&current(), task.status.state);
-            Ok(shape_history(task, params.history_length))
+            Ok(task)
         }
         None => Err(not_found(&params.id)),
     }
@@ -313,12 +306,6 @@ fn list_query(request: ListTasksRequest, caller: &Caller) -> Result<ListQuery, A
                 })?
                 .with_timezone(&chrono::Utc),
         ),
-    };
-    let non_negative = |n: Option<i32>, field: &str| {
-        n.map(|n| {
-            u32::try_from(n).map_err(|_| invalid_params(&format!("{field} must not be negative")))
-        })
-        .transpose()
     };
     Ok(ListQuery {
         context_id: request.context_id.filter(|c| !c.is_empty()),
@@ -412,16 +399,12 @@ pub(super) fn extended_v03_card(state: &A2aFace) -> Result<Arc<serde_json::Value
     Ok(Arc::clone(&state.cards().v03))
 }
 
-/// The Task with the last `history_length` messages of its history (unset: all; 0: none).
-pub(super) fn shape_history(mut task: Task, history_length: Option<i32>) -> Task {
-    if let (Some(history), Some(n)) = (task.history.as_mut(), history_length) {
-        let n = usize::try_from(n).unwrap_or(0);
-        history.drain(..history.len().saturating_sub(n));
-    }
-    if task.history.as_ref().is_some_and(Vec::is_empty) {
-        task.history = None;
-    }
-    task
+/// A count the wire carries signed (`historyLength`, `pageSize`), or why it is wrong.
+fn non_negative(n: Option<i32>, field: &str) -> Result<Option<u32>, A2aError> {
+    n.map(|n| {
+        u32::try_from(n).map_err(|_| invalid_params(&format!("{field} must not be negative")))
+    })
+    .transpose()
 }
 
 fn not_found(task_id: &str) -> A2aError {
@@ -448,7 +431,7 @@ pub(super) async fn cancel_task(
         Ok(task) => {
             span::record_ids(&current(), None, task.context_id.as_deref());
             span::record_state(&current(), task.status.state);
-            Ok(shape_history(task, Some(0)))
+            Ok(task)
         }
         Err(CancelError::NotFound(_)) => Err(not_found(task_id)),
         Err(e @ CancelError::NotCancelable { .. }) => Err(A2aError::new(

@@ -13,7 +13,7 @@ use super::conversation_locks::ConversationKey;
 use super::handle::Finished;
 use super::opening::{Asked, Listening, Opening};
 use super::record::{RECORD_VERSION, StoredCheckpoints, TurnRecord};
-use super::request::TurnRequest;
+use super::request::{HistoryOf, TurnRequest};
 use super::service::{Started, TurnService};
 use super::stream::{self, EventSender};
 use super::{CANCEL_SETTLE, TurnError, task};
@@ -279,14 +279,24 @@ impl TurnService {
                 out.deliver(ended.events);
                 let mut answer = ended.task;
                 answer.history = None;
-                let task = Box::pin(self.with_history(
-                    agent,
-                    answer,
-                    &history,
-                    asked.history_length,
-                    &asked.caller,
-                ))
-                .await;
+                let task = match asked.history {
+                    HistoryOf::Task => super::history::shaped(
+                        answer,
+                        Some(history),
+                        asked.history_length,
+                        super::history::Unset::All,
+                    ),
+                    HistoryOf::Conversation => {
+                        Box::pin(self.with_history(
+                            agent,
+                            answer,
+                            &history,
+                            asked.history_length,
+                            &asked.caller,
+                        ))
+                        .await
+                    }
+                };
                 // A reply stands only if this turn's end is the task's.
                 let replied = replied && ended.won;
                 Ok(Finished { task, replied })

@@ -32,6 +32,7 @@ mod error;
 mod execute;
 mod following;
 pub mod handle;
+pub mod history;
 mod opening;
 pub mod readiness;
 pub mod record;

@@ -136,6 +136,7 @@ impl Listening {
 pub(super) struct Asked {
     pub(super) message_id: String,
     pub(super) history_length: Option<u32>,
+    pub(super) history: super::request::HistoryOf,
     pub(super) caller: crate::platform::identity::Caller,
 }
 
@@ -144,6 +145,7 @@ impl Asked {
         Self {
             message_id: request.message.message_id.clone(),
             history_length: request.history_length,
+            history: request.history,
             caller: request.caller.clone(),
         }
     }

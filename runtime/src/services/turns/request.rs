@@ -23,6 +23,15 @@ pub enum Memory {
     None,
 }
 
+/// Which history a turn's answer shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum HistoryOf {
+    /// The task's own messages, as the store holds them.
+    Task,
+    /// The context's stored conversation (the runtime contract's `POST /`).
+    Conversation,
+}
+
 /// Who asks for a turn, and from where: what every face reads off its wire before it asks.
 #[derive(Debug, Clone, Default)]
 pub struct Origin {
@@ -65,6 +74,10 @@ pub struct TurnRequest {
     pub stream: bool,
     /// How many messages of history the answer carries (`configuration.historyLength`).
     pub history_length: Option<u32>,
+    /// Which history the answer shows: the task's own messages (the standard bindings, A2A
+    /// §3.2.4; unset: all), or its context's stored conversation (the contract binding's;
+    /// unset: none).
+    pub(super) history: HistoryOf,
     /// The caller's trace: the turn's span continues it.
     pub(super) trace: TraceHeaders,
     /// For an A2A task: a message already answered gets the stored answer (the contract
@@ -99,6 +112,7 @@ impl TurnRequest {
             bearer: Bearer::default(),
             stream: false,
             history_length: None,
+            history: HistoryOf::Conversation,
             trace: TraceHeaders::default(),
             replay: true,
             controls: TurnControls::default(),
@@ -131,6 +145,7 @@ impl TurnRequest {
     pub fn standard(agent: impl Into<String>, message: Message, origin: Origin) -> Self {
         let mut turn = Self::from(agent, message, Memory::Task, origin);
         turn.replay = false;
+        turn.history = HistoryOf::Task;
         turn
     }
 

@@ -13,6 +13,7 @@ use tokio_util::task::TaskTracker;
 use super::admission::{Admission, FairShares, Group};
 use super::conversation_locks::{ConversationKey, ConversationLocks};
 use super::handle::TaskHandle;
+use super::history::{self, Unset};
 use super::request::{Memory, TurnRequest};
 use super::stream::{self, EventSender};
 use super::{CancelError, FollowError, Following, Limit, TurnError, TurnLimits, task};
@@ -327,26 +328,51 @@ impl TurnService {
     /// Cancels task `task_id`, wherever its turn runs: a running turn stops at its next safe
     /// point (a tool call in flight is abandoned, which tells its MCP server) and ends
     /// `canceled`; a task waiting for input becomes `canceled`. A task that stored another end
-    /// first is not cancelable. Answers the task as it ended.
+    /// first is not cancelable. Answers the task as it ended, without its history.
     pub async fn cancel(&self, task_id: &str, caller: &Caller) -> Result<Task, CancelError> {
-        self.0.tasks.cancel(task_id, caller).await
+        let task = self.0.tasks.cancel(task_id, caller).await?;
+        Ok(history::shape(task, Some(0), Unset::All))
     }
 
-    /// Task `task_id` as this replica holds it now (its own messages as history), if
-    /// `caller` may see it.
-    pub fn task_now(&self, task_id: &str, caller: &Caller) -> Option<Task> {
-        self.0.tasks.get(task_id, caller)
+    /// Task `task_id` as this replica holds it now, showing `history_length` of its own
+    /// messages (unset: all), if `caller` may see it.
+    pub fn task_now(
+        &self,
+        task_id: &str,
+        caller: &Caller,
+        history_length: Option<u32>,
+    ) -> Option<Task> {
+        let task = self.0.tasks.get(task_id, caller)?;
+        Some(history::shape(task, history_length, Unset::All))
     }
 
     /// Task `task_id` as it stands, read from the task backend when memory does not hold it
-    /// or another replica may have moved it on.
+    /// or another replica may have moved it on (its own messages as history).
     pub async fn find_task(&self, task_id: &str, caller: &Caller) -> Option<Task> {
         self.0.tasks.find(task_id, caller).await
     }
 
-    /// One page of the tasks `query` selects.
+    /// `GetTask`: task `task_id` as it stands, showing `history_length` of its own messages
+    /// (unset: all).
+    pub async fn get_task(
+        &self,
+        task_id: &str,
+        caller: &Caller,
+        history_length: Option<u32>,
+    ) -> Option<Task> {
+        let task = self.find_task(task_id, caller).await?;
+        Some(history::shape(task, history_length, Unset::All))
+    }
+
+    /// One page of the tasks `query` selects, each showing `query.history_length` of its own
+    /// messages (unset: none).
     pub async fn list_tasks(&self, query: &ListQuery) -> Result<ListPage, ListError> {
-        self.0.tasks.list(query).await
+        let mut page = self.0.tasks.list(query).await?;
+        page.tasks = std::mem::take(&mut page.tasks)
+            .into_iter()
+            .map(|task| history::shape(task, query.history_length, Unset::Nothing))
+            .collect();
+        Ok(page)
     }
 
     /// Counts a refusal by `limit` (`daedalus_runtime_turns_refused`), and answers it.

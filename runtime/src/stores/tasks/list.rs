@@ -30,7 +30,8 @@ pub struct ListQuery {
     pub page_size: Option<u32>,
     /// The previous page's `nextPageToken`.
     pub page_token: Option<String>,
-    /// The last this many messages of each task's history (none when unset).
+    /// How many of each task's own messages the page shows (unset: none; the turn service
+    /// shapes them).
     pub history_length: Option<u32>,
     pub include_artifacts: bool,
     /// Who asks: only the tasks it may see are listed (spec §13.1).
@@ -296,16 +297,11 @@ impl Selection {
     }
 }
 
-/// A listed task: artifacts only when asked for, and the last `history_length` messages.
+/// A listed task: artifacts only when asked for (its history is shaped by the turn service,
+/// `services::turns::history`).
 pub(super) fn shape(mut task: Task, query: &ListQuery) -> Task {
     if !query.include_artifacts {
         task.artifacts = Vec::new();
-    }
-    match (query.history_length, task.history.as_mut()) {
-        (Some(n), Some(history)) if n > 0 => {
-            history.drain(..history.len().saturating_sub(n as usize));
-        }
-        _ => task.history = None,
     }
     task
 }

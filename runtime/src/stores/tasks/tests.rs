@@ -613,24 +613,28 @@ async fn pages_follow_each_other_without_gap_or_repeat() {
 }
 
 #[tokio::test]
-async fn a_list_shows_artifacts_and_history_only_when_asked() {
+async fn a_list_shows_artifacts_only_when_asked_and_leaves_history_to_the_turn_service() {
     let store = TaskStore::new(limits(100, usize::MAX));
     let mut t = task("a", "c", TaskState::Completed, "2026-01-01T00:00:01Z");
     t.artifacts = vec![daedalus_contract::Artifact::text("x", "answer")];
+    let stored = t.history.as_ref().map(Vec::len);
     put(&store, t).await;
     let bare = &store.list(&query()).await.unwrap().tasks[0];
-    assert!(bare.artifacts.is_empty() && bare.history.is_none());
+    assert!(bare.artifacts.is_empty());
+    assert_eq!(
+        bare.history.as_ref().map(Vec::len),
+        stored,
+        "whole: shaped above"
+    );
     let full = &store
         .list(&ListQuery {
             include_artifacts: true,
-            history_length: Some(1),
             ..query()
         })
         .await
         .unwrap()
         .tasks[0];
     assert_eq!(full.artifacts.len(), 1);
-    assert_eq!(full.history.as_ref().map(Vec::len), Some(1));
 }
 
 #[tokio::test]

@@ -536,3 +536,57 @@ async fn a_jsonrpc_request_in_another_media_type_gets_the_spec_error() {
         (-32005, "CONTENT_TYPE_NOT_SUPPORTED".to_owned())
     );
 }
+
+#[tokio::test]
+async fn history_length_shows_the_last_messages_zero_none_and_unset_each_operations_default() {
+    let state = passthrough();
+    let first = rpc(&state, "SendMessage", send("hl-1", "one")).await;
+    let task_id = first["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let history_of =
+        |answer: &Value, at: &str| answer.pointer(at).and_then(Value::as_array).map(Vec::len);
+    // SendMessage and GetTask: unset shows the task's own messages, all of them.
+    let own = history_of(&first, "/result/task/history").expect("its history");
+    assert!(own >= 1, "{first}");
+    let got = rpc(&state, "GetTask", json!({"id": task_id})).await;
+    assert_eq!(history_of(&got, "/result/history"), Some(own), "{got}");
+    let last = rpc(
+        &state,
+        "GetTask",
+        json!({"id": task_id, "historyLength": 1}),
+    )
+    .await;
+    assert_eq!(history_of(&last, "/result/history"), Some(1), "{last}");
+    let none = rpc(
+        &state,
+        "GetTask",
+        json!({"id": task_id, "historyLength": 0}),
+    )
+    .await;
+    assert!(none["result"].get("history").is_none(), "{none}");
+    // ListTasks: unset shows none; a length, that many.
+    let context = first["result"]["task"]["contextId"].clone();
+    let listed = rpc(&state, "ListTasks", json!({"contextId": context})).await;
+    assert!(
+        listed["result"]["tasks"][0].get("history").is_none(),
+        "{listed}"
+    );
+    let listed = rpc(
+        &state,
+        "ListTasks",
+        json!({"contextId": context, "historyLength": 1}),
+    )
+    .await;
+    assert_eq!(
+        history_of(&listed, "/result/tasks/0/history"),
+        Some(1),
+        "{listed}"
+    );
+    // A negative length is the caller's error.
+    let refused = rpc(
+        &state,
+        "GetTask",
+        json!({"id": task_id, "historyLength": -1}),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+}
