@@ -217,3 +217,31 @@ async fn a_cancel_of_the_outer_task_reaches_both_agents() {
         "the model heard nothing after the cancel"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_answers_with_a_streamed_message_is_heard() {
+    let echo = EchoAgent::start();
+    // The inner runtime replies with a Message, which a stream carries alone (A2A §3.1.2).
+    let inner = runtime()
+        .env("AGENT_NAME", "inner")
+        .env("DEFAULT_MODEL", "tck")
+        .start();
+    let inner_url = inner.url("");
+    let inner_tool = inner_tool(&inner_url).await;
+    let fake = FakeLlm::start(KEY, &["gpt-fake"]).await;
+    fake.script([
+        Reply::ToolCalls(vec![(
+            inner_tool,
+            json!({"message": "tck-message-response hello"}),
+        )]),
+        Reply::Text("heard".into()),
+    ]);
+    let outer = Runtime::start(&yaml(&fake, &echo, &inner_url)).await;
+    let answer = support::post_text(&outer.url, None, "m-reply", "ask inner").await;
+    assert_eq!(answer["status"]["state"], "completed", "{answer}");
+    let results = fake.requests()[1].body["messages"].to_string();
+    assert!(
+        results.contains("tck message response") && !results.contains("not A2A"),
+        "the inner runtime's reply reaches the loop: {results}"
+    );
+}

@@ -60,6 +60,15 @@ struct Sent {
     message: Option<Message>,
 }
 
+/// One item of a streamed answer: an event of the task, or the message the agent answered
+/// with instead (then the stream's only item, A2A §3.1.2).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Streamed {
+    Reply { message: Message },
+    Event(StreamEvent),
+}
+
 /// The remote task a call started, canceled if the call is dropped before it ends (the turn
 /// canceled, or the call past its timeout). The exchange runs on a task of its own, so a call
 /// dropped before the remote task's id arrived waits for it (up to [`CANCEL_TIMEOUT`]) and
@@ -447,16 +456,19 @@ async fn read_stream(
     while let Some(chunk) = body.next().await {
         let chunk = chunk.map_err(|e| format!("{server}'s stream broke: {}", e.without_url()))?;
         for event in parser.feed(&chunk) {
-            let reply: Reply<StreamEvent> =
-                daedalus_contract::read::from_slice(event.data.as_bytes())
-                    .map_err(|e| format!("{server} sent an event that is not A2A: {e}"))?;
+            let reply: Reply<Streamed> = daedalus_contract::read::from_slice(event.data.as_bytes())
+                .map_err(|e| format!("{server} sent an event that is not A2A: {e}"))?;
             if let Some(error) = reply.error {
                 return Err(format!(
                     "{server} answered error {}: {}",
                     error.code, error.message
                 ));
             }
-            let Some(event) = reply.result else { continue };
+            let event = match reply.result {
+                Some(Streamed::Event(event)) => event,
+                Some(Streamed::Reply { message }) => return Ok(answered_by(message)),
+                None => continue,
+            };
             if let StreamEvent::Task(task) = &event {
                 named.send_replace(Some(task.id.clone()));
             }
@@ -492,18 +504,23 @@ async fn read_one(server: &str, response: reqwest::Response) -> Result<Task, Str
         Some(Sent {
             message: Some(message),
             ..
-        }) => Ok(Task {
-            id: String::new(),
-            context_id: message.context_id.clone(),
-            status: daedalus_contract::TaskStatus::new(TaskState::Completed),
-            artifacts: vec![daedalus_contract::Artifact::new(
-                message.message_id.clone(),
-                message.parts,
-            )],
-            history: None,
-            metadata: None,
-        }),
+        }) => Ok(answered_by(message)),
         _ => Err(format!("{server} answered neither a task nor a message")),
+    }
+}
+
+/// An agent's answer with a message, taken as a completed task's.
+fn answered_by(message: Message) -> Task {
+    Task {
+        id: String::new(),
+        context_id: message.context_id.clone(),
+        status: daedalus_contract::TaskStatus::new(TaskState::Completed),
+        artifacts: vec![daedalus_contract::Artifact::new(
+            message.message_id.clone(),
+            message.parts,
+        )],
+        history: None,
+        metadata: None,
     }
 }
 
