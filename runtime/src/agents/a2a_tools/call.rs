@@ -60,6 +60,59 @@ struct Sent {
     message: Option<Message>,
 }
 
+/// Why a call (or a follow) of another agent got no task: the text the model reads as the
+/// tool's failure. Never names a URL (a server is named by its entry).
+#[derive(Debug, thiserror::Error)]
+enum CallError {
+    #[error("{server} is unreachable: {why}")]
+    Unreachable { server: String, why: String },
+    #[error("{server}'s answer broke: {why}")]
+    AnswerBroke { server: String, why: String },
+    #[error("{server}'s stream broke: {why}")]
+    StreamBroke { server: String, why: String },
+    #[error("{server} answered {status} with no JSON-RPC response: {why}")]
+    NotJsonRpc {
+        server: String,
+        status: reqwest::StatusCode,
+        why: String,
+    },
+    #[error("{server} sent an event that is not A2A: {why}")]
+    NotA2a { server: String, why: String },
+    #[error("{server} answered error {code}: {message}")]
+    Refused {
+        server: String,
+        code: i32,
+        message: String,
+    },
+    #[error(
+        "{server} cannot say how the task this call started stands (the call was interrupted, and it may or may not have done the work): error {code}: {message}"
+    )]
+    Unsettled {
+        server: String,
+        code: i32,
+        message: String,
+    },
+    #[error("{server} answered GetTask with neither a task nor an error")]
+    NoTask { server: String },
+    #[error("{server} answered neither a task nor a message")]
+    NoAnswer { server: String },
+    #[error("{server}'s stream is not one task's: {why}")]
+    NotOneTask { server: String, why: String },
+    #[error("{server}'s stream ended before it named a task")]
+    Unnamed { server: String },
+    #[error("the GetTask of {server} cannot be sent again")]
+    NotRepeatable { server: String },
+    #[error("the call to {server} stopped: {why}")]
+    Stopped { server: String, why: String },
+    #[error("the call to {server} was canceled")]
+    Canceled { server: String },
+}
+
+/// The words of a transport error, without its URL.
+fn words(e: reqwest::Error) -> String {
+    e.without_url().to_string()
+}
+
 /// One item of a streamed answer: an event of the task, or the message the agent answered
 /// with instead (then the stream's only item, A2A §3.1.2).
 #[derive(Deserialize)]
@@ -269,10 +322,10 @@ async fn send_in_span(
     }
     let owner = server.to_owned();
     let exchange = async move {
-        let response = request
-            .send()
-            .await
-            .map_err(|e| format!("{owner} is unreachable: {}", e.without_url()))?;
+        let response = request.send().await.map_err(|e| CallError::Unreachable {
+            server: owner.clone(),
+            why: words(e),
+        })?;
         read_answer(&owner, response, &named).await
     };
     converse(target, url, context, task_id_rx, exchange).await
@@ -320,9 +373,9 @@ async fn follow_in_span(target: &Target<'_>, task_id: String, context: &CallCont
     let owner = server.to_owned();
     let exchange = async move {
         loop {
-            let request = get
-                .try_clone()
-                .ok_or_else(|| format!("the GetTask of {owner} cannot be sent again"))?;
+            let request = get.try_clone().ok_or_else(|| CallError::NotRepeatable {
+                server: owner.clone(),
+            })?;
             let task = read_task(&owner, request).await?;
             if ended(&task) {
                 return Ok(task);
@@ -330,14 +383,17 @@ async fn follow_in_span(target: &Target<'_>, task_id: String, context: &CallCont
             if let Some(request) = subscribe.take() {
                 let answer = match request.send().await {
                     Ok(response) => read_answer(&owner, response, &named).await,
-                    Err(e) => Err(format!("{owner} is unreachable: {}", e.without_url())),
+                    Err(e) => Err(CallError::Unreachable {
+                        server: owner.clone(),
+                        why: words(e),
+                    }),
                 };
                 match answer {
                     Ok(task) if ended(&task) => return Ok(task),
                     Ok(_) => {}
                     Err(why) => tracing::info!(
                         server = owner,
-                        why,
+                        why = %why,
                         "following the task by asking for it each second"
                     ),
                 }
@@ -361,7 +417,7 @@ async fn converse(
     url: &str,
     context: &CallContext,
     task_id: watch::Receiver<Option<String>>,
-    exchange: impl Future<Output = Result<Task, String>> + Send + 'static,
+    exchange: impl Future<Output = Result<Task, CallError>> + Send + 'static,
 ) -> ToolResult {
     let server = target.server;
     let mut exchange = tokio::spawn(exchange.in_current_span());
@@ -375,8 +431,8 @@ async fn converse(
     let mut named = task_id;
     let outcome = loop {
         tokio::select! {
-            joined = &mut exchange => break joined.unwrap_or_else(|e| Err(format!("the call to {server} stopped: {e}"))),
-            () = context.cancel.cancelled() => break Err(format!("the call to {server} was canceled")),
+            joined = &mut exchange => break joined.unwrap_or_else(|e| Err(CallError::Stopped { server: server.to_owned(), why: e.to_string() })),
+            () = context.cancel.cancelled() => break Err(CallError::Canceled { server: server.to_owned() }),
             Ok(()) = named.changed(), if context.note.is_some() => {
                 let id = named.borrow_and_update().clone();
                 if let (Some(note), Some(id)) = (&context.note, id) {
@@ -398,7 +454,7 @@ async fn converse(
             }
             result_of(server, &task)
         }
-        Err(why) => failure(why),
+        Err(why) => failure(why.to_string()),
     }
 }
 
@@ -407,7 +463,7 @@ async fn read_answer(
     server: &str,
     response: reqwest::Response,
     named: &watch::Sender<Option<String>>,
-) -> Result<Task, String> {
+) -> Result<Task, CallError> {
     let is_stream = response
         .headers()
         .get(reqwest::header::CONTENT_TYPE)
@@ -421,27 +477,32 @@ async fn read_answer(
 }
 
 /// Sends a `GetTask` and reads the task it answers.
-async fn read_task(server: &str, request: reqwest::RequestBuilder) -> Result<Task, String> {
-    let response = request
-        .send()
-        .await
-        .map_err(|e| format!("{server} is unreachable: {}", e.without_url()))?;
+async fn read_task(server: &str, request: reqwest::RequestBuilder) -> Result<Task, CallError> {
+    let response = request.send().await.map_err(|e| CallError::Unreachable {
+        server: server.to_owned(),
+        why: words(e),
+    })?;
     let status = response.status();
-    let bytes = response
-        .bytes()
-        .await
-        .map_err(|e| format!("{server}'s answer broke: {}", e.without_url()))?;
-    let reply: Reply<Task> = daedalus_contract::read::from_slice(&bytes)
-        .map_err(|e| format!("{server} answered {status} with no JSON-RPC response: {e}"))?;
+    let bytes = response.bytes().await.map_err(|e| CallError::AnswerBroke {
+        server: server.to_owned(),
+        why: words(e),
+    })?;
+    let reply: Reply<Task> =
+        daedalus_contract::read::from_slice(&bytes).map_err(|e| CallError::NotJsonRpc {
+            server: server.to_owned(),
+            status,
+            why: e.to_string(),
+        })?;
     if let Some(error) = reply.error {
-        return Err(format!(
-            "{server} cannot say how the task this call started stands (the call was interrupted, and it may or may not have done the work): error {}: {}",
-            error.code, error.message
-        ));
+        return Err(CallError::Unsettled {
+            server: server.to_owned(),
+            code: error.code,
+            message: error.message,
+        });
     }
-    reply
-        .result
-        .ok_or_else(|| format!("{server} answered GetTask with neither a task nor an error"))
+    reply.result.ok_or_else(|| CallError::NoTask {
+        server: server.to_owned(),
+    })
 }
 
 /// Reads a streamed answer: the task it rebuilds, its id noted as soon as it is known.
@@ -449,20 +510,27 @@ async fn read_stream(
     server: &str,
     response: reqwest::Response,
     named: &watch::Sender<Option<String>>,
-) -> Result<Task, String> {
+) -> Result<Task, CallError> {
     let mut body = response.bytes_stream();
     let mut parser = SseParser::default();
     let mut rebuilder = TaskRebuilder::new();
     while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| format!("{server}'s stream broke: {}", e.without_url()))?;
+        let chunk = chunk.map_err(|e| CallError::StreamBroke {
+            server: server.to_owned(),
+            why: words(e),
+        })?;
         for event in parser.feed(&chunk) {
             let reply: Reply<Streamed> = daedalus_contract::read::from_slice(event.data.as_bytes())
-                .map_err(|e| format!("{server} sent an event that is not A2A: {e}"))?;
+                .map_err(|e| CallError::NotA2a {
+                    server: server.to_owned(),
+                    why: e.to_string(),
+                })?;
             if let Some(error) = reply.error {
-                return Err(format!(
-                    "{server} answered error {}: {}",
-                    error.code, error.message
-                ));
+                return Err(CallError::Refused {
+                    server: server.to_owned(),
+                    code: error.code,
+                    message: error.message,
+                });
             }
             let event = match reply.result {
                 Some(Streamed::Event(event)) => event,
@@ -472,30 +540,36 @@ async fn read_stream(
             if let StreamEvent::Task(task) = &event {
                 named.send_replace(Some(task.id.clone()));
             }
-            rebuilder
-                .apply(&event)
-                .map_err(|e| format!("{server}'s stream is not one task's: {e}"))?;
+            rebuilder.apply(&event).map_err(|e| CallError::NotOneTask {
+                server: server.to_owned(),
+                why: e.to_string(),
+            })?;
         }
     }
-    rebuilder
-        .into_task()
-        .ok_or_else(|| format!("{server}'s stream ended before it named a task"))
+    rebuilder.into_task().ok_or_else(|| CallError::Unnamed {
+        server: server.to_owned(),
+    })
 }
 
 /// Reads a blocking answer: the task, or a message (taken as a completed task's answer).
-async fn read_one(server: &str, response: reqwest::Response) -> Result<Task, String> {
+async fn read_one(server: &str, response: reqwest::Response) -> Result<Task, CallError> {
     let status = response.status();
-    let bytes = response
-        .bytes()
-        .await
-        .map_err(|e| format!("{server}'s answer broke: {}", e.without_url()))?;
-    let reply: Reply<Sent> = daedalus_contract::read::from_slice(&bytes)
-        .map_err(|e| format!("{server} answered {status} with no JSON-RPC response: {e}"))?;
+    let bytes = response.bytes().await.map_err(|e| CallError::AnswerBroke {
+        server: server.to_owned(),
+        why: words(e),
+    })?;
+    let reply: Reply<Sent> =
+        daedalus_contract::read::from_slice(&bytes).map_err(|e| CallError::NotJsonRpc {
+            server: server.to_owned(),
+            status,
+            why: e.to_string(),
+        })?;
     if let Some(error) = reply.error {
-        return Err(format!(
-            "{server} answered error {}: {}",
-            error.code, error.message
-        ));
+        return Err(CallError::Refused {
+            server: server.to_owned(),
+            code: error.code,
+            message: error.message,
+        });
     }
     match reply.result {
         Some(Sent {
@@ -505,7 +579,9 @@ async fn read_one(server: &str, response: reqwest::Response) -> Result<Task, Str
             message: Some(message),
             ..
         }) => Ok(answered_by(message)),
-        _ => Err(format!("{server} answered neither a task nor a message")),
+        _ => Err(CallError::NoAnswer {
+            server: server.to_owned(),
+        }),
     }
 }
 
@@ -589,5 +665,40 @@ fn failure(content: String) -> ToolResult {
         content,
         is_error: true,
         files: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_call_reads_to_the_model_as_what_went_wrong_naming_the_server() {
+        let refused = CallError::Refused {
+            server: "inner".into(),
+            code: -32001,
+            message: "Task t not found".into(),
+        };
+        assert_eq!(
+            refused.to_string(),
+            "inner answered error -32001: Task t not found"
+        );
+        let unsettled = CallError::Unsettled {
+            server: "inner".into(),
+            code: -32603,
+            message: "boom".into(),
+        }
+        .to_string();
+        assert!(
+            unsettled.contains("may or may not have done the work"),
+            "{unsettled}"
+        );
+        assert_eq!(
+            CallError::Canceled {
+                server: "echo".into()
+            }
+            .to_string(),
+            "the call to echo was canceled"
+        );
     }
 }
