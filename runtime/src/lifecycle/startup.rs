@@ -304,7 +304,7 @@ fn write_budgets(book: Arc<crate::agents::budgets::BudgetBook>) {
         let book = Arc::clone(&book);
         async move {
             book.keep_written().await;
-            Ok(())
+            Ok::<(), std::convert::Infallible>(())
         }
     });
 }

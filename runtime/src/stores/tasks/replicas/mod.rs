@@ -232,25 +232,42 @@ pub(crate) async fn join(
                     .relay
                     .serve(&shared.me, answers)
                     .await
-                    .map_err(|e| e.to_string())
+                    .map_err(LoopStopped::Relay)
             }
         }
     });
     Ok(failed)
 }
 
-/// Runs the loop `make` starts, starting it again whenever it ends or panics, until the
-/// process ends.
-pub(crate) fn spawn_supervised<F, Fut>(what: &'static str, mut make: F)
+/// A transport's error, kept as the source of the loop's.
+type Source = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why one of a replica's loops stopped (it is started again).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LoopStopped {
+    #[error("the watch of the task bucket failed: {0}")]
+    Watch(#[source] Source),
+    #[error("the watch of the task bucket ended")]
+    WatchEnded,
+    #[error("this replica's lease could not be written: {0}")]
+    Lease(#[source] Source),
+    #[error("the task relay stopped: {0}")]
+    Relay(#[source] Source),
+}
+
+/// Runs the loop `make` starts, starting it again whenever it ends with an error or panics,
+/// until it ends well or the process ends.
+pub(crate) fn spawn_supervised<F, Fut, E>(what: &'static str, mut make: F)
 where
     F: FnMut() -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = Result<(), String>> + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), E>> + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
 {
     tokio::spawn(async move {
         loop {
             match tokio::spawn(make()).await {
                 Ok(Ok(())) => return,
-                Ok(Err(why)) => tracing::error!(what, error = why, "stopped; starting it again"),
+                Ok(Err(why)) => tracing::error!(what, error = %why, "stopped; starting it again"),
                 Err(e) => tracing::error!(what, error = %e, "failed; starting it again"),
             }
             tokio::time::sleep(RESTART_PAUSE).await;
@@ -343,7 +360,7 @@ impl Shared {
 
     /// Takes every entry the watch delivers, from `watch` or a new one from the revision
     /// after the last one taken, until it fails.
-    async fn mirror(&self, store: &TaskStore, watch: Option<kv::Watch>) -> Result<(), String> {
+    async fn mirror(&self, store: &TaskStore, watch: Option<kv::Watch>) -> Result<(), LoopStopped> {
         let mut watch = if let Some(watch) = watch {
             watch
         } else {
@@ -352,12 +369,12 @@ impl Shared {
                 .kv()
                 .watch_all_from_revision(from)
                 .await
-                .map_err(|e| e.to_string())?
+                .map_err(|e| LoopStopped::Watch(e.into()))?
         };
         while let Some(entry) = watch.next().await {
-            self.on_entry(store, &entry.map_err(|e| e.to_string())?);
+            self.on_entry(store, &entry.map_err(|e| LoopStopped::Watch(e.into()))?);
         }
-        Err("the watch ended".to_owned())
+        Err(LoopStopped::WatchEnded)
     }
 
     /// One write of the bucket: a task into memory (and the running index), a lease into
@@ -451,25 +468,25 @@ impl Shared {
     }
 
     /// Renews this replica's lease.
-    async fn renew(&self) -> Result<(), String> {
+    async fn renew(&self) -> Result<(), LoopStopped> {
         let lease = Lease {
             replica: self.me.clone(),
             instance: self.instance.clone(),
             lease_ms: u64::try_from(self.config.lease.as_millis()).unwrap_or(u64::MAX),
         };
-        let body = serde_json::to_vec(&lease).map_err(|e| e.to_string())?;
+        let body = serde_json::to_vec(&lease).map_err(|e| LoopStopped::Lease(e.into()))?;
         self.kv
             .kv()
             .put(format!("{LEASE_KEYS}{}", self.me_token), body.into())
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| LoopStopped::Lease(e.into()))?;
         *lock(&self.renewed) = Some(Instant::now());
         Ok(())
     }
 
     /// Renews the lease every beat and fails the tasks of replicas found gone, until the
     /// replica leaves.
-    async fn beat(self: &Arc<Self>, store: &TaskStore) -> Result<(), String> {
+    async fn beat(self: &Arc<Self>, store: &TaskStore) -> Result<(), LoopStopped> {
         let beat = self.config.beat();
         let mut ticks = tokio::time::interval(beat);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -485,7 +502,7 @@ impl Shared {
                 }
             }
             if let Err(e) = self.renew().await {
-                tracing::warn!(error = e, "could not renew this replica's lease");
+                tracing::warn!(error = %e, "could not renew this replica's lease");
             }
             self.bury(store);
             self.tidy(store);
