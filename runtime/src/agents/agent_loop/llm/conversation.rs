@@ -54,7 +54,7 @@ impl LlmAgent {
     }
 
     /// The model's view of a contract message; `Err` says why it cannot have one.
-    pub(super) fn content(&self, message: &Message) -> Result<Vec<Content>, String> {
+    pub(super) fn content(&self, message: &Message) -> Result<Vec<Content>, super::CannotStart> {
         let mut out = Vec::with_capacity(message.parts.len());
         for part in &message.parts {
             let media = part.media_type.as_deref().unwrap_or("");
@@ -65,11 +65,10 @@ impl LlmAgent {
                     text: v.to_string(),
                 }),
                 PartContent::Raw(_) | PartContent::Url(_) if is_image && !self.vision => {
-                    return Err(format!(
-                        "the model {} is text-only and cannot read the attached {media} image; \
-                         use a vision model (model_capabilities.vision: true)",
-                        self.model
-                    ));
+                    return Err(super::CannotStart::TextOnlyModel {
+                        model: self.model.clone(),
+                        media: media.to_owned(),
+                    });
                 }
                 PartContent::Raw(data) if is_image => {
                     out.push(Content::Image {
@@ -82,7 +81,9 @@ impl LlmAgent {
                 }
                 PartContent::Raw(_) => {
                     let kind = if media.is_empty() { "unknown" } else { media };
-                    return Err(format!("attachments of type {kind:?} are not supported"));
+                    return Err(super::CannotStart::Attachment {
+                        kind: kind.to_owned(),
+                    });
                 }
                 PartContent::Url(url) => out.push(Content::Text {
                     text: format!("(attached: {url})"),
@@ -93,7 +94,10 @@ impl LlmAgent {
     }
 
     /// The task's own earlier messages as a conversation, for a turn with no session store.
-    pub(super) fn task_conversation(&self, history: &[Message]) -> Result<Conversation, String> {
+    pub(super) fn task_conversation(
+        &self,
+        history: &[Message],
+    ) -> Result<Conversation, super::CannotStart> {
         let mut conversation = Conversation::default();
         for earlier in history {
             let message = match earlier.role {
@@ -116,7 +120,7 @@ impl LlmAgent {
         &self,
         request: &AgentRequest,
         transcript: &Transcript,
-    ) -> Result<Conversation, String> {
+    ) -> Result<Conversation, super::CannotStart> {
         if let Some(messages) = &request.controls.messages {
             return Ok(overridden_conversation(messages));
         }
@@ -136,7 +140,7 @@ impl LlmAgent {
         tools: Vec<crate::agents::llm::ToolSpec>,
         transcript: &mut Transcript,
         cancel: &CancellationToken,
-    ) -> Result<crate::agents::llm::ChatRequest, String> {
+    ) -> Result<crate::agents::llm::ChatRequest, super::CannotStart> {
         let new = crate::agents::llm::ChatMessage::User {
             content: self.content(&request.message)?,
         };

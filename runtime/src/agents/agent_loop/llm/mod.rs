@@ -90,6 +90,40 @@ fn fail(reason: String) -> AgentOutcome {
     AgentOutcome::Failed { reason }
 }
 
+/// Why a turn cannot start as asked: what the caller sent that this agent cannot take. The
+/// turn fails with it as its reason, before any model call.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum CannotStart {
+    #[error(
+        "the model {model} is text-only and cannot read the attached {media} image; use a vision model (model_capabilities.vision: true)"
+    )]
+    TextOnlyModel { model: String, media: String },
+    #[error("attachments of type {kind:?} are not supported")]
+    Attachment { kind: String },
+    #[error("personality {name:?} is not one of {agent}'s ({known})")]
+    UnknownPersonality {
+        name: String,
+        agent: String,
+        /// The agent's personalities, or "it has none".
+        known: String,
+    },
+    #[error(
+        "tools_allowlist names {missing:?}, which matches no tool of this agent (it has: {offered})"
+    )]
+    UnknownTool {
+        missing: String,
+        /// Up to 20 tools it offers, or "none".
+        offered: String,
+    },
+}
+
+/// A turn that cannot start fails with why.
+impl From<CannotStart> for AgentOutcome {
+    fn from(why: CannotStart) -> Self {
+        fail(why.to_string())
+    }
+}
+
 impl LlmAgent {
     /// The span of one model call, with the OpenTelemetry GenAI attributes known before it.
     fn chat_span(&self) -> tracing::Span {
@@ -179,15 +213,18 @@ impl LlmAgent {
         cancel: &CancellationToken,
         transcript: &mut Transcript,
     ) -> Result<(Progress, CallContext), AgentOutcome> {
-        let setup = self.setup(request).map_err(fail)?;
-        let (tools, allowed) = self.offered_tools(request).await.map_err(fail)?;
+        let setup = self.setup(request).map_err(AgentOutcome::from)?;
+        let (tools, allowed) = self
+            .offered_tools(request)
+            .await
+            .map_err(AgentOutcome::from)?;
         let resume = request.resume.as_ref().filter(|c| c.resumable());
         let mut progress = match resume {
             Some(checkpoint) => self.resumed(request, &setup, tools, checkpoint, transcript),
             None => Progress::from_start(
                 self.fresh_chat(request, &setup, tools, transcript, cancel)
                     .await
-                    .map_err(fail)?,
+                    .map_err(AgentOutcome::from)?,
             ),
         };
         let context = CallContext {

@@ -14,19 +14,22 @@ use crate::agents::agent_loop::tools::{self, CallContext, ToolResult, split_name
 use crate::agents::llm::{ToolCall, ToolSpec};
 
 /// Keeps only the tools `allow` names, each of which must be offered; answers the set.
-fn allowed_tools(tools: &mut Vec<ToolSpec>, allow: &[String]) -> Result<BTreeSet<String>, String> {
+fn allowed_tools(
+    tools: &mut Vec<ToolSpec>,
+    allow: &[String],
+) -> Result<BTreeSet<String>, super::CannotStart> {
     let offered: BTreeSet<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     if let Some(missing) = allow.iter().find(|name| !offered.contains(name.as_str())) {
         let mut names: Vec<&str> = offered.into_iter().collect();
         names.truncate(20);
-        return Err(format!(
-            "tools_allowlist names {missing:?}, which matches no tool of this agent (it has: {})",
-            if names.is_empty() {
+        return Err(super::CannotStart::UnknownTool {
+            missing: missing.clone(),
+            offered: if names.is_empty() {
                 "none".to_owned()
             } else {
                 names.join(", ")
-            }
-        ));
+            },
+        });
     }
     let allowed: BTreeSet<String> = allow.iter().cloned().collect();
     tools.retain(|t| allowed.contains(&t.name));
@@ -175,7 +178,7 @@ impl LlmAgent {
     pub(super) async fn offered_tools(
         &self,
         request: &AgentRequest,
-    ) -> Result<(Vec<ToolSpec>, Option<Arc<BTreeSet<String>>>), String> {
+    ) -> Result<(Vec<ToolSpec>, Option<Arc<BTreeSet<String>>>), super::CannotStart> {
         let mut tools = self.tools.tools(&request.bearer).await;
         let allowed = match &request.controls.tools_allowlist {
             None => None,

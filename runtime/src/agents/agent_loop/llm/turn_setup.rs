@@ -34,7 +34,7 @@ impl LlmAgent {
 
     /// The instruction and sampling of `request`'s turn: its personality (or the agent's
     /// default one), `systemOverride` and `systemAppend`; `Err` names what the call got wrong.
-    pub(super) fn setup(&self, request: &AgentRequest) -> Result<TurnSetup, String> {
+    pub(super) fn setup(&self, request: &AgentRequest) -> Result<TurnSetup, super::CannotStart> {
         let controls = &request.controls;
         let named = controls
             .personality
@@ -44,15 +44,15 @@ impl LlmAgent {
             None => None,
             Some(name) => Some(self.personalities.get(name).ok_or_else(|| {
                 let known: Vec<&str> = self.personalities.keys().map(String::as_str).collect();
-                format!(
-                    "personality {name:?} is not one of {}'s ({})",
-                    self.name,
-                    if known.is_empty() {
+                super::CannotStart::UnknownPersonality {
+                    name: name.to_owned(),
+                    agent: self.name.clone(),
+                    known: if known.is_empty() {
                         "it has none".to_owned()
                     } else {
                         known.join(", ")
-                    }
-                )
+                    },
+                }
             })?),
         };
         let mut instruction = controls
