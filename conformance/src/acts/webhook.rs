@@ -232,17 +232,12 @@ fn task_of(body: &Value) -> Option<&str> {
 }
 
 impl Expectation {
-    /// Whether the deliveries so far settle it (the runner stops waiting).
+    /// Whether the deliveries so far settle it (the runner stops waiting): the task's
+    /// terminal state arrived, so everything before it has too.
     pub fn settled(self, deliveries: &[Delivery]) -> bool {
-        match self {
-            Self::Credentials(_) | Self::StreamResponses => deliveries.iter().any(|d| {
-                // Everything up to the end has arrived.
-                state_of(&d.body).is_some_and(|s| TERMINAL.contains(&s))
-            }),
-            Self::TerminalState => deliveries
-                .iter()
-                .any(|d| state_of(&d.body).is_some_and(|s| TERMINAL.contains(&s))),
-        }
+        deliveries
+            .iter()
+            .any(|d| state_of(&d.body).is_some_and(|s| TERMINAL.contains(&s)))
     }
 
     /// Why the deliveries do not meet it, if they do not; `task` is the test's task id.

@@ -42,7 +42,9 @@ pub use push::{
 pub use rebuild::{RebuildError, TaskRebuilder};
 pub use request::{SendMessageConfiguration, SendMessageRequest};
 pub use response::{ListTasksResponse, SendMessageResponse};
-pub use stream::{RETRY_ELSEWHERE, StreamEvent, TaskArtifactUpdateEvent, TaskStatusUpdateEvent};
+pub use stream::{
+    RETRY_ELSEWHERE, StreamEvent, StreamResponse, TaskArtifactUpdateEvent, TaskStatusUpdateEvent,
+};
 pub use task::{Artifact, Task, TaskStatus};
 pub use task_requests::{
     CancelTaskRequest, GetTaskRequest, ListTasksRequest, SubscribeToTaskRequest, TaskIdRequest,

@@ -7,7 +7,7 @@
 use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::{Artifact, Metadata, Task, TaskStatus};
+use super::{Artifact, Message, Metadata, Task, TaskStatus};
 use crate::write::{Dialect, DialectSerialize, InDialect};
 
 /// The key, in the `metadata` of a stream's final status update, of a turn the runtime cut
@@ -95,6 +95,33 @@ impl DialectSerialize for TaskArtifactUpdateEvent {
 impl Serialize for TaskArtifactUpdateEvent {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         self.serialize_in(Dialect::Contract, s)
+    }
+}
+
+/// One item of a streamed A2A answer (A2A's `StreamResponse`): a task's event, or the message
+/// an agent answered with, which is then the stream's only item (A2A §3.1.2). Read from A2A
+/// v1 (`{"message": …}` or an event) and written in any dialect (v0.3: the message itself,
+/// with its `kind`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum StreamResponse {
+    Message { message: Message },
+    Event(StreamEvent),
+}
+
+impl DialectSerialize for StreamResponse {
+    fn serialize_in<S: Serializer>(&self, dialect: Dialect, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            StreamResponse::Event(event) => event.serialize_in(dialect, s),
+            StreamResponse::Message { message } if dialect == Dialect::A2aV03 => {
+                message.serialize_in(dialect, s)
+            }
+            StreamResponse::Message { message } => {
+                let mut map = s.serialize_map(Some(1))?;
+                map.serialize_entry("message", &InDialect(message, dialect))?;
+                map.end()
+            }
+        }
     }
 }
 
@@ -225,5 +252,37 @@ impl From<StreamEventIn> for StreamEvent {
             StreamEventIn::Wrapped(Wrapped::ArtifactUpdate(u))
             | StreamEventIn::V03(V03Event::ArtifactUpdate(u)) => StreamEvent::ArtifactUpdate(u),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::write::{a2a_v1, a2a_v03};
+
+    #[test]
+    fn a_stream_response_is_an_event_or_a_message_alone_read_and_written() {
+        let reply: StreamResponse = serde_json::from_value(json!({"message": {
+            "messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "hi"}]}}))
+        .expect("a message");
+        let StreamResponse::Message { message } = &reply else {
+            panic!("read as an event: {reply:?}");
+        };
+        assert_eq!(message.text(), "hi");
+        assert_eq!(
+            a2a_v1::to_value(&reply)["message"]["parts"][0]["text"],
+            "hi"
+        );
+        assert_eq!(a2a_v03::to_value(&reply)["kind"], "message");
+        let event: StreamResponse = serde_json::from_value(json!({"statusUpdate": {
+            "taskId": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}}}))
+        .expect("an event");
+        assert!(matches!(
+            event,
+            StreamResponse::Event(StreamEvent::StatusUpdate(_))
+        ));
+        assert!(a2a_v1::to_value(&event).get("statusUpdate").is_some());
     }
 }

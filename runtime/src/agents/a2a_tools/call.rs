@@ -15,7 +15,7 @@ use tracing::Instrument as _;
 use daedalus_contract::write::a2a_v1;
 use daedalus_contract::{
     AgentCard, JsonRpcError, Message, Part, PartContent, Role, SendMessageRequest, StreamEvent,
-    Task, TaskRebuilder, TaskState,
+    StreamResponse, Task, TaskRebuilder, TaskState,
 };
 use futures::StreamExt;
 use serde::Deserialize;
@@ -111,15 +111,6 @@ enum CallError {
 /// The words of a transport error, without its URL.
 fn words(e: reqwest::Error) -> String {
     e.without_url().to_string()
-}
-
-/// One item of a streamed answer: an event of the task, or the message the agent answered
-/// with instead (then the stream's only item, A2A §3.1.2).
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Streamed {
-    Reply { message: Message },
-    Event(StreamEvent),
 }
 
 /// The remote task a call started, canceled if the call is dropped before it ends (the turn
@@ -482,17 +473,7 @@ async fn read_task(server: &str, request: reqwest::RequestBuilder) -> Result<Tas
         server: server.to_owned(),
         why: words(e),
     })?;
-    let status = response.status();
-    let bytes = response.bytes().await.map_err(|e| CallError::AnswerBroke {
-        server: server.to_owned(),
-        why: words(e),
-    })?;
-    let reply: Reply<Task> =
-        daedalus_contract::read::from_slice(&bytes).map_err(|e| CallError::NotJsonRpc {
-            server: server.to_owned(),
-            status,
-            why: e.to_string(),
-        })?;
+    let reply: Reply<Task> = read_reply(server, response).await?;
     if let Some(error) = reply.error {
         return Err(CallError::Unsettled {
             server: server.to_owned(),
@@ -520,10 +501,12 @@ async fn read_stream(
             why: words(e),
         })?;
         for event in parser.feed(&chunk) {
-            let reply: Reply<Streamed> = daedalus_contract::read::from_slice(event.data.as_bytes())
-                .map_err(|e| CallError::NotA2a {
-                    server: server.to_owned(),
-                    why: e.to_string(),
+            let reply: Reply<StreamResponse> =
+                daedalus_contract::read::from_slice(event.data.as_bytes()).map_err(|e| {
+                    CallError::NotA2a {
+                        server: server.to_owned(),
+                        why: e.to_string(),
+                    }
                 })?;
             if let Some(error) = reply.error {
                 return Err(CallError::Refused {
@@ -533,8 +516,8 @@ async fn read_stream(
                 });
             }
             let event = match reply.result {
-                Some(Streamed::Event(event)) => event,
-                Some(Streamed::Reply { message }) => return Ok(answered_by(message)),
+                Some(StreamResponse::Event(event)) => event,
+                Some(StreamResponse::Message { message }) => return Ok(answered_by(message)),
                 None => continue,
             };
             if let StreamEvent::Task(task) = &event {
@@ -551,19 +534,26 @@ async fn read_stream(
     })
 }
 
-/// Reads a blocking answer: the task, or a message (taken as a completed task's answer).
-async fn read_one(server: &str, response: reqwest::Response) -> Result<Task, CallError> {
+/// Reads a whole answer as a JSON-RPC response.
+async fn read_reply<T: serde::de::DeserializeOwned>(
+    server: &str,
+    response: reqwest::Response,
+) -> Result<Reply<T>, CallError> {
     let status = response.status();
     let bytes = response.bytes().await.map_err(|e| CallError::AnswerBroke {
         server: server.to_owned(),
         why: words(e),
     })?;
-    let reply: Reply<Sent> =
-        daedalus_contract::read::from_slice(&bytes).map_err(|e| CallError::NotJsonRpc {
-            server: server.to_owned(),
-            status,
-            why: e.to_string(),
-        })?;
+    daedalus_contract::read::from_slice(&bytes).map_err(|e| CallError::NotJsonRpc {
+        server: server.to_owned(),
+        status,
+        why: e.to_string(),
+    })
+}
+
+/// Reads a blocking answer: the task, or a message (taken as a completed task's answer).
+async fn read_one(server: &str, response: reqwest::Response) -> Result<Task, CallError> {
+    let reply: Reply<Sent> = read_reply(server, response).await?;
     if let Some(error) = reply.error {
         return Err(CallError::Refused {
             server: server.to_owned(),

@@ -11,43 +11,12 @@
 //! it starts) waits for the turn's end: a reply is streamed as that Message alone (A2A
 //! §3.1.2), and a Task's events, kept in the queue meanwhile, follow once it ended.
 
-use daedalus_contract::write::{Dialect, DialectSerialize, InDialect};
-use daedalus_contract::{Message, StreamEvent, Task};
+use daedalus_contract::{StreamEvent, StreamResponse, Task};
 use futures::Stream;
-use serde::ser::SerializeMap;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use crate::platform::telemetry::a2a::LastState;
 use crate::services::turns::{EndedStream, EventReceiver, Following, TaskHandle};
-
-/// One item of a streamed answer, as A2A's `StreamResponse` has it: a task's event, or the
-/// message a turn replied with, which is then the stream's only item.
-#[derive(Debug)]
-pub(super) enum Streamed {
-    Event(StreamEvent),
-    Reply(Message),
-}
-
-impl DialectSerialize for Streamed {
-    fn serialize_in<S: serde::Serializer>(
-        &self,
-        dialect: Dialect,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        match self {
-            Streamed::Event(event) => event.serialize_in(dialect, s),
-            // v0.3 results are the message itself, told apart by its `kind`.
-            Streamed::Reply(message) if dialect == Dialect::A2aV03 => {
-                message.serialize_in(dialect, s)
-            }
-            Streamed::Reply(message) => {
-                let mut map = s.serialize_map(Some(1))?;
-                map.serialize_entry("message", &InDialect(message, dialect))?;
-                map.end()
-            }
-        }
-    }
-}
 
 /// Where a stream's events come from.
 pub(super) enum Events {
@@ -80,21 +49,23 @@ impl Events {
         Events::Task(Some(Box::new(task)), subscription)
     }
 
-    async fn next(&mut self) -> Option<Streamed> {
+    async fn next(&mut self) -> Option<StreamResponse> {
         loop {
             return match self {
-                Events::Turn(events) => events.recv().await.map(Streamed::Event),
+                Events::Turn(events) => events.recv().await.map(StreamResponse::Event),
                 Events::Held(handle) => match Box::pin(handle.take()?.ended_stream()).await? {
-                    EndedStream::Reply(message) => Some(Streamed::Reply(message)),
+                    EndedStream::Reply(message) => Some(StreamResponse::Message { message }),
                     EndedStream::Events(events) => {
                         *self = Events::Turn(events);
                         continue;
                     }
                 },
                 Events::Task(first, subscription) => match first.take() {
-                    Some(task) => Some(Streamed::Event(StreamEvent::Task(*task))),
+                    Some(task) => Some(StreamResponse::Event(StreamEvent::Task(*task))),
                     // Boxed: its future is kilobytes, and a held turn's stream never waits on it.
-                    None => Box::pin(subscription.next()).await.map(Streamed::Event),
+                    None => Box::pin(subscription.next())
+                        .await
+                        .map(StreamResponse::Event),
                 },
             };
         }
@@ -109,7 +80,7 @@ impl Events {
     ) -> impl Stream<Item = T> + Send + 'static
     where
         T: Send + 'static,
-        W: Fn(&Streamed) -> T + Send + 'static,
+        W: Fn(&StreamResponse) -> T + Send + 'static,
     {
         // The request's span ([`super::traced`]) lasts as long as its stream, and ends with
         // the last state the stream carried.
@@ -118,11 +89,11 @@ impl Events {
             let (mut events, inflight, write, mut span) = state?;
             let item = events.next().await?;
             let last = match &item {
-                Streamed::Event(event) => {
+                StreamResponse::Event(event) => {
                     span.saw(event);
                     matches!(event, StreamEvent::StatusUpdate(u) if u.r#final)
                 }
-                Streamed::Reply(_) => true,
+                StreamResponse::Message { .. } => true,
             };
             let written = write(&item);
             let next = (!last).then_some((events, inflight, write, span));

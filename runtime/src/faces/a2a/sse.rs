@@ -16,7 +16,7 @@ use daedalus_contract::Task;
 use daedalus_contract::write::{Dialect, InDialect, contract};
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
-use super::events::{Events, Streamed};
+use super::events::Events;
 use crate::services::turns::{Following, TaskHandle};
 
 /// How often an idle stream sends a comment, so proxies and clients keep it open.
@@ -54,7 +54,7 @@ pub(super) fn respond(handle: TaskHandle, inflight: TaskTrackerToken) -> Respons
 pub(super) fn respond_with(
     handle: TaskHandle,
     inflight: TaskTrackerToken,
-    write: impl Fn(&Streamed) -> String + Send + 'static,
+    write: impl Fn(&daedalus_contract::StreamResponse) -> String + Send + 'static,
 ) -> Response {
     let Some(events) = Events::answering(handle) else {
         return taken();
@@ -73,7 +73,7 @@ pub(super) fn respond_to_subscription(
     task: Task,
     subscription: Following,
     inflight: TaskTrackerToken,
-    write: impl Fn(&Streamed) -> String + Send + 'static,
+    write: impl Fn(&daedalus_contract::StreamResponse) -> String + Send + 'static,
 ) -> Response {
     respond_to(Events::of_task(task, subscription), inflight, write)
 }
@@ -81,7 +81,7 @@ pub(super) fn respond_to_subscription(
 fn respond_to(
     events: Events,
     inflight: TaskTrackerToken,
-    write: impl Fn(&Streamed) -> String + Send + 'static,
+    write: impl Fn(&daedalus_contract::StreamResponse) -> String + Send + 'static,
 ) -> Response {
     let events = events.until_final(inflight, move |item| {
         Ok::<_, Infallible>(Event::default().data(write(item)))

@@ -19,7 +19,6 @@ use daedalus_contract::{
 
 use super::method::{Answer, read, result_of, sse_data};
 use super::v03;
-use crate::faces::a2a::events::Streamed;
 use crate::faces::a2a::{A2aFace, operations, sse, traced};
 use crate::platform::identity::Caller;
 use crate::platform::telemetry::a2a::A2aMethod;
@@ -189,6 +188,6 @@ async fn dispatch(
 }
 
 /// One SSE `data`: a JSON-RPC response whose result is the v1 stream response.
-fn v1_response(id: &JsonRpcId, event: &Streamed) -> String {
+fn v1_response(id: &JsonRpcId, event: &daedalus_contract::StreamResponse) -> String {
     sse_data(&JsonRpcResponse::result(id.clone(), a2a_v1::of(event)), id)
 }

@@ -21,7 +21,6 @@ use daedalus_contract::{
 };
 use serde::Deserialize;
 
-use crate::faces::a2a::events::Streamed;
 use crate::faces::a2a::{A2aFace, body, operations, sse};
 use crate::platform::identity::Caller;
 use crate::platform::telemetry::a2a::A2aMethod;
@@ -334,7 +333,7 @@ async fn task_action(
 
 /// One SSE `data`: the v1 stream response; one that cannot be written is the internal error's
 /// status body in its place.
-fn event_data(event: &Streamed) -> String {
+fn event_data(event: &daedalus_contract::StreamResponse) -> String {
     serde_json::to_string(&a2a_v1::of(event)).unwrap_or_else(|e| {
         let error = crate::faces::a2a::error::unwritable(&e);
         serde_json::to_string(&error.to_status_body())

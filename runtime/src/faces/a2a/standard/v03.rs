@@ -19,7 +19,6 @@ use daedalus_contract::{
 use serde::Deserialize;
 
 use super::method::{Answer, read, result_of, sse_data};
-use crate::faces::a2a::events::Streamed;
 use crate::faces::a2a::{A2aFace, operations, sse};
 use crate::platform::identity::Caller;
 
@@ -146,7 +145,7 @@ pub(super) async fn dispatch(
 }
 
 /// One SSE `data`: a JSON-RPC response whose result is the bare v0.3 event.
-fn v03_response(id: &JsonRpcId, event: &Streamed) -> String {
+fn v03_response(id: &JsonRpcId, event: &daedalus_contract::StreamResponse) -> String {
     sse_data(&JsonRpcResponse::result(id.clone(), a2a_v03::of(event)), id)
 }
 

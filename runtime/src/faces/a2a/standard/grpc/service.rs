@@ -24,7 +24,7 @@ use serde::de::DeserializeOwned;
 use tonic::{Request, Response, Status};
 
 use super::status::status;
-use crate::faces::a2a::events::{Events, Streamed};
+use crate::faces::a2a::events::Events;
 use crate::faces::a2a::{A2aFace, operations};
 use crate::platform::identity::Caller;
 
@@ -122,7 +122,7 @@ fn write<P: DeserializeOwned>(answer: &impl Serialize) -> Result<P, Status> {
     })
 }
 
-fn event(event: &Streamed) -> Result<v1::StreamResponse, Status> {
+fn event(event: &daedalus_contract::StreamResponse) -> Result<v1::StreamResponse, Status> {
     write(&a2a_v1::of(event))
 }
 
