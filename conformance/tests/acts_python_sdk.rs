@@ -5,7 +5,7 @@
 //! all pass, and run whole the corpus fails only tests that need a behaviour, each because the
 //! echo does something else (docs/conformance.md records which and why).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use daedalus_conformance::acts::corpus::{Binding, Corpus};
@@ -83,10 +83,54 @@ async fn run_whole_against_the_echo_agent_only_tests_that_need_a_behaviour_fail(
             result.binding
         );
     }
-    // As recorded in docs/conformance.md.
+    // As recorded in docs/conformance.md: the tests needing a behaviour the echo never plays
+    // fail on every run; those needing a task that runs long enough to be seen working,
+    // cancelled or subscribed to pass or fail with the machine's speed (the echo answers at
+    // once, so a slow runner may still catch its task), and are not counted.
+    let always_failing: BTreeMap<Binding, BTreeSet<&str>> = results
+        .iter()
+        .filter(|r| matches!(r.verdict, Verdict::Failed { .. }))
+        .filter(|r| !RACES_THE_ECHO.contains(&r.id.as_str()))
+        .fold(BTreeMap::new(), |mut by_binding, r| {
+            by_binding
+                .entry(r.binding)
+                .or_default()
+                .insert(r.id.as_str());
+            by_binding
+        });
+    let on_both: BTreeSet<&str> = NEVER_PLAYED.iter().copied().collect();
     assert_eq!(
-        count(&results, "failed"),
-        BTreeMap::from([(Binding::Jsonrpc, 16), (Binding::Grpc, 17)]),
+        always_failing,
+        BTreeMap::from([
+            (Binding::Jsonrpc, on_both.clone()),
+            (Binding::Grpc, on_both)
+        ]),
         "{report}"
     );
 }
+
+/// Tests needing a behaviour the echo agent never plays: each fails on every run.
+const NEVER_PLAYED: [&str; 11] = [
+    "CORE-SEND-003",
+    "DM-FMT-002",
+    "STREAM-MSG-001",
+    "CORE-FAIL-001",
+    "CORE-MULTI-001",
+    "CORE-MULTI-005",
+    "CORE-MULTI-006",
+    "CORE-HIST-002",
+    "CORE-HIST-006",
+    "SEC-AUTH-005",
+    "DM-ART-002",
+];
+
+/// Tests needing a task still running when the next step reaches it; the echo's tasks end at
+/// once, so these race it.
+const RACES_THE_ECHO: [&str; 6] = [
+    "CORE-CANCEL-001",
+    "CORE-EXEC-002",
+    "STREAM-SUB-001",
+    "STREAM-SSE-004",
+    "STREAM-RESUB-001",
+    "GRPC-STREAM-002",
+];
