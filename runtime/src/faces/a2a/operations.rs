@@ -159,10 +159,9 @@ struct Send {
 
 impl Send {
     /// Starts the turn under the standard bindings' task rules (the turn service's
-    /// [`send_standard`](crate::services::turns::TurnService::send_standard)). Answers its
-    /// handle, the `historyLength` asked for and whether to return at once.
-    async fn start(self, state: &A2aFace) -> Result<(TaskHandle, Option<u32>, bool), A2aError> {
-        let history_length = self.turn.history_length;
+    /// [`send_standard`](crate::services::turns::TurnService::send_standard)), answering its
+    /// handle.
+    async fn start(self, state: &A2aFace) -> Result<TaskHandle, A2aError> {
         let core = state.core();
         let handle = core
             .turns()
@@ -172,7 +171,7 @@ impl Send {
                 SendError::Turn(e) => refusal(&e),
                 SendError::Push(e) => push_refusal(&e),
             })?;
-        Ok((handle, history_length, self.return_immediately))
+        Ok(handle)
     }
 }
 
@@ -217,7 +216,7 @@ pub(super) async fn start_stream(
     streams_served(state)?;
     let mut send = prepare(state, headers, caller, request)?;
     send.turn.stream = true;
-    let (handle, ..) = send.start(state).await?;
+    let handle = send.start(state).await?;
     span::record_ids(
         &current(),
         Some(handle.task_id()),
@@ -234,24 +233,25 @@ pub(super) async fn send_message(
     caller: &Caller,
     request: SendMessageRequest,
 ) -> Result<SendMessageResponse, A2aError> {
-    let turns = state.core().turns();
     let mut send = prepare(state, headers, caller, request)?;
-    if !send.return_immediately {
-        send.turn = send.turn.answered_when_it_ends();
-    }
-    let (handle, history_length, return_immediately) = send.start(state).await?;
+    let returns_at_once = send.return_immediately;
+    send.turn = if returns_at_once {
+        send.turn.answered_as_it_begins()
+    } else {
+        send.turn.answered_when_it_ends()
+    };
+    let handle = send.start(state).await?;
     span::record_ids(
         &current(),
         Some(handle.task_id()),
         Some(handle.context_id()),
     );
-    let task_id = handle.task_id().to_owned();
-    if return_immediately {
-        // The turn goes on; the task as it stands is working (GetTask, SubscribeToTask and
+    if returns_at_once {
+        // The turn goes on; the answer is its task as it began (GetTask, SubscribeToTask and
         // CancelTask reach it by id).
-        let task = turns
-            .task_now(&task_id, caller, history_length)
-            .ok_or_else(|| not_found(&task_id))?;
+        let task = handle.began().ok_or_else(|| {
+            A2aError::new(A2aErrorKind::Internal, "the turn began no task".to_owned())
+        })?;
         span::record_state(&current(), task.status.state);
         return Ok(SendMessageResponse::Task(task));
     }

@@ -11,9 +11,10 @@ use daedalus_contract::{StreamEvent, Task};
 
 use super::conversation_locks::ConversationKey;
 use super::handle::Finished;
+use super::history::{self, Unset};
 use super::opening::{Asked, Listening, Opening};
 use super::record::{RECORD_VERSION, StoredCheckpoints, TurnRecord};
-use super::request::{HistoryOf, TurnRequest};
+use super::request::{Heard, HistoryOf, TurnRequest};
 use super::service::{Started, TurnService};
 use super::stream::{self, EventSender};
 use super::{CANCEL_SETTLE, TurnError, task};
@@ -206,12 +207,16 @@ impl TurnService {
         if let Some(record) = &record {
             turn.keeps_record(record.to_json());
         }
-        if request.heard == super::request::Heard::WhenItEnds {
+        if request.heard == Heard::WhenItEnds {
             turn.begins_with_its_end();
         }
+        let began = (request.heard == Heard::AsItBegan)
+            .then(|| history::shape(working.clone(), request.history_length, Unset::All));
         let log = Box::pin(turn.begin(working, stop.clone())).await?;
         // Named only now: whoever learns the id finds the task, on any replica.
-        let out = started.name(&task_id, &context_id).with_log(log);
+        let out = started
+            .name_with(&task_id, &context_id, began)
+            .with_log(log);
         if let Some(resumes) = past_resumes {
             let task = task::working(&task_id, &context_id, history);
             return Ok(Opened::Answered(Box::new(
@@ -280,12 +285,9 @@ impl TurnService {
                 let mut answer = ended.task;
                 answer.history = None;
                 let task = match asked.history {
-                    HistoryOf::Task => super::history::shaped(
-                        answer,
-                        Some(history),
-                        asked.history_length,
-                        super::history::Unset::All,
-                    ),
+                    HistoryOf::Task => {
+                        history::shaped(answer, Some(history), asked.history_length, Unset::All)
+                    }
                     HistoryOf::Conversation => {
                         Box::pin(self.with_history(
                             agent,
@@ -323,7 +325,12 @@ impl TurnService {
         let mut task = task.clone();
         let history = task.history.take().unwrap_or_default();
         let context_id = task.context_id.clone().unwrap_or_default();
-        stream::replay(&task, &started.name(&task.id, &context_id));
+        let began = (request.heard == Heard::AsItBegan).then(|| {
+            let mut stored = task.clone();
+            stored.history = Some(history.clone());
+            history::shape(stored, request.history_length, Unset::All)
+        });
+        stream::replay(&task, &started.name_with(&task.id, &context_id, began));
         Finished::task(
             Box::pin(self.with_history(
                 agent,

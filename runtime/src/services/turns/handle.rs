@@ -34,6 +34,8 @@ pub struct TaskHandle {
     done: JoinHandle<Result<Finished, TurnError>>,
     /// Whether its agent may answer with a message ([`crate::agents::agent_loop::Agent::may_reply`]).
     may_reply: bool,
+    /// The task as the turn began it, when the caller hears it then.
+    began: Option<Box<Task>>,
 }
 
 /// How a streamed turn answers once it has ended: with the message its agent replied with
@@ -59,7 +61,20 @@ impl TaskHandle {
             events,
             done,
             may_reply,
+            began: None,
         }
+    }
+
+    pub(super) fn began_as(mut self, began: Option<Box<Task>>) -> Self {
+        self.began = began;
+        self
+    }
+
+    /// The task as its turn began it (`working`, its history shaped as asked), or as it was
+    /// stored already for a message answered before, when the request was
+    /// [`super::TurnRequest::answered_as_it_begins`]; the turn goes on without its caller.
+    pub fn began(self) -> Option<Task> {
+        self.began.map(|task| *task)
     }
 
     /// Whether the turn may end in a reply with a message rather than in a Task: its agent

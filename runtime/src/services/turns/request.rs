@@ -52,6 +52,9 @@ pub(super) enum Heard {
     /// When it ends (a blocking send): nothing of it leaves the runtime before, so its begin
     /// may be committed with its end.
     WhenItEnds,
+    /// As it began, and nothing after (a send that returns at once): the service hands the
+    /// task as its turn began it back with the handle, so the face reads nothing again.
+    AsItBegan,
 }
 
 /// One turn, as a face asks for it: made by the constructor of the face's binding
@@ -176,6 +179,14 @@ impl TurnRequest {
     #[must_use]
     pub fn answered_when_it_ends(mut self) -> Self {
         self.heard = Heard::WhenItEnds;
+        self
+    }
+
+    /// The caller hears the task as its turn began it, and nothing after (a send that returns
+    /// at once): [`super::TaskHandle::began`] holds it, its history shaped as asked.
+    #[must_use]
+    pub fn answered_as_it_begins(mut self) -> Self {
+        self.heard = Heard::AsItBegan;
         self
     }
 

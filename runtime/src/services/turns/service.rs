@@ -181,7 +181,12 @@ impl TurnService {
             .0
             .inflight
             .spawn(tracing::Instrument::instrument(turn, span));
-        let Ok((task_id, context_id)) = ids.await else {
+        let Ok(Named {
+            task_id,
+            context_id,
+            began,
+        }) = ids.await
+        else {
             // The turn ended before it had a task (a refusal): say why.
             return Err(match (&mut done).await {
                 Ok(Err(refused)) => refused,
@@ -189,9 +194,7 @@ impl TurnService {
                 Err(join) => TurnError::WorkerStopped(join.to_string()),
             });
         };
-        Ok(TaskHandle::new(
-            task_id, context_id, events, done, may_reply,
-        ))
+        Ok(TaskHandle::new(task_id, context_id, events, done, may_reply).began_as(began))
     }
 
     /// Resumes, as they are queued, the turns left running with no turn of them left: this
@@ -332,18 +335,6 @@ impl TurnService {
     pub async fn cancel(&self, task_id: &str, caller: &Caller) -> Result<Task, CancelError> {
         let task = self.0.tasks.cancel(task_id, caller).await?;
         Ok(history::shape(task, Some(0), Unset::All))
-    }
-
-    /// Task `task_id` as this replica holds it now, showing `history_length` of its own
-    /// messages (unset: all), if `caller` may see it.
-    pub fn task_now(
-        &self,
-        task_id: &str,
-        caller: &Caller,
-        history_length: Option<u32>,
-    ) -> Option<Task> {
-        let task = self.0.tasks.get(task_id, caller)?;
-        Some(history::shape(task, history_length, Unset::All))
     }
 
     /// Task `task_id` as it stands, read from the task backend when memory does not hold it
@@ -563,17 +554,41 @@ impl TurnService {
 #[derive(Debug)]
 pub(super) struct Started {
     pub(super) out: EventSender,
-    pub(super) named: oneshot::Sender<(String, String)>,
+    pub(super) named: oneshot::Sender<Named>,
     /// The turn's hold on its budgets.
     pub(super) budget: crate::agents::budgets::TurnBudget,
+}
+
+/// What a running turn tells [`TurnService::start`] once its task is named.
+#[derive(Debug)]
+pub(super) struct Named {
+    task_id: String,
+    context_id: String,
+    /// The task as the turn began it, for a caller that hears it then ([`Heard::AsItBegan`]).
+    began: Option<Box<Task>>,
 }
 
 impl Started {
     /// Tells the starter the turn's task and context ids; the turn's events go to `out`.
     pub(super) fn name(self, task_id: &str, context_id: &str) -> EventSender {
+        self.name_with(task_id, context_id, None)
+    }
+
+    /// As [`Started::name`], handing over the task as the turn began it (shaped for the
+    /// caller already) when the caller hears it then.
+    pub(super) fn name_with(
+        self,
+        task_id: &str,
+        context_id: &str,
+        began: Option<Task>,
+    ) -> EventSender {
         // Inside the turn's span: its context is the conversation it continues.
         tracing::Span::current().record("gen_ai.conversation.id", context_id);
-        let _ = self.named.send((task_id.to_owned(), context_id.to_owned()));
+        let _ = self.named.send(Named {
+            task_id: task_id.to_owned(),
+            context_id: context_id.to_owned(),
+            began: began.map(Box::new),
+        });
         self.out
     }
 }

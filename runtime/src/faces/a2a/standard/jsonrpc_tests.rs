@@ -590,3 +590,22 @@ async fn history_length_shows_the_last_messages_zero_none_and_unset_each_operati
     .await;
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
 }
+
+#[tokio::test]
+async fn a_send_that_returns_at_once_answers_its_task_as_it_began_with_the_history_asked() {
+    let state = passthrough();
+    // The agent answers at once: the answer is still the task as its turn began it, not
+    // whatever the turn reached by the time the face looked (it does not look again).
+    let mut quick = send("at-once-1", "quick answer");
+    quick["configuration"] = json!({"returnImmediately": true});
+    let began = task_of(&rpc(&state, "SendMessage", quick).await);
+    assert_eq!(began["status"]["state"], "TASK_STATE_WORKING", "{began}");
+    assert_eq!(began["history"][0]["parts"][0]["text"], "quick answer");
+    assert!(began.get("artifacts").is_none(), "{began}");
+
+    let mut cut = send("at-once-2", "***SLEEP 60s late");
+    cut["configuration"] = json!({"returnImmediately": true, "historyLength": 0});
+    let began = task_of(&rpc(&state, "SendMessage", cut).await);
+    assert_eq!(began["status"]["state"], "TASK_STATE_WORKING", "{began}");
+    assert!(began.get("history").is_none(), "historyLength 0: {began}");
+}
