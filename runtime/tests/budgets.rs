@@ -222,6 +222,11 @@ async fn a_tenant_that_spent_its_minute_is_refused_until_it_ends_and_another_is_
         .expect("answers");
     assert_eq!(rest.status(), StatusCode::TOO_MANY_REQUESTS);
     assert!(retry_after(&rest) <= 60);
+    let limit = header(&rest, "ratelimit").expect("the refusal's RateLimit field");
+    assert!(
+        limit.starts_with("\"tenant-tokens_per_minute\";r=0;t="),
+        "{limit}"
+    );
     let status: Value = rest.json().await.expect("JSON");
     assert_eq!(status["error"]["status"], "RESOURCE_EXHAUSTED", "{status}");
     assert_eq!(status["error"]["code"], 429, "{status}");
@@ -243,6 +248,10 @@ async fn a_tenant_that_spent_its_minute_is_refused_until_it_ends_and_another_is_
         .expect("answers");
     assert_eq!(contract.status(), StatusCode::TOO_MANY_REQUESTS);
     assert!(retry_after(&contract) <= 60);
+    assert_eq!(
+        header(&contract, "ratelimit-policy").as_deref(),
+        Some("\"tenant-tokens_per_minute\";q=1;w=60")
+    );
 
     grpc_and_mcp_refuse_acmes_turn(&rt).await;
 

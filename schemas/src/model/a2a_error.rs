@@ -151,6 +151,9 @@ pub struct A2aError {
     pub metadata: serde_json::Map<String, serde_json::Value>,
     /// When the same request may succeed, in seconds (the HTTP bindings' `Retry-After`).
     pub retry_after_secs: Option<u64>,
+    /// Where the caller stood against its budgets' windowed limits when refused (the HTTP
+    /// bindings' `RateLimit-Policy` and `RateLimit` fields); empty for any other error.
+    pub rate_limits: Vec<super::RateLimit>,
 }
 
 impl A2aError {
@@ -160,7 +163,15 @@ impl A2aError {
             message: message.into(),
             metadata: serde_json::Map::new(),
             retry_after_secs: None,
+            rate_limits: Vec::new(),
         }
+    }
+
+    /// This error, telling where the caller stood against its budgets' limits.
+    #[must_use]
+    pub fn with_rate_limits(mut self, limits: Vec<super::RateLimit>) -> Self {
+        self.rate_limits = limits;
+        self
     }
 
     /// This error, to be tried again after `secs` seconds.

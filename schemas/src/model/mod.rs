@@ -13,6 +13,7 @@ mod manifest;
 mod message;
 mod part;
 mod push;
+mod rate_limit;
 mod rebuild;
 pub mod registry;
 mod request;
@@ -39,6 +40,7 @@ pub use push::{
     AuthenticationInfo, ListPushConfigsRequest, ListPushConfigsResponse, PushConfigRequest,
     TaskPushNotificationConfig,
 };
+pub use rate_limit::{RateLimit, rate_limit_fields};
 pub use rebuild::{RebuildError, TaskRebuilder};
 pub use request::{SendMessageConfiguration, SendMessageRequest};
 pub use response::{ListTasksResponse, SendMessageResponse};

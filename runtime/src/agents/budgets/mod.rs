@@ -128,6 +128,18 @@ pub struct BudgetRefusal {
     /// The limit's value.
     pub value: u64,
     pub retry_after: Option<Duration>,
+    /// Where the caller stood against every windowed limit of its turn's scopes as it was
+    /// refused a turn (the `RateLimit` fields of the refusal, the same instant as its
+    /// `retry_after`); empty for a refused call.
+    pub rate_limits: Vec<daedalus_contract::RateLimit>,
+}
+
+impl BudgetRefusal {
+    /// This refusal of a turn, telling where `scopes`' windowed limits stood as it refused.
+    fn standing_at(mut self, scopes: &TurnScopes, usage: &Usage, now: u64) -> Self {
+        self.rate_limits = report::standing(scopes, usage, now);
+        self
+    }
 }
 
 impl fmt::Display for BudgetRefusal {
@@ -283,7 +295,11 @@ impl BudgetBook {
         let shared = match self.shared.load_full() {
             Some(shared) => match self.admit_shared(&shared, &scopes, now).await {
                 Ok(Ok(())) => Some(shared),
-                Ok(Err(refused)) => return Err(self.refused(&mut self.usage(), refused, now)),
+                Ok(Err(refused)) => {
+                    let mut usage = self.usage();
+                    let refused = self.refused(&mut usage, refused, now);
+                    return Err(refused.standing_at(&scopes, &usage, now));
+                }
                 Err(e) => {
                     self.store_failed(&e);
                     None
@@ -294,7 +310,8 @@ impl BudgetBook {
         let mut usage = self.usage();
         if shared.is_none() {
             if let Some(refused) = usage.refusal_at_admission(&scopes, now) {
-                return Err(self.refused(&mut usage, refused, now));
+                let refused = self.refused(&mut usage, refused, now);
+                return Err(refused.standing_at(&scopes, &usage, now));
             }
             usage.make_room(now);
             for (kind, name, limits) in &scopes.0 {
@@ -343,6 +360,7 @@ fn refusal(
         limit,
         value,
         retry_after,
+        rate_limits: Vec::new(),
     }
 }
 
@@ -403,7 +421,7 @@ mod turn_budget;
 mod usage;
 
 use crate::stores::budget_usage::SavedUsage;
-pub use report::{BudgetsHealth, RateLimitItem};
+pub use report::BudgetsHealth;
 use shared::SharedUsage;
 use turn_budget::Held;
 pub use turn_budget::{CallRefused, Reservation, TurnBudget};

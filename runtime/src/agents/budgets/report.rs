@@ -4,6 +4,8 @@
 
 use std::sync::{Arc, PoisonError};
 
+use daedalus_contract::RateLimit;
+
 use super::{
     BudgetBook, BudgetRefusal, LimitKind, MINUTE_MS, ScopeKind, TurnScopes, Usage, until_next,
     windowed,
@@ -23,19 +25,6 @@ pub struct BudgetsHealth {
     pub refusing_now: usize,
     /// Turns running now that a budget holds (counted once per scope that holds them).
     pub held_turns: u64,
-}
-
-/// One windowed limit that holds a caller's turns, as the IETF `RateLimit-Policy` and
-/// `RateLimit` fields tell it: named by scope kind and limit (never by whose), its quota and
-/// window, and what is left and when the window ends.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RateLimitItem {
-    /// `<scope>-<limit>`, such as `tenant-tokens_per_minute`.
-    pub policy: String,
-    pub quota: u64,
-    pub window_secs: u64,
-    pub remaining: u64,
-    pub reset_secs: u64,
 }
 
 impl BudgetBook {
@@ -98,29 +87,12 @@ impl BudgetBook {
 
     /// The windowed limits that hold `caller`'s turns of `agent`, and where each stands now
     /// (none when no budget holds them).
-    pub fn rate_limits(&self, caller: &Caller, agent: &str) -> Vec<RateLimitItem> {
+    pub fn rate_limits(&self, caller: &Caller, agent: &str) -> Vec<RateLimit> {
         let scopes = self.scopes(caller, agent);
         if scopes.0.is_empty() {
             return Vec::new();
         }
-        let now = (self.clock)();
-        let usage = self.usage();
-        let mut items = Vec::new();
-        for (kind, name, limits) in &scopes.0 {
-            // Cost is not a rate of requests or tokens: it has no RateLimit item.
-            let rates = windowed(limits).filter(|(kind, _)| *kind != LimitKind::CostPerDay);
-            for (limit_kind, quota) in rates {
-                let span = limit_kind.window_ms().unwrap_or(MINUTE_MS);
-                items.push(RateLimitItem {
-                    policy: format!("{}-{}", kind.as_str(), limit_kind.key()),
-                    quota,
-                    window_secs: span / 1_000,
-                    remaining: quota.saturating_sub(usage.used(*kind, name, limit_kind, now)),
-                    reset_secs: until_next(limit_kind, now).as_secs(),
-                });
-            }
-        }
-        items
+        standing(&scopes, &self.usage(), (self.clock)())
     }
 
     /// What `/healthz` says of the budgets (`None` with no `budgets:` block).
@@ -138,4 +110,24 @@ impl BudgetBook {
             held_turns: usage.running.values().sum(),
         })
     }
+}
+
+/// Where each windowed limit of `scopes` stands at `now`, as `usage` counts it.
+pub(super) fn standing(scopes: &TurnScopes, usage: &Usage, now: u64) -> Vec<RateLimit> {
+    let mut limits = Vec::new();
+    for (kind, name, scope_limits) in &scopes.0 {
+        // Cost is not a rate of requests or tokens: it has no RateLimit item.
+        let rates = windowed(scope_limits).filter(|(kind, _)| *kind != LimitKind::CostPerDay);
+        for (limit_kind, quota) in rates {
+            let span = limit_kind.window_ms().unwrap_or(MINUTE_MS);
+            limits.push(RateLimit {
+                policy: format!("{}-{}", kind.as_str(), limit_kind.key()),
+                quota,
+                window_secs: span / 1_000,
+                remaining: quota.saturating_sub(usage.used(*kind, name, limit_kind, now)),
+                reset_secs: until_next(limit_kind, now).as_secs(),
+            });
+        }
+    }
+    limits
 }

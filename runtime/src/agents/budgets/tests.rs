@@ -62,6 +62,36 @@ async fn turns_per_minute_refuses_until_the_minute_ends_to_the_second() {
 }
 
 #[tokio::test]
+async fn a_refused_turn_tells_where_every_windowed_limit_stood_as_it_refused() {
+    let (book, now) = book(
+        "default: { turns_per_minute: 2 }\ntenants: { acme: { tokens_per_day: 1000, cost_per_day: 5 } }",
+    );
+    let ci = caller("ci-bot", "acme");
+    drop(book.admit(book.scopes(&ci, "a")).await.expect("first"));
+    drop(book.admit(book.scopes(&ci, "a")).await.expect("second"));
+    let refused = book.admit(book.scopes(&ci, "a")).await.expect_err("third");
+    let policies: Vec<(&str, u64, u64, u64)> = refused
+        .rate_limits
+        .iter()
+        .map(|l| (l.policy.as_str(), l.quota, l.remaining, l.reset_secs))
+        .collect();
+    // Ten seconds into the minute (and the day): the refusing limit has nothing left and
+    // resets when Retry-After says; cost has no item.
+    assert_eq!(
+        policies,
+        vec![
+            ("principal-turns_per_minute", 2, 0, 50),
+            ("tenant-tokens_per_day", 1000, 1000, 86_390),
+        ]
+    );
+    assert_eq!(refused.retry_after, Some(Duration::from_secs(50)));
+    // Asked later, the standing has moved on; the refusal kept its own instant.
+    now.fetch_add(60_000, Ordering::SeqCst);
+    assert_eq!(book.rate_limits(&ci, "a")[0].remaining, 2);
+    assert_eq!(refused.rate_limits[0].remaining, 0);
+}
+
+#[tokio::test]
 async fn concurrent_turns_count_until_the_turn_is_dropped() {
     let (book, _) = book("tenants: { acme: { concurrent_turns: 1 } }");
     let one = book

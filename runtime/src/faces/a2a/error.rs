@@ -9,13 +9,12 @@ use axum::response::{IntoResponse, Response};
 use daedalus_contract::container::format_duration;
 use daedalus_contract::{ErrorBody, ReadError};
 
-/// An error of the HTTP face. The message is written for the caller; it never holds secrets.
 /// What `Retry-After` says when a limit refuses a request: try again in a second.
 pub(super) const RETRY_AFTER_SECONDS: &str = "1";
 
 /// The `Retry-After` of an A2A error on the HTTP bindings: the error's own (a budget's window),
 /// else [`RETRY_AFTER_SECONDS`] for a server at a limit, else none.
-pub(super) fn retry_after(error: &daedalus_contract::A2aError) -> Option<axum::http::HeaderValue> {
+fn retry_after(error: &daedalus_contract::A2aError) -> Option<axum::http::HeaderValue> {
     match (error.retry_after_secs, error.kind) {
         (Some(secs), _) => Some(axum::http::HeaderValue::from(secs)),
         (None, daedalus_contract::A2aErrorKind::Unavailable) => {
@@ -35,6 +34,21 @@ pub(super) fn unwritable(error: &serde_json::Error) -> daedalus_contract::A2aErr
     )
 }
 
+/// Writes on `response` what A2A error `error` tells an HTTP client to wait on: its
+/// `Retry-After` and, when a budget refused, where the caller stood then (the `RateLimit`
+/// fields, taken with the refusal rather than asked for again).
+pub(super) fn write_wait(error: &daedalus_contract::A2aError, response: &mut Response) {
+    if let Some(after) = retry_after(error) {
+        response
+            .headers_mut()
+            .insert(axum::http::header::RETRY_AFTER, after);
+    }
+    if error.kind == daedalus_contract::A2aErrorKind::BudgetExceeded {
+        super::rate_limit::write(response, &error.rate_limits);
+    }
+}
+
+/// An error of the HTTP face. The message is written for the caller; it never holds secrets.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     #[error("unsupported content type {found}: send application/json")]
@@ -144,6 +158,9 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(axum::http::header::RETRY_AFTER, after);
+        }
+        if let ApiError::OverBudget(refusal) = &self {
+            super::rate_limit::write(&mut response, &refusal.rate_limits);
         }
         response
     }

@@ -449,7 +449,8 @@ pub(super) async fn cancel_task(
 pub(super) fn over_budget(refusal: &crate::services::turns::BudgetRefusal) -> A2aError {
     let error = A2aError::new(A2aErrorKind::BudgetExceeded, refusal.to_string())
         .with_metadata("scope", refusal.scope.as_str())
-        .with_metadata("limit", refusal.limit.key());
+        .with_metadata("limit", refusal.limit.key())
+        .with_rate_limits(refusal.rate_limits.clone());
     match refusal.retry_after {
         Some(after) => error.retry_after(after.as_secs()),
         None => error,

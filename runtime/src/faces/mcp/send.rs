@@ -340,6 +340,7 @@ mod tests {
                 limit: crate::services::turns::LimitKind::TurnsPerMinute,
                 value: 10,
                 retry_after: Some(std::time::Duration::from_secs(31)),
+                rate_limits: Vec::new(),
             },
         ));
         assert_eq!(refused.is_error, Some(true));

@@ -150,6 +150,7 @@ mod tests {
             limit: LimitKind::TokensPerDay,
             value: 10,
             retry_after: Some(Duration::from_secs(5)),
+            rate_limits: Vec::new(),
         }
     }
 

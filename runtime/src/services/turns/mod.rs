@@ -84,5 +84,5 @@ pub use crate::stores::tasks::CancelError;
 // request may ask of its turn, the budgets' refusals and rate-limit items, a list's query, and
 // why a subscription is refused.
 pub use crate::agents::agent_loop::TurnControls;
-pub use crate::agents::budgets::{BudgetRefusal, LimitKind, RateLimitItem, ScopeKind};
+pub use crate::agents::budgets::{BudgetRefusal, LimitKind, ScopeKind};
 pub use crate::stores::tasks::{ListError, ListQuery, SubscribeRefusal};

@@ -414,13 +414,9 @@ impl TurnService {
         self.0.fleet.load_full()
     }
 
-    /// Runs new turns on `fleet`; turns already running finish on the agents they began with.
-    /// The windowed budgets that hold `caller`'s turns of `agent`, and where each stands.
-    pub fn rate_limits(
-        &self,
-        caller: &Caller,
-        agent: &str,
-    ) -> Vec<crate::agents::budgets::RateLimitItem> {
+    /// The windowed budgets that hold `caller`'s turns of `agent`, and where each stands now
+    /// (what a refused turn's [`BudgetRefusal::rate_limits`] told as it was refused).
+    pub fn rate_limits(&self, caller: &Caller, agent: &str) -> Vec<daedalus_contract::RateLimit> {
         self.0.budgets.rate_limits(caller, agent)
     }
 
@@ -457,6 +453,7 @@ impl TurnService {
         self.0.budgets.replace(plan);
     }
 
+    /// Runs new turns on `fleet`; turns already running finish on the agents they began with.
     pub fn replace_fleet(&self, fleet: Arc<Fleet>) {
         self.0.fleet.store(fleet);
     }

@@ -60,10 +60,9 @@ pub(in crate::faces::a2a) async fn answer(
             // official clients drop the body of any other status, and with it which limit
             // refused, when to retry and which task goes on: `docs/design.md` §6). The wait is
             // in the error's message and its `Retry-After`, for any client and balancer.
-            match crate::faces::a2a::error::retry_after(&error) {
-                Some(after) => ([(axum::http::header::RETRY_AFTER, after)], body).into_response(),
-                None => body.into_response(),
-            }
+            let mut response = body.into_response();
+            crate::faces::a2a::error::write_wait(&error, &mut response);
+            response
         }
     }
 }

@@ -162,9 +162,7 @@ impl Reply {
                 .unwrap_or_else(|_| UNWRITABLE_STATUS.as_bytes().to_vec()),
         )
             .into_response();
-        if let Some(after) = crate::faces::a2a::error::retry_after(error) {
-            response.headers_mut().insert(header::RETRY_AFTER, after);
-        }
+        crate::faces::a2a::error::write_wait(error, &mut response);
         response
     }
 

@@ -91,6 +91,7 @@ mod tests {
             limit: crate::services::turns::LimitKind::TokensPerMinute,
             value: 1,
             retry_after: Some(std::time::Duration::from_secs(12)),
+            rate_limits: Vec::new(),
         };
         let status = status(&crate::faces::a2a::operations::over_budget(&refusal));
         assert_eq!(status.code(), Code::ResourceExhausted);
