@@ -24,7 +24,10 @@
 //!   event) is not made again: the model reads that it was interrupted.
 
 mod call;
+mod card;
 pub mod trust;
+
+pub use card::{CARD_MAX_BYTES, CardError, card_url, read as read_card};
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -42,8 +45,6 @@ use crate::config::deployment::McpServer;
 
 /// How long a card read is trusted.
 pub const CARD_TTL: Duration = Duration::from_mins(5);
-/// How long reading a card may take.
-const CARD_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest tool name providers take.
 const MAX_TOOL_NAME: usize = 64;
 
@@ -58,7 +59,7 @@ pub struct A2aAgents {
 const REFUSED_TTL: Duration = Duration::from_secs(30);
 
 /// A card as read last: when, and the card if its trust let it be used (else why not).
-type CardRead = (Instant, Result<Arc<AgentCard>, String>);
+type CardRead = (Instant, Result<Arc<AgentCard>, CardError>);
 
 #[derive(Debug)]
 struct RemoteAgent {
@@ -105,11 +106,11 @@ impl A2aAgents {
     }
 
     /// `server`'s card, read again when older than [`CARD_TTL`].
-    async fn card(&self, server: &str) -> Result<Arc<AgentCard>, String> {
+    async fn card(&self, server: &str) -> Result<Arc<AgentCard>, CardError> {
         let remote = self
             .servers
             .get(server)
-            .ok_or_else(|| format!("no A2A agent named {server}"))?;
+            .ok_or_else(|| CardError::Unknown(server.to_owned()))?;
         if let Some((read, card)) = remote
             .card
             .lock()
@@ -119,7 +120,7 @@ impl A2aAgents {
         {
             return card.clone();
         }
-        let bytes = read_card(&self.http, server, &remote.def).await?;
+        let bytes = card::read(&self.http, server, &remote.def).await?;
         let verdict = self.trusted(server, remote, &bytes).await;
         *remote.card.lock().unwrap_or_else(PoisonError::into_inner) =
             Some((Instant::now(), verdict.clone()));
@@ -132,70 +133,28 @@ impl A2aAgents {
         server: &str,
         remote: &RemoteAgent,
         bytes: &[u8],
-    ) -> Result<Arc<AgentCard>, String> {
-        let json: Value = serde_json::from_slice(bytes)
-            .map_err(|e| format!("{server}'s agent card is not JSON: {e}"))?;
+    ) -> Result<Arc<AgentCard>, CardError> {
+        let server = server.to_owned();
+        let json: Value = serde_json::from_slice(bytes).map_err(|e| CardError::NotJson {
+            server: server.clone(),
+            why: e.to_string(),
+        })?;
         match remote.trust.check(&self.http, &json).await {
             Ok(Some(verified)) => {
                 tracing::debug!(server, kid = verified.kid, "an A2A agent's card verified");
             }
             Ok(None) => {}
             Err(refused) => {
-                let why = format!("{server} is not trusted: {refused}");
-                tracing::warn!(server, why, "an A2A agent's card is refused");
-                return Err(why);
+                let refused = CardError::Untrusted { server, refused };
+                tracing::warn!(why = %refused, "an A2A agent's card is refused");
+                return Err(refused);
             }
         }
-        let card: AgentCard = serde_json::from_value(json)
-            .map_err(|e| format!("{server}'s agent card is not an A2A card: {e}"))?;
+        let card: AgentCard = serde_json::from_value(json).map_err(|e| CardError::NotACard {
+            server,
+            why: e.to_string(),
+        })?;
         Ok(Arc::new(card))
-    }
-}
-
-/// The bytes of `server`'s card (at its entry's URL, with its headers), bounded in time.
-pub async fn read_card(
-    http: &reqwest::Client,
-    server: &str,
-    def: &McpServer,
-) -> Result<bytes::Bytes, String> {
-    let url = card_url(&def.url);
-    let mut request = http.get(&url).timeout(CARD_TIMEOUT);
-    for (name, value) in &def.headers {
-        request = request.header(name, value);
-    }
-    let shown = crate::config::redact_url(&def.url);
-    let response = request.send().await.map_err(|e| {
-        format!(
-            "cannot read {server}'s agent card at {shown}: {}",
-            e.without_url()
-        )
-    })?;
-    if !response.status().is_success() {
-        return Err(format!(
-            "{server}'s agent card at {shown} answered {}",
-            response.status()
-        ));
-    }
-    response
-        .bytes()
-        .await
-        .map_err(|e| format!("cannot read {server}'s agent card: {}", e.without_url()))
-}
-
-/// Where the card of an entry whose `url` is `url` is: the URL itself when it names a JSON
-/// document, else the well-known path under it.
-pub fn card_url(url: &str) -> String {
-    let is_json = std::path::Path::new(url)
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
-    if is_json {
-        url.to_owned()
-    } else {
-        format!(
-            "{}{}",
-            url.trim_end_matches('/'),
-            daedalus_contract::container::AGENT_CARD_PATH
-        )
     }
 }
 
@@ -243,7 +202,7 @@ impl ToolSource for A2aAgents {
             let card = match self.card(server).await {
                 Ok(card) => card,
                 Err(why) => {
-                    tracing::warn!(server, why, "an A2A agent offers no tools");
+                    tracing::warn!(server, %why, "an A2A agent offers no tools");
                     continue;
                 }
             };
@@ -285,7 +244,7 @@ impl ToolSource for A2aAgents {
         };
         let card = match self.card(server).await {
             Ok(card) => card,
-            Err(why) => return error(why),
+            Err(why) => return error(why.to_string()),
         };
         let skill = card
             .skills

@@ -20,7 +20,9 @@ use daedalus_contract::{Compaction, CompactionStrategy};
 use tokio_util::sync::CancellationToken;
 
 use super::window::{message_tokens, text_tokens};
-use crate::agents::llm::{ChatMessage, ChatRequest, Content, LlmEvent, LlmProvider, Usage};
+use crate::agents::llm::{
+    ChatMessage, ChatRequest, Content, LlmError, LlmEvent, LlmProvider, Usage,
+};
 use crate::config::deployment::CompactionPolicy;
 use crate::config::sampling::Sampling;
 use crate::stores::conversations::Conversation;
@@ -254,7 +256,7 @@ impl Summarizer<'_> {
         cut: Cut,
         budget: Budget,
         cancel: &CancellationToken,
-    ) -> Result<(String, Usage), String> {
+    ) -> Result<(String, Usage), SummaryError> {
         let summary_tokens = (budget.room / 8)
             .min(u64::from(self.max_output_tokens))
             .max(16);
@@ -286,14 +288,25 @@ impl Summarizer<'_> {
         let ignore = |_: LlmEvent| {};
         let answer = tokio::select! {
             answer = self.provider.chat(&request, &ignore) => answer,
-            () = cancel.cancelled() => return Err("the turn was canceled".to_owned()),
+            () = cancel.cancelled() => return Err(SummaryError::Canceled),
         };
-        let response = answer.map_err(|e| format!("the summary request failed: {e}"))?;
+        let response = answer.map_err(SummaryError::Failed)?;
         match response.text.filter(|t| !t.trim().is_empty()) {
             Some(summary) => Ok((summary, response.usage)),
-            None => Err("the model answered the summary request with no text".to_owned()),
+            None => Err(SummaryError::NoText),
         }
     }
+}
+
+/// Why no summary was made (the oldest turns are then dropped instead).
+#[derive(Debug, thiserror::Error)]
+enum SummaryError {
+    #[error("the turn was canceled")]
+    Canceled,
+    #[error("the summary request failed: {0}")]
+    Failed(#[source] LlmError),
+    #[error("the model answered the summary request with no text")]
+    NoText,
 }
 
 #[cfg(test)]

@@ -74,24 +74,35 @@ pub(super) fn record(face: &Face, response: &CallToolResponse, started: Instant)
         .observe(started.elapsed().as_secs_f64());
 }
 
+/// Why a `send_message` call's arguments make no user message.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+enum BadMessage {
+    #[error("`message` is empty; send the text for the agent")]
+    Empty,
+    #[error("images[{index}].mime_type is {mime_type:?}; only image/* types are accepted")]
+    NotAnImage { index: usize, mime_type: String },
+    #[error("images[{0}].data is not base64")]
+    NotBase64(usize),
+}
+
 /// The user message for `args`, or why it cannot be made.
-fn user_message(args: &SendArgs) -> Result<Message, String> {
+fn user_message(args: &SendArgs) -> Result<Message, BadMessage> {
     if args.message.trim().is_empty() && args.images.is_empty() {
-        return Err("`message` is empty; send the text for the agent".to_owned());
+        return Err(BadMessage::Empty);
     }
     let mut parts = vec![Part::text(args.message.clone())];
-    for (i, image) in args.images.iter().enumerate() {
+    for (index, image) in args.images.iter().enumerate() {
         if !image.mime_type.starts_with("image/") {
-            return Err(format!(
-                "images[{i}].mime_type is {:?}; only image/* types are accepted",
-                image.mime_type
-            ));
+            return Err(BadMessage::NotAnImage {
+                index,
+                mime_type: image.mime_type.clone(),
+            });
         }
         if base64::engine::general_purpose::STANDARD
             .decode(image.data.as_bytes())
             .is_err()
         {
-            return Err(format!("images[{i}].data is not base64"));
+            return Err(BadMessage::NotBase64(index));
         }
         let mut part = Part::from_content(PartContent::Raw(image.data.clone()));
         part.media_type = Some(image.mime_type.clone());
@@ -242,7 +253,7 @@ impl Prepared {
                 "invalid arguments: {e}; send {{\"message\": \"...\"}}"
             ))
         })?;
-        let message = user_message(&args).map_err(failure)?;
+        let message = user_message(&args).map_err(|e| failure(e.to_string()))?;
         let sampling = sampling(&args).map_err(|e| failure(format!("invalid arguments: {e}")))?;
         let controls = TurnControls::deserialize(Value::Object(args.rest.clone()))
             .map_err(|e| failure(format!("invalid arguments: {e}")))?;
@@ -309,6 +320,34 @@ mod tests {
             .as_text()
             .map(|t| t.text.clone())
             .expect("a text block")
+    }
+
+    #[test]
+    fn a_message_needs_text_or_images_each_an_image_in_base64() {
+        let args = |value: Value| -> SendArgs { serde_json::from_value(value).expect("args") };
+        let empty = args(serde_json::json!({"message": "  "}));
+        assert_eq!(user_message(&empty).unwrap_err(), BadMessage::Empty);
+        let pdf = args(serde_json::json!({"message": "look",
+            "images": [{"data": "aGk=", "mime_type": "image/png"},
+                       {"data": "aGk=", "mime_type": "application/pdf"}]}));
+        assert_eq!(
+            user_message(&pdf).unwrap_err(),
+            BadMessage::NotAnImage {
+                index: 1,
+                mime_type: "application/pdf".to_owned()
+            }
+        );
+        let garbled = args(serde_json::json!({"message": "",
+            "images": [{"data": "not base64!", "mime_type": "image/png"}]}));
+        assert_eq!(
+            user_message(&garbled).unwrap_err(),
+            BadMessage::NotBase64(0)
+        );
+        let fine = args(serde_json::json!({"message": "",
+            "images": [{"data": "aGk=", "mime_type": "image/png"}]}));
+        let message = user_message(&fine).expect("an image alone is a message");
+        assert_eq!(message.parts.len(), 2);
+        assert_eq!(message.parts[1].media_type.as_deref(), Some("image/png"));
     }
 
     #[test]

@@ -14,6 +14,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::agents::a2a_tools::trust::TrustCheck;
+use crate::agents::a2a_tools::{self, CardError};
 use crate::agents::agent_loop::Bearer;
 use crate::config::deployment::{McpServer, ServerKind};
 
@@ -90,7 +91,7 @@ pub async fn probe(
     let check = async {
         match server.kind {
             ServerKind::Mcp => initialize(client, server, bearer).await,
-            ServerKind::A2a => read_card(client, server).await,
+            ServerKind::A2a => read_card(client, name, server).await,
         }
     };
     let problem = tokio::time::timeout(PROBE_TIMEOUT, check)
@@ -179,28 +180,24 @@ async fn initialize(
     Ok(())
 }
 
-/// Reads another A2A agent's card: reachable when it answers 2xx.
-async fn read_card(client: &reqwest::Client, server: &McpServer) -> Result<(), ProbeError> {
-    let url = crate::agents::a2a_tools::card_url(&server.url);
-    let mut request = client.get(url);
-    for (k, v) in &server.headers {
-        request = request.header(k, v);
-    }
-    let response = request
-        .send()
+/// Reads another A2A agent's card (bounded in bytes, as a call reads it): reachable when it
+/// answers 2xx with a card of a bounded size.
+async fn read_card(
+    client: &reqwest::Client,
+    name: &str,
+    server: &McpServer,
+) -> Result<(), ProbeError> {
+    let bytes = a2a_tools::read_card(client, name, server)
         .await
-        .map_err(|e| ProbeError::Unreachable(without_url(&e)))?;
-    if !response.status().is_success() {
-        return Err(ProbeError::Status(response.status().as_u16()));
-    }
+        .map_err(|e| match e {
+            CardError::Answered { status, .. } => ProbeError::Status(status),
+            CardError::Unreachable { why, .. } => ProbeError::Unreachable(why),
+            other => ProbeError::Unreachable(other.to_string()),
+        })?;
     if server.trust.is_off() {
         return Ok(());
     }
     // The card's trust, checked as a call would check it.
-    let bytes = response
-        .bytes()
-        .await
-        .map_err(|e| ProbeError::Unreachable(without_url(&e)))?;
     let card: serde_json::Value = serde_json::from_slice(&bytes)
         .map_err(|_| ProbeError::Untrusted("its agent card is not JSON".to_owned()))?;
     TrustCheck::new(&server.trust)
