@@ -68,7 +68,16 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("daedalus_proxy");
-        let m = Self {
+        let m = Self::unregistered();
+        m.register_tasks(&mut registry);
+        m.register_delivery(&mut registry);
+        m.register_runtime(&mut registry);
+        Self { registry, ..m }
+    }
+
+    /// Every series at zero, in no registry yet.
+    fn unregistered() -> Self {
+        Self {
             received: Counter::default(),
             completed: Counter::default(),
             failed: Counter::default(),
@@ -93,119 +102,136 @@ impl Metrics {
             runtime_healthy: Gauge::default(),
             task_duration: Histogram::new(exponential_buckets(0.001, 2.0, 20)),
             registry: Registry::default(),
-        };
+        }
+    }
+
+    /// Registers in `registry` the series of the tasks themselves: pulled, ended, retried,
+    /// waiting, held, in flight, and how long they took.
+    fn register_tasks(&self, registry: &mut Registry) {
         registry.register(
             "tasks_received",
             "Task messages pulled from JetStream",
-            m.received.clone(),
+            self.received.clone(),
         );
         registry.register(
             "tasks_completed",
             "Results published in a state other than failed",
-            m.completed.clone(),
+            self.completed.clone(),
         );
-        registry.register("tasks_failed", "Failed results published", m.failed.clone());
+        registry.register(
+            "tasks_failed",
+            "Failed results published",
+            self.failed.clone(),
+        );
         registry.register(
             "tasks_retried",
             "Tasks handed back with a delayed nak after a transient failure",
-            m.retried.clone(),
+            self.retried.clone(),
         );
         registry.register(
             "tasks_budget_waits",
             "Tasks the runtime refused for a spent budget, put back in the stream to wait",
-            m.budget_waits.clone(),
+            self.budget_waits.clone(),
         );
         registry.register(
             "tasks_budget_waits_given_up",
             "Tasks that waited past BUDGET_WAIT for their budget and failed",
-            m.budget_waits_given_up.clone(),
+            self.budget_waits_given_up.clone(),
         );
         registry.register(
             "tasks_deadlettered",
             "Bodies without a usable task id sent to the dead-letter subject",
-            m.deadlettered.clone(),
-        );
-        registry.register(
-            "redeliveries",
-            "Deliveries that were not a message's first",
-            m.redeliveries.clone(),
-        );
-        registry.register(
-            "leases_lost",
-            "Tasks abandoned because progress acks went unconfirmed",
-            m.leases_lost.clone(),
+            self.deadlettered.clone(),
         );
         registry.register(
             "tasks_handed_back",
             "Tasks handed back unfinished (at shutdown, or after the runtime was down past its limit)",
-            m.handed_back.clone(),
-        );
-        registry.register(
-            "worker_restarts",
-            "Workers restarted after they died",
-            m.worker_restarts.clone(),
+            self.handed_back.clone(),
         );
         registry.register(
             "tasks_given_up_by_server",
             "Tasks the server stopped delivering at max_deliver that got a failed result from its advisory",
-            m.given_up_by_server.clone(),
-        );
-        registry.register(
-            "reply_to_refused",
-            "reply-to headers refused and ignored",
-            m.reply_to_refused.clone(),
-        );
-        registry.register(
-            "runtime_outages",
-            "Times the runtime went from up to down (unreachable, or /health not 200)",
-            m.runtime_outages.clone(),
-        );
-        registry.register(
-            "runtime_unreached",
-            "Task requests that never reached the runtime (held and sent again, no delivery spent)",
-            m.runtime_unreached.clone(),
+            self.given_up_by_server.clone(),
         );
         registry.register(
             "tasks_held",
             "Times a task in hand was held because the runtime was down",
-            m.tasks_held.clone(),
-        );
-        registry.register(
-            "publish_retries",
-            "Publishes to a stream (results, dead letters) not acknowledged, and retried",
-            m.publish_retries.clone(),
-        );
-        registry.register(
-            "events_relayed",
-            "Stream events of a streaming runtime relayed to agent.events.<agent>.<task-token>",
-            m.events_relayed.clone(),
-        );
-        registry.register(
-            "consumer_recreated",
-            "Times the agent's consumer or the task stream was missing and created again",
-            m.consumer_recreated.clone(),
+            self.tasks_held.clone(),
         );
         registry.register(
             "tasks_in_flight",
             "Tasks being worked on",
-            m.in_flight.clone(),
-        );
-        registry.register(
-            "runtime_healthy",
-            "1 while the runtime's /health answers 200",
-            m.runtime_healthy.clone(),
-        );
-        registry.register(
-            "consumer_pending",
-            "Task messages on the agent's consumer not yet delivered to any proxy (its num_pending), as of the last look (at start, then every 30 s)",
-            m.consumer_pending.clone(),
+            self.in_flight.clone(),
         );
         registry.register(
             "task_duration_seconds",
             "Time from pull to acknowledged result",
-            m.task_duration.clone(),
+            self.task_duration.clone(),
         );
-        Self { registry, ..m }
+    }
+
+    /// Registers in `registry` the series of JetStream's delivery: redeliveries, leases,
+    /// workers, reply-to, publishes, relayed events and the consumer.
+    fn register_delivery(&self, registry: &mut Registry) {
+        registry.register(
+            "redeliveries",
+            "Deliveries that were not a message's first",
+            self.redeliveries.clone(),
+        );
+        registry.register(
+            "leases_lost",
+            "Tasks abandoned because progress acks went unconfirmed",
+            self.leases_lost.clone(),
+        );
+        registry.register(
+            "worker_restarts",
+            "Workers restarted after they died",
+            self.worker_restarts.clone(),
+        );
+        registry.register(
+            "reply_to_refused",
+            "reply-to headers refused and ignored",
+            self.reply_to_refused.clone(),
+        );
+        registry.register(
+            "publish_retries",
+            "Publishes to a stream (results, dead letters) not acknowledged, and retried",
+            self.publish_retries.clone(),
+        );
+        registry.register(
+            "events_relayed",
+            "Stream events of a streaming runtime relayed to agent.events.<agent>.<task-token>",
+            self.events_relayed.clone(),
+        );
+        registry.register(
+            "consumer_recreated",
+            "Times the agent's consumer or the task stream was missing and created again",
+            self.consumer_recreated.clone(),
+        );
+        registry.register(
+            "consumer_pending",
+            "Task messages on the agent's consumer not yet delivered to any proxy (its num_pending), as of the last look (at start, then every 30 s)",
+            self.consumer_pending.clone(),
+        );
+    }
+
+    /// Registers in `registry` the series of the runtime's health as the proxy sees it.
+    fn register_runtime(&self, registry: &mut Registry) {
+        registry.register(
+            "runtime_outages",
+            "Times the runtime went from up to down (unreachable, or /health not 200)",
+            self.runtime_outages.clone(),
+        );
+        registry.register(
+            "runtime_unreached",
+            "Task requests that never reached the runtime (held and sent again, no delivery spent)",
+            self.runtime_unreached.clone(),
+        );
+        registry.register(
+            "runtime_healthy",
+            "1 while the runtime's /health answers 200",
+            self.runtime_healthy.clone(),
+        );
     }
 
     /// The exposition text.

@@ -277,19 +277,7 @@ fn proxy_config(
         .agent_name
         .ok_or_else(|| ConfigError::invalid(&agent_key, "required: the agent to serve"))?;
     check_agent(&agent, &agent_key)?;
-    let runtime_url = match cli.runtime_url {
-        Some(url) => {
-            let trimmed = url.trim_end_matches('/').to_owned();
-            if !(trimmed.starts_with("http://") || trimmed.starts_with("https://")) {
-                return Err(ConfigError::invalid(
-                    &key("runtime_url", "--runtime-url"),
-                    format!("{url:?} is not an http(s) URL"),
-                ));
-            }
-            trimmed
-        }
-        None => format!("http://127.0.0.1:{}", cli.a2a_port),
-    };
+    let runtime_url = runtime_url(cli.runtime_url.as_deref(), cli.a2a_port, key)?;
     let positive = |d: Duration, id: &str, flag: &str| {
         if d.is_zero() {
             Err(ConfigError::invalid(
@@ -301,24 +289,7 @@ fn proxy_config(
         }
     };
     let ack_wait = positive(cli.ack_wait, "ack_wait", "--ack-wait")?;
-    if ack_wait < Duration::from_secs(1) {
-        return Err(ConfigError::invalid(
-            &key("ack_wait", "--ack-wait"),
-            "must be at least 1s",
-        ));
-    }
-    if cli.max_deliver == 0 {
-        return Err(ConfigError::invalid(
-            &key("max_deliver", "--max-deliver"),
-            "must be >= 1",
-        ));
-    }
-    if cli.concurrency == 0 || cli.concurrency > 1024 {
-        return Err(ConfigError::invalid(
-            &key("concurrency", "--concurrency"),
-            "must be between 1 and 1024",
-        ));
-    }
+    check_delivery(ack_wait, cli.max_deliver, cli.concurrency, key)?;
     let reply_to_prefixes = reply_prefixes(
         &cli.reply_to_prefixes,
         &key("reply_to_prefixes", "--reply-to-prefixes"),
@@ -354,6 +325,55 @@ fn proxy_config(
         runtime_credential: runtime_credential(&cli.runtime_auth, key)?,
         runtime_card_keys: runtime_card_keys(&cli.runtime_auth, key)?,
     })
+}
+
+/// The runtime's URL: `--runtime-url` without a trailing `/` (an http(s) URL), else the
+/// runtime's A2A port on this host.
+fn runtime_url(
+    url: Option<&str>,
+    a2a_port: u16,
+    key: &dyn Fn(&str, &str) -> String,
+) -> Result<String, ConfigError> {
+    let Some(url) = url else {
+        return Ok(format!("http://127.0.0.1:{a2a_port}"));
+    };
+    let trimmed = url.trim_end_matches('/').to_owned();
+    if !(trimmed.starts_with("http://") || trimmed.starts_with("https://")) {
+        return Err(ConfigError::invalid(
+            &key("runtime_url", "--runtime-url"),
+            format!("{url:?} is not an http(s) URL"),
+        ));
+    }
+    Ok(trimmed)
+}
+
+/// The bounds of how tasks are delivered: an ack wait of at least a second, at least one
+/// delivery, and 1 to 1024 tasks at once.
+fn check_delivery(
+    ack_wait: Duration,
+    max_deliver: u32,
+    concurrency: usize,
+    key: &dyn Fn(&str, &str) -> String,
+) -> Result<(), ConfigError> {
+    if ack_wait < Duration::from_secs(1) {
+        return Err(ConfigError::invalid(
+            &key("ack_wait", "--ack-wait"),
+            "must be at least 1s",
+        ));
+    }
+    if max_deliver == 0 {
+        return Err(ConfigError::invalid(
+            &key("max_deliver", "--max-deliver"),
+            "must be >= 1",
+        ));
+    }
+    if concurrency == 0 || concurrency > 1024 {
+        return Err(ConfigError::invalid(
+            &key("concurrency", "--concurrency"),
+            "must be between 1 and 1024",
+        ));
+    }
+    Ok(())
 }
 
 fn nats_config(

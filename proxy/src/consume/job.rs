@@ -408,6 +408,40 @@ impl<'w> Job<'w> {
         ack: AckKind,
         started: Instant,
     ) {
+        let Some((published, ack)) = self.publish_result(lease, ids, answer, ack).await else {
+            return;
+        };
+        self.send_reply_to(ids, published.state, &published.body)
+            .await;
+        if lease.is_some_and(Lease::is_lost) {
+            return;
+        }
+        if self.confirm(lease, ack, "ack").await {
+            let metrics = &self.shared.metrics;
+            if published.state == TaskState::Failed {
+                metrics.failed.inc();
+            } else {
+                metrics.completed.inc();
+            }
+            metrics
+                .task_duration
+                .observe(started.elapsed().as_secs_f64());
+            tracing::info!(state = %published.state, elapsed = ?started.elapsed(), "task finished");
+        }
+    }
+
+    /// Publishes `answer` on the task's result subject, durably: a result too large for the
+    /// server is replaced by a failed one saying so (then acked with `Term`), and when even
+    /// that does not fit the body is dead-lettered. Answers what was published and the ack
+    /// it earns; `None` when the task is settled here already (its lease lost, the body
+    /// dead-lettered, or a result that could not be stored handed back with a delayed nak).
+    async fn publish_result(
+        &mut self,
+        lease: Option<&Lease>,
+        ids: &Ids,
+        answer: Answer,
+        ack: AckKind,
+    ) -> Option<(Answer, AckKind)> {
         let Answer {
             mut state,
             body: mut payload,
@@ -457,43 +491,38 @@ impl<'w> Job<'w> {
             if let Published::TooLarge { .. } = outcome {
                 // Even the failure does not fit (the ids alone are too large): keep the body.
                 self.dead_letter(lease, &why).await;
-                return;
+                return None;
             }
         }
         match outcome {
-            Published::Yes => {}
-            Published::LeaseLost => return,
+            Published::Yes => Some((
+                Answer {
+                    state,
+                    body: payload,
+                },
+                ack,
+            )),
+            Published::LeaseLost => None,
             Published::TooLarge { .. } | Published::GaveUp(_) => {
-                // The result could not be stored within RESULT_STORE_TIMEOUT: let the server
-                // redeliver the task later (the runtime replays its answer by messageId).
-                if lease.is_none_or(|l| !l.is_lost()) {
-                    let config = &self.shared.config;
-                    let delay = disposition::retry_delay(
-                        self.delivered,
-                        config.retry_base_delay,
-                        config.retry_max_delay,
-                    );
-                    self.confirm(lease, AckKind::Nak(Some(delay)), "nak").await;
-                }
-                return;
+                self.hand_back_unstored(lease).await;
+                None
             }
         }
-        self.send_reply_to(ids, state, &payload).await;
+    }
+
+    /// The result could not be stored within `RESULT_STORE_TIMEOUT`: the server is to
+    /// redeliver the task later (a delayed nak; the runtime replays its answer by messageId).
+    async fn hand_back_unstored(&mut self, lease: Option<&Lease>) {
         if lease.is_some_and(Lease::is_lost) {
             return;
         }
-        if self.confirm(lease, ack, "ack").await {
-            let metrics = &self.shared.metrics;
-            if state == TaskState::Failed {
-                metrics.failed.inc();
-            } else {
-                metrics.completed.inc();
-            }
-            metrics
-                .task_duration
-                .observe(started.elapsed().as_secs_f64());
-            tracing::info!(%state, elapsed = ?started.elapsed(), "task finished");
-        }
+        let config = &self.shared.config;
+        let delay = disposition::retry_delay(
+            self.delivered,
+            config.retry_base_delay,
+            config.retry_max_delay,
+        );
+        self.confirm(lease, AckKind::Nak(Some(delay)), "nak").await;
     }
 
     fn result_headers(&self, ids: &Ids, state: TaskState) -> HeaderMap {

@@ -13,89 +13,89 @@ pub(super) fn check_bounds(
     cli: &Cli,
     key_of: &dyn Fn(&str, &str) -> String,
 ) -> Result<(), ConfigError> {
-    for (zero, id, flag) in [
-        (cli.turn_memory == 0, "turn_memory", "--turn-memory"),
+    const ONE_TURN: &str = "must leave room for at least one turn (more than zero)";
+    const ONE_SESSION: &str = "must leave room for at least one session (more than zero)";
+    let metric_names = 1..=super::deployment::budgets::MAX_METRIC_NAMES;
+    let lease = Duration::from_secs(1)..=Duration::from_mins(10);
+    // Each setting out of bounds, in the order they are told: the first one found is.
+    let out_of_bounds: [(bool, &str, &str, &str); 12] = [
+        (
+            cli.turn_memory == 0,
+            "turn_memory",
+            "--turn-memory",
+            ONE_TURN,
+        ),
         (
             cli.agent_turn_memory == Some(0),
             "agent_turn_memory",
             "--agent-turn-memory",
+            ONE_TURN,
         ),
-    ] {
-        if zero {
-            return Err(ConfigError::invalid(
-                &key_of(id, flag),
-                "must leave room for at least one turn (more than zero)",
-            ));
-        }
-    }
-    if cli.max_concurrent_tasks == 0 {
-        return Err(ConfigError::invalid(
-            &key_of("max_concurrent_tasks", "--max-concurrent-tasks"),
+        (
+            cli.max_concurrent_tasks == 0,
+            "max_concurrent_tasks",
+            "--max-concurrent-tasks",
             "must be at least 1",
-        ));
-    }
-    if cli.max_connections == 0 {
-        return Err(ConfigError::invalid(
-            &key_of("max_connections", "--max-connections"),
+        ),
+        (
+            cli.max_connections == 0,
+            "max_connections",
+            "--max-connections",
             "must be at least 1",
-        ));
-    }
-    for (zero, id, flag) in [
+        ),
         (
             cli.max_mcp_sessions == 0,
             "max_mcp_sessions",
             "--max-mcp-sessions",
+            ONE_SESSION,
         ),
         (
             cli.mcp_sessions_memory < crate::stores::mcp_sessions::SESSION_COST,
             "mcp_sessions_memory",
             "--mcp-sessions-memory",
+            ONE_SESSION,
         ),
         (
             cli.mcp_handshake_timeout.is_zero(),
             "mcp_handshake_timeout",
             "--mcp-handshake-timeout",
+            ONE_SESSION,
         ),
         (
             cli.mcp_session_idle.is_zero(),
             "mcp_session_idle",
             "--mcp-session-idle",
+            ONE_SESSION,
         ),
-    ] {
-        if zero {
-            return Err(ConfigError::invalid(
-                &key_of(id, flag),
-                "must leave room for at least one session (more than zero)",
-            ));
-        }
-    }
-    if cli.max_body_size == 0 {
-        return Err(ConfigError::invalid(
-            &key_of("max_body_size", "--max-body-size"),
+        (
+            cli.max_body_size == 0,
+            "max_body_size",
+            "--max-body-size",
             "must be at least 1 byte",
-        ));
-    }
-    if cli.max_tasks == 0 {
-        return Err(ConfigError::invalid(
-            &key_of("max_tasks", "--max-tasks"),
+        ),
+        (
+            cli.max_tasks == 0,
+            "max_tasks",
+            "--max-tasks",
             "must be > 0",
-        ));
-    }
-
-    if !(1..=super::deployment::budgets::MAX_METRIC_NAMES).contains(&cli.budget_metric_names) {
-        return Err(ConfigError::invalid(
-            &key_of("budget_metric_names", "--budget-metric-names"),
+        ),
+        (
+            !metric_names.contains(&cli.budget_metric_names),
+            "budget_metric_names",
+            "--budget-metric-names",
             "must be between 1 and 10000",
-        ));
-    }
-
-    if !(Duration::from_secs(1)..=Duration::from_mins(10)).contains(&cli.replica_lease) {
-        return Err(ConfigError::invalid(
-            &key_of("replica_lease", "--replica-lease"),
+        ),
+        (
+            !lease.contains(&cli.replica_lease),
+            "replica_lease",
+            "--replica-lease",
             "must be between 1s and 10m",
-        ));
+        ),
+    ];
+    match out_of_bounds.iter().find(|(broken, ..)| *broken) {
+        Some((_, id, flag, why)) => Err(ConfigError::invalid(&key_of(id, flag), *why)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// The longest `REPLICA_ID` taken: it names the replica in the shared store's keys (as a

@@ -71,16 +71,7 @@ pub async fn serve(
 ) {
     let timeout = limits.header_read_timeout;
     let speakers = Speakers::new(timeout);
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(timeout);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .keep_alive_interval(Some(timeout))
-        .keep_alive_timeout(timeout);
+    let over_the_limit = over_the_limit_speaker(timeout);
     let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let refusing = Arc::new(Semaphore::new(REFUSING_AT_ONCE));
@@ -100,49 +91,28 @@ pub async fn serve(
         let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
             // Over the limit: answered at once, never left waiting.
             if let Ok(permit) = Arc::clone(&refusing).try_acquire_owned() {
-                let (app, mut builder) = (app.clone(), builder.clone());
-                builder.http1().keep_alive(false);
+                let answering =
+                    answer_over_the_limit(stream, app.clone(), over_the_limit.clone(), timeout);
                 tokio::spawn(async move {
                     let _permit = permit;
-                    if is_probe(&stream, timeout).await {
-                        let service = TowerToHyperService::new(app);
-                        let _ = builder
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await;
-                    } else {
-                        refuse_busy(stream).await;
-                    }
+                    answering.await;
                 });
             }
             tracing::debug!(%peer, "a connection over MAX_CONNECTIONS was answered 503");
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
-        let speakers = speakers.clone();
-        let watcher = graceful.watcher();
+        let serving = serve_connection(
+            stream,
+            peer,
+            app.clone(),
+            speakers.clone(),
+            graceful.watcher(),
+            timeout,
+        );
         tokio::spawn(async move {
             let _slot = slot;
-            let io = TokioIo::new(stream);
-            let ended = match protocol_of(io.inner(), timeout).await {
-                None => {
-                    tracing::debug!(%peer, "closed a connection that sent nothing to tell its protocol by");
-                    return;
-                }
-                // Each protocol's connection in its own allocation: a held HTTP/1 stream does
-                // not carry the room of an HTTP/2 connection's state.
-                Some(Protocol::Http1) => {
-                    let conn = speakers.http1.serve_connection(io, service);
-                    watcher.watch(conn).await
-                }
-                Some(Protocol::Http2) => {
-                    let conn = speakers.http2.serve_connection(io, service);
-                    Box::pin(watcher.watch(conn)).await
-                }
-            };
-            if let Err(e) = ended {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
-            }
+            serving.await;
         });
     }
     drop(listener);
@@ -151,6 +121,74 @@ pub async fn serve(
         .is_err()
     {
         tracing::warn!("some connections were still open when the server stopped");
+    }
+}
+
+/// One connection within the limit, in the protocol its first bytes tell, until it ends (or
+/// the server's stop closes it gracefully).
+async fn serve_connection(
+    stream: TcpStream,
+    peer: std::net::SocketAddr,
+    app: Router,
+    speakers: Speakers,
+    watcher: hyper_util::server::graceful::Watcher,
+    timeout: Duration,
+) {
+    let service = TowerToHyperService::new(app);
+    let io = TokioIo::new(stream);
+    let ended = match protocol_of(io.inner(), timeout).await {
+        None => {
+            tracing::debug!(%peer, "closed a connection that sent nothing to tell its protocol by");
+            return;
+        }
+        // Each protocol's connection in its own allocation: a held HTTP/1 stream does not
+        // carry the room of an HTTP/2 connection's state.
+        Some(Protocol::Http1) => {
+            let conn = speakers.http1.serve_connection(io, service);
+            watcher.watch(conn).await
+        }
+        Some(Protocol::Http2) => {
+            let conn = speakers.http2.serve_connection(io, service);
+            Box::pin(watcher.watch(conn)).await
+        }
+    };
+    if let Err(e) = ended {
+        tracing::debug!(%peer, error = %e, "connection ended with an error");
+    }
+}
+
+/// How a connection over the limit is spoken to: either protocol, HTTP/1 closed after its one
+/// request.
+fn over_the_limit_speaker(timeout: Duration) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(timeout)
+        .keep_alive(false);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Some(timeout))
+        .keep_alive_timeout(timeout);
+    builder
+}
+
+/// A connection over `MAX_CONNECTIONS`: a probe is served (one request), anything else is
+/// answered `503` at once.
+async fn answer_over_the_limit(
+    stream: TcpStream,
+    app: Router,
+    speaker: auto::Builder<TokioExecutor>,
+    timeout: Duration,
+) {
+    if is_probe(&stream, timeout).await {
+        let service = TowerToHyperService::new(app);
+        let _ = speaker
+            .serve_connection(TokioIo::new(stream), service)
+            .await;
+    } else {
+        refuse_busy(stream).await;
     }
 }
 

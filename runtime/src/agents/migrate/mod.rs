@@ -95,42 +95,9 @@ fn quoted(value: &Value) -> String {
 }
 
 fn agent(n: usize, arguments: &[python::Argument], notes: &mut Vec<String>) -> Agent {
-    let mut agent = Agent::default();
-    let literal_name = find(arguments, "name", Some(0))
-        .and_then(|a| python::literal(&a.source))
-        .and_then(|v| v.as_str().map(str::to_owned));
-    agent.name = match literal_name {
-        Some(name)
-            if !name.is_empty()
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') =>
-        {
-            name
-        }
-        Some(name) => {
-            let safe: String = name
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '-' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
-            notes.push(format!(
-                "agent {name:?} is named {safe:?} (agent names hold only letters, digits, - and _)"
-            ));
-            safe
-        }
-        None => {
-            let placeholder = format!("FILL_IN_agent_{n}");
-            notes.push(format!(
-                "agent {n}: its name is not a literal; {FILL_IN} {placeholder}"
-            ));
-            placeholder
-        }
+    let mut agent = Agent {
+        name: agent_name(n, arguments, notes),
+        lines: Vec::new(),
     };
     let who = agent.name.clone();
     let placeholder = |key: &str, source: &str, notes: &mut Vec<String>| {
@@ -189,6 +156,41 @@ fn agent(n: usize, arguments: &[python::Argument], notes: &mut Vec<String>) -> A
         }
     }
     agent
+}
+
+/// The `n`th agent's name: its literal `name` when it is a valid agent name, that name with
+/// each other character made `_` (noted), or a placeholder to fill in (noted).
+fn agent_name(n: usize, arguments: &[python::Argument], notes: &mut Vec<String>) -> String {
+    let literal_name = find(arguments, "name", Some(0))
+        .and_then(|a| python::literal(&a.source))
+        .and_then(|v| v.as_str().map(str::to_owned));
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    match literal_name {
+        Some(name) if !name.is_empty() && name.chars().all(allowed) => name,
+        Some(name) => {
+            let safe: String = name
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            notes.push(format!(
+                "agent {name:?} is named {safe:?} (agent names hold only letters, digits, - and _)"
+            ));
+            safe
+        }
+        None => {
+            let placeholder = format!("FILL_IN_agent_{n}");
+            notes.push(format!(
+                "agent {n}: its name is not a literal; {FILL_IN} {placeholder}"
+            ));
+            placeholder
+        }
+    }
 }
 
 /// `RequestParams(...)`'s fields in this runtime's keys; `max_iterations` becomes the agent's.

@@ -132,26 +132,7 @@ fn agent_def(
             model: m.clone(),
         })?,
     };
-    let mut servers = Vec::with_capacity(def.servers.len());
-    for server in &def.servers {
-        let Some(known) = server_named(server) else {
-            return Err(DeploymentError::UnknownServer {
-                file: file.to_owned(),
-                agent: name.clone(),
-                server: server.clone(),
-            });
-        };
-        servers.push(known);
-    }
-    for dependency in &def.depends_on {
-        if !matches!(server_named(dependency), Some(ServerRef::Agent(_))) {
-            return Err(DeploymentError::UnknownDependency {
-                file: file.to_owned(),
-                agent: name.clone(),
-                dependency: dependency.clone(),
-            });
-        }
-    }
+    let servers = servers_of(file, name, def, server_named)?;
     if def.max_iterations == Some(0) {
         return Err(DeploymentError::Shape {
             file: file.to_owned(),
@@ -186,6 +167,37 @@ fn agent_def(
         may_decline: def.may_decline.unwrap_or(false),
         card_signing: def.card_signing.clone(),
     })
+}
+
+/// Agent `name`'s servers, each an MCP server or an agent the file names; each of its
+/// `depends_on` must be an agent too.
+fn servers_of(
+    file: &str,
+    name: &str,
+    def: &super::file::AgentFile,
+    server_named: impl Fn(&str) -> Option<ServerRef>,
+) -> Result<Vec<ServerRef>, DeploymentError> {
+    let mut servers = Vec::with_capacity(def.servers.len());
+    for server in &def.servers {
+        let Some(known) = server_named(server) else {
+            return Err(DeploymentError::UnknownServer {
+                file: file.to_owned(),
+                agent: name.to_owned(),
+                server: server.clone(),
+            });
+        };
+        servers.push(known);
+    }
+    for dependency in &def.depends_on {
+        if !matches!(server_named(dependency), Some(ServerRef::Agent(_))) {
+            return Err(DeploymentError::UnknownDependency {
+                file: file.to_owned(),
+                agent: name.to_owned(),
+                dependency: dependency.clone(),
+            });
+        }
+    }
+    Ok(servers)
 }
 
 /// The prices of `models:`, by `<provider>.<model>`; a bad entry refused naming its key.
@@ -532,30 +544,16 @@ fn downstream_server(
             });
         }
     };
-    let auth = server
-        .auth
-        .map(|block| downstream_auth(file, name, block))
-        .transpose()?;
-    if auth.is_some() {
-        let clash = if server.forward_inbound_auth {
-            Some("forward_inbound_auth")
-        } else if server
-            .headers
-            .keys()
-            .any(|k| k.eq_ignore_ascii_case("authorization"))
-        {
-            Some("headers.Authorization")
-        } else {
-            None
-        };
-        if let Some(other) = clash {
-            return Err(DeploymentError::Shape {
-                file: file.to_owned(),
-                path: format!("mcp.servers.{name}.auth"),
-                message: format!("and {other} both give this server a credential; keep one"),
-            });
-        }
-    }
+    let auth = match server.auth {
+        Some(block) => Some(auth_of(
+            file,
+            name,
+            block,
+            server.forward_inbound_auth,
+            &server.headers,
+        )?),
+        None => None,
+    };
     let trust = match (kind, server.trust) {
         (ServerKind::A2a, Some(trust)) => {
             super::trust::card_trust(file, &format!("mcp.servers.{name}.trust"), trust)?
@@ -580,6 +578,36 @@ fn downstream_server(
         idempotent: server.idempotent,
         trust,
     })
+}
+
+/// Server `name`'s `auth` block, checked ([`downstream_auth`]), and the only credential it
+/// is given: not with `forward_inbound_auth`, nor with an `Authorization` header.
+fn auth_of(
+    file: &str,
+    name: &str,
+    block: super::file::DownstreamAuthFile,
+    forward_inbound_auth: bool,
+    headers: &std::collections::BTreeMap<String, String>,
+) -> Result<DownstreamAuth, DeploymentError> {
+    let auth = downstream_auth(file, name, block)?;
+    let clash = if forward_inbound_auth {
+        Some("forward_inbound_auth")
+    } else if headers
+        .keys()
+        .any(|k| k.eq_ignore_ascii_case("authorization"))
+    {
+        Some("headers.Authorization")
+    } else {
+        None
+    };
+    match clash {
+        Some(other) => Err(DeploymentError::Shape {
+            file: file.to_owned(),
+            path: format!("mcp.servers.{name}.auth"),
+            message: format!("and {other} both give this server a credential; keep one"),
+        }),
+        None => Ok(auth),
+    }
 }
 
 /// An `mcp.servers.<name>.auth` block, checked: its type, a token URL, a client id, one

@@ -225,19 +225,7 @@ impl TurnService {
         }
         let checkpoints =
             record.map(|record| Arc::new(StoredCheckpoints::new(&self.0.tasks, &task_id, record)));
-        if let Some(checkpoints) = &checkpoints {
-            agent_request.checkpoints = Checkpoints::new(Arc::clone(checkpoints) as _);
-        }
-        agent_request.resume = resuming.and_then(|r| r.checkpoint).map(Box::new);
-        // What the agent writes that its end commits (the conversation): one commit for both,
-        // where the two stores share a writer.
-        if self
-            .0
-            .conversations_commit_with_tasks
-            .load(std::sync::atomic::Ordering::Relaxed)
-        {
-            agent_request.writes = TurnWrites::with_the_end();
-        }
+        self.keep_durable(&mut agent_request, checkpoints.as_ref(), resuming);
         Ok(Opened::Begun(Box::new(Begun {
             turn,
             task_id,
@@ -249,6 +237,29 @@ impl TurnService {
             out,
             checkpoints,
         })))
+    }
+
+    /// What the agent's request of a durable turn carries: where its checkpoints go, the
+    /// checkpoint a resumed turn goes on from, and whether what the agent writes (the
+    /// conversation) commits with the turn's end (one commit for both, where the two stores
+    /// share a writer).
+    fn keep_durable(
+        &self,
+        agent_request: &mut AgentRequest,
+        checkpoints: Option<&Arc<StoredCheckpoints>>,
+        resuming: Option<TurnRecord>,
+    ) {
+        if let Some(checkpoints) = checkpoints {
+            agent_request.checkpoints = Checkpoints::new(Arc::clone(checkpoints) as _);
+        }
+        agent_request.resume = resuming.and_then(|r| r.checkpoint).map(Box::new);
+        if self
+            .0
+            .conversations_commit_with_tasks
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            agent_request.writes = TurnWrites::with_the_end();
+        }
     }
 
     /// Ends a turn its agent ran: the task stored with its messages and the message answered

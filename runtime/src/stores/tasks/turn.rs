@@ -297,24 +297,9 @@ impl TaskTurn {
             .get_mut()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
-        let mut outcome = self.store_end(&task, answered.as_deref(), &mut later).await;
-        let (task, closing) = match outcome {
-            EndStored::TooLarge { bytes, limit } => {
-                // No end this large can be stored: the task fails, saying so, in a form that
-                // fits (what it held when its turn began, without the answer).
-                let why = format!(
-                    "the task's answer makes it {bytes} bytes, more than the task store takes ({limit}); nothing larger than that can be kept"
-                );
-                let mut failed = backend::failed_now(&self.cell.task().unwrap_or(task), &why);
-                failed.artifacts.clear();
-                outcome = self
-                    .store_end(&failed, answered.as_deref(), &mut later)
-                    .await;
-                let closing = vec![final_update(&failed)];
-                (failed, closing)
-            }
-            _ => (task, closing),
-        };
+        let (task, closing, outcome) = self
+            .store_end_that_fits(task, closing, answered.as_deref(), &mut later)
+            .await;
         let ended = match outcome {
             EndStored::At(revision) => {
                 let first = self
@@ -348,38 +333,67 @@ impl TaskTurn {
                     won: true,
                 }
             }
-            EndStored::Lost(winner) => {
-                if self.holds_record {
-                    // Another writer ended the task: the turn is over all the same.
-                    self.store.keep_turn(&self.task_id, None).await;
-                }
-                let from = self.cell.task().unwrap_or_else(|| task.clone());
-                let events = changes(&from, &winner.stored.task);
-                tracing::info!(
-                    task_id = self.task_id,
-                    state = %winner.stored.task.status.state,
-                    writer = winner.stored.owner,
-                    "another end of the task was stored first; it stands"
-                );
-                self.cell.finish(
-                    winner.stored.task.clone(),
-                    winner.revision,
-                    Some(winner.stored.owner),
-                    winner.stored.answered,
-                    &events,
-                );
-                Ended {
-                    task: winner.stored.task,
-                    events,
-                    won: false,
-                }
-            }
+            EndStored::Lost(winner) => self.yield_to(&task, winner).await,
         };
         if let Some(deferred) = self.cell.stop_writing() {
             self.store.absorb(deferred);
         }
         self.store.touch(&self.task_id);
         ended
+    }
+
+    /// Stores `task`'s end (see [`TaskTurn::store_end`]); an end larger than the backend takes
+    /// is replaced by the task failing, saying so, in a form that fits (what it held when its
+    /// turn began, without the answer). Answers the end that was tried last, its closing
+    /// events, and how storing it went.
+    async fn store_end_that_fits(
+        &self,
+        task: Task,
+        closing: Vec<StreamEvent>,
+        answered: Option<&str>,
+        later: &mut Option<LaterBegin>,
+    ) -> (Task, Vec<StreamEvent>, EndStored) {
+        let outcome = self.store_end(&task, answered, later).await;
+        let EndStored::TooLarge { bytes, limit } = outcome else {
+            return (task, closing, outcome);
+        };
+        let why = format!(
+            "the task's answer makes it {bytes} bytes, more than the task store takes ({limit}); nothing larger than that can be kept"
+        );
+        let mut failed = backend::failed_now(&self.cell.task().unwrap_or(task), &why);
+        failed.artifacts.clear();
+        let outcome = self.store_end(&failed, answered, later).await;
+        let closing = vec![final_update(&failed)];
+        (failed, closing, outcome)
+    }
+
+    /// Another writer stored the task's end first (`winner`, over this turn's `task`): it
+    /// stands. The turn is over all the same; the events are what changes from the task as
+    /// this replica held it to the winner.
+    async fn yield_to(&mut self, task: &Task, winner: Versioned) -> Ended {
+        if self.holds_record {
+            self.store.keep_turn(&self.task_id, None).await;
+        }
+        let from = self.cell.task().unwrap_or_else(|| task.clone());
+        let events = changes(&from, &winner.stored.task);
+        tracing::info!(
+            task_id = self.task_id,
+            state = %winner.stored.task.status.state,
+            writer = winner.stored.owner,
+            "another end of the task was stored first; it stands"
+        );
+        self.cell.finish(
+            winner.stored.task.clone(),
+            winner.revision,
+            Some(winner.stored.owner),
+            winner.stored.answered,
+            &events,
+        );
+        Ended {
+            task: winner.stored.task,
+            events,
+            won: false,
+        }
     }
 
     /// Stores the end: at the revision the task stands at, retrying a backend that cannot be

@@ -119,9 +119,6 @@ async fn dispatch(
     operations::check_version(headers, uri)?;
     let params = request.params.as_deref();
     match request.method.as_str() {
-        "SendMessage" => operations::send_message(state, headers, caller, read(params)?)
-            .await
-            .and_then(|answer| result_of(&a2a_v1::of(&answer))),
         "SendStreamingMessage" => {
             let (handle, inflight) =
                 operations::start_stream(state, headers, caller, read(params)?).await?;
@@ -131,18 +128,6 @@ async fn dispatch(
                 inflight,
                 move |event| v1_response(&id, event),
             )))
-        }
-        "GetTask" => operations::get_task(state, caller, &read(params)?)
-            .await
-            .and_then(|answer| result_of(&a2a_v1::of(&answer))),
-        "ListTasks" => operations::list_tasks(state, caller, read(params)?)
-            .await
-            .and_then(|answer| result_of(&a2a_v1::of(&answer))),
-        "CancelTask" => {
-            let params: TaskIdRequest = read(params)?;
-            operations::cancel_task(state, caller, &params.id)
-                .await
-                .and_then(|answer| result_of(&a2a_v1::of(&answer)))
         }
         "SubscribeToTask" => {
             let params: TaskIdRequest = read(params)?;
@@ -156,7 +141,56 @@ async fn dispatch(
                 move |event| v1_response(&id, event),
             )))
         }
+        method @ ("CreateTaskPushNotificationConfig"
+        | "GetTaskPushNotificationConfig"
+        | "ListTaskPushNotificationConfigs"
+        | "DeleteTaskPushNotificationConfig") => {
+            push_config_method(state, caller, method, params).await
+        }
+        method => task_method(state, headers, caller, method, params).await,
+    }
+}
+
+/// A method answered with one result: a send, a task's reads and cancel, the extended card.
+async fn task_method(
+    state: &A2aFace,
+    headers: &HeaderMap,
+    caller: &Caller,
+    method: &str,
+    params: Option<&serde_json::value::RawValue>,
+) -> Result<Answer, A2aError> {
+    match method {
+        "SendMessage" => operations::send_message(state, headers, caller, read(params)?)
+            .await
+            .and_then(|answer| result_of(&a2a_v1::of(&answer))),
+        "GetTask" => operations::get_task(state, caller, &read(params)?)
+            .await
+            .and_then(|answer| result_of(&a2a_v1::of(&answer))),
+        "ListTasks" => operations::list_tasks(state, caller, read(params)?)
+            .await
+            .and_then(|answer| result_of(&a2a_v1::of(&answer))),
+        "CancelTask" => {
+            let params: TaskIdRequest = read(params)?;
+            operations::cancel_task(state, caller, &params.id)
+                .await
+                .and_then(|answer| result_of(&a2a_v1::of(&answer)))
+        }
         "GetExtendedAgentCard" => result_of(&a2a_v1::of(&*operations::extended_card(state)?)),
+        other => Err(A2aError::new(
+            A2aErrorKind::MethodNotFound,
+            format!("Method not found: {other}"),
+        )),
+    }
+}
+
+/// One of the four push-config methods.
+async fn push_config_method(
+    state: &A2aFace,
+    caller: &Caller,
+    method: &str,
+    params: Option<&serde_json::value::RawValue>,
+) -> Result<Answer, A2aError> {
+    match method {
         "CreateTaskPushNotificationConfig" => {
             let config: TaskPushNotificationConfig = read(params)?;
             let task_id = config.task_id.clone();
@@ -174,15 +208,9 @@ async fn dispatch(
                 .await
                 .and_then(|page| result_of(&page))
         }
-        "DeleteTaskPushNotificationConfig" => {
-            operations::delete_push_config(state, caller, &read(params)?)
-                .await
-                .and_then(|()| result_of(&serde_json::Map::new()))
-        }
-        other => Err(A2aError::new(
-            A2aErrorKind::MethodNotFound,
-            format!("Method not found: {other}"),
-        )),
+        _ => operations::delete_push_config(state, caller, &read(params)?)
+            .await
+            .and_then(|()| result_of(&serde_json::Map::new())),
     }
 }
 
