@@ -13,12 +13,29 @@ pub(super) fn check_bounds(
     cli: &Cli,
     key_of: &dyn Fn(&str, &str) -> String,
 ) -> Result<(), ConfigError> {
+    first_out_of_bounds(&room_for_one(cli), key_of)?;
+    first_out_of_bounds(&limits(cli), key_of)
+}
+
+/// One bound: whether the setting breaks it, the setting's key and flag, and what it must be.
+type Bound<'a> = (bool, &'a str, &'a str, &'a str);
+
+/// The first of `bounds` broken (they are told in order), as the error naming its setting.
+fn first_out_of_bounds(
+    bounds: &[Bound<'_>],
+    key_of: &dyn Fn(&str, &str) -> String,
+) -> Result<(), ConfigError> {
+    match bounds.iter().find(|(broken, ..)| *broken) {
+        Some((_, id, flag, why)) => Err(ConfigError::invalid(&key_of(id, flag), *why)),
+        None => Ok(()),
+    }
+}
+
+/// The room a turn or a session needs: memory, counts and timeouts above zero.
+fn room_for_one(cli: &Cli) -> [Bound<'static>; 8] {
     const ONE_TURN: &str = "must leave room for at least one turn (more than zero)";
     const ONE_SESSION: &str = "must leave room for at least one session (more than zero)";
-    let metric_names = 1..=super::deployment::budgets::MAX_METRIC_NAMES;
-    let lease = Duration::from_secs(1)..=Duration::from_mins(10);
-    // Each setting out of bounds, in the order they are told: the first one found is.
-    let out_of_bounds: [(bool, &str, &str, &str); 12] = [
+    [
         (
             cli.turn_memory == 0,
             "turn_memory",
@@ -67,6 +84,14 @@ pub(super) fn check_bounds(
             "--mcp-session-idle",
             ONE_SESSION,
         ),
+    ]
+}
+
+/// The other limits: a body's bytes, the stored tasks, the budgets' metric names, the lease.
+fn limits(cli: &Cli) -> [Bound<'static>; 4] {
+    let metric_names = 1..=super::deployment::budgets::MAX_METRIC_NAMES;
+    let lease = Duration::from_secs(1)..=Duration::from_mins(10);
+    [
         (
             cli.max_body_size == 0,
             "max_body_size",
@@ -91,11 +116,7 @@ pub(super) fn check_bounds(
             "--replica-lease",
             "must be between 1s and 10m",
         ),
-    ];
-    match out_of_bounds.iter().find(|(broken, ..)| *broken) {
-        Some((_, id, flag, why)) => Err(ConfigError::invalid(&key_of(id, flag), *why)),
-        None => Ok(()),
-    }
+    ]
 }
 
 /// The longest `REPLICA_ID` taken: it names the replica in the shared store's keys (as a

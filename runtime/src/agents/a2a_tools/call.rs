@@ -630,15 +630,11 @@ fn result_of(server: &str, task: &Task) -> ToolResult {
                 .cloned()
                 .collect(),
         },
-        TaskState::InputRequired | TaskState::AuthRequired => ToolResult {
-            content: format!(
-                "{server} needs more input: {said}\n(to answer, call this tool again with \
+        TaskState::InputRequired | TaskState::AuthRequired => ToolResult::text(format!(
+            "{server} needs more input: {said}\n(to answer, call this tool again with \
                  task_id \"{}\" and the answer as message)",
-                task.id
-            ),
-            is_error: false,
-            files: Vec::new(),
-        },
+            task.id
+        )),
         state => failure(format!(
             "{server}'s task ended {state}{}",
             if said.is_empty() {

@@ -182,14 +182,10 @@ impl fmt::Debug for StartedNote {
 /// What the model reads for a tool call that was in flight when the turn was interrupted and
 /// is not made again.
 pub fn interrupted(call: &ToolCall) -> ToolResult {
-    ToolResult {
-        content: format!(
-            "The call to {} was interrupted: the runtime running this turn stopped while it was in flight. It may or may not have taken effect, and it was not made again.",
-            call.name
-        ),
-        is_error: true,
-        files: Vec::new(),
-    }
+    ToolResult::error(format!(
+        "The call to {} was interrupted: the runtime running this turn stopped while it was in flight. It may or may not have taken effect, and it was not made again.",
+        call.name
+    ))
 }
 
 /// `usage` with `more` added.

@@ -70,18 +70,10 @@ impl ToolSource for SubAgents {
             .get(agent_name)
             .filter(|_| tool == SUBAGENT_TOOL)
         else {
-            return ToolResult {
-                content: format!("no sub-agent tool named {name}"),
-                is_error: true,
-                files: Vec::new(),
-            };
+            return ToolResult::error(format!("no sub-agent tool named {name}"));
         };
         let Some(text) = arguments.get("message").and_then(Value::as_str) else {
-            return ToolResult {
-                content: "the argument `message` (a string) is required".to_owned(),
-                is_error: true,
-                files: Vec::new(),
-            };
+            return ToolResult::error("the argument `message` (a string) is required".to_owned());
         };
         let id = uuid::Uuid::new_v4().to_string();
         let mut request = AgentRequest::new(
@@ -102,54 +94,30 @@ impl ToolSource for SubAgents {
                     .flat_map(|a| &a.parts)
                     .filter_map(Part::as_text)
                     .collect();
-                ToolResult {
-                    content: texts.join("\n"),
-                    is_error: false,
-                    files: Vec::new(),
-                }
+                ToolResult::text(texts.join("\n"))
             }
             AgentOutcome::Replied { parts } => {
                 let texts: Vec<&str> = parts.iter().filter_map(Part::as_text).collect();
-                ToolResult {
-                    content: texts.join("\n"),
-                    is_error: false,
-                    files: Vec::new(),
-                }
+                ToolResult::text(texts.join("\n"))
             }
-            AgentOutcome::Rejected { reason } => ToolResult {
-                content: format!("{agent_name} declined: {reason}"),
-                is_error: true,
-                files: Vec::new(),
-            },
+            AgentOutcome::Rejected { reason } => {
+                ToolResult::error(format!("{agent_name} declined: {reason}"))
+            }
             AgentOutcome::InputRequired { question } => {
                 let q: Vec<&str> = question.iter().filter_map(Part::as_text).collect();
-                ToolResult {
-                    content: format!("{agent_name} needs more input: {}", q.join(" ")),
-                    is_error: true,
-                    files: Vec::new(),
-                }
+                ToolResult::error(format!("{agent_name} needs more input: {}", q.join(" ")))
             }
             AgentOutcome::AuthRequired { challenge } => {
                 let c: Vec<&str> = challenge.iter().filter_map(Part::as_text).collect();
-                ToolResult {
-                    content: format!(
-                        "{agent_name} needs the user to authenticate: {}",
-                        c.join(" ")
-                    ),
-                    is_error: true,
-                    files: Vec::new(),
-                }
+                ToolResult::error(format!(
+                    "{agent_name} needs the user to authenticate: {}",
+                    c.join(" ")
+                ))
             }
-            AgentOutcome::Failed { reason } => ToolResult {
-                content: format!("{agent_name} failed: {reason}"),
-                is_error: true,
-                files: Vec::new(),
-            },
-            AgentOutcome::Canceled => ToolResult {
-                content: format!("{agent_name} was canceled"),
-                is_error: true,
-                files: Vec::new(),
-            },
+            AgentOutcome::Failed { reason } => {
+                ToolResult::error(format!("{agent_name} failed: {reason}"))
+            }
+            AgentOutcome::Canceled => ToolResult::error(format!("{agent_name} was canceled")),
         }
     }
 }

@@ -24,6 +24,26 @@ pub struct ToolResult {
     pub files: Vec<daedalus_contract::Part>,
 }
 
+impl ToolResult {
+    /// A result the model reads as the tool's answer, with no files.
+    pub fn text(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: false,
+            files: Vec::new(),
+        }
+    }
+
+    /// A result the model reads as what went wrong (it may recover).
+    pub fn error(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: true,
+            files: Vec::new(),
+        }
+    }
+}
+
 /// Everything a tool call needs besides its arguments.
 #[derive(Debug, Clone)]
 pub struct CallContext {
@@ -103,11 +123,7 @@ impl ToolSource for NoTools {
     }
 
     async fn call(&self, name: &str, _: &Value, _: &CallContext) -> ToolResult {
-        ToolResult {
-            content: format!("no tool named {name}"),
-            is_error: true,
-            files: Vec::new(),
-        }
+        ToolResult::error(format!("no tool named {name}"))
     }
 }
 
@@ -166,11 +182,7 @@ impl ToolSource for Toolbox {
             .find(|(prefixes, _)| prefixes.iter().any(|p| p == prefix))
         {
             Some((_, source)) => source.call(name, arguments, context).await,
-            None => ToolResult {
-                content: format!("no tool named {name}"),
-                is_error: true,
-                files: Vec::new(),
-            },
+            None => ToolResult::error(format!("no tool named {name}")),
         }
     }
 }

@@ -402,11 +402,9 @@ impl McpServers {
             Value::Object(map) => map.clone(),
             Value::Null => serde_json::Map::new(),
             other => {
-                return Ok(ToolResult {
-                    content: format!("arguments must be a JSON object, got {other}"),
-                    is_error: true,
-                    files: Vec::new(),
-                });
+                return Ok(ToolResult::error(format!(
+                    "arguments must be a JSON object, got {other}"
+                )));
             }
         };
         let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
@@ -559,11 +557,7 @@ impl ToolSource for McpServers {
     async fn call(&self, name: &str, arguments: &Value, context: &CallContext) -> ToolResult {
         let (server_name, tool) = crate::agents::agent_loop::tools::split_name(name);
         let Some(server) = self.servers.get(server_name) else {
-            return ToolResult {
-                content: format!("no MCP server named {server_name}"),
-                is_error: true,
-                files: Vec::new(),
-            };
+            return ToolResult::error(format!("no MCP server named {server_name}"));
         };
         let call = async {
             let token = self
@@ -578,10 +572,8 @@ impl ToolSource for McpServers {
                 .unwrap_or(Err(McpError::CallTimeout(limit))),
             None => call.await,
         };
-        outcome.unwrap_or_else(|problem| ToolResult {
-            content: format!("{server_name}/{tool} failed: {problem}"),
-            is_error: true,
-            files: Vec::new(),
+        outcome.unwrap_or_else(|problem| {
+            ToolResult::error(format!("{server_name}/{tool} failed: {problem}"))
         })
     }
 }

@@ -38,7 +38,7 @@ pub(super) struct ModelFile {
     pub(super) price: Option<super::budgets::PriceFile>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
 #[serde(default)]
 pub(super) struct CapabilitiesFile {
     pub(super) vision: Option<bool>,

@@ -24,17 +24,7 @@ pub(super) fn build(
             file: file.to_owned(),
         });
     }
-    let mut mcp_servers = BTreeMap::new();
-    let mcp = doc.mcp.unwrap_or_default();
-    let default_trust = mcp
-        .trust
-        .map(|t| super::trust::card_trust(file, "mcp.trust", t))
-        .transpose()?
-        .unwrap_or_default();
-    for (name, server) in mcp.servers {
-        let server = downstream_server(file, &name, server, &default_trust)?;
-        mcp_servers.insert(name, server);
-    }
+    let mcp_servers = mcp_servers_of(file, doc.mcp.unwrap_or_default())?;
     let agent_names: BTreeSet<&str> = doc.agents.keys().map(String::as_str).collect();
 
     let mut agents = Vec::with_capacity(doc.agents.len());
@@ -64,7 +54,6 @@ pub(super) fn build(
         .budgets
         .map(|plan| priced_plan(file, plan, prices, &agents))
         .transpose()?;
-    let caps = doc.model_capabilities.unwrap_or_default();
     Ok(Deployment {
         sources: Vec::new(),
         name: doc.name.unwrap_or_else(|| "daedalus".to_owned()),
@@ -73,12 +62,7 @@ pub(super) fn build(
         namespace: doc.namespace,
         registry_port,
         default_model: default_model.clone(),
-        model_capabilities: ModelCapabilities {
-            vision: caps.vision.unwrap_or(false),
-            context_window: caps.context_window.unwrap_or(131_072),
-            max_output_tokens: caps.max_output_tokens.unwrap_or(16_384),
-            reasoning: caps.reasoning,
-        },
+        model_capabilities: model_capabilities(doc.model_capabilities.unwrap_or_default()),
         openai: doc
             .openai
             .map(|p| provider(file, "openai", p))
@@ -96,6 +80,35 @@ pub(super) fn build(
         auth: doc.auth.unwrap_or_default(),
         budgets,
     })
+}
+
+/// The downstream servers of `mcp:`, each checked, A2A agents trusting `mcp.trust` unless
+/// they say otherwise.
+fn mcp_servers_of(
+    file: &str,
+    mcp: super::file::McpFile,
+) -> Result<BTreeMap<String, McpServer>, DeploymentError> {
+    let default_trust = mcp
+        .trust
+        .map(|t| super::trust::card_trust(file, "mcp.trust", t))
+        .transpose()?
+        .unwrap_or_default();
+    let mut servers = BTreeMap::new();
+    for (name, server) in mcp.servers {
+        let server = downstream_server(file, &name, server, &default_trust)?;
+        servers.insert(name, server);
+    }
+    Ok(servers)
+}
+
+/// What `model_capabilities:` says of the models, with the defaults for what it leaves out.
+fn model_capabilities(caps: super::file::CapabilitiesFile) -> ModelCapabilities {
+    ModelCapabilities {
+        vision: caps.vision.unwrap_or(false),
+        context_window: caps.context_window.unwrap_or(131_072),
+        max_output_tokens: caps.max_output_tokens.unwrap_or(16_384),
+        reasoning: caps.reasoning,
+    }
 }
 
 /// Agent `name`'s definition, checked: its name, its module, its model (`default_model`

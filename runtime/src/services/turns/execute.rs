@@ -47,6 +47,29 @@ fn takes_a_turn(task: &Task, task_id: &str, replay: bool, resuming: bool) -> Res
     Ok(())
 }
 
+/// Begins `turn` in the store as `working` (committed with its end when nobody hears of it
+/// before), then names it to its starter (with the task as it began, for a caller that hears
+/// it then): only now may anyone learn its id, and whoever does finds the task on any replica.
+async fn begin(
+    turn: &mut TaskTurn,
+    request: &TurnRequest,
+    working: Task,
+    stop: &TurnStop,
+    started: Started,
+) -> Result<EventSender, TurnError> {
+    if request.heard == Heard::WhenItEnds {
+        turn.begins_with_its_end();
+    }
+    let began = (request.heard == Heard::AsItBegan)
+        .then(|| history::shape(working.clone(), request.history_length, Unset::All));
+    let task_id = working.id.clone();
+    let context_id = working.context_id.clone().unwrap_or_default();
+    let log = turn.begin(working, stop.clone()).await?;
+    Ok(started
+        .name_with(&task_id, &context_id, began)
+        .with_log(log))
+}
+
 /// The record a resumed turn goes on from (`None` for a turn that is not a resume). It
 /// resumes only over the task as the replica that left it left it: a peer that began the task
 /// since has the turn, and this resume is refused.
@@ -207,16 +230,7 @@ impl TurnService {
         if let Some(record) = &record {
             turn.keeps_record(record.to_json());
         }
-        if request.heard == Heard::WhenItEnds {
-            turn.begins_with_its_end();
-        }
-        let began = (request.heard == Heard::AsItBegan)
-            .then(|| history::shape(working.clone(), request.history_length, Unset::All));
-        let log = Box::pin(turn.begin(working, stop.clone())).await?;
-        // Named only now: whoever learns the id finds the task, on any replica.
-        let out = started
-            .name_with(&task_id, &context_id, began)
-            .with_log(log);
+        let out = Box::pin(begin(&mut turn, request, working, &stop, started)).await?;
         if let Some(resumes) = past_resumes {
             let task = task::working(&task_id, &context_id, history);
             return Ok(Opened::Answered(Box::new(

@@ -71,12 +71,30 @@ pub(super) fn resumed_note(
 }
 
 /// The contract Task for an outcome: completed ⇒ artifacts; failed, rejected, input- or
-/// auth-required ⇒ `status.message`. A reply completes the task with the reply as its status message and its
-/// parts as the output (the contract binding answers the Task, the A2A bindings the message).
+/// auth-required ⇒ `status.message`. A reply completes the task with the reply as its status
+/// message and its parts as the output (the contract binding answers the Task, the A2A
+/// bindings the message).
 pub(super) fn finish(task_id: &str, context_id: &str, outcome: AgentOutcome) -> Task {
-    let agent_message =
-        |parts: Vec<Part>| Message::from_agent(parts).in_task(task_id, Some(context_id));
-    let (state, message, artifacts) = match outcome {
+    let (state, said, artifacts) = ended_as(outcome);
+    Task {
+        id: task_id.to_owned(),
+        context_id: Some(context_id.to_owned()),
+        status: TaskStatus {
+            message: said
+                .map(|parts| Message::from_agent(parts).in_task(task_id, Some(context_id))),
+            ..TaskStatus::now(state)
+        },
+        artifacts,
+        history: None,
+        metadata: None,
+    }
+}
+
+/// How an outcome ends its task: the state, what its status message says (as the agent's
+/// parts), and its artifacts. An outcome with nothing to show fails, or says why it waits.
+fn ended_as(outcome: AgentOutcome) -> (TaskState, Option<Vec<Part>>, Vec<Artifact>) {
+    let saying = |state, text: &str| (state, Some(vec![Part::text(text)]), Vec::new());
+    match outcome {
         AgentOutcome::Completed { artifacts } if artifacts.iter().any(|a| !a.parts.is_empty()) => {
             let artifacts = artifacts
                 .into_iter()
@@ -84,78 +102,31 @@ pub(super) fn finish(task_id: &str, context_id: &str, outcome: AgentOutcome) -> 
                 .collect();
             (TaskState::Completed, None, artifacts)
         }
-        AgentOutcome::Completed { .. } => {
-            let why = "the agent finished without producing any output";
-            (
-                TaskState::Failed,
-                Some(agent_message(vec![Part::text(why)])),
-                Vec::new(),
-            )
-        }
+        AgentOutcome::Completed { .. } => saying(
+            TaskState::Failed,
+            "the agent finished without producing any output",
+        ),
         AgentOutcome::Replied { parts } if !parts.is_empty() => {
             let artifact = Artifact::fresh(parts.clone()).named("response");
-            (
-                TaskState::Completed,
-                Some(agent_message(parts)),
-                vec![artifact],
-            )
+            (TaskState::Completed, Some(parts), vec![artifact])
         }
         AgentOutcome::Replied { .. } => {
-            let why = "the agent replied with an empty message";
-            (
-                TaskState::Failed,
-                Some(agent_message(vec![Part::text(why)])),
-                Vec::new(),
-            )
+            saying(TaskState::Failed, "the agent replied with an empty message")
         }
-        AgentOutcome::Rejected { reason } => (
-            TaskState::Rejected,
-            Some(agent_message(vec![Part::text(reason)])),
-            Vec::new(),
-        ),
-        AgentOutcome::InputRequired { mut question } => {
-            if question.is_empty() {
-                question.push(Part::text("More input is needed."));
-            }
-            (
-                TaskState::InputRequired,
-                Some(agent_message(question)),
-                Vec::new(),
-            )
+        AgentOutcome::Rejected { reason } => saying(TaskState::Rejected, &reason),
+        AgentOutcome::InputRequired { question } if question.is_empty() => {
+            saying(TaskState::InputRequired, "More input is needed.")
         }
-        AgentOutcome::AuthRequired { mut challenge } => {
-            if challenge.is_empty() {
-                challenge.push(Part::text("Authentication is needed."));
-            }
-            (
-                TaskState::AuthRequired,
-                Some(agent_message(challenge)),
-                Vec::new(),
-            )
+        AgentOutcome::InputRequired { question } => {
+            (TaskState::InputRequired, Some(question), Vec::new())
         }
-        AgentOutcome::Failed { reason } => (
-            TaskState::Failed,
-            Some(agent_message(vec![Part::text(reason)])),
-            Vec::new(),
-        ),
-        AgentOutcome::Canceled => {
-            let why = "the task was canceled";
-            (
-                TaskState::Canceled,
-                Some(agent_message(vec![Part::text(why)])),
-                Vec::new(),
-            )
+        AgentOutcome::AuthRequired { challenge } if challenge.is_empty() => {
+            saying(TaskState::AuthRequired, "Authentication is needed.")
         }
-    };
-    Task {
-        id: task_id.to_owned(),
-        context_id: Some(context_id.to_owned()),
-        status: TaskStatus {
-            message,
-            ..TaskStatus::now(state)
-        },
-        artifacts,
-        history: None,
-        metadata: None,
+        AgentOutcome::AuthRequired { challenge } => {
+            (TaskState::AuthRequired, Some(challenge), Vec::new())
+        }
+        AgentOutcome::Failed { reason } => saying(TaskState::Failed, &reason),
+        AgentOutcome::Canceled => saying(TaskState::Canceled, "the task was canceled"),
     }
 }

@@ -63,14 +63,10 @@ impl LlmAgent {
         if let Some(allowed) = &context.allowed
             && !allowed.contains(&call.name)
         {
-            return ToolResult {
-                content: format!(
-                    "{} is not allowed in this turn (tools_allowlist); use one of the tools offered",
-                    call.name
-                ),
-                is_error: true,
-                files: Vec::new(),
-            };
+            return ToolResult::error(format!(
+                "{} is not allowed in this turn (tools_allowlist); use one of the tools offered",
+                call.name
+            ));
         }
         let (server, tool) = split_name(&call.name);
         let server = if self.tools.serves(server) {
@@ -137,14 +133,10 @@ impl LlmAgent {
         .await
         {
             Ok(result) => result,
-            Err(_) => ToolResult {
-                content: format!(
-                    "the tool {} did not answer within {:?} and was abandoned",
-                    call.name, self.tool_timeout
-                ),
-                is_error: true,
-                files: Vec::new(),
-            },
+            Err(_) => ToolResult::error(format!(
+                "the tool {} did not answer within {:?} and was abandoned",
+                call.name, self.tool_timeout
+            )),
         };
         let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let event = if result.is_error {
