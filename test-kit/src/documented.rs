@@ -349,26 +349,47 @@ pub fn check_every_setting(binary: &Binary, pages: &[Page], settings: &[Setting]
 }
 
 fn check_setting(binary: &Binary, setting: &Setting, row: &Row) -> Vec<String> {
-    let var = setting.var;
-    let mut failures = Vec::new();
-    let run = |value: &str| {
-        let mut env: Vec<(&str, String)> =
-            setting.with.iter().map(|(k, v)| (*k, v.clone())).collect();
-        env.push((var, value.to_owned()));
-        binary.check(&env)
-    };
-    let shown_in = |config: &Value| config.pointer(setting.shown_at).cloned();
     // The default as the test states it, and as the documentation writes it (with only the
     // settings this one needs, when those alone are taken).
     let context: Vec<(&str, String)> = setting.with.iter().map(|(k, v)| (*k, v.clone())).collect();
     let default_shown = match binary.check(&context) {
-        Checked::Accepted(config) => shown_in(&config),
+        Checked::Accepted(config) => shown_in(setting, &config),
         Checked::Refused(_) if setting.default.is_none() => None,
         Checked::Refused(why) => {
-            return vec![format!("{var}: the settings it needs are refused: {why}")];
+            return vec![format!(
+                "{}: the settings it needs are refused: {why}",
+                setting.var
+            )];
         }
     };
-    match (&setting.default, &default_shown) {
+    let mut failures = check_default(binary, setting, row, default_shown.as_ref());
+    failures.extend(check_values(binary, setting, row));
+    failures.extend(check_refusals(binary, setting));
+    failures
+}
+
+/// What `setting` shows in a `--check-config` answer.
+fn shown_in(setting: &Setting, config: &Value) -> Option<Value> {
+    config.pointer(setting.shown_at).cloned()
+}
+
+/// `--check-config` with `setting` set to `value`, and the settings it needs.
+fn run_with(binary: &Binary, setting: &Setting, value: &str) -> Checked {
+    let mut env: Vec<(&str, String)> = setting.with.iter().map(|(k, v)| (*k, v.clone())).collect();
+    env.push((setting.var, value.to_owned()));
+    binary.check(&env)
+}
+
+/// The default: shown as the test states it, and the documented default shows the same.
+fn check_default(
+    binary: &Binary,
+    setting: &Setting,
+    row: &Row,
+    default_shown: Option<&Value>,
+) -> Vec<String> {
+    let var = setting.var;
+    let mut failures = Vec::new();
+    match (&setting.default, default_shown) {
         (Some(expected), Some(shown)) if !holds(shown, expected) => failures.push(format!(
             "{var}: unset, {} shows {shown}, not {expected}",
             setting.shown_at
@@ -379,18 +400,25 @@ fn check_setting(binary: &Binary, setting: &Setting, row: &Row) -> Vec<String> {
         )),
         _ => {}
     }
-    if let (Some(literal), Some(_)) = (literal_default(row, var), &default_shown) {
-        match run(&literal) {
-            Checked::Accepted(config) if shown_in(&config) == default_shown => {}
+    if let (Some(literal), Some(_)) = (literal_default(row, var), default_shown) {
+        match run_with(binary, setting, &literal) {
+            Checked::Accepted(config) if shown_in(setting, &config).as_ref() == default_shown => {}
             Checked::Accepted(config) => failures.push(format!(
                 "{var}={literal} (the documented default) shows {:?}, unset shows {default_shown:?}",
-                shown_in(&config)
+                shown_in(setting, &config)
             )),
             Checked::Refused(why) => failures.push(format!(
                 "{var}={literal} (the documented default) is refused: {why}"
             )),
         }
     }
+    failures
+}
+
+/// The choices the row names, and each choice and example shown as the test expects.
+fn check_values(binary: &Binary, setting: &Setting, row: &Row) -> Vec<String> {
+    let var = setting.var;
+    let mut failures = Vec::new();
     let named = backticked(&row.text);
     for (value, _) in &setting.choices {
         if !named.iter().any(|n| n == value) {
@@ -400,8 +428,8 @@ fn check_setting(binary: &Binary, setting: &Setting, row: &Row) -> Vec<String> {
         }
     }
     for (value, expected) in setting.choices.iter().chain(&setting.examples) {
-        match run(value) {
-            Checked::Accepted(config) => match shown_in(&config) {
+        match run_with(binary, setting, value) {
+            Checked::Accepted(config) => match shown_in(setting, &config) {
                 Some(shown) if holds(&shown, expected) => {}
                 shown => failures.push(format!(
                     "{var}={value} shows {shown:?} at {}, not {expected}",
@@ -411,11 +439,22 @@ fn check_setting(binary: &Binary, setting: &Setting, row: &Row) -> Vec<String> {
             Checked::Refused(why) => failures.push(format!("{var}={value} is refused: {why}")),
         }
     }
+    failures
+}
+
+/// The values refused (with the settings it needs, or alone), each refusal naming the
+/// setting; a test that refuses none must say why any value is taken.
+fn check_refusals(binary: &Binary, setting: &Setting) -> Vec<String> {
+    let var = setting.var;
+    let mut failures = Vec::new();
     let alone = setting
         .refused_alone
         .iter()
         .map(|value| (value, binary.check(&[(var, value.clone())])));
-    let with_context = setting.refused.iter().map(|value| (value, run(value)));
+    let with_context = setting
+        .refused
+        .iter()
+        .map(|value| (value, run_with(binary, setting, value)));
     if setting.refused.is_empty() && setting.refused_alone.is_empty() && setting.any_value.is_none()
     {
         failures.push(format!(
@@ -430,7 +469,7 @@ fn check_setting(binary: &Binary, setting: &Setting, row: &Row) -> Vec<String> {
             )),
             Checked::Accepted(config) => failures.push(format!(
                 "{var}={value:?} is taken (shown as {:?}), not refused",
-                shown_in(&config)
+                shown_in(setting, &config)
             )),
         }
     }

@@ -129,63 +129,36 @@ impl GrpcDispatch {
     ) -> Result<Answer, DispatchError> {
         let mut client = self.client.clone();
         let t = Some(timeout);
+        // One unary method: the params as its request message, its answer as ProtoJSON.
+        macro_rules! unary {
+            ($method:ident, $request:ty) => {{
+                let m: $request = encode(params)?;
+                client
+                    .$method(self.request(m, t))
+                    .await
+                    .map(|r| decode(r.get_ref()))
+            }};
+        }
         let answered: Result<Value, tonic::Status> = match operation {
-            Operation::SendMessage => {
-                let m: v1::SendMessageRequest = encode(params)?;
-                client
-                    .send_message(self.request(m, t))
-                    .await
-                    .map(|r| decode(r.get_ref()))
-            }
-            Operation::GetTask => {
-                let m: v1::GetTaskRequest = encode(params)?;
-                client
-                    .get_task(self.request(m, t))
-                    .await
-                    .map(|r| decode(r.get_ref()))
-            }
-            Operation::ListTasks => {
-                let m: v1::ListTasksRequest = encode(params)?;
-                client
-                    .list_tasks(self.request(m, t))
-                    .await
-                    .map(|r| decode(r.get_ref()))
-            }
-            Operation::CancelTask => {
-                let m: v1::CancelTaskRequest = encode(params)?;
-                client
-                    .cancel_task(self.request(m, t))
-                    .await
-                    .map(|r| decode(r.get_ref()))
-            }
+            Operation::SendMessage => unary!(send_message, v1::SendMessageRequest),
+            Operation::GetTask => unary!(get_task, v1::GetTaskRequest),
+            Operation::ListTasks => unary!(list_tasks, v1::ListTasksRequest),
+            Operation::CancelTask => unary!(cancel_task, v1::CancelTaskRequest),
             Operation::GetExtendedAgentCard => {
-                let m: v1::GetExtendedAgentCardRequest = encode(params)?;
-                client
-                    .get_extended_agent_card(self.request(m, t))
-                    .await
-                    .map(|r| decode(r.get_ref()))
+                unary!(get_extended_agent_card, v1::GetExtendedAgentCardRequest)
             }
-            Operation::SetPushNotificationConfig => {
-                let m: v1::TaskPushNotificationConfig = encode(params)?;
-                client
-                    .create_task_push_notification_config(self.request(m, t))
-                    .await
-                    .map(|r| decode(r.get_ref()))
-            }
-            Operation::GetPushNotificationConfig => {
-                let m: v1::GetTaskPushNotificationConfigRequest = encode(params)?;
-                client
-                    .get_task_push_notification_config(self.request(m, t))
-                    .await
-                    .map(|r| decode(r.get_ref()))
-            }
-            Operation::ListPushNotificationConfigs => {
-                let m: v1::ListTaskPushNotificationConfigsRequest = encode(params)?;
-                client
-                    .list_task_push_notification_configs(self.request(m, t))
-                    .await
-                    .map(|r| decode(r.get_ref()))
-            }
+            Operation::SetPushNotificationConfig => unary!(
+                create_task_push_notification_config,
+                v1::TaskPushNotificationConfig
+            ),
+            Operation::GetPushNotificationConfig => unary!(
+                get_task_push_notification_config,
+                v1::GetTaskPushNotificationConfigRequest
+            ),
+            Operation::ListPushNotificationConfigs => unary!(
+                list_task_push_notification_configs,
+                v1::ListTaskPushNotificationConfigsRequest
+            ),
             Operation::DeletePushNotificationConfig => {
                 let m: v1::DeleteTaskPushNotificationConfigRequest = encode(params)?;
                 client

@@ -200,6 +200,33 @@ fn needs_a_capability_absent(test: &Test) -> bool {
         .is_some_and(|p| p.capabilities.values().any(|wanted| !wanted))
 }
 
+/// Whether `test` is run: at or under the level asked for, and named by `--only` if given.
+fn selected(test: &crate::acts::corpus::Test, options: &ActsOptions) -> bool {
+    test.level <= options.level
+        && (options.only.is_empty() || options.only.iter().any(|p| test.id.starts_with(p.as_str())))
+}
+
+/// The corpus's variables, and the run's: the server's URL, the insufficient token, and the
+/// other user's task (made now, with `--other-user-token`).
+async fn variables(
+    corpus: &Corpus,
+    options: &ActsOptions,
+    card: &Value,
+) -> Result<std::collections::BTreeMap<String, Value>, ActsError> {
+    let mut variables = corpus.variables.clone();
+    variables.insert("SUT_BASE_URL".into(), Value::String(options.url.clone()));
+    variables.insert("baseUrl".into(), Value::String(options.url.clone()));
+    variables.insert(
+        "insufficientAuthToken".into(),
+        Value::String(INSUFFICIENT_TOKEN.into()),
+    );
+    if let Some(token) = &options.other_user_token {
+        let id = other_users_task(card, options, token).await?;
+        variables.insert("otherUserTaskId".into(), Value::String(id));
+    }
+    Ok(variables)
+}
+
 /// Runs the corpus; each test over each binding asked for that its card declares.
 pub async fn run(corpus: &Corpus, options: &ActsOptions) -> Result<Vec<TestResult>, ActsError> {
     let mut headers = Vec::new();
@@ -218,17 +245,7 @@ pub async fn run(corpus: &Corpus, options: &ActsOptions) -> Result<Vec<TestResul
             why: format!("it answered {}", card.status),
         });
     }
-    let mut variables = corpus.variables.clone();
-    variables.insert("SUT_BASE_URL".into(), Value::String(options.url.clone()));
-    variables.insert("baseUrl".into(), Value::String(options.url.clone()));
-    variables.insert(
-        "insufficientAuthToken".into(),
-        Value::String(INSUFFICIENT_TOKEN.into()),
-    );
-    if let Some(token) = &options.other_user_token {
-        let id = other_users_task(&card.body, options, token).await?;
-        variables.insert("otherUserTaskId".into(), Value::String(id));
-    }
+    let variables = variables(corpus, options, &card.body).await?;
     let webhooks =
         WebhookReceiver::start(options.webhook_listen, options.webhook_url.as_deref()).await?;
     let mut results = Vec::new();
@@ -245,44 +262,25 @@ pub async fn run(corpus: &Corpus, options: &ActsOptions) -> Result<Vec<TestResul
             ),
             _ => None,
         };
-        for loaded in &corpus.tests {
+        for loaded in corpus.tests.iter().filter(|t| selected(&t.test, options)) {
             let test = &loaded.test;
-            if test.level > options.level
-                || !(options.only.is_empty()
-                    || options.only.iter().any(|p| test.id.starts_with(p.as_str())))
-            {
-                continue;
-            }
             let started = Instant::now();
-            let verdict = match &target {
+            let verdict = match (&target, &grpc) {
                 _ if !test.is_for(binding) => continue,
-                None => Verdict::Skipped(format!(
+                (None, _) => Verdict::Skipped(format!(
                     "the card declares no {} interface",
                     binding.card_name()
                 )),
-                Some(target) => {
+                (Some(_), Some(Err(e))) => Verdict::Error {
+                    step: None,
+                    why: e.to_string(),
+                },
+                (Some(target), grpc) => {
                     let runner = StepRunner {
                         dispatcher: &dispatcher,
                         about_credentials: test.tags.iter().any(|t| t == "auth"),
                         about_media_type: test.tags.iter().any(|t| t == "content-type"),
-                        grpc: match &grpc {
-                            Some(Ok(client)) => Some(client),
-                            Some(Err(e)) => {
-                                results.push(TestResult {
-                                    id: test.id.clone(),
-                                    name: test.name.clone(),
-                                    level: test.level,
-                                    binding,
-                                    verdict: Verdict::Error {
-                                        step: None,
-                                        why: e.to_string(),
-                                    },
-                                    duration: started.elapsed(),
-                                });
-                                continue;
-                            }
-                            None => None,
-                        },
+                        grpc: grpc.as_ref().and_then(|client| client.as_ref().ok()),
                         target,
                         options,
                     };
@@ -353,6 +351,8 @@ async fn other_users_task(
         })
 }
 
+/// Runs one test and judges it: its steps in order (the first to fail ends it), then what a
+/// push test's webhook was delivered; unless it is not to be run here at all.
 async fn judge(
     runner: &StepRunner<'_>,
     loaded: &Loaded,
@@ -362,41 +362,8 @@ async fn judge(
 ) -> Verdict {
     let target = runner.target;
     let test = &loaded.test;
-    if let Some(step) = test.steps.iter().find(|s| s.is_client_parsing()) {
-        return Verdict::NotApplicable(format!(
-            "step {} asks what an SDK's client parsed from a canned answer; no server run can show it",
-            step.id
-        ));
-    }
-    if let Some((section, why)) = super::disputed::disputed(&test.id, target.binding) {
-        return Verdict::Disputed { section, why };
-    }
-    if runner.options.no_behaviours && !test.requires_behaviors.is_empty() {
-        return Verdict::Skipped(format!(
-            "it needs the behaviour {}, and the server plays none (--no-behaviours)",
-            test.requires_behaviors.join(", ")
-        ));
-    }
-    if runner.options.pass == Pass::Reduced && !needs_a_capability_absent(test) {
-        return Verdict::Skipped(
-            "the reduced pass runs only the tests of an agent without a capability; the full pass runs this one"
-                .into(),
-        );
-    }
-    if let Some(why) = unmet(test, card) {
-        return Verdict::Skipped(why);
-    }
-    if !variables.contains_key("otherUserTaskId")
-        && test.steps.iter().any(|s| {
-            s.params
-                .as_ref()
-                .is_some_and(|p| p.to_string().contains("{{otherUserTaskId}}"))
-        })
-    {
-        return Verdict::Skipped(
-            "it reads another user's task: pass --other-user-token, a second user's credential"
-                .into(),
-        );
+    if let Some(verdict) = not_run(runner, test, card, variables) {
+        return verdict;
     }
     let mut scope = Scope::new(variables.clone());
     scope.set_variable(
@@ -420,27 +387,71 @@ async fn judge(
             }
         }
     }
-    match webhook::expectation(&test.id) {
-        Some(expected) => {
-            let deliveries = webhooks
-                .wait(
-                    target.binding,
-                    &test.id,
-                    runner.options.stream_timeout,
-                    |d| expected.settled(d),
-                )
-                .await;
-            let task = scope.captured("taskId").and_then(Value::as_str);
-            match expected.judge(&deliveries, task) {
-                Ok(()) => Verdict::Passed,
-                Err(why) => Verdict::Failed {
-                    step: Some("webhook".into()),
-                    why,
-                },
-            }
-        }
-        None => Verdict::Passed,
+    let Some(expected) = webhook::expectation(&test.id) else {
+        return Verdict::Passed;
+    };
+    let deliveries = webhooks
+        .wait(
+            target.binding,
+            &test.id,
+            runner.options.stream_timeout,
+            |d| expected.settled(d),
+        )
+        .await;
+    let task = scope.captured("taskId").and_then(Value::as_str);
+    match expected.judge(&deliveries, task) {
+        Ok(()) => Verdict::Passed,
+        Err(why) => Verdict::Failed {
+            step: Some("webhook".into()),
+            why,
+        },
     }
+}
+
+/// Why `test` is not run against this server, if it is not: a client-parsing test, a
+/// disputed one, a behaviour or a capability this pass does not test, a precondition of the
+/// card unmet, or another user's task it needs and was not given.
+fn not_run(
+    runner: &StepRunner<'_>,
+    test: &crate::acts::corpus::Test,
+    card: &Value,
+    variables: &BTreeMap<String, Value>,
+) -> Option<Verdict> {
+    if let Some(step) = test.steps.iter().find(|s| s.is_client_parsing()) {
+        return Some(Verdict::NotApplicable(format!(
+            "step {} asks what an SDK's client parsed from a canned answer; no server run can show it",
+            step.id
+        )));
+    }
+    if let Some((section, why)) = super::disputed::disputed(&test.id, runner.target.binding) {
+        return Some(Verdict::Disputed { section, why });
+    }
+    if runner.options.no_behaviours && !test.requires_behaviors.is_empty() {
+        return Some(Verdict::Skipped(format!(
+            "it needs the behaviour {}, and the server plays none (--no-behaviours)",
+            test.requires_behaviors.join(", ")
+        )));
+    }
+    if runner.options.pass == Pass::Reduced && !needs_a_capability_absent(test) {
+        return Some(Verdict::Skipped(
+            "the reduced pass runs only the tests of an agent without a capability; the full pass runs this one"
+                .into(),
+        ));
+    }
+    if let Some(why) = unmet(test, card) {
+        return Some(Verdict::Skipped(why));
+    }
+    let reads_another_users_task = test.steps.iter().any(|s| {
+        s.params
+            .as_ref()
+            .is_some_and(|p| p.to_string().contains("{{otherUserTaskId}}"))
+    });
+    (reads_another_users_task && !variables.contains_key("otherUserTaskId")).then(|| {
+        Verdict::Skipped(
+            "it reads another user's task: pass --other-user-token, a second user's credential"
+                .into(),
+        )
+    })
 }
 
 /// Whether the run certifies: no MUST or SHOULD test failed or errored.

@@ -287,41 +287,8 @@ impl StepRunner<'_> {
         scope
             .capture(&step.id, &step.capture, &payloads)
             .map_err(StepEnd::Failed)?;
-        if let Some(expected) = &step.expect_error {
-            let Some(error) = &streamed.error else {
-                return Err(StepEnd::Failed(format!(
-                    "expected an error; the stream opened with {} event(s)",
-                    events.len()
-                )));
-            };
-            let expected = by_name(
-                scope
-                    .substitute(expected)
-                    .map_err(|e| StepEnd::Error(e.to_string()))?,
-            );
-            return first_failure(&evaluate(
-                &expected,
-                Read::Found(&error.observed()),
-                "error",
-            ));
-        }
-        if let Some(error) = &streamed.error {
-            // An `expect` whose body asserts the error (`error: {exists: true}`) expects the
-            // refusal.
-            let body = step.expect.as_ref().and_then(super::corpus::Expect::body);
-            if let Some(body) = body {
-                let body = scope
-                    .substitute(&body)
-                    .map_err(|e| StepEnd::Error(e.to_string()))?;
-                let refused = serde_json::json!({"error": error.observed()});
-                if evaluate(&body, Read::Found(&refused), "").ok() {
-                    return Ok(());
-                }
-            }
-            return Err(StepEnd::Failed(format!(
-                "the stream was refused or broke: {}",
-                error.observed()
-            )));
+        if step.expect_error.is_some() || streamed.error.is_some() {
+            return stream_refusal(step, scope, &streamed, events.len());
         }
         if streamed.timed_out
             && step
@@ -457,6 +424,44 @@ pub(super) fn with_message_id(mut params: Value) -> Value {
         );
     }
     params
+}
+
+/// A stream step that expects an error, or whose stream was refused or broke: met when the
+/// error is the `expect_error` (or what an `expect` body asserts, `error: {exists: true}`).
+fn stream_refusal(
+    step: &Step,
+    scope: &Scope,
+    streamed: &super::dispatch::Streamed,
+    events: usize,
+) -> Result<(), StepEnd> {
+    let substituted = |value: &Value| {
+        scope
+            .substitute(value)
+            .map_err(|e| StepEnd::Error(e.to_string()))
+    };
+    let Some(error) = &streamed.error else {
+        return Err(StepEnd::Failed(format!(
+            "expected an error; the stream opened with {events} event(s)"
+        )));
+    };
+    if let Some(expected) = &step.expect_error {
+        let expected = by_name(substituted(expected)?);
+        return first_failure(&evaluate(
+            &expected,
+            Read::Found(&error.observed()),
+            "error",
+        ));
+    }
+    if let Some(body) = step.expect.as_ref().and_then(super::corpus::Expect::body) {
+        let refused = serde_json::json!({"error": error.observed()});
+        if evaluate(&substituted(&body)?, Read::Found(&refused), "").ok() {
+            return Ok(());
+        }
+    }
+    Err(StepEnd::Failed(format!(
+        "the stream was refused or broke: {}",
+        error.observed()
+    )))
 }
 
 #[cfg(test)]

@@ -100,6 +100,41 @@ fn monotonic(events: &[Event]) -> Verdict {
     verdict
 }
 
+/// One of `expect_stream.events`, the `position`th: met by the event at its index (its
+/// position unless it names one), or by any event when it may match at any position.
+fn event_at(
+    assertion: &super::corpus::EventAssertion,
+    position: usize,
+    views: &[Value],
+) -> Verdict {
+    let body = Value::Object(assertion.assertion.clone());
+    let label = assertion
+        .description
+        .clone()
+        .unwrap_or_else(|| format!("events[{position}]"));
+    if assertion.matching == Some(EventMatch::AnyPosition) && assertion.index.is_none() {
+        return if views
+            .iter()
+            .any(|v| evaluate(&body, Read::Found(v), "").ok())
+        {
+            Verdict::default()
+        } else {
+            Verdict::fail(
+                "events[*]",
+                format!("{label}: none of {} event(s) matched", views.len()),
+            )
+        };
+    }
+    let at = assertion.index.unwrap_or(position);
+    match views.get(at) {
+        Some(view) => evaluate(&body, Read::Found(view), &format!("events[{at}]")),
+        None => Verdict::fail(
+            &format!("events[{at}]"),
+            format!("{label}: the stream had {} event(s)", views.len()),
+        ),
+    }
+}
+
 /// Evaluates `expect` over the `events` that arrived; `timed_out` when the stream was still
 /// open at its deadline.
 pub fn evaluate_stream(expect: &ExpectStream, events: &[Event], timed_out: bool) -> Verdict {
@@ -131,38 +166,9 @@ pub fn evaluate_stream(expect: &ExpectStream, events: &[Event], timed_out: bool)
     }
     let views: Vec<Value> = events.iter().map(Event::view).collect();
     for (position, assertion) in expect.events.iter().enumerate() {
-        if assertion.assertion.is_empty() {
-            continue;
+        if !assertion.assertion.is_empty() {
+            verdict = verdict.and(event_at(assertion, position, &views));
         }
-        let body = Value::Object(assertion.assertion.clone());
-        let label = assertion
-            .description
-            .clone()
-            .unwrap_or_else(|| format!("events[{position}]"));
-        let one =
-            if assertion.matching == Some(EventMatch::AnyPosition) && assertion.index.is_none() {
-                if views
-                    .iter()
-                    .any(|v| evaluate(&body, Read::Found(v), "").ok())
-                {
-                    Verdict::default()
-                } else {
-                    Verdict::fail(
-                        "events[*]",
-                        format!("{label}: none of {} event(s) matched", views.len()),
-                    )
-                }
-            } else {
-                let at = assertion.index.unwrap_or(position);
-                match views.get(at) {
-                    Some(view) => evaluate(&body, Read::Found(view), &format!("events[{at}]")),
-                    None => Verdict::fail(
-                        &format!("events[{at}]"),
-                        format!("{label}: the stream had {} event(s)", views.len()),
-                    ),
-                }
-            };
-        verdict = verdict.and(one);
     }
     if let Some(last) = &expect.final_event {
         verdict = verdict.and(match views.last() {

@@ -284,13 +284,7 @@ async fn answer(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Response 
         .and_then(|tp| tp.split('-').nth(1))
         .filter(|_| shared.defect != Defect::IgnoreTraceparent);
     log(shared, "task received", trace_id);
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok());
-    let is_json = content_type
-        .and_then(|ct| ct.split(';').next())
-        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
-    if !is_json {
+    if !is_json(headers) {
         return error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "Content-Type must be application/json",
@@ -306,50 +300,11 @@ async fn answer(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Response 
         .context_id
         .clone()
         .unwrap_or_else(|| format!("ctx-{id}"));
-    let mut text = message.text();
-    if shared.level2
-        && let Some(rest) = text.strip_prefix("***SLEEP ")
-    {
-        let (how_long, rest) = rest.split_once(' ').unwrap_or((rest, ""));
-        let how_long = daedalus_contract::container::parse_duration(how_long).unwrap_or_default();
-        tokio::select! {
-            () = tokio::time::sleep(how_long) => {}
-            () = shared.give_up.cancelled() => {
-                return error(StatusCode::SERVICE_UNAVAILABLE, "canceled at the end of the grace period");
-            }
-        }
-        text = rest.to_owned();
-    }
-    let reply = |text: &str| {
-        let mut m = Message::new(format!("reply-{id}"), Role::Agent, vec![Part::text(text)]);
-        m.task_id = Some(id.clone());
-        m.context_id = Some(context_id.clone());
-        m
+    let text = match played(shared, message.text()).await {
+        Ok(text) => text,
+        Err(canceled) => return canceled,
     };
-    let (state, status_message, artifacts) = if let Some(reason) = text.strip_prefix("***FAIL") {
-        (TaskState::Failed, Some(reply(reason.trim())), Vec::new())
-    } else if let Some(question) = text.strip_prefix("***INPUT") {
-        (
-            TaskState::InputRequired,
-            Some(reply(question.trim())),
-            Vec::new(),
-        )
-    } else {
-        let artifact = Artifact::text(format!("echo-{id}"), text).named("echo");
-        (TaskState::Completed, None, vec![artifact])
-    };
-    let mut task = Task {
-        id: id.clone(),
-        context_id: Some(context_id.clone()),
-        status: TaskStatus {
-            state,
-            message: status_message,
-            timestamp: None,
-        },
-        artifacts,
-        history: None,
-        metadata: None,
-    };
+    let mut task = task_for(&id, &context_id, &text);
     if !shared.level3 {
         return json(StatusCode::OK, &task);
     }
@@ -374,6 +329,67 @@ async fn answer(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Response 
         return stream(shared.defect, &task);
     }
     json(StatusCode::OK, &task)
+}
+
+/// Whether the request's body is JSON, as its `Content-Type` says.
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|ct| ct.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// Level 2 plays `***SLEEP <duration> <rest>`: the text is `rest`, once the sleep is over; a
+/// sleep cut by the end of the grace period answers 503.
+async fn played(shared: &Shared, text: String) -> Result<String, Response> {
+    let Some(rest) = text.strip_prefix("***SLEEP ").filter(|_| shared.level2) else {
+        return Ok(text);
+    };
+    let (how_long, rest) = rest.split_once(' ').unwrap_or((rest, ""));
+    let how_long = daedalus_contract::container::parse_duration(how_long).unwrap_or_default();
+    tokio::select! {
+        () = tokio::time::sleep(how_long) => Ok(rest.to_owned()),
+        () = shared.give_up.cancelled() => Err(error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "canceled at the end of the grace period",
+        )),
+    }
+}
+
+/// The task `text` makes: `***FAIL <reason>` fails, `***INPUT <question>` asks, anything
+/// else completes with its echo.
+fn task_for(id: &str, context_id: &str, text: &str) -> Task {
+    let reply = |text: &str| {
+        let mut m = Message::new(format!("reply-{id}"), Role::Agent, vec![Part::text(text)]);
+        m.task_id = Some(id.to_owned());
+        m.context_id = Some(context_id.to_owned());
+        m
+    };
+    let (state, status_message, artifacts) = if let Some(reason) = text.strip_prefix("***FAIL") {
+        (TaskState::Failed, Some(reply(reason.trim())), Vec::new())
+    } else if let Some(question) = text.strip_prefix("***INPUT") {
+        (
+            TaskState::InputRequired,
+            Some(reply(question.trim())),
+            Vec::new(),
+        )
+    } else {
+        let artifact = Artifact::text(format!("echo-{id}"), text).named("echo");
+        (TaskState::Completed, None, vec![artifact])
+    };
+    Task {
+        id: id.to_owned(),
+        context_id: Some(context_id.to_owned()),
+        status: TaskStatus {
+            state,
+            message: status_message,
+            timestamp: None,
+        },
+        artifacts,
+        history: None,
+        metadata: None,
+    }
 }
 
 /// Level 3: keeps the exchange in its context, fills `history` when asked, and reports the
