@@ -123,15 +123,21 @@ fn limits(cli: &Cli) -> [Bound<'static>; 4] {
 /// token), in logs and in the message of a task whose replica was lost.
 const MAX_REPLICA_ID_BYTES: usize = 253;
 
-pub(super) fn validate_replica_id(id: &str) -> Result<String, String> {
+/// Why a `REPLICA_ID` is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum ReplicaIdError {
+    #[error("is {0} bytes; at most {MAX_REPLICA_ID_BYTES} are taken")]
+    TooLong(usize),
+    #[error("holds a control character")]
+    ControlCharacter,
+}
+
+pub(super) fn validate_replica_id(id: &str) -> Result<String, ReplicaIdError> {
     if id.len() > MAX_REPLICA_ID_BYTES {
-        return Err(format!(
-            "is {} bytes; at most {MAX_REPLICA_ID_BYTES} are taken",
-            id.len()
-        ));
+        return Err(ReplicaIdError::TooLong(id.len()));
     }
     if id.chars().any(char::is_control) {
-        return Err("holds a control character".to_owned());
+        return Err(ReplicaIdError::ControlCharacter);
     }
     Ok(id.to_owned())
 }

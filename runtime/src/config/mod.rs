@@ -33,11 +33,15 @@ use serde::Serialize;
 use crate::stores::mcp_sessions::SessionLimits;
 
 pub use size::parse_size;
-pub use stores::{DEFAULT_SESSIONS_BUCKET, DEFAULT_TASKS_BUCKET, SessionsDb, TasksDb};
+pub use stores::{
+    DEFAULT_SESSIONS_BUCKET, DEFAULT_TASKS_BUCKET, SessionsDb, StoreUrlError, TasksDb,
+};
 
 use self::flags::{Cli, Command};
 
-use self::deployment::{AgentDef, Deployment, DeploymentError, ModelRef, ServerRef, Sources};
+use self::deployment::{
+    AgentChoiceError, AgentDef, Deployment, DeploymentError, ModelRef, ServerRef, Sources,
+};
 
 /// The default of `TURN_MAX_RESUMES`: resumes of one turn before it is failed.
 pub const TURN_MAX_RESUMES_DEFAULT: u32 = 3;
@@ -224,9 +228,9 @@ impl Launch {
             ConfigError::invalid(&key, e.to_string())
         })?;
         let deployment = match cli.serve_agent.as_deref() {
-            Some(name) => deployment
-                .only(name)
-                .map_err(|m| ConfigError::invalid(&key_of("serve_agent", "--agent"), m))?,
+            Some(name) => deployment.only(name).map_err(|e| {
+                ConfigError::invalid(&key_of("serve_agent", "--agent"), e.to_string())
+            })?,
             None => deployment,
         };
         let config = Config::from_cli(cli, deployment, &key_of)?;
@@ -282,8 +286,8 @@ impl Config {
         let limits = Limits::of(&cli);
         let name_key = key_of("agent_name", "--agent-name");
         let requested = cli.agent_name.as_deref().or(cli.serve_agent.as_deref());
-        let served =
-            select_agent(&deployment, requested).map_err(|m| ConfigError::invalid(&name_key, m))?;
+        let served = select_agent(&deployment, requested)
+            .map_err(|e| ConfigError::invalid(&name_key, e.to_string()))?;
         let skills = match &cli.agent_skills {
             None => served.skills.clone(),
             Some(json) => parse_skills(json)
@@ -306,7 +310,9 @@ impl Config {
             .filter(|r| !r.trim().is_empty())
             .map(checks::validate_replica_id)
             .transpose()
-            .map_err(|m| ConfigError::invalid(&key_of("replica_id", "--replica-id"), m))?;
+            .map_err(|e| {
+                ConfigError::invalid(&key_of("replica_id", "--replica-id"), e.to_string())
+            })?;
         checks::check_bounds(&cli, key_of)?;
 
         let work_dir = cli.work_dir.clone().unwrap_or_else(default_work_dir);
@@ -386,7 +392,10 @@ fn push_settings(
     key_of: &dyn Fn(&str, &str) -> String,
 ) -> Result<push::PushSettings, ConfigError> {
     let allow = push::AllowList::parse(&cli.push_allow_hosts).map_err(|why| {
-        ConfigError::invalid(&key_of("push_allow_hosts", "--push-allow-hosts"), why)
+        ConfigError::invalid(
+            &key_of("push_allow_hosts", "--push-allow-hosts"),
+            why.to_string(),
+        )
     })?;
     for (zero, id, flag) in [
         (cli.push_timeout.is_zero(), "push_timeout", "--push-timeout"),
@@ -478,23 +487,23 @@ fn stores_in(
 ) -> Result<(TasksDb, Option<SessionsDb>), ConfigError> {
     let in_work_dir = |file: &str| work_dir.join(file).to_string_lossy().into_owned();
     let tasks_db = match cli.tasks_db.as_deref() {
-        Some(value) => TasksDb::parse(value)
-            .map_err(|why| ConfigError::invalid(&key_of("tasks_db", "--tasks-db"), why))?,
+        Some(value) => TasksDb::parse(value).map_err(|why| {
+            ConfigError::invalid(&key_of("tasks_db", "--tasks-db"), why.to_string())
+        })?,
         None => TasksDb::Sqlite {
             path: in_work_dir("daedalus-tasks.sqlite"),
         },
     };
-    let sessions_db =
-        match cli.sessions_db.as_deref() {
-            Some("off") => None,
-            Some(value) => Some(SessionsDb::parse(value).map_err(|why| {
-                ConfigError::invalid(&key_of("sessions_db", "--sessions-db"), why)
-            })?),
-            None => Some(SessionsDb::Sqlite(match &tasks_db {
-                TasksDb::Sqlite { path } => path.clone(),
-                TasksDb::Memory | TasksDb::NatsKv { .. } => in_work_dir(LEGACY_SESSIONS_FILE),
-            })),
-        };
+    let sessions_db = match cli.sessions_db.as_deref() {
+        Some("off") => None,
+        Some(value) => Some(SessionsDb::parse(value).map_err(|why| {
+            ConfigError::invalid(&key_of("sessions_db", "--sessions-db"), why.to_string())
+        })?),
+        None => Some(SessionsDb::Sqlite(match &tasks_db {
+            TasksDb::Sqlite { path } => path.clone(),
+            TasksDb::Memory | TasksDb::NatsKv { .. } => in_work_dir(LEGACY_SESSIONS_FILE),
+        })),
+    };
     Ok((tasks_db, sessions_db))
 }
 
@@ -531,19 +540,11 @@ fn agent_config(
 fn select_agent<'d>(
     deployment: &'d Deployment,
     requested: Option<&str>,
-) -> Result<&'d AgentDef, String> {
-    let names = || {
-        deployment
-            .agents
-            .iter()
-            .map(|a| a.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+) -> Result<&'d AgentDef, AgentChoiceError> {
     if let Some(name) = requested {
         return deployment
             .agent(name)
-            .ok_or_else(|| format!("no agent {name:?} is configured (agents: {})", names()));
+            .ok_or_else(|| AgentChoiceError::unknown(name, deployment));
     }
     let used: std::collections::BTreeSet<&str> = deployment
         .agents
@@ -563,10 +564,9 @@ fn select_agent<'d>(
         .collect();
     match top.as_slice() {
         [only] => Ok(only),
-        _ => Err(format!(
-            "several agents could serve the A2A face ({}); set AGENT_NAME to one of them",
-            names()
-        )),
+        _ => Err(AgentChoiceError::Several {
+            agents: deployment.agent_names(),
+        }),
     }
 }
 

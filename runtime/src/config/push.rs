@@ -46,21 +46,30 @@ fn as_strings<S: serde::Serializer>(ranges: &[(IpAddr, u8)], s: S) -> Result<S::
     s.collect_seq(ranges.iter().map(|(ip, prefix)| format!("{ip}/{prefix}")))
 }
 
+/// Why a `PUSH_ALLOW_HOSTS` entry is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllowListError {
+    #[error("{0:?} is not an address range")]
+    NotARange(String),
+    #[error("{0:?} has no valid prefix length")]
+    BadPrefix(String),
+}
+
 impl AllowList {
     /// Reads `PUSH_ALLOW_HOSTS` entries: host names, IP addresses, or CIDR ranges.
-    pub fn parse(entries: &[String]) -> Result<Self, String> {
+    pub fn parse(entries: &[String]) -> Result<Self, AllowListError> {
         let mut list = Self::default();
         for entry in entries.iter().map(|e| e.trim()).filter(|e| !e.is_empty()) {
             if let Some((ip, prefix)) = entry.split_once('/') {
                 let ip: IpAddr = ip
                     .parse()
-                    .map_err(|_| format!("{entry:?} is not an address range"))?;
+                    .map_err(|_| AllowListError::NotARange(entry.to_owned()))?;
                 let max = if ip.is_ipv4() { 32 } else { 128 };
                 let prefix: u8 = prefix
                     .parse()
                     .ok()
                     .filter(|p| *p <= max)
-                    .ok_or_else(|| format!("{entry:?} has no valid prefix length"))?;
+                    .ok_or_else(|| AllowListError::BadPrefix(entry.to_owned()))?;
                 list.ranges.push((ip, prefix));
             } else if let Ok(ip) = entry.trim_matches(['[', ']']).parse::<IpAddr>() {
                 list.ranges.push((ip, if ip.is_ipv4() { 32 } else { 128 }));

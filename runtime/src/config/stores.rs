@@ -41,10 +41,27 @@ pub enum TasksDb {
     },
 }
 
+/// Why a `TASKS_DB` or `SESSIONS_DB` value names no store.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreUrlError {
+    #[error("empty; give a SQLite file, :memory:, a nats:// URL or off")]
+    Empty,
+    /// `postgres://…` or `redis://…`: a store this runtime does not have, not a file to
+    /// create under that name.
+    #[error(
+        "{scheme}:// is not a store this runtime keeps state in; give a SQLite file, a nats:// or tls:// URL"
+    )]
+    UnknownScheme { scheme: String },
+    #[error("{scheme} URL without a server")]
+    NoServer { scheme: String },
+    #[error("bucket {bucket:?}: a KV bucket name holds only letters, digits, - and _")]
+    BadBucket { bucket: String },
+}
+
 impl TasksDb {
     /// Reads `TASKS_DB`: `memory`, a `nats://` or `tls://` URL (with an optional `/bucket`), or
     /// a SQLite file.
-    pub fn parse(value: &str) -> Result<Self, String> {
+    pub fn parse(value: &str) -> Result<Self, StoreUrlError> {
         if value.trim() == "memory" {
             return Ok(Self::Memory);
         }
@@ -58,25 +75,23 @@ impl TasksDb {
 impl SessionsDb {
     /// Reads `SESSIONS_DB`: `nats://` or `tls://` URLs (with an optional `/bucket`) name a KV
     /// bucket, anything else a SQLite file.
-    pub fn parse(value: &str) -> Result<Self, String> {
+    pub fn parse(value: &str) -> Result<Self, StoreUrlError> {
         Self::parse_with(value, DEFAULT_SESSIONS_BUCKET)
     }
 
     /// [`SessionsDb::parse`], with `default_bucket` for a URL that names none.
-    fn parse_with(value: &str, default_bucket: &str) -> Result<Self, String> {
+    fn parse_with(value: &str, default_bucket: &str) -> Result<Self, StoreUrlError> {
         let Some(rest) = value
             .strip_prefix("nats://")
             .or_else(|| value.strip_prefix("tls://"))
         else {
             if value.trim().is_empty() {
-                return Err("empty; give a SQLite file, :memory:, a nats:// URL or off".into());
+                return Err(StoreUrlError::Empty);
             }
-            // `postgres://…` or `redis://…` is a store this runtime does not have, not a
-            // file to create under that name.
             if let Some((scheme, _)) = value.split_once("://") {
-                return Err(format!(
-                    "{scheme}:// is not a store this runtime keeps state in; give a SQLite file, a nats:// or tls:// URL"
-                ));
+                return Err(StoreUrlError::UnknownScheme {
+                    scheme: scheme.to_owned(),
+                });
             }
             return Ok(Self::Sqlite(value.to_owned()));
         };
@@ -87,15 +102,17 @@ impl SessionsDb {
             None => (rest, default_bucket),
         };
         if server.is_empty() {
-            return Err(format!("{scheme} URL without a server"));
+            return Err(StoreUrlError::NoServer {
+                scheme: scheme.to_owned(),
+            });
         }
         if !bucket
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         {
-            return Err(format!(
-                "bucket {bucket:?}: a KV bucket name holds only letters, digits, - and _"
-            ));
+            return Err(StoreUrlError::BadBucket {
+                bucket: bucket.to_owned(),
+            });
         }
         Ok(Self::NatsKv {
             url: format!("{scheme}{server}"),

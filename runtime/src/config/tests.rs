@@ -287,8 +287,25 @@ fn sessions_db_names_a_sqlite_file_or_a_nats_kv_bucket() {
             bucket: DEFAULT_SESSIONS_BUCKET.into()
         })
     );
-    assert!(SessionsDb::parse("nats://nats:4222/bad.bucket").is_err());
-    assert!(SessionsDb::parse("nats:///b").is_err());
+    assert_eq!(
+        SessionsDb::parse("nats://nats:4222/bad.bucket"),
+        Err(stores::StoreUrlError::BadBucket {
+            bucket: "bad.bucket".into()
+        })
+    );
+    assert_eq!(
+        SessionsDb::parse("nats:///b"),
+        Err(stores::StoreUrlError::NoServer {
+            scheme: "nats://".into()
+        })
+    );
+    assert_eq!(
+        SessionsDb::parse("postgres://db/x"),
+        Err(stores::StoreUrlError::UnknownScheme {
+            scheme: "postgres".into()
+        })
+    );
+    assert_eq!(SessionsDb::parse("  "), Err(stores::StoreUrlError::Empty));
     assert_eq!(redact_url("nats://u:s3cret@h:1"), "nats://***@h:1");
     assert_eq!(
         invalid_key(&[], &[("SESSIONS_DB", "nats://h/bad.bucket")]),
@@ -769,4 +786,27 @@ fn an_a2a_agents_trust_is_checked_and_inherits_the_default() {
         let (_, message) = invalid_in(dir.path(), &[]);
         assert!(message.contains(path), "{path}: {message}");
     }
+}
+
+#[test]
+fn a_push_allow_list_entry_and_a_replica_id_are_refused_by_kind() {
+    let entries = |e: &str| vec![e.to_owned()];
+    assert_eq!(
+        push::AllowList::parse(&entries("10.0.0.0/33")),
+        Err(push::AllowListError::BadPrefix("10.0.0.0/33".into()))
+    );
+    assert_eq!(
+        push::AllowList::parse(&entries("ten/8")),
+        Err(push::AllowListError::NotARange("ten/8".into()))
+    );
+    assert!(push::AllowList::parse(&entries("hooks.example.com")).is_ok());
+    assert_eq!(
+        checks::validate_replica_id(&"r".repeat(254)),
+        Err(checks::ReplicaIdError::TooLong(254))
+    );
+    assert_eq!(
+        checks::validate_replica_id("pod\n1"),
+        Err(checks::ReplicaIdError::ControlCharacter)
+    );
+    assert_eq!(checks::validate_replica_id("pod-1"), Ok("pod-1".into()));
 }

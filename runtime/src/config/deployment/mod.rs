@@ -64,20 +64,44 @@ pub struct Deployment {
     pub budgets: Option<budgets::BudgetPlan>,
 }
 
+/// Why no agent of the deployment is the one to serve.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AgentChoiceError {
+    #[error("no agent {name:?} is configured (agents: {agents})")]
+    Unknown { name: String, agents: String },
+    #[error("several agents could serve the A2A face ({agents}); set AGENT_NAME to one of them")]
+    Several { agents: String },
+}
+
+impl AgentChoiceError {
+    /// No agent `name` in `deployment`, which names its own.
+    pub fn unknown(name: &str, deployment: &Deployment) -> Self {
+        Self::Unknown {
+            name: name.to_owned(),
+            agents: deployment.agent_names(),
+        }
+    }
+}
+
 /// The registry's port when agents have ports of their own and the file names none (Pallas).
 pub const DEFAULT_REGISTRY_PORT: u16 = 24200;
 
 impl Deployment {
+    /// The agents' names, as a list for a person (`a, b, c`).
+    pub fn agent_names(&self) -> String {
+        self.agents
+            .iter()
+            .map(|a| a.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// The deployment as `pallas --agent <name>` runs it: only `name` is served, and only it
     /// and the sub-agents it calls (in-process, so they must be built) are kept. Agents it
     /// `depends_on` run elsewhere.
-    pub fn only(mut self, name: &str) -> Result<Self, String> {
+    pub fn only(mut self, name: &str) -> Result<Self, AgentChoiceError> {
         if self.agent(name).is_none() {
-            let names: Vec<&str> = self.agents.iter().map(|a| a.name.as_str()).collect();
-            return Err(format!(
-                "no agent {name:?} is configured (agents: {})",
-                names.join(", ")
-            ));
+            return Err(AgentChoiceError::unknown(name, &self));
         }
         let mut kept = std::collections::BTreeSet::from([name.to_owned()]);
         let mut todo = vec![name.to_owned()];
