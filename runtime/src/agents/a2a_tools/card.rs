@@ -9,7 +9,7 @@ use crate::config::deployment::McpServer;
 /// How long reading a card may take.
 const CARD_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest card read: past it the agent offers no tools (a card is a few KiB).
-pub const CARD_MAX_BYTES: usize = 1 << 20;
+const CARD_MAX_BYTES: usize = 1 << 20;
 
 /// Why an A2A agent's card is not used. Kept with the card's cache entry, so it is `Clone`;
 /// never shows a URL's credentials.

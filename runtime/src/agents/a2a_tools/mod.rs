@@ -27,7 +27,7 @@ mod call;
 mod card;
 pub mod trust;
 
-pub use card::{CARD_MAX_BYTES, CardError, card_url, read as read_card};
+pub use card::{CardError, card_url, read as read_card};
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
