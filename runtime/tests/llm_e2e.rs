@@ -79,7 +79,13 @@ agents:
 "#;
 
 async fn post(rt: &Runtime, body: &Value) -> Value {
-    let r = reqwest::Client::new()
+    post_with(&reqwest::Client::new(), rt, body).await
+}
+
+/// [`post`] through `client`: turns sent together share one (a client takes tens of
+/// milliseconds to build in a debug build, long enough to starve the first connections).
+async fn post_with(client: &reqwest::Client, rt: &Runtime, body: &Value) -> Value {
+    let r = client
         .post(format!("{}/", rt.url))
         .json(body)
         .send()
@@ -309,11 +315,13 @@ async fn fifty_concurrent_conversations_never_see_each_others_messages() {
         .to_string_lossy()
         .into_owned();
     let rt = start_with(OPENAI, &fake, KEY, &db, tempfile::tempdir().expect("dir")).await;
+    let client = reqwest::Client::new();
     for round in ["first", "second"] {
         let turns = (0..50).map(|i| {
-            let rt = &rt;
+            let (rt, client) = (&rt, &client);
             async move {
-                post(
+                post_with(
+                    client,
                     rt,
                     &in_context(
                         &format!("m-{round}-{i}"),

@@ -11,7 +11,7 @@ use daedalus_fake_llm::{FakeLlm, Reply};
 use daedalus_mcp_fixture::McpFixture;
 use serde_json::{Value, json};
 use support::runtime::Runtime;
-use support::{post, post_text, tool_results};
+use support::{post, post_text, post_text_with, tool_results};
 
 const KEY: &str = "sk-mcp";
 
@@ -159,10 +159,15 @@ async fn under_load_every_downstream_call_carries_only_its_own_requests_token() 
     );
     let rt = Runtime::start(&yaml).await;
     let url = rt.url.clone();
+    // One client for all 200: building one takes about 30 ms in a debug build (its TLS
+    // roots), and 200 built in this one task kept the first connections silent past the
+    // runtime's header-read timeout, which rightly closed them.
+    let client = reqwest::Client::new();
     let requests = (0..200).map(|i| {
-        let url = url.clone();
+        let (url, client) = (url.clone(), client.clone());
         async move {
-            post_text(
+            post_text_with(
+                &client,
                 &url,
                 Some(&format!("tok-{i}")),
                 &format!("m-{i}"),

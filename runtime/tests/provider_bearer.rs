@@ -12,8 +12,8 @@ use support::runtime::Runtime;
 
 const KEY: &str = "sk-configured";
 
-async fn post(url: &str, bearer: Option<&str>, text: &str) -> Value {
-    let mut request = reqwest::Client::new()
+async fn post(client: &reqwest::Client, url: &str, bearer: Option<&str>, text: &str) -> Value {
+    let mut request = client
         .post(format!("{url}/"))
         .json(&json!({"message": {"messageId": text, "role": "user", "parts": [{"text": text}]}}));
     if let Some(token) = bearer {
@@ -72,11 +72,14 @@ async fn each_call_carries_its_own_callers_token_to_the_provider() {
         }
         let rt = Runtime::start(&deployment(&fake, provider, true)).await;
         let url = rt.url.clone();
+        // One client for all: a hundred built in this task (tens of ms each in a debug
+        // build) would keep the first connections silent past the header-read timeout.
+        let client = reqwest::Client::new();
         let answers = futures::future::join_all((0..100).map(|i| {
-            let url = url.clone();
+            let (url, client) = (url.clone(), client.clone());
             async move {
                 let token = format!("tok-{i}");
-                post(&url, Some(&token), &format!("q-{i}")).await
+                post(&client, &url, Some(&token), &format!("q-{i}")).await
             }
         }))
         .await;
@@ -84,7 +87,7 @@ async fn each_call_carries_its_own_callers_token_to_the_provider() {
             answers.iter().all(|t| t["status"]["state"] == "completed"),
             "{provider}: {answers:?}"
         );
-        let plain = post(&url, None, "q-none").await;
+        let plain = post(&client, &url, None, "q-none").await;
         assert_eq!(plain["status"]["state"], "completed", "{plain}");
 
         let log = fake.requests();
@@ -115,7 +118,7 @@ async fn a_provider_that_did_not_opt_in_never_sees_the_callers_token() {
     });
     fake.accept_key("tok-secret");
     let rt = Runtime::start(&deployment(&fake, "openai", false)).await;
-    let task = post(&rt.url, Some("tok-secret"), "q-1").await;
+    let task = post(&reqwest::Client::new(), &rt.url, Some("tok-secret"), "q-1").await;
     assert_eq!(task["status"]["state"], "completed", "{task}");
     let log = fake.requests();
     assert_eq!(log[0].credential.as_deref(), Some(KEY));

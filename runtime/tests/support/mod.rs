@@ -89,8 +89,20 @@ pub async fn post(url: &str, bearer: Option<&str>, id: &str) -> serde_json::Valu
 
 /// `POST /` of a task with `text`, with an optional bearer; the Task (the answer must be 200).
 pub async fn post_text(url: &str, bearer: Option<&str>, id: &str, text: &str) -> serde_json::Value {
+    post_text_with(&reqwest::Client::new(), url, bearer, id, text).await
+}
+
+/// [`post_text`] through `client` (many requests at once share one: a client takes tens of
+/// milliseconds to build in a debug build).
+pub async fn post_text_with(
+    client: &reqwest::Client,
+    url: &str,
+    bearer: Option<&str>,
+    id: &str,
+    text: &str,
+) -> serde_json::Value {
     let body = serde_json::json!({"message": {"messageId": id, "role": "user", "parts": [{"text": text}]}});
-    let mut req = reqwest::Client::new().post(format!("{url}/")).json(&body);
+    let mut req = client.post(format!("{url}/")).json(&body);
     if let Some(b) = bearer {
         req = req.bearer_auth(b);
     }
