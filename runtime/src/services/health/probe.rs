@@ -76,6 +76,9 @@ pub enum ProbeError {
     Unreachable(String),
     #[error("answered HTTP {0}")]
     Status(u16),
+    /// An A2A agent whose card came but cannot be used (too large, say).
+    #[error("answered with a card it cannot use: {0}")]
+    CardUnusable(String),
     /// An A2A agent whose card its trust refuses (`trust.policy`).
     #[error("not trusted: {0}")]
     Untrusted(String),
@@ -189,11 +192,7 @@ async fn read_card(
 ) -> Result<(), ProbeError> {
     let bytes = a2a_tools::read_card(client, name, server)
         .await
-        .map_err(|e| match e {
-            CardError::Answered { status, .. } => ProbeError::Status(status),
-            CardError::Unreachable { why, .. } => ProbeError::Unreachable(why),
-            other => ProbeError::Unreachable(other.to_string()),
-        })?;
+        .map_err(card_problem)?;
     if server.trust.is_off() {
         return Ok(());
     }
@@ -205,6 +204,16 @@ async fn read_card(
         .await
         .map(|_| ())
         .map_err(|refused| ProbeError::Untrusted(refused.to_string()))
+}
+
+/// What a probe reports of a card that could not be read: a transport failure is the agent
+/// unreachable; a card that came but cannot be used is not.
+fn card_problem(e: CardError) -> ProbeError {
+    match e {
+        CardError::Answered { status, .. } => ProbeError::Status(status),
+        CardError::Unreachable { why, .. } => ProbeError::Unreachable(why),
+        other => ProbeError::CardUnusable(other.to_string()),
+    }
 }
 
 /// A transport error's reason without the URL (which may carry credentials).
@@ -303,5 +312,26 @@ mod tests {
         let ok = report(&probes[..1], Some((true, "ok".into())), true);
         assert_eq!((ok.status, ok.message), (HealthStatus::Ok, None));
         assert_eq!(report(&[], None, false).status, HealthStatus::Error);
+    }
+
+    #[test]
+    fn a_card_too_large_is_reported_as_unusable_not_unreachable() {
+        let too_large = card_problem(CardError::TooLarge {
+            server: "peer".into(),
+            shown: "http://peer.example".into(),
+        });
+        assert!(
+            matches!(too_large, ProbeError::CardUnusable(_)),
+            "{too_large:?}"
+        );
+        let refused = card_problem(CardError::Unreachable {
+            server: "peer".into(),
+            shown: "http://peer.example".into(),
+            why: "connection refused".into(),
+        });
+        assert_eq!(
+            refused,
+            ProbeError::Unreachable("connection refused".into())
+        );
     }
 }
