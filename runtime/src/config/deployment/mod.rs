@@ -12,6 +12,7 @@ pub mod budgets;
 mod expand;
 mod file;
 mod models;
+mod servers;
 mod trust;
 mod validate;
 

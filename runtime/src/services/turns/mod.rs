@@ -18,14 +18,16 @@
 //!   (progress, SSE);
 //! - the metrics of a turn: `daedalus_runtime_tasks_total{state}` and its duration.
 //!
-//! Files: [`service`] (admission, starting a turn, its handle), [`execute`] (a turn's run:
-//! replay, context rules, the agent under timeout and cancellation), [`drain`] (shutdown),
+//! Files: [`service`] (admission, starting a turn, its handle), [`begin`] (a task's turn
+//! opened: replay, the context rules, its record, its begin), [`execute`] (a turn's run and
+//! end: the agent under timeout and cancellation), [`drain`] (shutdown),
 //! [`stream`] (the one translator from loop events to stream events), [`handle`] (what a face
 //! holds while a turn runs).
 //!
 //! [`drain`]: TurnService::drain
 
 pub mod admission;
+mod begin;
 pub mod conversation_locks;
 mod drain;
 mod error;
