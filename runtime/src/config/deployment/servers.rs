@@ -3,14 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use super::file::McpServerFile;
+use super::file::{DownstreamAuthFile, McpFile, McpServerFile};
 use super::{CardTrust, DeploymentError, DownstreamAuth, McpServer, ServerKind};
 
 /// The downstream servers of `mcp:`, each checked, A2A agents trusting `mcp.trust` unless
 /// they say otherwise.
 pub(super) fn mcp_servers_of(
     file: &str,
-    mcp: super::file::McpFile,
+    mcp: McpFile,
 ) -> Result<BTreeMap<String, McpServer>, DeploymentError> {
     let default_trust = mcp
         .trust
@@ -105,9 +105,9 @@ fn downstream_server(
 fn auth_of(
     file: &str,
     name: &str,
-    block: super::file::DownstreamAuthFile,
+    block: DownstreamAuthFile,
     forward_inbound_auth: bool,
-    headers: &std::collections::BTreeMap<String, String>,
+    headers: &BTreeMap<String, String>,
 ) -> Result<DownstreamAuth, DeploymentError> {
     let auth = downstream_auth(file, name, block)?;
     let clash = if forward_inbound_auth {
@@ -136,7 +136,7 @@ fn auth_of(
 fn downstream_auth(
     file: &str,
     name: &str,
-    block: super::file::DownstreamAuthFile,
+    block: DownstreamAuthFile,
 ) -> Result<DownstreamAuth, DeploymentError> {
     let wrong = |key: &str, message: String| DeploymentError::Shape {
         file: file.to_owned(),
